@@ -1,0 +1,61 @@
+package idem
+
+import (
+	"container/list"
+	"sync"
+	"time"
+)
+
+// lru is a bounded cache of completed records, keyed by stored key. A nil *lru is a cache
+// that holds nothing, so callers need not check whether caching is on.
+type lru struct {
+	mu    sync.Mutex
+	size  int
+	order *list.List // front = most recently used; values are *Record
+	items map[string]*list.Element
+}
+
+func newLRU(size int) *lru {
+	return &lru{size: size, order: list.New(), items: make(map[string]*list.Element, size)}
+}
+
+// get returns the cached record for key unless it has expired at now.
+func (c *lru) get(key string, now time.Time) *Record {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.items[key]
+	if !ok {
+		return nil
+	}
+	rec := e.Value.(*Record)
+	if rec.expired(now) {
+		c.order.Remove(e)
+		delete(c.items, key)
+		return nil
+	}
+	c.order.MoveToFront(e)
+	return rec
+}
+
+// put caches a completed or failed record, evicting the least recently used.
+func (c *lru) put(rec *Record) {
+	if c == nil || (rec.Status != StatusCompleted && rec.Status != StatusFailed) {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.items[rec.Key]; ok {
+		e.Value = rec
+		c.order.MoveToFront(e)
+		return
+	}
+	c.items[rec.Key] = c.order.PushFront(rec)
+	if c.order.Len() > c.size {
+		last := c.order.Back()
+		c.order.Remove(last)
+		delete(c.items, last.Value.(*Record).Key)
+	}
+}

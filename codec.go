@@ -1,0 +1,95 @@
+package idem
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Codec encodes handler results for storage and decodes them for replay.
+type Codec interface {
+	// Name identifies the encoding in the record (for example "json"). It must not
+	// contain '+'.
+	Name() string
+	// Marshal encodes v.
+	Marshal(v any) ([]byte, error)
+	// Unmarshal decodes data into v, a non-nil pointer.
+	Unmarshal(data []byte, v any) error
+}
+
+// JSONCodec encodes results with encoding/json. It is the default [Codec].
+type JSONCodec struct{}
+
+// Name returns "json".
+func (JSONCodec) Name() string { return "json" }
+
+// Marshal encodes v as JSON.
+func (JSONCodec) Marshal(v any) ([]byte, error) { return json.Marshal(v) }
+
+// Unmarshal decodes JSON data into v.
+func (JSONCodec) Unmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
+
+// encodeResult encodes v with the codec, compressing above the threshold. It returns
+// EncodingNone and no data when the result does not fit maxSize.
+func (c *config) encodeResult(v any) (data []byte, enc string, err error) {
+	data, err = c.codec.Marshal(v)
+	if err != nil {
+		return nil, EncodingNone, err
+	}
+	enc = c.codec.Name()
+	if len(data) > c.compressAbove {
+		var buf bytes.Buffer
+		buf.Grow(len(data) / 4)
+		zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
+		if _, err := zw.Write(data); err != nil {
+			return nil, EncodingNone, err
+		}
+		if err := zw.Close(); err != nil {
+			return nil, EncodingNone, err
+		}
+		if buf.Len() < len(data) {
+			data, enc = buf.Bytes(), enc+GzipSuffix
+		}
+	}
+	if len(data) > c.maxResult {
+		return nil, EncodingNone, nil
+	}
+	return data, enc, nil
+}
+
+// decodeResult decodes a completed record's data into out.
+func (c *config) decodeResult(rec *Record, out any) error {
+	if rec.Version > SchemaVersion || rec.Version < 0 {
+		return fmt.Errorf("%w: schema version %d", ErrIncompatibleRecord, rec.Version)
+	}
+	enc := rec.Encoding
+	if enc == "" && rec.Version == 0 {
+		enc = "json" // as the Powertools utilities write it
+	}
+	if enc == EncodingNone {
+		return ErrResultNotStored
+	}
+	data := rec.Data
+	name, gz := strings.CutSuffix(enc, GzipSuffix)
+	if name != c.codec.Name() {
+		return fmt.Errorf("%w: encoding %q, codec %q", ErrIncompatibleRecord, enc, c.codec.Name())
+	}
+	if gz {
+		zr, err := gzip.NewReader(bytes.NewReader(data))
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrIncompatibleRecord, err)
+		}
+		// The limit guards against a hostile record that inflates without bound.
+		data, err = io.ReadAll(io.LimitReader(zr, 64<<20))
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrIncompatibleRecord, err)
+		}
+	}
+	if err := c.codec.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("%w: %w", ErrIncompatibleRecord, err)
+	}
+	return nil
+}

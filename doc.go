@@ -1,0 +1,40 @@
+// Package idem makes AWS Lambda handlers idempotent: a guarded handler runs at most once per
+// idempotency key within the key's expiry window, and every retry or duplicate delivery gets
+// the first run's result back without running the handler again.
+//
+// # Mental model
+//
+// Each key has one record in a [Store] (DynamoDB in production, see package dynamo). A call
+// claims the key with one conditional write that succeeds only if no live record holds it,
+// and so becomes the owner of a lease, marked by a random token. The owner runs the handler
+// and then completes the record with the result, or releases it on failure so the next retry
+// runs again; both writes are conditional on the token, so an owner whose lease expired and
+// was taken over can never overwrite its successor ("fencing"). Every other caller finds the
+// live record in the claim's own response: a completed record is replayed, an in-progress one
+// is refused with [ErrInProgress] (or waited for, see [WithWait]), and a record written for a
+// different request fingerprint is refused with [ErrPayloadMismatch].
+//
+//	absent ──claim──► INPROGRESS ──ok──► COMPLETED ──expiry──► absent
+//	  ▲                  │  └── lease ends (crash, timeout) ──► may be claimed again
+//	  └──error: release──┘
+//
+// A new key costs two store round trips (claim, complete), a replay or an in-flight
+// duplicate one, and a warm local-cache replay ([WithCache]) none. Stored keys are
+// "<scope>#<sha256 hex>": raw keys never reach the store.
+//
+// # Usage
+//
+//	store := dynamo.New(ddbClient, "idempotency") // or idem.NewMemStore() in tests
+//	guard, err := idem.New(store, idem.WithExpiry(24*time.Hour))
+//	...
+//	order, replayed, err := idem.Do(ctx, guard, idem.Request{Key: key, Fingerprint: body},
+//		func(ctx context.Context) (Order, error) { return createOrder(ctx, body) })
+//
+// Handlers can record progress with [Checkpoint] and read it after a takeover with
+// [LastCheckpoint], and attach their own store writes to the completion with [Attach] so the
+// business effect and the record commit together or not at all.
+//
+// See https://docs.aws.amazon.com/lambda/latest/dg/invocation-retries.html for when Lambda
+// retries, and https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Expressions.ConditionExpressions.html
+// for the conditional writes the DynamoDB store relies on.
+package idem

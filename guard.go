@@ -1,0 +1,264 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+)
+
+// Guard runs handlers at most once per idempotency key within the key's expiry window, and
+// replays the first run's result to every retry and duplicate. It is safe for concurrent
+// use; create one per function (container) and share it.
+type Guard struct {
+	store Store
+	cfg   config
+	cache *lru
+}
+
+// New returns a Guard over store. Options are applied in order; invalid settings return an
+// error naming the option. New reads AWS_LAMBDA_FUNCTION_NAME once for the default scope.
+func New(store Store, opts ...Option) (*Guard, error) {
+	if store == nil {
+		return nil, errNilStore
+	}
+	cfg := config{
+		expiry:        DefaultExpiry,
+		lease:         DefaultLease,
+		leaseMargin:   DefaultLeaseMargin,
+		maxLease:      DefaultMaxLease,
+		scope:         os.Getenv("AWS_LAMBDA_FUNCTION_NAME"),
+		codec:         JSONCodec{},
+		compressAbove: DefaultCompressionThreshold,
+		maxResult:     DefaultMaxResultSize,
+		now:           time.Now,
+	}
+	if cfg.scope == "" {
+		cfg.scope = DefaultScope
+	}
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.logger == nil {
+		cfg.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	g := &Guard{store: store, cfg: cfg}
+	if cfg.cacheSize > 0 {
+		g.cache = newLRU(cfg.cacheSize)
+	}
+	return g, nil
+}
+
+// Scope returns the guard's key scope.
+func (g *Guard) Scope() string { return g.cfg.scope }
+
+// Do runs fn under the idempotency key of req, at most once per key within the expiry
+// window, and reports whether the result was replayed rather than computed.
+//
+//   - New (or expired) key: fn runs under a lease and its result is stored: two store round
+//     trips. If fn fails, the key is released (or, with [WithRememberFailures], the failure
+//     stored) and Do returns fn's result and error unchanged.
+//   - Completed key: the stored result is decoded and returned with replayed true: one round
+//     trip, none on a local cache hit ([WithCache]).
+//   - Key in flight elsewhere: [*InProgressError] ([ErrInProgress]), or with [WithWait] the
+//     owner's result once it completes.
+//   - Other errors: [ErrMissingKey], [ErrInvalidKey], [ErrPayloadMismatch], [ErrFailed],
+//     [ErrLeaseLost] (fn ran but another owner's result stands; retry), [ErrResultNotStored],
+//     [ErrIncompatibleRecord], [ErrConditionFailed], and [ErrStore], in which case fn did not
+//     run unless [WithFailOpen] is set.
+//
+// fn receives a context carrying the lease, for [Checkpoint], [LastCheckpoint] and
+// [Attach]. Its deadline sets the lease: the lease ends at ctx's deadline plus the margin.
+func Do[T any](ctx context.Context, g *Guard, req Request, fn func(context.Context) (T, error)) (result T, replayed bool, err error) {
+	run := func(ctx context.Context) (any, error) {
+		v, err := fn(ctx)
+		result = v
+		return v, err
+	}
+	rec, err := g.do(ctx, req, run)
+	if err != nil || rec == nil {
+		return result, false, err
+	}
+	if err := g.replay(rec, &result); err != nil {
+		var zero T
+		return zero, false, err
+	}
+	return result, true, nil
+}
+
+// do drives the state machine. It returns the record to replay, or nil after running fn.
+func (g *Guard) do(ctx context.Context, req Request, run func(context.Context) (any, error)) (*Record, error) {
+	key, err := g.storedKey(req)
+	if err != nil {
+		return nil, err
+	}
+	fp := fingerprintHash(req.Fingerprint)
+
+	if rec := g.cache.get(key, g.now()); rec != nil {
+		if err := g.checkFingerprint(ctx, rec, fp); err != nil {
+			return nil, err
+		}
+		fire(ctx, g.cfg.hooks.OnReplayed, Event{Key: key})
+		return rec, nil
+	}
+
+	var waitUntil time.Time
+	for {
+		rec, claimed, err := g.claim(ctx, key, fp)
+		if err != nil {
+			if g.cfg.failOpen && errors.Is(err, ErrStore) {
+				g.cfg.logger.WarnContext(ctx, "idem: store failed, running unguarded (fail-open)", "key", key, "error", err)
+				_, err := run(ctx)
+				return nil, err
+			}
+			return nil, err
+		}
+		if claimed {
+			return nil, g.runOwned(ctx, key, fp, rec, run)
+		}
+		if err := g.checkFingerprint(ctx, rec, fp); err != nil {
+			return nil, err
+		}
+		switch rec.Status {
+		case StatusCompleted, StatusFailed:
+			g.cache.put(rec)
+			fire(ctx, g.cfg.hooks.OnReplayed, Event{Key: key})
+			return rec, nil
+		case StatusInProgress:
+			if g.cfg.waitMax <= 0 {
+				return nil, g.inProgress(ctx, rec)
+			}
+			if waitUntil.IsZero() {
+				waitUntil = g.now().Add(g.cfg.waitMax)
+			}
+			done, err := g.waitFor(ctx, rec, waitUntil)
+			if err != nil || done != nil {
+				return done, err
+			}
+			// The record went away or its lease ended: claim again.
+		default:
+			return nil, fmt.Errorf("%w: status %q", ErrIncompatibleRecord, rec.Status)
+		}
+	}
+}
+
+// claim makes one claim attempt.
+func (g *Guard) claim(ctx context.Context, key, fp string) (*Record, bool, error) {
+	now := g.now()
+	rec := &Record{
+		Key:          key,
+		Status:       StatusInProgress,
+		Expires:      now.Add(g.cfg.expiry),
+		LeaseExpires: g.leaseEnd(ctx, now),
+		Fingerprint:  fp,
+		LeaseToken:   newToken(),
+		Version:      SchemaVersion,
+	}
+	prev, claimed, err := g.store.Claim(ctx, rec, now)
+	if err != nil {
+		err = storeErr("claim", err)
+		g.storeFailed(ctx, key, "claim", now, err)
+		return nil, false, err
+	}
+	if claimed {
+		fire(ctx, g.cfg.hooks.OnClaimed, Event{Key: key, Duration: g.now().Sub(now)})
+		mine := *rec
+		if prev != nil && prev.Status == StatusInProgress {
+			mine.Checkpoint = prev.Checkpoint // resume where the previous owner stopped
+		}
+		return &mine, true, nil
+	}
+	if prev == nil {
+		return nil, false, storeErr("claim", errors.New("store reported a conflict without the record"))
+	}
+	return prev, false, nil
+}
+
+// leaseEnd computes when a lease taken at now ends: the context deadline plus the margin,
+// or the default lease without a deadline, capped by the maximum.
+func (g *Guard) leaseEnd(ctx context.Context, now time.Time) time.Time {
+	d := g.cfg.lease
+	if dl, ok := ctx.Deadline(); ok {
+		d = dl.Sub(now) + g.cfg.leaseMargin
+	}
+	d = min(d, g.cfg.maxLease)
+	if d <= 0 {
+		d = g.cfg.leaseMargin // an expired context still claims briefly so the result fences
+	}
+	return now.Add(d)
+}
+
+func (g *Guard) checkFingerprint(ctx context.Context, rec *Record, fp string) error {
+	if fp != "" && rec.Fingerprint != "" && fp != rec.Fingerprint {
+		fire(ctx, g.cfg.hooks.OnMismatch, Event{Key: rec.Key, Err: ErrPayloadMismatch})
+		return ErrPayloadMismatch
+	}
+	return nil
+}
+
+func (g *Guard) inProgress(ctx context.Context, rec *Record) error {
+	retry := max(rec.LeaseExpires.Sub(g.now()), 0)
+	retry = max((retry+time.Second-1)/time.Second*time.Second, time.Second)
+	err := &InProgressError{LeaseExpires: rec.LeaseExpires, RetryAfter: retry}
+	fire(ctx, g.cfg.hooks.OnInProgress, Event{Key: rec.Key, Err: err})
+	return err
+}
+
+// waitFor polls an in-flight key until it completes, goes away or its lease ends, or until
+// the wait budget or ctx ends. It returns the completed record, or nil to claim again.
+func (g *Guard) waitFor(ctx context.Context, rec *Record, until time.Time) (*Record, error) {
+	poll := g.cfg.waitPoll
+	timer := time.NewTimer(poll)
+	defer timer.Stop()
+	for {
+		if !g.now().Before(until) {
+			return nil, g.inProgress(ctx, rec)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		case <-timer.C:
+		}
+		start := g.now()
+		cur, err := g.store.Get(ctx, rec.Key)
+		if err != nil {
+			err = storeErr("get", err)
+			g.storeFailed(ctx, rec.Key, "get", start, err)
+			return nil, err
+		}
+		now := g.now()
+		if !cur.live(now) {
+			return nil, nil
+		}
+		if cur.Status != StatusInProgress {
+			g.cache.put(cur)
+			fire(ctx, g.cfg.hooks.OnReplayed, Event{Key: rec.Key, Duration: now.Sub(start)})
+			return cur, nil
+		}
+		rec = cur
+		poll = min(2*poll, time.Second)
+		timer.Reset(poll)
+	}
+}
+
+// replay turns a stored record into the result or error it stands for.
+func (g *Guard) replay(rec *Record, out any) error {
+	if rec.Status == StatusFailed {
+		return &FailedError{Message: string(rec.Data)}
+	}
+	return g.cfg.decodeResult(rec, out)
+}
+
+func (g *Guard) now() time.Time { return g.cfg.now() }
+
+func (g *Guard) storeFailed(ctx context.Context, key, op string, start time.Time, err error) {
+	fire(ctx, g.cfg.hooks.OnStoreError, Event{Key: key, Op: op, Duration: g.now().Sub(start), Err: err})
+}

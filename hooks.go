@@ -1,0 +1,49 @@
+package idem
+
+import (
+	"context"
+	"time"
+)
+
+// Event describes one step of a guarded call, for [Hooks].
+type Event struct {
+	// Key is the stored (scoped, hashed) key; never the caller's raw key.
+	Key string
+	// Op names the store operation for store errors: "claim", "get", "complete", "release",
+	// "extend" or "checkpoint"; empty otherwise.
+	Op string
+	// Duration is how long the step took: the store call for claims, replays, conflicts
+	// and store errors; the handler plus completion for completions and releases.
+	Duration time.Duration
+	// Err is the error involved, if any.
+	Err error
+}
+
+// Hooks are optional callbacks for metrics, tracing and logging. A nil field does nothing.
+// They run synchronously on the calling goroutine, so they must be quick and safe for
+// concurrent use.
+type Hooks struct {
+	// OnClaimed runs when a key is claimed and the handler is about to run.
+	OnClaimed func(context.Context, Event)
+	// OnCompleted runs when a result (or remembered failure) is stored.
+	OnCompleted func(context.Context, Event)
+	// OnReplayed runs when a stored result is replayed instead of running the handler.
+	OnReplayed func(context.Context, Event)
+	// OnInProgress runs when a request is refused because its key is in flight.
+	OnInProgress func(context.Context, Event)
+	// OnMismatch runs when a key is reused with a different fingerprint.
+	OnMismatch func(context.Context, Event)
+	// OnLeaseLost runs when completion finds the lease taken over: the handler's effects may
+	// have happened twice unless they were attached to the completion.
+	OnLeaseLost func(context.Context, Event)
+	// OnReleased runs when a failed handler's key is released for a retry.
+	OnReleased func(context.Context, Event)
+	// OnStoreError runs when a store operation fails.
+	OnStoreError func(context.Context, Event)
+}
+
+func fire(ctx context.Context, f func(context.Context, Event), e Event) {
+	if f != nil {
+		f(ctx, e)
+	}
+}

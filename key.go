@@ -1,0 +1,63 @@
+package idem
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+)
+
+// Request names what a guarded call is about.
+type Request struct {
+	// Key is the caller's idempotency key. Required; at most [MaxKeyLength] bytes. It is
+	// hashed before it reaches the store, so raw keys (which may be personal data) are
+	// never stored.
+	Key string
+	// Tenant, when set, separates keys of different callers (for example an authorizer
+	// principal): the same Key from two tenants is two records. It is hashed with the key.
+	Tenant string
+	// Fingerprint, when non-nil, identifies the request's content (for example a canonical
+	// body). A key reused with another fingerprint gets [ErrPayloadMismatch]. Only its hash
+	// is stored.
+	Fingerprint []byte
+}
+
+// storedKey validates the caller's key and returns "<scope>#<sha256 hex>". The hash covers
+// the tenant and the key, each length-prefixed, so no two (tenant, key) pairs collide.
+func (g *Guard) storedKey(r Request) (string, error) {
+	if r.Key == "" {
+		return "", ErrMissingKey
+	}
+	if len(r.Key) > MaxKeyLength {
+		return "", fmt.Errorf("%w: longer than %d bytes", ErrInvalidKey, MaxKeyLength)
+	}
+	h := sha256.New()
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(r.Tenant)))
+	h.Write(n[:])
+	h.Write([]byte(r.Tenant))
+	h.Write([]byte(r.Key))
+	var sum [sha256.Size]byte
+	buf := make([]byte, 0, len(g.cfg.scope)+1+2*sha256.Size)
+	buf = append(buf, g.cfg.scope...)
+	buf = append(buf, '#')
+	buf = hex.AppendEncode(buf, h.Sum(sum[:0]))
+	return string(buf), nil
+}
+
+// fingerprintHash returns the hex SHA-256 of fp, or "" when fp is nil.
+func fingerprintHash(fp []byte) string {
+	if fp == nil {
+		return ""
+	}
+	sum := sha256.Sum256(fp)
+	return hex.EncodeToString(sum[:])
+}
+
+// newToken returns a random lease token.
+func newToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,93 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"sync"
+)
+
+// errNoLease is returned by [Attach] and [Checkpoint] outside a guarded handler.
+var errNoLease = errors.New("idem: no lease in context: call from inside a guarded handler")
+
+// lease is the owner's view of a claimed key, carried in the handler's context.
+type lease struct {
+	g     *Guard
+	key   string
+	token string
+
+	mu         sync.Mutex
+	checkpoint string
+	attached   []any
+}
+
+type leaseCtxKey struct{}
+
+func withLease(ctx context.Context, l *lease) context.Context {
+	return context.WithValue(ctx, leaseCtxKey{}, l)
+}
+
+func leaseFrom(ctx context.Context) *lease {
+	l, _ := ctx.Value(leaseCtxKey{}).(*lease)
+	return l
+}
+
+func (l *lease) takeAttached() []any {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	a := l.attached
+	l.attached = nil
+	return a
+}
+
+// Attach adds writes to the completion of the key whose handler ctx belongs to. They commit
+// atomically with the completed record, conditional on the lease token, or not at all: a
+// crash before completion, or a lost lease, means none of them lands. The store defines the
+// accepted types (the DynamoDB store takes its own write items, see its Attach helper; the
+// in-memory store takes func() error). Attach is safe for concurrent use. Outside a guarded
+// handler it returns an error.
+func Attach(ctx context.Context, writes ...any) error {
+	l := leaseFrom(ctx)
+	if l == nil {
+		return errNoLease
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.attached = append(l.attached, writes...)
+	return nil
+}
+
+// Checkpoint records a progress marker (for example "payment_charged") on the key whose
+// handler ctx belongs to, conditional on the lease token: one store round trip. If the
+// handler crashes, the next owner reads the marker with [LastCheckpoint] after taking over
+// the expired lease and can resume. It returns [ErrLeaseLost] if the lease was taken over,
+// an error wrapping [ErrStore] if the store failed, and an error outside a guarded handler.
+func Checkpoint(ctx context.Context, checkpoint string) error {
+	l := leaseFrom(ctx)
+	if l == nil {
+		return errNoLease
+	}
+	start := l.g.now()
+	err := l.g.store.SetCheckpoint(ctx, l.key, l.token, checkpoint)
+	if err != nil {
+		err = storeErr("checkpoint", err)
+		l.g.storeFailed(ctx, l.key, "checkpoint", start, err)
+		return err
+	}
+	l.mu.Lock()
+	l.checkpoint = checkpoint
+	l.mu.Unlock()
+	return nil
+}
+
+// LastCheckpoint returns the last checkpoint recorded for the key whose handler ctx belongs
+// to: this owner's latest, or, right after taking over an expired lease, the previous
+// owner's. It returns "" when there is none or outside a guarded handler.
+func LastCheckpoint(ctx context.Context) string {
+	l := leaseFrom(ctx)
+	if l == nil {
+		return ""
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.checkpoint
+}

@@ -1,0 +1,265 @@
+package idem
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Defaults of the [Guard] options.
+const (
+	// DefaultExpiry is how long a completed record is replayed (see [WithExpiry]).
+	DefaultExpiry = time.Hour
+	// DefaultLease is the lease length when the context has no deadline (see [WithLease]).
+	DefaultLease = time.Minute
+	// DefaultLeaseMargin is added to the context deadline to end the lease (see
+	// [WithLeaseMargin]). It is also the clock skew between callers that the lease tolerates.
+	DefaultLeaseMargin = 2 * time.Second
+	// DefaultMaxLease caps any lease (see [WithMaxLease]): the longest Lambda timeout.
+	DefaultMaxLease = 15 * time.Minute
+	// DefaultCompressionThreshold is the encoded size in bytes above which results are
+	// gzip-compressed (see [WithCompression]).
+	DefaultCompressionThreshold = 1024
+	// DefaultMaxResultSize is the largest stored result in bytes, after compression (see
+	// [WithMaxResultSize]): DynamoDB's 400 KB item limit less room for the other attributes.
+	DefaultMaxResultSize = 390 * 1024
+	// DefaultScope is the key scope when none is configured and AWS_LAMBDA_FUNCTION_NAME is
+	// unset.
+	DefaultScope = "default"
+	// MaxKeyLength is the longest caller key accepted, in bytes.
+	MaxKeyLength = 1024
+)
+
+// Option configures a [Guard]. Options are applied in order by [New].
+type Option func(*config) error
+
+type config struct {
+	expiry        time.Duration
+	lease         time.Duration
+	leaseMargin   time.Duration
+	maxLease      time.Duration
+	scope         string
+	cacheSize     int
+	waitMax       time.Duration
+	waitPoll      time.Duration
+	rememberFail  func(error) bool
+	heartbeat     time.Duration
+	codec         Codec
+	compressAbove int
+	maxResult     int
+	failOpen      bool
+	now           func() time.Time
+	logger        *slog.Logger
+	hooks         Hooks
+}
+
+func optErr(name, msg string) error { return fmt.Errorf("idem: %s: %s", name, msg) }
+
+// WithExpiry sets how long a completed or failed record is kept and replayed, counted from
+// completion. Default [DefaultExpiry]; must be positive. It becomes the record's TTL
+// attribute, but a record past it counts as absent even before DynamoDB deletes it.
+func WithExpiry(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return optErr("WithExpiry", "must be positive")
+		}
+		c.expiry = d
+		return nil
+	}
+}
+
+// WithLease sets the lease length used when the context has no deadline. Default
+// [DefaultLease]; must be positive. With a deadline (as in Lambda), the lease ends at the
+// deadline plus [WithLeaseMargin]. Either way it is capped by [WithMaxLease].
+func WithLease(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return optErr("WithLease", "must be positive")
+		}
+		c.lease = d
+		return nil
+	}
+}
+
+// WithLeaseMargin sets how long past the context deadline the lease lasts, so a slow
+// completion still lands and callers whose clocks run ahead by up to this much never take
+// over a live owner. Default [DefaultLeaseMargin]; must not be negative.
+func WithLeaseMargin(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return optErr("WithLeaseMargin", "must not be negative")
+		}
+		c.leaseMargin = d
+		return nil
+	}
+}
+
+// WithMaxLease caps the lease length. Default [DefaultMaxLease]; must be positive.
+func WithMaxLease(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return optErr("WithMaxLease", "must be positive")
+		}
+		c.maxLease = d
+		return nil
+	}
+}
+
+// WithScope sets the key scope: the prefix of every stored key, so functions sharing a
+// table never share keys. Default: the AWS_LAMBDA_FUNCTION_NAME environment variable read
+// once by [New], else [DefaultScope]. Must not be empty.
+func WithScope(scope string) Option {
+	return func(c *config) error {
+		if scope == "" {
+			return optErr("WithScope", "must not be empty")
+		}
+		c.scope = scope
+		return nil
+	}
+}
+
+// WithCache keeps up to size completed records in a local LRU cache, so a warm replay
+// costs no store round trip. Entries leave at their record's expiry. Default off (0); must
+// not be negative. Only results this guard completed or replayed are cached, so a record
+// deleted by hand from the store may still be replayed by a warm container until it expires.
+func WithCache(size int) Option {
+	return func(c *config) error {
+		if size < 0 {
+			return optErr("WithCache", "must not be negative")
+		}
+		c.cacheSize = size
+		return nil
+	}
+}
+
+// WithWait makes a request that finds its key in progress wait for the owner, polling the
+// store every poll (doubling up to one second) for at most maxWait, instead of returning
+// [ErrInProgress] at once. Default off. maxWait must be positive and poll positive and not
+// longer than maxWait. The wait also ends with the context.
+func WithWait(maxWait, poll time.Duration) Option {
+	return func(c *config) error {
+		if maxWait <= 0 || poll <= 0 || poll > maxWait {
+			return optErr("WithWait", "maxWait and poll must be positive, poll at most maxWait")
+		}
+		c.waitMax, c.waitPoll = maxWait, poll
+		return nil
+	}
+}
+
+// WithRememberFailures stores handler errors for which permanent returns true as
+// [StatusFailed] records; their retries get a [*FailedError] without running. Default off:
+// every failure releases the key so the next retry runs again. Must not be nil.
+func WithRememberFailures(permanent func(error) bool) Option {
+	return func(c *config) error {
+		if permanent == nil {
+			return optErr("WithRememberFailures", "predicate must not be nil")
+		}
+		c.rememberFail = permanent
+		return nil
+	}
+}
+
+// WithHeartbeat extends the lease every interval while the handler runs, to the lease
+// length from then, for work that may outlive its lease. Default off (0); must not be
+// negative. If an extension finds the lease lost, the handler's context is cancelled with
+// cause [ErrLeaseLost].
+func WithHeartbeat(interval time.Duration) Option {
+	return func(c *config) error {
+		if interval < 0 {
+			return optErr("WithHeartbeat", "must not be negative")
+		}
+		c.heartbeat = interval
+		return nil
+	}
+}
+
+// WithCodec sets how results are encoded. Default [JSONCodec]. Must not be nil, and its
+// Name must be non-empty and contain no '+'.
+func WithCodec(codec Codec) Option {
+	return func(c *config) error {
+		if codec == nil || codec.Name() == "" || containsPlus(codec.Name()) {
+			return optErr("WithCodec", "codec must be non-nil with a name without '+'")
+		}
+		c.codec = codec
+		return nil
+	}
+}
+
+// WithCompression sets the encoded size in bytes above which results are gzip-compressed
+// before they are stored. Default [DefaultCompressionThreshold]; must not be negative. Use
+// a very large value to turn compression off.
+func WithCompression(threshold int) Option {
+	return func(c *config) error {
+		if threshold < 0 {
+			return optErr("WithCompression", "must not be negative")
+		}
+		c.compressAbove = threshold
+		return nil
+	}
+}
+
+// WithMaxResultSize sets the largest result stored, in bytes after compression. A larger
+// one completes the key without its body, so the work is never repeated, and replays get
+// [ErrResultNotStored]. Default [DefaultMaxResultSize]; must be positive.
+func WithMaxResultSize(n int) Option {
+	return func(c *config) error {
+		if n <= 0 {
+			return optErr("WithMaxResultSize", "must be positive")
+		}
+		c.maxResult = n
+		return nil
+	}
+}
+
+// WithFailOpen runs the handler unguarded when the store fails to claim the key, instead of
+// failing closed with [ErrStore]. Default false. Only for work whose duplicates are cheap.
+func WithFailOpen(failOpen bool) Option {
+	return func(c *config) error {
+		c.failOpen = failOpen
+		return nil
+	}
+}
+
+// WithClock sets the time source, for tests. Default time.Now. Must not be nil.
+func WithClock(now func() time.Time) Option {
+	return func(c *config) error {
+		if now == nil {
+			return optErr("WithClock", "must not be nil")
+		}
+		c.now = now
+		return nil
+	}
+}
+
+// WithLogger sets the logger for events a caller cannot see in return values: a possible
+// double execution, a failed release. Default: discard. Keys are logged only in their
+// stored (hashed) form, never request bodies. Must not be nil.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error {
+		if l == nil {
+			return optErr("WithLogger", "must not be nil")
+		}
+		c.logger = l
+		return nil
+	}
+}
+
+// WithHooks sets callbacks for metrics and tracing. Default none. Nil fields do nothing.
+func WithHooks(h Hooks) Option {
+	return func(c *config) error {
+		c.hooks = h
+		return nil
+	}
+}
+
+func containsPlus(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '+' {
+			return true
+		}
+	}
+	return false
+}
+
+var errNilStore = errors.New("idem: New: store must not be nil")

@@ -1,0 +1,80 @@
+package idem
+
+import "time"
+
+// Status is the state of an idempotency record, stored as a string attribute.
+type Status string
+
+// The statuses a record can have. The wire values are those of the Powertools for AWS Lambda
+// idempotency utilities, so a table can be shared with functions written in other languages.
+const (
+	// StatusInProgress marks a key whose handler is running under a lease.
+	StatusInProgress Status = "INPROGRESS"
+	// StatusCompleted marks a key whose handler succeeded; its result is replayed.
+	StatusCompleted Status = "COMPLETED"
+	// StatusFailed marks a key whose handler failed with an error that
+	// [WithRememberFailures] called permanent; the error is replayed.
+	StatusFailed Status = "FAILED"
+)
+
+// SchemaVersion is the record schema version this package writes. A record with a higher
+// version is refused with [ErrIncompatibleRecord]; a record with no version (0) is read as
+// version 1, which is how records written by the Powertools utilities look.
+const SchemaVersion = 1
+
+// Encodings of [Record.Data].
+const (
+	// EncodingNone means the record carries no result body: the result was too large to store,
+	// or could not be encoded. Replaying it yields [ErrResultNotStored].
+	EncodingNone = "none"
+	// EncodingError means Data holds the message of a remembered failure.
+	EncodingError = "error"
+	// GzipSuffix is appended to a codec name when Data is gzip-compressed ("json+gzip").
+	GzipSuffix = "+gzip"
+)
+
+// Record is one idempotency record: the state of one scoped key. Stores persist every field;
+// the zero value of a field means the attribute is absent.
+type Record struct {
+	// Key is the stored key, "<scope>#<sha256 hex>", never the caller's raw key.
+	Key string
+	// Status is the record's state.
+	Status Status
+	// Expires is when the record stops counting, whatever its status (the table's TTL
+	// attribute). A record past Expires is treated as absent even if it still exists.
+	Expires time.Time
+	// LeaseExpires is when the current lease ends. An [StatusInProgress] record past it may
+	// be taken over by a new claim.
+	LeaseExpires time.Time
+	// Fingerprint is the hex SHA-256 of the request fingerprint, or empty when the caller
+	// gave none (payload validation off).
+	Fingerprint string
+	// Data is the encoded result (or failure message), possibly compressed.
+	Data []byte
+	// Encoding names how Data is encoded: a codec name such as "json", optionally with
+	// [GzipSuffix], or [EncodingNone] or [EncodingError].
+	Encoding string
+	// LeaseToken is the random token of the lease owner. Completion, release, lease
+	// extension and checkpoints are conditional on it.
+	LeaseToken string
+	// Checkpoint is the last progress marker the owner recorded with [Checkpoint].
+	Checkpoint string
+	// Version is the record schema version; see [SchemaVersion].
+	Version int
+}
+
+// expired reports whether the record no longer counts at now.
+func (r *Record) expired(now time.Time) bool {
+	return !r.Expires.IsZero() && !now.Before(r.Expires)
+}
+
+// leaseExpired reports whether an in-progress record's lease has ended at now.
+func (r *Record) leaseExpired(now time.Time) bool {
+	return r.Status == StatusInProgress && !now.Before(r.LeaseExpires)
+}
+
+// live reports whether the record holds its key at now: it exists, has not expired, and is
+// not an in-progress record whose lease has ended. It is the negation of the claim condition.
+func (r *Record) live(now time.Time) bool {
+	return r != nil && !r.expired(now) && !r.leaseExpired(now)
+}
