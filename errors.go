@@ -38,6 +38,8 @@ var (
 	// ErrConditionFailed means a write attached to the completion (see [Attach]) failed its
 	// condition: neither it nor the completion committed, and the key was released.
 	ErrConditionFailed = errors.New("idem: attached write condition failed")
+	// ErrNoLease means [Attach] or [Checkpoint] was called outside a guarded handler.
+	ErrNoLease = errors.New("idem: no lease in context: call from inside a guarded handler")
 	// ErrTooLarge is returned by a [Store] when a record exceeds its item size limit. The
 	// guard then records completion without the result.
 	ErrTooLarge = errors.New("idem: record too large for the store")

@@ -96,7 +96,7 @@ func Do[T any](ctx context.Context, g *Guard, req Request, fn func(context.Conte
 
 // do drives the state machine. It returns the record to replay, or nil after running fn.
 func (g *Guard) do(ctx context.Context, req Request, run func(context.Context) (any, error)) (*Record, error) {
-	key, err := g.storedKey(req)
+	key, err := g.StoredKey(req)
 	if err != nil {
 		return nil, err
 	}

@@ -23,9 +23,11 @@ type Request struct {
 	Fingerprint []byte
 }
 
-// storedKey validates the caller's key and returns "<scope>#<sha256 hex>". The hash covers
-// the tenant and the key, each length-prefixed, so no two (tenant, key) pairs collide.
-func (g *Guard) storedKey(r Request) (string, error) {
+// StoredKey validates the request's key and returns the key its record is stored under:
+// "<scope>#<sha256 hex>". The hash covers the tenant and the key, the tenant
+// length-prefixed, so no two (tenant, key) pairs share a record. It returns [ErrMissingKey]
+// or [ErrInvalidKey] for a bad key. Use it to find a request's record in the table.
+func (g *Guard) StoredKey(r Request) (string, error) {
 	if r.Key == "" {
 		return "", ErrMissingKey
 	}

@@ -2,12 +2,9 @@ package idem
 
 import (
 	"context"
-	"errors"
 	"sync"
 )
 
-// errNoLease is returned by [Attach] and [Checkpoint] outside a guarded handler.
-var errNoLease = errors.New("idem: no lease in context: call from inside a guarded handler")
 
 // lease is the owner's view of a claimed key, carried in the handler's context.
 type lease struct {
@@ -48,7 +45,7 @@ func (l *lease) takeAttached() []any {
 func Attach(ctx context.Context, writes ...any) error {
 	l := leaseFrom(ctx)
 	if l == nil {
-		return errNoLease
+		return ErrNoLease
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -64,7 +61,7 @@ func Attach(ctx context.Context, writes ...any) error {
 func Checkpoint(ctx context.Context, checkpoint string) error {
 	l := leaseFrom(ctx)
 	if l == nil {
-		return errNoLease
+		return ErrNoLease
 	}
 	start := l.g.now()
 	err := l.g.store.SetCheckpoint(ctx, l.key, l.token, checkpoint)

@@ -1,0 +1,34 @@
+// Package storetest is the behaviour suite every idem.Store runs: the same state-machine
+// tests against the in-memory store and against DynamoDB Local. Store conditions take the
+// caller's clock as a parameter, so a fake clock drives both.
+package storetest
+
+import (
+	"sync"
+	"time"
+)
+
+// Clock is a settable clock safe for concurrent use.
+type Clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// NewClock returns a clock set to a fixed instant.
+func NewClock() *Clock {
+	return &Clock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+}
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Advance moves the clock forward by d.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}

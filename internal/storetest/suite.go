@@ -1,0 +1,597 @@
+package storetest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idem"
+)
+
+// Harness tells the suite how to make a store and a business counter for it.
+type Harness struct {
+	// NewStore returns an empty store (or one whose keys no other test uses).
+	NewStore func(t *testing.T) idem.Store
+	// NewCounter returns a fresh business counter for store: add attaches "add n" to the
+	// completion of the guarded call that ctx belongs to (with failCond, a write whose
+	// condition fails), and read returns the committed total.
+	NewCounter func(t *testing.T, store idem.Store) (add func(ctx context.Context, n int, failCond bool) error, read func() int)
+	// Contention sets the goroutines per key and keys of the race test (defaults 64 and 50).
+	Goroutines, Keys int
+}
+
+type result struct {
+	N   int    `json:"n"`
+	Msg string `json:"msg"`
+}
+
+type fixture struct {
+	store idem.Store
+	clock *Clock
+	guard *idem.Guard
+}
+
+func (h Harness) fixture(t *testing.T, opts ...idem.Option) fixture {
+	t.Helper()
+	s := h.NewStore(t)
+	c := NewClock()
+	opts = append([]idem.Option{idem.WithClock(c.Now), idem.WithScope("suite")}, opts...)
+	g, err := idem.New(s, opts...)
+	require.NoError(t, err)
+	return fixture{store: s, clock: c, guard: g}
+}
+
+func key(t *testing.T) string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return t.Name() + "/" + hex.EncodeToString(b[:])
+}
+
+// Run runs the behaviour suite.
+func Run(t *testing.T, h Harness) {
+	t.Run("NewThenReplay", h.newThenReplay)
+	t.Run("ErrorReleases", h.errorReleases)
+	t.Run("RememberedFailure", h.rememberedFailure)
+	t.Run("PayloadMismatch", h.payloadMismatch)
+	t.Run("InProgress", h.inProgress)
+	t.Run("WaitForInFlight", h.waitForInFlight)
+	t.Run("ExpiredRecordIsAbsent", h.expiredIsAbsent)
+	t.Run("TakeoverFencesLateOwner", h.takeover)
+	t.Run("Checkpoint", h.checkpoint)
+	t.Run("Contention", h.contention)
+	t.Run("LargeResults", h.largeResults)
+	t.Run("IncompatibleRecord", h.incompatible)
+	t.Run("StoreFailures", h.storeFailures)
+	if h.NewCounter != nil {
+		t.Run("TransactionalCompletion", h.transactional)
+	}
+}
+
+func (h Harness) newThenReplay(t *testing.T) {
+	f := h.fixture(t)
+	k := key(t)
+	runs := 0
+	fn := func(context.Context) (result, error) { runs++; return result{N: runs, Msg: "first"}, nil }
+	ctx := context.Background()
+
+	v, replayed, err := idem.Do(ctx, f.guard, idem.Request{Key: k}, fn)
+	require.NoError(t, err)
+	assert.False(t, replayed)
+	assert.Equal(t, result{N: 1, Msg: "first"}, v)
+
+	for range 3 {
+		v, replayed, err = idem.Do(ctx, f.guard, idem.Request{Key: k}, fn)
+		require.NoError(t, err)
+		assert.True(t, replayed)
+		assert.Equal(t, result{N: 1, Msg: "first"}, v)
+	}
+	assert.Equal(t, 1, runs)
+}
+
+func (h Harness) errorReleases(t *testing.T) {
+	f := h.fixture(t)
+	k := key(t)
+	boom := errors.New("boom")
+	runs := 0
+	fail := func(context.Context) (result, error) { runs++; return result{}, boom }
+	_, _, err := idem.Do(context.Background(), f.guard, idem.Request{Key: k}, fail)
+	require.ErrorIs(t, err, boom)
+
+	v, replayed, err := idem.Do(context.Background(), f.guard, idem.Request{Key: k}, func(context.Context) (result, error) {
+		runs++
+		return result{N: 2}, nil
+	})
+	require.NoError(t, err)
+	assert.False(t, replayed)
+	assert.Equal(t, 2, v.N)
+	assert.Equal(t, 2, runs)
+}
+
+func (h Harness) rememberedFailure(t *testing.T) {
+	permanent := errors.New("card declined")
+	f := h.fixture(t, idem.WithRememberFailures(func(err error) bool { return errors.Is(err, permanent) }))
+	k := key(t)
+	runs := 0
+	fn := func(context.Context) (result, error) { runs++; return result{}, permanent }
+	_, _, err := idem.Do(context.Background(), f.guard, idem.Request{Key: k}, fn)
+	require.ErrorIs(t, err, permanent)
+
+	_, replayed, err := idem.Do(context.Background(), f.guard, idem.Request{Key: k}, fn)
+	require.ErrorIs(t, err, idem.ErrFailed)
+	var fe *idem.FailedError
+	require.ErrorAs(t, err, &fe)
+	assert.Equal(t, "card declined", fe.Message)
+	assert.False(t, replayed)
+	assert.Equal(t, 1, runs)
+}
+
+func (h Harness) payloadMismatch(t *testing.T) {
+	f := h.fixture(t)
+	k := key(t)
+	runs := 0
+	fn := func(context.Context) (result, error) { runs++; return result{N: 1}, nil }
+	_, _, err := idem.Do(context.Background(), f.guard, idem.Request{Key: k, Fingerprint: []byte(`{"a":1}`)}, fn)
+	require.NoError(t, err)
+	_, _, err = idem.Do(context.Background(), f.guard, idem.Request{Key: k, Fingerprint: []byte(`{"a":2}`)}, fn)
+	require.ErrorIs(t, err, idem.ErrPayloadMismatch)
+	_, replayed, err := idem.Do(context.Background(), f.guard, idem.Request{Key: k, Fingerprint: []byte(`{"a":1}`)}, fn)
+	require.NoError(t, err)
+	assert.True(t, replayed)
+	assert.Equal(t, 1, runs)
+}
+
+// blockOwner starts an owner of k that runs until release is closed, and waits until it
+// holds the lease. It returns the owner's outcome channel.
+func blockOwner(t *testing.T, ctx context.Context, g *idem.Guard, k string, v result) (release chan struct{}, done chan error) {
+	t.Helper()
+	started := make(chan struct{})
+	release, done = make(chan struct{}), make(chan error, 1)
+	go func() {
+		_, _, err := idem.Do(ctx, g, idem.Request{Key: k}, func(context.Context) (result, error) {
+			close(started)
+			<-release
+			return v, nil
+		})
+		done <- err
+	}()
+	select {
+	case <-started:
+	case err := <-done:
+		t.Fatalf("owner did not start: %v", err)
+	}
+	return release, done
+}
+
+func (h Harness) inProgress(t *testing.T) {
+	f := h.fixture(t, idem.WithLease(90*time.Second))
+	k := key(t)
+	release, done := blockOwner(t, context.Background(), f.guard, k, result{N: 7})
+
+	f.clock.Advance(30 * time.Second)
+	_, _, err := idem.Do(context.Background(), f.guard, idem.Request{Key: k}, func(context.Context) (result, error) {
+		t.Error("duplicate ran")
+		return result{}, nil
+	})
+	require.ErrorIs(t, err, idem.ErrInProgress)
+	var ip *idem.InProgressError
+	require.ErrorAs(t, err, &ip)
+	assert.Equal(t, 60*time.Second, ip.RetryAfter)
+
+	close(release)
+	require.NoError(t, <-done)
+}
+
+func (h Harness) waitForInFlight(t *testing.T) {
+	f := h.fixture(t, idem.WithWait(time.Minute, 5*time.Millisecond))
+	k := key(t)
+	release, done := blockOwner(t, context.Background(), f.guard, k, result{N: 42})
+	type out struct {
+		v        result
+		replayed bool
+		err      error
+	}
+	waiter := make(chan out, 1)
+	go func() {
+		v, r, err := idem.Do(context.Background(), f.guard, idem.Request{Key: k}, func(context.Context) (result, error) {
+			return result{N: -1}, nil
+		})
+		waiter <- out{v, r, err}
+	}()
+	close(release)
+	require.NoError(t, <-done)
+	w := <-waiter
+	require.NoError(t, w.err)
+	assert.True(t, w.replayed)
+	assert.Equal(t, 42, w.v.N)
+}
+
+func (h Harness) expiredIsAbsent(t *testing.T) {
+	f := h.fixture(t, idem.WithExpiry(time.Hour))
+	k := key(t)
+	runs := 0
+	fn := func(context.Context) (result, error) { runs++; return result{N: runs}, nil }
+	_, _, err := idem.Do(context.Background(), f.guard, idem.Request{Key: k}, fn)
+	require.NoError(t, err)
+	f.clock.Advance(time.Hour + time.Second)
+	// The record still exists (TTL deletion lags) but no longer counts.
+	v, replayed, err := idem.Do(context.Background(), f.guard, idem.Request{Key: k}, fn)
+	require.NoError(t, err)
+	assert.False(t, replayed)
+	assert.Equal(t, 2, v.N)
+}
+
+func (h Harness) takeover(t *testing.T) {
+	f := h.fixture(t, idem.WithLease(time.Minute))
+	k := key(t)
+	release, done := blockOwner(t, context.Background(), f.guard, k, result{N: 1, Msg: "late"})
+
+	f.clock.Advance(time.Minute + time.Second) // the first owner's lease has ended
+	v, replayed, err := idem.Do(context.Background(), f.guard, idem.Request{Key: k}, func(context.Context) (result, error) {
+		return result{N: 2, Msg: "new owner"}, nil
+	})
+	require.NoError(t, err)
+	assert.False(t, replayed)
+	assert.Equal(t, "new owner", v.Msg)
+
+	close(release)
+	require.ErrorIs(t, <-done, idem.ErrLeaseLost)
+
+	v, replayed, err = idem.Do(context.Background(), f.guard, idem.Request{Key: k}, func(context.Context) (result, error) {
+		t.Error("ran after completion")
+		return result{}, nil
+	})
+	require.NoError(t, err)
+	assert.True(t, replayed)
+	assert.Equal(t, "new owner", v.Msg, "the late owner must not overwrite the new owner's record")
+}
+
+func (h Harness) checkpoint(t *testing.T) {
+	f := h.fixture(t, idem.WithLease(time.Minute))
+	k := key(t)
+	started, release, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		_, _, err := idem.Do(context.Background(), f.guard, idem.Request{Key: k}, func(ctx context.Context) (result, error) {
+			assert.Empty(t, idem.LastCheckpoint(ctx))
+			if err := idem.Checkpoint(ctx, "payment_charged"); err != nil {
+				return result{}, err
+			}
+			assert.Equal(t, "payment_charged", idem.LastCheckpoint(ctx))
+			close(started)
+			<-release // "crashes": never completes within its lease
+			return result{}, nil
+		})
+		done <- err
+	}()
+	<-started
+	f.clock.Advance(2 * time.Minute)
+	v, _, err := idem.Do(context.Background(), f.guard, idem.Request{Key: k}, func(ctx context.Context) (result, error) {
+		return result{Msg: idem.LastCheckpoint(ctx)}, nil
+	})
+	require.NoError(t, err)
+	assert.Equal(t, "payment_charged", v.Msg)
+
+	close(release)
+	require.ErrorIs(t, <-done, idem.ErrLeaseLost)
+	assert.ErrorIs(t, idem.Checkpoint(context.Background(), "x"), idem.ErrNoLease)
+}
+
+func (h Harness) contention(t *testing.T) {
+	goroutines, keys := h.Goroutines, h.Keys
+	if goroutines == 0 {
+		goroutines = 64
+	}
+	if keys == 0 {
+		keys = 50
+	}
+	f := h.fixture(t)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 4) // keys in flight at once
+	for i := range keys {
+		k := fmt.Sprintf("%s-%d", key(t), i)
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			var runs atomic.Int32
+			var inner sync.WaitGroup
+			start := make(chan struct{})
+			errs := make([]error, goroutines)
+			vals := make([]result, goroutines)
+			for j := range goroutines {
+				inner.Add(1)
+				go func() {
+					defer inner.Done()
+					<-start
+					vals[j], _, errs[j] = idem.Do(context.Background(), f.guard, idem.Request{Key: k}, func(context.Context) (result, error) {
+						n := runs.Add(1)
+						return result{N: int(n), Msg: k}, nil
+					})
+				}()
+			}
+			close(start)
+			inner.Wait()
+			assert.Equal(t, int32(1), runs.Load(), "key %s", k)
+			for j := range goroutines {
+				if errs[j] != nil {
+					assert.ErrorIs(t, errs[j], idem.ErrInProgress)
+					continue
+				}
+				assert.Equal(t, result{N: 1, Msg: k}, vals[j])
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func (h Harness) largeResults(t *testing.T) {
+	f := h.fixture(t, idem.WithMaxResultSize(100*1024))
+	ctx := context.Background()
+
+	t.Run("Compressed", func(t *testing.T) {
+		k := key(t)
+		big := result{Msg: strings.Repeat(`{"sku":"A-100","quantity":3},`, 2000)} // ~58 KB of JSON
+		_, _, err := idem.Do(ctx, f.guard, idem.Request{Key: k}, func(context.Context) (result, error) { return big, nil })
+		require.NoError(t, err)
+		rec := storedRecord(t, f, k)
+		assert.Equal(t, "json+gzip", rec.Encoding)
+		assert.Less(t, len(rec.Data), len(big.Msg)/4)
+		v, replayed, err := idem.Do(ctx, f.guard, idem.Request{Key: k}, func(context.Context) (result, error) { return result{}, nil })
+		require.NoError(t, err)
+		assert.True(t, replayed)
+		assert.Equal(t, big, v)
+	})
+	t.Run("TooLarge", func(t *testing.T) {
+		k := key(t)
+		runs := 0
+		huge := result{Msg: randomText(300 * 1024)} // incompressible, over the limit
+		fn := func(context.Context) (result, error) { runs++; return huge, nil }
+		v, _, err := idem.Do(ctx, f.guard, idem.Request{Key: k}, fn)
+		require.NoError(t, err)
+		assert.Equal(t, huge, v, "the first caller still gets its result")
+		rec := storedRecord(t, f, k)
+		assert.Equal(t, idem.StatusCompleted, rec.Status)
+		assert.Equal(t, idem.EncodingNone, rec.Encoding)
+		_, _, err = idem.Do(ctx, f.guard, idem.Request{Key: k}, fn)
+		require.ErrorIs(t, err, idem.ErrResultNotStored)
+		assert.Equal(t, 1, runs)
+	})
+}
+
+func (h Harness) incompatible(t *testing.T) {
+	cases := []struct {
+		name     string
+		data     string
+		encoding string
+		version  int
+	}{
+		{"UndecodableData", "{not json", "json", idem.SchemaVersion},
+		{"UnknownEncoding", `{"n":1}`, "msgpack", idem.SchemaVersion},
+		{"BadGzip", "not gzip", "json+gzip", idem.SchemaVersion},
+		{"FutureSchema", `{"n":1}`, "json", idem.SchemaVersion + 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := h.fixture(t)
+			k := key(t)
+			// Write the record through the store's own operations, as another writer would.
+			runs := 0
+			_, _, err := idem.Do(context.Background(), f.guard, idem.Request{Key: k}, func(ctx context.Context) (result, error) {
+				runs++
+				return result{}, errors.New("release me")
+			})
+			require.Error(t, err)
+			sk := storedKey(t, f.guard, k)
+			now := f.clock.Now()
+			rec := &idem.Record{Key: sk, Status: idem.StatusInProgress, Expires: now.Add(time.Hour),
+				LeaseExpires: now.Add(time.Minute), LeaseToken: "tok", Version: idem.SchemaVersion}
+			_, claimed, err := f.store.Claim(context.Background(), rec, now)
+			require.NoError(t, err)
+			require.True(t, claimed)
+			done := *rec
+			done.Status, done.Data, done.Encoding, done.Version = idem.StatusCompleted, []byte(tc.data), tc.encoding, tc.version
+			require.NoError(t, f.store.Complete(context.Background(), &done, nil))
+
+			_, _, err = idem.Do(context.Background(), f.guard, idem.Request{Key: k}, func(context.Context) (result, error) {
+				runs++
+				return result{}, nil
+			})
+			require.ErrorIs(t, err, idem.ErrIncompatibleRecord)
+			assert.Equal(t, 1, runs, "an incompatible record is an error, never a re-run")
+		})
+	}
+}
+
+func (h Harness) storeFailures(t *testing.T) {
+	outage := errors.New("injected outage")
+	ctx := context.Background()
+	newFaulty := func(t *testing.T, opts ...idem.Option) (*Faulty, *idem.Guard, *Clock) {
+		s := NewFaulty(h.NewStore(t))
+		c := NewClock()
+		g, err := idem.New(s, append([]idem.Option{idem.WithClock(c.Now), idem.WithScope("suite")}, opts...)...)
+		require.NoError(t, err)
+		return s, g, c
+	}
+	t.Run("ClaimFailsClosed", func(t *testing.T) {
+		s, g, _ := newFaulty(t)
+		s.Fail("claim", outage, false)
+		runs := 0
+		_, _, err := idem.Do(ctx, g, idem.Request{Key: key(t)}, func(context.Context) (result, error) { runs++; return result{}, nil })
+		require.ErrorIs(t, err, idem.ErrStore)
+		require.ErrorIs(t, err, outage)
+		assert.Zero(t, runs)
+	})
+	t.Run("ClaimFailsOpen", func(t *testing.T) {
+		s, g, _ := newFaulty(t, idem.WithFailOpen(true))
+		s.Fail("claim", outage, false)
+		v, replayed, err := idem.Do(ctx, g, idem.Request{Key: key(t)}, func(context.Context) (result, error) { return result{N: 5}, nil })
+		require.NoError(t, err)
+		assert.False(t, replayed)
+		assert.Equal(t, 5, v.N)
+	})
+	t.Run("ClaimAppliedResponseLost", func(t *testing.T) {
+		s, g, c := newFaulty(t, idem.WithLease(time.Minute))
+		k := key(t)
+		s.Fail("claim", outage, true)
+		runs := 0
+		fn := func(context.Context) (result, error) { runs++; return result{N: runs}, nil }
+		_, _, err := idem.Do(ctx, g, idem.Request{Key: k}, fn)
+		require.ErrorIs(t, err, idem.ErrStore)
+		s.Fail("claim", nil, false)
+		_, _, err = idem.Do(ctx, g, idem.Request{Key: k}, fn)
+		require.ErrorIs(t, err, idem.ErrInProgress, "the orphaned claim holds the key until its lease ends")
+		c.Advance(time.Minute + time.Second)
+		v, _, err := idem.Do(ctx, g, idem.Request{Key: k}, fn)
+		require.NoError(t, err)
+		assert.Equal(t, 1, v.N)
+		assert.Equal(t, 1, runs)
+	})
+	t.Run("CompleteFails", func(t *testing.T) {
+		s, g, c := newFaulty(t, idem.WithLease(time.Minute))
+		k := key(t)
+		s.Fail("complete", outage, false)
+		runs := 0
+		fn := func(context.Context) (result, error) { runs++; return result{N: runs}, nil }
+		_, _, err := idem.Do(ctx, g, idem.Request{Key: k}, fn)
+		require.ErrorIs(t, err, idem.ErrStore)
+		require.ErrorIs(t, err, outage)
+		s.Fail("complete", nil, false)
+		_, _, err = idem.Do(ctx, g, idem.Request{Key: k}, fn)
+		require.ErrorIs(t, err, idem.ErrInProgress, "no second run within the lease")
+		assert.Equal(t, 1, runs)
+		c.Advance(time.Minute + time.Second)
+		_, _, err = idem.Do(ctx, g, idem.Request{Key: k}, fn)
+		require.NoError(t, err)
+		assert.Equal(t, 2, runs, "after the lease the work runs again: its outcome was never recorded")
+	})
+	t.Run("CompleteAppliedResponseLost", func(t *testing.T) {
+		s, g, _ := newFaulty(t)
+		k := key(t)
+		s.Fail("complete", outage, true)
+		runs := 0
+		fn := func(context.Context) (result, error) { runs++; return result{N: runs}, nil }
+		_, _, err := idem.Do(ctx, g, idem.Request{Key: k}, fn)
+		require.ErrorIs(t, err, idem.ErrStore)
+		s.Fail("complete", nil, false)
+		v, replayed, err := idem.Do(ctx, g, idem.Request{Key: k}, fn)
+		require.NoError(t, err)
+		assert.True(t, replayed)
+		assert.Equal(t, 1, v.N)
+		assert.Equal(t, 1, runs)
+	})
+	t.Run("ReleaseFails", func(t *testing.T) {
+		s, g, c := newFaulty(t, idem.WithLease(time.Minute))
+		k := key(t)
+		s.Fail("release", outage, false)
+		boom := errors.New("handler failed")
+		runs := 0
+		_, _, err := idem.Do(ctx, g, idem.Request{Key: k}, func(context.Context) (result, error) { runs++; return result{}, boom })
+		require.ErrorIs(t, err, boom, "the caller sees the handler's error")
+		s.Fail("release", nil, false)
+		_, _, err = idem.Do(ctx, g, idem.Request{Key: k}, func(context.Context) (result, error) { runs++; return result{}, nil })
+		require.ErrorIs(t, err, idem.ErrInProgress)
+		c.Advance(time.Minute + time.Second)
+		_, _, err = idem.Do(ctx, g, idem.Request{Key: k}, func(context.Context) (result, error) { runs++; return result{}, nil })
+		require.NoError(t, err)
+		assert.Equal(t, 2, runs)
+	})
+}
+
+func (h Harness) transactional(t *testing.T) {
+	ctx := context.Background()
+	t.Run("DuplicatesApplyOnce", func(t *testing.T) {
+		f := h.fixture(t)
+		add, read := h.NewCounter(t, f.store)
+		k := key(t)
+		for range 5 {
+			_, _, err := idem.Do(ctx, f.guard, idem.Request{Key: k}, func(ctx context.Context) (result, error) {
+				return result{N: 10}, add(ctx, 10, false)
+			})
+			require.NoError(t, err)
+		}
+		assert.Equal(t, 10, read())
+	})
+	t.Run("CrashBeforeCompletion", func(t *testing.T) {
+		f := h.fixture(t, idem.WithLease(time.Minute))
+		add, read := h.NewCounter(t, f.store)
+		k := key(t)
+		release, done := make(chan struct{}), make(chan error, 1)
+		started := make(chan struct{})
+		go func() {
+			_, _, err := idem.Do(ctx, f.guard, idem.Request{Key: k}, func(ctx context.Context) (result, error) {
+				if err := add(ctx, 5, false); err != nil {
+					return result{}, err
+				}
+				close(started)
+				<-release // the process "dies" here: its lease ends before it completes
+				return result{N: 5}, nil
+			})
+			done <- err
+		}()
+		<-started
+		assert.Equal(t, 0, read(), "nothing lands before completion")
+		f.clock.Advance(2 * time.Minute)
+		_, _, err := idem.Do(ctx, f.guard, idem.Request{Key: k}, func(ctx context.Context) (result, error) {
+			return result{N: 5}, add(ctx, 5, false)
+		})
+		require.NoError(t, err)
+		close(release) // the fenced late owner tries to complete
+		require.ErrorIs(t, <-done, idem.ErrLeaseLost)
+		assert.Equal(t, 5, read(), "the fenced owner's write never lands")
+	})
+	t.Run("FailedConditionReleases", func(t *testing.T) {
+		f := h.fixture(t)
+		add, read := h.NewCounter(t, f.store)
+		k := key(t)
+		_, _, err := idem.Do(ctx, f.guard, idem.Request{Key: k}, func(ctx context.Context) (result, error) {
+			return result{N: 1}, add(ctx, 1, true)
+		})
+		require.ErrorIs(t, err, idem.ErrConditionFailed)
+		assert.Equal(t, 0, read())
+		_, replayed, err := idem.Do(ctx, f.guard, idem.Request{Key: k}, func(ctx context.Context) (result, error) {
+			return result{N: 1}, add(ctx, 1, false)
+		})
+		require.NoError(t, err)
+		assert.False(t, replayed, "the key was released")
+		assert.Equal(t, 1, read())
+	})
+}
+
+func storedRecord(t *testing.T, f fixture, k string) *idem.Record {
+	t.Helper()
+	rec, err := f.store.Get(context.Background(), storedKey(t, f.guard, k))
+	require.NoError(t, err)
+	require.NotNil(t, rec)
+	return rec
+}
+
+// randomText returns n bytes of printable, incompressible text.
+func randomText(n int) string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+	b := make([]byte, n)
+	x := uint64(88172645463325252)
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		b[i] = alphabet[x%uint64(len(alphabet))]
+	}
+	return string(b)
+}
+
+func storedKey(t *testing.T, g *idem.Guard, k string) string {
+	t.Helper()
+	sk, err := g.StoredKey(idem.Request{Key: k})
+	require.NoError(t, err)
+	return sk
+}
