@@ -5,7 +5,6 @@ import (
 	"sync"
 )
 
-
 // lease is the owner's view of a claimed key, carried in the handler's context.
 type lease struct {
 	g     *Guard
