@@ -1,0 +1,129 @@
+package idem_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/idemkit/idem"
+)
+
+type benchResult struct {
+	OK bool   `json:"ok"`
+	ID string `json:"id"`
+}
+
+func benchKeys(n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = "key-" + strconv.Itoa(i)
+	}
+	return keys
+}
+
+func BenchmarkGuard(b *testing.B) {
+	ctx := context.Background()
+	ok := func(context.Context) (benchResult, error) { return benchResult{OK: true, ID: "abc"}, nil }
+
+	b.Run("NewKey", func(b *testing.B) {
+		g, _ := idem.New(idem.NewMemStore())
+		keys := benchKeys(b.N)
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := range b.N {
+			if _, _, err := idem.Do(ctx, g, idem.Request{Key: keys[i]}, ok); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Replay", func(b *testing.B) {
+		g, _ := idem.New(idem.NewMemStore())
+		_, _, _ = idem.Do(ctx, g, idem.Request{Key: "k"}, ok)
+		b.ReportAllocs()
+		b.ResetTimer()
+		for range b.N {
+			if _, replayed, err := idem.Do(ctx, g, idem.Request{Key: "k"}, ok); err != nil || !replayed {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("CacheHit", func(b *testing.B) {
+		g, _ := idem.New(idem.NewMemStore(), idem.WithCache(1024))
+		_, _, _ = idem.Do(ctx, g, idem.Request{Key: "k"}, ok)
+		b.ReportAllocs()
+		b.ResetTimer()
+		for range b.N {
+			if _, replayed, err := idem.Do(ctx, g, idem.Request{Key: "k"}, ok); err != nil || !replayed {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("InFlight", func(b *testing.B) {
+		g, _ := idem.New(idem.NewMemStore())
+		release, started, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(done)
+			_, _, _ = idem.Do(ctx, g, idem.Request{Key: "k"}, func(context.Context) (benchResult, error) {
+				close(started)
+				<-release
+				return benchResult{}, nil
+			})
+		}()
+		<-started
+		b.ReportAllocs()
+		b.ResetTimer()
+		for range b.N {
+			if _, _, err := idem.Do(ctx, g, idem.Request{Key: "k"}, ok); err == nil {
+				b.Fatal("expected in-progress")
+			}
+		}
+		b.StopTimer()
+		close(release)
+		<-done
+	})
+}
+
+// BenchmarkResultCodec stores and replays results of 1 KB, 50 KB and 300 KB of JSON through
+// the guard's encode (compressing) and decode path.
+func BenchmarkResultCodec(b *testing.B) {
+	ctx := context.Background()
+	for _, size := range []int{1 << 10, 50 << 10, 300 << 10} {
+		item := `{"sku":"SKU-000123","quantity":3,"price_cents":1999},`
+		payload := strings.Repeat(item, size/len(item)+1)[:size]
+		for _, compress := range []bool{true, false} {
+			name := strconv.Itoa(size>>10) + "KB/gzip=" + strconv.FormatBool(compress)
+			threshold := idem.DefaultCompressionThreshold
+			if !compress {
+				threshold = 1 << 30
+			}
+			b.Run("Encode/"+name, func(b *testing.B) {
+				g, _ := idem.New(idem.NewMemStore(), idem.WithCompression(threshold))
+				keys := benchKeys(b.N)
+				fn := func(context.Context) (string, error) { return payload, nil }
+				b.SetBytes(int64(size))
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := range b.N {
+					if _, _, err := idem.Do(ctx, g, idem.Request{Key: keys[i]}, fn); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			b.Run("Decode/"+name, func(b *testing.B) {
+				g, _ := idem.New(idem.NewMemStore(), idem.WithCompression(threshold))
+				fn := func(context.Context) (string, error) { return payload, nil }
+				_, _, _ = idem.Do(ctx, g, idem.Request{Key: "k"}, fn)
+				b.SetBytes(int64(size))
+				b.ReportAllocs()
+				b.ResetTimer()
+				for range b.N {
+					v, replayed, err := idem.Do(ctx, g, idem.Request{Key: "k"}, fn)
+					if err != nil || !replayed || len(v) != size {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}

@@ -1,0 +1,249 @@
+package idem_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/idemkit/idem"
+)
+
+type receipt struct {
+	OrderID string `json:"order_id"`
+	Amount  int    `json:"amount"`
+}
+
+// A retry with the same key gets the first result back; the handler ran once.
+func Example() {
+	guard, err := idem.New(idem.NewMemStore(), idem.WithScope("orders"))
+	if err != nil {
+		panic(err)
+	}
+	charges := 0
+	charge := func(ctx context.Context) (receipt, error) {
+		charges++
+		return receipt{OrderID: "o-1", Amount: 4200}, nil
+	}
+	for range 3 {
+		r, replayed, err := idem.Do(context.Background(), guard, idem.Request{Key: "pay-123"}, charge)
+		fmt.Println(r.OrderID, r.Amount, replayed, err)
+	}
+	fmt.Println("charges:", charges)
+	// Output:
+	// o-1 4200 false <nil>
+	// o-1 4200 true <nil>
+	// o-1 4200 true <nil>
+	// charges: 1
+}
+
+func ExampleNew() {
+	_, err := idem.New(idem.NewMemStore(), idem.WithExpiry(-time.Hour))
+	fmt.Println(err)
+	// Output: idem: WithExpiry: must be positive
+}
+
+// The fingerprint catches a key reused for a different request.
+func ExampleDo() {
+	guard, _ := idem.New(idem.NewMemStore())
+	ok := func(context.Context) (string, error) { return "created", nil }
+	ctx := context.Background()
+	_, _, err := idem.Do(ctx, guard, idem.Request{Key: "k1", Fingerprint: []byte(`{"qty":1}`)}, ok)
+	fmt.Println(err)
+	_, _, err = idem.Do(ctx, guard, idem.Request{Key: "k1", Fingerprint: []byte(`{"qty":2}`)}, ok)
+	fmt.Println(errors.Is(err, idem.ErrPayloadMismatch))
+	// Output:
+	// <nil>
+	// true
+}
+
+// A handler records progress; after a crash, the next owner resumes from it.
+func ExampleCheckpoint() {
+	guard, _ := idem.New(idem.NewMemStore())
+	_, _, _ = idem.Do(context.Background(), guard, idem.Request{Key: "k"}, func(ctx context.Context) (string, error) {
+		if idem.LastCheckpoint(ctx) != "payment_charged" {
+			// charge the card, then remember that it was charged
+			if err := idem.Checkpoint(ctx, "payment_charged"); err != nil {
+				return "", err
+			}
+		}
+		fmt.Println("checkpoint:", idem.LastCheckpoint(ctx))
+		return "shipped", nil
+	})
+	// Output: checkpoint: payment_charged
+}
+
+// Writes attached to the completion commit with it or not at all.
+func ExampleAttach() {
+	guard, _ := idem.New(idem.NewMemStore())
+	balance := 0
+	credit := func(ctx context.Context) (int, error) {
+		err := idem.Attach(ctx, func() error { balance += 100; return nil })
+		return 100, err
+	}
+	for range 2 {
+		_, _, _ = idem.Do(context.Background(), guard, idem.Request{Key: "credit-1"}, credit)
+	}
+	fmt.Println("balance:", balance)
+	// Output: balance: 100
+}
+
+func ExampleInProgressError() {
+	store := idem.NewMemStore()
+	guard, _ := idem.New(store, idem.WithLease(30*time.Second))
+	release := make(chan struct{})
+	started := make(chan struct{})
+	go func() {
+		_, _, _ = idem.Do(context.Background(), guard, idem.Request{Key: "k"}, func(context.Context) (int, error) {
+			close(started)
+			<-release
+			return 1, nil
+		})
+	}()
+	<-started
+	_, _, err := idem.Do(context.Background(), guard, idem.Request{Key: "k"}, func(context.Context) (int, error) { return 2, nil })
+	var ip *idem.InProgressError
+	if errors.As(err, &ip) {
+		fmt.Println("in progress; retry after at most", ip.RetryAfter)
+	}
+	close(release)
+	// Output: in progress; retry after at most 30s
+}
+
+func ExampleWithExpiry() {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	guard, _ := idem.New(idem.NewMemStore(), idem.WithExpiry(time.Hour), idem.WithClock(func() time.Time { return now }))
+	runs := 0
+	fn := func(context.Context) (int, error) { runs++; return runs, nil }
+	_, _, _ = idem.Do(context.Background(), guard, idem.Request{Key: "k"}, fn)
+	now = now.Add(2 * time.Hour)
+	v, replayed, _ := idem.Do(context.Background(), guard, idem.Request{Key: "k"}, fn)
+	fmt.Println(v, replayed)
+	// Output: 2 false
+}
+
+func ExampleWithLease() {
+	_, err := idem.New(idem.NewMemStore(), idem.WithLease(5*time.Minute))
+	fmt.Println(err)
+	// Output: <nil>
+}
+
+func ExampleWithLeaseMargin() {
+	_, err := idem.New(idem.NewMemStore(), idem.WithLeaseMargin(5*time.Second))
+	fmt.Println(err)
+	// Output: <nil>
+}
+
+func ExampleWithMaxLease() {
+	_, err := idem.New(idem.NewMemStore(), idem.WithMaxLease(0))
+	fmt.Println(err)
+	// Output: idem: WithMaxLease: must be positive
+}
+
+func ExampleWithScope() {
+	guard, _ := idem.New(idem.NewMemStore(), idem.WithScope("checkout"))
+	key, _ := guard.StoredKey(idem.Request{Key: "abc"})
+	fmt.Println(key[:len("checkout#")], len(key))
+	// Output: checkout# 73
+}
+
+func ExampleWithCache() {
+	guard, _ := idem.New(idem.NewMemStore(), idem.WithCache(10_000))
+	_, _, _ = idem.Do(context.Background(), guard, idem.Request{Key: "k"}, func(context.Context) (int, error) { return 1, nil })
+	v, replayed, _ := idem.Do(context.Background(), guard, idem.Request{Key: "k"}, func(context.Context) (int, error) { return 2, nil })
+	fmt.Println(v, replayed) // served from the local cache: no store round trip
+	// Output: 1 true
+}
+
+func ExampleWithWait() {
+	guard, _ := idem.New(idem.NewMemStore(), idem.WithWait(5*time.Second, 10*time.Millisecond))
+	started := make(chan struct{})
+	go func() {
+		_, _, _ = idem.Do(context.Background(), guard, idem.Request{Key: "k"}, func(context.Context) (string, error) {
+			close(started)
+			time.Sleep(30 * time.Millisecond)
+			return "first", nil
+		})
+	}()
+	<-started
+	v, replayed, err := idem.Do(context.Background(), guard, idem.Request{Key: "k"}, func(context.Context) (string, error) { return "second", nil })
+	fmt.Println(v, replayed, err)
+	// Output: first true <nil>
+}
+
+func ExampleWithRememberFailures() {
+	errDeclined := errors.New("card declined")
+	guard, _ := idem.New(idem.NewMemStore(), idem.WithRememberFailures(func(err error) bool { return errors.Is(err, errDeclined) }))
+	fn := func(context.Context) (int, error) { return 0, errDeclined }
+	_, _, err := idem.Do(context.Background(), guard, idem.Request{Key: "k"}, fn)
+	fmt.Println(err)
+	_, _, err = idem.Do(context.Background(), guard, idem.Request{Key: "k"}, fn)
+	fmt.Println(err)
+	// Output:
+	// card declined
+	// idem: request failed before: card declined
+}
+
+func ExampleWithHeartbeat() {
+	_, err := idem.New(idem.NewMemStore(), idem.WithLease(time.Minute), idem.WithHeartbeat(20*time.Second))
+	fmt.Println(err)
+	// Output: <nil>
+}
+
+func ExampleWithCodec() {
+	_, err := idem.New(idem.NewMemStore(), idem.WithCodec(idem.JSONCodec{}))
+	fmt.Println(err)
+	// Output: <nil>
+}
+
+func ExampleWithCompression() {
+	_, err := idem.New(idem.NewMemStore(), idem.WithCompression(4096))
+	fmt.Println(err)
+	// Output: <nil>
+}
+
+func ExampleWithMaxResultSize() {
+	guard, _ := idem.New(idem.NewMemStore(), idem.WithMaxResultSize(16), idem.WithCompression(1<<20))
+	big := func(context.Context) (string, error) { return "a result longer than sixteen bytes", nil }
+	_, _, err := idem.Do(context.Background(), guard, idem.Request{Key: "k"}, big)
+	fmt.Println(err)
+	_, _, err = idem.Do(context.Background(), guard, idem.Request{Key: "k"}, big)
+	fmt.Println(errors.Is(err, idem.ErrResultNotStored))
+	// Output:
+	// <nil>
+	// true
+}
+
+func ExampleWithFailOpen() {
+	_, err := idem.New(idem.NewMemStore(), idem.WithFailOpen(true))
+	fmt.Println(err)
+	// Output: <nil>
+}
+
+func ExampleWithClock() {
+	fixed := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	_, err := idem.New(idem.NewMemStore(), idem.WithClock(func() time.Time { return fixed }))
+	fmt.Println(err)
+	// Output: <nil>
+}
+
+func ExampleWithLogger() {
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	_, err := idem.New(idem.NewMemStore(), idem.WithLogger(logger))
+	fmt.Println(err)
+	// Output: <nil>
+}
+
+func ExampleWithHooks() {
+	replays := 0
+	guard, _ := idem.New(idem.NewMemStore(), idem.WithHooks(idem.Hooks{
+		OnReplayed: func(context.Context, idem.Event) { replays++ },
+	}))
+	for range 3 {
+		_, _, _ = idem.Do(context.Background(), guard, idem.Request{Key: "k"}, func(context.Context) (int, error) { return 1, nil })
+	}
+	fmt.Println("replays:", replays)
+	// Output: replays: 2
+}

@@ -1,0 +1,379 @@
+package idem_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/storetest"
+)
+
+// counting counts store round trips per operation.
+type counting struct {
+	idem.Store
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func newCounting(s idem.Store) *counting { return &counting{Store: s, calls: map[string]int{}} }
+
+func (c *counting) inc(op string) {
+	c.mu.Lock()
+	c.calls[op]++
+	c.mu.Unlock()
+}
+
+func (c *counting) total() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, v := range c.calls {
+		n += v
+	}
+	return n
+}
+
+func (c *counting) reset() {
+	c.mu.Lock()
+	c.calls = map[string]int{}
+	c.mu.Unlock()
+}
+
+func (c *counting) Claim(ctx context.Context, r *idem.Record, now time.Time) (*idem.Record, bool, error) {
+	c.inc("claim")
+	return c.Store.Claim(ctx, r, now)
+}
+func (c *counting) Get(ctx context.Context, k string) (*idem.Record, error) {
+	c.inc("get")
+	return c.Store.Get(ctx, k)
+}
+func (c *counting) Complete(ctx context.Context, r *idem.Record, a []any) error {
+	c.inc("complete")
+	return c.Store.Complete(ctx, r, a)
+}
+func (c *counting) Release(ctx context.Context, k, t string) error {
+	c.inc("release")
+	return c.Store.Release(ctx, k, t)
+}
+
+func TestRoundTrips(t *testing.T) {
+	t.Parallel()
+	for _, cached := range []bool{false, true} {
+		s := newCounting(idem.NewMemStore())
+		opts := []idem.Option{idem.WithScope("rt")}
+		if cached {
+			opts = append(opts, idem.WithCache(8))
+		}
+		g, err := idem.New(s, opts...)
+		require.NoError(t, err)
+		ctx := context.Background()
+		fn := func(context.Context) (int, error) { return 1, nil }
+
+		_, _, err = idem.Do(ctx, g, idem.Request{Key: "k"}, fn)
+		require.NoError(t, err)
+		assert.Equal(t, 2, s.total(), "new key: claim + complete")
+
+		s.reset()
+		_, replayed, err := idem.Do(ctx, g, idem.Request{Key: "k"}, fn)
+		require.NoError(t, err)
+		assert.True(t, replayed)
+		if cached {
+			assert.Equal(t, 0, s.total(), "warm cache replay")
+		} else {
+			assert.Equal(t, 1, s.total(), "replay: the claim's conflict carries the record")
+		}
+	}
+
+	s := newCounting(idem.NewMemStore())
+	g, err := idem.New(s)
+	require.NoError(t, err)
+	release := make(chan struct{})
+	started := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _, _ = idem.Do(context.Background(), g, idem.Request{Key: "busy"}, func(context.Context) (int, error) {
+			close(started)
+			<-release
+			return 1, nil
+		})
+	}()
+	<-started
+	s.reset()
+	_, _, err = idem.Do(context.Background(), g, idem.Request{Key: "busy"}, func(context.Context) (int, error) { return 2, nil })
+	require.ErrorIs(t, err, idem.ErrInProgress)
+	assert.Equal(t, 1, s.total(), "in-flight duplicate")
+	close(release)
+	<-done
+}
+
+func TestKeys(t *testing.T) {
+	t.Parallel()
+	g, err := idem.New(idem.NewMemStore(), idem.WithScope("orders"))
+	require.NoError(t, err)
+	cases := []struct {
+		name string
+		req  idem.Request
+		want error
+	}{
+		{"Empty", idem.Request{}, idem.ErrMissingKey},
+		{"TooLong", idem.Request{Key: strings.Repeat("k", idem.MaxKeyLength+1)}, idem.ErrInvalidKey},
+		{"Longest", idem.Request{Key: strings.Repeat("k", idem.MaxKeyLength)}, nil},
+		{"Binary", idem.Request{Key: "a\x00b\xff"}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			sk, err := g.StoredKey(tc.req)
+			if tc.want != nil {
+				require.ErrorIs(t, err, tc.want)
+				return
+			}
+			require.NoError(t, err)
+			assert.True(t, strings.HasPrefix(sk, "orders#"))
+			assert.Len(t, sk, len("orders#")+64)
+			assert.NotContains(t, sk, tc.req.Key, "raw keys never reach the store")
+		})
+	}
+
+	a, _ := g.StoredKey(idem.Request{Key: "k", Tenant: "alice"})
+	b, _ := g.StoredKey(idem.Request{Key: "k", Tenant: "bob"})
+	c, _ := g.StoredKey(idem.Request{Key: "k"})
+	d, _ := g.StoredKey(idem.Request{Key: "ek", Tenant: "alic"})
+	assert.NotEqual(t, a, b, "tenants never share a record")
+	assert.NotEqual(t, a, c)
+	assert.NotEqual(t, a, d, "tenant and key cannot be shifted into each other")
+}
+
+func TestOptionsRejectBadValues(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		opt  idem.Option
+	}{
+		{"WithExpiry", idem.WithExpiry(0)},
+		{"WithLease", idem.WithLease(-time.Second)},
+		{"WithLeaseMargin", idem.WithLeaseMargin(-time.Second)},
+		{"WithMaxLease", idem.WithMaxLease(0)},
+		{"WithScope", idem.WithScope("")},
+		{"WithCache", idem.WithCache(-1)},
+		{"WithWait", idem.WithWait(time.Second, 2*time.Second)},
+		{"WithRememberFailures", idem.WithRememberFailures(nil)},
+		{"WithHeartbeat", idem.WithHeartbeat(-1)},
+		{"WithCodec", idem.WithCodec(nil)},
+		{"WithCompression", idem.WithCompression(-1)},
+		{"WithMaxResultSize", idem.WithMaxResultSize(0)},
+		{"WithClock", idem.WithClock(nil)},
+		{"WithLogger", idem.WithLogger(nil)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := idem.New(idem.NewMemStore(), tc.opt)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.name, "the error names the option")
+		})
+	}
+	_, err := idem.New(nil)
+	require.Error(t, err)
+}
+
+func TestDefaultScopeFromFunctionName(t *testing.T) {
+	t.Setenv("AWS_LAMBDA_FUNCTION_NAME", "payments-fn")
+	g, err := idem.New(idem.NewMemStore())
+	require.NoError(t, err)
+	assert.Equal(t, "payments-fn", g.Scope())
+	t.Setenv("AWS_LAMBDA_FUNCTION_NAME", "")
+	g, err = idem.New(idem.NewMemStore())
+	require.NoError(t, err)
+	assert.Equal(t, idem.DefaultScope, g.Scope())
+}
+
+func TestLeaseFollowsDeadline(t *testing.T) {
+	t.Parallel()
+	base := time.Now() // deadlines are real: the context ends on the real clock
+	clock := func() time.Time { return base }
+	s := idem.NewMemStore()
+	g, err := idem.New(s, idem.WithClock(clock), idem.WithLeaseMargin(time.Second), idem.WithMaxLease(time.Minute))
+	require.NoError(t, err)
+	cases := []struct {
+		name     string
+		deadline time.Duration // 0: none
+		want     time.Duration
+	}{
+		{"NoDeadline", 0, idem.DefaultLease},
+		{"Deadline", 10 * time.Second, 11 * time.Second},
+		{"CappedByMax", time.Hour, time.Minute},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			if tc.deadline > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithDeadline(ctx, base.Add(tc.deadline))
+				defer cancel()
+			}
+			var lease time.Time
+			_, _, err := idem.Do(ctx, g, idem.Request{Key: tc.name}, func(ctx context.Context) (int, error) {
+				sk, _ := g.StoredKey(idem.Request{Key: tc.name})
+				rec, err := s.Get(ctx, sk)
+				require.NoError(t, err)
+				lease = rec.LeaseExpires
+				return 0, nil
+			})
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, lease.Sub(base))
+		})
+	}
+}
+
+func TestPanicReleasesKey(t *testing.T) {
+	t.Parallel()
+	g, err := idem.New(idem.NewMemStore())
+	require.NoError(t, err)
+	assert.Panics(t, func() {
+		_, _, _ = idem.Do(context.Background(), g, idem.Request{Key: "p"}, func(context.Context) (int, error) { panic("bug") })
+	})
+	v, replayed, err := idem.Do(context.Background(), g, idem.Request{Key: "p"}, func(context.Context) (int, error) { return 3, nil })
+	require.NoError(t, err)
+	assert.False(t, replayed)
+	assert.Equal(t, 3, v)
+}
+
+func TestWaitGivesUpAtBudget(t *testing.T) {
+	t.Parallel()
+	g, err := idem.New(idem.NewMemStore(), idem.WithWait(30*time.Millisecond, 5*time.Millisecond))
+	require.NoError(t, err)
+	release, started, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _, _ = idem.Do(context.Background(), g, idem.Request{Key: "w"}, func(context.Context) (int, error) {
+			close(started)
+			<-release
+			return 1, nil
+		})
+	}()
+	<-started
+	_, _, err = idem.Do(context.Background(), g, idem.Request{Key: "w"}, func(context.Context) (int, error) { return 2, nil })
+	require.ErrorIs(t, err, idem.ErrInProgress)
+	close(release)
+	<-done
+}
+
+func TestWaitEndsWithContext(t *testing.T) {
+	t.Parallel()
+	s := idem.NewMemStore()
+	owner, err := idem.New(s)
+	require.NoError(t, err)
+	waiter, err := idem.New(s, idem.WithWait(time.Minute, time.Millisecond))
+	require.NoError(t, err)
+	release, started, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _, _ = idem.Do(context.Background(), owner, idem.Request{Key: "w"}, func(context.Context) (int, error) {
+			close(started)
+			<-release
+			return 1, nil
+		})
+	}()
+	<-started
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	_, _, err = idem.Do(ctx, waiter, idem.Request{Key: "w"}, func(context.Context) (int, error) { return 2, nil })
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	close(release)
+	<-done
+}
+
+func TestHeartbeatExtendsLease(t *testing.T) {
+	t.Parallel()
+	clock := storetest.NewClock()
+	s := idem.NewMemStore()
+	g, err := idem.New(s, idem.WithClock(clock.Now), idem.WithLease(time.Minute), idem.WithHeartbeat(2*time.Millisecond))
+	require.NoError(t, err)
+	sk, _ := g.StoredKey(idem.Request{Key: "hb"})
+	_, _, err = idem.Do(context.Background(), g, idem.Request{Key: "hb"}, func(ctx context.Context) (int, error) {
+		clock.Advance(50 * time.Second)
+		require.Eventually(t, func() bool {
+			rec, _ := s.Get(ctx, sk)
+			return rec.LeaseExpires.Equal(clock.Now().Add(time.Minute))
+		}, 5*time.Second, time.Millisecond)
+		return 1, nil
+	})
+	require.NoError(t, err)
+}
+
+func TestHeartbeatCancelsOnLostLease(t *testing.T) {
+	t.Parallel()
+	s := idem.NewMemStore()
+	g, err := idem.New(s, idem.WithHeartbeat(time.Millisecond))
+	require.NoError(t, err)
+	sk, _ := g.StoredKey(idem.Request{Key: "hb"})
+	_, _, err = idem.Do(context.Background(), g, idem.Request{Key: "hb"}, func(ctx context.Context) (int, error) {
+		rec, _ := s.Get(ctx, sk)
+		rec.LeaseToken = "someone-else" // another owner took over
+		s.Put(*rec)
+		<-ctx.Done()
+		return 0, context.Cause(ctx)
+	})
+	require.ErrorIs(t, err, idem.ErrLeaseLost)
+}
+
+func TestHooks(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	seen := map[string]int{}
+	rec := func(name string) func(context.Context, idem.Event) {
+		return func(_ context.Context, e idem.Event) {
+			mu.Lock()
+			defer mu.Unlock()
+			assert.True(t, strings.HasPrefix(e.Key, "hooks#"), "hooks see stored keys only")
+			seen[name]++
+		}
+	}
+	faulty := storetest.NewFaulty(idem.NewMemStore())
+	g, err := idem.New(faulty, idem.WithScope("hooks"), idem.WithHooks(idem.Hooks{
+		OnClaimed: rec("claimed"), OnCompleted: rec("completed"), OnReplayed: rec("replayed"),
+		OnMismatch: rec("mismatch"), OnReleased: rec("released"), OnStoreError: rec("store"),
+		OnInProgress: rec("inprogress"), OnLeaseLost: rec("leaselost"),
+	}))
+	require.NoError(t, err)
+	ctx := context.Background()
+	ok := func(context.Context) (int, error) { return 1, nil }
+	_, _, _ = idem.Do(ctx, g, idem.Request{Key: "a", Fingerprint: []byte("1")}, ok)
+	_, _, _ = idem.Do(ctx, g, idem.Request{Key: "a", Fingerprint: []byte("1")}, ok)
+	_, _, _ = idem.Do(ctx, g, idem.Request{Key: "a", Fingerprint: []byte("2")}, ok)
+	_, _, _ = idem.Do(ctx, g, idem.Request{Key: "b"}, func(context.Context) (int, error) { return 0, errors.New("x") })
+	faulty.Fail("claim", errors.New("down"), false)
+	_, _, _ = idem.Do(ctx, g, idem.Request{Key: "c"}, ok)
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, map[string]int{"claimed": 2, "completed": 1, "replayed": 1, "mismatch": 1, "released": 1, "store": 1}, seen)
+}
+
+func TestAttachOutsideHandler(t *testing.T) {
+	t.Parallel()
+	require.ErrorIs(t, idem.Attach(context.Background(), func() error { return nil }), idem.ErrNoLease)
+	assert.Empty(t, idem.LastCheckpoint(context.Background()))
+}
+
+func TestMemStoreRejectsForeignAttachment(t *testing.T) {
+	t.Parallel()
+	g, err := idem.New(idem.NewMemStore())
+	require.NoError(t, err)
+	var calls atomic.Int32
+	_, _, err = idem.Do(context.Background(), g, idem.Request{Key: "x"}, func(ctx context.Context) (int, error) {
+		calls.Add(1)
+		return 0, idem.Attach(ctx, "not a write")
+	})
+	require.ErrorIs(t, err, idem.ErrStore, "an attachment the store cannot write fails the completion")
+	assert.Equal(t, int32(1), calls.Load())
+}
