@@ -101,18 +101,19 @@ func (g *Guard) do(ctx context.Context, req Request, run func(context.Context) (
 		return nil, err
 	}
 	fp := fingerprintHash(req.Fingerprint)
+	start := g.now()
 
-	if rec := g.cache.get(key, g.now()); rec != nil {
+	if rec := g.cache.get(key, start); rec != nil {
 		if err := g.checkFingerprint(ctx, rec, fp); err != nil {
 			return nil, err
 		}
-		fire(ctx, g.cfg.hooks.OnReplayed, Event{Key: key})
+		g.fire(ctx, g.cfg.hooks.OnReplayed, start, Event{Key: key})
 		return rec, nil
 	}
 
 	var waitUntil time.Time
-	for {
-		rec, claimed, err := g.claim(ctx, key, fp)
+	for now := start; ; now = g.now() {
+		rec, claimed, err := g.claim(ctx, key, fp, now)
 		if err != nil {
 			if g.cfg.failOpen && errors.Is(err, ErrStore) {
 				g.cfg.logger.WarnContext(ctx, "idem: store failed, running unguarded (fail-open)", "key", key, "error", err)
@@ -130,14 +131,14 @@ func (g *Guard) do(ctx context.Context, req Request, run func(context.Context) (
 		switch rec.Status {
 		case StatusCompleted, StatusFailed:
 			g.cache.put(rec)
-			fire(ctx, g.cfg.hooks.OnReplayed, Event{Key: key})
+			g.fire(ctx, g.cfg.hooks.OnReplayed, now, Event{Key: key})
 			return rec, nil
 		case StatusInProgress:
 			if g.cfg.waitMax <= 0 {
-				return nil, g.inProgress(ctx, rec)
+				return nil, g.inProgress(ctx, rec, now)
 			}
 			if waitUntil.IsZero() {
-				waitUntil = g.now().Add(g.cfg.waitMax)
+				waitUntil = now.Add(g.cfg.waitMax)
 			}
 			done, err := g.waitFor(ctx, rec, waitUntil)
 			if err != nil || done != nil {
@@ -150,9 +151,8 @@ func (g *Guard) do(ctx context.Context, req Request, run func(context.Context) (
 	}
 }
 
-// claim makes one claim attempt.
-func (g *Guard) claim(ctx context.Context, key, fp string) (*Record, bool, error) {
-	now := g.now()
+// claim makes one claim attempt at now.
+func (g *Guard) claim(ctx context.Context, key, fp string, now time.Time) (*Record, bool, error) {
 	rec := &Record{
 		Key:          key,
 		Status:       StatusInProgress,
@@ -169,12 +169,11 @@ func (g *Guard) claim(ctx context.Context, key, fp string) (*Record, bool, error
 		return nil, false, err
 	}
 	if claimed {
-		fire(ctx, g.cfg.hooks.OnClaimed, Event{Key: key, Duration: g.now().Sub(now)})
-		mine := *rec
+		g.fire(ctx, g.cfg.hooks.OnClaimed, now, Event{Key: key})
 		if prev != nil && prev.Status == StatusInProgress {
-			mine.Checkpoint = prev.Checkpoint // resume where the previous owner stopped
+			rec.Checkpoint = prev.Checkpoint // resume where the previous owner stopped
 		}
-		return &mine, true, nil
+		return rec, true, nil
 	}
 	if prev == nil {
 		return nil, false, storeErr("claim", errors.New("store reported a conflict without the record"))
@@ -198,17 +197,17 @@ func (g *Guard) leaseEnd(ctx context.Context, now time.Time) time.Time {
 
 func (g *Guard) checkFingerprint(ctx context.Context, rec *Record, fp string) error {
 	if fp != "" && rec.Fingerprint != "" && fp != rec.Fingerprint {
-		fire(ctx, g.cfg.hooks.OnMismatch, Event{Key: rec.Key, Err: ErrPayloadMismatch})
+		g.fire(ctx, g.cfg.hooks.OnMismatch, time.Time{}, Event{Key: rec.Key, Err: ErrPayloadMismatch})
 		return ErrPayloadMismatch
 	}
 	return nil
 }
 
-func (g *Guard) inProgress(ctx context.Context, rec *Record) error {
-	retry := max(rec.LeaseExpires.Sub(g.now()), 0)
+func (g *Guard) inProgress(ctx context.Context, rec *Record, now time.Time) error {
+	retry := max(rec.LeaseExpires.Sub(now), 0)
 	retry = max((retry+time.Second-1)/time.Second*time.Second, time.Second)
 	err := &InProgressError{LeaseExpires: rec.LeaseExpires, RetryAfter: retry}
-	fire(ctx, g.cfg.hooks.OnInProgress, Event{Key: rec.Key, Err: err})
+	g.fire(ctx, g.cfg.hooks.OnInProgress, time.Time{}, Event{Key: rec.Key, Err: err})
 	return err
 }
 
@@ -219,8 +218,8 @@ func (g *Guard) waitFor(ctx context.Context, rec *Record, until time.Time) (*Rec
 	timer := time.NewTimer(poll)
 	defer timer.Stop()
 	for {
-		if !g.now().Before(until) {
-			return nil, g.inProgress(ctx, rec)
+		if now := g.now(); !now.Before(until) {
+			return nil, g.inProgress(ctx, rec, now)
 		}
 		select {
 		case <-ctx.Done():
@@ -240,7 +239,7 @@ func (g *Guard) waitFor(ctx context.Context, rec *Record, until time.Time) (*Rec
 		}
 		if cur.Status != StatusInProgress {
 			g.cache.put(cur)
-			fire(ctx, g.cfg.hooks.OnReplayed, Event{Key: rec.Key, Duration: now.Sub(start)})
+			g.fire(ctx, g.cfg.hooks.OnReplayed, start, Event{Key: rec.Key})
 			return cur, nil
 		}
 		rec = cur
@@ -260,5 +259,5 @@ func (g *Guard) replay(rec *Record, out any) error {
 func (g *Guard) now() time.Time { return g.cfg.now() }
 
 func (g *Guard) storeFailed(ctx context.Context, key, op string, start time.Time, err error) {
-	fire(ctx, g.cfg.hooks.OnStoreError, Event{Key: key, Op: op, Duration: g.now().Sub(start), Err: err})
+	g.fire(ctx, g.cfg.hooks.OnStoreError, start, Event{Key: key, Op: op, Err: err})
 }

@@ -42,8 +42,14 @@ type Hooks struct {
 	OnStoreError func(context.Context, Event)
 }
 
-func fire(ctx context.Context, f func(context.Context, Event), e Event) {
-	if f != nil {
-		f(ctx, e)
+// fire calls hook f, if set, with e, timing it from start. Reading the clock only when a
+// hook is set keeps it off the hot path.
+func (g *Guard) fire(ctx context.Context, f func(context.Context, Event), start time.Time, e Event) {
+	if f == nil {
+		return
 	}
+	if !start.IsZero() {
+		e.Duration = g.now().Sub(start)
+	}
+	f(ctx, e)
 }

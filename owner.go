@@ -16,9 +16,7 @@ const completionTimeout = 10 * time.Second
 func (g *Guard) runOwned(ctx context.Context, key, fp string, rec *Record, run func(context.Context) (any, error)) (err error) {
 	start := g.now()
 	l := &lease{g: g, key: key, token: rec.LeaseToken, checkpoint: rec.Checkpoint}
-	hctx, cancel := context.WithCancelCause(withLease(ctx, l))
-	defer cancel(nil)
-	stopHeartbeat := g.heartbeat(hctx, l, cancel)
+	hctx, stopHeartbeat := g.heartbeat(withLease(ctx, l), l)
 
 	finished := false
 	defer func() {
@@ -85,10 +83,10 @@ func (g *Guard) complete(ctx context.Context, l *lease, rec *Record, attached []
 	switch {
 	case err == nil:
 		g.cache.put(rec)
-		fire(ctx, g.cfg.hooks.OnCompleted, Event{Key: l.key, Duration: g.now().Sub(start)})
+		g.fire(ctx, g.cfg.hooks.OnCompleted, start, Event{Key: l.key})
 		return nil
 	case errors.Is(err, ErrLeaseLost):
-		fire(ctx, g.cfg.hooks.OnLeaseLost, Event{Key: l.key, Duration: g.now().Sub(start), Err: err})
+		g.fire(ctx, g.cfg.hooks.OnLeaseLost, start, Event{Key: l.key, Err: err})
 		if len(attached) == 0 {
 			g.cfg.logger.ErrorContext(ctx, "idem: lease lost before completion; the handler's effects may have happened twice", "key", l.key)
 		} else {
@@ -113,9 +111,9 @@ func (g *Guard) release(ctx context.Context, l *lease, start time.Time, cause er
 	err := g.store.Release(cctx, l.key, l.token)
 	switch {
 	case err == nil:
-		fire(ctx, g.cfg.hooks.OnReleased, Event{Key: l.key, Duration: g.now().Sub(start), Err: cause})
+		g.fire(ctx, g.cfg.hooks.OnReleased, start, Event{Key: l.key, Err: cause})
 	case errors.Is(err, ErrLeaseLost):
-		fire(ctx, g.cfg.hooks.OnLeaseLost, Event{Key: l.key, Duration: g.now().Sub(start), Err: err})
+		g.fire(ctx, g.cfg.hooks.OnLeaseLost, start, Event{Key: l.key, Err: err})
 	default:
 		err = storeErr("release", err)
 		g.storeFailed(ctx, l.key, "release", start, err)
@@ -123,12 +121,14 @@ func (g *Guard) release(ctx context.Context, l *lease, start time.Time, cause er
 	}
 }
 
-// heartbeat extends the lease every interval until the returned stop is called. stop waits
-// for the heartbeat goroutine to end.
-func (g *Guard) heartbeat(ctx context.Context, l *lease, cancel context.CancelCauseFunc) (stop func()) {
+// heartbeat extends the lease every interval until the returned stop is called, and
+// returns the handler's context, which it cancels with cause [ErrLeaseLost] if an extension
+// finds the lease taken over. stop waits for the heartbeat goroutine to end.
+func (g *Guard) heartbeat(ctx context.Context, l *lease) (context.Context, func()) {
 	if g.cfg.heartbeat <= 0 {
-		return func() {}
+		return ctx, func() {}
 	}
+	ctx, cancel := context.WithCancelCause(ctx)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -150,7 +150,7 @@ func (g *Guard) heartbeat(ctx context.Context, l *lease, cancel context.CancelCa
 			switch {
 			case err == nil:
 			case errors.Is(err, ErrLeaseLost):
-				fire(ctx, g.cfg.hooks.OnLeaseLost, Event{Key: l.key, Err: err})
+				g.fire(ctx, g.cfg.hooks.OnLeaseLost, time.Time{}, Event{Key: l.key, Err: err})
 				cancel(ErrLeaseLost)
 				return
 			default:
@@ -159,7 +159,7 @@ func (g *Guard) heartbeat(ctx context.Context, l *lease, cancel context.CancelCa
 		}
 	}()
 	var once sync.Once
-	return func() {
-		once.Do(func() { close(done); wg.Wait() })
+	return ctx, func() {
+		once.Do(func() { close(done); wg.Wait(); cancel(nil) })
 	}
 }
