@@ -247,3 +247,24 @@ func ExampleWithHooks() {
 	fmt.Println("replays:", replays)
 	// Output: replays: 2
 }
+
+// A batch consumer claims all its requests at once, runs them, then records every
+// outcome together: on a batch-capable store, two round trips for the whole batch.
+func ExampleGuard_Claim() {
+	guard, _ := idem.New(idem.NewMemStore())
+	ctx := context.Background()
+	reqs := []idem.Request{{Key: "m1"}, {Key: "m2"}, {Key: "m1"}}
+	batch := guard.Claim(ctx, reqs)
+	for i := range reqs {
+		v, replayed, err := idem.DoClaimed(ctx, batch, i, func(context.Context) (string, error) {
+			return "done " + reqs[i].Key, nil
+		})
+		fmt.Println(v, replayed, errors.Is(err, idem.ErrInProgress))
+	}
+	fmt.Println(batch.Settle(ctx))
+	// Output:
+	// done m1 false false
+	// done m2 false false
+	//  false true
+	// [<nil> <nil> <nil>]
+}

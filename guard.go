@@ -104,11 +104,7 @@ func (g *Guard) do(ctx context.Context, req Request, run func(context.Context) (
 	start := g.now()
 
 	if rec := g.cache.get(key, start); rec != nil {
-		if err := g.checkFingerprint(ctx, rec, fp); err != nil {
-			return nil, err
-		}
-		g.fire(ctx, g.cfg.hooks.OnReplayed, start, Event{Key: key})
-		return rec, nil
+		return g.conflict(ctx, rec, fp, start)
 	}
 
 	var waitUntil time.Time
@@ -123,37 +119,51 @@ func (g *Guard) do(ctx context.Context, req Request, run func(context.Context) (
 			return nil, err
 		}
 		if claimed {
-			return nil, g.runOwned(ctx, key, fp, rec, run)
+			return nil, g.runOwned(ctx, rec, run)
 		}
-		if err := g.checkFingerprint(ctx, rec, fp); err != nil {
-			return nil, err
+		replay, err := g.conflict(ctx, rec, fp, now)
+		if !errors.Is(err, ErrInProgress) || g.cfg.waitMax <= 0 {
+			return replay, err
 		}
-		switch rec.Status {
-		case StatusCompleted, StatusFailed:
-			g.cache.put(rec)
-			g.fire(ctx, g.cfg.hooks.OnReplayed, now, Event{Key: key})
-			return rec, nil
-		case StatusInProgress:
-			if g.cfg.waitMax <= 0 {
-				return nil, g.inProgress(ctx, rec, now)
-			}
-			if waitUntil.IsZero() {
-				waitUntil = now.Add(g.cfg.waitMax)
-			}
-			done, err := g.waitFor(ctx, rec, waitUntil)
-			if err != nil || done != nil {
-				return done, err
-			}
-			// The record went away or its lease ended: claim again.
-		default:
-			return nil, fmt.Errorf("%w: status %q", ErrIncompatibleRecord, rec.Status)
+		if waitUntil.IsZero() {
+			waitUntil = now.Add(g.cfg.waitMax)
 		}
+		done, err := g.waitFor(ctx, rec, waitUntil)
+		if err != nil || done != nil {
+			return done, err
+		}
+		// The record went away or its lease ended: claim again.
+	}
+}
+
+// conflict decides what a caller whose claim found the live record rec gets: the record
+// to replay, or an error ([ErrPayloadMismatch], [*InProgressError], [ErrIncompatibleRecord]).
+func (g *Guard) conflict(ctx context.Context, rec *Record, fp string, now time.Time) (*Record, error) {
+	if err := g.checkFingerprint(ctx, rec, fp); err != nil {
+		return nil, err
+	}
+	switch rec.Status {
+	case StatusCompleted, StatusFailed:
+		g.cache.put(rec)
+		g.fire(ctx, g.cfg.hooks.OnReplayed, now, Event{Key: rec.Key})
+		return rec, nil
+	case StatusInProgress:
+		return nil, g.inProgress(ctx, rec, now)
+	default:
+		return nil, fmt.Errorf("%w: status %q", ErrIncompatibleRecord, rec.Status)
 	}
 }
 
 // claim makes one claim attempt at now.
 func (g *Guard) claim(ctx context.Context, key, fp string, now time.Time) (*Record, bool, error) {
-	rec := &Record{
+	rec := g.claimRecord(ctx, key, fp, now)
+	prev, claimed, err := g.store.Claim(ctx, rec, now)
+	return g.claimed(ctx, rec, now, prev, claimed, err)
+}
+
+// claimRecord returns the in-progress record a claim at now writes.
+func (g *Guard) claimRecord(ctx context.Context, key, fp string, now time.Time) *Record {
+	return &Record{
 		Key:          key,
 		Status:       StatusInProgress,
 		Expires:      now.Add(g.cfg.expiry),
@@ -162,7 +172,12 @@ func (g *Guard) claim(ctx context.Context, key, fp string, now time.Time) (*Reco
 		LeaseToken:   newToken(),
 		Version:      SchemaVersion,
 	}
-	prev, claimed, err := g.store.Claim(ctx, rec, now)
+}
+
+// claimed interprets the store's answer to claiming rec: our record when claimed, else the
+// live record that holds the key.
+func (g *Guard) claimed(ctx context.Context, rec *Record, now time.Time, prev *Record, claimed bool, err error) (*Record, bool, error) {
+	key := rec.Key
 	if err != nil {
 		err = storeErr("claim", err)
 		g.storeFailed(ctx, key, "claim", now, err)

@@ -11,7 +11,18 @@ import (
 )
 
 func TestMemStoreBehaviour(t *testing.T) {
-	storetest.Run(t, storetest.Harness{
+	for _, batch := range []bool{false, true} {
+		name := "Do"
+		if batch {
+			name = "Batch"
+		}
+		t.Run(name, func(t *testing.T) { storetest.Run(t, memHarness(batch)) })
+	}
+}
+
+func memHarness(batch bool) storetest.Harness {
+	return storetest.Harness{
+		Batch:    batch,
 		NewStore: func(*testing.T) idem.Store { return idem.NewMemStore() },
 		NewCounter: func(t *testing.T, _ idem.Store) (func(context.Context, int, bool) error, func() int) {
 			var total atomic.Int64
@@ -26,5 +37,5 @@ func TestMemStoreBehaviour(t *testing.T) {
 			}
 			return add, func() int { return int(total.Load()) }
 		},
-	})
+	}
 }

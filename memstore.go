@@ -161,3 +161,30 @@ func (s *MemStore) Len() int {
 	defer s.mu.Unlock()
 	return len(s.records)
 }
+
+// ClaimMany implements [BatchStore] by claiming each record in turn.
+func (s *MemStore) ClaimMany(ctx context.Context, recs []*Record, now time.Time) []ClaimResult {
+	out := make([]ClaimResult, len(recs))
+	for i, r := range recs {
+		out[i].Prev, out[i].Claimed, out[i].Err = s.Claim(ctx, r, now)
+	}
+	return out
+}
+
+// CompleteMany implements [BatchStore] by completing each record in turn.
+func (s *MemStore) CompleteMany(ctx context.Context, recs []*Record) []error {
+	out := make([]error, len(recs))
+	for i, r := range recs {
+		out[i] = s.Complete(ctx, r, nil)
+	}
+	return out
+}
+
+// ReleaseMany implements [BatchStore] by releasing each key in turn.
+func (s *MemStore) ReleaseMany(ctx context.Context, keys, tokens []string) []error {
+	out := make([]error, len(keys))
+	for i := range keys {
+		out[i] = s.Release(ctx, keys[i], tokens[i])
+	}
+	return out
+}

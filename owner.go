@@ -12,10 +12,25 @@ import (
 // context ended must still record its result, or the work would be repeated.
 const completionTimeout = 10 * time.Second
 
+// settlement is what running a handler under a lease produced, before it is recorded.
+type settlement struct {
+	l        *lease
+	start    time.Time
+	done     *Record // the completion to write; nil to release the key
+	attached []any   // writes to commit with done
+	runErr   error   // the handler's error, returned to the caller as is
+}
+
 // runOwned runs fn while this caller owns the lease on rec, then records the outcome.
-func (g *Guard) runOwned(ctx context.Context, key, fp string, rec *Record, run func(context.Context) (any, error)) (err error) {
+func (g *Guard) runOwned(ctx context.Context, rec *Record, run func(context.Context) (any, error)) error {
+	return g.settle(ctx, g.runHandler(ctx, rec, run))
+}
+
+// runHandler runs fn under the lease on rec and decides what to record. If fn panics, the
+// key is released and the panic goes on.
+func (g *Guard) runHandler(ctx context.Context, rec *Record, run func(context.Context) (any, error)) settlement {
 	start := g.now()
-	l := &lease{g: g, key: key, token: rec.LeaseToken, checkpoint: rec.Checkpoint}
+	l := &lease{g: g, key: rec.Key, token: rec.LeaseToken, checkpoint: rec.Checkpoint}
 	hctx, stopHeartbeat := g.heartbeat(withLease(ctx, l), l)
 
 	finished := false
@@ -23,7 +38,6 @@ func (g *Guard) runOwned(ctx context.Context, key, fp string, rec *Record, run f
 		if finished {
 			return
 		}
-		// fn panicked: release the key so a retry can run, then let the panic go on.
 		stopHeartbeat()
 		g.release(ctx, l, start, errors.New("idem: handler panicked"))
 	}()
@@ -31,35 +45,61 @@ func (g *Guard) runOwned(ctx context.Context, key, fp string, rec *Record, run f
 	finished = true
 	stopHeartbeat()
 
+	s := settlement{l: l, start: start, runErr: runErr}
 	if runErr != nil {
 		if g.cfg.rememberFail != nil && g.cfg.rememberFail(runErr) {
-			failed := g.completedRecord(rec, StatusFailed, []byte(runErr.Error()), EncodingError)
-			if err := g.complete(ctx, l, failed, nil, start); err != nil {
-				return errors.Join(runErr, err)
-			}
-			return runErr
+			s.done = g.completedRecord(rec, StatusFailed, []byte(runErr.Error()), EncodingError)
 		}
-		g.release(ctx, l, start, runErr)
-		return runErr
+		return s // attached writes of a failed handler never commit
 	}
-
 	data, enc, encErr := g.cfg.encodeResult(v)
 	if encErr != nil {
-		g.cfg.logger.ErrorContext(ctx, "idem: result not encodable; completing without it", "key", key, "error", encErr)
+		g.cfg.logger.ErrorContext(ctx, "idem: result not encodable; completing without it", "key", rec.Key, "error", encErr)
 	}
-	done := g.completedRecord(rec, StatusCompleted, data, enc)
-	attached := l.takeAttached()
-	err = g.complete(ctx, l, done, attached, start)
-	if errors.Is(err, ErrTooLarge) && done.Encoding != EncodingNone {
+	s.done = g.completedRecord(rec, StatusCompleted, data, enc)
+	s.attached = l.takeAttached()
+	return s
+}
+
+// settle records s with single-item store calls and returns the caller's error.
+func (g *Guard) settle(ctx context.Context, s settlement) error {
+	if s.done == nil {
+		g.release(ctx, s.l, s.start, s.runErr)
+		return s.runErr
+	}
+	cctx, cancel := detached(ctx)
+	err := g.store.Complete(cctx, s.done, s.attached)
+	cancel()
+	return g.completed(ctx, s, err)
+}
+
+// completed interprets the outcome err of writing s.done and returns the caller's error.
+func (g *Guard) completed(ctx context.Context, s settlement, err error) error {
+	err = g.completeResult(ctx, s.l, s.done, s.attached, s.start, err)
+	if errors.Is(err, ErrTooLarge) && s.done.Encoding != EncodingNone {
 		// The store's item limit is lower than WithMaxResultSize allowed: keep the work
 		// recorded as done, without the body, rather than repeating it.
-		done.Data, done.Encoding = nil, EncodingNone
-		err = g.complete(ctx, l, done, attached, start)
+		s.done.Data, s.done.Encoding = nil, EncodingNone
+		cctx, cancel := detached(ctx)
+		err = g.completeResult(ctx, s.l, s.done, s.attached, s.start, g.store.Complete(cctx, s.done, s.attached))
+		cancel()
 	}
 	if errors.Is(err, ErrConditionFailed) {
-		g.release(ctx, l, start, err)
+		g.release(ctx, s.l, s.start, err)
+	}
+	if s.runErr != nil { // a remembered failure
+		if err != nil {
+			return errors.Join(s.runErr, err)
+		}
+		return s.runErr
 	}
 	return err
+}
+
+// detached returns a context for recording an outcome: it keeps ctx's values but not its
+// cancellation, bounded by completionTimeout.
+func detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), completionTimeout)
 }
 
 func (g *Guard) completedRecord(rec *Record, status Status, data []byte, enc string) *Record {
@@ -75,11 +115,9 @@ func (g *Guard) completedRecord(rec *Record, status Status, data []byte, enc str
 	}
 }
 
-// complete stores the outcome, conditional on the lease token.
-func (g *Guard) complete(ctx context.Context, l *lease, rec *Record, attached []any, start time.Time) error {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), completionTimeout)
-	defer cancel()
-	err := g.store.Complete(cctx, rec, attached)
+// completeResult interprets the store's answer err to completing rec: hooks, logs, and
+// the error for the caller.
+func (g *Guard) completeResult(ctx context.Context, l *lease, rec *Record, attached []any, start time.Time, err error) error {
 	switch {
 	case err == nil:
 		g.cache.put(rec)
@@ -106,9 +144,13 @@ func (g *Guard) complete(ctx context.Context, l *lease, rec *Record, attached []
 // release deletes the record so a retry runs again. Failing to release is logged, not
 // returned: the caller's error is the handler's, and the lease ends on its own.
 func (g *Guard) release(ctx context.Context, l *lease, start time.Time, cause error) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), completionTimeout)
+	cctx, cancel := detached(ctx)
 	defer cancel()
-	err := g.store.Release(cctx, l.key, l.token)
+	g.released(ctx, l, start, cause, g.store.Release(cctx, l.key, l.token))
+}
+
+// released interprets the store's answer err to releasing l's key.
+func (g *Guard) released(ctx context.Context, l *lease, start time.Time, cause, err error) {
 	switch {
 	case err == nil:
 		g.fire(ctx, g.cfg.hooks.OnReleased, start, Event{Key: l.key, Err: cause})

@@ -28,6 +28,22 @@ type Harness struct {
 	NewCounter func(t *testing.T, store idem.Store) (add func(ctx context.Context, n int, failCond bool) error, read func() int)
 	// Contention sets the goroutines per key and keys of the race test (defaults 64 and 50).
 	Goroutines, Keys int
+	// Batch routes every call through a one-request [idem.Batch] (Claim, DoClaimed,
+	// Settle) instead of [idem.Do], to show the batch path keeps Do's semantics.
+	Batch bool
+}
+
+// do runs one request the way the harness says.
+func do[T any](h Harness, ctx context.Context, g *idem.Guard, req idem.Request, fn func(context.Context) (T, error)) (T, bool, error) {
+	if !h.Batch {
+		return idem.Do(ctx, g, req, fn)
+	}
+	b := g.Claim(ctx, []idem.Request{req})
+	v, replayed, err := idem.DoClaimed(ctx, b, 0, fn)
+	if serr := b.Settle(ctx)[0]; err == nil && serr != nil {
+		return v, false, serr
+	}
+	return v, replayed, err
 }
 
 type result struct {
@@ -84,13 +100,13 @@ func (h Harness) newThenReplay(t *testing.T) {
 	fn := func(context.Context) (result, error) { runs++; return result{N: runs, Msg: "first"}, nil }
 	ctx := context.Background()
 
-	v, replayed, err := idem.Do(ctx, f.guard, idem.Request{Key: k}, fn)
+	v, replayed, err := do(h, ctx, f.guard, idem.Request{Key: k}, fn)
 	require.NoError(t, err)
 	assert.False(t, replayed)
 	assert.Equal(t, result{N: 1, Msg: "first"}, v)
 
 	for range 3 {
-		v, replayed, err = idem.Do(ctx, f.guard, idem.Request{Key: k}, fn)
+		v, replayed, err = do(h, ctx, f.guard, idem.Request{Key: k}, fn)
 		require.NoError(t, err)
 		assert.True(t, replayed)
 		assert.Equal(t, result{N: 1, Msg: "first"}, v)
@@ -104,10 +120,10 @@ func (h Harness) errorReleases(t *testing.T) {
 	boom := errors.New("boom")
 	runs := 0
 	fail := func(context.Context) (result, error) { runs++; return result{}, boom }
-	_, _, err := idem.Do(context.Background(), f.guard, idem.Request{Key: k}, fail)
+	_, _, err := do(h, context.Background(), f.guard, idem.Request{Key: k}, fail)
 	require.ErrorIs(t, err, boom)
 
-	v, replayed, err := idem.Do(context.Background(), f.guard, idem.Request{Key: k}, func(context.Context) (result, error) {
+	v, replayed, err := do(h, context.Background(), f.guard, idem.Request{Key: k}, func(context.Context) (result, error) {
 		runs++
 		return result{N: 2}, nil
 	})
@@ -123,10 +139,10 @@ func (h Harness) rememberedFailure(t *testing.T) {
 	k := key(t)
 	runs := 0
 	fn := func(context.Context) (result, error) { runs++; return result{}, permanent }
-	_, _, err := idem.Do(context.Background(), f.guard, idem.Request{Key: k}, fn)
+	_, _, err := do(h, context.Background(), f.guard, idem.Request{Key: k}, fn)
 	require.ErrorIs(t, err, permanent)
 
-	_, replayed, err := idem.Do(context.Background(), f.guard, idem.Request{Key: k}, fn)
+	_, replayed, err := do(h, context.Background(), f.guard, idem.Request{Key: k}, fn)
 	require.ErrorIs(t, err, idem.ErrFailed)
 	var fe *idem.FailedError
 	require.ErrorAs(t, err, &fe)
@@ -140,11 +156,11 @@ func (h Harness) payloadMismatch(t *testing.T) {
 	k := key(t)
 	runs := 0
 	fn := func(context.Context) (result, error) { runs++; return result{N: 1}, nil }
-	_, _, err := idem.Do(context.Background(), f.guard, idem.Request{Key: k, Fingerprint: []byte(`{"a":1}`)}, fn)
+	_, _, err := do(h, context.Background(), f.guard, idem.Request{Key: k, Fingerprint: []byte(`{"a":1}`)}, fn)
 	require.NoError(t, err)
-	_, _, err = idem.Do(context.Background(), f.guard, idem.Request{Key: k, Fingerprint: []byte(`{"a":2}`)}, fn)
+	_, _, err = do(h, context.Background(), f.guard, idem.Request{Key: k, Fingerprint: []byte(`{"a":2}`)}, fn)
 	require.ErrorIs(t, err, idem.ErrPayloadMismatch)
-	_, replayed, err := idem.Do(context.Background(), f.guard, idem.Request{Key: k, Fingerprint: []byte(`{"a":1}`)}, fn)
+	_, replayed, err := do(h, context.Background(), f.guard, idem.Request{Key: k, Fingerprint: []byte(`{"a":1}`)}, fn)
 	require.NoError(t, err)
 	assert.True(t, replayed)
 	assert.Equal(t, 1, runs)
@@ -152,12 +168,12 @@ func (h Harness) payloadMismatch(t *testing.T) {
 
 // blockOwner starts an owner of k that runs until release is closed, and waits until it
 // holds the lease. It returns the owner's outcome channel.
-func blockOwner(t *testing.T, ctx context.Context, g *idem.Guard, k string, v result) (release chan struct{}, done chan error) {
+func blockOwner(h Harness, t *testing.T, ctx context.Context, g *idem.Guard, k string, v result) (release chan struct{}, done chan error) {
 	t.Helper()
 	started := make(chan struct{})
 	release, done = make(chan struct{}), make(chan error, 1)
 	go func() {
-		_, _, err := idem.Do(ctx, g, idem.Request{Key: k}, func(context.Context) (result, error) {
+		_, _, err := do(h, ctx, g, idem.Request{Key: k}, func(context.Context) (result, error) {
 			close(started)
 			<-release
 			return v, nil
@@ -175,10 +191,10 @@ func blockOwner(t *testing.T, ctx context.Context, g *idem.Guard, k string, v re
 func (h Harness) inProgress(t *testing.T) {
 	f := h.fixture(t, idem.WithLease(90*time.Second))
 	k := key(t)
-	release, done := blockOwner(t, context.Background(), f.guard, k, result{N: 7})
+	release, done := blockOwner(h, t, context.Background(), f.guard, k, result{N: 7})
 
 	f.clock.Advance(30 * time.Second)
-	_, _, err := idem.Do(context.Background(), f.guard, idem.Request{Key: k}, func(context.Context) (result, error) {
+	_, _, err := do(h, context.Background(), f.guard, idem.Request{Key: k}, func(context.Context) (result, error) {
 		t.Error("duplicate ran")
 		return result{}, nil
 	})
@@ -194,7 +210,7 @@ func (h Harness) inProgress(t *testing.T) {
 func (h Harness) waitForInFlight(t *testing.T) {
 	f := h.fixture(t, idem.WithWait(time.Minute, 5*time.Millisecond))
 	k := key(t)
-	release, done := blockOwner(t, context.Background(), f.guard, k, result{N: 42})
+	release, done := blockOwner(h, t, context.Background(), f.guard, k, result{N: 42})
 	type out struct {
 		v        result
 		replayed bool
@@ -202,7 +218,7 @@ func (h Harness) waitForInFlight(t *testing.T) {
 	}
 	waiter := make(chan out, 1)
 	go func() {
-		v, r, err := idem.Do(context.Background(), f.guard, idem.Request{Key: k}, func(context.Context) (result, error) {
+		v, r, err := do(h, context.Background(), f.guard, idem.Request{Key: k}, func(context.Context) (result, error) {
 			return result{N: -1}, nil
 		})
 		waiter <- out{v, r, err}
@@ -220,11 +236,11 @@ func (h Harness) expiredIsAbsent(t *testing.T) {
 	k := key(t)
 	runs := 0
 	fn := func(context.Context) (result, error) { runs++; return result{N: runs}, nil }
-	_, _, err := idem.Do(context.Background(), f.guard, idem.Request{Key: k}, fn)
+	_, _, err := do(h, context.Background(), f.guard, idem.Request{Key: k}, fn)
 	require.NoError(t, err)
 	f.clock.Advance(time.Hour + time.Second)
 	// The record still exists (TTL deletion lags) but no longer counts.
-	v, replayed, err := idem.Do(context.Background(), f.guard, idem.Request{Key: k}, fn)
+	v, replayed, err := do(h, context.Background(), f.guard, idem.Request{Key: k}, fn)
 	require.NoError(t, err)
 	assert.False(t, replayed)
 	assert.Equal(t, 2, v.N)
@@ -233,10 +249,10 @@ func (h Harness) expiredIsAbsent(t *testing.T) {
 func (h Harness) takeover(t *testing.T) {
 	f := h.fixture(t, idem.WithLease(time.Minute))
 	k := key(t)
-	release, done := blockOwner(t, context.Background(), f.guard, k, result{N: 1, Msg: "late"})
+	release, done := blockOwner(h, t, context.Background(), f.guard, k, result{N: 1, Msg: "late"})
 
 	f.clock.Advance(time.Minute + time.Second) // the first owner's lease has ended
-	v, replayed, err := idem.Do(context.Background(), f.guard, idem.Request{Key: k}, func(context.Context) (result, error) {
+	v, replayed, err := do(h, context.Background(), f.guard, idem.Request{Key: k}, func(context.Context) (result, error) {
 		return result{N: 2, Msg: "new owner"}, nil
 	})
 	require.NoError(t, err)
@@ -246,7 +262,7 @@ func (h Harness) takeover(t *testing.T) {
 	close(release)
 	require.ErrorIs(t, <-done, idem.ErrLeaseLost)
 
-	v, replayed, err = idem.Do(context.Background(), f.guard, idem.Request{Key: k}, func(context.Context) (result, error) {
+	v, replayed, err = do(h, context.Background(), f.guard, idem.Request{Key: k}, func(context.Context) (result, error) {
 		t.Error("ran after completion")
 		return result{}, nil
 	})
@@ -260,7 +276,7 @@ func (h Harness) checkpoint(t *testing.T) {
 	k := key(t)
 	started, release, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
 	go func() {
-		_, _, err := idem.Do(context.Background(), f.guard, idem.Request{Key: k}, func(ctx context.Context) (result, error) {
+		_, _, err := do(h, context.Background(), f.guard, idem.Request{Key: k}, func(ctx context.Context) (result, error) {
 			assert.Empty(t, idem.LastCheckpoint(ctx))
 			if err := idem.Checkpoint(ctx, "payment_charged"); err != nil {
 				return result{}, err
@@ -274,7 +290,7 @@ func (h Harness) checkpoint(t *testing.T) {
 	}()
 	<-started
 	f.clock.Advance(2 * time.Minute)
-	v, _, err := idem.Do(context.Background(), f.guard, idem.Request{Key: k}, func(ctx context.Context) (result, error) {
+	v, _, err := do(h, context.Background(), f.guard, idem.Request{Key: k}, func(ctx context.Context) (result, error) {
 		return result{Msg: idem.LastCheckpoint(ctx)}, nil
 	})
 	require.NoError(t, err)
@@ -313,7 +329,7 @@ func (h Harness) contention(t *testing.T) {
 				go func() {
 					defer inner.Done()
 					<-start
-					vals[j], _, errs[j] = idem.Do(context.Background(), f.guard, idem.Request{Key: k}, func(context.Context) (result, error) {
+					vals[j], _, errs[j] = do(h, context.Background(), f.guard, idem.Request{Key: k}, func(context.Context) (result, error) {
 						n := runs.Add(1)
 						return result{N: int(n), Msg: k}, nil
 					})
@@ -341,12 +357,12 @@ func (h Harness) largeResults(t *testing.T) {
 	t.Run("Compressed", func(t *testing.T) {
 		k := key(t)
 		big := result{Msg: strings.Repeat(`{"sku":"A-100","quantity":3},`, 2000)} // ~58 KB of JSON
-		_, _, err := idem.Do(ctx, f.guard, idem.Request{Key: k}, func(context.Context) (result, error) { return big, nil })
+		_, _, err := do(h, ctx, f.guard, idem.Request{Key: k}, func(context.Context) (result, error) { return big, nil })
 		require.NoError(t, err)
 		rec := storedRecord(t, f, k)
 		assert.Equal(t, "json+gzip", rec.Encoding)
 		assert.Less(t, len(rec.Data), len(big.Msg)/4)
-		v, replayed, err := idem.Do(ctx, f.guard, idem.Request{Key: k}, func(context.Context) (result, error) { return result{}, nil })
+		v, replayed, err := do(h, ctx, f.guard, idem.Request{Key: k}, func(context.Context) (result, error) { return result{}, nil })
 		require.NoError(t, err)
 		assert.True(t, replayed)
 		assert.Equal(t, big, v)
@@ -356,13 +372,13 @@ func (h Harness) largeResults(t *testing.T) {
 		runs := 0
 		huge := result{Msg: randomText(300 * 1024)} // incompressible, over the limit
 		fn := func(context.Context) (result, error) { runs++; return huge, nil }
-		v, _, err := idem.Do(ctx, f.guard, idem.Request{Key: k}, fn)
+		v, _, err := do(h, ctx, f.guard, idem.Request{Key: k}, fn)
 		require.NoError(t, err)
 		assert.Equal(t, huge, v, "the first caller still gets its result")
 		rec := storedRecord(t, f, k)
 		assert.Equal(t, idem.StatusCompleted, rec.Status)
 		assert.Equal(t, idem.EncodingNone, rec.Encoding)
-		_, _, err = idem.Do(ctx, f.guard, idem.Request{Key: k}, fn)
+		_, _, err = do(h, ctx, f.guard, idem.Request{Key: k}, fn)
 		require.ErrorIs(t, err, idem.ErrResultNotStored)
 		assert.Equal(t, 1, runs)
 	})
@@ -386,7 +402,7 @@ func (h Harness) incompatible(t *testing.T) {
 			k := key(t)
 			// Write the record through the store's own operations, as another writer would.
 			runs := 0
-			_, _, err := idem.Do(context.Background(), f.guard, idem.Request{Key: k}, func(ctx context.Context) (result, error) {
+			_, _, err := do(h, context.Background(), f.guard, idem.Request{Key: k}, func(ctx context.Context) (result, error) {
 				runs++
 				return result{}, errors.New("release me")
 			})
@@ -402,7 +418,7 @@ func (h Harness) incompatible(t *testing.T) {
 			done.Status, done.Data, done.Encoding, done.Version = idem.StatusCompleted, []byte(tc.data), tc.encoding, tc.version
 			require.NoError(t, f.store.Complete(context.Background(), &done, nil))
 
-			_, _, err = idem.Do(context.Background(), f.guard, idem.Request{Key: k}, func(context.Context) (result, error) {
+			_, _, err = do(h, context.Background(), f.guard, idem.Request{Key: k}, func(context.Context) (result, error) {
 				runs++
 				return result{}, nil
 			})
@@ -426,7 +442,7 @@ func (h Harness) storeFailures(t *testing.T) {
 		s, g, _ := newFaulty(t)
 		s.Fail("claim", outage, false)
 		runs := 0
-		_, _, err := idem.Do(ctx, g, idem.Request{Key: key(t)}, func(context.Context) (result, error) { runs++; return result{}, nil })
+		_, _, err := do(h, ctx, g, idem.Request{Key: key(t)}, func(context.Context) (result, error) { runs++; return result{}, nil })
 		require.ErrorIs(t, err, idem.ErrStore)
 		require.ErrorIs(t, err, outage)
 		assert.Zero(t, runs)
@@ -434,7 +450,7 @@ func (h Harness) storeFailures(t *testing.T) {
 	t.Run("ClaimFailsOpen", func(t *testing.T) {
 		s, g, _ := newFaulty(t, idem.WithFailOpen(true))
 		s.Fail("claim", outage, false)
-		v, replayed, err := idem.Do(ctx, g, idem.Request{Key: key(t)}, func(context.Context) (result, error) { return result{N: 5}, nil })
+		v, replayed, err := do(h, ctx, g, idem.Request{Key: key(t)}, func(context.Context) (result, error) { return result{N: 5}, nil })
 		require.NoError(t, err)
 		assert.False(t, replayed)
 		assert.Equal(t, 5, v.N)
@@ -445,13 +461,13 @@ func (h Harness) storeFailures(t *testing.T) {
 		s.Fail("claim", outage, true)
 		runs := 0
 		fn := func(context.Context) (result, error) { runs++; return result{N: runs}, nil }
-		_, _, err := idem.Do(ctx, g, idem.Request{Key: k}, fn)
+		_, _, err := do(h, ctx, g, idem.Request{Key: k}, fn)
 		require.ErrorIs(t, err, idem.ErrStore)
 		s.Fail("claim", nil, false)
-		_, _, err = idem.Do(ctx, g, idem.Request{Key: k}, fn)
+		_, _, err = do(h, ctx, g, idem.Request{Key: k}, fn)
 		require.ErrorIs(t, err, idem.ErrInProgress, "the orphaned claim holds the key until its lease ends")
 		c.Advance(time.Minute + time.Second)
-		v, _, err := idem.Do(ctx, g, idem.Request{Key: k}, fn)
+		v, _, err := do(h, ctx, g, idem.Request{Key: k}, fn)
 		require.NoError(t, err)
 		assert.Equal(t, 1, v.N)
 		assert.Equal(t, 1, runs)
@@ -462,15 +478,15 @@ func (h Harness) storeFailures(t *testing.T) {
 		s.Fail("complete", outage, false)
 		runs := 0
 		fn := func(context.Context) (result, error) { runs++; return result{N: runs}, nil }
-		_, _, err := idem.Do(ctx, g, idem.Request{Key: k}, fn)
+		_, _, err := do(h, ctx, g, idem.Request{Key: k}, fn)
 		require.ErrorIs(t, err, idem.ErrStore)
 		require.ErrorIs(t, err, outage)
 		s.Fail("complete", nil, false)
-		_, _, err = idem.Do(ctx, g, idem.Request{Key: k}, fn)
+		_, _, err = do(h, ctx, g, idem.Request{Key: k}, fn)
 		require.ErrorIs(t, err, idem.ErrInProgress, "no second run within the lease")
 		assert.Equal(t, 1, runs)
 		c.Advance(time.Minute + time.Second)
-		_, _, err = idem.Do(ctx, g, idem.Request{Key: k}, fn)
+		_, _, err = do(h, ctx, g, idem.Request{Key: k}, fn)
 		require.NoError(t, err)
 		assert.Equal(t, 2, runs, "after the lease the work runs again: its outcome was never recorded")
 	})
@@ -480,10 +496,10 @@ func (h Harness) storeFailures(t *testing.T) {
 		s.Fail("complete", outage, true)
 		runs := 0
 		fn := func(context.Context) (result, error) { runs++; return result{N: runs}, nil }
-		_, _, err := idem.Do(ctx, g, idem.Request{Key: k}, fn)
+		_, _, err := do(h, ctx, g, idem.Request{Key: k}, fn)
 		require.ErrorIs(t, err, idem.ErrStore)
 		s.Fail("complete", nil, false)
-		v, replayed, err := idem.Do(ctx, g, idem.Request{Key: k}, fn)
+		v, replayed, err := do(h, ctx, g, idem.Request{Key: k}, fn)
 		require.NoError(t, err)
 		assert.True(t, replayed)
 		assert.Equal(t, 1, v.N)
@@ -495,13 +511,13 @@ func (h Harness) storeFailures(t *testing.T) {
 		s.Fail("release", outage, false)
 		boom := errors.New("handler failed")
 		runs := 0
-		_, _, err := idem.Do(ctx, g, idem.Request{Key: k}, func(context.Context) (result, error) { runs++; return result{}, boom })
+		_, _, err := do(h, ctx, g, idem.Request{Key: k}, func(context.Context) (result, error) { runs++; return result{}, boom })
 		require.ErrorIs(t, err, boom, "the caller sees the handler's error")
 		s.Fail("release", nil, false)
-		_, _, err = idem.Do(ctx, g, idem.Request{Key: k}, func(context.Context) (result, error) { runs++; return result{}, nil })
+		_, _, err = do(h, ctx, g, idem.Request{Key: k}, func(context.Context) (result, error) { runs++; return result{}, nil })
 		require.ErrorIs(t, err, idem.ErrInProgress)
 		c.Advance(time.Minute + time.Second)
-		_, _, err = idem.Do(ctx, g, idem.Request{Key: k}, func(context.Context) (result, error) { runs++; return result{}, nil })
+		_, _, err = do(h, ctx, g, idem.Request{Key: k}, func(context.Context) (result, error) { runs++; return result{}, nil })
 		require.NoError(t, err)
 		assert.Equal(t, 2, runs)
 	})
@@ -514,7 +530,7 @@ func (h Harness) transactional(t *testing.T) {
 		add, read := h.NewCounter(t, f.store)
 		k := key(t)
 		for range 5 {
-			_, _, err := idem.Do(ctx, f.guard, idem.Request{Key: k}, func(ctx context.Context) (result, error) {
+			_, _, err := do(h, ctx, f.guard, idem.Request{Key: k}, func(ctx context.Context) (result, error) {
 				return result{N: 10}, add(ctx, 10, false)
 			})
 			require.NoError(t, err)
@@ -528,7 +544,7 @@ func (h Harness) transactional(t *testing.T) {
 		release, done := make(chan struct{}), make(chan error, 1)
 		started := make(chan struct{})
 		go func() {
-			_, _, err := idem.Do(ctx, f.guard, idem.Request{Key: k}, func(ctx context.Context) (result, error) {
+			_, _, err := do(h, ctx, f.guard, idem.Request{Key: k}, func(ctx context.Context) (result, error) {
 				if err := add(ctx, 5, false); err != nil {
 					return result{}, err
 				}
@@ -541,7 +557,7 @@ func (h Harness) transactional(t *testing.T) {
 		<-started
 		assert.Equal(t, 0, read(), "nothing lands before completion")
 		f.clock.Advance(2 * time.Minute)
-		_, _, err := idem.Do(ctx, f.guard, idem.Request{Key: k}, func(ctx context.Context) (result, error) {
+		_, _, err := do(h, ctx, f.guard, idem.Request{Key: k}, func(ctx context.Context) (result, error) {
 			return result{N: 5}, add(ctx, 5, false)
 		})
 		require.NoError(t, err)
@@ -553,12 +569,12 @@ func (h Harness) transactional(t *testing.T) {
 		f := h.fixture(t)
 		add, read := h.NewCounter(t, f.store)
 		k := key(t)
-		_, _, err := idem.Do(ctx, f.guard, idem.Request{Key: k}, func(ctx context.Context) (result, error) {
+		_, _, err := do(h, ctx, f.guard, idem.Request{Key: k}, func(ctx context.Context) (result, error) {
 			return result{N: 1}, add(ctx, 1, true)
 		})
 		require.ErrorIs(t, err, idem.ErrConditionFailed)
 		assert.Equal(t, 0, read())
-		_, replayed, err := idem.Do(ctx, f.guard, idem.Request{Key: k}, func(ctx context.Context) (result, error) {
+		_, replayed, err := do(h, ctx, f.guard, idem.Request{Key: k}, func(ctx context.Context) (result, error) {
 			return result{N: 1}, add(ctx, 1, false)
 		})
 		require.NoError(t, err)

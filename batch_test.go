@@ -1,0 +1,186 @@
+package idem_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idem"
+)
+
+// countingBatch counts round trips of a BatchStore.
+type countingBatch struct {
+	*counting
+	bs *idem.MemStore
+}
+
+func newCountingBatch() *countingBatch {
+	m := idem.NewMemStore()
+	return &countingBatch{counting: newCounting(m), bs: m}
+}
+
+func (c *countingBatch) ClaimMany(ctx context.Context, recs []*idem.Record, now time.Time) []idem.ClaimResult {
+	c.inc("claimMany")
+	return c.bs.ClaimMany(ctx, recs, now)
+}
+func (c *countingBatch) CompleteMany(ctx context.Context, recs []*idem.Record) []error {
+	c.inc("completeMany")
+	return c.bs.CompleteMany(ctx, recs)
+}
+func (c *countingBatch) ReleaseMany(ctx context.Context, keys, tokens []string) []error {
+	c.inc("releaseMany")
+	return c.bs.ReleaseMany(ctx, keys, tokens)
+}
+
+func reqs(prefix string, n int) []idem.Request {
+	out := make([]idem.Request, n)
+	for i := range out {
+		out[i] = idem.Request{Key: prefix + strconv.Itoa(i)}
+	}
+	return out
+}
+
+func runBatch(t *testing.T, g *idem.Guard, rs []idem.Request, fn func(i int) (int, error)) (vals []int, replayed []bool, errs, settle []error) {
+	t.Helper()
+	ctx := context.Background()
+	b := g.Claim(ctx, rs)
+	vals, replayed, errs = make([]int, len(rs)), make([]bool, len(rs)), make([]error, len(rs))
+	var wg sync.WaitGroup
+	for i := range rs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			vals[i], replayed[i], errs[i] = idem.DoClaimed(ctx, b, i, func(context.Context) (int, error) { return fn(i) })
+		}()
+	}
+	wg.Wait()
+	return vals, replayed, errs, b.Settle(ctx)
+}
+
+func TestBatchRoundTrips(t *testing.T) {
+	t.Parallel()
+	s := newCountingBatch()
+	g, err := idem.New(s)
+	require.NoError(t, err)
+	rs := reqs("k", 10)
+
+	vals, replayed, errs, settle := runBatch(t, g, rs, func(i int) (int, error) { return i * 10, nil })
+	for i := range rs {
+		require.NoError(t, errs[i])
+		require.NoError(t, settle[i])
+		assert.False(t, replayed[i])
+		assert.Equal(t, i*10, vals[i])
+	}
+	assert.Equal(t, map[string]int{"claimMany": 1, "completeMany": 1}, s.calls, "10 new keys: 2 round trips")
+
+	s.reset()
+	vals, replayed, errs, settle = runBatch(t, g, rs, func(int) (int, error) { return -1, nil })
+	for i := range rs {
+		require.NoError(t, errs[i])
+		require.NoError(t, settle[i])
+		assert.True(t, replayed[i])
+		assert.Equal(t, i*10, vals[i])
+	}
+	assert.Equal(t, map[string]int{"claimMany": 1}, s.calls, "10 replays: 1 round trip")
+}
+
+func TestBatchMixed(t *testing.T) {
+	t.Parallel()
+	s := newCountingBatch()
+	g, err := idem.New(s)
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, _, err = idem.Do(ctx, g, idem.Request{Key: "done"}, func(context.Context) (int, error) { return 7, nil })
+	require.NoError(t, err)
+	release, started, finished := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		_, _, _ = idem.Do(ctx, g, idem.Request{Key: "busy"}, func(context.Context) (int, error) {
+			close(started)
+			<-release
+			return 1, nil
+		})
+	}()
+	<-started
+	defer func() { close(release); <-finished }()
+
+	boom := errors.New("boom")
+	rs := []idem.Request{{Key: "done"}, {Key: "busy"}, {Key: "new"}, {}, {Key: "fails"}, {Key: "new"}, {Key: "skipped"}}
+	b := g.Claim(ctx, rs)
+	v, replayed, err := idem.DoClaimed(ctx, b, 0, func(context.Context) (int, error) { return 0, nil })
+	require.NoError(t, err)
+	assert.True(t, replayed)
+	assert.Equal(t, 7, v)
+	_, _, err = idem.DoClaimed(ctx, b, 1, func(context.Context) (int, error) { return 0, nil })
+	require.ErrorIs(t, err, idem.ErrInProgress)
+	v, _, err = idem.DoClaimed(ctx, b, 2, func(context.Context) (int, error) { return 3, nil })
+	require.NoError(t, err)
+	assert.Equal(t, 3, v)
+	_, _, err = idem.DoClaimed(ctx, b, 3, func(context.Context) (int, error) { return 0, nil })
+	require.ErrorIs(t, err, idem.ErrMissingKey)
+	_, _, err = idem.DoClaimed(ctx, b, 4, func(context.Context) (int, error) { return 0, boom })
+	require.ErrorIs(t, err, boom)
+	_, _, err = idem.DoClaimed(ctx, b, 5, func(context.Context) (int, error) { return 0, nil })
+	require.ErrorIs(t, err, idem.ErrInProgress, "a duplicate within the batch is not claimed twice")
+	// Request 6 is never run.
+	s.reset()
+	for i, err := range b.Settle(ctx) {
+		assert.NoError(t, err, "request %d", i)
+	}
+	assert.Equal(t, map[string]int{"completeMany": 1, "releaseMany": 1}, s.calls)
+
+	// The failed and the skipped keys were released; the new key replays.
+	for _, k := range []string{"fails", "skipped"} {
+		_, replayed, err := idem.Do(ctx, g, idem.Request{Key: k}, func(context.Context) (int, error) { return 9, nil })
+		require.NoError(t, err)
+		assert.False(t, replayed, k)
+	}
+	v, replayed, err = idem.Do(ctx, g, idem.Request{Key: "new"}, func(context.Context) (int, error) { return 0, nil })
+	require.NoError(t, err)
+	assert.True(t, replayed)
+	assert.Equal(t, 3, v)
+}
+
+func TestBatchSettleReportsLostLease(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	s := idem.NewMemStore()
+	g, err := idem.New(s, idem.WithClock(clock), idem.WithLease(time.Minute))
+	require.NoError(t, err)
+	ctx := context.Background()
+	b := g.Claim(ctx, []idem.Request{{Key: "k"}})
+	_, _, err = idem.DoClaimed(ctx, b, 0, func(context.Context) (int, error) {
+		mu.Lock()
+		now = now.Add(2 * time.Minute)
+		mu.Unlock()
+		_, _, err := idem.Do(ctx, g, idem.Request{Key: "k"}, func(context.Context) (int, error) { return 2, nil })
+		require.NoError(t, err) // another owner took the expired lease and completed
+		return 1, nil
+	})
+	require.NoError(t, err)
+	require.ErrorIs(t, b.Settle(ctx)[0], idem.ErrLeaseLost)
+	v, _, err := idem.Do(ctx, g, idem.Request{Key: "k"}, func(context.Context) (int, error) { return 3, nil })
+	require.NoError(t, err)
+	assert.Equal(t, 2, v, "the late owner never overwrites")
+}
+
+func TestBatchWithoutBatchStore(t *testing.T) {
+	t.Parallel()
+	s := newCounting(idem.NewMemStore()) // Store only: no batch methods
+	g, err := idem.New(s)
+	require.NoError(t, err)
+	_, _, errs, settle := runBatch(t, g, reqs("k", 4), func(i int) (int, error) { return i, nil })
+	for i := range errs {
+		require.NoError(t, errs[i])
+		require.NoError(t, settle[i])
+	}
+	assert.Equal(t, map[string]int{"claim": 4, "complete": 4}, s.calls)
+}
