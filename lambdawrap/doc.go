@@ -1,0 +1,63 @@
+// Package lambdawrap makes AWS Lambda handlers idempotent with one decorator around the
+// handler already passed to lambda.Start: [Wrap] for any event type, and [HTTPAPI], [REST],
+// [FunctionURL] and [ALB] for HTTP requests through API Gateway, function URLs and load
+// balancers. [LocalHandler] serves an HTTP API handler on localhost for development and
+// tests.
+//
+// # Mental model
+//
+// A decorator finds the request's idempotency key and hands the handler to an [idem.Guard],
+// which runs it at most once per key and stores its result; every retry or duplicate gets
+// that result back instead of a second run. The generic [Wrap] takes the key from a function
+// of the event ([KeyFromJMESPath] builds one from an expression, as the Powertools
+// utilities do). The HTTP decorators take it from the Idempotency-Key header and store the
+// whole response (status, headers, cookies, body and its base64 flag), so a replay is the
+// same response byte for byte, plus "Idempotent-Replayed: true". The four event shapes share
+// one implementation. The lease on a key ends at the invocation's deadline plus the guard's
+// margin, so the retry of a timed-out invocation can run again soon after.
+//
+// # HTTP semantics
+//
+// Following the IETF draft "The Idempotency-Key HTTP Header Field":
+//
+//	situation                                              response
+//	guarded method (POST, PATCH; see WithMethods), no key  400, or unguarded if not WithKeyRequired
+//	key empty, over 255 characters, not printable ASCII,   400
+//	  or two different values for the header
+//	same key, request in flight                            409 with Retry-After (seconds)
+//	same key, other method, path, query string or body     422
+//	same key, completed                                    the stored response + Idempotent-Replayed: true
+//	handler returns 5xx, 409, 429 (see WithCacheable)      that response; nothing stored, key released
+//	handler returns an error                               the error, to Lambda; nothing stored
+//	store unavailable                                      503 with Retry-After; the handler does not run
+//	other methods (GET, PUT, DELETE, ...)                  the handler, unguarded
+//
+// The header name is matched in any case, in single- and multi-value header maps; its value
+// may be an RFC 8941 quoted string, which is unquoted. Errors are RFC 9457 problem details
+// (application/problem+json) whose type is one of the Problem constants.
+//
+// The key is scoped by the caller's identity when the event carries one ([TenantREST],
+// [TenantHTTPAPI], [TenantFunctionURL]), so the same key from two tenants is two records
+// and no tenant is ever replayed another's response. [WithTenant] overrides it.
+//
+// # Usage
+//
+//	guard, err := idem.New(dynamo.New(ddb, "idempotency"))
+//	...
+//	handler, err := lambdawrap.HTTPAPI(guard, createOrder)
+//	...
+//	lambda.Start(handler)
+//
+// and for any other event, keyed by a field of it:
+//
+//	key, err := lambdawrap.KeyFromJMESPath[Payment]("payment_id")
+//	...
+//	handler, err := lambdawrap.Wrap(guard, processPayment, key)
+//
+// See https://docs.aws.amazon.com/apigateway/latest/developerguide/http-api-develop-integrations-lambda.html
+// and https://docs.aws.amazon.com/apigateway/latest/developerguide/set-up-lambda-proxy-integrations.html
+// for the API Gateway event shapes, https://docs.aws.amazon.com/lambda/latest/dg/urls-invocation.html
+// for function URLs, https://docs.aws.amazon.com/elasticloadbalancing/latest/application/lambda-functions.html
+// for load balancers, and https://datatracker.ietf.org/doc/draft-ietf-httpapi-idempotency-key-header/
+// for the header.
+package lambdawrap

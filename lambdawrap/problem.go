@@ -1,0 +1,91 @@
+package lambdawrap
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Problem types: the "type" member of the RFC 9457 problem details the HTTP decorators
+// answer with. Each is the address of its own documentation.
+const (
+	// ProblemMissingKey (400): a guarded request carried no idempotency key and one is
+	// required (see [WithKeyRequired]).
+	ProblemMissingKey = problemBase + "ProblemMissingKey"
+	// ProblemInvalidKey (400): the key is empty, longer than [MaxKeyLength], not printable
+	// ASCII, badly quoted, or the header has two different values.
+	ProblemInvalidKey = problemBase + "ProblemInvalidKey"
+	// ProblemInvalidRequest (400): the request could not be fingerprinted: a body marked
+	// base64 that does not decode, or an error from [WithFingerprint].
+	ProblemInvalidRequest = problemBase + "ProblemInvalidRequest"
+	// ProblemInProgress (409): a request with the same key is being processed. Retry after
+	// the seconds in Retry-After.
+	ProblemInProgress = problemBase + "ProblemInProgress"
+	// ProblemLeaseLost (409): the request ran, but took so long that another request with
+	// the same key took it over; that one's response stands. Retry after Retry-After to get
+	// it.
+	ProblemLeaseLost = problemBase + "ProblemLeaseLost"
+	// ProblemAttachedWriteFailed (409): a write the handler attached to the completion (see
+	// [idem.Attach]) failed its condition, so neither it nor the record committed and the
+	// key was released.
+	ProblemAttachedWriteFailed = problemBase + "ProblemAttachedWriteFailed"
+	// ProblemKeyReused (422): the key was used before for a request with a different
+	// method, path, query string or body.
+	ProblemKeyReused = problemBase + "ProblemKeyReused"
+	// ProblemNotReplayable (500): the key's request completed, but its response cannot be
+	// replayed: it was too large to store, or the stored record is unreadable. The handler
+	// is not run again; retrying does not help.
+	ProblemNotReplayable = problemBase + "ProblemNotReplayable"
+	// ProblemStoreUnavailable (503): the idempotency store failed, so the request was not
+	// processed (or, if the failure came after the handler, not recorded). Retry after
+	// Retry-After.
+	ProblemStoreUnavailable = problemBase + "ProblemStoreUnavailable"
+)
+
+const problemBase = "https://pkg.go.dev/github.com/idemkit/idem/lambdawrap#"
+
+// Retry-After values of responses whose wait is not known from a lease.
+const (
+	// StoreRetryAfter is the Retry-After of a 503 answered when the store fails.
+	StoreRetryAfter = time.Second
+	// LeaseLostRetryAfter is the Retry-After of a 409 answered when the lease was lost: the
+	// other owner is already running and usually done soon.
+	LeaseLostRetryAfter = time.Second
+)
+
+// problemContentType is the media type of RFC 9457 problem details in JSON.
+const problemContentType = "application/problem+json"
+
+// problemBody is an RFC 9457 problem details object.
+type problemBody struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// problem builds an error response. A positive retryAfter adds Retry-After in whole
+// seconds, rounded up. In multi-value mode (ALB) the headers go in MultiValueHeaders,
+// which is the only map the load balancer reads then.
+func problem(status int, typ, detail string, retryAfter time.Duration, multi bool) httpResponse {
+	body, _ := json.Marshal(problemBody{Type: typ, Title: http.StatusText(status), Status: status, Detail: detail}) // cannot fail: strings and an int
+	headers := map[string]string{"Content-Type": problemContentType}
+	if retryAfter > 0 {
+		headers["Retry-After"] = strconv.FormatInt(int64((retryAfter+time.Second-1)/time.Second), 10)
+	}
+	r := httpResponse{
+		StatusCode:        status,
+		StatusDescription: strconv.Itoa(status) + " " + http.StatusText(status),
+		Body:              string(body),
+	}
+	if multi {
+		r.MultiValueHeaders = make(map[string][]string, len(headers))
+		for k, v := range headers {
+			r.MultiValueHeaders[k] = []string{v}
+		}
+	} else {
+		r.Headers = headers
+	}
+	return r
+}
