@@ -1,0 +1,178 @@
+package sqs
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+)
+
+// batch is the work of one invocation. Each message index belongs to exactly one unit, and
+// only the goroutine running that unit touches the message's entries in out and tried.
+type batch struct {
+	h    *Handler
+	msgs []events.SQSMessage
+	out  []Outcome
+	keys []string
+	fps  [][]byte
+	// keyErr holds the error of a message whose key or fingerprint could not be had.
+	keyErr []error
+	// tried marks messages whose outcome came from the guard (or from a message that did):
+	// the outcomes that later messages with the same key and fingerprint may share.
+	tried []bool
+	fifo  bool
+
+	deadline    time.Time
+	hasDeadline bool
+	margin      time.Duration
+}
+
+func (h *Handler) newBatch(ctx context.Context, msgs []events.SQSMessage, start time.Time) *batch {
+	n := len(msgs)
+	b := &batch{
+		h:      h,
+		msgs:   msgs,
+		out:    make([]Outcome, n),
+		keys:   make([]string, n),
+		fps:    make([][]byte, n),
+		keyErr: make([]error, n),
+		tried:  make([]bool, n),
+		margin: h.cfg.margin,
+	}
+	b.deadline, b.hasDeadline = ctx.Deadline()
+	if b.hasDeadline && !h.cfg.marginSet {
+		// A fixed margin would starve a function whose whole timeout is shorter than it.
+		b.margin = max(min(b.margin, b.deadline.Sub(start)/4), 0)
+	}
+	for i := range msgs {
+		m := &msgs[i]
+		b.fifo = b.fifo || isFIFO(m.EventSourceARN)
+		b.out[i] = Outcome{MessageID: m.MessageId, GroupID: m.Attributes[attrGroupID]}
+		key, err := h.cfg.key(*m)
+		if err == nil {
+			b.keys[i], b.out[i].Key = key, key
+			b.fps[i], err = h.cfg.fingerprint(*m)
+		}
+		b.keyErr[i] = err
+	}
+	return b
+}
+
+// plan splits the batch into units, each processed in the event's order by one goroutine,
+// different units concurrently. Messages that share a key are one unit, so they are never
+// raced against each other and later ones can take an earlier one's outcome; on a FIFO
+// queue, so are the messages of a group, to keep its order. A unit is thus a connected set
+// of messages linked by key or group; units are ordered by their first message.
+func (b *batch) plan() [][]int {
+	n := len(b.msgs)
+	parent := make([]int, n)
+	for i := range parent {
+		parent[i] = i
+	}
+	var find func(int) int
+	find = func(i int) int {
+		if parent[i] != i {
+			parent[i] = find(parent[i])
+		}
+		return parent[i]
+	}
+	union := func(i, j int) { // the root is always a unit's first message
+		ri, rj := find(i), find(j)
+		parent[max(ri, rj)] = min(ri, rj)
+	}
+	link := func(seen map[string]int, s string, i int) {
+		if j, ok := seen[s]; ok {
+			union(i, j)
+		} else {
+			seen[s] = i
+		}
+	}
+	byKey := make(map[string]int, n)
+	var byGroup map[string]int
+	if b.fifo {
+		byGroup = make(map[string]int)
+	}
+	for i := range b.msgs {
+		if b.keyErr[i] == nil {
+			link(byKey, b.keys[i], i)
+		}
+		if b.fifo {
+			link(byGroup, b.out[i].GroupID, i)
+		}
+	}
+	unitOf := make([]int, n)
+	var units [][]int
+	for i := range b.msgs {
+		r := find(i)
+		if r == i {
+			unitOf[i] = len(units)
+			units = append(units, nil)
+		}
+		u := unitOf[r]
+		units[u] = append(units[u], i)
+	}
+	return units
+}
+
+// run processes the units on up to the configured number of goroutines and returns when
+// all have finished. Every message checks ctx before it starts, so the workers stop
+// starting work once ctx ends and finish with the messages they have started.
+func (b *batch) run(ctx context.Context, units [][]int) {
+	workers := min(b.h.cfg.concurrency, len(units))
+	if workers <= 1 {
+		for _, u := range units {
+			b.runUnit(ctx, u)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(workers)
+	for range workers {
+		go func() {
+			defer wg.Done()
+			for {
+				k := int(next.Add(1) - 1)
+				if k >= len(units) {
+					return
+				}
+				b.runUnit(ctx, units[k])
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// runUnit processes one unit's messages in order. On a FIFO queue, a failure stops the rest
+// of its group.
+func (b *batch) runUnit(ctx context.Context, unit []int) {
+	var stopped map[string]int // FIFO group → its first failed message
+	for _, i := range unit {
+		o := &b.out[i]
+		if j, ok := stopped[o.GroupID]; ok {
+			b.fail(o, ReasonGroupStopped, groupStopped(b.out[j]))
+		} else {
+			b.process(ctx, unit, i)
+		}
+		if b.fifo && o.Failed() {
+			if stopped == nil {
+				stopped = make(map[string]int)
+			}
+			if _, ok := stopped[o.GroupID]; !ok {
+				stopped[o.GroupID] = i
+			}
+		}
+		if o.Failed() {
+			b.h.logFailure(ctx, o)
+		}
+		if b.h.cfg.hooks.OnMessage != nil {
+			b.h.cfg.hooks.OnMessage(ctx, *o)
+		}
+	}
+}
+
+func (b *batch) fail(o *Outcome, reason Reason, err error) {
+	o.Status, o.Reason, o.Err = StatusFailed, reason, err
+}

@@ -1,0 +1,48 @@
+// Package sqs processes Amazon SQS batches in AWS Lambda idempotently, with partial batch
+// failures: each message runs its handler at most once per idempotency key, and only the
+// messages that failed are delivered again.
+//
+// # Mental model
+//
+// SQS delivers every message at least once: a redelivery after a visibility timeout, a batch
+// retried after a Lambda timeout, a producer that sent twice. A [Handler] runs each message
+// through an [idem.Guard] under a key taken from the message (see [DefaultKey]), so a
+// message whose key already completed is acknowledged without running again, and a message
+// whose key is still in flight in another invocation is handed back to SQS to try later.
+// Each message gets an [Outcome]; the failed ones become the BatchItemFailures of the
+// response, and the rest of the batch is deleted from the queue. Messages of one batch that
+// share a key are processed one after another, and a true duplicate takes the first one's
+// outcome without any store round trip. On a FIFO queue, groups run concurrently and each
+// group in order; a failure holds back the rest of its group so the order survives the
+// redelivery. Messages not started before the Lambda deadline draws near are reported, not
+// lost to the timeout.
+//
+// A new message costs two store round trips (claim and complete), a replayed one one, a
+// duplicate within the batch none.
+//
+// # Usage
+//
+// This package's name is the same as the AWS SDK's SQS client package; a program that needs
+// both imports one under another name, for example sqsclient
+// "github.com/aws/aws-sdk-go-v2/service/sqs".
+//
+//	guard, err := idem.New(dynamo.New(ddb, "idempotency"))
+//	...
+//	h, err := sqs.New(guard, func(ctx context.Context, m events.SQSMessage) error {
+//		return credit(ctx, m.Body) // attach its DynamoDB write with dynamo.Attach
+//	})
+//	...
+//	lambda.Start(h.Handle)
+//
+// The event source mapping must enable ReportBatchItemFailures (FunctionResponseTypes in
+// CloudFormation and SAM): without it Lambda ignores the response and deletes every message
+// of the batch, failed ones included. Set the queue's visibility timeout to at least six
+// times the function timeout, and give it a dead-letter queue (redrive policy) so a message
+// that keeps failing stops being retried.
+//
+// See https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-errorhandling.html for
+// partial batch responses, https://docs.aws.amazon.com/lambda/latest/dg/with-sqs.html for
+// the event and the event source mapping, and
+// https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/FIFO-queues.html
+// for message groups and deduplication IDs.
+package sqs

@@ -1,0 +1,147 @@
+package sqs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/idemkit/idem"
+)
+
+// Handler processes SQS batches for Lambda: each message under its idempotency key, with
+// partial batch failures. It is safe for concurrent use; create one per function (container)
+// and share it.
+type Handler struct {
+	guard *idem.Guard
+	fn    func(context.Context, events.SQSMessage) error
+	cfg   config
+}
+
+// New returns a Handler that runs fn for each message of a batch, guarded by guard. fn
+// should honour its context: it carries the Lambda deadline, and the lease that
+// [idem.Attach] and [idem.Checkpoint] use. Options are applied in order; invalid settings
+// return an error naming the option.
+func New(guard *idem.Guard, fn func(context.Context, events.SQSMessage) error, opts ...Option) (*Handler, error) {
+	if guard == nil {
+		return nil, errors.New("sqs: New: guard must not be nil")
+	}
+	if fn == nil {
+		return nil, errors.New("sqs: New: handler must not be nil")
+	}
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	return &Handler{guard: guard, fn: fn, cfg: cfg}, nil
+}
+
+// Handle is the Lambda handler: pass h.Handle to lambda.Start, and enable
+// ReportBatchItemFailures on the event source mapping (without it Lambda ignores the
+// response and deletes every message of a batch that returned no error, failed ones too).
+//
+// Every message is processed as [Handler.Process] describes, and every failed one is listed
+// in the response's BatchItemFailures by message ID, so SQS delivers it again. Handle
+// returns an error, which makes Lambda retry the whole batch, only when the event is
+// unusable ([ErrInvalidEvent]); a message's failure never fails the batch. It returns when
+// every started message has finished.
+func (h *Handler) Handle(ctx context.Context, event events.SQSEvent) (events.SQSEventResponse, error) {
+	rep, err := h.Process(ctx, event)
+	if err != nil {
+		return events.SQSEventResponse{}, err
+	}
+	return rep.Response(), nil
+}
+
+// Process processes a batch and reports each message's [Outcome]; [Handler.Handle] is
+// Process followed by [Report.Response]. Use it to act on outcomes beyond the response.
+//
+//   - Each message runs the handler under its key (see [WithKey]) through idem: a key
+//     completed earlier is replayed without running ([StatusReplayed]), and the failures of
+//     [Reason] are reported rather than returned.
+//   - Messages of the batch that share a key are never raced: they are processed one after
+//     another, in the event's order. One whose fingerprint equals an earlier one's takes
+//     that message's outcome without running or calling the store: a success makes it a
+//     [StatusDuplicate], a failure fails it too ([ReasonDuplicateFailed]), so SQS delivers
+//     it again along with the original instead of acknowledging a message whose work did
+//     not happen. One with another fingerprint goes through the guard, which refuses it
+//     with idem.ErrPayloadMismatch if the earlier one completed.
+//   - Standard queues: up to [WithConcurrency] messages run at once.
+//   - FIFO queues (event source ARN ending in ".fifo"): the messages of a group run one at a
+//     time in order, up to [WithConcurrency] groups at once. After a failure, the rest of
+//     the group is not started ([ReasonGroupStopped]), so SQS delivers the group again from
+//     the failed message on, in order; other groups go on.
+//   - A message not yet started when less than the margin (see [WithDeadlineMargin]) is
+//     left before ctx's deadline, or once ctx has ended, is not started
+//     ([ReasonNotStarted]). A started message runs to completion under ctx.
+//   - A panicking handler fails its message ([ReasonPanic]) and no other.
+//
+// Process returns an error only for an unusable event ([ErrInvalidEvent]), with a nil
+// report. It calls the hooks ([WithHooks]) and writes the summary log line ([WithLogger]).
+func (h *Handler) Process(ctx context.Context, event events.SQSEvent) (*Report, error) {
+	start := h.cfg.now()
+	for i, m := range event.Records {
+		if m.MessageId == "" {
+			return nil, fmt.Errorf("%w: record %d has no messageId", ErrInvalidEvent, i)
+		}
+	}
+	b := h.newBatch(ctx, event.Records, start)
+	b.run(ctx, b.plan())
+	rep := &Report{Outcomes: b.out, FIFO: b.fifo, Duration: h.cfg.now().Sub(start)}
+	rep.count()
+	h.logBatch(ctx, rep)
+	if h.cfg.hooks.OnBatch != nil {
+		h.cfg.hooks.OnBatch(ctx, rep)
+	}
+	return rep, nil
+}
+
+// logBatch writes the summary line: INFO, or WARN when a message failed, with the failures
+// counted by reason.
+func (h *Handler) logBatch(ctx context.Context, rep *Report) {
+	level := slog.LevelInfo
+	if rep.Failed > 0 {
+		level = slog.LevelWarn
+	}
+	if !h.cfg.logger.Enabled(ctx, level) {
+		return
+	}
+	attrs := []slog.Attr{
+		slog.Int("messages", len(rep.Outcomes)),
+		slog.Bool("fifo", rep.FIFO),
+		slog.Int("ran", rep.Ran),
+		slog.Int("replayed", rep.Replayed),
+		slog.Int("duplicates", rep.Duplicates),
+		slog.Int("failed", rep.Failed),
+		slog.Duration("duration", rep.Duration),
+	}
+	if rep.Failed > 0 {
+		counts := rep.FailedBy()
+		var by []any
+		for _, r := range slices.Sorted(maps.Keys(counts)) {
+			by = append(by, slog.Int(string(r), counts[r]))
+		}
+		attrs = append(attrs, slog.Group("failed_by", by...))
+	}
+	h.cfg.logger.LogAttrs(ctx, level, "sqs: batch processed", attrs...)
+}
+
+// logFailure writes a line for a failed message: ERROR with the stack for a panic, since it
+// is a bug; DEBUG otherwise, since the summary line counts failures.
+func (h *Handler) logFailure(ctx context.Context, o *Outcome) {
+	var pe *PanicError
+	if errors.As(o.Err, &pe) {
+		h.cfg.logger.ErrorContext(ctx, "sqs: message handler panicked", "message_id", o.MessageID, "error", o.Err, "stack", string(pe.Stack))
+		return
+	}
+	h.cfg.logger.DebugContext(ctx, "sqs: message failed", "message_id", o.MessageID, "reason", string(o.Reason), "error", o.Err)
+}

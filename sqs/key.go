@@ -1,0 +1,60 @@
+package sqs
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/idemkit/idem"
+)
+
+// KeyAttribute is the message attribute that carries a producer's idempotency key. Its
+// name matches the HTTP header of the same purpose, so one key can follow a request from an
+// API into a queue. It must carry a string value (data type String or Number, with or
+// without a custom label), not a binary one.
+const KeyAttribute = "Idempotency-Key"
+
+// System attributes (events.SQSMessage.Attributes) this package reads.
+const (
+	attrDeduplicationID = "MessageDeduplicationId"
+	attrGroupID         = "MessageGroupId"
+)
+
+// DefaultKey returns the idempotency key of m, from the first of these that is present:
+//
+//  1. the [KeyAttribute] message attribute, set by the producer: the right choice when one
+//     logical request may be sent more than once (a retried send, a replayed upstream event);
+//  2. the MessageDeduplicationId of a FIFO message, which SQS itself uses to drop duplicate
+//     sends for five minutes (with content-based deduplication, a hash of the body); the key
+//     extends that window to the guard's expiry;
+//  3. the message ID, which stays the same across redeliveries of one message, so a message
+//     redelivered after a timeout or a lost batch response is not processed twice.
+//
+// A [KeyAttribute] attribute that is present but empty yields [idem.ErrMissingKey], and one
+// without a string value [idem.ErrInvalidKey]: a producer that meant to set a key never has
+// its messages silently keyed by message ID instead.
+func DefaultKey(m events.SQSMessage) (string, error) {
+	if a, ok := m.MessageAttributes[KeyAttribute]; ok {
+		switch {
+		case a.StringValue == nil:
+			return "", fmt.Errorf("%w: %s message attribute of data type %q has no string value", idem.ErrInvalidKey, KeyAttribute, a.DataType)
+		case *a.StringValue == "":
+			return "", fmt.Errorf("%w: %s message attribute is empty", idem.ErrMissingKey, KeyAttribute)
+		}
+		return *a.StringValue, nil
+	}
+	if id := m.Attributes[attrDeduplicationID]; id != "" {
+		return id, nil
+	}
+	return m.MessageId, nil
+}
+
+// BodyFingerprint returns the message body as the fingerprint: a key seen again with a
+// different body fails with [idem.ErrPayloadMismatch]. It never fails.
+func BodyFingerprint(m events.SQSMessage) ([]byte, error) {
+	return []byte(m.Body), nil
+}
+
+// isFIFO reports whether an event source ARN names a FIFO queue, whose names end in ".fifo".
+func isFIFO(arn string) bool { return strings.HasSuffix(arn, ".fifo") }

@@ -1,0 +1,127 @@
+package sqs
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/idemkit/idem"
+)
+
+// process decides the outcome of message i of unit, in named steps: a key error fails it;
+// an earlier duplicate in the unit answers it; too little time left holds it back; else it
+// runs through the guard.
+func (b *batch) process(ctx context.Context, unit []int, i int) {
+	o := &b.out[i]
+	if err := b.keyErr[i]; err != nil {
+		b.fail(o, ReasonKey, fmt.Errorf("sqs: key: %w", err))
+		return
+	}
+	if j := b.earlierDuplicate(unit, i); j >= 0 {
+		b.tried[i] = true
+		if d := b.out[j]; d.Failed() {
+			b.fail(o, ReasonDuplicateFailed, fmt.Errorf("%w: message %s: %w", ErrDuplicateFailed, d.MessageID, d.Err))
+		} else {
+			o.Status = StatusDuplicate
+		}
+		return
+	}
+	if err := b.mayStart(ctx); err != nil {
+		b.fail(o, ReasonNotStarted, err)
+		return
+	}
+	start := b.h.cfg.now()
+	replayed, handlerErr, err := b.guarded(ctx, i)
+	o.Duration = b.h.cfg.now().Sub(start)
+	b.tried[i] = true
+	switch {
+	case err == nil && replayed, errors.Is(err, idem.ErrResultNotStored):
+		// A completed key whose result was not stored is still done work: acknowledge it.
+		o.Status = StatusReplayed
+	case err == nil:
+		o.Status = StatusRan
+	default:
+		b.fail(o, classify(err, handlerErr), err)
+	}
+}
+
+// earlierDuplicate returns the index of an earlier message of unit whose outcome message i
+// shares, or -1: same key, equal fingerprint (both nil counts as equal: validation is off),
+// and an outcome that came from the guard rather than from being held back.
+func (b *batch) earlierDuplicate(unit []int, i int) int {
+	for _, j := range unit {
+		if j >= i {
+			break
+		}
+		if b.tried[j] && b.keys[j] == b.keys[i] && bytes.Equal(b.fps[j], b.fps[i]) {
+			return j
+		}
+	}
+	return -1
+}
+
+// mayStart returns a wrapped [ErrNotStarted] if ctx has ended or less than the margin is
+// left before its deadline.
+func (b *batch) mayStart(ctx context.Context) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%w: %w", ErrNotStarted, context.Cause(ctx))
+	}
+	if !b.hasDeadline {
+		return nil
+	}
+	if left := b.deadline.Sub(b.h.cfg.now()); left <= 0 || left < b.margin {
+		return fmt.Errorf("%w: %s left, margin %s", ErrNotStarted, left.Round(time.Millisecond), b.margin)
+	}
+	return nil
+}
+
+// guarded runs the handler for message i under its key. handlerErr is what the handler
+// returned, if it ran, so that its error is told apart from the guard's. A panic in the
+// handler is recovered as a [*PanicError]: the guard has released the key by then, and the
+// rest of the batch goes on.
+func (b *batch) guarded(ctx context.Context, i int) (replayed bool, handlerErr, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Value: v, Stack: debug.Stack()}
+		}
+	}()
+	m := &b.msgs[i]
+	req := idem.Request{Key: b.keys[i], Fingerprint: b.fps[i]}
+	_, replayed, err = idem.Do(ctx, b.h.guard, req, func(ctx context.Context) (struct{}, error) {
+		handlerErr = b.h.fn(ctx, *m)
+		return struct{}{}, handlerErr
+	})
+	return replayed, handlerErr, err
+}
+
+// classify names the reason for a failure of the guarded call.
+func classify(err, handlerErr error) Reason {
+	var pe *PanicError
+	switch {
+	case errors.As(err, &pe):
+		return ReasonPanic
+	case handlerErr != nil && err == handlerErr: //nolint:errorlint // identity: the handler's own error, unwrapped
+		return ReasonHandler
+	case errors.Is(err, idem.ErrInProgress):
+		return ReasonInProgress
+	case errors.Is(err, idem.ErrPayloadMismatch):
+		return ReasonPayloadMismatch
+	case errors.Is(err, idem.ErrMissingKey), errors.Is(err, idem.ErrInvalidKey):
+		return ReasonKey
+	case errors.Is(err, idem.ErrLeaseLost):
+		return ReasonLeaseLost
+	case errors.Is(err, idem.ErrStore), errors.Is(err, idem.ErrIncompatibleRecord):
+		return ReasonStore
+	default: // idem.ErrFailed, idem.ErrConditionFailed: the handler's failure, told by the guard
+		return ReasonHandler
+	}
+}
+
+// groupStopped is the error of a FIFO message held back after failed, the first failure of
+// its group.
+func groupStopped(failed Outcome) error {
+	return fmt.Errorf("%w: message %s: %w", ErrGroupStopped, failed.MessageID, failed.Err)
+}

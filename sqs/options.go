@@ -1,0 +1,146 @@
+package sqs
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+)
+
+// Defaults of the [Handler] options.
+const (
+	// DefaultConcurrency is how many messages (or FIFO message groups) are processed at once
+	// (see [WithConcurrency]).
+	DefaultConcurrency = 10
+	// DefaultDeadlineMargin is how much Lambda time must remain for a message to be started
+	// (see [WithDeadlineMargin]). Unless set explicitly, the margin is also never more than a
+	// quarter of the time left when the batch arrives, so a function with a short timeout
+	// still starts its messages.
+	DefaultDeadlineMargin = 5 * time.Second
+)
+
+// Option configures a [Handler]. Options are applied in order by [New].
+type Option func(*config) error
+
+type config struct {
+	concurrency int
+	key         func(events.SQSMessage) (string, error)
+	fingerprint func(events.SQSMessage) ([]byte, error)
+	margin      time.Duration
+	marginSet   bool
+	hooks       Hooks
+	logger      *slog.Logger
+	now         func() time.Time
+}
+
+func defaultConfig() config {
+	return config{
+		concurrency: DefaultConcurrency,
+		key:         DefaultKey,
+		fingerprint: BodyFingerprint,
+		margin:      DefaultDeadlineMargin,
+		logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+		now:         time.Now,
+	}
+}
+
+func optErr(name, msg string) error { return fmt.Errorf("sqs: %s: %s", name, msg) }
+
+// WithConcurrency sets how many messages are processed at once: on a standard queue, up to n
+// messages run concurrently; on a FIFO queue, up to n message groups, each in order. Default
+// [DefaultConcurrency]; must be at least 1. With 1, a batch is processed in order on the
+// invoking goroutine.
+func WithConcurrency(n int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return optErr("WithConcurrency", "must be at least 1")
+		}
+		c.concurrency = n
+		return nil
+	}
+}
+
+// WithKey sets how a message's idempotency key is chosen. Default [DefaultKey]: the
+// [KeyAttribute] message attribute, else the FIFO MessageDeduplicationId, else the message
+// ID. Must not be nil. An error from key fails the message with [ReasonKey]; an empty key
+// does too ([idem.ErrMissingKey]). Wrap [DefaultKey] to keep its fallbacks.
+func WithKey(key func(events.SQSMessage) (string, error)) Option {
+	return func(c *config) error {
+		if key == nil {
+			return optErr("WithKey", "must not be nil")
+		}
+		c.key = key
+		return nil
+	}
+}
+
+// WithFingerprint sets what identifies a message's content, so a key reused for different
+// content fails with [idem.ErrPayloadMismatch] instead of being acknowledged unprocessed.
+// Default [BodyFingerprint]: the body's bytes. Must not be nil; a function returning nil
+// turns payload validation off. An error from fingerprint fails the message with
+// [ReasonKey].
+func WithFingerprint(fingerprint func(events.SQSMessage) ([]byte, error)) Option {
+	return func(c *config) error {
+		if fingerprint == nil {
+			return optErr("WithFingerprint", "must not be nil")
+		}
+		c.fingerprint = fingerprint
+		return nil
+	}
+}
+
+// WithDeadlineMargin sets how much time must remain before the Lambda deadline
+// (ctx.Deadline()) for a message to be started. A message not started for lack of time is
+// reported as a batch item failure with [ReasonNotStarted], so SQS delivers it again rather
+// than losing it to a timeout; a message already started runs to completion under ctx.
+// Default [DefaultDeadlineMargin], lowered to a quarter of the time left when the batch
+// arrives if that is less; an explicit value is used as is. Must not be negative; 0 starts
+// messages until the context ends. Choose it above the time one message takes, including
+// its two store round trips. Without a context deadline no message is held back.
+func WithDeadlineMargin(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return optErr("WithDeadlineMargin", "must not be negative")
+		}
+		c.margin = d
+		c.marginSet = true
+		return nil
+	}
+}
+
+// WithHooks sets callbacks for each message's [Outcome] and each batch's [Report]. Default
+// none; nil fields do nothing.
+func WithHooks(h Hooks) Option {
+	return func(c *config) error {
+		c.hooks = h
+		return nil
+	}
+}
+
+// WithLogger sets the logger for the summary line written after each batch (INFO, or WARN
+// when a message failed) and a line per failed message (DEBUG; ERROR for a handler panic,
+// with its stack). Lines carry message IDs, never keys or bodies. Default: discard. Must not
+// be nil.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error {
+		if l == nil {
+			return optErr("WithLogger", "must not be nil")
+		}
+		c.logger = l
+		return nil
+	}
+}
+
+// WithClock sets the time source used against the context deadline, for tests. Default
+// time.Now. Must not be nil.
+func WithClock(now func() time.Time) Option {
+	return func(c *config) error {
+		if now == nil {
+			return optErr("WithClock", "must not be nil")
+		}
+		c.now = now
+		return nil
+	}
+}
