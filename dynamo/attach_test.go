@@ -1,0 +1,116 @@
+package dynamo_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/dynamo"
+)
+
+// TestCompleteAttached checks the transactional completion: the business write lands with
+// the record or not at all.
+func TestCompleteAttached(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	l := newLedger(t, e.client)
+	ctx := context.Background()
+	now := wallClock()
+
+	cases := []struct {
+		name        string
+		token       string // token the completion presents; the record's is "tok"
+		failCond    bool
+		pointer     bool
+		wantErr     error
+		wantBalance int
+		wantStatus  idem.Status
+	}{
+		{"Applied", "tok", false, false, nil, 7, idem.StatusCompleted},
+		{"AppliedFromPointer", "tok", false, true, nil, 7, idem.StatusCompleted},
+		{"StaleTokenAppliesNothing", "stale", false, false, idem.ErrLeaseLost, 0, idem.StatusInProgress},
+		{"BusinessConditionFails", "tok", true, false, idem.ErrConditionFailed, 0, idem.StatusInProgress},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rec := record("attached/"+tc.name, now, "tok")
+			seed(t, e.store, rec)
+			account := "acct-" + tc.name
+			var w any = l.add(account, 7, tc.failCond)
+			if tc.pointer {
+				item := l.add(account, 7, tc.failCond)
+				w = &item
+			}
+			done := *rec
+			done.Status, done.LeaseToken, done.Data, done.Encoding = idem.StatusCompleted, tc.token, []byte(`{"ok":true}`), "json"
+
+			err := e.store.Complete(ctx, &done, []any{w})
+			if tc.wantErr != nil {
+				require.ErrorIs(t, err, tc.wantErr)
+				var tce *types.TransactionCanceledException
+				assert.ErrorAs(t, err, &tce, "the SDK error stays reachable")
+			} else {
+				require.NoError(t, err)
+			}
+			assert.Equal(t, tc.wantBalance, l.balance(t, account))
+			got, err := e.store.Get(ctx, rec.Key)
+			require.NoError(t, err)
+			assert.Equal(t, tc.wantStatus, got.Status)
+			assert.Equal(t, "tok", got.LeaseToken, "the owner's record is intact")
+		})
+	}
+
+	t.Run("BadAttachments", func(t *testing.T) {
+		t.Parallel()
+		rec := record("attached/bad", now, "tok")
+		seed(t, e.store, rec)
+		done := *rec
+		done.Status = idem.StatusCompleted
+		var nilItem *types.TransactWriteItem
+		tooMany := make([]any, dynamo.MaxAttached+1)
+		for i := range tooMany {
+			tooMany[i] = l.add(fmt.Sprint("many-", i), 1, false)
+		}
+		for name, attached := range map[string][]any{
+			"WrongType":  {"ADD balance 1"},
+			"NilPointer": {nilItem},
+			"TooMany":    tooMany,
+		} {
+			err := e.store.Complete(ctx, &done, attached)
+			require.Error(t, err, name)
+			assert.NotErrorIs(t, err, idem.ErrStore, name)
+		}
+	})
+}
+
+// TestAttach drives the helper through a guarded handler, up to DynamoDB's transaction
+// limit.
+func TestAttach(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	l := newLedger(t, e.client)
+	ctx := context.Background()
+	g, err := idem.New(e.store, idem.WithScope("attach"))
+	require.NoError(t, err)
+
+	require.Error(t, dynamo.Attach(ctx, l.add("x", 1, false)), "outside a guarded handler")
+
+	items := make([]types.TransactWriteItem, dynamo.MaxAttached)
+	for i := range items {
+		items[i] = l.add(fmt.Sprint("acct-", i), 1, false)
+	}
+	_, _, err = idem.Do(ctx, g, idem.Request{Key: "full"}, func(ctx context.Context) (int, error) {
+		require.Error(t, dynamo.Attach(ctx, append(items, l.add("one-too-many", 1, false))...))
+		return 0, dynamo.Attach(ctx, items...)
+	})
+	require.NoError(t, err, "the completion and %d attached writes fit one transaction", dynamo.MaxAttached)
+	assert.Equal(t, 1, l.balance(t, "acct-0"))
+	assert.Equal(t, 1, l.balance(t, fmt.Sprint("acct-", dynamo.MaxAttached-1)))
+	assert.Equal(t, 0, l.balance(t, "one-too-many"))
+}

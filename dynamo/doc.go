@@ -1,0 +1,60 @@
+// Package dynamo is the Amazon DynamoDB [idem.Store]: it keeps one item per idempotency key
+// and makes every state change a conditional write, so any number of Lambda instances can
+// share one table and a key's handler still runs at most once.
+//
+// # Mental model
+//
+// A record moves from absent to INPROGRESS (claimed under a lease) to COMPLETED (the stored
+// result) and, after its expiry, back to absent. Each move is one conditional request. The
+// claim is a PutItem that succeeds only if no live record holds the key; when it fails,
+// DynamoDB returns the record that holds it in the same response, so a replay costs one
+// round trip. Completion, release, lease extension and checkpoints are conditional on the
+// random lease token written by the claim: a worker whose lease ran out and was taken over
+// cannot overwrite the new owner's record (fencing), and learns so from
+// [idem.ErrLeaseLost]. Expired records count as absent even while they linger in the table,
+// because TTL deletion lags expiry by up to days.
+//
+// With [Attach], a handler adds its own writes (an order row, a ledger ADD) to the
+// completion, which then is one TransactWriteItems: the business effect and the record
+// commit together or not at all.
+//
+// Items use the attribute names of the Powertools for AWS Lambda idempotency utilities
+// (id, status, expiration, in_progress_expiration, validation, data), so a table can be
+// shared with functions in other languages; [WithAttributes] renames them and
+// [WithSortKey] fits the records into a single-table design.
+//
+// # Usage
+//
+//	cfg, err := config.LoadDefaultConfig(ctx)
+//	// ...
+//	store, err := dynamo.New(dynamodb.NewFromConfig(cfg), os.Getenv("IDEMPOTENCY_TABLE"))
+//	// ...
+//	guard, err := idem.New(store)
+//	// ...
+//	order, replayed, err := idem.Do(ctx, guard, req, func(ctx context.Context) (Order, error) {
+//		order := newOrder(in)
+//		item, err := attributevalue.MarshalMap(order)
+//		if err != nil {
+//			return Order{}, err
+//		}
+//		err = dynamo.Attach(ctx, types.TransactWriteItem{Put: &types.Put{
+//			TableName: aws.String(ordersTable),
+//			Item:      item,
+//		}})
+//		return order, err
+//	})
+//
+// The table needs a string partition key "id" and TTL on "expiration"; [CreateTable]
+// makes one for tests and local runs.
+//
+// # AWS documentation
+//
+//   - Condition expressions and conditional writes:
+//     https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Expressions.ConditionExpressions.html
+//   - Time to Live (TTL):
+//     https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/TTL.html
+//   - TransactWriteItems:
+//     https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_TransactWriteItems.html
+//   - Item size limit:
+//     https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ServiceQuotas.html
+package dynamo

@@ -1,0 +1,70 @@
+package dynamo
+
+// Expression attribute name placeholders. They are fixed, whatever the configured attribute
+// names, because a placeholder may hold only letters, digits and underscores while an
+// attribute name may hold anything.
+const (
+	phID         = "#id"
+	phStatus     = "#status"
+	phExpiration = "#exp"
+	phLease      = "#lease"
+	phValidation = "#fp"
+	phData       = "#data"
+	phToken      = "#token"
+	phCheckpoint = "#cp"
+	phVersion    = "#v"
+	phEncoding   = "#enc"
+)
+
+// names returns the expression attribute names for the placeholders used by one request;
+// DynamoDB refuses names that its expressions do not use.
+func (a *Attributes) names(placeholders ...string) map[string]string {
+	m := make(map[string]string, len(placeholders))
+	for _, ph := range placeholders {
+		m[ph] = a.attr(ph)
+	}
+	return m
+}
+
+// attr returns the attribute name behind a placeholder.
+func (a *Attributes) attr(placeholder string) string {
+	switch placeholder {
+	case phID:
+		return a.ID
+	case phStatus:
+		return a.Status
+	case phExpiration:
+		return a.Expiration
+	case phLease:
+		return a.InProgressExpiration
+	case phValidation:
+		return a.Validation
+	case phData:
+		return a.Data
+	case phToken:
+		return a.LeaseToken
+	case phCheckpoint:
+		return a.Checkpoint
+	case phVersion:
+		return a.Version
+	case phEncoding:
+		return a.Encoding
+	}
+	panic("dynamo: unknown placeholder " + placeholder) // our own constants only
+}
+
+// Condition expressions.
+const (
+	// claimCondition holds when no live record holds the key: none exists, it has expired
+	// (TTL deletion lags by up to days, so expired items are still found), or it is in
+	// progress and its lease has ended. A record's own end counts as ended, as in
+	// idem.Record: "<=" on values rounded down (see encodeEpoch) holds exactly when now is
+	// at or past the stored end.
+	claimCondition = "attribute_not_exists(" + phID + ") OR " + phExpiration + " <= :now OR (" +
+		phStatus + " = :inprogress AND " + phLease + " <= :now_ms)"
+	// ownedCondition holds while the caller's token owns the record (fencing).
+	ownedCondition = phToken + " = :token"
+	// ownedInProgressCondition also requires the lease to be running: a completed record
+	// needs no lease extension or checkpoint.
+	ownedInProgressCondition = ownedCondition + " AND " + phStatus + " = :inprogress"
+)

@@ -1,0 +1,171 @@
+package dynamo_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/dynamo"
+)
+
+// fakeAPI answers with its function fields; a nil field fails the test if called.
+type fakeAPI struct {
+	dynamo.API
+	put      func(*dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error)
+	get      func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error)
+	update   func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error)
+	transact func(*dynamodb.TransactWriteItemsInput) (*dynamodb.TransactWriteItemsOutput, error)
+	puts     int
+	gets     int
+}
+
+func (f *fakeAPI) PutItem(_ context.Context, in *dynamodb.PutItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	f.puts++
+	return f.put(in)
+}
+
+func (f *fakeAPI) GetItem(_ context.Context, in *dynamodb.GetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	f.gets++
+	return f.get(in)
+}
+
+func (f *fakeAPI) UpdateItem(_ context.Context, in *dynamodb.UpdateItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	return f.update(in)
+}
+
+func (f *fakeAPI) TransactWriteItems(_ context.Context, in *dynamodb.TransactWriteItemsInput, _ ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	return f.transact(in)
+}
+
+var (
+	errCCF     = &types.ConditionalCheckFailedException{Message: aws.String("The conditional request failed")}
+	errTooBig  = &smithy.GenericAPIError{Code: "ValidationException", Message: "Item size has exceeded the maximum allowed size"}
+	errOutage  = &smithy.GenericAPIError{Code: "InternalServerError", Message: "boom", Fault: smithy.FaultServer}
+	holderItem = map[string]types.AttributeValue{
+		"id":     &types.AttributeValueMemberS{Value: "k"},
+		"status": &types.AttributeValueMemberS{Value: "COMPLETED"},
+		"data":   &types.AttributeValueMemberS{Value: `{"n":1}`},
+	}
+)
+
+// TestClaimWithoutReturnedItem covers stores that do not return the conflicting item with
+// the failed condition: the claim reads it, and retries when it has gone.
+func TestClaimWithoutReturnedItem(t *testing.T) {
+	t.Parallel()
+	putFailsThen := func(okAfter int) func(*dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error) {
+		n := 0
+		return func(*dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error) {
+			n++
+			if okAfter > 0 && n > okAfter {
+				return &dynamodb.PutItemOutput{}, nil
+			}
+			return nil, errCCF
+		}
+	}
+	getReturns := func(item map[string]types.AttributeValue, err error) func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) {
+		return func(in *dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) {
+			if !aws.ToBool(in.ConsistentRead) {
+				return nil, errors.New("read must be strongly consistent")
+			}
+			return &dynamodb.GetItemOutput{Item: item}, err
+		}
+	}
+	cases := []struct {
+		name              string
+		api               *fakeAPI
+		wantClaimed       bool
+		wantPrev          bool
+		wantErr           error
+		wantPuts, wantGet int
+	}{
+		{"HolderRead", &fakeAPI{put: putFailsThen(0), get: getReturns(holderItem, nil)}, false, true, nil, 1, 1},
+		{"HolderGoneThenClaimed", &fakeAPI{put: putFailsThen(1), get: getReturns(nil, nil)}, true, false, nil, 2, 1},
+		{"HolderKeepsVanishing", &fakeAPI{put: putFailsThen(0), get: getReturns(nil, nil)}, false, false, idem.ErrStore, 3, 3},
+		{"ReadFails", &fakeAPI{put: putFailsThen(0), get: getReturns(nil, errOutage)}, false, false, idem.ErrStore, 1, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s, err := dynamo.New(tc.api, "t")
+			require.NoError(t, err)
+			now := time.Now()
+			prev, claimed, err := s.Claim(context.Background(), record("k", now, "tok"), now)
+			if tc.wantErr != nil {
+				require.ErrorIs(t, err, tc.wantErr)
+			} else {
+				require.NoError(t, err)
+			}
+			assert.Equal(t, tc.wantClaimed, claimed)
+			assert.Equal(t, tc.wantPrev, prev != nil)
+			assert.Equal(t, tc.wantPuts, tc.api.puts, "PutItem calls")
+			assert.Equal(t, tc.wantGet, tc.api.gets, "GetItem calls")
+		})
+	}
+}
+
+func TestErrorMapping(t *testing.T) {
+	t.Parallel()
+	reasons := func(codes ...string) error {
+		tce := &types.TransactionCanceledException{Message: aws.String("Transaction cancelled")}
+		for _, c := range codes {
+			tce.CancellationReasons = append(tce.CancellationReasons, types.CancellationReason{Code: aws.String(c)})
+		}
+		return tce
+	}
+	tooBigReason := &types.TransactionCanceledException{CancellationReasons: []types.CancellationReason{
+		{Code: aws.String("ValidationError"), Message: aws.String("Item size to update has exceeded the maximum allowed size")},
+		{Code: aws.String("None")},
+	}}
+	cases := []struct {
+		name     string
+		transact bool
+		sdkErr   error
+		want     error
+	}{
+		{"UpdateConditionIsLeaseLost", false, errCCF, idem.ErrLeaseLost},
+		{"UpdateTooLarge", false, errTooBig, idem.ErrTooLarge},
+		{"UpdateOutage", false, errOutage, idem.ErrStore},
+		{"CompletionConditionIsLeaseLost", true, reasons("ConditionalCheckFailed", "None"), idem.ErrLeaseLost},
+		{"LeaseLostWinsOverAttached", true, reasons("ConditionalCheckFailed", "ConditionalCheckFailed"), idem.ErrLeaseLost},
+		{"AttachedConditionFails", true, reasons("None", "None", "ConditionalCheckFailed"), idem.ErrConditionFailed},
+		{"CompletionTooLarge", true, tooBigReason, idem.ErrTooLarge},
+		{"TransactionConflict", true, reasons("TransactionConflict", "None"), idem.ErrStore},
+		{"NoReasons", true, reasons(), idem.ErrStore},
+		{"TransactTooLarge", true, errTooBig, idem.ErrTooLarge},
+		{"TransactOutage", true, errOutage, idem.ErrStore},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			api := &fakeAPI{
+				update:   func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) { return nil, tc.sdkErr },
+				transact: func(*dynamodb.TransactWriteItemsInput) (*dynamodb.TransactWriteItemsOutput, error) { return nil, tc.sdkErr },
+			}
+			s, err := dynamo.New(api, "t")
+			require.NoError(t, err)
+			var attached []any
+			if tc.transact {
+				attached = []any{types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{}}}
+			}
+			done := record("k", time.Now(), "tok")
+			done.Status = idem.StatusCompleted
+			err = s.Complete(context.Background(), done, attached)
+			require.ErrorIs(t, err, tc.want)
+			assert.ErrorIs(t, err, tc.sdkErr, "the SDK error stays reachable")
+			for _, other := range []error{idem.ErrLeaseLost, idem.ErrConditionFailed, idem.ErrTooLarge, idem.ErrStore} {
+				if other != tc.want {
+					assert.NotErrorIs(t, err, other)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,256 @@
+package dynamo
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemkit/idem"
+)
+
+// Units of the two epoch attributes: the TTL attribute must be in epoch seconds for
+// DynamoDB's TTL to act on it, and the lease end needs finer resolution than that.
+const (
+	expirationUnit   = time.Second
+	leaseExpiryUnit  = time.Millisecond
+	plainJSON        = "json"
+	maxEpochFloatAbs = 1 << 62 // beyond this a float does not convert to int64 safely
+)
+
+// encodeEpoch returns t as a DynamoDB number of whole units (time.Second or
+// time.Millisecond) since the Unix epoch, rounded down. Rounding down everywhere keeps the
+// claim condition and [idem.Record]'s own expiry checks in agreement: a record whose stored
+// end is E counts as ended from the instant E on, in DynamoDB and in Go alike.
+func encodeEpoch(t time.Time, unit time.Duration) *types.AttributeValueMemberN {
+	per := int64(time.Second / unit)
+	n := t.Unix()*per + int64(t.Nanosecond())/int64(unit)
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+}
+
+// decodeEpoch reads a number of whole units since the Unix epoch, as [encodeEpoch] writes
+// it. It also accepts a number with a fraction or exponent, as other writers may store, and
+// rounds it down.
+func decodeEpoch(av types.AttributeValue, unit time.Duration) (time.Time, error) {
+	num, ok := av.(*types.AttributeValueMemberN)
+	if !ok {
+		return time.Time{}, fmt.Errorf("want a number, got %s", typeName(av))
+	}
+	n, err := strconv.ParseInt(num.Value, 10, 64)
+	if err != nil {
+		f, ferr := strconv.ParseFloat(num.Value, 64)
+		if ferr != nil || math.IsNaN(f) || math.Abs(f) > maxEpochFloatAbs {
+			return time.Time{}, fmt.Errorf("bad epoch number %q", num.Value)
+		}
+		n = int64(math.Floor(f))
+	}
+	per := int64(time.Second / unit)
+	sec, rem := n/per, n%per
+	if rem < 0 {
+		sec, rem = sec-1, rem+per
+	}
+	return time.Unix(sec, rem*int64(unit)).UTC(), nil
+}
+
+// key returns the primary key of the record for key.
+func (s *Store) key(key string) map[string]types.AttributeValue {
+	if s.cfg.sortKey == "" {
+		return map[string]types.AttributeValue{s.cfg.attrs.ID: &types.AttributeValueMemberS{Value: key}}
+	}
+	return map[string]types.AttributeValue{
+		s.cfg.attrs.ID: &types.AttributeValueMemberS{Value: s.cfg.partitionValue},
+		s.cfg.sortKey:  &types.AttributeValueMemberS{Value: key},
+	}
+}
+
+// encodeRecord returns the item for rec. Zero fields are left out.
+func (s *Store) encodeRecord(rec *idem.Record) map[string]types.AttributeValue {
+	a := &s.cfg.attrs
+	item := s.key(rec.Key)
+	item[a.Status] = &types.AttributeValueMemberS{Value: string(rec.Status)}
+	item[a.Version] = &types.AttributeValueMemberN{Value: strconv.Itoa(rec.Version)}
+	putString := func(name, v string) {
+		if v != "" {
+			item[name] = &types.AttributeValueMemberS{Value: v}
+		}
+	}
+	putString(a.Validation, rec.Fingerprint)
+	putString(a.Encoding, rec.Encoding)
+	putString(a.LeaseToken, rec.LeaseToken)
+	putString(a.Checkpoint, rec.Checkpoint)
+	if !rec.Expires.IsZero() {
+		item[a.Expiration] = encodeEpoch(rec.Expires, expirationUnit)
+	}
+	if !rec.LeaseExpires.IsZero() {
+		item[a.InProgressExpiration] = encodeEpoch(rec.LeaseExpires, leaseExpiryUnit)
+	}
+	if rec.Data != nil {
+		item[a.Data] = encodeData(rec.Data, rec.Encoding)
+	}
+	return item
+}
+
+// encodeData stores plain JSON as a string, so records read like those of the Powertools
+// utilities, and anything else (compressed, or another codec) as binary.
+func encodeData(data []byte, enc string) types.AttributeValue {
+	if enc == plainJSON && utf8.Valid(data) {
+		return &types.AttributeValueMemberS{Value: string(data)}
+	}
+	return &types.AttributeValueMemberB{Value: data}
+}
+
+// decodeRecord reads a record item. A missing or mistyped attribute, an unknown status or a
+// schema version above [idem.SchemaVersion] is an error wrapping
+// [idem.ErrIncompatibleRecord]; it never panics. An attribute of type NULL counts as absent.
+func (s *Store) decodeRecord(item map[string]types.AttributeValue) (*idem.Record, error) {
+	a := &s.cfg.attrs
+	keyAttr := a.ID
+	if s.cfg.sortKey != "" {
+		keyAttr = s.cfg.sortKey
+	}
+	d := decoder{item: item}
+	rec := &idem.Record{
+		Key:          d.str(keyAttr, true),
+		Status:       idem.Status(d.str(a.Status, true)),
+		Fingerprint:  d.str(a.Validation, false),
+		Encoding:     d.str(a.Encoding, false),
+		LeaseToken:   d.str(a.LeaseToken, false),
+		Checkpoint:   d.str(a.Checkpoint, false),
+		Data:         d.data(a.Data),
+		Expires:      d.epoch(a.Expiration, expirationUnit),
+		LeaseExpires: d.epoch(a.InProgressExpiration, leaseExpiryUnit),
+		Version:      d.version(a.Version),
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	switch rec.Status {
+	case idem.StatusInProgress, idem.StatusCompleted, idem.StatusFailed:
+	default:
+		return nil, incompatible(a.Status, fmt.Errorf("unknown status %q", rec.Status))
+	}
+	if rec.Version < 0 || rec.Version > idem.SchemaVersion {
+		return nil, incompatible(a.Version, fmt.Errorf("schema version %d, this package reads up to %d", rec.Version, idem.SchemaVersion))
+	}
+	return rec, nil
+}
+
+func incompatible(attr string, err error) error {
+	return fmt.Errorf("dynamo: %w: attribute %q: %w", idem.ErrIncompatibleRecord, attr, err)
+}
+
+// decoder reads attributes of one item, keeping the first error.
+type decoder struct {
+	item map[string]types.AttributeValue
+	err  error
+}
+
+// get returns the attribute, or nil if it is absent or NULL.
+func (d *decoder) get(name string, required bool) types.AttributeValue {
+	av, ok := d.item[name]
+	if _, null := av.(*types.AttributeValueMemberNULL); !ok || av == nil || null {
+		if required && d.err == nil {
+			d.err = incompatible(name, errors.New("missing"))
+		}
+		return nil
+	}
+	return av
+}
+
+func (d *decoder) fail(name string, err error) {
+	if d.err == nil {
+		d.err = incompatible(name, err)
+	}
+}
+
+func (d *decoder) str(name string, required bool) string {
+	av := d.get(name, required)
+	if av == nil {
+		return ""
+	}
+	v, ok := av.(*types.AttributeValueMemberS)
+	if !ok {
+		d.fail(name, fmt.Errorf("want a string, got %s", typeName(av)))
+		return ""
+	}
+	if required && v.Value == "" {
+		d.fail(name, errors.New("empty"))
+	}
+	return v.Value
+}
+
+func (d *decoder) data(name string) []byte {
+	switch v := d.get(name, false).(type) {
+	case nil:
+		return nil
+	case *types.AttributeValueMemberS:
+		return []byte(v.Value)
+	case *types.AttributeValueMemberB:
+		return v.Value
+	default:
+		d.fail(name, fmt.Errorf("want a string or binary, got %s", typeName(v)))
+		return nil
+	}
+}
+
+func (d *decoder) epoch(name string, unit time.Duration) time.Time {
+	av := d.get(name, false)
+	if av == nil {
+		return time.Time{}
+	}
+	t, err := decodeEpoch(av, unit)
+	if err != nil {
+		d.fail(name, err)
+	}
+	return t
+}
+
+func (d *decoder) version(name string) int {
+	av := d.get(name, false)
+	if av == nil {
+		return 0
+	}
+	num, ok := av.(*types.AttributeValueMemberN)
+	if !ok {
+		d.fail(name, fmt.Errorf("want a number, got %s", typeName(av)))
+		return 0
+	}
+	v, err := strconv.ParseInt(num.Value, 10, 32)
+	if err != nil {
+		d.fail(name, fmt.Errorf("bad version %q", num.Value))
+		return 0
+	}
+	return int(v)
+}
+
+// typeName names an attribute value's DynamoDB type for error messages.
+func typeName(av types.AttributeValue) string {
+	switch av.(type) {
+	case *types.AttributeValueMemberS:
+		return "S"
+	case *types.AttributeValueMemberN:
+		return "N"
+	case *types.AttributeValueMemberB:
+		return "B"
+	case *types.AttributeValueMemberBOOL:
+		return "BOOL"
+	case *types.AttributeValueMemberNULL:
+		return "NULL"
+	case *types.AttributeValueMemberL:
+		return "L"
+	case *types.AttributeValueMemberM:
+		return "M"
+	case *types.AttributeValueMemberSS:
+		return "SS"
+	case *types.AttributeValueMemberNS:
+		return "NS"
+	case *types.AttributeValueMemberBS:
+		return "BS"
+	default:
+		return fmt.Sprintf("%T", av)
+	}
+}

@@ -1,0 +1,103 @@
+package dynamo_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/dynamo"
+)
+
+// TestRoundTrips counts the requests each store operation and each guarded path sends to
+// DynamoDB: the budget in DESIGN.md.
+func TestRoundTrips(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	l := newLedger(t, e.client)
+	ctx := context.Background()
+	now := wallClock()
+	e.api.take()
+
+	rec := record("rt/store", now, "tok")
+	_, claimed, err := e.store.Claim(ctx, rec, now)
+	require.NoError(t, err)
+	require.True(t, claimed)
+	assert.Equal(t, map[string]int{"PutItem": 1}, e.api.take(), "claim of a new key")
+
+	_, claimed, err = e.store.Claim(ctx, record(rec.Key, now, "tok2"), now)
+	require.NoError(t, err)
+	require.False(t, claimed)
+	assert.Equal(t, map[string]int{"PutItem": 1}, e.api.take(), "claim conflict: the holder comes back with the failure")
+
+	done := *rec
+	done.Status = idem.StatusCompleted
+	require.NoError(t, e.store.Complete(ctx, &done, nil))
+	assert.Equal(t, map[string]int{"UpdateItem": 1}, e.api.take(), "complete")
+
+	rec2 := record("rt/attached", now, "tok")
+	seed(t, e.store, rec2)
+	e.api.take()
+	done2 := *rec2
+	done2.Status = idem.StatusCompleted
+	require.NoError(t, e.store.Complete(ctx, &done2, []any{l.add("a", 1, false), l.add("b", 1, false)}))
+	assert.Equal(t, map[string]int{"TransactWriteItems": 1}, e.api.take(), "complete with attachments")
+
+	g, err := idem.New(e.store, idem.WithScope("rt"))
+	require.NoError(t, err)
+	type out struct{ N int }
+	cases := []struct {
+		name   string
+		key    string
+		attach bool
+		want   map[string]int
+	}{
+		{"NewKey", "new", false, map[string]int{"PutItem": 1, "UpdateItem": 1}},
+		{"Replay", "new", false, map[string]int{"PutItem": 1}},
+		{"NewKeyWithAttachments", "attached", true, map[string]int{"PutItem": 1, "TransactWriteItems": 1}},
+		{"ReplayWithAttachments", "attached", true, map[string]int{"PutItem": 1}},
+	}
+	for _, tc := range cases {
+		// Sequential: each case builds on the one before.
+		e.api.take()
+		_, _, err := idem.Do(ctx, g, idem.Request{Key: tc.key}, func(ctx context.Context) (out, error) {
+			if tc.attach {
+				return out{N: 1}, dynamo.Attach(ctx, l.add("guarded", 1, false))
+			}
+			return out{N: 1}, nil
+		})
+		require.NoError(t, err, tc.name)
+		assert.Equal(t, tc.want, e.api.take(), tc.name)
+	}
+	assert.Equal(t, 1, l.balance(t, "guarded"))
+
+	// An in-flight duplicate costs one round trip as well.
+	hold, started := make(chan struct{}), make(chan struct{})
+	go func() {
+		_, _, _ = idem.Do(ctx, g, idem.Request{Key: "inflight"}, func(context.Context) (out, error) {
+			close(started)
+			<-hold
+			return out{}, nil
+		})
+	}()
+	<-started
+	e.api.take()
+	_, _, err = idem.Do(ctx, g, idem.Request{Key: "inflight"}, func(context.Context) (out, error) { return out{}, nil })
+	require.ErrorIs(t, err, idem.ErrInProgress)
+	assert.Equal(t, map[string]int{"PutItem": 1}, e.api.take(), "in-flight duplicate")
+	close(hold)
+	require.Eventually(t, func() bool {
+		rec, err := e.store.Get(ctx, mustStoredKey(t, g, "inflight"))
+		return err == nil && rec != nil && rec.Status == idem.StatusCompleted
+	}, 10*time.Second, 10*time.Millisecond)
+}
+
+func mustStoredKey(t *testing.T, g *idem.Guard, key string) string {
+	t.Helper()
+	sk, err := g.StoredKey(idem.Request{Key: key})
+	require.NoError(t, err)
+	return sk
+}

@@ -1,0 +1,275 @@
+package dynamo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemkit/idem"
+)
+
+// claimAttempts bounds the claim's retries when a conflicting record vanishes between the
+// failed put and the read that looks for it.
+const claimAttempts = 3
+
+// Store is the DynamoDB [idem.Store]: one item per record, written with conditional
+// writes so that every operation is atomic per key. It is safe for concurrent use.
+//
+// Round trips: a claim is one PutItem whether it wins or meets a live record; a completion
+// is one UpdateItem, or one TransactWriteItems with attached writes; release, extend,
+// checkpoint and get are one call each.
+type Store struct {
+	client API
+	table  string
+	cfg    config
+}
+
+// New returns a Store that keeps records in table through client. It returns an error
+// naming the option for bad options, and for a nil client or an empty table name.
+func New(client API, table string, opts ...Option) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("dynamo: New: client must not be nil")
+	}
+	if table == "" {
+		return nil, errors.New("dynamo: New: table name must not be empty")
+	}
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{client: client, table: table, cfg: cfg}, nil
+}
+
+// Table returns the name of the store's table.
+func (s *Store) Table() string { return s.table }
+
+// Claim implements [idem.Store]. It puts rec with one conditional PutItem that succeeds
+// only when no live record holds the key:
+//
+//	attribute_not_exists(#id) OR #expiration <= :now
+//	OR (#status = :inprogress AND #in_progress_expiration <= :now_ms)
+//
+// An expired record still in the table (TTL deletion lags) or an in-progress record whose
+// lease has ended is thereby overwritten, and the replaced item, returned by the same call
+// (ReturnValues ALL_OLD), carries the checkpoint to resume from. When the condition fails,
+// DynamoDB returns the live record with the error (ReturnValuesOnConditionCheckFailure), so
+// a conflict costs one round trip too; only a store that omits it costs a strongly
+// consistent GetItem more. A live record that does not decode yields an error wrapping
+// [idem.ErrIncompatibleRecord].
+func (s *Store) Claim(ctx context.Context, rec *idem.Record, now time.Time) (*idem.Record, bool, error) {
+	a := &s.cfg.attrs
+	in := &dynamodb.PutItemInput{
+		TableName:                aws.String(s.table),
+		Item:                     s.encodeRecord(rec),
+		ConditionExpression:      aws.String(claimCondition),
+		ExpressionAttributeNames: a.names(phID, phExpiration, phStatus, phLease),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":now":        encodeEpoch(now, expirationUnit),
+			":now_ms":     encodeEpoch(now, leaseExpiryUnit),
+			":inprogress": &types.AttributeValueMemberS{Value: string(idem.StatusInProgress)},
+		},
+		ReturnValues:                        types.ReturnValueAllOld,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
+	for range claimAttempts {
+		out, err := s.client.PutItem(ctx, in)
+		if err == nil {
+			return s.replaced(out.Attributes), true, nil
+		}
+		var ccf *types.ConditionalCheckFailedException
+		if !errors.As(err, &ccf) {
+			return nil, false, s.fail("claim", err)
+		}
+		item := ccf.Item
+		if len(item) == 0 {
+			if item, err = s.getItem(ctx, rec.Key); err != nil {
+				return nil, false, s.fail("claim", err)
+			}
+			if item == nil {
+				continue // deleted since the put failed: the key is free, claim again
+			}
+		}
+		prev, err := s.decodeRecord(item)
+		if err != nil {
+			return nil, false, err
+		}
+		return prev, false, nil
+	}
+	return nil, false, &idem.StoreError{Op: "claim", Err: fmt.Errorf("dynamo: claim: conflicting record vanished %d times in a row", claimAttempts)}
+}
+
+// replaced decodes the item a successful claim overwrote. The claim already holds, so an
+// old item that does not decode (an expired record of a newer schema, say) is dropped
+// rather than failing it: only its checkpoint would have been of use.
+func (s *Store) replaced(item map[string]types.AttributeValue) *idem.Record {
+	if len(item) == 0 {
+		return nil
+	}
+	prev, err := s.decodeRecord(item)
+	if err != nil {
+		return nil
+	}
+	return prev
+}
+
+// Get implements [idem.Store] with one strongly consistent GetItem. It returns nil and no
+// error when there is no record, and an error wrapping [idem.ErrIncompatibleRecord] for an
+// item that does not decode.
+func (s *Store) Get(ctx context.Context, key string) (*idem.Record, error) {
+	item, err := s.getItem(ctx, key)
+	if err != nil {
+		return nil, s.fail("get", err)
+	}
+	if item == nil {
+		return nil, nil
+	}
+	return s.decodeRecord(item)
+}
+
+func (s *Store) getItem(ctx context.Context, key string) (map[string]types.AttributeValue, error) {
+	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(s.table),
+		Key:            s.key(key),
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(out.Item) == 0 {
+		return nil, nil
+	}
+	return out.Item, nil
+}
+
+// Complete implements [idem.Store]. Without attachments it is one UpdateItem of the record
+// to rec's status, result and expiry, conditional on the lease token: a worker whose lease
+// was taken over gets [idem.ErrLeaseLost] and never overwrites the new owner's record. With
+// attachments (see [Attach]) it is one TransactWriteItems holding that update first and the
+// attached writes after it, so they commit together or not at all; a failed condition on
+// an attached write yields [idem.ErrConditionFailed]. A record over DynamoDB's item size
+// limit yields [idem.ErrTooLarge]. The checkpoint is kept; the lease end is removed.
+func (s *Store) Complete(ctx context.Context, rec *idem.Record, attached []any) error {
+	upd, err := s.completion(rec)
+	if err != nil {
+		return err
+	}
+	if len(attached) == 0 {
+		_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName:                 upd.TableName,
+			Key:                       upd.Key,
+			UpdateExpression:          upd.UpdateExpression,
+			ConditionExpression:       upd.ConditionExpression,
+			ExpressionAttributeNames:  upd.ExpressionAttributeNames,
+			ExpressionAttributeValues: upd.ExpressionAttributeValues,
+		})
+		return s.leaseFail("complete", err)
+	}
+	items, err := transactItems(upd, attached)
+	if err != nil {
+		return err
+	}
+	_, err = s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	return s.transactFail(err)
+}
+
+// completion builds the conditional update that completes rec.
+func (s *Store) completion(rec *idem.Record) (*types.Update, error) {
+	if rec.LeaseToken == "" {
+		return nil, errors.New("dynamo: complete: record has no lease token")
+	}
+	a := &s.cfg.attrs
+	values := map[string]types.AttributeValue{
+		":token":  &types.AttributeValueMemberS{Value: rec.LeaseToken},
+		":status": &types.AttributeValueMemberS{Value: string(rec.Status)},
+		":v":      &types.AttributeValueMemberN{Value: strconv.Itoa(rec.Version)},
+	}
+	set := []string{phStatus + " = :status", phVersion + " = :v"}
+	remove := []string{phLease}
+	// Optional attributes are set when present and removed when not, so the item ends up
+	// holding exactly rec (and the checkpoint), whatever the claim wrote.
+	optional := func(ph, value string, v types.AttributeValue) {
+		if v == nil {
+			remove = append(remove, ph)
+			return
+		}
+		set = append(set, ph+" = "+value)
+		values[value] = v
+	}
+	var exp, enc, data, fp types.AttributeValue
+	if !rec.Expires.IsZero() {
+		exp = encodeEpoch(rec.Expires, expirationUnit)
+	}
+	if rec.Encoding != "" {
+		enc = &types.AttributeValueMemberS{Value: rec.Encoding}
+	}
+	if rec.Data != nil {
+		data = encodeData(rec.Data, rec.Encoding)
+	}
+	if rec.Fingerprint != "" {
+		fp = &types.AttributeValueMemberS{Value: rec.Fingerprint}
+	}
+	optional(phExpiration, ":exp", exp)
+	optional(phEncoding, ":enc", enc)
+	optional(phData, ":data", data)
+	optional(phValidation, ":fp", fp)
+	return &types.Update{
+		TableName:           aws.String(s.table),
+		Key:                 s.key(rec.Key),
+		UpdateExpression:    aws.String("SET " + strings.Join(set, ", ") + " REMOVE " + strings.Join(remove, ", ")),
+		ConditionExpression: aws.String(ownedCondition),
+		ExpressionAttributeNames: a.names(phStatus, phVersion, phLease, phExpiration,
+			phEncoding, phData, phValidation, phToken),
+		ExpressionAttributeValues: values,
+	}, nil
+}
+
+// Release implements [idem.Store] with one DeleteItem conditional on the lease token.
+func (s *Store) Release(ctx context.Context, key, token string) error {
+	a := &s.cfg.attrs
+	_, err := s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName:                 aws.String(s.table),
+		Key:                       s.key(key),
+		ConditionExpression:       aws.String(ownedCondition),
+		ExpressionAttributeNames:  a.names(phToken),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":token": &types.AttributeValueMemberS{Value: token}},
+	})
+	return s.leaseFail("release", err)
+}
+
+// Extend implements [idem.Store] with one UpdateItem of the lease end, conditional on the
+// lease token and on the record still being in progress.
+func (s *Store) Extend(ctx context.Context, key, token string, leaseExpires time.Time) error {
+	return s.updateOwned(ctx, "extend", key, token, phLease, encodeEpoch(leaseExpires, leaseExpiryUnit))
+}
+
+// SetCheckpoint implements [idem.Store] with one UpdateItem of the checkpoint, conditional
+// on the lease token and on the record still being in progress.
+func (s *Store) SetCheckpoint(ctx context.Context, key, token, checkpoint string) error {
+	return s.updateOwned(ctx, "checkpoint", key, token, phCheckpoint, &types.AttributeValueMemberS{Value: checkpoint})
+}
+
+// updateOwned sets the attribute behind placeholder ph on the in-progress record owned by
+// token.
+func (s *Store) updateOwned(ctx context.Context, op, key, token, ph string, v types.AttributeValue) error {
+	a := &s.cfg.attrs
+	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                aws.String(s.table),
+		Key:                      s.key(key),
+		UpdateExpression:         aws.String("SET " + ph + " = :v"),
+		ConditionExpression:      aws.String(ownedInProgressCondition),
+		ExpressionAttributeNames: a.names(ph, phToken, phStatus),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":v":          v,
+			":token":      &types.AttributeValueMemberS{Value: token},
+			":inprogress": &types.AttributeValueMemberS{Value: string(idem.StatusInProgress)},
+		},
+	})
+	return s.leaseFail(op, err)
+}

@@ -1,0 +1,524 @@
+package dynamo_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/dynamo"
+	"github.com/idemkit/idem/internal/ddblocal"
+)
+
+// TestClaim checks the claim condition against the in-memory store's semantics, which are
+// those of idem.Record, including at the exact expiry and lease boundaries.
+func TestClaim(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	t0 := wallClock()
+	completed := func(now time.Time) *idem.Record {
+		r := record("", now, "old")
+		r.Status, r.LeaseExpires, r.Data, r.Encoding, r.Checkpoint = idem.StatusCompleted, time.Time{}, []byte(`{"n":1}`), "json", "cp-done"
+		return r
+	}
+	inProgress := func(now time.Time) *idem.Record {
+		r := record("", now, "old")
+		r.Checkpoint = "cp-1"
+		return r
+	}
+	cases := []struct {
+		name        string
+		existing    *idem.Record // nil: no record
+		at          time.Duration
+		wantClaimed bool
+	}{
+		{"Absent", nil, 0, true},
+		{"CompletedLive", completed(t0), 30 * time.Minute, false},
+		{"CompletedOneSecondBeforeExpiry", completed(t0), time.Hour - time.Second, false},
+		{"CompletedAtExpiry", completed(t0), time.Hour, true},
+		{"CompletedPastExpiry", completed(t0), 2 * time.Hour, true},
+		{"InProgressLeaseRunning", inProgress(t0), 30 * time.Second, false},
+		{"InProgressOneMillisecondBeforeLeaseEnd", inProgress(t0), time.Minute - time.Millisecond, false},
+		{"InProgressAtLeaseEnd", inProgress(t0), time.Minute, true},
+		{"InProgressPastLeaseEnd", inProgress(t0), 2 * time.Minute, true},
+		{"InProgressPastExpiry", inProgress(t0), 2 * time.Hour, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			key := "claim/" + tc.name
+			mem := idem.NewMemStore()
+			if tc.existing != nil {
+				existing := *tc.existing
+				existing.Key = key
+				mem.Put(existing)
+				seed(t, e.store, &existing)
+			}
+			now := t0.Add(tc.at)
+			rec := record(key, now, "new")
+
+			memPrev, memClaimed, err := mem.Claim(context.Background(), rec, now)
+			require.NoError(t, err)
+			require.Equal(t, tc.wantClaimed, memClaimed, "in-memory store")
+
+			prev, claimed, err := e.store.Claim(context.Background(), rec, now)
+			require.NoError(t, err)
+			assert.Equal(t, tc.wantClaimed, claimed)
+			if memPrev == nil {
+				assert.Nil(t, prev)
+			} else {
+				require.NotNil(t, prev, "the replaced or holding record comes back")
+				assertSameRecord(t, memPrev, prev)
+			}
+			got, err := e.store.Get(context.Background(), key)
+			require.NoError(t, err)
+			if tc.wantClaimed {
+				assertSameRecord(t, rec, got)
+			} else {
+				assertSameRecord(t, memPrev, got)
+			}
+		})
+	}
+}
+
+// seed writes rec as it is into an empty key: a claim of an absent key writes its record
+// unchanged, whatever its status.
+func seed(t *testing.T, s idem.Store, rec *idem.Record) {
+	t.Helper()
+	_, claimed, err := s.Claim(context.Background(), rec, time.Unix(0, 0))
+	require.NoError(t, err)
+	require.True(t, claimed, "seed %s: key in use", rec.Key)
+}
+
+// assertSameRecord compares records as the store keeps them: expiry in whole seconds, lease
+// end in whole milliseconds.
+func assertSameRecord(t *testing.T, want, got *idem.Record) {
+	t.Helper()
+	require.NotNil(t, got)
+	w, g := *want, *got
+	w.Expires, w.LeaseExpires = w.Expires.Truncate(time.Second), w.LeaseExpires.Truncate(time.Millisecond)
+	assert.True(t, w.Expires.Equal(g.Expires), "Expires: want %v, got %v", w.Expires, g.Expires)
+	assert.True(t, w.LeaseExpires.Equal(g.LeaseExpires), "LeaseExpires: want %v, got %v", w.LeaseExpires, g.LeaseExpires)
+	w.Expires, w.LeaseExpires, g.Expires, g.LeaseExpires = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	if len(w.Data) == 0 && len(g.Data) == 0 {
+		w.Data, g.Data = nil, nil
+	}
+	assert.Equal(t, w, g)
+}
+
+func TestGet(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	now := wallClock().Add(123 * time.Millisecond)
+
+	got, err := e.store.Get(ctx, "get/absent")
+	require.NoError(t, err)
+	assert.Nil(t, got, "no record, no error")
+
+	rec := record("get/present", now, "tok")
+	rec.Checkpoint = "cp"
+	seed(t, e.store, rec)
+	got, err = e.store.Get(ctx, rec.Key)
+	require.NoError(t, err)
+	assertSameRecord(t, rec, got)
+}
+
+func TestComplete(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	now := wallClock()
+
+	cases := []struct {
+		name     string
+		data     []byte
+		encoding string
+		wantType string // DynamoDB type of the data attribute, "" for none
+	}{
+		{"PlainJSONIsString", []byte(`{"order":"o-1"}`), "json", "S"},
+		{"CompressedIsBinary", []byte{0x1f, 0x8b, 0x08, 0x00}, "json+gzip", "B"},
+		{"OtherCodecIsBinary", []byte("\x82\xa1n\x01"), "msgpack", "B"},
+		{"InvalidUTF8JSONIsBinary", []byte("\"\xff\""), "json", "B"},
+		{"ErrorMessageIsBinary", []byte("card declined"), idem.EncodingError, "B"},
+		{"NoBody", nil, idem.EncodingNone, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rec := record("complete/"+tc.name, now, "tok")
+			seed(t, e.store, rec)
+			require.NoError(t, e.store.SetCheckpoint(ctx, rec.Key, "tok", "charged"))
+
+			done := *rec
+			done.Status, done.Data, done.Encoding = idem.StatusCompleted, tc.data, tc.encoding
+			done.Expires, done.LeaseExpires = now.Add(2*time.Hour), time.Time{}
+			require.NoError(t, e.store.Complete(ctx, &done, nil))
+
+			got, err := e.store.Get(ctx, rec.Key)
+			require.NoError(t, err)
+			done.Checkpoint = "charged" // kept from the lease
+			assertSameRecord(t, &done, got)
+			assert.True(t, got.LeaseExpires.IsZero(), "the lease end is removed")
+
+			item := e.rawItem(t, map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: rec.Key}})
+			switch tc.wantType {
+			case "S":
+				assert.IsType(t, &types.AttributeValueMemberS{}, item["data"])
+			case "B":
+				assert.IsType(t, &types.AttributeValueMemberB{}, item["data"])
+			default:
+				assert.NotContains(t, item, "data")
+			}
+			assert.NotContains(t, item, "in_progress_expiration")
+		})
+	}
+
+	t.Run("AbsentRecordIsLeaseLost", func(t *testing.T) {
+		t.Parallel()
+		done := record("complete/absent", now, "tok")
+		done.Status = idem.StatusCompleted
+		err := e.store.Complete(ctx, done, nil)
+		require.ErrorIs(t, err, idem.ErrLeaseLost)
+		got, err := e.store.Get(ctx, done.Key)
+		require.NoError(t, err)
+		assert.Nil(t, got, "a fenced completion never creates a record")
+	})
+	t.Run("RejectsUnknownAttachment", func(t *testing.T) {
+		t.Parallel()
+		rec := record("complete/bad-attachment", now, "tok")
+		seed(t, e.store, rec)
+		done := *rec
+		done.Status = idem.StatusCompleted
+		err := e.store.Complete(ctx, &done, []any{func() error { return nil }})
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "types.TransactWriteItem")
+	})
+}
+
+func TestRelease(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	rec := record("release/k", wallClock(), "tok")
+	seed(t, e.store, rec)
+
+	require.ErrorIs(t, e.store.Release(ctx, rec.Key, "other"), idem.ErrLeaseLost)
+	got, err := e.store.Get(ctx, rec.Key)
+	require.NoError(t, err)
+	require.NotNil(t, got, "a wrong token deletes nothing")
+
+	require.NoError(t, e.store.Release(ctx, rec.Key, "tok"))
+	got, err = e.store.Get(ctx, rec.Key)
+	require.NoError(t, err)
+	assert.Nil(t, got)
+	require.ErrorIs(t, e.store.Release(ctx, rec.Key, "tok"), idem.ErrLeaseLost, "nothing left to release")
+}
+
+func TestExtendAndCheckpoint(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	now := wallClock()
+	rec := record("extend/k", now, "tok")
+	seed(t, e.store, rec)
+
+	later := now.Add(5*time.Minute + 250*time.Millisecond)
+	require.NoError(t, e.store.Extend(ctx, rec.Key, "tok", later))
+	require.NoError(t, e.store.SetCheckpoint(ctx, rec.Key, "tok", "step-2"))
+	got, err := e.store.Get(ctx, rec.Key)
+	require.NoError(t, err)
+	assert.True(t, later.Equal(got.LeaseExpires), "lease end %v", got.LeaseExpires)
+	assert.Equal(t, "step-2", got.Checkpoint)
+
+	require.ErrorIs(t, e.store.Extend(ctx, rec.Key, "other", later), idem.ErrLeaseLost)
+	require.ErrorIs(t, e.store.SetCheckpoint(ctx, rec.Key, "other", "x"), idem.ErrLeaseLost)
+	require.ErrorIs(t, e.store.Extend(ctx, "extend/absent", "tok", later), idem.ErrLeaseLost)
+
+	done := *rec
+	done.Status = idem.StatusCompleted
+	require.NoError(t, e.store.Complete(ctx, &done, nil))
+	require.ErrorIs(t, e.store.Extend(ctx, rec.Key, "tok", later), idem.ErrLeaseLost, "a completed record has no lease")
+	require.ErrorIs(t, e.store.SetCheckpoint(ctx, rec.Key, "tok", "x"), idem.ErrLeaseLost)
+}
+
+// TestFencing takes over an expired lease and checks that nothing the old owner does can
+// touch the new owner's record.
+func TestFencing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	now := wallClock()
+	old := record("fencing/k", now, "old")
+	seed(t, e.store, old)
+	require.NoError(t, e.store.SetCheckpoint(ctx, old.Key, "old", "payment_charged"))
+
+	takeoverAt := old.LeaseExpires.Add(time.Second)
+	mine := record(old.Key, takeoverAt, "new")
+	prev, claimed, err := e.store.Claim(ctx, mine, takeoverAt)
+	require.NoError(t, err)
+	require.True(t, claimed)
+	require.NotNil(t, prev, "the takeover returns the replaced record")
+	assert.Equal(t, "payment_charged", prev.Checkpoint)
+	assert.Equal(t, "old", prev.LeaseToken)
+
+	lateDone := *old
+	lateDone.Status, lateDone.Data, lateDone.Encoding = idem.StatusCompleted, []byte(`"late"`), "json"
+	require.ErrorIs(t, e.store.Complete(ctx, &lateDone, nil), idem.ErrLeaseLost)
+	require.ErrorIs(t, e.store.Release(ctx, old.Key, "old"), idem.ErrLeaseLost)
+	require.ErrorIs(t, e.store.Extend(ctx, old.Key, "old", takeoverAt.Add(time.Hour)), idem.ErrLeaseLost)
+	require.ErrorIs(t, e.store.SetCheckpoint(ctx, old.Key, "old", "late"), idem.ErrLeaseLost)
+
+	var ccf *types.ConditionalCheckFailedException
+	assert.ErrorAs(t, e.store.Release(ctx, old.Key, "old"), &ccf, "the SDK error stays reachable")
+
+	got, err := e.store.Get(ctx, old.Key)
+	require.NoError(t, err)
+	assertSameRecord(t, mine, got)
+}
+
+func TestTooLarge(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	l := newLedger(t, e.client)
+	ctx := context.Background()
+	big := []byte(strings.Repeat("x", 410*1024))
+
+	for _, withAttachment := range []bool{false, true} {
+		name := map[bool]string{false: "UpdateItem", true: "TransactWriteItems"}[withAttachment]
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			rec := record("too-large/"+name, wallClock(), "tok")
+			seed(t, e.store, rec)
+			done := *rec
+			done.Status, done.Data, done.Encoding = idem.StatusCompleted, big, "json+gzip"
+			var attached []any
+			if withAttachment {
+				attached = []any{l.add("acct-"+name, 1, false)}
+			}
+			err := e.store.Complete(ctx, &done, attached)
+			require.ErrorIs(t, err, idem.ErrTooLarge)
+			var apiErr smithy.APIError
+			assert.ErrorAs(t, err, &apiErr)
+
+			done.Data, done.Encoding = nil, idem.EncodingNone
+			require.NoError(t, e.store.Complete(ctx, &done, attached), "completing without the body fits")
+		})
+	}
+}
+
+// TestIncompatibleRecord writes malformed items directly and checks that reading them is an
+// error, never a panic and never a claim over a live record.
+func TestIncompatibleRecord(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	now := wallClock()
+	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+	n := func(v string) types.AttributeValue { return &types.AttributeValueMemberN{Value: v} }
+	future := n(strconv.FormatInt(now.Add(time.Hour).Unix(), 10))
+
+	cases := []struct {
+		name  string
+		attrs map[string]types.AttributeValue
+	}{
+		{"MissingStatus", map[string]types.AttributeValue{"expiration": future}},
+		{"StatusNotString", map[string]types.AttributeValue{"status": n("1"), "expiration": future}},
+		{"UnknownStatus", map[string]types.AttributeValue{"status": s("DONE"), "expiration": future}},
+		{"FutureSchema", map[string]types.AttributeValue{"status": s("COMPLETED"), "expiration": future, "v": n("2")}},
+		{"VersionNotNumber", map[string]types.AttributeValue{"status": s("COMPLETED"), "expiration": future, "v": s("1")}},
+		{"DataNotStringOrBinary", map[string]types.AttributeValue{"status": s("COMPLETED"), "expiration": future, "data": n("1")}},
+		{"LeaseEndNotNumber", map[string]types.AttributeValue{"status": s("INPROGRESS"), "expiration": future, "in_progress_expiration": s("soon")}},
+		{"TokenNotString", map[string]types.AttributeValue{"status": s("INPROGRESS"), "expiration": future, "in_progress_expiration": n(strconv.FormatInt(now.Add(time.Minute).UnixMilli(), 10)), "lease_token": &types.AttributeValueMemberBOOL{Value: true}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			key := "incompatible/" + tc.name
+			item := map[string]types.AttributeValue{"id": s(key)}
+			for k, v := range tc.attrs {
+				item[k] = v
+			}
+			e.putRaw(t, item)
+
+			_, err := e.store.Get(ctx, key)
+			require.ErrorIs(t, err, idem.ErrIncompatibleRecord)
+
+			_, claimed, err := e.store.Claim(ctx, record(key, now, "tok"), now)
+			require.ErrorIs(t, err, idem.ErrIncompatibleRecord)
+			assert.False(t, claimed)
+		})
+	}
+}
+
+func TestSDKErrorsAreStoreErrors(t *testing.T) {
+	t.Parallel()
+	client := ddblocal.Client(t)
+	store, err := dynamo.New(client, "idem-test-no-such-table")
+	require.NoError(t, err)
+	ctx := context.Background()
+	now := wallClock()
+
+	_, _, claimErr := store.Claim(ctx, record("k", now, "tok"), now)
+	_, getErr := store.Get(ctx, "k")
+	done := record("k", now, "tok")
+	done.Status = idem.StatusCompleted
+	cases := []struct {
+		op  string
+		err error
+	}{
+		{"claim", claimErr},
+		{"get", getErr},
+		{"complete", store.Complete(ctx, done, nil)},
+		{"release", store.Release(ctx, "k", "tok")},
+		{"extend", store.Extend(ctx, "k", "tok", now)},
+		{"checkpoint", store.SetCheckpoint(ctx, "k", "tok", "cp")},
+	}
+	for _, tc := range cases {
+		t.Run(tc.op, func(t *testing.T) {
+			require.ErrorIs(t, tc.err, idem.ErrStore)
+			var se *idem.StoreError
+			require.ErrorAs(t, tc.err, &se)
+			assert.Equal(t, tc.op, se.Op)
+			var notFound *types.ResourceNotFoundException
+			assert.ErrorAs(t, tc.err, &notFound)
+			var apiErr smithy.APIError
+			assert.ErrorAs(t, tc.err, &apiErr)
+		})
+	}
+}
+
+// TestLayouts runs a full claim-complete-replay cycle with renamed attributes (including
+// characters that expression placeholders may not hold) and with a sort key.
+func TestLayouts(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		opts []dynamo.Option
+		key  func(recordKey string) map[string]types.AttributeValue
+	}{
+		{
+			name: "Renamed",
+			opts: []dynamo.Option{dynamo.WithAttributes(dynamo.Attributes{
+				ID: "pk", Status: "idem.status", Expiration: "ttl", LeaseToken: "lease-token", Data: "body",
+			})},
+			key: func(k string) map[string]types.AttributeValue {
+				return map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: k}}
+			},
+		},
+		{
+			name: "SingleTable",
+			opts: []dynamo.Option{
+				dynamo.WithAttributes(dynamo.Attributes{ID: "PK"}),
+				dynamo.WithSortKey("SK", "idempotency#orders"),
+			},
+			key: func(k string) map[string]types.AttributeValue {
+				return map[string]types.AttributeValue{
+					"PK": &types.AttributeValueMemberS{Value: "idempotency#orders"},
+					"SK": &types.AttributeValueMemberS{Value: k},
+				}
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, tc.opts...)
+			ctx := context.Background()
+			now := wallClock()
+			rec := record("layout/k", now, "tok")
+			prev, claimed, err := e.store.Claim(ctx, rec, now)
+			require.NoError(t, err)
+			require.True(t, claimed)
+			assert.Nil(t, prev)
+			require.NoError(t, e.store.SetCheckpoint(ctx, rec.Key, "tok", "cp"))
+			require.NoError(t, e.store.Extend(ctx, rec.Key, "tok", now.Add(2*time.Minute)))
+
+			done := *rec
+			done.Status, done.Data, done.Encoding, done.LeaseExpires, done.Checkpoint = idem.StatusCompleted, []byte(`{}`), "json", time.Time{}, "cp"
+			require.NoError(t, e.store.Complete(ctx, &done, nil))
+
+			prev, claimed, err = e.store.Claim(ctx, record(rec.Key, now, "tok2"), now)
+			require.NoError(t, err)
+			assert.False(t, claimed)
+			assertSameRecord(t, &done, prev)
+			assert.NotEmpty(t, e.rawItem(t, tc.key(rec.Key)), "the item sits under the configured key")
+
+			require.NoError(t, e.store.Release(ctx, rec.Key, "tok"))
+			got, err := e.store.Get(ctx, rec.Key)
+			require.NoError(t, err)
+			assert.Nil(t, got)
+		})
+	}
+}
+
+func TestNew(t *testing.T) {
+	t.Parallel()
+	client := dynamodb.New(dynamodb.Options{Region: "us-east-1"})
+	cases := []struct {
+		name    string
+		client  dynamo.API
+		table   string
+		opts    []dynamo.Option
+		wantErr string // "" for success; else the option or argument the error names
+	}{
+		{"Defaults", client, "t", nil, ""},
+		{"NilOptionIgnored", client, "t", []dynamo.Option{nil}, ""},
+		{"NilClient", nil, "t", nil, "New: client"},
+		{"EmptyTable", client, "", nil, "New: table"},
+		{"DuplicateAttribute", client, "t", []dynamo.Option{dynamo.WithAttributes(dynamo.Attributes{Data: "status"})}, "WithAttributes"},
+		{"SortKeyClashes", client, "t", []dynamo.Option{dynamo.WithSortKey("id", "p")}, "WithSortKey"},
+		{"EmptySortKey", client, "t", []dynamo.Option{dynamo.WithSortKey("", "p")}, "WithSortKey"},
+		{"EmptyPartitionValue", client, "t", []dynamo.Option{dynamo.WithSortKey("sk", "")}, "WithSortKey"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s, err := dynamo.New(tc.client, tc.table, tc.opts...)
+			if tc.wantErr == "" {
+				require.NoError(t, err)
+				assert.Equal(t, tc.table, s.Table())
+				return
+			}
+			require.Error(t, err)
+			assert.Nil(t, s)
+			assert.Contains(t, err.Error(), "dynamo: "+tc.wantErr)
+		})
+	}
+}
+
+func TestCreateTable(t *testing.T) {
+	t.Parallel()
+	client := ddblocal.Client(t)
+	ctx := context.Background()
+	table := ddblocal.NewTable(t, client)
+
+	require.NoError(t, dynamo.CreateTable(ctx, client, table), "creating an existing table is a no-op")
+	ttl, err := client.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(table)})
+	require.NoError(t, err)
+	assert.Equal(t, types.TimeToLiveStatusEnabled, ttl.TimeToLiveDescription.TimeToLiveStatus)
+	assert.Equal(t, "expiration", aws.ToString(ttl.TimeToLiveDescription.AttributeName))
+	desc, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+	require.NoError(t, err)
+	assert.Equal(t, types.BillingModePayPerRequest, desc.Table.BillingModeSummary.BillingMode)
+
+	err = dynamo.CreateTable(ctx, client, table, dynamo.WithSortKey("sk", "p"))
+	require.Error(t, err, "an existing table with another key schema")
+	assert.Contains(t, err.Error(), "key schema")
+
+	err = dynamo.CreateTable(ctx, client, table, dynamo.WithAttributes(dynamo.Attributes{Expiration: "ttl"}))
+	require.Error(t, err, "an existing table with TTL on another attribute")
+	assert.Contains(t, err.Error(), "TTL")
+
+	err = dynamo.CreateTable(ctx, client, table, dynamo.WithSortKey("", "p"))
+	require.ErrorContains(t, err, "WithSortKey")
+}

@@ -1,0 +1,41 @@
+package dynamo_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/dynamo"
+	"github.com/idemkit/idem/internal/storetest"
+)
+
+// TestBehaviour runs the shared state-machine suite against DynamoDB Local.
+func TestBehaviour(t *testing.T) {
+	var (
+		mu   sync.Mutex
+		envs = map[idem.Store]*env{}
+	)
+	storetest.Run(t, storetest.Harness{
+		NewStore: func(t *testing.T) idem.Store {
+			e := newEnv(t)
+			mu.Lock()
+			defer mu.Unlock()
+			envs[e.store] = e
+			return e.store
+		},
+		NewCounter: func(t *testing.T, store idem.Store) (func(context.Context, int, bool) error, func() int) {
+			mu.Lock()
+			e := envs[store]
+			mu.Unlock()
+			require.NotNil(t, e, "the counter's store comes from NewStore")
+			l := newLedger(t, e.client)
+			add := func(ctx context.Context, n int, failCond bool) error {
+				return dynamo.Attach(ctx, l.add("acct", n, failCond))
+			}
+			return add, func() int { return l.balance(t, "acct") }
+		},
+	})
+}
