@@ -1,0 +1,326 @@
+package samtemplate
+
+import (
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idem/dynamo"
+)
+
+// The logical IDs the examples, the tests and `make run` rely on.
+const (
+	idempotencyTable = "IdempotencyTable"
+	ordersTable      = "OrdersTable"
+	ledgerTable      = "LedgerTable"
+	apiFunction      = "ExampleAPIFunction"
+	sqsFunction      = "ExampleSQSFunction"
+	ledgerQueue      = "LedgerQueue"
+	functionType     = "AWS::Serverless::Function"
+	queueType        = "AWS::SQS::Queue"
+)
+
+// function holds the properties of an AWS::Serverless::Function that the tests check.
+type function struct {
+	Runtime       string
+	Handler       string
+	Architectures []string
+	Timeout       int
+	Environment   struct{ Variables map[string]any }
+	Policies      []any
+	Events        map[string]struct {
+		Type       string
+		Properties map[string]any
+	}
+}
+
+// queue holds the properties of an AWS::SQS::Queue that the tests check.
+type queue struct {
+	VisibilityTimeout      *int
+	MessageRetentionPeriod *int
+	RedrivePolicy          *struct {
+		DeadLetterTargetArn any `json:"deadLetterTargetArn"`
+		MaxReceiveCount     int `json:"maxReceiveCount"`
+	}
+}
+
+// SQS defaults that apply when a queue leaves the property out.
+const (
+	defaultVisibilityTimeout = 30
+	defaultRetention         = 4 * 24 * 3600
+)
+
+func loadTemplate(t *testing.T) *Template {
+	t.Helper()
+	tmpl, err := LoadRepo()
+	require.NoError(t, err)
+	return tmpl
+}
+
+func loadFunction(t *testing.T, tmpl *Template, id string) function {
+	t.Helper()
+	var f function
+	require.NoError(t, tmpl.DecodeProperties(id, functionType, &f))
+	return f
+}
+
+func loadQueue(t *testing.T, tmpl *Template, id string) queue {
+	t.Helper()
+	var q queue
+	require.NoError(t, tmpl.DecodeProperties(id, queueType, &q))
+	return q
+}
+
+func TestTemplateTables(t *testing.T) {
+	t.Parallel()
+	tmpl := loadTemplate(t)
+	defaults := dynamo.DefaultAttributes()
+	tests := []struct {
+		name    string
+		id      string
+		hashKey string
+		ttl     string
+	}{
+		// The idempotency table must match the store's defaults, or dynamo.New(client, table)
+		// without options would not work against the deployed table.
+		{name: "idempotency", id: idempotencyTable, hashKey: defaults.ID, ttl: defaults.Expiration},
+		{name: "orders", id: ordersTable, hashKey: "id"},
+		{name: "ledger", id: ledgerTable, hashKey: "account_id"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tb, err := tmpl.Table(tc.id)
+			require.NoError(t, err)
+			assert.Equal(t, tc.hashKey, tb.HashKey())
+			assert.Equal(t, []AttributeDefinition{{AttributeName: tc.hashKey, AttributeType: "S"}}, tb.AttributeDefinitions)
+			assert.Equal(t, tc.ttl, tb.TTLAttribute())
+			assert.Equal(t, "PAY_PER_REQUEST", tb.BillingMode)
+			if assert.NotNil(t, tb.PointInTimeRecoverySpecification) {
+				assert.True(t, tb.PointInTimeRecoverySpecification.PointInTimeRecoveryEnabled)
+			}
+			if assert.NotNil(t, tb.SSESpecification) {
+				assert.True(t, tb.SSESpecification.SSEEnabled)
+			}
+			in, err := tb.CreateTableInput("x")
+			require.NoError(t, err)
+			assert.Equal(t, tc.hashKey, *in.KeySchema[0].AttributeName)
+		})
+	}
+	assert.ElementsMatch(t, []string{idempotencyTable, ordersTable, ledgerTable}, tmpl.LogicalIDs(TableType),
+		"a new table needs its invariants here")
+}
+
+func TestTemplateFunctions(t *testing.T) {
+	t.Parallel()
+	tmpl := loadTemplate(t)
+	tests := []struct {
+		name string
+		id   string
+		env  map[string]string // variable → logical ID of the table it names
+	}{
+		{name: "api", id: apiFunction, env: map[string]string{"IDEMPOTENCY_TABLE": idempotencyTable, "ORDERS_TABLE": ordersTable}},
+		{name: "sqs", id: sqsFunction, env: map[string]string{"IDEMPOTENCY_TABLE": idempotencyTable, "LEDGER_TABLE": ledgerTable}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := loadFunction(t, tmpl, tc.id)
+			assert.Equal(t, "provided.al2023", f.Runtime)
+			assert.Equal(t, "bootstrap", f.Handler)
+			assert.Equal(t, []string{"arm64"}, f.Architectures)
+			assert.Positive(t, f.Timeout)
+			assert.Equal(t, "makefile", tmpl.Resources[tc.id].Metadata["BuildMethod"])
+			env := map[string]string{}
+			for k, v := range f.Environment.Variables {
+				id, ok := Ref(v)
+				assert.True(t, ok, "%s should be a !Ref", k)
+				env[k] = id
+			}
+			assert.Equal(t, tc.env, env)
+		})
+	}
+	assert.ElementsMatch(t, []string{apiFunction, sqsFunction}, tmpl.LogicalIDs(functionType))
+}
+
+func TestTemplateHTTPRoutes(t *testing.T) {
+	t.Parallel()
+	tmpl := loadTemplate(t)
+	f := loadFunction(t, tmpl, apiFunction)
+	var routes []string
+	for name, ev := range f.Events {
+		require.Equal(t, "HttpApi", ev.Type, name)
+		api, _ := Ref(ev.Properties["ApiId"])
+		assert.Equal(t, "OrdersAPI", api, name)
+		routes = append(routes, ev.Properties["Method"].(string)+" "+ev.Properties["Path"].(string))
+	}
+	assert.ElementsMatch(t, []string{"POST /orders", "GET /orders/{id}"}, routes)
+}
+
+func TestTemplateQueue(t *testing.T) {
+	t.Parallel()
+	tmpl := loadTemplate(t)
+	f := loadFunction(t, tmpl, sqsFunction)
+	require.Len(t, f.Events, 1)
+	var window int
+	for _, ev := range f.Events {
+		require.Equal(t, "SQS", ev.Type)
+		id, attr, ok := GetAtt(ev.Properties["Queue"])
+		require.True(t, ok)
+		assert.Equal(t, ledgerQueue, id)
+		assert.Equal(t, "Arn", attr)
+		// Without it a single failed message makes Lambda redeliver the whole batch.
+		assert.Contains(t, ev.Properties["FunctionResponseTypes"], "ReportBatchItemFailures")
+		if w, ok := ev.Properties["MaximumBatchingWindowInSeconds"].(float64); ok {
+			window = int(w)
+		}
+	}
+
+	q := loadQueue(t, tmpl, ledgerQueue)
+	visibility := defaultVisibilityTimeout
+	if q.VisibilityTimeout != nil {
+		visibility = *q.VisibilityTimeout
+	}
+	// Lambda's advice: at least six times the function timeout plus the batching window, so
+	// that throttled retries of a batch do not see its messages reappear.
+	assert.GreaterOrEqual(t, visibility, 6*f.Timeout+window)
+
+	require.NotNil(t, q.RedrivePolicy, "the queue needs a dead-letter queue")
+	dlqID, attr, ok := GetAtt(q.RedrivePolicy.DeadLetterTargetArn)
+	require.True(t, ok, "deadLetterTargetArn should be !GetAtt <queue>.Arn")
+	assert.Equal(t, "Arn", attr)
+	assert.GreaterOrEqual(t, q.RedrivePolicy.MaxReceiveCount, 2, "a message deserves a retry before the DLQ")
+	dlq := loadQueue(t, tmpl, dlqID)
+	assert.Nil(t, dlq.RedrivePolicy)
+	retention := func(q queue) int {
+		if q.MessageRetentionPeriod == nil {
+			return defaultRetention
+		}
+		return *q.MessageRetentionPeriod
+	}
+	// A message's age counts from its first enqueue, so the DLQ must keep messages longer.
+	assert.Greater(t, retention(dlq), retention(q))
+}
+
+// storeActions returns the IAM actions the idem DynamoDB store needs, derived from the
+// client methods it declares in dynamo.API. TransactWriteItems is no IAM action: each write
+// in a transaction is authorised as its underlying action (the completion is an Update, so
+// UpdateItem), see
+// https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis-iam.html.
+func storeActions() []string {
+	api := reflect.TypeFor[dynamo.API]()
+	var actions []string
+	for i := range api.NumMethod() {
+		if name := api.Method(i).Name; name != "TransactWriteItems" {
+			actions = append(actions, "dynamodb:"+name)
+		}
+	}
+	slices.Sort(actions)
+	return actions
+}
+
+// inTransaction marks an action allowed only inside TransactWriteItems.
+const inTransaction = " (in TransactWriteItems)"
+
+func TestTemplateIAM(t *testing.T) {
+	t.Parallel()
+	tmpl := loadTemplate(t)
+	tests := []struct {
+		name string
+		id   string
+		want map[string][]string // table logical ID → sorted actions
+	}{
+		{name: "api", id: apiFunction, want: map[string][]string{
+			idempotencyTable: storeActions(),
+			// GET /orders/{id} reads; the order is written only with its idempotency record.
+			ordersTable: {"dynamodb:GetItem", "dynamodb:PutItem" + inTransaction},
+		}},
+		{name: "sqs", id: sqsFunction, want: map[string][]string{
+			idempotencyTable: storeActions(),
+			// The ADD, only ever together with the idempotency record.
+			ledgerTable: {"dynamodb:UpdateItem" + inTransaction},
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := loadFunction(t, tmpl, tc.id)
+			assert.Equal(t, tc.want, dynamoGrants(t, tmpl, f.Policies))
+		})
+	}
+}
+
+// dynamoGrants returns the DynamoDB actions that policies allow, by table logical ID. It
+// fails t on anything it cannot audit: a managed policy or SAM policy template (which could
+// grant more), a Deny, a non-DynamoDB action, or a resource that is not a table's ARN.
+func dynamoGrants(t *testing.T, tmpl *Template, policies []any) map[string][]string {
+	t.Helper()
+	grants := map[string][]string{}
+	for _, p := range policies {
+		doc, ok := p.(map[string]any)
+		require.True(t, ok, "policy %v is not an inline policy document", p)
+		statements, ok := doc["Statement"].([]any)
+		require.True(t, ok, "policy %v is not an inline policy document", p)
+		for _, s := range statements {
+			st := s.(map[string]any)
+			require.Equal(t, "Allow", st["Effect"])
+			suffix := ""
+			if cond, ok := st["Condition"]; ok {
+				require.Equal(t, map[string]any{"ForAnyValue:StringEquals": map[string]any{
+					"dynamodb:EnclosingOperation": []any{"TransactWriteItems"},
+				}}, cond, "the only condition audited here")
+				suffix = inTransaction
+			}
+			for _, r := range list(st["Resource"]) {
+				table, attr, ok := GetAtt(r)
+				require.True(t, ok && attr == "Arn", "resource %v is not a table ARN", r)
+				_, err := tmpl.Table(table)
+				require.NoError(t, err)
+				for _, a := range list(st["Action"]) {
+					action := a.(string)
+					require.True(t, strings.HasPrefix(action, "dynamodb:"), action)
+					require.NotContains(t, action, "*")
+					grants[table] = append(grants[table], action+suffix)
+				}
+			}
+		}
+	}
+	for _, actions := range grants {
+		slices.Sort(actions)
+	}
+	return grants
+}
+
+// list returns v as a list: IAM accepts a single value where a list is expected.
+func list(v any) []any {
+	if l, ok := v.([]any); ok {
+		return l
+	}
+	return []any{v}
+}
+
+func TestTemplateOutputs(t *testing.T) {
+	t.Parallel()
+	tmpl := loadTemplate(t)
+	refs := map[string]string{
+		"QueueURL":             ledgerQueue,
+		"IdempotencyTableName": idempotencyTable,
+		"OrdersTableName":      ordersTable,
+		"LedgerTableName":      ledgerTable,
+		"APIID":                "OrdersAPI",
+	}
+	for name, id := range refs {
+		out, ok := tmpl.Outputs[name]
+		if assert.True(t, ok, name) {
+			ref, _ := Ref(out.Value)
+			assert.Equal(t, id, ref, name)
+		}
+	}
+	require.Contains(t, tmpl.Outputs, "APIURL")
+	sub, _ := tmpl.Outputs["APIURL"].Value.(map[string]any)["Fn::Sub"].(string)
+	assert.Contains(t, sub, "${OrdersAPI}")
+}
