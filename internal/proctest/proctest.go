@@ -1,0 +1,159 @@
+// Package proctest runs the example binaries as real processes in tests: built with the
+// go command into the test's temporary directory, started with a clean environment that
+// points the AWS SDK at DynamoDB Local, and stopped by process id.
+package proctest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// Build compiles the main package pkg (an import path) into tb's temporary directory and
+// returns the binary's path. It fails tb if the build fails.
+func Build(tb testing.TB, pkg string) string {
+	tb.Helper()
+	bin := filepath.Join(tb.TempDir(), path.Base(pkg))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg).CombinedOutput()
+	if err != nil {
+		tb.Fatalf("proctest: go build %s: %v\n%s", pkg, err, out)
+	}
+	return bin
+}
+
+// Env returns an environment for a local run against the DynamoDB at endpoint: PATH and
+// HOME from the test's own environment, region and static credentials for DynamoDB Local,
+// and AWS_ENDPOINT_URL_DYNAMODB, followed by extra ("NAME=value"). Nothing else is
+// inherited, so in particular not AWS_LAMBDA_RUNTIME_API or a profile.
+func Env(endpoint string, extra ...string) []string {
+	env := []string{
+		"PATH=" + os.Getenv("PATH"),
+		"HOME=" + os.Getenv("HOME"),
+		"AWS_REGION=us-east-1",
+		"AWS_ACCESS_KEY_ID=local",
+		"AWS_SECRET_ACCESS_KEY=local",
+		"AWS_EC2_METADATA_DISABLED=true",
+		"AWS_ENDPOINT_URL_DYNAMODB=" + endpoint,
+	}
+	return append(env, extra...)
+}
+
+// FreePort returns a TCP port of 127.0.0.1 that was free a moment ago.
+func FreePort(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatalf("proctest: %v", err)
+	}
+	defer ln.Close()
+	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+}
+
+// Run runs bin to completion with args, env and stdin, and returns its stdout, stderr and
+// exit code. It fails tb if the process cannot be run or takes longer than a minute.
+func Run(tb testing.TB, bin string, env []string, stdin []byte, args ...string) (stdout, stderr string, code int) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = env
+	cmd.Stdin = bytes.NewReader(stdin)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) || ctx.Err() != nil {
+		tb.Fatalf("proctest: run %s: %v\n%s", filepath.Base(bin), err, errOut.String())
+	}
+	return out.String(), errOut.String(), cmd.ProcessState.ExitCode()
+}
+
+// Process is a started binary.
+type Process struct {
+	cmd    *exec.Cmd
+	output string // file of stdout and stderr; the OS keeps concurrent writes whole
+	done   chan struct{}
+}
+
+// Start starts bin with args and env. When tb ends the process is killed, by its id, if it
+// is still running, and its output is logged if tb failed.
+func Start(tb testing.TB, bin string, env []string, args ...string) *Process {
+	tb.Helper()
+	p := &Process{
+		cmd:    exec.Command(bin, args...),
+		output: filepath.Join(tb.TempDir(), filepath.Base(bin)+".log"),
+		done:   make(chan struct{}),
+	}
+	out, err := os.Create(p.output)
+	if err != nil {
+		tb.Fatalf("proctest: %v", err)
+	}
+	defer out.Close() // the child has its own descriptor
+	p.cmd.Env = env
+	p.cmd.Stdout = out
+	p.cmd.Stderr = out
+	if err := p.cmd.Start(); err != nil {
+		tb.Fatalf("proctest: start %s: %v", bin, err)
+	}
+	go func() {
+		_ = p.cmd.Wait() // the exit code is read from ProcessState
+		close(p.done)
+	}()
+	tb.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+		if tb.Failed() {
+			tb.Logf("proctest: output of %s:\n%s", filepath.Base(bin), p.Output())
+		}
+	})
+	return p
+}
+
+// Signal sends sig to the process.
+func (p *Process) Signal(sig os.Signal) error {
+	return p.cmd.Process.Signal(sig)
+}
+
+// Wait waits up to timeout for the process to exit and returns its exit code, or -1 and
+// false if it is still running.
+func (p *Process) Wait(timeout time.Duration) (code int, exited bool) {
+	select {
+	case <-p.done:
+		return p.cmd.ProcessState.ExitCode(), true
+	case <-time.After(timeout):
+		return -1, false
+	}
+}
+
+// Exited reports whether the process has ended.
+func (p *Process) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Output returns what the process wrote to stdout and stderr so far.
+func (p *Process) Output() string {
+	data, err := os.ReadFile(p.output)
+	if err != nil {
+		return "proctest: " + err.Error()
+	}
+	return string(data)
+}
