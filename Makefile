@@ -17,8 +17,11 @@ DDBLOCAL_STAMP := $(DDBLOCAL_DIR)/.installed-$(DDBLOCAL_VERSION)
 STATICCHECK_VERSION := v0.7.0
 STATICCHECK := $(BIN)/staticcheck
 
-# Fuzz targets run briefly on every `make test`, as package:Func.
-FUZZ_TARGETS := ./dynamo:FuzzDecodeRecord
+# Fuzz targets run briefly on every `make test`, as package:Func (./dynamo:FuzzDecodeRecord).
+# They are found in the source, so a new one cannot be forgotten; set FUZZ_TARGETS to run
+# others.
+FUZZ_TARGETS ?= $(shell git grep --untracked -E '^func Fuzz' -- '*_test.go' | \
+	sed -E 's|^(([^:]*)/)?[^/:]*:func (Fuzz[A-Za-z0-9_]*).*|./\2:\3|; s|^\./:|.:|')
 FUZZTIME ?= 5s
 
 .PHONY: deps test lint vet fuzz bench build run clean
