@@ -1,0 +1,259 @@
+package sqs_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/sqs"
+)
+
+// message builds a standard-queue message, as Lambda delivers it.
+func message(id, body string) events.SQSMessage {
+	return events.SQSMessage{
+		MessageId:      id,
+		Body:           body,
+		EventSource:    "aws:sqs",
+		EventSourceARN: "arn:aws:sqs:eu-west-1:123456789012:credits",
+		Attributes:     map[string]string{"ApproximateReceiveCount": "1"},
+	}
+}
+
+// withKey sets the producer's idempotency key on m.
+func withKey(m events.SQSMessage, key string) events.SQSMessage {
+	m.MessageAttributes = map[string]events.SQSMessageAttribute{
+		sqs.KeyAttribute: {StringValue: &key, DataType: "String"},
+	}
+	return m
+}
+
+// A producer sent one credit twice, and SQS later delivered the batch again: the credit
+// is applied once, and nothing is reported for redelivery.
+func Example() {
+	guard, err := idem.New(idem.NewMemStore(), idem.WithScope("credits"))
+	if err != nil {
+		panic(err)
+	}
+	balance := 0
+	h, err := sqs.New(guard, func(ctx context.Context, m events.SQSMessage) error {
+		balance += 100 // with DynamoDB, attach the write to the completion: dynamo.Attach
+		return nil
+	}, sqs.WithConcurrency(1))
+	if err != nil {
+		panic(err)
+	}
+	batch := events.SQSEvent{Records: []events.SQSMessage{
+		withKey(message("m-1", `{"cents":100}`), "credit-42"),
+		withKey(message("m-2", `{"cents":100}`), "credit-42"),
+	}}
+	for range 2 {
+		resp, err := h.Handle(context.Background(), batch)
+		fmt.Println(len(resp.BatchItemFailures), "failures", err)
+	}
+	fmt.Println("balance:", balance)
+	// Output:
+	// 0 failures <nil>
+	// 0 failures <nil>
+	// balance: 100
+}
+
+func ExampleNew() {
+	guard, _ := idem.New(idem.NewMemStore())
+	_, err := sqs.New(guard, func(context.Context, events.SQSMessage) error { return nil }, sqs.WithConcurrency(0))
+	fmt.Println(err)
+	// Output: sqs: WithConcurrency: must be at least 1
+}
+
+// In a Lambda function, pass Handle to lambda.Start, and enable ReportBatchItemFailures on
+// the event source mapping.
+func ExampleHandler_Handle() {
+	guard, err := idem.New(idem.NewMemStore()) // dynamo.New(client, table) in production
+	if err != nil {
+		panic(err)
+	}
+	h, err := sqs.New(guard, func(ctx context.Context, m events.SQSMessage) error {
+		return nil
+	})
+	if err != nil {
+		panic(err)
+	}
+	lambda.Start(h.Handle)
+}
+
+// Process reports what became of each message.
+func ExampleHandler_Process() {
+	guard, _ := idem.New(idem.NewMemStore())
+	h, _ := sqs.New(guard, func(_ context.Context, m events.SQSMessage) error {
+		if m.Body == "" {
+			return errors.New("empty credit")
+		}
+		return nil
+	})
+	rep, _ := h.Process(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
+		message("m-1", `{"cents":100}`),
+		message("m-2", ""),
+		message("m-1", `{"cents":100}`), // SQS delivered m-1 twice in one batch
+	}})
+	for _, o := range rep.Outcomes {
+		if o.Failed() {
+			fmt.Println(o.MessageID, o.Status, o.Reason)
+			continue
+		}
+		fmt.Println(o.MessageID, o.Status)
+	}
+	fmt.Println(rep.Response().BatchItemFailures)
+	// Output:
+	// m-1 ran
+	// m-2 failed handler
+	// m-1 duplicate
+	// [{m-2}]
+}
+
+func ExampleDefaultKey() {
+	fifo := message("m-1", "{}")
+	fifo.Attributes["MessageDeduplicationId"] = "dedup-7"
+	for _, m := range []events.SQSMessage{
+		message("m-1", "{}"),
+		fifo,
+		withKey(fifo, "order-7"),
+	} {
+		key, _ := sqs.DefaultKey(m)
+		fmt.Println(key)
+	}
+	// Output:
+	// m-1
+	// dedup-7
+	// order-7
+}
+
+// On a FIFO queue, a failure holds back the rest of its message group; other groups go on.
+func ExampleWithConcurrency() {
+	guard, _ := idem.New(idem.NewMemStore())
+	h, _ := sqs.New(guard, func(_ context.Context, m events.SQSMessage) error {
+		if m.MessageId == "a-2" {
+			return errors.New("account locked")
+		}
+		return nil
+	}, sqs.WithConcurrency(2)) // two groups at a time, each in order
+	fifoMsg := func(id, group string) events.SQSMessage {
+		m := message(id, "{}")
+		m.EventSourceARN += ".fifo"
+		m.Attributes["MessageGroupId"] = group
+		m.Attributes["MessageDeduplicationId"] = id
+		return m
+	}
+	resp, _ := h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
+		fifoMsg("a-1", "a"), fifoMsg("b-1", "b"), fifoMsg("a-2", "a"), fifoMsg("b-2", "b"), fifoMsg("a-3", "a"),
+	}})
+	fmt.Println(resp.BatchItemFailures)
+	// Output: [{a-2} {a-3}]
+}
+
+// A key function can read the key from the body, falling back to the default.
+func ExampleWithKey() {
+	guard, _ := idem.New(idem.NewMemStore())
+	runs := 0
+	h, _ := sqs.New(guard, func(context.Context, events.SQSMessage) error { runs++; return nil },
+		sqs.WithConcurrency(1),
+		sqs.WithKey(func(m events.SQSMessage) (string, error) {
+			if id, ok := strings.CutPrefix(m.Body, "transfer:"); ok {
+				return "transfer-" + id, nil
+			}
+			return sqs.DefaultKey(m)
+		}))
+	_, _ = h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
+		message("m-1", "transfer:77"), message("m-2", "transfer:77"), message("m-3", "transfer:78"),
+	}})
+	fmt.Println("runs:", runs)
+	// Output: runs: 2
+}
+
+// Fingerprint only the part of the body that matters, or return nil to turn payload
+// validation off.
+func ExampleWithFingerprint() {
+	guard, _ := idem.New(idem.NewMemStore())
+	h, _ := sqs.New(guard, func(context.Context, events.SQSMessage) error { return nil },
+		sqs.WithFingerprint(func(events.SQSMessage) ([]byte, error) { return nil, nil }))
+	ctx := context.Background()
+	_, _ = h.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{withKey(message("m-1", "v1"), "k")}})
+	resp, _ := h.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{withKey(message("m-2", "v2"), "k")}})
+	fmt.Println(resp.BatchItemFailures)
+	// Output: []
+}
+
+// Messages are not started when less than the margin is left before the deadline; they
+// are reported, and SQS delivers them again.
+func ExampleWithDeadlineMargin() {
+	guard, _ := idem.New(idem.NewMemStore())
+	h, _ := sqs.New(guard, func(context.Context, events.SQSMessage) error { return nil },
+		sqs.WithDeadlineMargin(30*time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rep, _ := h.Process(ctx, events.SQSEvent{Records: []events.SQSMessage{message("m-1", "{}")}})
+	fmt.Println(rep.Outcomes[0].Status, rep.Outcomes[0].Reason)
+	// Output: failed not_started
+}
+
+// Hooks feed metrics: one call per message, one per batch.
+func ExampleWithHooks() {
+	guard, _ := idem.New(idem.NewMemStore())
+	h, _ := sqs.New(guard, func(context.Context, events.SQSMessage) error { return nil },
+		sqs.WithConcurrency(1),
+		sqs.WithHooks(sqs.Hooks{
+			OnMessage: func(_ context.Context, o sqs.Outcome) { fmt.Println(o.MessageID, o.Status) },
+			OnBatch: func(_ context.Context, r *sqs.Report) {
+				fmt.Printf("ran %d, replayed %d, failed %d\n", r.Ran, r.Replayed, r.Failed)
+			},
+		}))
+	batch := events.SQSEvent{Records: []events.SQSMessage{message("m-1", "{}")}}
+	_, _ = h.Handle(context.Background(), batch)
+	_, _ = h.Handle(context.Background(), batch)
+	// Output:
+	// m-1 ran
+	// ran 1, replayed 0, failed 0
+	// m-1 replayed
+	// ran 0, replayed 1, failed 0
+}
+
+// One summary line per batch, WARN when a message failed.
+func ExampleWithLogger() {
+	drop := func(_ []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.TimeKey || a.Key == "duration" {
+			return slog.Attr{}
+		}
+		return a
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{ReplaceAttr: drop}))
+	guard, _ := idem.New(idem.NewMemStore())
+	h, _ := sqs.New(guard, func(_ context.Context, m events.SQSMessage) error {
+		if m.Body == "" {
+			return errors.New("empty")
+		}
+		return nil
+	}, sqs.WithLogger(logger))
+	_, _ = h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m-1", "{}"), message("m-2", "")}})
+	// Output:
+	// level=WARN msg="sqs: batch processed" messages=2 fifo=false ran=1 replayed=0 duplicates=0 failed=1 failed_by.handler=1
+}
+
+// A fake clock drives the deadline margin in tests.
+func ExampleWithClock() {
+	deadline := time.Now().Add(time.Hour)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	late := func() time.Time { return deadline.Add(-time.Second) } // one second left
+	guard, _ := idem.New(idem.NewMemStore())
+	h, _ := sqs.New(guard, func(context.Context, events.SQSMessage) error { return nil },
+		sqs.WithClock(late), sqs.WithDeadlineMargin(5*time.Second))
+	resp, _ := h.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{message("m-1", "{}")}})
+	fmt.Println(resp.BatchItemFailures)
+	// Output: [{m-1}]
+}
