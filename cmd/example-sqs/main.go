@@ -1,0 +1,114 @@
+// Command example-sqs is an AWS Lambda function for an SQS event source mapping that
+// credits account balances exactly once per message. Each message body
+//
+//	{"account_id": "acct-1", "amount_cents": 1000}
+//
+// adds amount_cents to the account's balance in the ledger table with a DynamoDB ADD,
+// which by itself would count a redelivered or duplicate message twice; idem keys each
+// message (by its Idempotency-Key message attribute, else its message ID) and commits the
+// ADD together with the key's record, so each key is credited once. Invalid bodies are
+// reported as batch item failures, for the queue's redrive policy to move to its DLQ.
+//
+// Configuration comes from the environment: IDEMPOTENCY_TABLE and LEDGER_TABLE (required),
+// AWS_REGION, and the SDK's AWS_ENDPOINT_URL_DYNAMODB for DynamoDB Local. Outside Lambda
+// (no AWS_LAMBDA_RUNTIME_API) it reads one SQS event from the file named by its argument,
+// or from standard input, processes it, and prints the SQSEventResponse as JSON.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/dynamo"
+	"github.com/idemkit/idem/internal/lambdaenv"
+	"github.com/idemkit/idem/sqs"
+)
+
+func main() {
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	if err := run(logger); err != nil {
+		fmt.Fprintln(os.Stderr, "example-sqs:", err)
+		os.Exit(1)
+	}
+}
+
+func run(logger *slog.Logger) error {
+	tables, err := lambdaenv.Require("IDEMPOTENCY_TABLE", "LEDGER_TABLE")
+	if err != nil {
+		return err
+	}
+	// One client per container: created before the first invocation and reused by all.
+	client, err := lambdaenv.DynamoDB(context.Background())
+	if err != nil {
+		return err
+	}
+	h, err := newHandler(client, tables[0], tables[1], logger)
+	if err != nil {
+		return err
+	}
+	if lambdaenv.InLambda() {
+		lambda.Start(h.Handle)
+		return nil
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return runLocal(ctx, h, os.Args[1:], os.Stdin, os.Stdout)
+}
+
+// newHandler wires the ledger: the idempotency store on idemTable, a guard, and the SQS
+// batch handler.
+func newHandler(client *dynamodb.Client, idemTable, ledgerTable string, logger *slog.Logger) (*sqs.Handler, error) {
+	store, err := dynamo.New(client, idemTable)
+	if err != nil {
+		return nil, err
+	}
+	// A message can be redelivered for as long as the queue keeps it (4 days by default),
+	// so its key must be remembered at least as long.
+	guard, err := idem.New(store, idem.WithExpiry(5*24*time.Hour), idem.WithLogger(logger))
+	if err != nil {
+		return nil, err
+	}
+	l := &ledger{table: ledgerTable, now: time.Now}
+	return sqs.New(guard, l.credit, sqs.WithLogger(logger))
+}
+
+// runLocal processes one SQS event read from the file args names (or stdin if none, or
+// "-") and writes the response to out.
+func runLocal(ctx context.Context, h *sqs.Handler, args []string, stdin io.Reader, out io.Writer) error {
+	in := stdin
+	switch {
+	case len(args) > 1:
+		return errors.New("usage: example-sqs [event.json]")
+	case len(args) == 1 && args[0] != "-":
+		f, err := os.Open(args[0])
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		in = f
+	}
+	var event events.SQSEvent
+	if err := json.NewDecoder(in).Decode(&event); err != nil {
+		return fmt.Errorf("read SQS event: %w", err)
+	}
+	resp, err := h.Handle(ctx, event)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(resp)
+}
