@@ -174,7 +174,7 @@ func (e *env) claimInFlight(t *testing.T, m events.SQSMessage) (finish func()) {
 
 // backends lists the backends every scenario runs on.
 func backends() []backend {
-	return []backend{memBackend()}
+	return []backend{memBackend(), ddbBackend()}
 }
 
 // forEachBackend runs test in parallel subtests, one per backend, each in a fresh env.

@@ -3,6 +3,7 @@ package sqs_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -148,14 +149,11 @@ func TestNearDeadlineNothingIsDropped(t *testing.T) {
 		for _, tc := range tests {
 			t.Run(b.name+"/"+tc.name, func(t *testing.T) {
 				t.Parallel()
-				ctx, cancel := context.WithTimeout(context.Background(), tc.timeout)
-				t.Cleanup(cancel)
-				opts := tc.opts
+				// The clock starts once the backend is ready: creating tables takes time.
 				var clock *storetest.Clock
+				opts := slices.Clone(tc.opts)
 				if tc.fakeLeft > 0 {
-					deadline, _ := ctx.Deadline()
 					clock = storetest.NewClock()
-					clock.Advance(deadline.Add(-tc.fakeLeft).Sub(clock.Now()))
 					opts = append(opts, sqs.WithClock(clock.Now))
 				}
 				e := newEnv(t, b, opts...)
@@ -163,6 +161,12 @@ func TestNearDeadlineNothingIsDropped(t *testing.T) {
 					if clock != nil {
 						clock.Advance(tc.advance)
 					}
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), tc.timeout)
+				t.Cleanup(cancel)
+				if clock != nil {
+					deadline, _ := ctx.Deadline()
+					clock.Advance(deadline.Add(-tc.fakeLeft).Sub(clock.Now()))
 				}
 				ev := loadEvent(t, "sqs-standard-ten")
 

@@ -1,0 +1,100 @@
+package sqs_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/dynamo"
+	"github.com/idemkit/idem/sqs"
+)
+
+// TestCreditsApplyOncePerKey delivers a batch with duplicates to four invocations at once
+// (four containers, as when a visibility timeout ends while the first is still running),
+// then redelivers whatever they reported until nothing is, then delivers the whole batch
+// once more: every credit, a non-idempotent ADD attached to the completion, is applied
+// exactly once per key.
+func TestCreditsApplyOncePerKey(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ten, same := loadEvent(t, "sqs-standard-ten"), loadEvent(t, "sqs-standard-same-key")
+		ev := events.SQSEvent{Records: append(append([]events.SQSMessage(nil), ten.Records...), same.Records...)}
+		containers := make([]*sqs.Handler, 4)
+		for i := range containers {
+			containers[i] = e.newHandler(t, e.newGuard(t))
+		}
+
+		var mu sync.Mutex
+		retry := map[string]bool{}
+		var wg sync.WaitGroup
+		wg.Add(len(containers))
+		for _, h := range containers {
+			go func() {
+				defer wg.Done()
+				rep, err := h.Process(context.Background(), ev)
+				if !assert.NoError(t, err) {
+					return
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				for _, f := range rep.Response().BatchItemFailures {
+					retry[f.ItemIdentifier] = true
+				}
+				for _, o := range rep.Outcomes {
+					if o.Failed() { // the owner, or a duplicate sharing the owner's failure
+						assert.ErrorIs(t, o.Err, idem.ErrInProgress, "only a concurrent owner fails a message")
+					}
+				}
+			}()
+		}
+		wg.Wait()
+
+		t.Logf("%d messages reported by the concurrent deliveries", len(retry))
+		for round := 0; len(retry) > 0; round++ {
+			require.Less(t, round, 5, "redeliveries converge")
+			var ids []string
+			for id := range retry {
+				ids = append(ids, id)
+			}
+			retry = map[string]bool{}
+			for _, id := range failures(t, invoke(t, context.Background(), containers[round%len(containers)], redeliver(ev, ids...))) {
+				retry[id] = true
+			}
+		}
+		assert.Empty(t, failures(t, invoke(t, context.Background(), containers[0], redeliver(ev, pick(ev, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14)...))))
+
+		e.rec.requireOncePerKey(t, ev)
+		for acc, cents := range expectedBalances(t, ev) {
+			assert.Equal(t, cents, e.ledger.balance(t, acc), "balance of %s", acc)
+		}
+	})
+}
+
+// TestRoundTripsPerBatch counts the DynamoDB requests of a batch of ten: a new message costs
+// a claim and a transactional completion, a replay one claim, an intra-batch duplicate none.
+func TestRoundTripsPerBatch(t *testing.T) {
+	t.Parallel()
+	client, idemTable, ledgerTable := ddbTables(t)
+	api := &countingAPI{API: client}
+	store, err := dynamo.New(api, idemTable)
+	require.NoError(t, err)
+	e := &env{store: store, ledger: &ddbLedger{client: client, table: ledgerTable}, rec: newRecorder(), reports: &reports{}}
+	e.rec.effect = e.ledger.credit
+	e.guard = e.newGuard(t)
+	e.h = e.newHandler(t, e.guard)
+
+	ten := loadEvent(t, "sqs-standard-ten")
+	assert.Empty(t, failures(t, invoke(t, context.Background(), e.h, ten)))
+	assert.Equal(t, map[string]int{"PutItem": 10, "TransactWriteItems": 10}, api.take(), "new")
+	assert.Empty(t, failures(t, invoke(t, context.Background(), e.h, ten)))
+	assert.Equal(t, map[string]int{"PutItem": 10}, api.take(), "replayed")
+
+	same := loadEvent(t, "sqs-standard-same-key") // five messages, two keys
+	assert.Empty(t, failures(t, invoke(t, context.Background(), e.h, same)))
+	assert.Equal(t, map[string]int{"PutItem": 2, "TransactWriteItems": 2}, api.take(), "duplicates in the batch")
+}

@@ -1,0 +1,132 @@
+package sqs_test
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/dynamo"
+	"github.com/idemkit/idem/internal/ddblocal"
+	"github.com/idemkit/idem/internal/samtemplate"
+)
+
+// ddbBackend runs on DynamoDB Local, with the idempotency and ledger tables of
+// infra/template.yaml. It skips under -short.
+func ddbBackend() backend {
+	return backend{name: "dynamodb", open: func(t *testing.T) (idem.Store, ledger) {
+		t.Helper()
+		client, idemTable, ledgerTable := ddbTables(t)
+		store, err := dynamo.New(client, idemTable)
+		require.NoError(t, err)
+		return store, &ddbLedger{client: client, table: ledgerTable}
+	}}
+}
+
+// ddbTables creates the example's tables on DynamoDB Local from infra/template.yaml.
+func ddbTables(tb testing.TB) (client *dynamodb.Client, idemTable, ledgerTable string) {
+	tb.Helper()
+	client = ddblocal.Client(tb)
+	tmpl, err := samtemplate.LoadRepo()
+	require.NoError(tb, err)
+	names := tmpl.NewTables(tb, client, "IdempotencyTable", "LedgerTable")
+	return client, names["IdempotencyTable"], names["LedgerTable"]
+}
+
+// ddbLedger credits accounts with a non-idempotent ADD, attached to the completion of the
+// message's key: only the guard keeps a redelivery from crediting twice.
+type ddbLedger struct {
+	client *dynamodb.Client
+	table  string
+}
+
+func (l *ddbLedger) credit(ctx context.Context, m events.SQSMessage) error {
+	c, err := parseCredit(m)
+	if err != nil {
+		return err
+	}
+	return dynamo.Attach(ctx, types.TransactWriteItem{Update: &types.Update{
+		TableName:                 aws.String(l.table),
+		Key:                       map[string]types.AttributeValue{"account_id": &types.AttributeValueMemberS{Value: c.Account}},
+		UpdateExpression:          aws.String("ADD balance :cents"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":cents": &types.AttributeValueMemberN{Value: strconv.Itoa(c.Cents)}},
+	}})
+}
+
+func (l *ddbLedger) balance(t testing.TB, account string) int {
+	t.Helper()
+	out, err := l.client.GetItem(context.Background(), &dynamodb.GetItemInput{
+		TableName:      aws.String(l.table),
+		Key:            map[string]types.AttributeValue{"account_id": &types.AttributeValueMemberS{Value: account}},
+		ConsistentRead: aws.Bool(true),
+	})
+	require.NoError(t, err)
+	n, ok := out.Item["balance"].(*types.AttributeValueMemberN)
+	if !ok {
+		return 0
+	}
+	v, err := strconv.Atoi(n.Value)
+	require.NoError(t, err)
+	return v
+}
+
+// countingAPI counts the DynamoDB requests of a store, by operation.
+type countingAPI struct {
+	dynamo.API
+
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func (c *countingAPI) count(op string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.calls == nil {
+		c.calls = map[string]int{}
+	}
+	c.calls[op]++
+}
+
+// take returns the counts since the last take and starts again from zero.
+func (c *countingAPI) take() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	calls := c.calls
+	c.calls = nil
+	if calls == nil {
+		calls = map[string]int{}
+	}
+	return calls
+}
+
+func (c *countingAPI) PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	c.count("PutItem")
+	return c.API.PutItem(ctx, in, optFns...)
+}
+
+func (c *countingAPI) GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	c.count("GetItem")
+	return c.API.GetItem(ctx, in, optFns...)
+}
+
+func (c *countingAPI) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	c.count("UpdateItem")
+	return c.API.UpdateItem(ctx, in, optFns...)
+}
+
+func (c *countingAPI) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	c.count("DeleteItem")
+	return c.API.DeleteItem(ctx, in, optFns...)
+}
+
+func (c *countingAPI) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	c.count("TransactWriteItems")
+	return c.API.TransactWriteItems(ctx, in, optFns...)
+}
