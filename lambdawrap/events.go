@@ -122,15 +122,12 @@ func albShape() shape[events.ALBTargetGroupRequest, events.ALBTargetGroupRespons
 // v1Request maps the fields of payload format 1.0 events (REST APIs, load balancers).
 func v1Request(method, path string, query map[string]string, multiQuery map[string][]string,
 	headers map[string]string, multiHeaders map[string][]string, body string, base64 bool) httpRequest {
-	if multiQuery == nil {
-		multiQuery = singleToMulti(query)
-	}
-	return httpRequest{method: method, path: path, query: canonicalQuery(multiQuery),
+	return httpRequest{method: method, path: path, query: query, multiQuery: multiQuery,
 		headers: headers, multiHeaders: multiHeaders, body: body, base64: base64}
 }
 
 // v2Request maps the fields of payload format 2.0 events (HTTP APIs, function URLs).
 func v2Request(method, rawPath, rawQuery string, headers map[string]string, body string, base64 bool) httpRequest {
-	return httpRequest{method: method, path: rawPath, query: canonicalRawQuery(rawQuery),
+	return httpRequest{method: method, path: rawPath, rawQuery: rawQuery,
 		headers: headers, body: body, base64: base64}
 }

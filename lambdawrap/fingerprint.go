@@ -23,7 +23,7 @@ func (r *httpRequest) fingerprint() ([]byte, error) {
 		return nil, err
 	}
 	body = canonicalBody(body)
-	parts := [...][]byte{[]byte(strings.ToUpper(r.method)), []byte(r.path), []byte(r.query), body}
+	parts := [...][]byte{[]byte(strings.ToUpper(r.method)), []byte(r.path), []byte(r.canonicalQuery()), body}
 	n := 0
 	for _, p := range parts {
 		n += binary.MaxVarintLen64 + len(p)
@@ -54,10 +54,10 @@ func (r *httpRequest) decodedBody() ([]byte, error) {
 // not by Content-Type, because clients often send JSON without it.
 func canonicalBody(body []byte) []byte {
 	// Invalid UTF-8 would decode to U+FFFD and make different bodies look alike.
-	if !utf8.Valid(body) || !json.Valid(body) {
+	if !utf8.Valid(body) {
 		return body
 	}
-	v, err := decodeJSON(body)
+	v, err := decodeJSON(body) // also the validity check: one pass
 	if err != nil {
 		return body
 	}
@@ -68,12 +68,17 @@ func canonicalBody(body []byte) []byte {
 	return c
 }
 
-// canonicalQuery encodes query parameters sorted by name, values in the order given.
-func canonicalQuery(params map[string][]string) string {
-	if len(params) == 0 {
-		return ""
+// canonicalQuery encodes the query parameters sorted by name, values in the order given.
+func (r *httpRequest) canonicalQuery() string {
+	switch {
+	case r.rawQuery != "":
+		return canonicalRawQuery(r.rawQuery)
+	case len(r.multiQuery) > 0:
+		return url.Values(r.multiQuery).Encode()
+	case len(r.query) > 0:
+		return url.Values(singleToMulti(r.query)).Encode()
 	}
-	return url.Values(params).Encode()
+	return ""
 }
 
 // canonicalRawQuery canonicalises a raw query string; one that does not parse is kept as

@@ -321,6 +321,17 @@ func (a *app) alb(ctx context.Context, e events.ALBTargetGroupRequest) (events.A
 	return resp, nil
 }
 
+// invoker runs a decorated handler through lambda.NewHandler(h).Invoke, as the Lambda
+// runtime does. aws-lambda-go v1.54.0 returns Invoke's output in a pooled buffer that the
+// handler's next Invoke overwrites (aws/aws-lambda-go#639), so each call gets its own
+// lambda.Handler, and the output is copied.
+type invoker struct{ h any }
+
+func (i invoker) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
+	out, err := lambda.NewHandler(i.h).Invoke(ctx, payload)
+	return bytes.Clone(out), err
+}
+
 // handler decorates the app for kind k and returns it as the Lambda runtime would run it.
 func (a *app) handler(t testing.TB, k kind, g *idem.Guard, opts ...lambdawrap.Option) lambda.Handler {
 	t.Helper()
@@ -339,7 +350,7 @@ func (a *app) handler(t testing.TB, k kind, g *idem.Guard, opts ...lambdawrap.Op
 		h, err = lambdawrap.ALB(g, a.alb, append([]lambdawrap.Option{lambdawrap.WithTenant(albTenant)}, opts...)...)
 	}
 	require.NoError(t, err)
-	return lambda.NewHandler(h)
+	return invoker{h: h}
 }
 
 // response is a decoded Lambda response of any shape.
@@ -356,6 +367,11 @@ func invoke(ctx context.Context, t testing.TB, h lambda.Handler, e *event) respo
 	if err != nil {
 		return response{err: err}
 	}
+	return decodeResponse(t, out)
+}
+
+func decodeResponse(t testing.TB, out []byte) response {
+	t.Helper()
 	var m map[string]any
 	require.NoError(t, json.Unmarshal(out, &m), "response %s", out)
 	code, _ := m["statusCode"].(float64)

@@ -18,9 +18,13 @@ var ErrNotCacheable = errors.New("lambdawrap: response not cacheable")
 
 // httpRequest is what the guard reads from an event of any of the four shapes.
 type httpRequest struct {
-	method       string
-	path         string
-	query        string // canonical, see canonicalQuery
+	method string
+	path   string
+	// The query string: raw in payload format 2.0, as maps in 1.0. Only the fingerprint
+	// reads it, so it is canonicalised there, off the pass-through path.
+	rawQuery     string
+	query        map[string]string
+	multiQuery   map[string][]string
 	headers      map[string]string
 	multiHeaders map[string][]string
 	body         string

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/jmespath-community/go-jmespath"
 )
@@ -24,7 +25,7 @@ const maxInflated = 16 << 20
 // Besides the standard functions, the expression may use the Powertools ones:
 // powertools_json(s) decodes a JSON string (for example an API Gateway body),
 // powertools_base64(s) decodes base64, and powertools_base64_gzip(s) decodes base64 and
-// inflates gzip. Numbers keep their exact digits. It returns an error if expr does not
+// inflates gzip. Integers too large for a float64 keep their exact digits. It returns an error if expr does not
 // compile. The returned function is safe for concurrent use.
 func KeyFromJMESPath[In any](expr string) (KeyFunc[In], error) {
 	q, err := compileJMESPath(expr)
@@ -68,7 +69,7 @@ func (j *jmespathQuery) search(v any) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lambdawrap: jmespath %q: %w", j.expr, err)
 	}
-	out, err := j.q.Search(doc)
+	out, err := j.q.Search(toSearchable(doc))
 	if err != nil {
 		return nil, fmt.Errorf("lambdawrap: jmespath %q: %w", j.expr, err)
 	}
@@ -98,6 +99,32 @@ func decodeJSON(b []byte) (any, error) {
 	return v, nil
 }
 
+// maxExactInt bounds the integers a float64 holds exactly (beyond it, 2^53+1 reads as 2^53).
+const maxExactInt = 1 << 53
+
+// toSearchable turns the json.Numbers of a decoded document into float64, which is what
+// JMESPath functions and comparisons work on, except integers too large for a float64 to
+// hold exactly: those keep their digits, so ids used as keys never collide.
+func toSearchable(v any) any {
+	switch v := v.(type) {
+	case json.Number:
+		f, err := v.Float64()
+		if err != nil || (!strings.ContainsAny(string(v), ".eE") && (f >= maxExactInt || f <= -maxExactInt)) {
+			return v
+		}
+		return f
+	case map[string]any:
+		for k, e := range v {
+			v[k] = toSearchable(e)
+		}
+	case []any:
+		for i, e := range v {
+			v[i] = toSearchable(e)
+		}
+	}
+	return v
+}
+
 func isAbsent(v any) bool {
 	switch v := v.(type) {
 	case nil:
@@ -121,7 +148,8 @@ func powertoolsFunctions() []jmespath.FunctionEntry {
 	str := []jmespath.ArgSpec{{Types: []jmespath.JpType{jmespath.JpString}}}
 	return []jmespath.FunctionEntry{
 		{Name: "powertools_json", Arguments: str, Handler: func(args []any) (any, error) {
-			return decodeJSON([]byte(args[0].(string)))
+			v, err := decodeJSON([]byte(args[0].(string)))
+			return toSearchable(v), err
 		}},
 		{Name: "powertools_base64", Arguments: str, Handler: func(args []any) (any, error) {
 			b, err := base64.StdEncoding.DecodeString(args[0].(string))

@@ -1,0 +1,124 @@
+package lambdawrap_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/base64"
+	"encoding/json"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idem/lambdawrap"
+)
+
+func gzipBase64(t *testing.T, s string) string {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	_, err := zw.Write([]byte(s))
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	return base64.StdEncoding.EncodeToString(buf.Bytes())
+}
+
+func TestKeyFromJMESPath(t *testing.T) {
+	t.Parallel()
+	event := json.RawMessage(`{
+		"order_id": "o-17",
+		"customer": {"id": 12345678901234567890, "tier": "gold"},
+		"lines": [{"sku": "A"}, {"sku": "B"}],
+		"empty": "",
+		"body": "{\"payment_id\":\"pay-5\",\"amount\":10}",
+		"b64": "` + base64.StdEncoding.EncodeToString([]byte(`{"id":"b-1"}`)) + `",
+		"gz": "` + gzipBase64(t, `{"id":"g-1"}`) + `"
+	}`)
+	tests := []struct {
+		expr string
+		want string
+	}{
+		{expr: "order_id", want: "o-17"},
+		{expr: "customer.id", want: "12345678901234567890"},
+		{expr: "[order_id, customer.tier]", want: `["o-17","gold"]`},
+		{expr: "customer", want: `{"id":12345678901234567890,"tier":"gold"}`},
+		{expr: "lines[*].sku", want: `["A","B"]`},
+		{expr: "powertools_json(body).payment_id", want: "pay-5"},
+		{expr: "powertools_json(body).[payment_id, amount]", want: `["pay-5",10]`},
+		{expr: "powertools_json(powertools_base64(b64)).id", want: "b-1"},
+		{expr: "powertools_json(powertools_base64_gzip(gz)).id", want: "g-1"},
+		{expr: "missing", want: ""},
+		{expr: "empty", want: ""},
+		{expr: "[missing, nothing]", want: ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.expr, func(t *testing.T) {
+			t.Parallel()
+			key, err := lambdawrap.KeyFromJMESPath[json.RawMessage](tc.expr)
+			require.NoError(t, err)
+			got, err := key(event)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func TestKeyFromJMESPathErrors(t *testing.T) {
+	t.Parallel()
+	_, err := lambdawrap.KeyFromJMESPath[events.SQSMessage]("body[")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "lambdawrap: KeyFromJMESPath: ")
+
+	key, err := lambdawrap.KeyFromJMESPath[events.SQSMessage]("powertools_json(body).id")
+	require.NoError(t, err)
+	_, err = key(events.SQSMessage{Body: "not json"})
+	require.Error(t, err, "a body that is not JSON")
+	got, err := key(events.SQSMessage{Body: `{"id":"m-1"}`})
+	require.NoError(t, err)
+	assert.Equal(t, "m-1", got)
+
+	b64, err := lambdawrap.KeyFromJMESPath[events.SQSMessage]("powertools_base64(body)")
+	require.NoError(t, err)
+	_, err = b64(events.SQSMessage{Body: "*"})
+	require.Error(t, err)
+}
+
+// TestKeyFromJMESPathAPIGateway keys on a field of an API Gateway body, as the Powertools
+// documentation's examples do.
+func TestKeyFromJMESPathAPIGateway(t *testing.T) {
+	t.Parallel()
+	ev := loadEvent(t, "apigw-v2-jwt-authorizer")
+	var req events.APIGatewayV2HTTPRequest
+	require.NoError(t, json.Unmarshal(ev.payload(t), &req))
+	key, err := lambdawrap.KeyFromJMESPath[events.APIGatewayV2HTTPRequest](`[requestContext.authorizer.jwt.claims.sub, powertools_json(body).[from, to, amount_cents]]`)
+	require.NoError(t, err)
+	got, err := key(req)
+	require.NoError(t, err)
+	assert.Equal(t, `["u_01H1ZQ3K9M2N4P6R8T0V",["acc_12","acc_88",50000]]`, got)
+}
+
+// TestKeyFromJMESPathNumbers: numbers work in filters and functions, and large integer ids
+// keep every digit.
+func TestKeyFromJMESPathNumbers(t *testing.T) {
+	t.Parallel()
+	event := json.RawMessage(`{"lines":[{"sku":"A","qty":1},{"sku":"B","qty":3}],"id":12345678901234567891,"small":9007199254740993,"body":"{\"n\":12345678901234567891}"}`)
+	for expr, want := range map[string]string{
+		"lines[?qty > `1`].sku":   `["B"]`,
+		"sum(lines[*].qty)":       "4",
+		"to_string(id)":           "12345678901234567891",
+		"id":                      "12345678901234567891",
+		"small":                   "9007199254740993",
+		"powertools_json(body).n": "12345678901234567891",
+		"[lines[0].qty, `2.5`]":   "[1,2.5]",
+	} {
+		t.Run(expr, func(t *testing.T) {
+			t.Parallel()
+			key, err := lambdawrap.KeyFromJMESPath[json.RawMessage](expr)
+			require.NoError(t, err)
+			got, err := key(event)
+			require.NoError(t, err)
+			assert.Equal(t, want, got)
+		})
+	}
+}

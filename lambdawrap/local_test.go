@@ -1,0 +1,224 @@
+package lambdawrap_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idem/lambdawrap"
+)
+
+// serve starts the app, decorated with HTTPAPI, behind the local adapter.
+func serve(t *testing.T, a *app) *httptest.Server {
+	t.Helper()
+	h, err := lambdawrap.HTTPAPI(memGuard(t), a.httpAPI)
+	require.NoError(t, err)
+	srv := httptest.NewServer(lambdawrap.LocalHandler(h))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func do(t *testing.T, method, url, key, contentType string, body []byte) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(context.Background(), method, url, bytes.NewReader(body))
+	require.NoError(t, err)
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp, b
+}
+
+func TestLocalHandlerReplay(t *testing.T) {
+	t.Parallel()
+	a := &app{}
+	srv := serve(t, a)
+	body := []byte(`{"sku":"MUG-7","quantity":1}`)
+
+	first, firstBody := do(t, http.MethodPost, srv.URL+"/orders?src=web", "k-1", "application/json", body)
+	assert.Equal(t, http.StatusCreated, first.StatusCode)
+	assert.Equal(t, "application/json", first.Header.Get("Content-Type"))
+	assert.Equal(t, []string{"session=s1; HttpOnly; Secure"}, first.Header.Values("Set-Cookie"))
+	assert.Empty(t, first.Header.Get(lambdawrap.ReplayedHeader))
+
+	replay, replayBody := do(t, http.MethodPost, srv.URL+"/orders?src=web", "k-1", "application/json", body)
+	assert.Equal(t, http.StatusCreated, replay.StatusCode)
+	assert.Equal(t, "true", replay.Header.Get(lambdawrap.ReplayedHeader))
+	assert.Equal(t, firstBody, replayBody)
+	for _, h := range []string{"Content-Type", "Location", "X-Run", "Set-Cookie"} {
+		assert.Equal(t, first.Header.Values(h), replay.Header.Values(h), h)
+	}
+	assert.Equal(t, int64(1), a.runs.Load())
+
+	other, otherBody := do(t, http.MethodPost, srv.URL+"/orders?src=web", "k-1", "application/json", []byte(`{"sku":"MUG-8"}`))
+	assert.Equal(t, http.StatusUnprocessableEntity, other.StatusCode)
+	assert.Equal(t, "application/problem+json", other.Header.Get("Content-Type"))
+	assert.Contains(t, string(otherBody), lambdawrap.ProblemKeyReused)
+
+	missing, missingBody := do(t, http.MethodPost, srv.URL+"/orders", "", "application/json", body)
+	assert.Equal(t, http.StatusBadRequest, missing.StatusCode)
+	var p map[string]any
+	require.NoError(t, json.Unmarshal(missingBody, &p))
+	assert.Equal(t, lambdawrap.ProblemMissingKey, p["type"])
+
+	for range 2 {
+		get, _ := do(t, http.MethodGet, srv.URL+"/orders", "k-1", "", nil)
+		assert.Equal(t, http.StatusCreated, get.StatusCode)
+		assert.Empty(t, get.Header.Get(lambdawrap.ReplayedHeader))
+	}
+	assert.Equal(t, int64(3), a.runs.Load())
+}
+
+func TestLocalHandlerBinary(t *testing.T) {
+	t.Parallel()
+	a := &app{}
+	srv := serve(t, a)
+	png := []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe")
+	first, firstBody := do(t, http.MethodPost, srv.URL+"/avatars", "img-1", "image/png", png)
+	assert.Equal(t, http.StatusCreated, first.StatusCode)
+	assert.Equal(t, png, firstBody, "binary echoed through base64 both ways")
+	replay, replayBody := do(t, http.MethodPost, srv.URL+"/avatars", "img-1", "image/png", png)
+	assert.Equal(t, "true", replay.Header.Get(lambdawrap.ReplayedHeader))
+	assert.Equal(t, png, replayBody)
+	assert.Equal(t, int64(1), a.runs.Load())
+}
+
+// TestLocalHandlerConcurrent: duplicates from real clients while the first runs get 409.
+func TestLocalHandlerConcurrent(t *testing.T) {
+	t.Parallel()
+	a := &app{started: make(chan struct{}, 1), release: make(chan struct{})}
+	srv := serve(t, a)
+	body := []byte(`{"n":1}`)
+	firstDone := make(chan int, 1)
+	go func() {
+		resp, _ := do(t, http.MethodPost, srv.URL+"/orders", "dup-1", "application/json", body)
+		firstDone <- resp.StatusCode
+	}()
+	<-a.started
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, b := do(t, http.MethodPost, srv.URL+"/orders", "dup-1", "application/json", body)
+			assert.Equal(t, http.StatusConflict, resp.StatusCode)
+			assert.NotEmpty(t, resp.Header.Get("Retry-After"))
+			assert.Contains(t, string(b), lambdawrap.ProblemInProgress)
+		}()
+	}
+	wg.Wait()
+	close(a.release)
+	assert.Equal(t, http.StatusCreated, <-firstDone)
+	assert.Equal(t, int64(1), a.runs.Load())
+}
+
+// TestLocalHandlerEvent checks the event the adapter builds, as API Gateway would.
+func TestLocalHandlerEvent(t *testing.T) {
+	t.Parallel()
+	var (
+		got      events.APIGatewayV2HTTPRequest
+		deadline time.Duration
+		lc       *lambdacontext.LambdaContext
+	)
+	srv := httptest.NewServer(lambdawrap.LocalHandler(func(ctx context.Context, e events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		got = e
+		dl, _ := ctx.Deadline()
+		deadline = time.Until(dl)
+		lc, _ = lambdacontext.FromContext(ctx)
+		return events.APIGatewayV2HTTPResponse{StatusCode: 204, MultiValueHeaders: map[string][]string{"X-Multi": {"a", "b"}}}, nil
+	}))
+	t.Cleanup(srv.Close)
+
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, srv.URL+"/a%20b/c?x=1&x=2&y=z", strings.NewReader(`{"a":1}`))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", "ev-1")
+	req.Header.Add("X-Repeated", "one")
+	req.Header.Add("X-Repeated", "two")
+	req.AddCookie(&http.Cookie{Name: "theme", Value: "dark"})
+	req.AddCookie(&http.Cookie{Name: "cart", Value: "c1"})
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	assert.Equal(t, http.StatusNoContent, resp.StatusCode)
+	assert.Equal(t, []string{"a", "b"}, resp.Header.Values("X-Multi"))
+	assert.Empty(t, resp.Header.Get("Content-Type"), "no sniffed content type")
+
+	assert.Equal(t, "2.0", got.Version)
+	assert.Equal(t, "/a%20b/c", got.RawPath)
+	assert.Equal(t, "x=1&x=2&y=z", got.RawQueryString)
+	assert.Equal(t, map[string]string{"x": "1,2", "y": "z"}, got.QueryStringParameters)
+	assert.Equal(t, []string{"theme=dark", "cart=c1"}, got.Cookies)
+	assert.Equal(t, "ev-1", got.Headers["idempotency-key"])
+	assert.Equal(t, "one,two", got.Headers["x-repeated"])
+	assert.Equal(t, "application/json", got.Headers["content-type"])
+	assert.NotContains(t, got.Headers, "cookie")
+	assert.Equal(t, strings.TrimPrefix(srv.URL, "http://"), got.Headers["host"])
+	for k := range got.Headers {
+		assert.Equal(t, strings.ToLower(k), k)
+	}
+	assert.Equal(t, `{"a":1}`, got.Body)
+	assert.False(t, got.IsBase64Encoded)
+	assert.Equal(t, http.MethodPost, got.RequestContext.HTTP.Method)
+	assert.Equal(t, "/a b/c", got.RequestContext.HTTP.Path)
+	assert.Equal(t, "127.0.0.1", got.RequestContext.HTTP.SourceIP)
+	assert.Equal(t, "HTTP/1.1", got.RequestContext.HTTP.Protocol)
+	assert.NotEmpty(t, got.RequestContext.RequestID)
+	require.NotNil(t, lc)
+	assert.Equal(t, got.RequestContext.RequestID, lc.AwsRequestID)
+	assert.InDelta(t, lambdawrap.LocalTimeout.Seconds(), deadline.Seconds(), 5)
+}
+
+func TestLocalHandlerErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		h      func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error)
+		body   []byte
+		status int
+		want   string
+	}{
+		{name: "handler error", h: func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+			return events.APIGatewayV2HTTPResponse{}, errors.New("boom")
+		}, status: 500, want: `{"message":"Internal Server Error"}`},
+		{name: "bad base64 response", h: func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+			return events.APIGatewayV2HTTPResponse{StatusCode: 200, Body: "*", IsBase64Encoded: true}, nil
+		}, status: 500, want: `{"message":"Internal Server Error"}`},
+		{name: "no status", h: func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+			return events.APIGatewayV2HTTPResponse{Body: "ok"}, nil
+		}, status: 200, want: "ok"},
+		{name: "body too large", h: func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+			return events.APIGatewayV2HTTPResponse{StatusCode: 200}, nil
+		}, body: make([]byte, lambdawrap.LocalMaxBody+1), status: 413, want: `{"message":"Request Entity Too Large"}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := httptest.NewServer(lambdawrap.LocalHandler(tc.h))
+			t.Cleanup(srv.Close)
+			resp, body := do(t, http.MethodPost, srv.URL+"/", "", "application/octet-stream", tc.body)
+			assert.Equal(t, tc.status, resp.StatusCode)
+			assert.Equal(t, tc.want, string(body))
+		})
+	}
+}
