@@ -10,18 +10,12 @@ import (
 )
 
 // batch is the work of one invocation. Each message index belongs to exactly one unit, and
-// only the goroutine running that unit touches the message's entries in out and tried.
+// only the goroutine running that unit touches the message's entries in out and state.
 type batch struct {
-	h    *Handler
-	msgs []events.SQSMessage
-	out  []Outcome
-	keys []string
-	fps  [][]byte
-	// keyErr holds the error of a message whose key or fingerprint could not be had.
-	keyErr []error
-	// tried marks messages whose outcome came from the guard (or from a message that did):
-	// the outcomes that later messages with the same key and fingerprint may share.
-	tried []bool
+	h     *Handler
+	msgs  []events.SQSMessage
+	out   []Outcome
+	state []msgState
 	fifo  bool
 
 	deadline    time.Time
@@ -29,16 +23,23 @@ type batch struct {
 	margin      time.Duration
 }
 
+// msgState is what the batch knows of one message besides its outcome.
+type msgState struct {
+	key string
+	fp  []byte
+	// keyErr is set when the key or fingerprint could not be had.
+	keyErr error
+	// tried marks an outcome that came from the guard (or from a message whose outcome
+	// did): the outcomes that later messages with the same key and fingerprint may share.
+	tried bool
+}
+
 func (h *Handler) newBatch(ctx context.Context, msgs []events.SQSMessage, start time.Time) *batch {
-	n := len(msgs)
 	b := &batch{
 		h:      h,
 		msgs:   msgs,
-		out:    make([]Outcome, n),
-		keys:   make([]string, n),
-		fps:    make([][]byte, n),
-		keyErr: make([]error, n),
-		tried:  make([]bool, n),
+		out:    make([]Outcome, len(msgs)),
+		state:  make([]msgState, len(msgs)),
 		margin: h.cfg.margin,
 	}
 	b.deadline, b.hasDeadline = ctx.Deadline()
@@ -47,15 +48,14 @@ func (h *Handler) newBatch(ctx context.Context, msgs []events.SQSMessage, start 
 		b.margin = max(min(b.margin, b.deadline.Sub(start)/4), 0)
 	}
 	for i := range msgs {
-		m := &msgs[i]
+		m, st := &msgs[i], &b.state[i]
 		b.fifo = b.fifo || isFIFO(m.EventSourceARN)
 		b.out[i] = Outcome{MessageID: m.MessageId, GroupID: m.Attributes[attrGroupID]}
-		key, err := h.cfg.key(*m)
-		if err == nil {
-			b.keys[i], b.out[i].Key = key, key
-			b.fps[i], err = h.cfg.fingerprint(*m)
+		st.key, st.keyErr = h.cfg.key(*m)
+		if st.keyErr == nil {
+			b.out[i].Key = st.key
+			st.fp, st.keyErr = h.cfg.fingerprint(*m)
 		}
-		b.keyErr[i] = err
 	}
 	return b
 }
@@ -94,23 +94,35 @@ func (b *batch) plan() [][]int {
 	if b.fifo {
 		byGroup = make(map[string]int)
 	}
-	for i := range b.msgs {
-		if b.keyErr[i] == nil {
-			link(byKey, b.keys[i], i)
+	for i, st := range b.state {
+		if st.keyErr == nil {
+			link(byKey, st.key, i)
 		}
 		if b.fifo {
 			link(byGroup, b.out[i].GroupID, i)
 		}
 	}
+	// Number the units in the order of their first message (a unit's root, its smallest
+	// index, comes before its other messages), then lay them out in one slice.
 	unitOf := make([]int, n)
-	var units [][]int
-	for i := range b.msgs {
-		r := find(i)
-		if r == i {
-			unitOf[i] = len(units)
-			units = append(units, nil)
+	sizes := make([]int, 0, n)
+	for i := range n {
+		if r := find(i); r == i {
+			unitOf[i] = len(sizes)
+			sizes = append(sizes, 0)
+		} else {
+			unitOf[i] = unitOf[r]
 		}
-		u := unitOf[r]
+		sizes[unitOf[i]]++
+	}
+	flat := make([]int, n)
+	units := make([][]int, len(sizes))
+	at := 0
+	for u, size := range sizes {
+		units[u] = flat[at : at : at+size]
+		at += size
+	}
+	for i, u := range unitOf {
 		units[u] = append(units[u], i)
 	}
 	return units

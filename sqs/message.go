@@ -15,13 +15,13 @@ import (
 // an earlier duplicate in the unit answers it; too little time left holds it back; else it
 // runs through the guard.
 func (b *batch) process(ctx context.Context, unit []int, i int) {
-	o := &b.out[i]
-	if err := b.keyErr[i]; err != nil {
+	o, st := &b.out[i], &b.state[i]
+	if err := st.keyErr; err != nil {
 		b.fail(o, ReasonKey, fmt.Errorf("sqs: key: %w", err))
 		return
 	}
 	if j := b.earlierDuplicate(unit, i); j >= 0 {
-		b.tried[i] = true
+		st.tried = true
 		if d := b.out[j]; d.Failed() {
 			b.fail(o, ReasonDuplicateFailed, fmt.Errorf("%w: message %s: %w", ErrDuplicateFailed, d.MessageID, d.Err))
 		} else {
@@ -36,7 +36,7 @@ func (b *batch) process(ctx context.Context, unit []int, i int) {
 	start := b.h.cfg.now()
 	replayed, handlerErr, err := b.guarded(ctx, i)
 	o.Duration = b.h.cfg.now().Sub(start)
-	b.tried[i] = true
+	st.tried = true
 	switch {
 	case err == nil && replayed, errors.Is(err, idem.ErrResultNotStored):
 		// A completed key whose result was not stored is still done work: acknowledge it.
@@ -56,7 +56,8 @@ func (b *batch) earlierDuplicate(unit []int, i int) int {
 		if j >= i {
 			break
 		}
-		if b.tried[j] && b.keys[j] == b.keys[i] && bytes.Equal(b.fps[j], b.fps[i]) {
+		sj, si := &b.state[j], &b.state[i]
+		if sj.tried && sj.key == si.key && bytes.Equal(sj.fp, si.fp) {
 			return j
 		}
 	}
@@ -89,7 +90,7 @@ func (b *batch) guarded(ctx context.Context, i int) (replayed bool, handlerErr, 
 		}
 	}()
 	m := &b.msgs[i]
-	req := idem.Request{Key: b.keys[i], Fingerprint: b.fps[i]}
+	req := idem.Request{Key: b.state[i].key, Fingerprint: b.state[i].fp}
 	_, replayed, err = idem.Do(ctx, b.h.guard, req, func(ctx context.Context) (struct{}, error) {
 		handlerErr = b.h.fn(ctx, *m)
 		return struct{}{}, handlerErr

@@ -2,7 +2,6 @@ package sqs
 
 import (
 	"fmt"
-	"io"
 	"log/slog"
 	"time"
 
@@ -41,7 +40,7 @@ func defaultConfig() config {
 		key:         DefaultKey,
 		fingerprint: BodyFingerprint,
 		margin:      DefaultDeadlineMargin,
-		logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+		logger:      slog.New(slog.DiscardHandler),
 		now:         time.Now,
 	}
 }

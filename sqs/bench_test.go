@@ -1,0 +1,113 @@
+package sqs_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/dynamo"
+	"github.com/idemkit/idem/sqs"
+)
+
+// BenchmarkBatch measures Handle on a batch of ten messages (one op is one batch) with a
+// handler that does nothing, so what is measured is the idempotency around it: ten new
+// messages, or ten replays, at concurrency 1 and at the default, on the in-memory store and
+// on DynamoDB Local. The DynamoDB variants report the requests per batch.
+//
+//	go test -run '^$' -bench BenchmarkBatch -benchmem ./sqs/
+func BenchmarkBatch(b *testing.B) {
+	stores := []struct {
+		name string
+		open func(b *testing.B) (idem.Store, *countingAPI)
+	}{
+		{"mem", func(*testing.B) (idem.Store, *countingAPI) { return idem.NewMemStore(), nil }},
+		{"dynamodb", func(b *testing.B) (idem.Store, *countingAPI) {
+			client, idemTable, _ := ddbTables(b)
+			api := &countingAPI{API: client}
+			store, err := dynamo.New(api, idemTable)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return store, api
+		}},
+	}
+	for _, st := range stores {
+		for _, conc := range []int{1, sqs.DefaultConcurrency} {
+			for _, path := range []string{"new", "replay"} {
+				b.Run(fmt.Sprintf("%s/%s/concurrency=%d", st.name, path, conc), func(b *testing.B) {
+					store, api := st.open(b)
+					guard, err := idem.New(store, idem.WithScope("bench"))
+					if err != nil {
+						b.Fatal(err)
+					}
+					h, err := sqs.New(guard, func(context.Context, events.SQSMessage) error { return nil }, sqs.WithConcurrency(conc))
+					if err != nil {
+						b.Fatal(err)
+					}
+					benchBatch(b, h, api, path == "new")
+				})
+			}
+		}
+	}
+}
+
+// benchBatch runs h on ten messages per op: new ones (fresh message IDs, prepared before
+// the timer starts) or the same ten, processed once beforehand, replayed. A warm-up batch
+// runs first.
+func benchBatch(b *testing.B, h *sqs.Handler, api *countingAPI, fresh bool) {
+	ev := loadEvent(b, "sqs-standard-ten")
+	for i := range ev.Records { // keyed by message ID, so a new ID is a new key
+		delete(ev.Records[i].MessageAttributes, sqs.KeyAttribute)
+	}
+	ctx := context.Background()
+	warm := ev // a batch of other messages first, so DynamoDB Local's JIT is warm
+	warm.Records = append([]events.SQSMessage(nil), ev.Records...)
+	for j := range warm.Records {
+		warm.Records[j].MessageId += "-warm"
+	}
+	for range 3 {
+		if _, err := h.Handle(ctx, warm); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var ids [][]string
+	if fresh {
+		ids = make([][]string, b.N)
+		for i := range ids {
+			ids[i] = make([]string, len(ev.Records))
+			for j, m := range ev.Records {
+				ids[i][j] = m.MessageId + "-" + strconv.Itoa(i)
+			}
+		}
+	} else if _, err := h.Handle(ctx, ev); err != nil {
+		b.Fatal(err)
+	}
+	if api != nil {
+		api.take()
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if fresh {
+			for j := range ev.Records {
+				ev.Records[j].MessageId = ids[i][j]
+			}
+		}
+		resp, err := h.Handle(ctx, ev)
+		if err != nil || len(resp.BatchItemFailures) > 0 {
+			b.Fatal(resp, err)
+		}
+	}
+	b.StopTimer()
+	if api != nil {
+		calls := 0
+		for _, n := range api.take() {
+			calls += n
+		}
+		b.ReportMetric(float64(calls)/float64(b.N), "ddbcalls/batch")
+	}
+}
