@@ -26,7 +26,9 @@
 // both imports one under another name, for example sqsclient
 // "github.com/aws/aws-sdk-go-v2/service/sqs".
 //
-//	guard, err := idem.New(dynamo.New(ddb, "idempotency"))
+//	store, err := dynamo.New(ddb, os.Getenv("IDEMPOTENCY_TABLE"))
+//	...
+//	guard, err := idem.New(store)
 //	...
 //	h, err := sqs.New(guard, func(ctx context.Context, m events.SQSMessage) error {
 //		return credit(ctx, m.Body) // attach its DynamoDB write with dynamo.Attach

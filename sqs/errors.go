@@ -15,7 +15,7 @@ var (
 	ErrInvalidEvent = errors.New("sqs: invalid event")
 	// ErrNotStarted means a message was not started because the Lambda deadline was nearer
 	// than the margin (see [WithDeadlineMargin]) or the context had ended.
-	ErrNotStarted = errors.New("sqs: message not started: too close to the deadline")
+	ErrNotStarted = errors.New("sqs: message not started: the deadline is near or the context ended")
 	// ErrGroupStopped means a FIFO message was not started because an earlier message of its
 	// group failed in the same batch. The error also wraps that failure.
 	ErrGroupStopped = errors.New("sqs: message not started: an earlier message of its group failed")

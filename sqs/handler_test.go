@@ -371,3 +371,35 @@ func TestMessageDeliveredTwiceInABatchIsReportedOnce(t *testing.T) {
 	assert.Equal(t, pick(ev, 2), failures(t, resp))
 	assert.Equal(t, 1, e.rec.runsOf(ev.Records[2].MessageId))
 }
+
+// cancelingStore ends the invocation's context as the claim arrives, as a Lambda deadline
+// would between the deadline check and the claim.
+type cancelingStore struct {
+	idem.Store
+	cancel context.CancelFunc
+}
+
+func (s cancelingStore) Claim(ctx context.Context, rec *idem.Record, now time.Time) (*idem.Record, bool, error) {
+	s.cancel()
+	return s.Store.Claim(ctx, rec, now)
+}
+
+func TestContextEndingAtTheClaimIsNotStarted(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	guard, err := idem.New(cancelingStore{Store: idem.NewMemStore(), cancel: cancel})
+	require.NoError(t, err)
+	rs, rec := &reports{}, newRecorder()
+	h, err := sqs.New(guard, rec.handle, sqs.WithHooks(rs.hooks()))
+	require.NoError(t, err)
+
+	ev := loadEvent(t, "sqs-standard-ten")
+	ev.Records = ev.Records[:1]
+	assert.Equal(t, pick(ev, 0), failures(t, invoke(t, ctx, h, ev)))
+	o := rs.last(t).Outcomes[0]
+	assert.Equal(t, sqs.ReasonNotStarted, o.Reason)
+	require.ErrorIs(t, o.Err, sqs.ErrNotStarted)
+	require.ErrorIs(t, o.Err, context.Canceled)
+	assert.Zero(t, rec.total())
+}

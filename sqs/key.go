@@ -26,8 +26,10 @@ const (
 //  1. the [KeyAttribute] message attribute, set by the producer: the right choice when one
 //     logical request may be sent more than once (a retried send, a replayed upstream event);
 //  2. the MessageDeduplicationId of a FIFO message, which SQS itself uses to drop duplicate
-//     sends for five minutes (with content-based deduplication, a hash of the body); the key
-//     extends that window to the guard's expiry;
+//     sends for five minutes; the key extends that window to the guard's expiry. With
+//     content-based deduplication the ID is a hash of the body, so two sends of the same
+//     body within the expiry count as one: if they are distinct requests, give them a
+//     [KeyAttribute] or key by message ID with [WithKey];
 //  3. the message ID, which stays the same across redeliveries of one message, so a message
 //     redelivered after a timeout or a lost batch response is not processed twice.
 //

@@ -34,7 +34,7 @@ func (b *batch) process(ctx context.Context, unit []int, i int) {
 		return
 	}
 	start := b.h.cfg.now()
-	replayed, handlerErr, err := b.guarded(ctx, i)
+	replayed, ran, handlerErr, err := b.guarded(ctx, i)
 	o.Duration = b.h.cfg.now().Sub(start)
 	st.tried = true
 	switch {
@@ -43,6 +43,9 @@ func (b *batch) process(ctx context.Context, unit []int, i int) {
 		o.Status = StatusReplayed
 	case err == nil:
 		o.Status = StatusRan
+	case !ran && ctx.Err() != nil:
+		// The context ended between the deadline check and the claim.
+		b.fail(o, ReasonNotStarted, fmt.Errorf("%w: %w", ErrNotStarted, err))
 	default:
 		b.fail(o, classify(err, handlerErr), err)
 	}
@@ -79,23 +82,24 @@ func (b *batch) mayStart(ctx context.Context) error {
 	return nil
 }
 
-// guarded runs the handler for message i under its key. handlerErr is what the handler
-// returned, if it ran, so that its error is told apart from the guard's. A panic in the
-// handler is recovered as a [*PanicError]: the guard has released the key by then, and the
-// rest of the batch goes on.
-func (b *batch) guarded(ctx context.Context, i int) (replayed bool, handlerErr, err error) {
+// guarded runs the handler for message i under its key. ran reports whether the handler
+// ran, and handlerErr is what it returned, so that its error is told apart from the
+// guard's. A panic in the handler is recovered as a [*PanicError]: the guard has released
+// the key by then, and the rest of the batch goes on.
+func (b *batch) guarded(ctx context.Context, i int) (replayed, ran bool, handlerErr, err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			err = &PanicError{Value: v, Stack: debug.Stack()}
+			ran, err = true, &PanicError{Value: v, Stack: debug.Stack()}
 		}
 	}()
 	m := &b.msgs[i]
 	req := idem.Request{Key: b.state[i].key, Fingerprint: b.state[i].fp}
 	_, replayed, err = idem.Do(ctx, b.h.guard, req, func(ctx context.Context) (struct{}, error) {
+		ran = true
 		handlerErr = b.h.fn(ctx, *m)
 		return struct{}{}, handlerErr
 	})
-	return replayed, handlerErr, err
+	return replayed, ran, handlerErr, err
 }
 
 // classify names the reason for a failure of the guarded call.
