@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/lambdawrap"
 )
 
@@ -103,10 +104,10 @@ func TestBadInput(t *testing.T) {
 			opts:   []lambdawrap.Option{lambdawrap.WithHeader("x-request-token")},
 			status: 201, runs: 1, replayed: true},
 	}
-	for _, st := range stores(t) {
+	forEachStore(t, func(t *testing.T, store idem.Store) {
 		for _, name := range baseFixtures() {
 			for _, tc := range tests {
-				t.Run(st.name+"/"+name+"/"+tc.name, func(t *testing.T) {
+				t.Run(name+"/"+tc.name, func(t *testing.T) {
 					t.Parallel()
 					ev := loadEvent(t, name)
 					tc.edit(ev)
@@ -115,7 +116,7 @@ func TestBadInput(t *testing.T) {
 						status, problem, runs, replayed = 201, "", 1, true
 					}
 					a := &app{}
-					h := a.handler(t, ev.kind, newGuard(t, st), tc.opts...)
+					h := a.handler(t, ev.kind, newGuard(t, store), tc.opts...)
 					ctx := invokeCtx(t)
 					for i := range 2 {
 						r := invoke(ctx, t, h, ev)
@@ -134,7 +135,7 @@ func TestBadInput(t *testing.T) {
 				})
 			}
 		}
-	}
+	})
 }
 
 // checkProblem asserts an RFC 9457 answer.
@@ -169,7 +170,7 @@ func TestQuotedKeyIsTheKey(t *testing.T) {
 			t.Parallel()
 			ev := loadEvent(t, name)
 			a := &app{}
-			h := a.handler(t, ev.kind, newGuard(t, stores(t)[0]))
+			h := a.handler(t, ev.kind, memGuard(t))
 			ctx := invokeCtx(t)
 			ev.setKey(`"order-9"`)
 			require.Equal(t, 201, invoke(ctx, t, h, ev).code)

@@ -30,13 +30,13 @@ func invokeCtx(t testing.TB) context.Context {
 // The pair is kept in <fixture>.golden.json for review.
 func TestFixtures(t *testing.T) {
 	t.Parallel()
-	for _, st := range stores(t) {
+	forEachStore(t, func(t *testing.T, store idem.Store) {
 		for _, name := range fixtures(t) {
-			t.Run(st.name+"/"+name, func(t *testing.T) {
+			t.Run(name, func(t *testing.T) {
 				t.Parallel()
 				ev := loadEvent(t, name)
 				a := &app{}
-				h := a.handler(t, ev.kind, newGuard(t, st))
+				h := a.handler(t, ev.kind, newGuard(t, store))
 				ctx := invokeCtx(t)
 
 				first := invoke(ctx, t, h, ev)
@@ -53,7 +53,7 @@ func TestFixtures(t *testing.T) {
 				checkGolden(t, name, ev.defaultTenant(t), first, replay)
 			})
 		}
-	}
+	})
 }
 
 func checkGolden(t *testing.T, name, tenant string, first, replay response) {
@@ -86,24 +86,24 @@ func baseFixtures() []string {
 }
 
 // forEachSource runs test for every store and base fixture, in parallel.
-func forEachSource(t *testing.T, test func(t *testing.T, st storeCase, ev *event)) {
-	for _, st := range stores(t) {
+func forEachSource(t *testing.T, test func(t *testing.T, store idem.Store, ev *event)) {
+	forEachStore(t, func(t *testing.T, store idem.Store) {
 		for _, name := range baseFixtures() {
-			t.Run(st.name+"/"+name, func(t *testing.T) {
+			t.Run(name, func(t *testing.T) {
 				t.Parallel()
-				test(t, st, loadEvent(t, name))
+				test(t, store, loadEvent(t, name))
 			})
 		}
-	}
+	})
 }
 
 // TestConcurrentDuplicates: while the first request runs, every duplicate gets 409 with
 // Retry-After and the handler runs once; after it completes, a retry replays.
 func TestConcurrentDuplicates(t *testing.T) {
 	t.Parallel()
-	forEachSource(t, func(t *testing.T, st storeCase, ev *event) {
+	forEachSource(t, func(t *testing.T, store idem.Store, ev *event) {
 		a := &app{started: make(chan struct{}, 1), release: make(chan struct{})}
-		h := a.handler(t, ev.kind, newGuard(t, st))
+		h := a.handler(t, ev.kind, newGuard(t, store))
 		ctx := invokeCtx(t)
 
 		firstDone := make(chan response, 1)
@@ -148,9 +148,9 @@ func TestConcurrentDuplicates(t *testing.T) {
 // gets either 409 or the replay.
 func TestConcurrentRace(t *testing.T) {
 	t.Parallel()
-	forEachSource(t, func(t *testing.T, st storeCase, ev *event) {
+	forEachSource(t, func(t *testing.T, store idem.Store, ev *event) {
 		a := &app{}
-		h := a.handler(t, ev.kind, newGuard(t, st))
+		h := a.handler(t, ev.kind, newGuard(t, store))
 		ctx := invokeCtx(t)
 		const n = 12
 		out := make([]response, n)
@@ -187,9 +187,9 @@ func TestConcurrentRace(t *testing.T) {
 // TestKeyReusedWithAnotherBody: 422, and the handler does not run again.
 func TestKeyReusedWithAnotherBody(t *testing.T) {
 	t.Parallel()
-	forEachSource(t, func(t *testing.T, st storeCase, ev *event) {
+	forEachSource(t, func(t *testing.T, store idem.Store, ev *event) {
 		a := &app{}
-		h := a.handler(t, ev.kind, newGuard(t, st))
+		h := a.handler(t, ev.kind, newGuard(t, store))
 		ctx := invokeCtx(t)
 		require.Equal(t, 201, invoke(ctx, t, h, ev).code)
 
@@ -211,9 +211,9 @@ func TestKeyReusedWithAnotherBody(t *testing.T) {
 // retry runs the handler again.
 func TestNotStored(t *testing.T) {
 	t.Parallel()
-	forEachSource(t, func(t *testing.T, st storeCase, ev *event) {
+	forEachSource(t, func(t *testing.T, store idem.Store, ev *event) {
 		a := &app{}
-		h := a.handler(t, ev.kind, newGuard(t, st))
+		h := a.handler(t, ev.kind, newGuard(t, store))
 		ctx := invokeCtx(t)
 		for i, status := range []int{500, 503, 409, 429} {
 			a.status.Store(int64(status))
@@ -243,9 +243,9 @@ func TestNotStored(t *testing.T) {
 // the other's response.
 func TestTenants(t *testing.T) {
 	t.Parallel()
-	forEachSource(t, func(t *testing.T, st storeCase, ev *event) {
+	forEachSource(t, func(t *testing.T, store idem.Store, ev *event) {
 		a := &app{}
-		h := a.handler(t, ev.kind, newGuard(t, st))
+		h := a.handler(t, ev.kind, newGuard(t, store))
 		ctx := invokeCtx(t)
 		bodies := map[string]string{}
 		for _, tenant := range []string{"tenant-a", "tenant-b", "tenant-a", "tenant-b"} {
@@ -291,9 +291,9 @@ func TestStoreUnavailable(t *testing.T) {
 // after, and the timed-out invocation, should it finish late, cannot overwrite the result.
 func TestLambdaDeadline(t *testing.T) {
 	t.Parallel()
-	forEachSource(t, func(t *testing.T, st storeCase, ev *event) {
+	forEachSource(t, func(t *testing.T, store idem.Store, ev *event) {
 		clock := newClock()
-		g := newGuard(t, st, idem.WithClock(clock.Now), idem.WithLeaseMargin(2*time.Second))
+		g := newGuard(t, store, idem.WithClock(clock.Now), idem.WithLeaseMargin(2*time.Second))
 		a := &app{started: make(chan struct{}, 2), release: make(chan struct{}), hold: 1}
 		h := a.handler(t, ev.kind, g)
 

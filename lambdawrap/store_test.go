@@ -10,28 +10,59 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/dynamo"
+	"github.com/idemkit/idem/internal/ddblocal"
+	"github.com/idemkit/idem/internal/samtemplate"
 )
 
 // storeCase names a Store the behaviour tests run against.
 type storeCase struct {
-	name     string
-	newStore func(t testing.TB) idem.Store
+	name string
+	// open returns a fresh store that lasts until t ends.
+	open func(t *testing.T) idem.Store
 }
 
-// stores returns the stores every behaviour test runs against.
-func stores(t testing.TB) []storeCase {
-	t.Helper()
+// stores are the in-memory store and the DynamoDB store on DynamoDB Local, with the
+// idempotency table of infra/template.yaml (skipped under -short).
+func stores() []storeCase {
 	return []storeCase{
-		{name: "mem", newStore: func(testing.TB) idem.Store { return idem.NewMemStore() }},
+		{name: "mem", open: func(*testing.T) idem.Store { return idem.NewMemStore() }},
+		{name: "dynamodb", open: func(t *testing.T) idem.Store {
+			client := ddblocal.Client(t)
+			tmpl, err := samtemplate.LoadRepo()
+			require.NoError(t, err)
+			table := tmpl.NewTables(t, client, "IdempotencyTable")["IdempotencyTable"]
+			store, err := dynamo.New(client, table)
+			require.NoError(t, err)
+			return store
+		}},
 	}
 }
 
-// newGuard returns a guard over a fresh store of st.
-func newGuard(t testing.TB, st storeCase, opts ...idem.Option) *idem.Guard {
+// forEachStore runs test in a parallel subtest per store. The subtests of test share the
+// store (one table), so each guard gets its own scope (see newGuard).
+func forEachStore(t *testing.T, test func(t *testing.T, store idem.Store)) {
+	for _, st := range stores() {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			test(t, st.open(t))
+		})
+	}
+}
+
+// newGuard returns a guard over store, scoped by the test's name so tests sharing a store
+// never share a key.
+func newGuard(t testing.TB, store idem.Store, opts ...idem.Option) *idem.Guard {
 	t.Helper()
-	g, err := idem.New(st.newStore(t), append([]idem.Option{idem.WithScope("lambdawrap-test")}, opts...)...)
+	g, err := idem.New(store, append([]idem.Option{idem.WithScope(t.Name())}, opts...)...)
 	require.NoError(t, err)
 	return g
+}
+
+// memGuard returns a guard over a fresh in-memory store.
+func memGuard(t testing.TB, opts ...idem.Option) *idem.Guard {
+	t.Helper()
+	return newGuard(t, idem.NewMemStore(), opts...)
 }
 
 // failingStore fails every operation, as an unreachable DynamoDB would.

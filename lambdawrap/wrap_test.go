@@ -45,11 +45,6 @@ func (c *charger) charge(_ context.Context, p payment) (receipt, error) {
 
 func paymentKey(p payment) (string, error) { return p.PaymentID, nil }
 
-func memGuard(t testing.TB, opts ...idem.Option) *idem.Guard {
-	t.Helper()
-	return newGuard(t, stores(t)[0], opts...)
-}
-
 func TestWrap(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
