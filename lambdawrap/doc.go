@@ -33,7 +33,9 @@
 //	other methods (GET, PUT, DELETE, ...)                  the handler, unguarded
 //
 // The header name is matched in any case, in single- and multi-value header maps; its value
-// may be an RFC 8941 quoted string, which is unquoted. Errors are RFC 9457 problem details
+// may be an RFC 8941 quoted string, which is unquoted. HTTP APIs and function URLs join a
+// repeated header's values with commas, so a bare key containing a comma reads as two
+// values and is refused; quote it. Errors are RFC 9457 problem details
 // (application/problem+json) whose type is one of the Problem constants.
 //
 // The key is scoped by the caller's identity when the event carries one ([TenantREST],
@@ -42,7 +44,9 @@
 //
 // # Usage
 //
-//	guard, err := idem.New(dynamo.New(ddb, "idempotency"))
+//	store, err := dynamo.New(ddb, "idempotency")
+//	...
+//	guard, err := idem.New(store)
 //	...
 //	handler, err := lambdawrap.HTTPAPI(guard, createOrder)
 //	...

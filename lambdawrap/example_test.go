@@ -12,8 +12,12 @@ import (
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/dynamo"
 	"github.com/idemkit/idem/lambdawrap"
 )
 
@@ -75,6 +79,30 @@ func Example() {
 	// 201 {"order_id":"ord-1"} replayed: true
 	// 422 application/problem+json
 	// orders created: 1
+}
+
+// In a function, the guard keeps its records in DynamoDB and the decorated handler goes to
+// lambda.Start. (This example needs AWS, so it only compiles.)
+func Example_lambdaStart() {
+	ctx := context.Background()
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		panic(err)
+	}
+	store, err := dynamo.New(dynamodb.NewFromConfig(cfg), os.Getenv("IDEMPOTENCY_TABLE"))
+	if err != nil {
+		panic(err)
+	}
+	guard, err := idem.New(store)
+	if err != nil {
+		panic(err)
+	}
+	api := &ordersAPI{}
+	handler, err := lambdawrap.HTTPAPI(guard, api.createOrder)
+	if err != nil {
+		panic(err)
+	}
+	lambda.Start(handler)
 }
 
 // Any handler can be made idempotent with a key function; a duplicate delivery gets the
