@@ -35,6 +35,7 @@ type PanicError struct {
 	Stack []byte
 }
 
+// Error describes the panic.
 func (e *PanicError) Error() string { return fmt.Sprintf("sqs: message handler panicked: %v", e.Value) }
 
 // Unwrap returns the panic value if it is an error, so errors.Is reaches it.

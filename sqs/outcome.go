@@ -33,38 +33,39 @@ type Reason string
 
 // The reasons of a failed [Outcome].
 const (
-	// ReasonHandler: the handler returned an error (the key was released, so a redelivery
-	// runs it again), a write it attached to the completion failed its condition
+	// ReasonHandler means the handler returned an error (the key was released, so a
+	// redelivery runs it again), a write it attached to the completion failed its condition
 	// (idem.ErrConditionFailed), or, with idem.WithRememberFailures, an earlier run failed
 	// permanently (idem.ErrFailed), which sends the message on to the dead-letter queue.
 	ReasonHandler Reason = "handler"
-	// ReasonPanic: the handler panicked; the error is a [*PanicError].
+	// ReasonPanic means the handler panicked; the error is a [*PanicError].
 	ReasonPanic Reason = "panic"
-	// ReasonInProgress: another invocation holds the key (idem.ErrInProgress). The
+	// ReasonInProgress means another invocation holds the key (idem.ErrInProgress). The
 	// redelivery, after the queue's visibility timeout, replays its result.
 	ReasonInProgress Reason = "in_progress"
-	// ReasonPayloadMismatch: the key was used before for a different fingerprint
+	// ReasonPayloadMismatch means the key was used before for a different fingerprint
 	// (idem.ErrPayloadMismatch). Redeliveries fail the same way, so the message ends in the
 	// dead-letter queue, where it belongs: its key collides with another message's.
 	ReasonPayloadMismatch Reason = "payload_mismatch"
-	// ReasonKey: the message's key or fingerprint could not be determined, or the key is
-	// missing or invalid (idem.ErrMissingKey, idem.ErrInvalidKey).
+	// ReasonKey means the message's key or fingerprint could not be determined, or the key
+	// is missing or invalid (idem.ErrMissingKey, idem.ErrInvalidKey).
 	ReasonKey Reason = "key"
-	// ReasonLeaseLost: the handler ran, but its lease had ended and another invocation took
-	// the key over before the completion (idem.ErrLeaseLost). The redelivery replays the
-	// other invocation's result.
+	// ReasonLeaseLost means the handler ran, but its lease had ended and another invocation
+	// took the key over before the completion (idem.ErrLeaseLost). The redelivery replays
+	// the other invocation's result.
 	ReasonLeaseLost Reason = "lease_lost"
-	// ReasonStore: the idempotency store failed (idem.ErrStore) or holds a record this
-	// version cannot read (idem.ErrIncompatibleRecord). The handler did not run, unless the
-	// guard fails open.
+	// ReasonStore means the idempotency store failed (idem.ErrStore) or holds a record this
+	// version cannot read (idem.ErrIncompatibleRecord). If the claim failed, the handler did
+	// not run (unless the guard fails open); if the completion failed, it ran, its attached
+	// writes did not commit, and a redelivery after the lease ends runs it again.
 	ReasonStore Reason = "store"
-	// ReasonNotStarted: the message was not started because the deadline was near or the
-	// context had ended ([ErrNotStarted]).
+	// ReasonNotStarted means the message was not started because the deadline was near or
+	// the context had ended ([ErrNotStarted]).
 	ReasonNotStarted Reason = "not_started"
-	// ReasonGroupStopped: a FIFO message was not started because an earlier message of its
-	// group failed ([ErrGroupStopped]); reporting it keeps the group in order.
+	// ReasonGroupStopped means a FIFO message was not started because an earlier message of
+	// its group failed ([ErrGroupStopped]); reporting it keeps the group in order.
 	ReasonGroupStopped Reason = "group_stopped"
-	// ReasonDuplicateFailed: an earlier message of the batch with the same key and
+	// ReasonDuplicateFailed means an earlier message of the batch with the same key and
 	// fingerprint failed, and this one shares its failure ([ErrDuplicateFailed]) so that
 	// SQS delivers it again along with the original.
 	ReasonDuplicateFailed Reason = "duplicate_failed"
