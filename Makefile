@@ -24,7 +24,9 @@ FUZZ_TARGETS ?= $(shell git grep --untracked -E '^func Fuzz' -- '*_test.go' | \
 	sed -E 's|^(([^:]*)/)?[^/:]*:func (Fuzz[A-Za-z0-9_]*).*|./\2:\3|; s|^\./:|.:|')
 FUZZTIME ?= 5s
 
-.PHONY: deps test lint vet fuzz bench build run clean
+.PHONY: deps test lint vet fuzz bench build run clean shellcheck \
+	build-ExampleAPIFunction build-ExampleSQSFunction \
+	localstack-up localstack-deploy localstack-smoke localstack-logs localstack-down
 
 deps: $(DDBLOCAL_STAMP) $(STATICCHECK)
 
@@ -41,7 +43,7 @@ test: deps lint
 	go test -race -count=1 ./...
 	$(MAKE) fuzz
 
-lint: vet $(STATICCHECK)
+lint: vet $(STATICCHECK) shellcheck
 	$(STATICCHECK) ./...
 
 vet:
@@ -59,12 +61,68 @@ fuzz:
 bench: $(DDBLOCAL_STAMP)
 	go test -run='^$$' -bench=. -benchmem ./...
 
+# The Lambda functions, as `bootstrap` binaries for the provided.al2023 runtime on arm64:
+# static (no cgo), without the RPC shim the go1.x runtime needed (lambda.norpc), stripped.
+LAMBDA_FUNCTIONS := example-api example-sqs
+LAMBDA_BUILD := CGO_ENABLED=0 GOOS=linux GOARCH=arm64 go build -tags lambda.norpc -trimpath -ldflags='-s -w'
+
 build:
 	go build ./...
+	@for fn in $(LAMBDA_FUNCTIONS); do \
+		echo "build/$$fn/bootstrap (linux/arm64)"; \
+		$(LAMBDA_BUILD) -o "build/$$fn/bootstrap" "./cmd/$$fn"; \
+	done
+	@ls -l build/*/bootstrap
 
-run:
-	@echo "make run: not yet: the example functions do not exist yet" >&2; exit 1
+# DynamoDB Local with the tables of infra/template.yaml, and example-api on localhost:$(PORT);
+# Ctrl-C stops both. DYNAMODB_ENDPOINT names a running DynamoDB to use instead.
+PORT ?= 3000
+run: $(DDBLOCAL_STAMP)
+	go build -o $(BIN)/example-api ./cmd/example-api
+	go build -o $(BIN)/devserver ./internal/cmd/devserver
+	PORT=$(PORT) $(BIN)/devserver -api $(BIN)/example-api
 
 clean:
 	rm -rf $(CACHE)
 	go clean -testcache
+
+# Shell scripts are checked with shellcheck, installed with apt-get (as root, or through
+# passwordless sudo) when missing.
+SHELL_SCRIPTS = $(shell git ls-files --cached --others --exclude-standard '*.sh')
+shellcheck:
+	@if ! command -v shellcheck >/dev/null; then \
+		if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then sudo=""; \
+		elif command -v apt-get >/dev/null && sudo -n true 2>/dev/null; then sudo="sudo -n"; \
+		else echo "make shellcheck: shellcheck is not installed, and apt-get as root is not available to install it: install the shellcheck package" >&2; exit 1; fi; \
+		echo "make shellcheck: installing shellcheck with apt-get"; \
+		$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq shellcheck >/dev/null \
+			|| { echo "make shellcheck: apt-get could not install shellcheck" >&2; exit 1; }; \
+	fi
+	shellcheck -x $(SHELL_SCRIPTS)
+
+# `sam build` (BuildMethod: makefile in infra/template.yaml) calls build-<LogicalId> with
+# ARTIFACTS_DIR set.
+build-ExampleAPIFunction:
+	$(LAMBDA_BUILD) -o "$(ARTIFACTS_DIR)/bootstrap" ./cmd/example-api
+
+build-ExampleSQSFunction:
+	$(LAMBDA_BUILD) -o "$(ARTIFACTS_DIR)/bootstrap" ./cmd/example-sqs
+
+# Deploying infra/template.yaml to LocalStack and smoke-testing it: needs Docker, the SAM CLI
+# and the AWS CLI (see localstack/README.md).
+LOCALSTACK_COMPOSE := docker compose -f localstack/compose.yaml
+
+localstack-up:
+	$(LOCALSTACK_COMPOSE) up -d --wait
+
+localstack-deploy:
+	localstack/deploy.sh
+
+localstack-smoke:
+	localstack/smoke.sh
+
+localstack-logs:
+	$(LOCALSTACK_COMPOSE) logs --tail=200 localstack
+
+localstack-down:
+	$(LOCALSTACK_COMPOSE) down --volumes

@@ -1,7 +1,10 @@
 package samtemplate
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -145,6 +148,24 @@ func TestTemplateFunctions(t *testing.T) {
 		})
 	}
 	assert.ElementsMatch(t, []string{apiFunction, sqsFunction}, tmpl.LogicalIDs(functionType))
+}
+
+// TestTemplateBuildTargets checks that `sam build` finds the Makefile target of every
+// function built with BuildMethod makefile, in the repository root (CodeUri "..").
+func TestTemplateBuildTargets(t *testing.T) {
+	t.Parallel()
+	tmpl := loadTemplate(t)
+	path, err := Find()
+	require.NoError(t, err)
+	root := filepath.Dir(filepath.Dir(path))
+	makefile, err := os.ReadFile(filepath.Join(root, "Makefile"))
+	require.NoError(t, err)
+	for _, id := range tmpl.LogicalIDs(functionType) {
+		var f struct{ CodeUri string }
+		require.NoError(t, tmpl.DecodeProperties(id, functionType, &f))
+		assert.Equal(t, "..", f.CodeUri, id)
+		assert.Regexp(t, regexp.MustCompile(`(?m)^build-`+id+`:`), string(makefile), id)
+	}
 }
 
 func TestTemplateHTTPRoutes(t *testing.T) {
@@ -312,6 +333,8 @@ func TestTemplateOutputs(t *testing.T) {
 		"OrdersTableName":      ordersTable,
 		"LedgerTableName":      ledgerTable,
 		"APIID":                "OrdersAPI",
+		"APIFunctionName":      apiFunction,
+		"SQSFunctionName":      sqsFunction,
 	}
 	for name, id := range refs {
 		out, ok := tmpl.Outputs[name]
