@@ -195,6 +195,14 @@ response, byte for byte, with "Idempotent-Replayed: true", and creates nothing.
   %s
   %s
 
-Then GET /orders/<id from the response>. Ctrl-C stops everything.
-`, endpoint, tables["IdempotencyTable"], tables["OrdersTable"], tables["LedgerTable"], samtemplate.RelPath, base, curl, curl)
+Then GET /orders/<id from the response>. In another terminal, the SQS example against the
+same DynamoDB Local; it prints the batch response (one invalid message fails):
+
+  AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local \
+  AWS_ENDPOINT_URL_DYNAMODB=%s IDEMPOTENCY_TABLE=%s LEDGER_TABLE=%s \
+  go run ./cmd/example-sqs cmd/example-sqs/testdata/sqs-credits-with-duplicates.json
+
+Ctrl-C stops everything.
+`, endpoint, tables["IdempotencyTable"], tables["OrdersTable"], tables["LedgerTable"], samtemplate.RelPath,
+		base, curl, curl, endpoint, tables["IdempotencyTable"], tables["LedgerTable"])
 }
