@@ -3,6 +3,7 @@ package idem
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 )
 
@@ -35,27 +36,33 @@ type ClaimResult struct {
 // Use: [Guard.Claim] the requests, call [DoClaimed] for each one to run (concurrently if
 // you like, at most once per index), then call [Batch.Settle] once all have returned.
 // Outcomes are recorded at Settle, so keep batches short-lived: until then, other callers
-// see their keys in progress. A handler that attaches writes ([Attach]) completes at once,
-// in its own transaction. Requests claimed but never run are released by Settle.
+// see their keys in progress, and if the process dies first the finished work is not
+// recorded. Settle may therefore also be called earlier, and more than once, for example
+// when the Lambda deadline nears while handlers still run: each call records what has
+// finished since the last. A handler that attaches writes ([Attach]) completes at once, in
+// its own transaction. Requests claimed but not started when Settle runs are released, and
+// a later DoClaimed for them returns [ErrSettled] without running.
 //
 // On a store without batch support a Batch claims lazily: DoClaimed behaves exactly as
 // [Do] and Settle has nothing to do.
 type Batch struct {
 	g     *Guard
+	mu    sync.Mutex // guards the items' ran, pending, released and settleErr
 	items []batchItem
 }
 
 type batchItem struct {
-	req     Request
-	key, fp string
-	now     time.Time
-	err     error   // key or claim error
-	rec     *Record // ours when claimed; else the live record found
-	claimed bool
-	lazy    bool        // no batch claim was made: DoClaimed runs Do
-	pending *settlement // outcome waiting for Settle
-	ran     bool
-	final   error // error from Settle's recording of the outcome
+	req       Request
+	key, fp   string
+	now       time.Time
+	err       error   // key or claim error
+	rec       *Record // ours when claimed; else the live record found
+	claimed   bool
+	lazy      bool        // no batch claim was made: DoClaimed runs Do
+	pending   *settlement // outcome waiting for Settle
+	ran       bool
+	released  bool  // settled before it started: its claim was released
+	settleErr error // error of recording its outcome
 }
 
 // Claim claims the keys of reqs, as [Do] would before running a handler. Two requests with
@@ -98,10 +105,9 @@ func (g *Guard) Claim(ctx context.Context, reqs []Request) *Batch {
 	}
 	results := bs.ClaimMany(ctx, recs, now)
 	if len(results) != len(recs) {
-		err := errors.New("idem: ClaimMany returned a result count unlike its input")
 		results = make([]ClaimResult, len(recs))
 		for j := range results {
-			results[j].Err = err
+			results[j].Err = errCount
 		}
 	}
 	for j, res := range results {
@@ -124,7 +130,13 @@ func DoClaimed[T any](ctx context.Context, b *Batch, i int, fn func(context.Cont
 	if it.lazy {
 		return Do(ctx, g, it.req, fn)
 	}
+	b.mu.Lock()
+	released := it.released
 	it.ran = true
+	b.mu.Unlock()
+	if released {
+		return result, false, ErrSettled
+	}
 	run := func(ctx context.Context) (any, error) {
 		v, err := fn(ctx)
 		result = v
@@ -155,68 +167,91 @@ func DoClaimed[T any](ctx context.Context, b *Batch, i int, fn func(context.Cont
 	if len(s.attached) > 0 {
 		return result, false, g.settle(ctx, s) // transactional: cannot join a batch
 	}
+	b.mu.Lock()
 	it.pending = &s
+	b.mu.Unlock()
 	return result, false, s.runErr
 }
 
-// Settle records the outcomes DoClaimed left pending, in as few round trips as the store
-// allows, releases claimed requests that never ran, and returns, per request, the error of
-// recording its outcome: nil when there was nothing to record or it was recorded, else for
-// example [ErrLeaseLost] or an error wrapping [ErrStore]. A request whose DoClaimed
-// succeeded but whose Settle error is non-nil did not durably complete: treat it as failed.
-// Call Settle once, after every DoClaimed has returned.
+// Settle records the outcomes DoClaimed left pending since the last Settle, in as few
+// round trips as the store allows, and releases claimed requests that have not started.
+// It returns, per request, the error of recording its outcome so far: nil when there was
+// nothing to record or it was recorded, else for example [ErrLeaseLost] or an error
+// wrapping [ErrStore]. A request whose DoClaimed succeeded but whose Settle error is
+// non-nil did not durably complete: treat it as failed. Settle is safe for concurrent use
+// with DoClaimed; call it at least once after every DoClaimed has returned.
 func (b *Batch) Settle(ctx context.Context) []error {
-	errs := make([]error, len(b.items))
-	bs, ok := b.g.store.(BatchStore)
-	if !ok {
-		return errs
-	}
 	g := b.g
+	bs, ok := g.store.(BatchStore)
+	if !ok {
+		return make([]error, len(b.items))
+	}
 	var (
-		done        []*Record
-		doneIdx     []int
-		keys, toks  []string
-		relSettle   []*settlement
-		releaseNone = errors.New("idem: claimed but not run")
+		done       []*settlement
+		doneIdx    []int
+		keys, toks []string
+		released   []*settlement
+		notRun     = errors.New("idem: claimed but not run")
 	)
-
+	b.mu.Lock()
 	for i := range b.items {
 		it := &b.items[i]
 		switch {
-		case it.claimed && !it.ran:
+		case !it.claimed || it.released:
+		case !it.ran:
+			it.released = true
 			keys, toks = append(keys, it.key), append(toks, it.rec.LeaseToken)
-			relSettle = append(relSettle, &settlement{l: &lease{g: g, key: it.key, token: it.rec.LeaseToken}, start: g.now(), runErr: releaseNone})
-		case it.pending == nil:
+			released = append(released, &settlement{l: &lease{g: g, key: it.key, token: it.rec.LeaseToken}, start: g.now(), runErr: notRun})
+		case it.pending == nil: // running, or settled
 		case it.pending.done == nil:
 			keys, toks = append(keys, it.key), append(toks, it.rec.LeaseToken)
-			relSettle = append(relSettle, it.pending)
+			released = append(released, it.pending)
+			it.pending = nil
 		default:
-			done, doneIdx = append(done, it.pending.done), append(doneIdx, i)
+			done, doneIdx = append(done, it.pending), append(doneIdx, i)
+			it.pending = nil
 		}
 	}
+	b.mu.Unlock()
+
 	cctx, cancel := detached(ctx)
 	defer cancel()
 	if len(done) > 0 {
-		results := bs.CompleteMany(cctx, done)
-		for j, i := range doneIdx {
-			var err error = errors.New("idem: CompleteMany returned a result count unlike its input")
-			if len(results) == len(done) {
+		recs := make([]*Record, len(done))
+		for j, s := range done {
+			recs[j] = s.done
+		}
+		results := bs.CompleteMany(cctx, recs)
+		for j, s := range done {
+			var err error = errCount
+			if len(results) == len(recs) {
 				err = results[j]
 			}
-			s := *b.items[i].pending
-			s.runErr = nil // DoClaimed already returned a remembered failure's error
-			errs[i] = g.completed(ctx, s, err)
+			st := *s
+			st.runErr = nil // DoClaimed already returned a remembered failure's error
+			err = g.completed(ctx, st, err)
+			b.mu.Lock()
+			b.items[doneIdx[j]].settleErr = err
+			b.mu.Unlock()
 		}
 	}
 	if len(keys) > 0 {
 		results := bs.ReleaseMany(cctx, keys, toks)
-		for j, s := range relSettle {
-			var err error = errors.New("idem: ReleaseMany returned a result count unlike its input")
+		for j, s := range released {
+			var err error = errCount
 			if len(results) == len(keys) {
 				err = results[j]
 			}
 			g.released(ctx, s.l, s.start, s.runErr, err)
 		}
 	}
+	errs := make([]error, len(b.items))
+	b.mu.Lock()
+	for i := range b.items {
+		errs[i] = b.items[i].settleErr
+	}
+	b.mu.Unlock()
 	return errs
 }
+
+var errCount = errors.New("idem: batch store returned a result count unlike its input")

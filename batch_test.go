@@ -184,3 +184,49 @@ func TestBatchWithoutBatchStore(t *testing.T) {
 	}
 	assert.Equal(t, map[string]int{"claim": 4, "complete": 4}, s.calls)
 }
+
+func TestBatchSettleEarly(t *testing.T) {
+	t.Parallel()
+	s := newCountingBatch()
+	g, err := idem.New(s)
+	require.NoError(t, err)
+	ctx := context.Background()
+	b := g.Claim(ctx, reqs("e", 3))
+	_, _, err = idem.DoClaimed(ctx, b, 0, func(context.Context) (int, error) { return 1, nil })
+	require.NoError(t, err)
+
+	// Request 1 is still running when the deadline nears and the batch settles early.
+	running, finish := make(chan struct{}), make(chan struct{})
+	result := make(chan error, 1)
+	go func() {
+		_, _, err := idem.DoClaimed(ctx, b, 1, func(context.Context) (int, error) {
+			close(running)
+			<-finish
+			return 2, nil
+		})
+		result <- err
+	}()
+	<-running
+	for _, err := range b.Settle(ctx) {
+		require.NoError(t, err)
+	}
+	_, replayed, err := idem.Do(ctx, g, idem.Request{Key: "e0"}, func(context.Context) (int, error) { return 0, nil })
+	require.NoError(t, err)
+	assert.True(t, replayed, "finished work is recorded by the early settle")
+
+	_, _, err = idem.DoClaimed(ctx, b, 2, func(context.Context) (int, error) { t.Error("ran"); return 0, nil })
+	require.ErrorIs(t, err, idem.ErrSettled, "not started before the settle: released")
+
+	close(finish)
+	require.NoError(t, <-result)
+	for _, err := range b.Settle(ctx) {
+		require.NoError(t, err)
+	}
+	v, replayed, err := idem.Do(ctx, g, idem.Request{Key: "e1"}, func(context.Context) (int, error) { return 0, nil })
+	require.NoError(t, err)
+	assert.True(t, replayed)
+	assert.Equal(t, 2, v)
+	_, replayed, err = idem.Do(ctx, g, idem.Request{Key: "e2"}, func(context.Context) (int, error) { return 3, nil })
+	require.NoError(t, err)
+	assert.False(t, replayed, "the released key runs on redelivery")
+}

@@ -38,6 +38,14 @@ var (
 	// ErrConditionFailed means a write attached to the completion (see [Attach]) failed its
 	// condition: neither it nor the completion committed, and the key was released.
 	ErrConditionFailed = errors.New("idem: attached write condition failed")
+	// ErrDoNotStore, returned by a guarded handler (possibly wrapped), releases the key
+	// without storing anything, whatever [WithRememberFailures] says, and [Do] returns the
+	// handler's result and error as they are. HTTP wrappers use it for responses that must
+	// not be replayed, such as a 503.
+	ErrDoNotStore = errors.New("idem: do not store this outcome")
+	// ErrSettled means [DoClaimed] was called for a request whose [Batch] was settled
+	// before it started: its claim was released and the handler did not run.
+	ErrSettled = errors.New("idem: batch settled before the request started")
 	// ErrNoLease means [Attach] or [Checkpoint] was called outside a guarded handler.
 	ErrNoLease = errors.New("idem: no lease in context: call from inside a guarded handler")
 	// ErrTooLarge is returned by a [Store] when a record exceeds its item size limit. The

@@ -3,6 +3,7 @@ package idem_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -376,4 +377,33 @@ func TestMemStoreRejectsForeignAttachment(t *testing.T) {
 	})
 	require.ErrorIs(t, err, idem.ErrStore, "an attachment the store cannot write fails the completion")
 	assert.Equal(t, int32(1), calls.Load())
+}
+
+func TestDoNotStoreBeatsRememberFailures(t *testing.T) {
+	t.Parallel()
+	g, err := idem.New(idem.NewMemStore(), idem.WithRememberFailures(func(error) bool { return true }))
+	require.NoError(t, err)
+	runs := 0
+	fn := func(context.Context) (int, error) {
+		runs++
+		return 503, fmt.Errorf("upstream down: %w", idem.ErrDoNotStore)
+	}
+	for range 2 {
+		v, _, err := idem.Do(context.Background(), g, idem.Request{Key: "k"}, fn)
+		require.ErrorIs(t, err, idem.ErrDoNotStore)
+		assert.Equal(t, 503, v, "the handler's result comes back as is")
+	}
+	assert.Equal(t, 2, runs, "released, never remembered")
+}
+
+func TestInProgressWithoutLeaseEndHoldsKey(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
+	s := idem.NewMemStore()
+	g, err := idem.New(s, idem.WithClock(func() time.Time { return now }))
+	require.NoError(t, err)
+	sk, _ := g.StoredKey(idem.Request{Key: "k"})
+	s.Put(idem.Record{Key: sk, Status: idem.StatusInProgress, Expires: now.Add(time.Hour), LeaseToken: "x"})
+	_, _, err = idem.Do(context.Background(), g, idem.Request{Key: "k"}, func(context.Context) (int, error) { return 1, nil })
+	require.ErrorIs(t, err, idem.ErrInProgress, "as the DynamoDB claim condition does")
 }

@@ -47,7 +47,7 @@ func (g *Guard) runHandler(ctx context.Context, rec *Record, run func(context.Co
 
 	s := settlement{l: l, start: start, runErr: runErr}
 	if runErr != nil {
-		if g.cfg.rememberFail != nil && g.cfg.rememberFail(runErr) {
+		if g.cfg.rememberFail != nil && !errors.Is(runErr, ErrDoNotStore) && g.cfg.rememberFail(runErr) {
 			s.done = g.completedRecord(rec, StatusFailed, []byte(runErr.Error()), EncodingError)
 		}
 		return s // attached writes of a failed handler never commit

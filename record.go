@@ -68,9 +68,10 @@ func (r *Record) expired(now time.Time) bool {
 	return !r.Expires.IsZero() && !now.Before(r.Expires)
 }
 
-// leaseExpired reports whether an in-progress record's lease has ended at now.
+// leaseExpired reports whether an in-progress record's lease has ended at now. A record
+// without a lease end (as other writers may leave) holds its key until it expires.
 func (r *Record) leaseExpired(now time.Time) bool {
-	return r.Status == StatusInProgress && !now.Before(r.LeaseExpires)
+	return r.Status == StatusInProgress && !r.LeaseExpires.IsZero() && !now.Before(r.LeaseExpires)
 }
 
 // live reports whether the record holds its key at now: it exists, has not expired, and is

@@ -3,6 +3,7 @@ package lambdawrap
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -13,8 +14,9 @@ import (
 // ErrNotCacheable is the error a guarded HTTP handler's response presents to the guard when
 // [WithCacheable] refuses to store it (by default 5xx, 409 and 429), so the guard releases
 // the key and the next retry runs the handler again. The client still gets the response.
-// A guard built with [idem.WithRememberFailures] should not call it permanent.
-var ErrNotCacheable = errors.New("lambdawrap: response not cacheable")
+// It wraps [idem.ErrDoNotStore], so even a guard built with [idem.WithRememberFailures]
+// never stores such a response.
+var ErrNotCacheable = fmt.Errorf("lambdawrap: response not cacheable: %w", idem.ErrDoNotStore)
 
 // httpRequest is what the guard reads from an event of any of the four shapes.
 type httpRequest struct {
