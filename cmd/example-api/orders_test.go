@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -138,4 +140,28 @@ func TestRoutes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzParseOrder feeds arbitrary bodies to the order parser: it never panics, and what it
+// accepts is within the limits.
+func FuzzParseOrder(f *testing.F) {
+	for _, name := range []string{"apigw-v2-post-order.json", "apigw-v2-post-order-invalid.json"} {
+		data, err := os.ReadFile(filepath.Join("testdata", name))
+		require.NoError(f, err)
+		var ev events.APIGatewayV2HTTPRequest
+		require.NoError(f, json.Unmarshal(data, &ev))
+		f.Add(ev.Body, false)
+	}
+	f.Add(`{"sku":"A","quantity":1,"amount_cents":1} `, false)
+	f.Add(base64.StdEncoding.EncodeToString([]byte(`{"sku":"A","quantity":1,"amount_cents":1}`)), true)
+	f.Fuzz(func(t *testing.T, body string, isBase64 bool) {
+		in, err := parseOrder(events.APIGatewayV2HTTPRequest{Body: body, IsBase64Encoded: isBase64})
+		if err != nil {
+			return
+		}
+		assert.NotEmpty(t, *in.SKU)
+		assert.LessOrEqual(t, len(*in.SKU), maxSKULength)
+		assert.True(t, *in.Quantity >= 1 && *in.Quantity <= maxQuantity)
+		assert.True(t, *in.AmountCents >= 1 && *in.AmountCents <= maxAmount)
+	})
 }

@@ -1,9 +1,14 @@
 package main
 
 import (
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestParseCredit(t *testing.T) {
@@ -39,4 +44,26 @@ func TestParseCredit(t *testing.T) {
 			assert.Equal(t, tc.want, got)
 		})
 	}
+}
+
+// FuzzParseCredit feeds arbitrary bodies to the credit parser: it never panics, and what it
+// accepts is within the limits.
+func FuzzParseCredit(f *testing.F) {
+	data, err := os.ReadFile(filepath.Join("testdata", "sqs-credits-with-duplicates.json"))
+	require.NoError(f, err)
+	var ev events.SQSEvent
+	require.NoError(f, json.Unmarshal(data, &ev))
+	for _, m := range ev.Records {
+		f.Add(m.Body)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		c, err := parseCredit(body)
+		if err != nil {
+			assert.ErrorIs(t, err, errInvalidCredit)
+			return
+		}
+		assert.NotEmpty(t, c.AccountID)
+		assert.LessOrEqual(t, len(c.AccountID), maxAccountIDLength)
+		assert.True(t, c.AmountCents >= 1 && c.AmountCents <= maxAmount)
+	})
 }
