@@ -193,6 +193,13 @@ func (g *Guard) claimed(ctx context.Context, rec *Record, now time.Time, prev *R
 	if prev == nil {
 		return nil, false, storeErr("claim", errors.New("store reported a conflict without the record"))
 	}
+	if prev.Status == StatusInProgress && prev.LeaseToken == rec.LeaseToken {
+		// Our own claim: it took effect, its response was lost, and a retry (the SDK's
+		// retryer resends a request whose connection broke) met the record it wrote. The
+		// token is fresh for every claim, so no one else holds it: we own the lease.
+		g.fire(ctx, g.cfg.hooks.OnClaimed, now, Event{Key: key})
+		return rec, true, nil
+	}
 	return prev, false, nil
 }
 
