@@ -1,0 +1,5 @@
+package reliability_test
+
+const envCrashChild = "IDEM_RELIABILITY_CRASH_CHILD"
+
+func crashChild() int { return 0 }
