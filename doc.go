@@ -30,6 +30,10 @@
 //	order, replayed, err := idem.Do(ctx, guard, idem.Request{Key: key, Fingerprint: body},
 //		func(ctx context.Context) (Order, error) { return createOrder(ctx, body) })
 //
+// Batch consumers (SQS) claim all their requests at once with [Guard.Claim], run each with
+// [DoClaimed] and record every outcome with [Batch.Settle]: on a store that implements
+// [BatchStore], a batch of new keys costs two round trips in all.
+//
 // Handlers can record progress with [Checkpoint] and read it after a takeover with
 // [LastCheckpoint], and attach their own store writes to the completion with [Attach] so the
 // business effect and the record commit together or not at all.
