@@ -83,7 +83,7 @@ func ptr(s string) *string { return &s }
 // Client is a [dynamo.API] that passes calls to the wrapped client unless a fault is armed
 // for their step. It is safe for concurrent use.
 type Client struct {
-	api dynamo.API
+	api api
 
 	mu       sync.Mutex
 	armed    map[Step]*arming
@@ -98,8 +98,15 @@ type arming struct {
 
 var _ dynamo.API = (*Client)(nil)
 
-// New wraps api.
-func New(api dynamo.API) *Client {
+// api is what Client wraps: [dynamo.API], whose batched path is being added, plus
+// BatchExecuteStatement, so that Client serves the store either way.
+type api interface {
+	dynamo.API
+	BatchExecuteStatement(ctx context.Context, params *dynamodb.BatchExecuteStatementInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchExecuteStatementOutput, error)
+}
+
+// New wraps a DynamoDB client (a *dynamodb.Client, or another wrapper).
+func New(api api) *Client {
 	return &Client{api: api, armed: map[Step]*arming{}, injected: map[Step]int{}, calls: map[Step]int{}}
 }
 
@@ -193,6 +200,33 @@ func (c *Client) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWr
 	return call(c, ctx, Complete, "TransactWriteItems", func(ctx context.Context) (*dynamodb.TransactWriteItemsOutput, error) {
 		return c.api.TransactWriteItems(ctx, in, optFns...)
 	})
+}
+
+// BatchExecuteStatement implements [dynamo.API]: the batch methods of the store. The step
+// is that of the first statement's verb: INSERT a claim, SELECT a get, UPDATE a
+// completion, DELETE a release.
+func (c *Client) BatchExecuteStatement(ctx context.Context, in *dynamodb.BatchExecuteStatementInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchExecuteStatementOutput, error) {
+	return call(c, ctx, BatchStep(in), "BatchExecuteStatement", func(ctx context.Context) (*dynamodb.BatchExecuteStatementOutput, error) {
+		return c.api.BatchExecuteStatement(ctx, in, optFns...)
+	})
+}
+
+// BatchStep tells which step a BatchExecuteStatement belongs to from its first statement.
+func BatchStep(in *dynamodb.BatchExecuteStatementInput) Step {
+	if len(in.Statements) == 0 || in.Statements[0].Statement == nil {
+		return Get
+	}
+	verb, _, _ := strings.Cut(*in.Statements[0].Statement, " ")
+	switch verb {
+	case "INSERT":
+		return Claim
+	case "UPDATE":
+		return Complete
+	case "DELETE":
+		return Release
+	default:
+		return Get
+	}
 }
 
 // UpdateStep tells which step an UpdateItem belongs to from the first placeholder its

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -88,7 +89,7 @@ func TestFaultsAtEachStep(t *testing.T) {
 	}
 }
 
-func runFaultCase(t *testing.T, raw dynamo.API, table, effects string, tc faultCase, f ddbfault.Fault) {
+func runFaultCase(t *testing.T, raw *dynamodb.Client, table, effects string, tc faultCase, f ddbfault.Fault) {
 	client := ddbfault.New(raw)
 	store := newStore(t, client, table)
 	clock := storetest.NewClock()

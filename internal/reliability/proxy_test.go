@@ -1,0 +1,149 @@
+package reliability_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/dynamo"
+	"github.com/idemkit/idem/internal/ddbfault"
+	"github.com/idemkit/idem/internal/ddblocal"
+)
+
+// newProxy starts a proxy in front of the test binary's DynamoDB Local and returns it
+// with an SDK client (default retryer: 3 attempts) that goes through it.
+func newProxy(t *testing.T) (*ddbfault.Proxy, *dynamodb.Client) {
+	t.Helper()
+	endpoint := ddblocal.Endpoint(t)
+	p, err := ddbfault.NewProxy(strings.TrimPrefix(endpoint, "http://"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	return p, ddblocal.NewClient(p.URL())
+}
+
+// TestProxyFaultsUseSDKRetries breaks connections between the SDK and DynamoDB Local, so
+// that the SDK's standard retryer resends requests, some of which already took effect.
+func TestProxyFaultsUseSDKRetries(t *testing.T) {
+	t.Parallel()
+	raw := ddblocal.Client(t)
+	table := ddblocal.NewTable(t, raw)
+	effects := counterTable(t, raw)
+
+	tests := []struct {
+		name    string
+		rules   []ddbfault.Rule
+		failing bool   // the handler fails on its first run
+		attach  bool   // the handler attaches its business write
+		first   string // outcome of the first call
+		runs    int    // handler runs after the first call
+	}{
+		// The resent PutItem meets the record its first attempt wrote, with our token.
+		{name: "claim response cut", rules: []ddbfault.Rule{{Op: "PutItem", Action: ddbfault.Cut, Times: 1}}, first: result, runs: 1},
+		{name: "claim dropped twice", rules: []ddbfault.Rule{{Op: "PutItem", Action: ddbfault.Drop, Times: 2}}, first: result, runs: 1},
+		{name: "claim dropped always", rules: []ddbfault.Rule{{Op: "PutItem", Action: ddbfault.Drop, Times: -1}}, first: storeError, runs: 0},
+		// The resent completion is conditional on the token, which the completed record
+		// keeps: it applies again, with the same values.
+		{name: "completion response cut", rules: []ddbfault.Rule{{Op: "UpdateItem", Action: ddbfault.Cut, Times: 1}}, first: result, runs: 1},
+		{name: "completion dropped twice", rules: []ddbfault.Rule{{Op: "UpdateItem", Action: ddbfault.Drop, Times: 2}}, first: result, runs: 1},
+		// The resent transaction carries the SDK's ClientRequestToken, so DynamoDB does not
+		// apply the attached ADD twice.
+		{name: "transaction response cut", attach: true, rules: []ddbfault.Rule{{Op: "TransactWriteItems", Action: ddbfault.Cut, Times: 1}}, first: result, runs: 1},
+		{name: "transaction response cut twice", attach: true, rules: []ddbfault.Rule{{Op: "TransactWriteItems", Action: ddbfault.Cut, Times: 2}}, first: result, runs: 1},
+		// The resent release finds nothing to delete: the caller still gets its error.
+		{name: "release response cut", failing: true, rules: []ddbfault.Rule{{Op: "DeleteItem", Action: ddbfault.Cut, Times: 1}}, first: handlerErr, runs: 1},
+		{name: "every call cut once", attach: true, rules: []ddbfault.Rule{
+			{Op: "PutItem", Action: ddbfault.Cut, Times: 1},
+			{Op: "TransactWriteItems", Action: ddbfault.Cut, Times: 1},
+			{Op: "GetItem", Action: ddbfault.Cut, Times: 1},
+		}, first: result, runs: 1},
+		{name: "slow responses", rules: []ddbfault.Rule{{Action: ddbfault.Delay, Delay: 50 * time.Millisecond, Times: -1}}, first: result, runs: 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p, client := newProxy(t)
+			g, err := idem.New(newStore(t, client, table), idem.WithScope("proxy"))
+			require.NoError(t, err)
+			key := "proxy-" + tc.name
+			var runs atomic.Int32
+			handler := func(ctx context.Context) (string, error) {
+				if runs.Add(1) == 1 && tc.failing {
+					return "", errBoom
+				}
+				if tc.attach {
+					if err := dynamo.Attach(ctx, addOne(effects, key)); err != nil {
+						return "", err
+					}
+				}
+				return "r:" + key, nil
+			}
+			for _, r := range tc.rules {
+				p.Add(r)
+			}
+			got, _, err := idem.Do(t.Context(), g, idem.Request{Key: key}, handler)
+			assertOutcome(t, tc.first, key, got, err)
+			assert.EqualValues(t, tc.runs, runs.Load(), "runs after the first call")
+			assert.Positive(t, p.Injected(tc.rules[0].Action), "the proxy injected its fault")
+
+			p.Reset()
+			got, _, err = idem.Do(t.Context(), g, idem.Request{Key: key}, handler)
+			assertOutcome(t, result, key, got, err)
+			assert.EqualValues(t, max(tc.runs, 1)+boolInt(tc.failing), runs.Load(), "runs in all")
+			if tc.attach {
+				assert.Equal(t, 1, counter(t, raw, effects, key), "the business write landed once")
+			}
+		})
+	}
+}
+
+// TestProxyTimeoutAfterApply delays the claim's response past the caller's deadline: the
+// claim landed, the caller saw a timeout. The key stays held until the lease (the deadline
+// plus the margin) ends, and then runs once.
+func TestProxyTimeoutAfterApply(t *testing.T) {
+	t.Parallel()
+	raw := ddblocal.Client(t)
+	table := ddblocal.NewTable(t, raw)
+	p, client := newProxy(t)
+	const margin = 300 * time.Millisecond
+	g, err := idem.New(newStore(t, client, table), idem.WithScope("timeout"), idem.WithLeaseMargin(margin))
+	require.NoError(t, err)
+	var runs atomic.Int32
+	handler := func(context.Context) (string, error) { runs.Add(1); return "r:late", nil }
+
+	p.Add(ddbfault.Rule{Op: "PutItem", Action: ddbfault.Delay, Delay: 400 * time.Millisecond, Times: 1})
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	_, _, err = idem.Do(ctx, g, idem.Request{Key: "late"}, handler)
+	cancel()
+	require.ErrorIs(t, err, idem.ErrStore)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Zero(t, runs.Load())
+
+	var got string
+	deadline := time.Now().Add(5 * time.Second)
+	for attempt := 0; ; attempt++ {
+		got, _, err = idem.Do(t.Context(), g, idem.Request{Key: "late"}, handler)
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		require.ErrorIs(t, err, idem.ErrInProgress, fmt.Sprintf("attempt %d", attempt))
+		time.Sleep(50 * time.Millisecond)
+	}
+	require.NoError(t, err)
+	assert.Equal(t, "r:late", got)
+	assert.EqualValues(t, 1, runs.Load())
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
