@@ -8,13 +8,17 @@ import (
 
 // API is the part of the DynamoDB client that [Store] calls, with the SDK's exact
 // signatures: a *dynamodb.Client satisfies it, and so does any wrapper (tracing, metrics,
-// a test fake) with the same methods.
+// a test fake) with the same methods. BatchExecuteStatement serves the batch methods
+// ([Store.ClaimMany] and the rest); it is part of API rather than an optional extension so
+// that a wrapper without it fails to compile instead of silently costing a batch consumer
+// two round trips per message.
 type API interface {
 	PutItem(ctx context.Context, params *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 	GetItem(ctx context.Context, params *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	UpdateItem(ctx context.Context, params *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 	DeleteItem(ctx context.Context, params *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
 	TransactWriteItems(ctx context.Context, params *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+	BatchExecuteStatement(ctx context.Context, params *dynamodb.BatchExecuteStatementInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchExecuteStatementOutput, error)
 }
 
 // TableAPI is the part of the DynamoDB client that [CreateTable] calls. A *dynamodb.Client

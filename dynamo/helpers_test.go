@@ -171,3 +171,8 @@ func record(key string, now time.Time, token string) *idem.Record {
 		Version:      idem.SchemaVersion,
 	}
 }
+
+func (c *countingAPI) BatchExecuteStatement(ctx context.Context, in *dynamodb.BatchExecuteStatementInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchExecuteStatementOutput, error) {
+	c.count("BatchExecuteStatement")
+	return c.API.BatchExecuteStatement(ctx, in, optFns...)
+}

@@ -24,7 +24,9 @@ const claimAttempts = 3
 //
 // Round trips: a claim is one PutItem whether it wins or meets a live record; a completion
 // is one UpdateItem, or one TransactWriteItems with attached writes; release, extend,
-// checkpoint and get are one call each.
+// checkpoint and get are one call each. Store is also an [idem.BatchStore]: see
+// [Store.ClaimMany], [Store.CompleteMany] and [Store.ReleaseMany] for many records in a
+// call.
 type Store struct {
 	client API
 	table  string
@@ -194,31 +196,15 @@ func (s *Store) completion(rec *idem.Record) (*types.Update, error) {
 	remove := []string{phLease}
 	// Optional attributes are set when present and removed when not, so the item ends up
 	// holding exactly rec (and the checkpoint), whatever the claim wrote.
-	optional := func(ph, value string, v types.AttributeValue) {
-		if v == nil {
-			remove = append(remove, ph)
-			return
+	for _, o := range optionalValues(rec) {
+		if o.v == nil {
+			remove = append(remove, o.ph)
+			continue
 		}
-		set = append(set, ph+" = "+value)
-		values[value] = v
+		value := ":" + strings.TrimPrefix(o.ph, "#")
+		set = append(set, o.ph+" = "+value)
+		values[value] = o.v
 	}
-	var exp, enc, data, fp types.AttributeValue
-	if !rec.Expires.IsZero() {
-		exp = encodeEpoch(rec.Expires, expirationUnit)
-	}
-	if rec.Encoding != "" {
-		enc = &types.AttributeValueMemberS{Value: rec.Encoding}
-	}
-	if rec.Data != nil {
-		data = encodeData(rec.Data, rec.Encoding)
-	}
-	if rec.Fingerprint != "" {
-		fp = &types.AttributeValueMemberS{Value: rec.Fingerprint}
-	}
-	optional(phExpiration, ":exp", exp)
-	optional(phEncoding, ":enc", enc)
-	optional(phData, ":data", data)
-	optional(phValidation, ":fp", fp)
 	return &types.Update{
 		TableName:           aws.String(s.table),
 		Key:                 s.key(rec.Key),
@@ -228,6 +214,33 @@ func (s *Store) completion(rec *idem.Record) (*types.Update, error) {
 			phEncoding, phData, phValidation, phToken),
 		ExpressionAttributeValues: values,
 	}, nil
+}
+
+// optionalValue is an optional attribute of a completed record, by placeholder, and its
+// value; nil when the record has none.
+type optionalValue struct {
+	ph string
+	v  types.AttributeValue
+}
+
+// optionalValues returns rec's optional attributes. A completion sets those present and
+// removes the others, so the item ends up holding exactly rec (and the checkpoint),
+// whatever the claim wrote.
+func optionalValues(rec *idem.Record) [4]optionalValue {
+	o := [4]optionalValue{{ph: phExpiration}, {ph: phEncoding}, {ph: phData}, {ph: phValidation}}
+	if !rec.Expires.IsZero() {
+		o[0].v = encodeEpoch(rec.Expires, expirationUnit)
+	}
+	if rec.Encoding != "" {
+		o[1].v = &types.AttributeValueMemberS{Value: rec.Encoding}
+	}
+	if rec.Data != nil {
+		o[2].v = encodeData(rec.Data, rec.Encoding)
+	}
+	if rec.Fingerprint != "" {
+		o[3].v = &types.AttributeValueMemberS{Value: rec.Fingerprint}
+	}
+	return o
 }
 
 // Release implements [idem.Store] with one DeleteItem conditional on the lease token.

@@ -2,6 +2,7 @@ package dynamo_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -12,8 +13,15 @@ import (
 	"github.com/idemkit/idem/internal/storetest"
 )
 
-// TestBehaviour runs the shared state-machine suite against DynamoDB Local.
+// TestBehaviour runs the shared state-machine suite against DynamoDB Local, through Do
+// and through one-request batches (the store's PartiQL batch methods).
 func TestBehaviour(t *testing.T) {
+	for _, batch := range []bool{false, true} {
+		t.Run(fmt.Sprintf("batch=%t", batch), func(t *testing.T) { runBehaviour(t, batch) })
+	}
+}
+
+func runBehaviour(t *testing.T, batch bool) {
 	var (
 		mu   sync.Mutex
 		envs = map[idem.Store]*env{}
@@ -37,5 +45,6 @@ func TestBehaviour(t *testing.T) {
 			}
 			return add, func() int { return l.balance(t, "acct") }
 		},
+		Batch: batch,
 	})
 }

@@ -130,3 +130,8 @@ func (c *countingAPI) TransactWriteItems(ctx context.Context, in *dynamodb.Trans
 	c.count("TransactWriteItems")
 	return c.API.TransactWriteItems(ctx, in, optFns...)
 }
+
+func (c *countingAPI) BatchExecuteStatement(ctx context.Context, in *dynamodb.BatchExecuteStatementInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchExecuteStatementOutput, error) {
+	c.count("BatchExecuteStatement")
+	return c.API.BatchExecuteStatement(ctx, in, optFns...)
+}

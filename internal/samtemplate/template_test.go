@@ -232,11 +232,19 @@ func TestTemplateQueue(t *testing.T) {
 // in a transaction is authorised as its underlying action (the completion is an Update, so
 // UpdateItem), see
 // https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis-iam.html.
-func storeActions() []string {
+// Nor is BatchExecuteStatement: each PartiQL statement is authorised as its own action, and
+// only a batch consumer (the SQS function) makes them, so batch adds them.
+func storeActions(batch bool) []string {
 	api := reflect.TypeFor[dynamo.API]()
 	var actions []string
 	for i := range api.NumMethod() {
-		if name := api.Method(i).Name; name != "TransactWriteItems" {
+		switch name := api.Method(i).Name; name {
+		case "TransactWriteItems":
+		case "BatchExecuteStatement":
+			if batch {
+				actions = append(actions, "dynamodb:PartiQLDelete", "dynamodb:PartiQLInsert", "dynamodb:PartiQLSelect", "dynamodb:PartiQLUpdate")
+			}
+		default:
 			actions = append(actions, "dynamodb:"+name)
 		}
 	}
@@ -256,12 +264,13 @@ func TestTemplateIAM(t *testing.T) {
 		want map[string][]string // table logical ID → sorted actions
 	}{
 		{name: "api", id: apiFunction, want: map[string][]string{
-			idempotencyTable: storeActions(),
+			idempotencyTable: storeActions(false),
 			// GET /orders/{id} reads; the order is written only with its idempotency record.
 			ordersTable: {"dynamodb:GetItem", "dynamodb:PutItem" + inTransaction},
 		}},
 		{name: "sqs", id: sqsFunction, want: map[string][]string{
-			idempotencyTable: storeActions(),
+			// The SQS wrapper claims and completes whole batches with PartiQL statements.
+			idempotencyTable: storeActions(true),
 			// The ADD, only ever together with the idempotency record.
 			ledgerTable: {"dynamodb:UpdateItem" + inTransaction},
 		}},

@@ -1,0 +1,323 @@
+package dynamo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/idemkit/idem"
+)
+
+// MaxBatchStatements is how many PartiQL statements one BatchExecuteStatement call may
+// carry. [Store.ClaimMany], [Store.CompleteMany] and [Store.ReleaseMany] make one call per
+// this many records.
+const MaxBatchStatements = 25
+
+// ClaimMany implements [idem.BatchStore]: it claims each record as [Store.Claim] would, in
+// as few round trips as the records allow.
+//
+// One BatchExecuteStatement call per [MaxBatchStatements] records inserts them with PartiQL
+// INSERT, which writes only where no item has the key. A key already taken costs a second
+// call, shared by all such keys: a strongly consistent PartiQL SELECT of their items. A
+// live item (see [idem.Store]) is the conflict, returned as prev. Any other outcome (an
+// expired item, an ended lease, an item that does not decode or has gone since, a statement
+// that failed for another reason such as throttling) falls back to [Store.Claim] for that
+// record alone, so takeovers and the replaced record come back exactly as from a single
+// claim. A batch of new keys thus costs one call, a batch of replays two.
+//
+// A failed call fails each of its records with an error wrapping [idem.ErrStore]. The
+// function's role needs the IAM actions dynamodb:PartiQLInsert and dynamodb:PartiQLSelect
+// on the table, besides those of [Store.Claim].
+func (s *Store) ClaimMany(ctx context.Context, recs []*idem.Record, now time.Time) []idem.ClaimResult {
+	out := make([]idem.ClaimResult, len(recs))
+	stmts := make([]types.BatchStatementRequest, len(recs))
+	for i, rec := range recs {
+		stmts[i] = s.insertStatement(rec)
+	}
+	var taken, single []int
+	for i, r := range s.execute(ctx, stmts) {
+		switch {
+		case r.callErr != nil:
+			out[i].Err = s.fail("claim", r.callErr)
+		case r.code == "":
+			out[i].Claimed = true // nothing was there, so nothing was replaced
+		case r.code == types.BatchStatementErrorCodeEnumDuplicateItem:
+			taken = append(taken, i)
+		default:
+			single = append(single, i)
+		}
+	}
+	if len(taken) > 0 {
+		stmts = stmts[:0]
+		for _, i := range taken {
+			stmts = append(stmts, s.selectStatement(recs[i].Key))
+		}
+		for j, r := range s.execute(ctx, stmts) {
+			i := taken[j]
+			if r.callErr != nil {
+				out[i].Err = s.fail("claim", r.callErr)
+				continue
+			}
+			if prev := s.liveRecord(r, now); prev != nil {
+				out[i].Prev = prev
+				continue
+			}
+			single = append(single, i)
+		}
+	}
+	for _, i := range single {
+		out[i].Prev, out[i].Claimed, out[i].Err = s.Claim(ctx, recs[i], now)
+	}
+	return out
+}
+
+// liveRecord returns the record a SELECT found if it decodes and holds its key at now, else
+// nil: the caller then claims singly, and the conditional PutItem decides. Judging a live
+// record not live therefore costs a round trip, never a wrong answer; the test below is the
+// negation of claimCondition, with the same rounding (see encodeEpoch).
+func (s *Store) liveRecord(r stmtResult, now time.Time) *idem.Record {
+	if r.code != "" || len(r.item) == 0 {
+		return nil
+	}
+	rec, err := s.decodeRecord(r.item)
+	if err != nil {
+		return nil // a single claim reports it, or takes over an expired one
+	}
+	if !rec.Expires.IsZero() && !now.Before(rec.Expires) {
+		return nil
+	}
+	if rec.Status == idem.StatusInProgress && !rec.LeaseExpires.IsZero() && !now.Before(rec.LeaseExpires) {
+		return nil
+	}
+	return rec
+}
+
+// CompleteMany implements [idem.BatchStore]: it completes each record as [Store.Complete]
+// would without attached writes, with one BatchExecuteStatement call of PartiQL UPDATE
+// statements per [MaxBatchStatements] records, each conditional on the record's lease
+// token. A failed condition yields [idem.ErrLeaseLost], an item over DynamoDB's size limit
+// [idem.ErrTooLarge], and a failed call an error wrapping [idem.ErrStore]; a statement that
+// failed for another reason (throttling, say) is retried alone with [Store.Complete]. The
+// function's role needs the IAM action dynamodb:PartiQLUpdate on the table.
+func (s *Store) CompleteMany(ctx context.Context, recs []*idem.Record) []error {
+	out := make([]error, len(recs))
+	stmts := make([]types.BatchStatementRequest, 0, len(recs))
+	var idx []int
+	for i, rec := range recs {
+		if rec.LeaseToken == "" {
+			out[i] = errors.New("dynamo: complete: record has no lease token")
+			continue
+		}
+		stmts = append(stmts, s.updateStatement(rec))
+		idx = append(idx, i)
+	}
+	for j, r := range s.execute(ctx, stmts) {
+		i := idx[j]
+		switch {
+		case r.callErr != nil:
+			out[i] = s.fail("complete", r.callErr)
+		case r.code == "":
+		case r.code == types.BatchStatementErrorCodeEnumConditionalCheckFailed:
+			out[i] = fmt.Errorf("dynamo: complete: %w: %w", idem.ErrLeaseLost, r.err)
+		case r.code == types.BatchStatementErrorCodeEnumValidationError && mentionsItemSize(&r.msg):
+			out[i] = fmt.Errorf("dynamo: complete: %w: %w", idem.ErrTooLarge, r.err)
+		default:
+			out[i] = s.Complete(ctx, recs[i], nil)
+		}
+	}
+	return out
+}
+
+// ReleaseMany implements [idem.BatchStore]: it releases each key as [Store.Release] would,
+// with one BatchExecuteStatement call of PartiQL DELETE statements per
+// [MaxBatchStatements] keys, each conditional on the lease token ([idem.ErrLeaseLost] when
+// another owner holds the key). One difference in what is reported, not in what is stored:
+// a PartiQL DELETE of an item that no longer exists succeeds, so a key whose record has
+// gone (taken over and released by another owner, or deleted by TTL) counts as released
+// where [Store.Release] reports [idem.ErrLeaseLost]; either way the key is free. The
+// function's role needs the IAM action dynamodb:PartiQLDelete on the table.
+func (s *Store) ReleaseMany(ctx context.Context, keys, tokens []string) []error {
+	out := make([]error, len(keys))
+	if len(tokens) != len(keys) {
+		for i := range out {
+			out[i] = errors.New("dynamo: release: keys and tokens differ in number")
+		}
+		return out
+	}
+	stmts := make([]types.BatchStatementRequest, len(keys))
+	for i := range keys {
+		stmts[i] = s.deleteStatement(keys[i], tokens[i])
+	}
+	for i, r := range s.execute(ctx, stmts) {
+		switch {
+		case r.callErr != nil:
+			out[i] = s.fail("release", r.callErr)
+		case r.code == "":
+		case r.code == types.BatchStatementErrorCodeEnumConditionalCheckFailed:
+			out[i] = fmt.Errorf("dynamo: release: %w: %w", idem.ErrLeaseLost, r.err)
+		default:
+			out[i] = s.Release(ctx, keys[i], tokens[i])
+		}
+	}
+	return out
+}
+
+// stmtResult is the outcome of one statement of a batch.
+type stmtResult struct {
+	item    map[string]types.AttributeValue
+	code    types.BatchStatementErrorCodeEnum // the statement's error code; empty if it succeeded
+	msg     string
+	err     error // the statement's error, a *StatementError
+	callErr error // the call carrying the statement failed
+}
+
+// execute runs stmts with one BatchExecuteStatement call per [MaxBatchStatements] and
+// returns their results in order.
+func (s *Store) execute(ctx context.Context, stmts []types.BatchStatementRequest) []stmtResult {
+	res := make([]stmtResult, len(stmts))
+	for at := 0; at < len(stmts); at += MaxBatchStatements {
+		chunk := stmts[at:min(at+MaxBatchStatements, len(stmts))]
+		out, err := s.client.BatchExecuteStatement(ctx, &dynamodb.BatchExecuteStatementInput{Statements: chunk})
+		if err == nil && len(out.Responses) != len(chunk) {
+			err = fmt.Errorf("dynamo: BatchExecuteStatement returned %d responses for %d statements", len(out.Responses), len(chunk))
+		}
+		for j := range chunk {
+			r := &res[at+j]
+			if err != nil {
+				r.callErr = err
+				continue
+			}
+			resp := &out.Responses[j]
+			r.item = resp.Item
+			if e := resp.Error; e != nil {
+				r.code, r.msg = e.Code, aws.ToString(e.Message)
+				r.err = &StatementError{Code: string(e.Code), Message: r.msg}
+			}
+		}
+	}
+	return res
+}
+
+// StatementError is the failure of one PartiQL statement of a BatchExecuteStatement call,
+// which reports errors per statement rather than as the call's error. It implements
+// smithy.APIError, so code that inspects SDK errors with errors.As finds its code.
+type StatementError struct {
+	// Code is DynamoDB's error code, such as "ConditionalCheckFailed".
+	Code string
+	// Message is DynamoDB's message.
+	Message string
+}
+
+// Error describes the failure.
+func (e *StatementError) Error() string {
+	return "dynamo: statement failed: " + e.Code + ": " + e.Message
+}
+
+// ErrorCode returns the code, for smithy.APIError.
+func (e *StatementError) ErrorCode() string { return e.Code }
+
+// ErrorMessage returns the message, for smithy.APIError.
+func (e *StatementError) ErrorMessage() string { return e.Message }
+
+// ErrorFault returns smithy.FaultUnknown, for smithy.APIError.
+func (e *StatementError) ErrorFault() smithy.ErrorFault { return smithy.FaultUnknown }
+
+var _ smithy.APIError = (*StatementError)(nil)
+
+// insertStatement returns the PartiQL INSERT of rec's item, which fails with DuplicateItem
+// when an item with its key exists.
+func (s *Store) insertStatement(rec *idem.Record) types.BatchStatementRequest {
+	item := s.encodeRecord(rec)
+	names := slices.Sorted(maps.Keys(item))
+	params := make([]types.AttributeValue, len(names))
+	var b strings.Builder
+	b.WriteString("INSERT INTO " + quoteIdent(s.table) + " VALUE {")
+	for i, name := range names {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(quoteString(name) + ": ?")
+		params[i] = item[name]
+	}
+	b.WriteString("}")
+	return types.BatchStatementRequest{Statement: aws.String(b.String()), Parameters: params}
+}
+
+// selectStatement returns the strongly consistent PartiQL SELECT of key's item.
+func (s *Store) selectStatement(key string) types.BatchStatementRequest {
+	where, params := s.whereKey(key)
+	return types.BatchStatementRequest{
+		Statement:      aws.String("SELECT * FROM " + quoteIdent(s.table) + " WHERE " + where),
+		Parameters:     params,
+		ConsistentRead: aws.Bool(true),
+	}
+}
+
+// updateStatement returns the PartiQL UPDATE that completes rec, conditional on its lease
+// token: the statement form of [Store.completion], setting and removing the same
+// attributes.
+func (s *Store) updateStatement(rec *idem.Record) types.BatchStatementRequest {
+	a := &s.cfg.attrs
+	var b strings.Builder
+	var params []types.AttributeValue
+	b.WriteString("UPDATE " + quoteIdent(s.table))
+	set := func(name string, v types.AttributeValue) {
+		b.WriteString(" SET " + quoteIdent(name) + " = ?")
+		params = append(params, v)
+	}
+	set(a.Status, &types.AttributeValueMemberS{Value: string(rec.Status)})
+	set(a.Version, &types.AttributeValueMemberN{Value: strconv.Itoa(rec.Version)})
+	remove := []string{a.InProgressExpiration}
+	for _, o := range optionalValues(rec) {
+		if o.v == nil {
+			remove = append(remove, a.attr(o.ph))
+		} else {
+			set(a.attr(o.ph), o.v)
+		}
+	}
+	for _, name := range remove {
+		b.WriteString(" REMOVE " + quoteIdent(name))
+	}
+	where, keyParams := s.whereKey(rec.Key)
+	b.WriteString(" WHERE " + where + " AND " + quoteIdent(a.LeaseToken) + " = ?")
+	params = append(append(params, keyParams...), &types.AttributeValueMemberS{Value: rec.LeaseToken})
+	return types.BatchStatementRequest{Statement: aws.String(b.String()), Parameters: params}
+}
+
+// deleteStatement returns the PartiQL DELETE of key's item, conditional on token.
+func (s *Store) deleteStatement(key, token string) types.BatchStatementRequest {
+	where, params := s.whereKey(key)
+	return types.BatchStatementRequest{
+		Statement:  aws.String("DELETE FROM " + quoteIdent(s.table) + " WHERE " + where + " AND " + quoteIdent(s.cfg.attrs.LeaseToken) + " = ?"),
+		Parameters: append(params, &types.AttributeValueMemberS{Value: token}),
+	}
+}
+
+// whereKey returns the condition on the primary key of key's item and its parameters.
+func (s *Store) whereKey(key string) (string, []types.AttributeValue) {
+	if s.cfg.sortKey == "" {
+		return quoteIdent(s.cfg.attrs.ID) + " = ?", []types.AttributeValue{&types.AttributeValueMemberS{Value: key}}
+	}
+	return quoteIdent(s.cfg.attrs.ID) + " = ? AND " + quoteIdent(s.cfg.sortKey) + " = ?", []types.AttributeValue{
+		&types.AttributeValueMemberS{Value: s.cfg.partitionValue},
+		&types.AttributeValueMemberS{Value: key},
+	}
+}
+
+// quoteIdent quotes a table or attribute name for PartiQL, where a double-quoted identifier
+// may hold any character and keywords (such as "status") must be quoted.
+func quoteIdent(name string) string { return `"` + strings.ReplaceAll(name, `"`, `""`) + `"` }
+
+// quoteString quotes an attribute name as a PartiQL string literal, as the keys of an
+// INSERT's VALUE tuple are written.
+func quoteString(name string) string { return `'` + strings.ReplaceAll(name, `'`, `''`) + `'` }

@@ -1,0 +1,251 @@
+package dynamo_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/dynamo"
+)
+
+// The compile-time check that the store offers the batch path.
+var _ idem.BatchStore = (*dynamo.Store)(nil)
+
+// TestClaimMany claims, in one batch, every case of TestClaim plus records that do not
+// decode, and checks each result against the in-memory store's single claim: the batch
+// path must answer exactly as Claim does. Live records cost the shared SELECT only; records
+// that may be taken over fall back to one PutItem each.
+func TestClaimMany(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	t0 := wallClock()
+	completed := record("", t0, "old")
+	completed.Status, completed.LeaseExpires, completed.Data, completed.Encoding, completed.Checkpoint = idem.StatusCompleted, time.Time{}, []byte(`{"n":1}`), "json", "cp-done"
+	inProgress := record("", t0, "old")
+	inProgress.Checkpoint = "cp-1"
+	cases := []struct {
+		name     string
+		existing *idem.Record
+		at       time.Duration
+	}{
+		{"Absent", nil, 0},
+		{"CompletedLive", completed, 30 * time.Minute},
+		{"CompletedAtExpiry", completed, time.Hour},
+		{"CompletedPastExpiry", completed, 2 * time.Hour},
+		{"InProgressLeaseRunning", inProgress, 30 * time.Second},
+		{"InProgressOneMillisecondBeforeLeaseEnd", inProgress, time.Minute - time.Millisecond},
+		{"InProgressAtLeaseEnd", inProgress, time.Minute},
+		{"InProgressPastExpiry", inProgress, 2 * time.Hour},
+	}
+	// One batch per instant: a batch has one now.
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			key := "claimmany/" + tc.name
+			mem := idem.NewMemStore()
+			if tc.existing != nil {
+				existing := *tc.existing
+				existing.Key = key
+				mem.Put(existing)
+				seed(t, e.store, &existing)
+			}
+			now := t0.Add(tc.at)
+			rec := record(key, now, "new")
+			memPrev, memClaimed, err := mem.Claim(ctx, rec, now)
+			require.NoError(t, err)
+
+			res := e.store.ClaimMany(ctx, []*idem.Record{rec}, now)
+			require.Len(t, res, 1)
+			require.NoError(t, res[0].Err)
+			assert.Equal(t, memClaimed, res[0].Claimed)
+			if memPrev == nil {
+				assert.Nil(t, res[0].Prev)
+			} else {
+				require.NotNil(t, res[0].Prev)
+				assertSameRecord(t, memPrev, res[0].Prev)
+			}
+			got, err := e.store.Get(ctx, key)
+			require.NoError(t, err)
+			if memClaimed {
+				assertSameRecord(t, rec, got)
+			} else {
+				assertSameRecord(t, memPrev, got)
+			}
+		})
+	}
+
+	t.Run("Undecodable", func(t *testing.T) {
+		t.Parallel()
+		now := wallClock()
+		live := "claimmany/undecodable-live"
+		expired := "claimmany/undecodable-expired"
+		e.putRaw(t, map[string]types.AttributeValue{
+			"id": &types.AttributeValueMemberS{Value: live}, "status": &types.AttributeValueMemberS{Value: "WEIRD"},
+		})
+		e.putRaw(t, map[string]types.AttributeValue{
+			"id": &types.AttributeValueMemberS{Value: expired}, "status": &types.AttributeValueMemberS{Value: "WEIRD"},
+			"expiration": &types.AttributeValueMemberN{Value: "1"},
+		})
+		res := e.store.ClaimMany(ctx, []*idem.Record{record(live, now, "new"), record(expired, now, "new")}, now)
+		require.ErrorIs(t, res[0].Err, idem.ErrIncompatibleRecord, "a live record that does not decode is an error, as from Claim")
+		require.NoError(t, res[1].Err)
+		assert.True(t, res[1].Claimed, "an expired one is taken over, as by Claim")
+	})
+}
+
+// TestClaimManyRoundTrips counts the calls of batches over one chunk: new keys cost one
+// call per 25, replays (live records) two, and a mixed batch falls back to PutItem only
+// for the keys that may be taken over.
+func TestClaimManyRoundTrips(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	now := wallClock()
+	recs := make([]*idem.Record, 30)
+	for i := range recs {
+		recs[i] = record(fmt.Sprintf("rt/%02d", i), now, "tok")
+	}
+	e.api.take()
+	for i, r := range e.store.ClaimMany(ctx, recs, now) {
+		require.NoError(t, r.Err, i)
+		assert.True(t, r.Claimed, i)
+		assert.Nil(t, r.Prev, i)
+	}
+	assert.Equal(t, map[string]int{"BatchExecuteStatement": 2}, e.api.take(), "new: one INSERT batch per 25")
+
+	again := make([]*idem.Record, len(recs))
+	for i := range again {
+		again[i] = record(recs[i].Key, now, "tok2")
+	}
+	for i, r := range e.store.ClaimMany(ctx, again, now) {
+		require.NoError(t, r.Err, i)
+		assert.False(t, r.Claimed, i)
+		require.NotNil(t, r.Prev, i)
+		assert.Equal(t, "tok", r.Prev.LeaseToken, i)
+	}
+	assert.Equal(t, map[string]int{"BatchExecuteStatement": 4}, e.api.take(), "live: INSERT and SELECT batches")
+
+	later := now.Add(2 * time.Minute) // every lease has ended
+	mixed := []*idem.Record{record("rt/00", later, "tok3"), record("rt/new", later, "tok3")}
+	res := e.store.ClaimMany(ctx, mixed, later)
+	for i, r := range res {
+		require.NoError(t, r.Err, i)
+		assert.True(t, r.Claimed, i)
+	}
+	require.NotNil(t, res[0].Prev, "the taken-over record comes back")
+	assert.Equal(t, "tok", res[0].Prev.LeaseToken)
+	assert.Nil(t, res[1].Prev)
+	assert.Equal(t, map[string]int{"BatchExecuteStatement": 2, "PutItem": 1}, e.api.take(), "a takeover is a single claim")
+}
+
+// TestCompleteManyAndReleaseMany checks every per-record answer of the batch completion and
+// release in batches of more than 25, against what Complete and Release answer.
+func TestCompleteManyAndReleaseMany(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	now := wallClock()
+	const n = 28
+	var recs, done []*idem.Record
+	for i := range n {
+		rec := record(fmt.Sprintf("cm/%02d", i), now, "tok")
+		seed(t, e.store, rec)
+		recs = append(recs, rec)
+		d := *rec
+		d.Status, d.Data, d.Encoding, d.LeaseExpires = idem.StatusCompleted, []byte(`{"i":1}`), "json", time.Time{}
+		done = append(done, &d)
+	}
+	done[3].LeaseToken = "stale"                                  // another owner holds it
+	done[4].Key = "cm/absent"                                     // nobody does
+	done[5].Data, done[5].Encoding = make([]byte, 450_000), "bin" // over the item size limit
+	done[6].Fingerprint, done[6].Data, done[6].Encoding = "", nil, idem.EncodingNone
+	done[7].LeaseToken = ""
+	e.api.take()
+	errs := e.store.CompleteMany(ctx, done)
+	assert.Equal(t, map[string]int{"BatchExecuteStatement": 2}, e.api.take(), "one UPDATE batch per 25")
+	require.Len(t, errs, n)
+	for i, err := range errs {
+		switch i {
+		case 3, 4:
+			require.ErrorIs(t, err, idem.ErrLeaseLost, i)
+		case 5:
+			require.ErrorIs(t, err, idem.ErrTooLarge, i)
+		case 7:
+			require.Error(t, err, "no lease token")
+		default:
+			require.NoError(t, err, i)
+			got, err := e.store.Get(ctx, done[i].Key)
+			require.NoError(t, err)
+			assertSameRecord(t, done[i], got)
+		}
+	}
+	var ase *dynamo.StatementError
+	require.ErrorAs(t, errs[3], &ase)
+	assert.Equal(t, "ConditionalCheckFailed", ase.Code)
+
+	keys := []string{recs[3].Key, recs[5].Key, "cm/absent"}
+	toks := []string{"tok", "stale", "tok"}
+	errs = e.store.ReleaseMany(ctx, keys, toks)
+	require.NoError(t, errs[0], "in progress, ours: released")
+	require.ErrorIs(t, errs[1], idem.ErrLeaseLost, "another owner's token")
+	require.NoError(t, errs[2], "a record already gone counts as released")
+	got, err := e.store.Get(ctx, recs[3].Key)
+	require.NoError(t, err)
+	assert.Nil(t, got)
+	got, err = e.store.Get(ctx, recs[5].Key)
+	require.NoError(t, err)
+	assert.NotNil(t, got, "a wrong token deletes nothing")
+}
+
+// TestBatchLayouts runs the three batch methods with renamed attributes (one a PartiQL
+// keyword, one with a dot) and in a single-table design.
+func TestBatchLayouts(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		opts []dynamo.Option
+	}{
+		{"Renamed", []dynamo.Option{dynamo.WithAttributes(dynamo.Attributes{
+			ID: "pk", Status: "idem.status", Expiration: "ttl", LeaseToken: "lease-token", Data: "value",
+		})}},
+		{"SingleTable", []dynamo.Option{dynamo.WithAttributes(dynamo.Attributes{ID: "PK"}), dynamo.WithSortKey("SK", "idempotency#orders")}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, tc.opts...)
+			ctx := context.Background()
+			now := wallClock()
+			a, b := record("layout/a", now, "tok"), record("layout/b", now, "tok")
+			for _, r := range e.store.ClaimMany(ctx, []*idem.Record{a, b}, now) {
+				require.NoError(t, r.Err)
+				require.True(t, r.Claimed)
+			}
+			res := e.store.ClaimMany(ctx, []*idem.Record{record(a.Key, now, "x")}, now)
+			require.NoError(t, res[0].Err)
+			require.False(t, res[0].Claimed)
+			assertSameRecord(t, a, res[0].Prev)
+
+			done := *a
+			done.Status, done.Data, done.Encoding, done.LeaseExpires = idem.StatusCompleted, []byte(`{}`), "json", time.Time{}
+			require.NoError(t, e.store.CompleteMany(ctx, []*idem.Record{&done})[0])
+			got, err := e.store.Get(ctx, a.Key)
+			require.NoError(t, err)
+			assertSameRecord(t, &done, got)
+
+			require.NoError(t, e.store.ReleaseMany(ctx, []string{b.Key}, []string{"tok"})[0])
+			got, err = e.store.Get(ctx, b.Key)
+			require.NoError(t, err)
+			assert.Nil(t, got)
+			assert.False(t, strings.Contains(fmt.Sprint(e.api.take()), "PutItem"), "no fallback to single claims")
+		})
+	}
+}
