@@ -126,3 +126,10 @@ localstack-logs:
 
 localstack-down:
 	$(LOCALSTACK_COMPOSE) down --volumes
+
+# The end-to-end benchmark of BENCHMARKS.md: every workload against a fresh DynamoDB Local
+# (started and stopped by cmd/idem-bench itself), one JSON line each. BENCH_FLAGS passes
+# -endpoint/-table to run against your own table instead (billed on AWS).
+.PHONY: bench-e2e
+bench-e2e: $(DDBLOCAL_STAMP)
+	go run ./cmd/idem-bench $(BENCH_FLAGS)

@@ -97,6 +97,9 @@ func Start(ctx context.Context) (*Server, error) {
 // Endpoint returns the server's URL, such as "http://127.0.0.1:41234".
 func (s *Server) Endpoint() string { return s.endpoint }
 
+// PID returns the process id of the JVM, for reading its CPU time from /proc.
+func (s *Server) PID() int { return s.cmd.Process.Pid }
+
 // Stop kills the JVM by its process id and waits for it to exit. Calling Stop again returns
 // the first result.
 func (s *Server) Stop() error {

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idem/internal/ddblocal"
+)
+
+// fields are the keys every JSON line must have (BENCHMARKS.md), and extra those of single
+// workloads.
+var (
+	fields = []string{"name", "n", "unit", "wall_ms", "p50_us", "p99_us", "mean_us", "max_us",
+		"ops_per_s", "ddb_calls", "ddb_calls_per_op", "ddb_calls_by_op", "http_attempts",
+		"conditional_check_failed", "req_bytes_per_op", "handler_executions", "client_cpu_ms",
+		"client_sys_ms", "server_cpu_ms", "server_sys_ms", "other_cpu_ms"}
+	extra = map[string][]string{
+		"W3_contention": {"in_progress_errors", "completed_replays", "handler_executions_per_key",
+			"round_wall_p50_us", "round_wall_p99_us"},
+		"W4_sqs_batch":               {"records_per_s"},
+		"W4b_sqs_batch_3_inprogress": {"batches_reporting_exactly_preclaimed"},
+	}
+	order = []string{"W1_new_keys", "W2_replays", "W3_contention", "W4_sqs_batch",
+		"W4b_sqs_batch_3_inprogress", "X1_raw_sdk_put_update", "X2_raw_sdk_put_conflict"}
+)
+
+// TestRun runs every workload end to end on DynamoDB Local with tiny counts: the
+// invariants hold (run returns 0), every line has its fields, and the raw-SDK floor sends
+// the library's requests (same bytes, same round trips).
+func TestRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("idem-bench: DynamoDB Local run skipped under -short")
+	}
+	opts := setup{table: defaultTable}
+	if ep := os.Getenv(ddblocal.EnvEndpoint); ep != "" {
+		opts = setup{endpoint: ep, table: "idem_bench_test_" + strings.ReplaceAll(uuid4(), "-", ""), own: true}
+	}
+	counts := Counts{
+		WarmupInvocations: 20, WarmupW3Rounds: 2, WarmupW4Batches: 2,
+		Invocations: 30, W3Rounds: 3, W3Goroutines: 8, W4Batches: 3, W4bBatches: 2, BatchSize: 10,
+	}
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), opts, counts, &stdout, &stderr)
+	require.Equal(t, 0, code, "stderr:\n%s", stderr.String())
+
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	require.Len(t, lines, len(order))
+	got := map[string]map[string]any{}
+	for i, line := range lines {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &m), line)
+		name, _ := m["name"].(string)
+		assert.Equal(t, order[i], name)
+		for _, f := range append(fields, extra[name]...) {
+			assert.Contains(t, m, f, "%s lacks %s", name, f)
+		}
+		got[name] = m
+	}
+
+	for _, tc := range []struct{ lib, raw string }{
+		{"W1_new_keys", "X1_raw_sdk_put_update"},
+		{"W2_replays", "X2_raw_sdk_put_conflict"},
+	} {
+		assert.Equal(t, got[tc.raw]["req_bytes_per_op"], got[tc.lib]["req_bytes_per_op"], "%s sends other requests than %s", tc.raw, tc.lib)
+		assert.Equal(t, got[tc.raw]["ddb_calls_per_op"], got[tc.lib]["ddb_calls_per_op"], "%s round trips", tc.raw)
+	}
+	assert.EqualValues(t, 2, got["W1_new_keys"]["ddb_calls_per_op"])
+	assert.EqualValues(t, 1, got["W2_replays"]["ddb_calls_per_op"])
+	assert.EqualValues(t, counts.Invocations, got["X2_raw_sdk_put_conflict"]["conditional_check_failed"])
+}
