@@ -20,6 +20,8 @@ type backend struct {
 	name string
 	// open returns a fresh store and a ledger beside it.
 	open func(t *testing.T) (idem.Store, ledger)
+	// opts come before a scenario's own handler options: the path under test.
+	opts []sqs.Option
 }
 
 // ledger holds account balances. credit attaches a message's credit to the completion of
@@ -106,13 +108,14 @@ type env struct {
 	guard   *idem.Guard
 	h       *sqs.Handler
 	reports *reports
+	opts    []sqs.Option // the backend's
 }
 
 // newEnv builds an env on b. The recorder credits the ledger on every run.
 func newEnv(t *testing.T, b backend, opts ...sqs.Option) *env {
 	t.Helper()
 	store, l := b.open(t)
-	e := &env{store: store, ledger: l, rec: newRecorder(), reports: &reports{}}
+	e := &env{store: store, ledger: l, rec: newRecorder(), reports: &reports{}, opts: b.opts}
 	e.rec.effect = l.credit
 	e.guard = e.newGuard(t)
 	e.h = e.newHandler(t, e.guard, opts...)
@@ -129,7 +132,7 @@ func (e *env) newGuard(t *testing.T) *idem.Guard {
 
 func (e *env) newHandler(t *testing.T, g *idem.Guard, opts ...sqs.Option) *sqs.Handler {
 	t.Helper()
-	opts = append([]sqs.Option{sqs.WithHooks(e.reports.hooks())}, opts...)
+	opts = append(append([]sqs.Option{sqs.WithHooks(e.reports.hooks())}, e.opts...), opts...)
 	h, err := sqs.New(g, e.rec.handle, opts...)
 	require.NoError(t, err)
 	return h
@@ -172,9 +175,20 @@ func (e *env) claimInFlight(t *testing.T, m events.SQSMessage) (finish func()) {
 	}
 }
 
-// backends lists the backends every scenario runs on.
+// backends lists the backends every scenario runs on: each store on both paths, batch
+// claims and per-message calls. The scenarios passing on both is what shows the batch path
+// keeps the per-message semantics.
 func backends() []backend {
-	return []backend{memBackend(), ddbBackend()}
+	var all []backend
+	for _, b := range []backend{memBackend(), ddbBackend()} {
+		for _, batch := range []bool{true, false} {
+			p := b
+			p.name = fmt.Sprintf("%s/batch=%t", b.name, batch)
+			p.opts = []sqs.Option{sqs.WithBatchClaims(batch)}
+			all = append(all, p)
+		}
+	}
+	return all
 }
 
 // forEachBackend runs test in parallel subtests, one per backend, each in a fresh env.

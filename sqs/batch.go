@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/idemkit/idem"
 )
 
 // batch is the work of one invocation. Each message index belongs to exactly one unit, and
@@ -21,6 +23,12 @@ type batch struct {
 	deadline    time.Time
 	hasDeadline bool
 	margin      time.Duration
+
+	// claims holds the keys claimed together (see claimAll); nil on the per-message path.
+	// claimUsed marks the claims a message has run under; claim c belongs to the unit of
+	// the messages with its key, so only that unit's goroutine touches claimUsed[c].
+	claims    *idem.Batch
+	claimUsed []bool
 }
 
 // msgState is what the batch knows of one message besides its outcome.
@@ -32,6 +40,10 @@ type msgState struct {
 	// tried marks an outcome that came from the guard (or from a message whose outcome
 	// did): the outcomes that later messages with the same key and fingerprint may share.
 	tried bool
+	// dupOf is the earlier message whose outcome this one took, or -1.
+	dupOf int
+	// claim is the index of the message's key in the batch's claims, or -1.
+	claim int
 }
 
 func (h *Handler) newBatch(ctx context.Context, msgs []events.SQSMessage, start time.Time) *batch {
@@ -49,6 +61,7 @@ func (h *Handler) newBatch(ctx context.Context, msgs []events.SQSMessage, start 
 	}
 	for i := range msgs {
 		m, st := &msgs[i], &b.state[i]
+		st.dupOf, st.claim = -1, -1
 		b.fifo = b.fifo || isFIFO(m.EventSourceARN)
 		b.out[i] = Outcome{MessageID: m.MessageId, GroupID: m.Attributes[attrGroupID]}
 		st.key, st.keyErr = h.cfg.key(*m)
@@ -176,11 +189,8 @@ func (b *batch) runUnit(ctx context.Context, unit []int) {
 				stopped[o.GroupID] = i
 			}
 		}
-		if o.Failed() {
-			b.h.logFailure(ctx, o)
-		}
-		if b.h.cfg.hooks.OnMessage != nil {
-			b.h.cfg.hooks.OnMessage(ctx, *o)
+		if b.claims == nil { // else the outcome is final once the claims are settled
+			b.h.reportMessage(ctx, o)
 		}
 	}
 }

@@ -75,26 +75,70 @@ func TestCreditsApplyOncePerKey(t *testing.T) {
 	})
 }
 
-// TestRoundTripsPerBatch counts the DynamoDB requests of a batch of ten: a new message costs
-// a claim and a transactional completion, a replay one claim, an intra-batch duplicate none.
+// TestRoundTripsPerBatch counts the DynamoDB requests of a batch of ten new messages, of
+// the same ten replayed, and of five messages with two keys, on both paths. Per message, a
+// new key costs a claim and a completion, a replay one claim, an intra-batch duplicate
+// none. With batch claims, the claims of a batch are one BatchExecuteStatement (two for
+// replays, which read the records back), and so are the completions, unless the handler
+// attaches writes: then each completes in its own transaction.
 func TestRoundTripsPerBatch(t *testing.T) {
 	t.Parallel()
-	client, idemTable, ledgerTable := ddbTables(t)
-	api := &countingAPI{API: client}
-	store, err := dynamo.New(api, idemTable)
-	require.NoError(t, err)
-	e := &env{store: store, ledger: &ddbLedger{client: client, table: ledgerTable}, rec: newRecorder(), reports: &reports{}}
-	e.rec.effect = e.ledger.credit
-	e.guard = e.newGuard(t)
-	e.h = e.newHandler(t, e.guard)
+	type calls = map[string]int
+	tests := []struct {
+		name                string
+		batch, attach       bool
+		wantNew, wantReplay calls
+		wantDuplicates      calls
+	}{
+		{
+			name: "batch claims, plain handler", batch: true,
+			wantNew:        calls{"BatchExecuteStatement": 2},
+			wantReplay:     calls{"BatchExecuteStatement": 2},
+			wantDuplicates: calls{"BatchExecuteStatement": 2},
+		},
+		{
+			name: "batch claims, attached writes", batch: true, attach: true,
+			wantNew:        calls{"BatchExecuteStatement": 1, "TransactWriteItems": 10},
+			wantReplay:     calls{"BatchExecuteStatement": 2},
+			wantDuplicates: calls{"BatchExecuteStatement": 1, "TransactWriteItems": 2},
+		},
+		{
+			name:           "per message, plain handler",
+			wantNew:        calls{"PutItem": 10, "UpdateItem": 10},
+			wantReplay:     calls{"PutItem": 10},
+			wantDuplicates: calls{"PutItem": 2, "UpdateItem": 2},
+		},
+		{
+			name: "per message, attached writes", attach: true,
+			wantNew:        calls{"PutItem": 10, "TransactWriteItems": 10},
+			wantReplay:     calls{"PutItem": 10},
+			wantDuplicates: calls{"PutItem": 2, "TransactWriteItems": 2},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			client, idemTable, ledgerTable := ddbTables(t)
+			api := &countingAPI{API: client}
+			store, err := dynamo.New(api, idemTable)
+			require.NoError(t, err)
+			e := &env{store: store, ledger: &ddbLedger{client: client, table: ledgerTable}, rec: newRecorder(), reports: &reports{}}
+			if tc.attach {
+				e.rec.effect = e.ledger.credit
+			}
+			e.guard = e.newGuard(t)
+			e.h = e.newHandler(t, e.guard, sqs.WithBatchClaims(tc.batch))
 
-	ten := loadEvent(t, "sqs-standard-ten")
-	assert.Empty(t, failures(t, invoke(t, context.Background(), e.h, ten)))
-	assert.Equal(t, map[string]int{"PutItem": 10, "TransactWriteItems": 10}, api.take(), "new")
-	assert.Empty(t, failures(t, invoke(t, context.Background(), e.h, ten)))
-	assert.Equal(t, map[string]int{"PutItem": 10}, api.take(), "replayed")
+			ten := loadEvent(t, "sqs-standard-ten")
+			assert.Empty(t, failures(t, invoke(t, context.Background(), e.h, ten)))
+			assert.Equal(t, tc.wantNew, api.take(), "new")
+			assert.Empty(t, failures(t, invoke(t, context.Background(), e.h, ten)))
+			assert.Equal(t, tc.wantReplay, api.take(), "replayed")
+			assert.Equal(t, 10, e.reports.last(t).Replayed)
 
-	same := loadEvent(t, "sqs-standard-same-key") // five messages, two keys
-	assert.Empty(t, failures(t, invoke(t, context.Background(), e.h, same)))
-	assert.Equal(t, map[string]int{"PutItem": 2, "TransactWriteItems": 2}, api.take(), "duplicates in the batch")
+			same := loadEvent(t, "sqs-standard-same-key") // five messages, two keys
+			assert.Empty(t, failures(t, invoke(t, context.Background(), e.h, same)))
+			assert.Equal(t, tc.wantDuplicates, api.take(), "duplicates in the batch")
+		})
+	}
 }

@@ -17,8 +17,12 @@
 // redelivery. Messages not started before the Lambda deadline draws near are reported, not
 // lost to the timeout.
 //
-// A new message costs two store round trips (claim and complete), a replayed one one, a
-// duplicate within the batch none.
+// On its own, a new message costs two store round trips (claim and complete), a replayed
+// one one, a duplicate within the batch none. With a store that claims and completes many
+// records at once ([idem.BatchStore], such as dynamo.Store), a standard-queue batch is
+// claimed in one round trip and its outcomes recorded in one more (see [WithBatchClaims]):
+// ten new messages cost two DynamoDB calls instead of twenty, ten replays two instead of
+// ten. Handlers that attach their writes still complete each in its own transaction.
 //
 // # Usage
 //

@@ -257,3 +257,46 @@ func ExampleWithClock() {
 	fmt.Println(resp.BatchItemFailures)
 	// Output: [{m-1}]
 }
+
+// storeCalls is an in-memory store that counts the calls a batch makes.
+type storeCalls struct {
+	*idem.MemStore
+	single, many int
+}
+
+func (s *storeCalls) Claim(ctx context.Context, rec *idem.Record, now time.Time) (*idem.Record, bool, error) {
+	s.single++
+	return s.MemStore.Claim(ctx, rec, now)
+}
+
+func (s *storeCalls) Complete(ctx context.Context, rec *idem.Record, attached []any) error {
+	s.single++
+	return s.MemStore.Complete(ctx, rec, attached)
+}
+
+func (s *storeCalls) ClaimMany(ctx context.Context, recs []*idem.Record, now time.Time) []idem.ClaimResult {
+	s.many++
+	return s.MemStore.ClaimMany(ctx, recs, now)
+}
+
+func (s *storeCalls) CompleteMany(ctx context.Context, recs []*idem.Record) []error {
+	s.many++
+	return s.MemStore.CompleteMany(ctx, recs)
+}
+
+// Batch claims, on by default, claim a batch's keys in one store call and record its
+// outcomes in one more; off, each message makes its own two calls.
+func ExampleWithBatchClaims() {
+	batch := events.SQSEvent{Records: []events.SQSMessage{message("m-1", "{}"), message("m-2", "{}"), message("m-3", "{}")}}
+	for _, on := range []bool{true, false} {
+		store := &storeCalls{MemStore: idem.NewMemStore()}
+		guard, _ := idem.New(store)
+		h, _ := sqs.New(guard, func(context.Context, events.SQSMessage) error { return nil },
+			sqs.WithBatchClaims(on))
+		rep, _ := h.Process(context.Background(), batch)
+		fmt.Printf("batch claims %t: ran %d, batch calls %d, single calls %d\n", on, rep.Ran, store.many, store.single)
+	}
+	// Output:
+	// batch claims true: ran 3, batch calls 2, single calls 0
+	// batch claims false: ran 3, batch calls 0, single calls 6
+}

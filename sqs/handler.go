@@ -84,6 +84,9 @@ func (h *Handler) Handle(ctx context.Context, event events.SQSEvent) (events.SQS
 //     left before ctx's deadline, or once ctx has ended, is not started
 //     ([ReasonNotStarted]). A started message runs to completion under ctx.
 //   - A panicking handler fails its message ([ReasonPanic]) and no other.
+//   - With batch claims (see [WithBatchClaims]), the keys are claimed together before
+//     the first message starts and the outcomes recorded together after the last ends; a
+//     message whose outcome could not be recorded fails ([ReasonLeaseLost], [ReasonStore]).
 //
 // Process returns an error only for an unusable event ([ErrInvalidEvent]), with a nil
 // report. It calls the hooks ([WithHooks]) and writes the summary log line ([WithLogger]).
@@ -95,7 +98,17 @@ func (h *Handler) Process(ctx context.Context, event events.SQSEvent) (*Report, 
 		}
 	}
 	b := h.newBatch(ctx, event.Records, start)
-	b.run(ctx, b.plan())
+	units := b.plan()
+	b.claimAll(ctx)
+	stop := b.settleWhenLate(ctx)
+	b.run(ctx, units)
+	stop()
+	b.settle(ctx)
+	if b.claims != nil {
+		for i := range b.out {
+			h.reportMessage(ctx, &b.out[i])
+		}
+	}
 	rep := &Report{Outcomes: b.out, FIFO: b.fifo, Duration: h.cfg.now().Sub(start)}
 	rep.count()
 	h.logBatch(ctx, rep)
@@ -133,6 +146,16 @@ func (h *Handler) logBatch(ctx context.Context, rep *Report) {
 		attrs = append(attrs, slog.Group("failed_by", by...))
 	}
 	h.cfg.logger.LogAttrs(ctx, level, "sqs: batch processed", attrs...)
+}
+
+// reportMessage logs a failed message and calls the OnMessage hook with o.
+func (h *Handler) reportMessage(ctx context.Context, o *Outcome) {
+	if o.Failed() {
+		h.logFailure(ctx, o)
+	}
+	if h.cfg.hooks.OnMessage != nil {
+		h.cfg.hooks.OnMessage(ctx, *o)
+	}
 }
 
 // logFailure writes a line for a failed message: ERROR with the stack for a panic, since it

@@ -21,7 +21,7 @@ func (b *batch) process(ctx context.Context, unit []int, i int) {
 		return
 	}
 	if j := b.earlierDuplicate(unit, i); j >= 0 {
-		st.tried = true
+		st.tried, st.dupOf = true, j
 		if d := b.out[j]; d.Failed() {
 			b.fail(o, ReasonDuplicateFailed, fmt.Errorf("%w: message %s: %w", ErrDuplicateFailed, d.MessageID, d.Err))
 		} else {
@@ -43,6 +43,10 @@ func (b *batch) process(ctx context.Context, unit []int, i int) {
 		o.Status = StatusReplayed
 	case err == nil:
 		o.Status = StatusRan
+	case errors.Is(err, idem.ErrSettled):
+		// The batch's claims were settled, near the deadline, before this message started.
+		st.tried = false
+		b.fail(o, ReasonNotStarted, fmt.Errorf("%w: %w", ErrNotStarted, err))
 	case !ran && ctx.Err() != nil:
 		// The context ended between the deadline check and the claim.
 		b.fail(o, ReasonNotStarted, fmt.Errorf("%w: %w", ErrNotStarted, err))
@@ -94,11 +98,16 @@ func (b *batch) guarded(ctx context.Context, i int) (replayed, ran bool, handler
 	}()
 	m := &b.msgs[i]
 	req := idem.Request{Key: b.state[i].key, Fingerprint: b.state[i].fp}
-	_, replayed, err = idem.Do(ctx, b.h.guard, req, func(ctx context.Context) (struct{}, error) {
+	fn := func(ctx context.Context) (struct{}, error) {
 		ran = true
 		handlerErr = b.h.fn(ctx, *m)
 		return struct{}{}, handlerErr
-	})
+	}
+	if b.claims != nil && b.state[i].claim >= 0 {
+		replayed, err = b.doClaimed(ctx, i, fn)
+		return replayed, ran, handlerErr, err
+	}
+	_, replayed, err = idem.Do(ctx, b.h.guard, req, fn)
 	return replayed, ran, handlerErr, err
 }
 

@@ -32,6 +32,7 @@ type config struct {
 	hooks       Hooks
 	logger      *slog.Logger
 	now         func() time.Time
+	batchClaims bool
 }
 
 func defaultConfig() config {
@@ -42,6 +43,7 @@ func defaultConfig() config {
 		margin:      DefaultDeadlineMargin,
 		logger:      slog.New(slog.DiscardHandler),
 		now:         time.Now,
+		batchClaims: true,
 	}
 }
 
@@ -140,6 +142,33 @@ func WithClock(now func() time.Time) Option {
 			return optErr("WithClock", "must not be nil")
 		}
 		c.now = now
+		return nil
+	}
+}
+
+// WithBatchClaims sets whether a batch's keys are claimed and its outcomes recorded
+// together. Default true.
+//
+// On, the keys of a standard-queue batch are claimed in one [idem.Guard.Claim]; each
+// message then runs (or replays, or fails) as on the per-message path, and the outcomes of
+// the handlers that ran are recorded together once every message has finished, or earlier
+// for those finished when less than the margin (see [WithDeadlineMargin]) is left; a claim
+// whose message was not started by then is released. With a store that implements
+// [idem.BatchStore], such as dynamo.Store, a batch of new messages then costs one claim
+// round trip and one completion round trip per store batch (25 messages for DynamoDB)
+// instead of two per message, and a batch of replays two instead of one per message. A
+// handler that attaches writes ([idem.Attach]) still completes in its own transaction as
+// soon as it returns. Outcomes, reasons and the response are those of the per-message path,
+// but the [Hooks.OnMessage] calls come after the batch is settled, on the goroutine of
+// [Handler.Process], and keys stay in progress for other invocations until then.
+//
+// Off, or on a FIFO queue, or when two messages of the batch carry one key with different
+// fingerprints, each message claims and completes on its own as soon as it runs: a FIFO
+// message runs only after the one before it in its group has durably completed. A store
+// without batch support behaves the same either way.
+func WithBatchClaims(on bool) Option {
+	return func(c *config) error {
+		c.batchClaims = on
 		return nil
 	}
 }

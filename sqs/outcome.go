@@ -159,6 +159,9 @@ func (r *Report) count() {
 type Hooks struct {
 	// OnMessage runs once per message with its outcome, as soon as it is known, on the
 	// goroutine that processed the message: it must be quick and safe for concurrent use.
+	// With batch claims ([WithBatchClaims]), an outcome is known once the batch's outcomes
+	// are recorded: OnMessage then runs after every message has finished, in the event's
+	// order, on the goroutine of [Handler.Process].
 	OnMessage func(context.Context, Outcome)
 	// OnBatch runs once per batch, after every message has its outcome and before the
 	// response is returned. The report must not be modified.

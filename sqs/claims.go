@@ -1,0 +1,113 @@
+package sqs
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/idemkit/idem"
+)
+
+// claimAll claims the keys of the batch together ([idem.Guard.Claim]) when batch claims are
+// on and the batch allows it, and sets each message's claim index. It claims nothing when
+// no message could start: the claims would only be released again.
+//
+// The batch keeps the per-message path in two cases, where recording outcomes at the end
+// would not be what the per-message path does:
+//   - FIFO queues: a message runs only once the one before it in its group has durably
+//     completed, so a failed completion stops the group before its next message runs.
+//   - A key that two messages of the batch carry with different fingerprints: the later one
+//     must meet the earlier one's recorded outcome (a payload mismatch, or a run after a
+//     release), which a batch records only at its end.
+func (b *batch) claimAll(ctx context.Context) {
+	if !b.h.cfg.batchClaims || b.fifo || b.mayStart(ctx) != nil {
+		return
+	}
+	type first struct {
+		claim int
+		fp    []byte
+	}
+	byKey := make(map[string]first, len(b.msgs))
+	var reqs []idem.Request
+	for i := range b.state {
+		st := &b.state[i]
+		st.claim = -1
+		if st.keyErr != nil {
+			continue
+		}
+		if f, ok := byKey[st.key]; ok {
+			if !bytes.Equal(f.fp, st.fp) {
+				return
+			}
+			st.claim = f.claim
+			continue
+		}
+		st.claim = len(reqs)
+		byKey[st.key] = first{claim: st.claim, fp: st.fp}
+		reqs = append(reqs, idem.Request{Key: st.key, Fingerprint: st.fp})
+	}
+	b.claims = b.h.guard.Claim(ctx, reqs)
+	b.claimUsed = make([]bool, len(reqs))
+}
+
+// settleWhenLate settles the batch's claims once less than the margin is left before the
+// deadline, while messages may still run: outcomes finished by then are recorded before the
+// Lambda timeout can lose them, and claims not yet started are released. The returned stop
+// ends the goroutine and waits for it; call it before the final settle.
+func (b *batch) settleWhenLate(ctx context.Context) (stop func()) {
+	if b.claims == nil || !b.hasDeadline {
+		return func() {}
+	}
+	t := time.NewTimer(max(b.deadline.Sub(b.h.cfg.now())-b.margin, 0))
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer t.Stop()
+		select {
+		case <-t.C:
+			b.claims.Settle(ctx)
+		case <-done:
+		case <-ctx.Done():
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+// doClaimed runs message i's handler through the batch's claim of its key. A claim is used
+// by one message only: later messages with its key are duplicates of it, or come after it
+// was settled unstarted.
+func (b *batch) doClaimed(ctx context.Context, i int, fn func(context.Context) (struct{}, error)) (bool, error) {
+	c := b.state[i].claim
+	if b.claimUsed[c] {
+		return false, idem.ErrSettled
+	}
+	b.claimUsed[c] = true
+	_, replayed, err := idem.DoClaimed(ctx, b.claims, c, fn)
+	return replayed, err
+}
+
+// settle records the outcomes of the batch's claims and fails the messages whose outcome
+// could not be recorded: they ran, but their completion failed (the lease was lost or the
+// store failed), as a per-message completion would have reported. A duplicate that took
+// such a message's success shares its failure.
+func (b *batch) settle(ctx context.Context) {
+	if b.claims == nil {
+		return
+	}
+	errs := b.claims.Settle(ctx)
+	for i := range b.out {
+		o, st := &b.out[i], &b.state[i]
+		switch {
+		case o.Status == StatusRan && st.claim >= 0 && errs[st.claim] != nil:
+			err := errs[st.claim]
+			b.fail(o, classify(err, nil), err)
+		case o.Status == StatusDuplicate && st.dupOf >= 0 && b.out[st.dupOf].Failed():
+			d := b.out[st.dupOf]
+			b.fail(o, ReasonDuplicateFailed, fmt.Errorf("%w: message %s: %w", ErrDuplicateFailed, d.MessageID, d.Err))
+		}
+	}
+}

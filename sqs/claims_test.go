@@ -1,0 +1,137 @@
+package sqs_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/sqs"
+)
+
+// failingCompletions is an in-memory batch store whose batch completion fails for chosen
+// keys, as DynamoDB does for a lost lease or a failed statement.
+type failingCompletions struct {
+	*idem.MemStore
+
+	mu   sync.Mutex
+	fail map[string]error // stored key → error
+}
+
+func (s *failingCompletions) CompleteMany(ctx context.Context, recs []*idem.Record) []error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	errs := make([]error, len(recs))
+	var ok []*idem.Record
+	var at []int
+	for i, r := range recs {
+		if err := s.fail[r.Key]; err != nil {
+			errs[i] = err
+			continue
+		}
+		ok, at = append(ok, r), append(at, i)
+	}
+	for j, err := range s.MemStore.CompleteMany(ctx, ok) {
+		errs[at[j]] = err
+	}
+	return errs
+}
+
+// TestBatchCompletionFailures fails the recording of a message that ran: it fails with the
+// reason a per-message completion would have given, and so do its duplicates.
+func TestBatchCompletionFailures(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		err        error
+		wantReason sqs.Reason
+	}{
+		{"lease lost", idem.ErrLeaseLost, sqs.ReasonLeaseLost},
+		{"store", &idem.StoreError{Op: "complete", Err: errors.New("throttled")}, sqs.ReasonStore},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			store := &failingCompletions{MemStore: idem.NewMemStore(), fail: map[string]error{}}
+			guard, err := idem.New(store)
+			require.NoError(t, err)
+			store.fail[storedKey(t, guard, "order-2042-credit")] = tc.err
+			rec, rs := newRecorder(), &reports{}
+			h, err := sqs.New(guard, rec.handle, sqs.WithHooks(rs.hooks()))
+			require.NoError(t, err)
+
+			ev := loadEvent(t, "sqs-standard-same-key") // records 0, 1, 3, 4 share a key and a body
+			resp := invoke(t, context.Background(), h, ev)
+			assert.Equal(t, pick(ev, 0, 1, 3, 4), failures(t, resp))
+			rep := rs.last(t)
+			assert.Equal(t, map[sqs.Reason]int{tc.wantReason: 1, sqs.ReasonDuplicateFailed: 3}, rep.FailedBy())
+			require.ErrorIs(t, rep.Outcomes[0].Err, tc.err)
+			require.ErrorIs(t, rep.Outcomes[4].Err, sqs.ErrDuplicateFailed)
+			assert.Equal(t, sqs.StatusRan, rep.Outcomes[2].Status, "the other key completed")
+		})
+	}
+}
+
+// TestBatchSettlesNearTheDeadline lets the margin arrive while a message runs: the message
+// finished before it is recorded by then (on the batch path, by the early settle; on the
+// per-message path, at once), the running one when it ends, and the rest are not started
+// and hold no claim.
+func TestBatchSettlesNearTheDeadline(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			const timeout, margin = 5 * time.Second, 4 * time.Second
+			e := newEnv(t, b, sqs.WithConcurrency(1), sqs.WithDeadlineMargin(margin))
+			e.rec.effect = nil // a plain handler: on the batch path its completion waits for a settle
+			ev := loadEvent(t, "sqs-standard-ten")
+			keyOf := func(i int) string {
+				k, err := sqs.DefaultKey(ev.Records[i])
+				require.NoError(t, err)
+				return storedKey(t, e.guard, k)
+			}
+			first := keyOf(0)
+			var sawFirstDone bool
+			e.rec.before = func(ctx context.Context, m events.SQSMessage) {
+				if m.MessageId != ev.Records[1].MessageId {
+					return
+				}
+				deadline, _ := ctx.Deadline()
+				time.Sleep(time.Until(deadline.Add(-margin + 100*time.Millisecond))) // past the margin
+				for range 100 {                                                      // until the settle at the margin has recorded message 0
+					rec, err := e.store.Get(ctx, first)
+					if err == nil && rec != nil && rec.Status == idem.StatusCompleted {
+						sawFirstDone = true
+						return
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+
+			resp := invoke(t, ctx, e.h, ev)
+			assert.True(t, sawFirstDone, "message 0 was recorded while message 1 ran")
+			assert.Equal(t, pick(ev, 2, 3, 4, 5, 6, 7, 8, 9), failures(t, resp))
+			rep := e.reports.last(t)
+			assert.Equal(t, 2, rep.Ran)
+			assert.Equal(t, map[sqs.Reason]int{sqs.ReasonNotStarted: 8}, rep.FailedBy())
+			for i := range 10 {
+				rec, err := e.store.Get(context.Background(), keyOf(i))
+				require.NoError(t, err)
+				if i < 2 {
+					require.NotNil(t, rec, i)
+					assert.Equal(t, idem.StatusCompleted, rec.Status, i)
+				} else {
+					assert.Nil(t, rec, "message %d holds no claim", i)
+				}
+			}
+		})
+	}
+}
