@@ -74,4 +74,8 @@ func TestRun(t *testing.T) {
 	assert.EqualValues(t, 2, got["W1_new_keys"]["ddb_calls_per_op"])
 	assert.EqualValues(t, 1, got["W2_replays"]["ddb_calls_per_op"])
 	assert.EqualValues(t, counts.Invocations, got["X2_raw_sdk_put_conflict"]["conditional_check_failed"])
+	// Each preclaimed record meets a failed condition, on the single-item path (PutItem) or
+	// the batched one (a PartiQL INSERT's DuplicateItem).
+	assert.GreaterOrEqual(t, got["W4b_sqs_batch_3_inprogress"]["conditional_check_failed"],
+		float64(len(preclaimed)*counts.W4bBatches))
 }

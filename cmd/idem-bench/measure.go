@@ -62,9 +62,9 @@ func (c *counters) countCall(ctx context.Context, in middleware.InitializeInput,
 	return out, md, err
 }
 
-// statementConditionFailures counts the failed conditions reported inside a successful
-// response: per statement for BatchExecuteStatement, per item for a cancelled transaction
-// (which comes back as an error, handled by the caller through errors.As).
+// statementConditionFailures counts the failed conditions reported per statement inside a
+// successful BatchExecuteStatement response: ConditionalCheckFailed, and DuplicateItem,
+// which is how a PartiQL INSERT reports the key already taken (its implied condition).
 func statementConditionFailures(result any) int64 {
 	out, ok := result.(*dynamodb.BatchExecuteStatementOutput)
 	if !ok || out == nil {
@@ -72,7 +72,11 @@ func statementConditionFailures(result any) int64 {
 	}
 	var n int64
 	for _, r := range out.Responses {
-		if r.Error != nil && r.Error.Code == types.BatchStatementErrorCodeEnumConditionalCheckFailed {
+		if r.Error == nil {
+			continue
+		}
+		switch r.Error.Code {
+		case types.BatchStatementErrorCodeEnumConditionalCheckFailed, types.BatchStatementErrorCodeEnumDuplicateItem:
 			n++
 		}
 	}

@@ -47,7 +47,9 @@ type Result struct {
 }
 
 // result turns the meter and the latencies into a Result. other_cpu_ms is machine busy
-// time less the client and the server, so it is noise from everything else on the box.
+// time less the client and the server, so it is noise from everything else on the box. It
+// is not clamped: /proc/stat counts in 10 ms ticks and getrusage does not, so on a quiet
+// machine it can come out slightly negative.
 func (m *meter) result(name, unit string, latencies []time.Duration, executions int64) *Result {
 	n := len(latencies)
 	r := &Result{
@@ -64,7 +66,7 @@ func (m *meter) result(name, unit string, latencies []time.Duration, executions 
 		ClientSysMS:            round(m.client.sys, 1),
 		ServerCPUMS:            round(m.server.total, 1),
 		ServerSysMS:            round(m.server.sys, 1),
-		OtherCPUMS:             round(max(m.busy-m.client.total-m.server.total, 0), 1),
+		OtherCPUMS:             round(m.busy-m.client.total-m.server.total, 1),
 	}
 	if n == 0 {
 		return r
