@@ -8,8 +8,8 @@ import (
 
 // API is the part of the DynamoDB client that [Store] calls, with the SDK's exact
 // signatures: a *dynamodb.Client satisfies it, and so does any wrapper (tracing, metrics,
-// a test fake) with the same methods. BatchExecuteStatement serves the batch methods
-// ([Store.ClaimMany] and the rest); it is part of API rather than an optional extension so
+// a test fake) with the same methods. BatchExecuteStatement and BatchGetItem serve the batch
+// methods ([Store.ClaimMany] and the rest); they are part of API rather than an optional extension so
 // that a wrapper without it fails to compile instead of silently costing a batch consumer
 // two round trips per message.
 type API interface {
@@ -19,6 +19,7 @@ type API interface {
 	DeleteItem(ctx context.Context, params *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
 	TransactWriteItems(ctx context.Context, params *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
 	BatchExecuteStatement(ctx context.Context, params *dynamodb.BatchExecuteStatementInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchExecuteStatementOutput, error)
+	BatchGetItem(ctx context.Context, params *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
 }
 
 // TableAPI is the part of the DynamoDB client that [CreateTable] calls. A *dynamodb.Client

@@ -28,15 +28,15 @@ const MaxBatchStatements = 25
 //
 // One BatchExecuteStatement call per [MaxBatchStatements] records inserts them with PartiQL
 // INSERT, which writes only where no item has the key. A key already taken costs a second
-// call, shared by all such keys: a strongly consistent PartiQL SELECT of their items. A
-// live item (see [idem.Store]) is the conflict, returned as prev. Any other outcome (an
+// call, shared by all such keys (up to 100): a strongly consistent BatchGetItem of their
+// items. A live item (see [idem.Store]) is the conflict, returned as prev. Any other outcome (an
 // expired item, an ended lease, an item that does not decode or has gone since, a statement
 // that failed for another reason such as throttling) falls back to [Store.Claim] for that
 // record alone, so takeovers and the replaced record come back exactly as from a single
 // claim. A batch of new keys thus costs one call, a batch of replays two.
 //
 // A failed call fails each of its records with an error wrapping [idem.ErrStore]. The
-// function's role needs the IAM actions dynamodb:PartiQLInsert and dynamodb:PartiQLSelect
+// function's role needs the IAM actions dynamodb:PartiQLInsert and dynamodb:BatchGetItem
 // on the table, besides those of [Store.Claim].
 func (s *Store) ClaimMany(ctx context.Context, recs []*idem.Record, now time.Time) []idem.ClaimResult {
 	out := make([]idem.ClaimResult, len(recs))
@@ -58,21 +58,24 @@ func (s *Store) ClaimMany(ctx context.Context, recs []*idem.Record, now time.Tim
 		}
 	}
 	if len(taken) > 0 {
-		stmts = stmts[:0]
-		for _, i := range taken {
-			stmts = append(stmts, s.selectStatement(recs[i].Key))
+		keys := make([]string, len(taken))
+		for j, i := range taken {
+			keys[j] = recs[i].Key
 		}
-		for j, r := range s.execute(ctx, stmts) {
-			i := taken[j]
-			if r.callErr != nil {
-				out[i].Err = s.fail("claim", r.callErr)
-				continue
+		items, err := s.getMany(ctx, keys)
+		for j, i := range taken {
+			switch {
+			case err != nil:
+				out[i].Err = s.fail("claim", err)
+			case items[j] == nil:
+				single = append(single, i) // gone since, or left unprocessed: claim singly
+			default:
+				if prev := s.liveRecord(items[j], now); prev != nil {
+					out[i].Prev = prev
+				} else {
+					single = append(single, i)
+				}
 			}
-			if prev := s.liveRecord(r, now); prev != nil {
-				out[i].Prev = prev
-				continue
-			}
-			single = append(single, i)
 		}
 	}
 	for _, i := range single {
@@ -81,15 +84,12 @@ func (s *Store) ClaimMany(ctx context.Context, recs []*idem.Record, now time.Tim
 	return out
 }
 
-// liveRecord returns the record a SELECT found if it decodes and holds its key at now, else
+// liveRecord returns the record read back if it decodes and holds its key at now, else
 // nil: the caller then claims singly, and the conditional PutItem decides. Judging a live
 // record not live therefore costs a round trip, never a wrong answer; the test below is the
 // negation of claimCondition, with the same rounding (see encodeEpoch).
-func (s *Store) liveRecord(r stmtResult, now time.Time) *idem.Record {
-	if r.code != "" || len(r.item) == 0 {
-		return nil
-	}
-	rec, err := s.decodeRecord(r.item)
+func (s *Store) liveRecord(item map[string]types.AttributeValue, now time.Time) *idem.Record {
+	rec, err := s.decodeRecord(item)
 	if err != nil {
 		return nil // a single claim reports it, or takes over an expired one
 	}
@@ -172,6 +172,43 @@ func (s *Store) ReleaseMany(ctx context.Context, keys, tokens []string) []error 
 	return out
 }
 
+// maxBatchGet is how many keys one BatchGetItem call may read.
+const maxBatchGet = 100
+
+// getMany reads the items of keys, strongly consistent, with one BatchGetItem call per
+// [maxBatchGet] keys; item j belongs to key j, nil when there is none or DynamoDB left it
+// unprocessed (the caller then goes to the single-item path, which has the SDK's retries).
+func (s *Store) getMany(ctx context.Context, keys []string) ([]map[string]types.AttributeValue, error) {
+	items := make([]map[string]types.AttributeValue, len(keys))
+	keyAttr := s.cfg.attrs.ID
+	if s.cfg.sortKey != "" {
+		keyAttr = s.cfg.sortKey
+	}
+	for at := 0; at < len(keys); at += maxBatchGet {
+		chunk := keys[at:min(at+maxBatchGet, len(keys))]
+		index := make(map[string]int, len(chunk))
+		req := make([]map[string]types.AttributeValue, len(chunk))
+		for j, k := range chunk {
+			index[k] = at + j
+			req[j] = s.key(k)
+		}
+		out, err := s.client.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{
+			RequestItems: map[string]types.KeysAndAttributes{s.table: {Keys: req, ConsistentRead: aws.Bool(true)}},
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, item := range out.Responses[s.table] {
+			if k, ok := item[keyAttr].(*types.AttributeValueMemberS); ok {
+				if j, ok := index[k.Value]; ok {
+					items[j] = item
+				}
+			}
+		}
+	}
+	return items, nil
+}
+
 // stmtResult is the outcome of one statement of a batch.
 type stmtResult struct {
 	item    map[string]types.AttributeValue
@@ -251,16 +288,6 @@ func (s *Store) insertStatement(rec *idem.Record) types.BatchStatementRequest {
 	}
 	b.WriteString("}")
 	return types.BatchStatementRequest{Statement: aws.String(b.String()), Parameters: params}
-}
-
-// selectStatement returns the strongly consistent PartiQL SELECT of key's item.
-func (s *Store) selectStatement(key string) types.BatchStatementRequest {
-	where, params := s.whereKey(key)
-	return types.BatchStatementRequest{
-		Statement:      aws.String("SELECT * FROM " + quoteIdent(s.table) + " WHERE " + where),
-		Parameters:     params,
-		ConsistentRead: aws.Bool(true),
-	}
 }
 
 // updateStatement returns the PartiQL UPDATE that completes rec, conditional on its lease

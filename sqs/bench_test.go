@@ -15,8 +15,9 @@ import (
 
 // BenchmarkBatch measures Handle on a batch of ten messages (one op is one batch) with a
 // handler that does nothing, so what is measured is the idempotency around it: ten new
-// messages, or ten replays, at concurrency 1 and at the default, on the in-memory store and
-// on DynamoDB Local. The DynamoDB variants report the requests per batch.
+// messages, or ten replays, at concurrency 1 and at the default, with batch claims and per
+// message, on the in-memory store and on DynamoDB Local. The DynamoDB variants report the
+// requests per batch.
 //
 //	go test -run '^$' -bench BenchmarkBatch -benchmem ./sqs/
 func BenchmarkBatch(b *testing.B) {
@@ -38,18 +39,21 @@ func BenchmarkBatch(b *testing.B) {
 	for _, st := range stores {
 		for _, conc := range []int{1, sqs.DefaultConcurrency} {
 			for _, path := range []string{"new", "replay"} {
-				b.Run(fmt.Sprintf("%s/%s/concurrency=%d", st.name, path, conc), func(b *testing.B) {
-					store, api := st.open(b)
-					guard, err := idem.New(store, idem.WithScope("bench"))
-					if err != nil {
-						b.Fatal(err)
-					}
-					h, err := sqs.New(guard, func(context.Context, events.SQSMessage) error { return nil }, sqs.WithConcurrency(conc))
-					if err != nil {
-						b.Fatal(err)
-					}
-					benchBatch(b, h, api, path == "new")
-				})
+				for _, batch := range []bool{true, false} {
+					b.Run(fmt.Sprintf("%s/%s/concurrency=%d/batch=%t", st.name, path, conc, batch), func(b *testing.B) {
+						store, api := st.open(b)
+						guard, err := idem.New(store, idem.WithScope("bench"))
+						if err != nil {
+							b.Fatal(err)
+						}
+						h, err := sqs.New(guard, func(context.Context, events.SQSMessage) error { return nil },
+							sqs.WithConcurrency(conc), sqs.WithBatchClaims(batch))
+						if err != nil {
+							b.Fatal(err)
+						}
+						benchBatch(b, h, api, path == "new")
+					})
+				}
 			}
 		}
 	}

@@ -135,3 +135,8 @@ func (c *countingAPI) BatchExecuteStatement(ctx context.Context, in *dynamodb.Ba
 	c.count("BatchExecuteStatement")
 	return c.API.BatchExecuteStatement(ctx, in, optFns...)
 }
+
+func (c *countingAPI) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	c.count("BatchGetItem")
+	return c.API.BatchGetItem(ctx, in, optFns...)
+}

@@ -203,11 +203,18 @@ func (c *Client) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWr
 }
 
 // BatchExecuteStatement implements [dynamo.API]: the batch methods of the store. The step
-// is that of the first statement's verb: INSERT a claim, SELECT a get, UPDATE a
-// completion, DELETE a release.
+// is that of the first statement's verb: INSERT a claim, UPDATE a completion, DELETE a
+// release.
 func (c *Client) BatchExecuteStatement(ctx context.Context, in *dynamodb.BatchExecuteStatementInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchExecuteStatementOutput, error) {
 	return call(c, ctx, BatchStep(in), "BatchExecuteStatement", func(ctx context.Context) (*dynamodb.BatchExecuteStatementOutput, error) {
 		return c.api.BatchExecuteStatement(ctx, in, optFns...)
+	})
+}
+
+// BatchGetItem implements [dynamo.API]: the read-back of a batch claim's taken keys.
+func (c *Client) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	return call(c, ctx, Get, "BatchGetItem", func(ctx context.Context) (*dynamodb.BatchGetItemOutput, error) {
+		return c.api.BatchGetItem(ctx, in, optFns...)
 	})
 }
 

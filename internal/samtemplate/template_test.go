@@ -232,8 +232,8 @@ func TestTemplateQueue(t *testing.T) {
 // in a transaction is authorised as its underlying action (the completion is an Update, so
 // UpdateItem), see
 // https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis-iam.html.
-// Nor is BatchExecuteStatement: each PartiQL statement is authorised as its own action, and
-// only a batch consumer (the SQS function) makes them, so batch adds them.
+// Nor is BatchExecuteStatement: each PartiQL statement is authorised as its own action.
+// Only a batch consumer (the SQS function) makes those and BatchGetItem, so batch adds them.
 func storeActions(batch bool) []string {
 	api := reflect.TypeFor[dynamo.API]()
 	var actions []string
@@ -242,7 +242,11 @@ func storeActions(batch bool) []string {
 		case "TransactWriteItems":
 		case "BatchExecuteStatement":
 			if batch {
-				actions = append(actions, "dynamodb:PartiQLDelete", "dynamodb:PartiQLInsert", "dynamodb:PartiQLSelect", "dynamodb:PartiQLUpdate")
+				actions = append(actions, "dynamodb:PartiQLDelete", "dynamodb:PartiQLInsert", "dynamodb:PartiQLUpdate")
+			}
+		case "BatchGetItem":
+			if batch {
+				actions = append(actions, "dynamodb:BatchGetItem")
 			}
 		default:
 			actions = append(actions, "dynamodb:"+name)
