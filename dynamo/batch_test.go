@@ -2,12 +2,16 @@ package dynamo_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -248,4 +252,87 @@ func TestBatchLayouts(t *testing.T) {
 			assert.False(t, strings.Contains(fmt.Sprint(e.api.take()), "PutItem"), "no fallback to single claims")
 		})
 	}
+}
+
+// TestBatchFallbacks covers what DynamoDB Local does not produce on demand: statements that
+// fail for a passing reason and keys BatchGetItem leaves unprocessed go to the single-item
+// call; a failed call fails every record of it with idem.ErrStore, the SDK error reachable.
+func TestBatchFallbacks(t *testing.T) {
+	t.Parallel()
+	stmtErr := func(code types.BatchStatementErrorCodeEnum) func(*dynamodb.BatchExecuteStatementInput) (*dynamodb.BatchExecuteStatementOutput, error) {
+		return func(in *dynamodb.BatchExecuteStatementInput) (*dynamodb.BatchExecuteStatementOutput, error) {
+			out := &dynamodb.BatchExecuteStatementOutput{Responses: make([]types.BatchStatementResponse, len(in.Statements))}
+			for i := range out.Responses {
+				out.Responses[i].Error = &types.BatchStatementError{Code: code, Message: aws.String(string(code))}
+			}
+			return out, nil
+		}
+	}
+	putOK := func(*dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error) { return &dynamodb.PutItemOutput{}, nil }
+	now := time.Now()
+	recs := []*idem.Record{record("a", now, "tok"), record("b", now, "tok")}
+
+	t.Run("ThrottledInsertClaimsSingly", func(t *testing.T) {
+		t.Parallel()
+		api := &fakeAPI{batch: stmtErr(types.BatchStatementErrorCodeEnumThrottlingError), put: putOK}
+		s, err := dynamo.New(api, "t")
+		require.NoError(t, err)
+		for _, r := range s.ClaimMany(context.Background(), recs, now) {
+			require.NoError(t, r.Err)
+			assert.True(t, r.Claimed)
+		}
+		assert.Equal(t, 2, api.puts)
+	})
+	t.Run("UnprocessedKeysClaimSingly", func(t *testing.T) {
+		t.Parallel()
+		api := &fakeAPI{
+			batch: stmtErr(types.BatchStatementErrorCodeEnumDuplicateItem),
+			batchGet: func(in *dynamodb.BatchGetItemInput) (*dynamodb.BatchGetItemOutput, error) {
+				if !aws.ToBool(in.RequestItems["t"].ConsistentRead) {
+					return nil, errors.New("read must be strongly consistent")
+				}
+				return &dynamodb.BatchGetItemOutput{UnprocessedKeys: in.RequestItems}, nil
+			},
+			put: putOK,
+		}
+		s, err := dynamo.New(api, "t")
+		require.NoError(t, err)
+		for _, r := range s.ClaimMany(context.Background(), recs, now) {
+			require.NoError(t, r.Err)
+			assert.True(t, r.Claimed)
+		}
+		assert.Equal(t, 2, api.puts)
+	})
+	t.Run("FailedCallsAreStoreErrors", func(t *testing.T) {
+		t.Parallel()
+		api := &fakeAPI{batch: func(*dynamodb.BatchExecuteStatementInput) (*dynamodb.BatchExecuteStatementOutput, error) {
+			return nil, errOutage
+		}}
+		s, err := dynamo.New(api, "t")
+		require.NoError(t, err)
+		var apiErr smithy.APIError
+		for _, r := range s.ClaimMany(context.Background(), recs, now) {
+			require.ErrorIs(t, r.Err, idem.ErrStore)
+			require.ErrorAs(t, r.Err, &apiErr)
+		}
+		for _, err := range s.CompleteMany(context.Background(), recs) {
+			require.ErrorIs(t, err, idem.ErrStore)
+		}
+		for _, err := range s.ReleaseMany(context.Background(), []string{"a"}, []string{"tok"}) {
+			require.ErrorIs(t, err, idem.ErrStore)
+		}
+	})
+	t.Run("FailedStatementCompletesSingly", func(t *testing.T) {
+		t.Parallel()
+		api := &fakeAPI{
+			batch:  stmtErr(types.BatchStatementErrorCodeEnumInternalServerError),
+			update: func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) { return nil, errCCF },
+		}
+		s, err := dynamo.New(api, "t")
+		require.NoError(t, err)
+		for _, err := range s.CompleteMany(context.Background(), recs) {
+			require.ErrorIs(t, err, idem.ErrLeaseLost, "the single completion's answer")
+		}
+		assert.Equal(t, 2, api.updates)
+	})
 }

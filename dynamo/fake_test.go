@@ -24,8 +24,11 @@ type fakeAPI struct {
 	get      func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error)
 	update   func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error)
 	transact func(*dynamodb.TransactWriteItemsInput) (*dynamodb.TransactWriteItemsOutput, error)
+	batch    func(*dynamodb.BatchExecuteStatementInput) (*dynamodb.BatchExecuteStatementOutput, error)
+	batchGet func(*dynamodb.BatchGetItemInput) (*dynamodb.BatchGetItemOutput, error)
 	puts     int
 	gets     int
+	updates  int
 }
 
 func (f *fakeAPI) PutItem(_ context.Context, in *dynamodb.PutItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
@@ -39,7 +42,16 @@ func (f *fakeAPI) GetItem(_ context.Context, in *dynamodb.GetItemInput, _ ...fun
 }
 
 func (f *fakeAPI) UpdateItem(_ context.Context, in *dynamodb.UpdateItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	f.updates++
 	return f.update(in)
+}
+
+func (f *fakeAPI) BatchExecuteStatement(_ context.Context, in *dynamodb.BatchExecuteStatementInput, _ ...func(*dynamodb.Options)) (*dynamodb.BatchExecuteStatementOutput, error) {
+	return f.batch(in)
+}
+
+func (f *fakeAPI) BatchGetItem(_ context.Context, in *dynamodb.BatchGetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	return f.batchGet(in)
 }
 
 func (f *fakeAPI) TransactWriteItems(_ context.Context, in *dynamodb.TransactWriteItemsInput, _ ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
