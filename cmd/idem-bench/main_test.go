@@ -31,16 +31,29 @@ var (
 		"W4b_sqs_batch_3_inprogress", "X1_raw_sdk_put_update", "X2_raw_sdk_put_conflict"}
 )
 
-// TestRun runs every workload end to end on DynamoDB Local with tiny counts: the
-// invariants hold (run returns 0), every line has its fields, and the raw-SDK floor sends
-// the library's requests (same bytes, same round trips).
+// TestRun runs every workload end to end on DynamoDB Local with tiny counts, on the
+// batched SQS path and on the per-message one: the invariants hold (run returns 0), every
+// line has its fields, and the raw-SDK floor sends the library's requests (same bytes, same
+// round trips).
 func TestRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("idem-bench: DynamoDB Local run skipped under -short")
 	}
-	opts := setup{table: defaultTable}
+	for _, tc := range []struct {
+		name        string
+		batchClaims bool
+	}{
+		{"batch-claims", true},
+		{"per-message", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testRun(t, tc.batchClaims) })
+	}
+}
+
+func testRun(t *testing.T, batchClaims bool) {
+	opts := setup{table: defaultTable, batchClaims: batchClaims}
 	if ep := os.Getenv(ddblocal.EnvEndpoint); ep != "" {
-		opts = setup{endpoint: ep, table: "idem_bench_test_" + strings.ReplaceAll(uuid4(), "-", ""), own: true}
+		opts = setup{endpoint: ep, table: "idem_bench_test_" + strings.ReplaceAll(uuid4(), "-", ""), own: true, batchClaims: batchClaims}
 	}
 	counts := Counts{
 		WarmupInvocations: 20, WarmupW3Rounds: 2, WarmupW4Batches: 2,

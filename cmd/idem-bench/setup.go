@@ -30,6 +30,8 @@ type setup struct {
 	endpoint string
 	table    string
 	own      bool // the user's endpoint or table: nothing is started
+	// batchClaims is passed to sqs.WithBatchClaims.
+	batchClaims bool
 }
 
 func (o setup) where() string {

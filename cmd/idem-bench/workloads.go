@@ -71,10 +71,13 @@ type bench struct {
 	raw        []rawKey // the keys of X1, again in X2
 }
 
-func newBench(counts Counts, client *dynamodb.Client, table string, guard *idem.Guard, cnt *counters, pid int) (*bench, error) {
+// newBench prepares the workloads. batchClaims is passed to sqs.WithBatchClaims: true (the
+// default, and what BENCHMARKS.md measures) or false to measure the per-message path for
+// comparison.
+func newBench(counts Counts, client *dynamodb.Client, table string, guard *idem.Guard, cnt *counters, pid int, batchClaims bool) (*bench, error) {
 	b := &bench{counts: counts, client: client, table: table, guard: guard, cnt: cnt, pid: pid}
 	noValidation := func(events.SQSMessage) ([]byte, error) { return nil, nil }
-	h, err := sqs.New(guard, b.handleMessage, sqs.WithFingerprint(noValidation))
+	h, err := sqs.New(guard, b.handleMessage, sqs.WithFingerprint(noValidation), sqs.WithBatchClaims(batchClaims))
 	if err != nil {
 		return nil, err
 	}
