@@ -24,7 +24,7 @@ FUZZ_TARGETS ?= $(shell git grep --untracked -E '^func Fuzz' -- '*_test.go' | \
 	sed -E 's|^(([^:]*)/)?[^/:]*:func (Fuzz[A-Za-z0-9_]*).*|./\2:\3|; s|^\./:|.:|')
 FUZZTIME ?= 5s
 
-.PHONY: deps test lint vet fuzz bench build run clean shellcheck \
+.PHONY: deps test lint vet fuzz bench soak build run clean shellcheck \
 	build-ExampleAPIFunction build-ExampleSQSFunction \
 	localstack-up localstack-deploy localstack-smoke localstack-logs localstack-down
 
@@ -60,6 +60,12 @@ fuzz:
 
 bench: $(DDBLOCAL_STAMP)
 	go test -run='^$$' -bench=. -benchmem ./...
+
+# The soak at full size: 20,000 invocations over 300 keys from 32 goroutines on DynamoDB
+# Local, with store faults and handler errors, then the table's invariants (see
+# RELIABILITY.md). It stops by itself after 5 minutes at most; `make test` runs it small.
+soak: $(DDBLOCAL_STAMP)
+	go test -count=1 -timeout=10m -run='^TestSoak$$' -v ./internal/soak -args -soak
 
 # The Lambda functions, as `bootstrap` binaries for the provided.al2023 runtime on arm64:
 # static (no cgo), without the RPC shim the go1.x runtime needed (lambda.norpc), stripped.

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 
@@ -86,6 +87,8 @@ type Client struct {
 	api api
 
 	mu       sync.Mutex
+	rate     float64    // chance that any call fails, see [Client.Random]
+	rnd      *rand.Rand // picks random faults; guarded by mu
 	armed    map[Step]*arming
 	injected map[Step]int
 	calls    map[Step]int
@@ -118,11 +121,21 @@ func (c *Client) Arm(step Step, f Fault, times int) {
 	c.armed[step] = &arming{fault: f, times: times}
 }
 
-// Disarm removes every armed fault.
+// Random makes every call fail with probability rate, with a fault drawn from [Faults],
+// drawn from a source seeded with seed so that a run can be repeated. Armed faults take
+// precedence. A rate of 0 turns random faults off.
+func (c *Client) Random(rate float64, seed uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.rate, c.rnd = rate, rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+}
+
+// Disarm removes every armed fault and turns random faults off.
 func (c *Client) Disarm() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	clear(c.armed)
+	c.rate = 0
 }
 
 // Injected returns how many faults were injected at step.
@@ -130,6 +143,17 @@ func (c *Client) Injected(step Step) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.injected[step]
+}
+
+// InjectedTotal returns how many faults were injected in all.
+func (c *Client) InjectedTotal() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, v := range c.injected {
+		n += v
+	}
+	return n
 }
 
 // Calls returns how many calls of step were made, faulted or not.
@@ -146,6 +170,10 @@ func (c *Client) take(step Step) (Fault, bool) {
 	c.calls[step]++
 	a := c.armed[step]
 	if a == nil || a.times == 0 {
+		if c.rate > 0 && c.rnd.Float64() < c.rate {
+			c.injected[step]++
+			return Faults[c.rnd.IntN(len(Faults))], true
+		}
 		return "", false
 	}
 	if a.times > 0 {
