@@ -88,15 +88,15 @@ func (g *Guard) Claim(ctx context.Context, reqs []Request) *Batch {
 			it.lazy = true
 			continue
 		}
+		if rec := g.cache.get(it.key, now); rec != nil {
+			it.rec = rec // a completed key replays, duplicate or not
+			continue
+		}
 		if _, dup := seen[it.key]; dup {
 			it.err = &InProgressError{RetryAfter: time.Second, LeaseExpires: now}
 			continue
 		}
 		seen[it.key] = i
-		if rec := g.cache.get(it.key, now); rec != nil {
-			it.rec = rec
-			continue
-		}
 		recs = append(recs, g.claimRecord(ctx, it.key, it.fp, now))
 		idx = append(idx, i)
 	}
@@ -131,11 +131,14 @@ func DoClaimed[T any](ctx context.Context, b *Batch, i int, fn func(context.Cont
 		return Do(ctx, g, it.req, fn)
 	}
 	b.mu.Lock()
-	released := it.released
+	released, twice := it.released, it.ran
 	it.ran = true
 	b.mu.Unlock()
 	if released {
 		return result, false, ErrSettled
+	}
+	if twice {
+		return result, false, errRunTwice
 	}
 	run := func(ctx context.Context) (any, error) {
 		v, err := fn(ctx)
@@ -162,6 +165,11 @@ func DoClaimed[T any](ctx context.Context, b *Batch, i int, fn func(context.Cont
 			return zero, false, err
 		}
 		return result, true, nil
+	}
+	if !g.now().Before(it.rec.LeaseExpires) {
+		// The lease taken at Claim ran out before this request started (a long batch
+		// without a deadline): another caller may own the key now, so it must not run.
+		return result, false, ErrLeaseLost
 	}
 	s := g.runHandler(ctx, it.rec, run)
 	if len(s.attached) > 0 {
@@ -253,5 +261,7 @@ func (b *Batch) Settle(ctx context.Context) []error {
 	b.mu.Unlock()
 	return errs
 }
+
+var errRunTwice = errors.New("idem: DoClaimed called twice for one request")
 
 var errCount = errors.New("idem: batch store returned a result count unlike its input")

@@ -230,3 +230,44 @@ func TestBatchSettleEarly(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, replayed, "the released key runs on redelivery")
 }
+
+func TestBatchLeaseLapsedBeforeStart(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	g, err := idem.New(idem.NewMemStore(), idem.WithClock(clock), idem.WithLease(time.Minute))
+	require.NoError(t, err)
+	ctx := context.Background()
+	b := g.Claim(ctx, reqs("l", 2))
+	_, _, err = idem.DoClaimed(ctx, b, 0, func(context.Context) (int, error) {
+		mu.Lock()
+		now = now.Add(2 * time.Minute) // a slow message outlives the batch's leases
+		mu.Unlock()
+		return 0, nil
+	})
+	require.NoError(t, err)
+	_, _, err = idem.DoClaimed(ctx, b, 1, func(context.Context) (int, error) {
+		t.Error("ran on a lapsed lease")
+		return 0, nil
+	})
+	require.ErrorIs(t, err, idem.ErrLeaseLost)
+	_, _, err = idem.DoClaimed(ctx, b, 1, func(context.Context) (int, error) { return 0, nil })
+	require.Error(t, err, "a request runs at most once per batch")
+}
+
+func TestBatchDuplicateOfCachedKeyReplays(t *testing.T) {
+	t.Parallel()
+	g, err := idem.New(newCountingBatch(), idem.WithCache(8))
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, _, err = idem.Do(ctx, g, idem.Request{Key: "c"}, func(context.Context) (int, error) { return 5, nil })
+	require.NoError(t, err)
+	b := g.Claim(ctx, []idem.Request{{Key: "c"}, {Key: "c"}})
+	for i := range 2 {
+		v, replayed, err := idem.DoClaimed(ctx, b, i, func(context.Context) (int, error) { return 0, nil })
+		require.NoError(t, err)
+		assert.True(t, replayed)
+		assert.Equal(t, 5, v)
+	}
+}

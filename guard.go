@@ -47,6 +47,10 @@ func New(store Store, opts ...Option) (*Guard, error) {
 			return nil, err
 		}
 	}
+	if cfg.heartbeat > 0 && cfg.heartbeat > cfg.lease/2 {
+		// A lease must survive a missed beat.
+		return nil, optErr("WithHeartbeat", "interval must be at most half of WithLease")
+	}
 	if cfg.logger == nil {
 		cfg.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -72,8 +76,9 @@ func (g *Guard) Scope() string { return g.cfg.scope }
 //     owner's result once it completes.
 //   - Other errors: [ErrMissingKey], [ErrInvalidKey], [ErrPayloadMismatch], [ErrFailed],
 //     [ErrLeaseLost] (fn ran but another owner's result stands; retry), [ErrResultNotStored],
-//     [ErrIncompatibleRecord], [ErrConditionFailed], and [ErrStore], in which case fn did not
-//     run unless [WithFailOpen] is set.
+//     [ErrIncompatibleRecord], [ErrConditionFailed], and [ErrStore]. A [*StoreError] with Op
+//     "claim" means fn did not run (unless [WithFailOpen] is set); with Op "complete", fn ran
+//     but its outcome was not recorded, and the key stays in progress until its lease ends.
 //
 // fn receives a context carrying the lease, for [Checkpoint], [LastCheckpoint] and
 // [Attach]. Its deadline sets the lease: the lease ends at ctx's deadline plus the margin.
@@ -111,7 +116,7 @@ func (g *Guard) do(ctx context.Context, req Request, run func(context.Context) (
 	for now := start; ; now = g.now() {
 		rec, claimed, err := g.claim(ctx, key, fp, now)
 		if err != nil {
-			if g.cfg.failOpen && errors.Is(err, ErrStore) {
+			if g.failsOpen(err) {
 				g.cfg.logger.WarnContext(ctx, "idem: store failed, running unguarded (fail-open)", "key", key, "error", err)
 				_, err := run(ctx)
 				return nil, err
@@ -128,7 +133,7 @@ func (g *Guard) do(ctx context.Context, req Request, run func(context.Context) (
 		if waitUntil.IsZero() {
 			waitUntil = now.Add(g.cfg.waitMax)
 		}
-		done, err := g.waitFor(ctx, rec, waitUntil)
+		done, err := g.waitFor(ctx, rec, fp, waitUntil)
 		if err != nil || done != nil {
 			return done, err
 		}
@@ -161,13 +166,16 @@ func (g *Guard) claim(ctx context.Context, key, fp string, now time.Time) (*Reco
 	return g.claimed(ctx, rec, now, prev, claimed, err)
 }
 
-// claimRecord returns the in-progress record a claim at now writes.
+// claimRecord returns the in-progress record a claim at now writes. Its expiry window
+// starts when the lease ends, so an in-progress record never counts as absent (nor is
+// deleted by TTL) while its lease runs, however short WithExpiry is.
 func (g *Guard) claimRecord(ctx context.Context, key, fp string, now time.Time) *Record {
+	lease := g.leaseEnd(ctx, now)
 	return &Record{
 		Key:          key,
 		Status:       StatusInProgress,
-		Expires:      now.Add(g.cfg.expiry),
-		LeaseExpires: g.leaseEnd(ctx, now),
+		Expires:      lease.Add(g.cfg.expiry),
+		LeaseExpires: lease,
 		Fingerprint:  fp,
 		LeaseToken:   newToken(),
 		Version:      SchemaVersion,
@@ -185,9 +193,7 @@ func (g *Guard) claimed(ctx context.Context, rec *Record, now time.Time, prev *R
 	}
 	if claimed {
 		g.fire(ctx, g.cfg.hooks.OnClaimed, now, Event{Key: key})
-		if prev != nil && prev.Status == StatusInProgress {
-			rec.Checkpoint = prev.Checkpoint // resume where the previous owner stopped
-		}
+		g.inheritCheckpoint(ctx, rec, prev)
 		return rec, true, nil
 	}
 	if prev == nil {
@@ -203,19 +209,41 @@ func (g *Guard) claimed(ctx context.Context, rec *Record, now time.Time, prev *R
 	return prev, false, nil
 }
 
-// leaseEnd computes when a lease taken at now ends: the context deadline plus the margin,
-// or the default lease without a deadline, capped by the maximum.
-func (g *Guard) leaseEnd(ctx context.Context, now time.Time) time.Time {
-	d := g.cfg.lease
-	if dl, ok := ctx.Deadline(); ok {
-		d = dl.Sub(now) + g.cfg.leaseMargin
+// inheritCheckpoint carries the checkpoint of an in-progress record this claim took over
+// onto the new record, so the new owner resumes where the previous one stopped, and so does
+// the owner after it if this one dies too. The claim replaced the whole item, so the
+// checkpoint is written back: one more round trip, only on a takeover that had one. A
+// request with another fingerprint is other work and inherits nothing.
+func (g *Guard) inheritCheckpoint(ctx context.Context, rec, prev *Record) {
+	if prev == nil || prev.Status != StatusInProgress || prev.Checkpoint == "" ||
+		(rec.Fingerprint != "" && prev.Fingerprint != "" && rec.Fingerprint != prev.Fingerprint) {
+		return
 	}
-	d = min(d, g.cfg.maxLease)
-	if d <= 0 {
-		d = g.cfg.leaseMargin // an expired context still claims briefly so the result fences
+	rec.Checkpoint = prev.Checkpoint
+	start := g.now()
+	if err := g.store.SetCheckpoint(ctx, rec.Key, rec.LeaseToken, rec.Checkpoint); err != nil {
+		// This owner still sees the checkpoint; only a further takeover would miss it.
+		err = storeErr("checkpoint", err)
+		g.storeFailed(ctx, rec.Key, "checkpoint", start, err)
+		g.cfg.logger.WarnContext(ctx, "idem: could not carry the checkpoint over to the new lease", "key", rec.Key, "error", err)
 	}
-	return now.Add(d)
 }
+
+// leaseEnd computes when a lease taken at now ends: the context deadline capped by the
+// maximum, plus the margin (after the cap, so that even a 15-minute function keeps it); or,
+// without a deadline, the default lease capped by the maximum. A lease lasts at least
+// minLease.
+func (g *Guard) leaseEnd(ctx context.Context, now time.Time) time.Time {
+	d := min(g.cfg.lease, g.cfg.maxLease)
+	if dl, ok := ctx.Deadline(); ok {
+		d = min(dl.Sub(now), g.cfg.maxLease) + g.cfg.leaseMargin
+	}
+	return now.Add(max(d, minLease))
+}
+
+// minLease is the shortest lease: even a context at its deadline holds its key long enough
+// for its outcome to be fenced, rather than handing it to a concurrent claimer at once.
+const minLease = time.Second
 
 func (g *Guard) checkFingerprint(ctx context.Context, rec *Record, fp string) error {
 	if fp != "" && rec.Fingerprint != "" && fp != rec.Fingerprint {
@@ -235,7 +263,7 @@ func (g *Guard) inProgress(ctx context.Context, rec *Record, now time.Time) erro
 
 // waitFor polls an in-flight key until it completes, goes away or its lease ends, or until
 // the wait budget or ctx ends. It returns the completed record, or nil to claim again.
-func (g *Guard) waitFor(ctx context.Context, rec *Record, until time.Time) (*Record, error) {
+func (g *Guard) waitFor(ctx context.Context, rec *Record, fp string, until time.Time) (*Record, error) {
 	poll := g.cfg.waitPoll
 	timer := time.NewTimer(poll)
 	defer timer.Stop()
@@ -259,10 +287,10 @@ func (g *Guard) waitFor(ctx context.Context, rec *Record, until time.Time) (*Rec
 		if !cur.live(now) {
 			return nil, nil
 		}
-		if cur.Status != StatusInProgress {
-			g.cache.put(cur)
-			g.fire(ctx, g.cfg.hooks.OnReplayed, start, Event{Key: rec.Key})
-			return cur, nil
+		// The record polled may be another owner's, for another request: judge it afresh.
+		replay, err := g.conflict(ctx, cur, fp, start)
+		if !errors.Is(err, ErrInProgress) {
+			return replay, err
 		}
 		rec = cur
 		poll = min(2*poll, time.Second)
@@ -279,6 +307,13 @@ func (g *Guard) replay(rec *Record, out any) error {
 }
 
 func (g *Guard) now() time.Time { return g.cfg.now() }
+
+// failsOpen reports whether err lets the handler run unguarded: only a store failure with
+// [WithFailOpen] set, never the caller's own cancelled or expired context.
+func (g *Guard) failsOpen(err error) bool {
+	return g.cfg.failOpen && errors.Is(err, ErrStore) &&
+		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}
 
 func (g *Guard) storeFailed(ctx context.Context, key, op string, start time.Time, err error) {
 	g.fire(ctx, g.cfg.hooks.OnStoreError, start, Event{Key: key, Op: op, Err: err})

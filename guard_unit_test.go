@@ -212,7 +212,7 @@ func TestLeaseFollowsDeadline(t *testing.T) {
 	}{
 		{"NoDeadline", 0, idem.DefaultLease},
 		{"Deadline", 10 * time.Second, 11 * time.Second},
-		{"CappedByMax", time.Hour, time.Minute},
+		{"CappedByMaxThenMargin", time.Hour, time.Minute + time.Second},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -406,4 +406,38 @@ func TestInProgressWithoutLeaseEndHoldsKey(t *testing.T) {
 	s.Put(idem.Record{Key: sk, Status: idem.StatusInProgress, Expires: now.Add(time.Hour), LeaseToken: "x"})
 	_, _, err = idem.Do(context.Background(), g, idem.Request{Key: "k"}, func(context.Context) (int, error) { return 1, nil })
 	require.ErrorIs(t, err, idem.ErrInProgress, "as the DynamoDB claim condition does")
+}
+
+func TestFailOpenNeverOnCancelledContext(t *testing.T) {
+	t.Parallel()
+	g, err := idem.New(idem.NewMemStore(), idem.WithFailOpen(true))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, _, err = idem.Do(ctx, g, idem.Request{Key: "k"}, func(context.Context) (int, error) {
+		t.Error("ran unguarded for a caller that gave up")
+		return 0, nil
+	})
+	require.ErrorIs(t, err, context.Canceled)
+}
+
+func TestAttachAfterHandlerReturned(t *testing.T) {
+	t.Parallel()
+	g, err := idem.New(idem.NewMemStore())
+	require.NoError(t, err)
+	var leaked context.Context
+	_, _, err = idem.Do(context.Background(), g, idem.Request{Key: "k"}, func(ctx context.Context) (int, error) {
+		leaked = ctx
+		return 1, nil
+	})
+	require.NoError(t, err)
+	require.ErrorIs(t, idem.Attach(leaked, func() error { return nil }), idem.ErrNoLease,
+		"a write attached too late would silently never commit")
+}
+
+func TestHeartbeatMustFitTheLease(t *testing.T) {
+	t.Parallel()
+	_, err := idem.New(idem.NewMemStore(), idem.WithLease(time.Minute), idem.WithHeartbeat(40*time.Second))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "WithHeartbeat")
 }

@@ -2,6 +2,7 @@ package idem
 
 import (
 	"context"
+	"fmt"
 	"sync"
 )
 
@@ -14,6 +15,7 @@ type lease struct {
 	mu         sync.Mutex
 	checkpoint string
 	attached   []any
+	closed     bool // the handler returned: later attachments would be lost
 }
 
 type leaseCtxKey struct{}
@@ -31,16 +33,19 @@ func (l *lease) takeAttached() []any {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	a := l.attached
-	l.attached = nil
+	l.attached, l.closed = nil, true
 	return a
 }
+
+// errAttachLate is returned by [Attach] after the handler returned.
+var errAttachLate = fmt.Errorf("%w: the handler already returned", ErrNoLease)
 
 // Attach adds writes to the completion of the key whose handler ctx belongs to. They commit
 // atomically with the completed record, conditional on the lease token, or not at all: a
 // crash before completion, or a lost lease, means none of them lands. The store defines the
 // accepted types (the DynamoDB store takes its own write items, see its Attach helper; the
 // in-memory store takes func() error). Attach is safe for concurrent use. Outside a guarded
-// handler it returns an error.
+// handler, or after the handler returned, it returns an error wrapping [ErrNoLease].
 func Attach(ctx context.Context, writes ...any) error {
 	l := leaseFrom(ctx)
 	if l == nil {
@@ -48,6 +53,9 @@ func Attach(ctx context.Context, writes ...any) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.closed {
+		return errAttachLate
+	}
 	l.attached = append(l.attached, writes...)
 	return nil
 }

@@ -57,7 +57,7 @@ type config struct {
 func optErr(name, msg string) error { return fmt.Errorf("idem: %s: %s", name, msg) }
 
 // WithExpiry sets how long a completed or failed record is kept and replayed, counted from
-// completion. Default [DefaultExpiry]; must be positive. It becomes the record's TTL
+// completion. An in-progress record expires this long after its lease ends. Default [DefaultExpiry]; must be positive. It becomes the record's TTL
 // attribute, but a record past it counts as absent even before DynamoDB deletes it.
 func WithExpiry(d time.Duration) Option {
 	return func(c *config) error {
@@ -160,10 +160,13 @@ func WithRememberFailures(permanent func(error) bool) Option {
 	}
 }
 
-// WithHeartbeat extends the lease every interval while the handler runs, to the lease
-// length from then, for work that may outlive its lease. Default off (0); must not be
-// negative. If an extension finds the lease lost, the handler's context is cancelled with
-// cause [ErrLeaseLost].
+// WithHeartbeat extends the lease every interval while the handler runs, for work that may
+// outlive its lease: each beat moves the lease end to at least [WithLease] from then (never
+// earlier than the deadline-based end), but not past the record's expiry, which is
+// [WithExpiry] after the first lease end; work longer than that needs a longer expiry.
+// Default off (0); must not be negative, and at most half of [WithLease] so that a lease
+// survives one missed beat. If an extension finds the lease lost, the handler's context is
+// cancelled with cause [ErrLeaseLost].
 func WithHeartbeat(interval time.Duration) Option {
 	return func(c *config) error {
 		if interval < 0 {

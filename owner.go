@@ -31,7 +31,7 @@ func (g *Guard) runOwned(ctx context.Context, rec *Record, run func(context.Cont
 func (g *Guard) runHandler(ctx context.Context, rec *Record, run func(context.Context) (any, error)) settlement {
 	start := g.now()
 	l := &lease{g: g, key: rec.Key, token: rec.LeaseToken, checkpoint: rec.Checkpoint}
-	hctx, stopHeartbeat := g.heartbeat(withLease(ctx, l), l)
+	hctx, stopHeartbeat := g.heartbeat(withLease(ctx, l), l, rec.Expires)
 
 	finished := false
 	defer func() {
@@ -44,6 +44,7 @@ func (g *Guard) runHandler(ctx context.Context, rec *Record, run func(context.Co
 	v, runErr := run(hctx)
 	finished = true
 	stopHeartbeat()
+	attached := l.takeAttached() // closes the lease to attachments, whatever the outcome
 
 	s := settlement{l: l, start: start, runErr: runErr}
 	if runErr != nil {
@@ -57,7 +58,7 @@ func (g *Guard) runHandler(ctx context.Context, rec *Record, run func(context.Co
 		g.cfg.logger.ErrorContext(ctx, "idem: result not encodable; completing without it", "key", rec.Key, "error", encErr)
 	}
 	s.done = g.completedRecord(rec, StatusCompleted, data, enc)
-	s.attached = l.takeAttached()
+	s.attached = attached
 	return s
 }
 
@@ -166,12 +167,14 @@ func (g *Guard) released(ctx context.Context, l *lease, start time.Time, cause, 
 // heartbeat extends the lease every interval until the returned stop is called, and
 // returns the handler's context, which it cancels with cause [ErrLeaseLost] if an extension
 // finds the lease taken over. stop waits for the heartbeat goroutine to end.
-func (g *Guard) heartbeat(ctx context.Context, l *lease) (context.Context, func()) {
+func (g *Guard) heartbeat(ctx context.Context, l *lease, expires time.Time) (context.Context, func()) {
 	if g.cfg.heartbeat <= 0 {
 		return ctx, func() {}
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
-	done := make(chan struct{})
+	// The beats run on their own context, which stop ends first, so a hung extension never
+	// holds up the completion.
+	beatCtx, stopBeats := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -180,17 +183,26 @@ func (g *Guard) heartbeat(ctx context.Context, l *lease) (context.Context, func(
 		defer t.Stop()
 		for {
 			select {
-			case <-done:
-				return
-			case <-ctx.Done():
+			case <-beatCtx.Done():
 				return
 			case <-t.C:
 			}
 			now := g.now()
-			end := now.Add(min(g.cfg.lease, g.cfg.maxLease))
-			err := g.store.Extend(ctx, l.key, l.token, end)
+			// Never shorten the lease (the deadline may lie further out than the default
+			// lease), and never extend it past the record's expiry, after which the record
+			// would count as absent.
+			end := g.leaseEnd(ctx, now)
+			if alt := now.Add(min(g.cfg.lease, g.cfg.maxLease)); alt.After(end) {
+				end = alt
+			}
+			if end.After(expires) {
+				end = expires
+			}
+			err := g.store.Extend(beatCtx, l.key, l.token, end)
 			switch {
 			case err == nil:
+			case beatCtx.Err() != nil:
+				return // stopped: the outcome is being recorded
 			case errors.Is(err, ErrLeaseLost):
 				g.fire(ctx, g.cfg.hooks.OnLeaseLost, time.Time{}, Event{Key: l.key, Err: err})
 				cancel(ErrLeaseLost)
@@ -202,6 +214,6 @@ func (g *Guard) heartbeat(ctx context.Context, l *lease) (context.Context, func(
 	}()
 	var once sync.Once
 	return ctx, func() {
-		once.Do(func() { close(done); wg.Wait(); cancel(nil) })
+		once.Do(func() { stopBeats(); wg.Wait(); cancel(nil) })
 	}
 }

@@ -84,6 +84,9 @@ func Run(t *testing.T, h Harness) {
 	t.Run("ExpiredRecordIsAbsent", h.expiredIsAbsent)
 	t.Run("TakeoverFencesLateOwner", h.takeover)
 	t.Run("Checkpoint", h.checkpoint)
+	t.Run("CheckpointSurvivesTwoTakeovers", h.checkpointTwoTakeovers)
+	t.Run("WaitJudgesAnotherOwnersRecord", h.waitOtherPayload)
+	t.Run("ShortExpiryLongLease", h.shortExpiryLongLease)
 	t.Run("Contention", h.contention)
 	t.Run("LargeResults", h.largeResults)
 	t.Run("IncompatibleRecord", h.incompatible)
@@ -610,4 +613,93 @@ func storedKey(t *testing.T, g *idem.Guard, k string) string {
 	sk, err := g.StoredKey(idem.Request{Key: k})
 	require.NoError(t, err)
 	return sk
+}
+
+func (h Harness) checkpointTwoTakeovers(t *testing.T) {
+	f := h.fixture(t, idem.WithLease(time.Minute))
+	k := key(t)
+	ctx := context.Background()
+	// Each owner "dies" (blocks past its lease); the next takes over.
+	owner := func(work func(ctx context.Context) error) (release chan struct{}, done chan error) {
+		started := make(chan struct{})
+		release, done = make(chan struct{}), make(chan error, 1)
+		go func() {
+			_, _, err := do(h, ctx, f.guard, idem.Request{Key: k}, func(ctx context.Context) (result, error) {
+				err := work(ctx)
+				close(started)
+				<-release
+				return result{}, err
+			})
+			done <- err
+		}()
+		<-started
+		return release, done
+	}
+	r1, d1 := owner(func(ctx context.Context) error { return idem.Checkpoint(ctx, "payment_charged") })
+	f.clock.Advance(2 * time.Minute)
+	seen := ""
+	r2, d2 := owner(func(ctx context.Context) error { seen = idem.LastCheckpoint(ctx); return nil })
+	assert.Equal(t, "payment_charged", seen)
+	f.clock.Advance(2 * time.Minute)
+	v, _, err := do(h, ctx, f.guard, idem.Request{Key: k}, func(ctx context.Context) (result, error) {
+		return result{Msg: idem.LastCheckpoint(ctx)}, nil
+	})
+	require.NoError(t, err)
+	assert.Equal(t, "payment_charged", v.Msg, "the third owner still knows the card was charged")
+	close(r1)
+	close(r2)
+	require.ErrorIs(t, <-d1, idem.ErrLeaseLost)
+	require.ErrorIs(t, <-d2, idem.ErrLeaseLost)
+}
+
+func (h Harness) waitOtherPayload(t *testing.T) {
+	f := h.fixture(t, idem.WithWait(time.Minute, 2*time.Millisecond))
+	k := key(t)
+	ctx := context.Background()
+	started, release := make(chan struct{}), make(chan struct{})
+	ownerDone := make(chan error, 1)
+	go func() {
+		_, _, err := do(h, ctx, f.guard, idem.Request{Key: k, Fingerprint: []byte("X")}, func(context.Context) (result, error) {
+			close(started)
+			<-release
+			return result{}, errors.New("owner fails: key released")
+		})
+		ownerDone <- err
+	}()
+	<-started
+	waiter := make(chan error, 1)
+	go func() {
+		_, _, err := do(h, ctx, f.guard, idem.Request{Key: k, Fingerprint: []byte("X")}, func(context.Context) (result, error) {
+			return result{Msg: "X"}, nil
+		})
+		waiter <- err
+	}()
+	close(release)
+	require.Error(t, <-ownerDone)
+	// Whoever wins the released key, the waiter never replays another payload's result:
+	// it either runs X itself, or (if Y completed first) gets a mismatch.
+	_, _, errY := do(h, ctx, f.guard, idem.Request{Key: k, Fingerprint: []byte("Y")}, func(context.Context) (result, error) {
+		return result{Msg: "Y"}, nil
+	})
+	errX := <-waiter
+	if errX == nil {
+		require.ErrorIs(t, errY, idem.ErrPayloadMismatch)
+	} else {
+		require.ErrorIs(t, errX, idem.ErrPayloadMismatch)
+		require.NoError(t, errY)
+	}
+}
+
+func (h Harness) shortExpiryLongLease(t *testing.T) {
+	f := h.fixture(t, idem.WithExpiry(30*time.Second), idem.WithLease(5*time.Minute))
+	k := key(t)
+	release, done := blockOwner(h, t, context.Background(), f.guard, k, result{N: 1})
+	f.clock.Advance(time.Minute) // past the expiry window, well inside the lease
+	_, _, err := do(h, context.Background(), f.guard, idem.Request{Key: k}, func(context.Context) (result, error) {
+		t.Error("a second run inside the first one's lease")
+		return result{}, nil
+	})
+	require.ErrorIs(t, err, idem.ErrInProgress)
+	close(release)
+	require.NoError(t, <-done)
 }
