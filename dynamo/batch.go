@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -219,30 +220,47 @@ type stmtResult struct {
 }
 
 // execute runs stmts with one BatchExecuteStatement call per [MaxBatchStatements] and
-// returns their results in order.
+// returns their results in order. The calls of a large batch run concurrently, so that it
+// costs the latency of one call, not of one per chunk.
 func (s *Store) execute(ctx context.Context, stmts []types.BatchStatementRequest) []stmtResult {
 	res := make([]stmtResult, len(stmts))
-	for at := 0; at < len(stmts); at += MaxBatchStatements {
-		chunk := stmts[at:min(at+MaxBatchStatements, len(stmts))]
-		out, err := s.client.BatchExecuteStatement(ctx, &dynamodb.BatchExecuteStatementInput{Statements: chunk})
-		if err == nil && len(out.Responses) != len(chunk) {
-			err = fmt.Errorf("dynamo: BatchExecuteStatement returned %d responses for %d statements", len(out.Responses), len(chunk))
+	const size = MaxBatchStatements
+	if len(stmts) <= size {
+		s.executeChunk(ctx, stmts, res)
+		return res
+	}
+	var wg sync.WaitGroup
+	for at := 0; at < len(stmts); at += size {
+		end := min(at+size, len(stmts))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.executeChunk(ctx, stmts[at:end], res[at:end])
+		}()
+	}
+	wg.Wait()
+	return res
+}
+
+// executeChunk runs one BatchExecuteStatement call of stmts and puts their results in res.
+func (s *Store) executeChunk(ctx context.Context, stmts []types.BatchStatementRequest, res []stmtResult) {
+	out, err := s.client.BatchExecuteStatement(ctx, &dynamodb.BatchExecuteStatementInput{Statements: stmts})
+	if err == nil && len(out.Responses) != len(stmts) {
+		err = fmt.Errorf("dynamo: BatchExecuteStatement returned %d responses for %d statements", len(out.Responses), len(stmts))
+	}
+	for j := range stmts {
+		r := &res[j]
+		if err != nil {
+			r.callErr = err
+			continue
 		}
-		for j := range chunk {
-			r := &res[at+j]
-			if err != nil {
-				r.callErr = err
-				continue
-			}
-			resp := &out.Responses[j]
-			r.item = resp.Item
-			if e := resp.Error; e != nil {
-				r.code, r.msg = e.Code, aws.ToString(e.Message)
-				r.err = &StatementError{Code: string(e.Code), Message: r.msg}
-			}
+		resp := &out.Responses[j]
+		r.item = resp.Item
+		if e := resp.Error; e != nil {
+			r.code, r.msg = e.Code, aws.ToString(e.Message)
+			r.err = &StatementError{Code: string(e.Code), Message: r.msg}
 		}
 	}
-	return res
 }
 
 // StatementError is the failure of one PartiQL statement of a BatchExecuteStatement call,
