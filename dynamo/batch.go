@@ -219,9 +219,13 @@ type stmtResult struct {
 	callErr error // the call carrying the statement failed
 }
 
+// maxConcurrentCalls bounds the calls of one large batch in flight at once.
+const maxConcurrentCalls = 8
+
 // execute runs stmts with one BatchExecuteStatement call per [MaxBatchStatements] and
-// returns their results in order. The calls of a large batch run concurrently, so that it
-// costs the latency of one call, not of one per chunk.
+// returns their results in order. The calls of a large batch run concurrently, up to
+// maxConcurrentCalls at once, so that it costs about the latency of one call, not of one
+// per chunk.
 func (s *Store) execute(ctx context.Context, stmts []types.BatchStatementRequest) []stmtResult {
 	res := make([]stmtResult, len(stmts))
 	const size = MaxBatchStatements
@@ -230,11 +234,13 @@ func (s *Store) execute(ctx context.Context, stmts []types.BatchStatementRequest
 		return res
 	}
 	var wg sync.WaitGroup
+	slots := make(chan struct{}, maxConcurrentCalls)
 	for at := 0; at < len(stmts); at += size {
 		end := min(at+size, len(stmts))
+		slots <- struct{}{}
 		wg.Add(1)
 		go func() {
-			defer wg.Done()
+			defer func() { <-slots; wg.Done() }()
 			s.executeChunk(ctx, stmts[at:end], res[at:end])
 		}()
 	}
