@@ -38,6 +38,10 @@ var (
 	// ErrConditionFailed means a write attached to the completion (see [Attach]) failed its
 	// condition: neither it nor the completion committed, and the key was released.
 	ErrConditionFailed = errors.New("idem: attached write condition failed")
+	// ErrNotCommitted means the store refused a completion as a whole and committed nothing
+	// (a cancelled transaction), so the key was released and a retry runs again. It comes
+	// wrapped in a [*StoreError].
+	ErrNotCommitted = errors.New("idem: completion not committed")
 	// ErrDoNotStore, returned by a guarded handler (possibly wrapped), releases the key
 	// without storing anything, whatever [WithRememberFailures] says, and [Do] returns the
 	// handler's result and error as they are. HTTP wrappers use it for responses that must

@@ -85,7 +85,8 @@ func (g *Guard) completed(ctx context.Context, s settlement, err error) error {
 		err = g.completeResult(ctx, s.l, s.done, s.attached, s.start, g.store.Complete(cctx, s.done, s.attached))
 		cancel()
 	}
-	if errors.Is(err, ErrConditionFailed) {
+	if errors.Is(err, ErrConditionFailed) || errors.Is(err, ErrNotCommitted) {
+		// Nothing committed, attached writes included: a retry may run again.
 		g.release(ctx, s.l, s.start, err)
 	}
 	if s.runErr != nil { // a remembered failure

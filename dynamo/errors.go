@@ -60,7 +60,10 @@ func (s *Store) transactFail(err error) error {
 			return fmt.Errorf("dynamo: complete: attached write %d: %w: %w", i-1, idem.ErrConditionFailed, err)
 		}
 	}
-	return s.fail("complete", err)
+	// Cancelled for another reason (a conflicting transaction, throttling, an invalid
+	// attached item): the transaction committed nothing, so the guard can release the key
+	// instead of leaving it in progress until the lease ends.
+	return &idem.StoreError{Op: "complete", Err: fmt.Errorf("dynamo: complete: %w: %w", idem.ErrNotCommitted, err)}
 }
 
 func code(p *string) string {

@@ -3,6 +3,7 @@ package dynamo_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -182,4 +183,52 @@ func TestErrorMapping(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestCancelledTransactionCommittedNothing(t *testing.T) {
+	t.Parallel()
+	for _, reason := range []string{"TransactionConflict", "ThrottlingError", "None"} {
+		api := &fakeAPI{transact: func(*dynamodb.TransactWriteItemsInput) (*dynamodb.TransactWriteItemsOutput, error) {
+			return nil, &types.TransactionCanceledException{CancellationReasons: []types.CancellationReason{
+				{Code: aws.String(reason)}, {Code: aws.String("None")},
+			}}
+		}}
+		s, err := dynamo.New(api, "t")
+		require.NoError(t, err)
+		done := record("k", time.Now(), "tok")
+		done.Status = idem.StatusCompleted
+		err = s.Complete(context.Background(), done, []any{types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{}}})
+		require.ErrorIs(t, err, idem.ErrNotCommitted, reason)
+		require.ErrorIs(t, err, idem.ErrStore, reason)
+		var tce *types.TransactionCanceledException
+		assert.ErrorAs(t, err, &tce)
+	}
+}
+
+func TestClaimMeetingATransactionReadsTheRecord(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	api := &fakeAPI{
+		put: func(*dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error) {
+			return nil, &types.TransactionConflictException{Message: aws.String("Transaction is ongoing for the item")}
+		},
+	}
+	s, err := dynamo.New(api, "t")
+	require.NoError(t, err)
+	api.get = func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) {
+		return &dynamodb.GetItemOutput{Item: map[string]types.AttributeValue{
+			"id":                     &types.AttributeValueMemberS{Value: "k"},
+			"status":                 &types.AttributeValueMemberS{Value: "INPROGRESS"},
+			"expiration":             &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(time.Hour).Unix(), 10)},
+			"in_progress_expiration": &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(time.Minute).UnixMilli(), 10)},
+			"lease_token":            &types.AttributeValueMemberS{Value: "owner"},
+			"v":                      &types.AttributeValueMemberN{Value: "1"},
+		}}, nil
+	}
+	prev, claimed, err := s.Claim(context.Background(), record("k", now, "mine"), now)
+	require.NoError(t, err)
+	assert.False(t, claimed)
+	require.NotNil(t, prev)
+	assert.Equal(t, "owner", prev.LeaseToken, "the owner completing right now holds the key")
+	assert.Equal(t, 1, api.gets)
 }

@@ -86,10 +86,19 @@ func (s *Store) Claim(ctx context.Context, rec *idem.Record, now time.Time) (*id
 			return s.replaced(out.Attributes), true, nil
 		}
 		var ccf *types.ConditionalCheckFailedException
-		if !errors.As(err, &ccf) {
+		var conflict *types.TransactionConflictException
+		switch {
+		case errors.As(err, &ccf):
+		case errors.As(err, &conflict):
+			// The owner's completion transaction holds the item right now (the SDK does not
+			// retry this): read the record as it stands, as after a failed condition.
+		default:
 			return nil, false, s.fail("claim", err)
 		}
-		item := ccf.Item
+		var item map[string]types.AttributeValue
+		if ccf != nil {
+			item = ccf.Item
+		}
 		if len(item) == 0 {
 			if item, err = s.getItem(ctx, rec.Key); err != nil {
 				return nil, false, s.fail("claim", err)
