@@ -63,4 +63,6 @@
 //     https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_TransactWriteItems.html
 //   - Item size limit:
 //     https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ServiceQuotas.html
+//   - Batch operations with PartiQL (BatchExecuteStatement):
+//     https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ql-reference.multiplestatements.batching.html
 package dynamo
