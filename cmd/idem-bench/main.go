@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 )
 
 func main() {
@@ -22,10 +23,37 @@ func main() {
 	flag.StringVar(&opts.endpoint, "endpoint", "", "DynamoDB endpoint to use instead of starting DynamoDB Local")
 	flag.StringVar(&opts.table, "table", defaultTable, "table to create (if missing) and use")
 	flag.BoolVar(&opts.batchClaims, "batch-claims", true, "sqs.WithBatchClaims for W4 and W4b; false measures the per-message path for comparison (not the specified workload)")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file (it slows the run a little)")
 	flag.Parse()
 	// Naming either, even the default table, means the user's own DynamoDB.
 	flag.Visit(func(f *flag.Flag) { opts.own = opts.own || f.Name == "endpoint" || f.Name == "table" })
+	if *cpuProfile != "" {
+		stop, err := startProfile(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		code := run(context.Background(), opts, SpecCounts(), os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
+	}
 	os.Exit(run(context.Background(), opts, SpecCounts(), os.Stdout, os.Stderr))
+}
+
+// startProfile starts a CPU profile written to path; stop ends it and closes the file.
+func startProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("idem-bench: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("idem-bench: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
 }
 
 // run sets up, runs every workload, prints the JSON lines to stdout and returns the exit
