@@ -43,11 +43,20 @@ func (c *config) encodeResult(v any) (data []byte, enc string, err error) {
 	if len(data) > c.compressAbove {
 		var buf bytes.Buffer
 		buf.Grow(len(data) / 4)
-		zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
-		if _, err := zw.Write(data); err != nil {
-			return nil, EncodingNone, err
+		// A gzip writer holds about a megabyte of compressor state: reuse them, or every
+		// compressed result would pay for allocating and clearing one.
+		zw, _ := c.gzipWriters.Get().(*gzip.Writer)
+		if zw == nil {
+			zw, _ = gzip.NewWriterLevel(&buf, gzip.BestSpeed)
+		} else {
+			zw.Reset(&buf)
 		}
-		if err := zw.Close(); err != nil {
+		_, err := zw.Write(data)
+		if err == nil {
+			err = zw.Close()
+		}
+		c.gzipWriters.Put(zw)
+		if err != nil {
 			return nil, EncodingNone, err
 		}
 		if buf.Len() < len(data) {

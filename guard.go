@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 )
 
@@ -35,6 +36,7 @@ func New(store Store, opts ...Option) (*Guard, error) {
 		compressAbove: DefaultCompressionThreshold,
 		maxResult:     DefaultMaxResultSize,
 		now:           time.Now,
+		gzipWriters:   new(sync.Pool),
 	}
 	if cfg.scope == "" {
 		cfg.scope = DefaultScope

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 )
 
@@ -52,6 +53,7 @@ type config struct {
 	now           func() time.Time
 	logger        *slog.Logger
 	hooks         Hooks
+	gzipWriters   *sync.Pool // of *gzip.Writer, shared by the guard's calls
 }
 
 func optErr(name, msg string) error { return fmt.Errorf("idem: %s: %s", name, msg) }
