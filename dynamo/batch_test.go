@@ -117,13 +117,13 @@ func TestClaimManyRoundTrips(t *testing.T) {
 	for i := range recs {
 		recs[i] = record(fmt.Sprintf("rt/%02d", i), now, "tok")
 	}
-	e.api.take()
+	e.api.Take()
 	for i, r := range e.store.ClaimMany(ctx, recs, now) {
 		require.NoError(t, r.Err, i)
 		assert.True(t, r.Claimed, i)
 		assert.Nil(t, r.Prev, i)
 	}
-	assert.Equal(t, map[string]int{"BatchExecuteStatement": 2}, e.api.take(), "new: one INSERT batch per 25")
+	assert.Equal(t, map[string]int{"BatchExecuteStatement": 2}, e.api.Take(), "new: one INSERT batch per 25")
 
 	again := make([]*idem.Record, len(recs))
 	for i := range again {
@@ -135,7 +135,7 @@ func TestClaimManyRoundTrips(t *testing.T) {
 		require.NotNil(t, r.Prev, i)
 		assert.Equal(t, "tok", r.Prev.LeaseToken, i)
 	}
-	assert.Equal(t, map[string]int{"BatchExecuteStatement": 2, "BatchGetItem": 1}, e.api.take(), "live: the INSERT batches and one read-back")
+	assert.Equal(t, map[string]int{"BatchExecuteStatement": 2, "BatchGetItem": 1}, e.api.Take(), "live: the INSERT batches and one read-back")
 
 	later := now.Add(2 * time.Minute) // every lease has ended
 	mixed := []*idem.Record{record("rt/00", later, "tok3"), record("rt/new", later, "tok3")}
@@ -147,7 +147,7 @@ func TestClaimManyRoundTrips(t *testing.T) {
 	require.NotNil(t, res[0].Prev, "the taken-over record comes back")
 	assert.Equal(t, "tok", res[0].Prev.LeaseToken)
 	assert.Nil(t, res[1].Prev)
-	assert.Equal(t, map[string]int{"BatchExecuteStatement": 1, "BatchGetItem": 1, "PutItem": 1}, e.api.take(), "a takeover is a single claim")
+	assert.Equal(t, map[string]int{"BatchExecuteStatement": 1, "BatchGetItem": 1, "PutItem": 1}, e.api.Take(), "a takeover is a single claim")
 }
 
 // TestCompleteManyAndReleaseMany checks every per-record answer of the batch completion and
@@ -172,9 +172,9 @@ func TestCompleteManyAndReleaseMany(t *testing.T) {
 	done[5].Data, done[5].Encoding = make([]byte, 450_000), "bin" // over the item size limit
 	done[6].Fingerprint, done[6].Data, done[6].Encoding = "", nil, idem.EncodingNone
 	done[7].LeaseToken = ""
-	e.api.take()
+	e.api.Take()
 	errs := e.store.CompleteMany(ctx, done)
-	assert.Equal(t, map[string]int{"BatchExecuteStatement": 2}, e.api.take(), "one UPDATE batch per 25")
+	assert.Equal(t, map[string]int{"BatchExecuteStatement": 2}, e.api.Take(), "one UPDATE batch per 25")
 	require.Len(t, errs, n)
 	for i, err := range errs {
 		switch i {
@@ -249,7 +249,7 @@ func TestBatchLayouts(t *testing.T) {
 			got, err = e.store.Get(ctx, b.Key)
 			require.NoError(t, err)
 			assert.Nil(t, got)
-			assert.False(t, strings.Contains(fmt.Sprint(e.api.take()), "PutItem"), "no fallback to single claims")
+			assert.False(t, strings.Contains(fmt.Sprint(e.api.Take()), "PutItem"), "no fallback to single claims")
 		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dynamo"
+	"github.com/idemkit/idem/internal/ddbcount"
 	"github.com/idemkit/idem/internal/ddblocal"
 )
 
@@ -15,7 +16,7 @@ import (
 func benchGuard(b *testing.B) (*idem.Guard, *countingAPI) {
 	b.Helper()
 	client := ddblocal.Client(b)
-	api := &countingAPI{API: client}
+	api := ddbcount.New(client)
 	store, err := dynamo.New(api, ddblocal.NewTable(b, client))
 	if err != nil {
 		b.Fatal(err)
@@ -30,7 +31,7 @@ func benchGuard(b *testing.B) (*idem.Guard, *countingAPI) {
 // reportRoundTrips reports the DynamoDB requests per operation since the last take.
 func reportRoundTrips(b *testing.B, api *countingAPI) {
 	total := 0
-	for _, n := range api.take() {
+	for _, n := range api.Take() {
 		total += n
 	}
 	b.ReportMetric(float64(total)/float64(b.N), "roundtrips/op")
@@ -46,7 +47,7 @@ func BenchmarkNewKey(b *testing.B) {
 	g, api := benchGuard(b)
 	ctx := context.Background()
 	fn := func(context.Context) (benchResult, error) { return benchResult{OrderID: "o-1", Amount: 1299}, nil }
-	api.take()
+	api.Take()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
@@ -66,7 +67,7 @@ func BenchmarkReplay(b *testing.B) {
 	if _, _, err := idem.Do(ctx, g, idem.Request{Key: "replayed"}, fn); err != nil {
 		b.Fatal(err)
 	}
-	api.take()
+	api.Take()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {

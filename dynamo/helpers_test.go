@@ -3,7 +3,6 @@ package dynamo_test
 import (
 	"context"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dynamo"
+	"github.com/idemkit/idem/internal/ddbcount"
 	"github.com/idemkit/idem/internal/ddblocal"
 )
 
@@ -33,65 +33,14 @@ func newEnv(t *testing.T, opts ...dynamo.Option) *env {
 	client := ddblocal.Client(t)
 	table := ddblocal.NewTable(t, client, opts...)
 	ddblocal.DisableTTL(t, client, table)
-	api := &countingAPI{API: client}
+	api := ddbcount.New(client)
 	store, err := dynamo.New(api, table, opts...)
 	require.NoError(t, err)
 	return &env{client: client, api: api, table: table, store: store}
 }
 
 // countingAPI counts the calls that reach DynamoDB, by operation.
-type countingAPI struct {
-	dynamo.API
-
-	mu    sync.Mutex
-	calls map[string]int
-}
-
-func (c *countingAPI) count(op string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.calls == nil {
-		c.calls = make(map[string]int)
-	}
-	c.calls[op]++
-}
-
-// take returns the counts since the last take and resets them.
-func (c *countingAPI) take() map[string]int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	calls := c.calls
-	c.calls = nil
-	if calls == nil {
-		calls = map[string]int{}
-	}
-	return calls
-}
-
-func (c *countingAPI) PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	c.count("PutItem")
-	return c.API.PutItem(ctx, in, optFns...)
-}
-
-func (c *countingAPI) GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	c.count("GetItem")
-	return c.API.GetItem(ctx, in, optFns...)
-}
-
-func (c *countingAPI) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	c.count("UpdateItem")
-	return c.API.UpdateItem(ctx, in, optFns...)
-}
-
-func (c *countingAPI) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
-	c.count("DeleteItem")
-	return c.API.DeleteItem(ctx, in, optFns...)
-}
-
-func (c *countingAPI) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
-	c.count("TransactWriteItems")
-	return c.API.TransactWriteItems(ctx, in, optFns...)
-}
+type countingAPI = ddbcount.API
 
 // rawItem reads an item as stored, bypassing the store's decoding.
 func (e *env) rawItem(t *testing.T, key map[string]types.AttributeValue) map[string]types.AttributeValue {
@@ -170,14 +119,4 @@ func record(key string, now time.Time, token string) *idem.Record {
 		LeaseToken:   token,
 		Version:      idem.SchemaVersion,
 	}
-}
-
-func (c *countingAPI) BatchExecuteStatement(ctx context.Context, in *dynamodb.BatchExecuteStatementInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchExecuteStatementOutput, error) {
-	c.count("BatchExecuteStatement")
-	return c.API.BatchExecuteStatement(ctx, in, optFns...)
-}
-
-func (c *countingAPI) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
-	c.count("BatchGetItem")
-	return c.API.BatchGetItem(ctx, in, optFns...)
 }

@@ -20,31 +20,31 @@ func TestRoundTrips(t *testing.T) {
 	l := newLedger(t, e.client)
 	ctx := context.Background()
 	now := wallClock()
-	e.api.take()
+	e.api.Take()
 
 	rec := record("rt/store", now, "tok")
 	_, claimed, err := e.store.Claim(ctx, rec, now)
 	require.NoError(t, err)
 	require.True(t, claimed)
-	assert.Equal(t, map[string]int{"PutItem": 1}, e.api.take(), "claim of a new key")
+	assert.Equal(t, map[string]int{"PutItem": 1}, e.api.Take(), "claim of a new key")
 
 	_, claimed, err = e.store.Claim(ctx, record(rec.Key, now, "tok2"), now)
 	require.NoError(t, err)
 	require.False(t, claimed)
-	assert.Equal(t, map[string]int{"PutItem": 1}, e.api.take(), "claim conflict: the holder comes back with the failure")
+	assert.Equal(t, map[string]int{"PutItem": 1}, e.api.Take(), "claim conflict: the holder comes back with the failure")
 
 	done := *rec
 	done.Status = idem.StatusCompleted
 	require.NoError(t, e.store.Complete(ctx, &done, nil))
-	assert.Equal(t, map[string]int{"UpdateItem": 1}, e.api.take(), "complete")
+	assert.Equal(t, map[string]int{"UpdateItem": 1}, e.api.Take(), "complete")
 
 	rec2 := record("rt/attached", now, "tok")
 	seed(t, e.store, rec2)
-	e.api.take()
+	e.api.Take()
 	done2 := *rec2
 	done2.Status = idem.StatusCompleted
 	require.NoError(t, e.store.Complete(ctx, &done2, []any{l.add("a", 1, false), l.add("b", 1, false)}))
-	assert.Equal(t, map[string]int{"TransactWriteItems": 1}, e.api.take(), "complete with attachments")
+	assert.Equal(t, map[string]int{"TransactWriteItems": 1}, e.api.Take(), "complete with attachments")
 
 	g, err := idem.New(e.store, idem.WithScope("rt"))
 	require.NoError(t, err)
@@ -62,7 +62,7 @@ func TestRoundTrips(t *testing.T) {
 	}
 	for _, tc := range cases {
 		// Sequential: each case builds on the one before.
-		e.api.take()
+		e.api.Take()
 		_, _, err := idem.Do(ctx, g, idem.Request{Key: tc.key}, func(ctx context.Context) (out, error) {
 			if tc.attach {
 				return out{N: 1}, dynamo.Attach(ctx, l.add("guarded", 1, false))
@@ -70,7 +70,7 @@ func TestRoundTrips(t *testing.T) {
 			return out{N: 1}, nil
 		})
 		require.NoError(t, err, tc.name)
-		assert.Equal(t, tc.want, e.api.take(), tc.name)
+		assert.Equal(t, tc.want, e.api.Take(), tc.name)
 	}
 	assert.Equal(t, 1, l.balance(t, "guarded"))
 
@@ -84,10 +84,10 @@ func TestRoundTrips(t *testing.T) {
 		})
 	}()
 	<-started
-	e.api.take()
+	e.api.Take()
 	_, _, err = idem.Do(ctx, g, idem.Request{Key: "inflight"}, func(context.Context) (out, error) { return out{}, nil })
 	require.ErrorIs(t, err, idem.ErrInProgress)
-	assert.Equal(t, map[string]int{"PutItem": 1}, e.api.take(), "in-flight duplicate")
+	assert.Equal(t, map[string]int{"PutItem": 1}, e.api.Take(), "in-flight duplicate")
 	close(hold)
 	require.Eventually(t, func() bool {
 		rec, err := e.store.Get(ctx, mustStoredKey(t, g, "inflight"))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dynamo"
+	"github.com/idemkit/idem/internal/ddbcount"
 	"github.com/idemkit/idem/sqs"
 )
 
@@ -28,7 +29,7 @@ func BenchmarkBatch(b *testing.B) {
 		{"mem", func(*testing.B) (idem.Store, *countingAPI) { return idem.NewMemStore(), nil }},
 		{"dynamodb", func(b *testing.B) (idem.Store, *countingAPI) {
 			client, idemTable, _ := ddbTables(b)
-			api := &countingAPI{API: client}
+			api := ddbcount.New(client)
 			store, err := dynamo.New(api, idemTable)
 			if err != nil {
 				b.Fatal(err)
@@ -91,7 +92,7 @@ func benchBatch(b *testing.B, h *sqs.Handler, api *countingAPI, fresh bool) {
 		b.Fatal(err)
 	}
 	if api != nil {
-		api.take()
+		api.Take()
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -109,7 +110,7 @@ func benchBatch(b *testing.B, h *sqs.Handler, api *countingAPI, fresh bool) {
 	b.StopTimer()
 	if api != nil {
 		calls := 0
-		for _, n := range api.take() {
+		for _, n := range api.Take() {
 			calls += n
 		}
 		b.ReportMetric(float64(calls)/float64(b.N), "ddbcalls/batch")

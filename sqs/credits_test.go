@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dynamo"
+	"github.com/idemkit/idem/internal/ddbcount"
 	"github.com/idemkit/idem/sqs"
 )
 
@@ -119,7 +120,7 @@ func TestRoundTripsPerBatch(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			client, idemTable, ledgerTable := ddbTables(t)
-			api := &countingAPI{API: client}
+			api := ddbcount.New(client)
 			store, err := dynamo.New(api, idemTable)
 			require.NoError(t, err)
 			e := &env{store: store, ledger: &ddbLedger{client: client, table: ledgerTable}, rec: newRecorder(), reports: &reports{}}
@@ -131,14 +132,14 @@ func TestRoundTripsPerBatch(t *testing.T) {
 
 			ten := loadEvent(t, "sqs-standard-ten")
 			assert.Empty(t, failures(t, invoke(t, context.Background(), e.h, ten)))
-			assert.Equal(t, tc.wantNew, api.take(), "new")
+			assert.Equal(t, tc.wantNew, api.Take(), "new")
 			assert.Empty(t, failures(t, invoke(t, context.Background(), e.h, ten)))
-			assert.Equal(t, tc.wantReplay, api.take(), "replayed")
+			assert.Equal(t, tc.wantReplay, api.Take(), "replayed")
 			assert.Equal(t, 10, e.reports.last(t).Replayed)
 
 			same := loadEvent(t, "sqs-standard-same-key") // five messages, two keys
 			assert.Empty(t, failures(t, invoke(t, context.Background(), e.h, same)))
-			assert.Equal(t, tc.wantDuplicates, api.take(), "duplicates in the batch")
+			assert.Equal(t, tc.wantDuplicates, api.Take(), "duplicates in the batch")
 		})
 	}
 }

@@ -3,7 +3,6 @@ package sqs_test
 import (
 	"context"
 	"strconv"
-	"sync"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dynamo"
+	"github.com/idemkit/idem/internal/ddbcount"
 	"github.com/idemkit/idem/internal/ddblocal"
 	"github.com/idemkit/idem/internal/samtemplate"
 )
@@ -77,66 +77,5 @@ func (l *ddbLedger) balance(t testing.TB, account string) int {
 	return v
 }
 
-// countingAPI counts the DynamoDB requests of a store, by operation.
-type countingAPI struct {
-	dynamo.API
-
-	mu    sync.Mutex
-	calls map[string]int
-}
-
-func (c *countingAPI) count(op string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.calls == nil {
-		c.calls = map[string]int{}
-	}
-	c.calls[op]++
-}
-
-// take returns the counts since the last take and starts again from zero.
-func (c *countingAPI) take() map[string]int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	calls := c.calls
-	c.calls = nil
-	if calls == nil {
-		calls = map[string]int{}
-	}
-	return calls
-}
-
-func (c *countingAPI) PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	c.count("PutItem")
-	return c.API.PutItem(ctx, in, optFns...)
-}
-
-func (c *countingAPI) GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	c.count("GetItem")
-	return c.API.GetItem(ctx, in, optFns...)
-}
-
-func (c *countingAPI) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	c.count("UpdateItem")
-	return c.API.UpdateItem(ctx, in, optFns...)
-}
-
-func (c *countingAPI) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
-	c.count("DeleteItem")
-	return c.API.DeleteItem(ctx, in, optFns...)
-}
-
-func (c *countingAPI) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
-	c.count("TransactWriteItems")
-	return c.API.TransactWriteItems(ctx, in, optFns...)
-}
-
-func (c *countingAPI) BatchExecuteStatement(ctx context.Context, in *dynamodb.BatchExecuteStatementInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchExecuteStatementOutput, error) {
-	c.count("BatchExecuteStatement")
-	return c.API.BatchExecuteStatement(ctx, in, optFns...)
-}
-
-func (c *countingAPI) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
-	c.count("BatchGetItem")
-	return c.API.BatchGetItem(ctx, in, optFns...)
-}
+// countingAPI counts the calls that reach DynamoDB, by operation.
+type countingAPI = ddbcount.API
