@@ -79,7 +79,8 @@ func (g *Guard) Claim(ctx context.Context, reqs []Request) *Batch {
 	for i, r := range reqs {
 		it := &b.items[i]
 		it.req, it.now = r, now
-		it.key, it.err = g.StoredKey(r)
+		var token string
+		it.key, token, it.err = g.keyAndToken(r)
 		if it.err != nil {
 			continue
 		}
@@ -97,7 +98,7 @@ func (g *Guard) Claim(ctx context.Context, reqs []Request) *Batch {
 			continue
 		}
 		seen[it.key] = i
-		recs = append(recs, g.claimRecord(ctx, it.key, it.fp, now))
+		recs = append(recs, g.claimRecord(ctx, it.key, token, it.fp, now))
 		idx = append(idx, i)
 	}
 	if len(recs) == 0 {
@@ -140,14 +141,9 @@ func DoClaimed[T any](ctx context.Context, b *Batch, i int, fn func(context.Cont
 	if twice {
 		return result, false, errRunTwice
 	}
-	run := func(ctx context.Context) (any, error) {
-		v, err := fn(ctx)
-		result = v
-		return v, err
-	}
 	if it.err != nil {
 		if g.cfg.failOpen && errors.Is(it.err, ErrStore) {
-			_, err := run(ctx)
+			result, err = fn(ctx)
 			return result, false, err
 		}
 		return result, false, it.err
@@ -171,7 +167,8 @@ func DoClaimed[T any](ctx context.Context, b *Batch, i int, fn func(context.Cont
 		// without a deadline): another caller may own the key now, so it must not run.
 		return result, false, ErrLeaseLost
 	}
-	s := g.runHandler(ctx, it.rec, run)
+	s := g.runHandler(ctx, it.rec, func(ctx context.Context) (any, error) { return fn(ctx) })
+	result, _ = s.value.(T)
 	if len(s.attached) > 0 {
 		return result, false, g.settle(ctx, s) // transactional: cannot join a batch
 	}

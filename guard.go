@@ -18,6 +18,7 @@ type Guard struct {
 	store Store
 	cfg   config
 	cache *lru
+	timed bool // some hook is set: measure durations
 }
 
 // New returns a Guard over store. Options are applied in order; invalid settings return an
@@ -56,7 +57,7 @@ func New(store Store, opts ...Option) (*Guard, error) {
 	if cfg.logger == nil {
 		cfg.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	g := &Guard{store: store, cfg: cfg}
+	g := &Guard{store: store, cfg: cfg, timed: cfg.hooks.timed()}
 	if cfg.cacheSize > 0 {
 		g.cache = newLRU(cfg.cacheSize)
 	}
@@ -85,13 +86,10 @@ func (g *Guard) Scope() string { return g.cfg.scope }
 // fn receives a context carrying the lease, for [Checkpoint], [LastCheckpoint] and
 // [Attach]. Its deadline sets the lease: the lease ends at ctx's deadline plus the margin.
 func Do[T any](ctx context.Context, g *Guard, req Request, fn func(context.Context) (T, error)) (result T, replayed bool, err error) {
-	run := func(ctx context.Context) (any, error) {
-		v, err := fn(ctx)
-		result = v
-		return v, err
-	}
-	rec, err := g.do(ctx, req, run)
-	if err != nil || rec == nil {
+	// The closure captures only fn, so it stays on the stack; fn's result comes back boxed.
+	rec, v, err := g.do(ctx, req, func(ctx context.Context) (any, error) { return fn(ctx) })
+	if rec == nil {
+		result, _ = v.(T) // nil for an interface T whose handler returned nil
 		return result, false, err
 	}
 	if err := g.replay(rec, &result); err != nil {
@@ -101,45 +99,49 @@ func Do[T any](ctx context.Context, g *Guard, req Request, fn func(context.Conte
 	return result, true, nil
 }
 
-// do drives the state machine. It returns the record to replay, or nil after running fn.
-func (g *Guard) do(ctx context.Context, req Request, run func(context.Context) (any, error)) (*Record, error) {
-	key, err := g.StoredKey(req)
+// do drives the state machine. It returns the record to replay, or nil and what fn
+// returned after running it.
+func (g *Guard) do(ctx context.Context, req Request, run func(context.Context) (any, error)) (*Record, any, error) {
+	key, token, err := g.keyAndToken(req)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	fp := fingerprintHash(req.Fingerprint)
 	start := g.now()
 
 	if rec := g.cache.get(key, start); rec != nil {
-		return g.conflict(ctx, rec, fp, start)
+		rec, err := g.conflict(ctx, rec, fp, start)
+		return rec, nil, err
 	}
 
 	var waitUntil time.Time
 	for now := start; ; now = g.now() {
-		rec, claimed, err := g.claim(ctx, key, fp, now)
+		rec, claimed, err := g.claim(ctx, key, token, fp, now)
 		if err != nil {
 			if g.failsOpen(err) {
 				g.cfg.logger.WarnContext(ctx, "idem: store failed, running unguarded (fail-open)", "key", key, "error", err)
-				_, err := run(ctx)
-				return nil, err
+				v, err := run(ctx)
+				return nil, v, err
 			}
-			return nil, err
+			return nil, nil, err
 		}
 		if claimed {
-			return nil, g.runOwned(ctx, rec, run)
+			v, err := g.runOwned(ctx, rec, run)
+			return nil, v, err
 		}
 		replay, err := g.conflict(ctx, rec, fp, now)
 		if !errors.Is(err, ErrInProgress) || g.cfg.waitMax <= 0 {
-			return replay, err
+			return replay, nil, err
 		}
 		if waitUntil.IsZero() {
 			waitUntil = now.Add(g.cfg.waitMax)
 		}
 		done, err := g.waitFor(ctx, rec, fp, waitUntil)
 		if err != nil || done != nil {
-			return done, err
+			return done, nil, err
 		}
-		// The record went away or its lease ended: claim again.
+		// The record went away or its lease ended: claim again, with a token of its own.
+		token = newToken()
 	}
 }
 
@@ -162,8 +164,8 @@ func (g *Guard) conflict(ctx context.Context, rec *Record, fp string, now time.T
 }
 
 // claim makes one claim attempt at now.
-func (g *Guard) claim(ctx context.Context, key, fp string, now time.Time) (*Record, bool, error) {
-	rec := g.claimRecord(ctx, key, fp, now)
+func (g *Guard) claim(ctx context.Context, key, token, fp string, now time.Time) (*Record, bool, error) {
+	rec := g.claimRecord(ctx, key, token, fp, now)
 	prev, claimed, err := g.store.Claim(ctx, rec, now)
 	return g.claimed(ctx, rec, now, prev, claimed, err)
 }
@@ -171,7 +173,7 @@ func (g *Guard) claim(ctx context.Context, key, fp string, now time.Time) (*Reco
 // claimRecord returns the in-progress record a claim at now writes. Its expiry window
 // starts when the lease ends, so an in-progress record never counts as absent (nor is
 // deleted by TTL) while its lease runs, however short WithExpiry is.
-func (g *Guard) claimRecord(ctx context.Context, key, fp string, now time.Time) *Record {
+func (g *Guard) claimRecord(ctx context.Context, key, token, fp string, now time.Time) *Record {
 	lease := g.leaseEnd(ctx, now)
 	return &Record{
 		Key:          key,
@@ -179,7 +181,7 @@ func (g *Guard) claimRecord(ctx context.Context, key, fp string, now time.Time) 
 		Expires:      lease.Add(g.cfg.expiry),
 		LeaseExpires: lease,
 		Fingerprint:  fp,
-		LeaseToken:   newToken(),
+		LeaseToken:   token,
 		Version:      SchemaVersion,
 	}
 }

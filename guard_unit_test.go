@@ -441,3 +441,44 @@ func TestHeartbeatMustFitTheLease(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "WithHeartbeat")
 }
+
+// The handler's context is the caller's: values, deadline and cancellation pass through the
+// lease it carries.
+func TestHandlerContextIsTheCallers(t *testing.T) {
+	type ctxKey struct{}
+	g, err := idem.New(idem.NewMemStore())
+	require.NoError(t, err)
+	parent, cancel := context.WithTimeout(context.WithValue(context.Background(), ctxKey{}, "v"), time.Minute)
+	defer cancel()
+	deadline, _ := parent.Deadline()
+	_, _, err = idem.Do(parent, g, idem.Request{Key: "k"}, func(ctx context.Context) (string, error) {
+		require.Equal(t, "v", ctx.Value(ctxKey{}))
+		d, ok := ctx.Deadline()
+		require.True(t, ok)
+		require.Equal(t, deadline, d)
+		require.NoError(t, ctx.Err())
+		child, stop := context.WithCancel(ctx)
+		defer stop()
+		cancel()
+		<-child.Done()
+		require.ErrorIs(t, context.Cause(child), context.Canceled)
+		return "", errors.New("cancelled")
+	})
+	require.EqualError(t, err, "cancelled")
+}
+
+// Do returns the handler's result with its error, and a nil interface result as nil.
+func TestDoReturnsResultWithError(t *testing.T) {
+	g, err := idem.New(idem.NewMemStore())
+	require.NoError(t, err)
+	boom := errors.New("boom")
+	v, replayed, err := idem.Do(context.Background(), g, idem.Request{Key: "a"}, func(context.Context) (int, error) { return 7, boom })
+	require.ErrorIs(t, err, boom)
+	require.False(t, replayed)
+	require.Equal(t, 7, v)
+
+	var nilErr error
+	e, _, err := idem.Do(context.Background(), g, idem.Request{Key: "b"}, func(context.Context) (error, error) { return nilErr, nil })
+	require.NoError(t, err)
+	require.Nil(t, e)
+}

@@ -42,6 +42,21 @@ type Hooks struct {
 	OnStoreError func(context.Context, Event)
 }
 
+// timed reports whether any hook is set, so that durations need measuring.
+func (h *Hooks) timed() bool {
+	return h.OnClaimed != nil || h.OnCompleted != nil || h.OnReplayed != nil || h.OnInProgress != nil ||
+		h.OnMismatch != nil || h.OnLeaseLost != nil || h.OnReleased != nil || h.OnStoreError != nil
+}
+
+// hookStart returns the start of a step that only hooks time: now, or the zero time (which
+// [Guard.fire] skips timing) when no hook is set, sparing a clock read per call.
+func (g *Guard) hookStart() time.Time {
+	if !g.timed {
+		return time.Time{}
+	}
+	return g.now()
+}
+
 // fire calls hook f, if set, with e, timing it from start. Reading the clock only when a
 // hook is set keeps it off the hot path.
 func (g *Guard) fire(ctx context.Context, f func(context.Context, Event), start time.Time, e Event) {

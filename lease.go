@@ -6,8 +6,11 @@ import (
 	"sync"
 )
 
-// lease is the owner's view of a claimed key, carried in the handler's context.
+// lease is the owner's view of a claimed key. It is also the handler's context: the
+// caller's context with the lease as a value, in one allocation.
 type lease struct {
+	context.Context // the caller's; set by withLease
+
 	g     *Guard
 	key   string
 	token string
@@ -20,8 +23,19 @@ type lease struct {
 
 type leaseCtxKey struct{}
 
+// withLease returns the handler's context: ctx carrying l.
 func withLease(ctx context.Context, l *lease) context.Context {
-	return context.WithValue(ctx, leaseCtxKey{}, l)
+	l.Context = ctx
+	return l
+}
+
+// Value returns the lease for its own key and defers every other key to the caller's
+// context.
+func (l *lease) Value(key any) any {
+	if key == (leaseCtxKey{}) {
+		return l
+	}
+	return l.Context.Value(key)
 }
 
 func leaseFrom(ctx context.Context) *lease {

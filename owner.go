@@ -18,18 +18,21 @@ type settlement struct {
 	start    time.Time
 	done     *Record // the completion to write; nil to release the key
 	attached []any   // writes to commit with done
+	value    any     // the handler's result
 	runErr   error   // the handler's error, returned to the caller as is
 }
 
-// runOwned runs fn while this caller owns the lease on rec, then records the outcome.
-func (g *Guard) runOwned(ctx context.Context, rec *Record, run func(context.Context) (any, error)) error {
-	return g.settle(ctx, g.runHandler(ctx, rec, run))
+// runOwned runs fn while this caller owns the lease on rec, then records the outcome. It
+// returns fn's result and the caller's error.
+func (g *Guard) runOwned(ctx context.Context, rec *Record, run func(context.Context) (any, error)) (any, error) {
+	s := g.runHandler(ctx, rec, run)
+	return s.value, g.settle(ctx, s)
 }
 
 // runHandler runs fn under the lease on rec and decides what to record. If fn panics, the
 // key is released and the panic goes on.
 func (g *Guard) runHandler(ctx context.Context, rec *Record, run func(context.Context) (any, error)) settlement {
-	start := g.now()
+	start := g.hookStart()
 	l := &lease{g: g, key: rec.Key, token: rec.LeaseToken, checkpoint: rec.Checkpoint}
 	hctx, stopHeartbeat := g.heartbeat(withLease(ctx, l), l, rec.Expires)
 
@@ -46,7 +49,7 @@ func (g *Guard) runHandler(ctx context.Context, rec *Record, run func(context.Co
 	stopHeartbeat()
 	attached := l.takeAttached() // closes the lease to attachments, whatever the outcome
 
-	s := settlement{l: l, start: start, runErr: runErr}
+	s := settlement{l: l, start: start, value: v, runErr: runErr}
 	if runErr != nil {
 		if g.cfg.rememberFail != nil && !errors.Is(runErr, ErrDoNotStore) && g.cfg.rememberFail(runErr) {
 			s.done = g.completedRecord(rec, StatusFailed, []byte(runErr.Error()), EncodingError)
