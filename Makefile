@@ -139,3 +139,9 @@ localstack-down:
 .PHONY: bench-e2e
 bench-e2e: $(DDBLOCAL_STAMP)
 	go run ./cmd/idem-bench $(BENCH_FLAGS)
+
+# The write cost probe of BENCHMARKS.md: DynamoDB Local's CPU per call and per item for each
+# write request shape (about 3 minutes), one JSON line each.
+.PHONY: bench-probe
+bench-probe: $(DDBLOCAL_STAMP)
+	go run ./cmd/idem-bench -probe $(BENCH_FLAGS)

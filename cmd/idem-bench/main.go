@@ -6,6 +6,16 @@
 //	go run ./cmd/idem-bench                      # or: make bench-e2e
 //	go run ./cmd/idem-bench -table idem_bench    # your own table on AWS: billed
 //	go run ./cmd/idem-bench -endpoint http://127.0.0.1:8000
+//	go run ./cmd/idem-bench -probe               # or: make bench-probe
+//
+// -probe runs the write cost probe instead of the workloads (see BENCHMARKS.md): after a
+// warmup, 600 rounds of one call of each write request shape (the claim's PutItem, the
+// completion's UpdateItem, ClaimMany and CompleteMany of 10 records as PartiQL, a
+// TransactWriteItems of 10 conditional puts, a BatchWriteItem of 10 plain puts), all on
+// fresh keys, taken in turn. It prints one JSON line per shape with its p50 latency and the
+// client's and DynamoDB Local's CPU per call (and the server's per item), then a
+// probe_summary line comparing the server CPU per record of an SQS batch on the
+// per-message and the batched paths.
 package main
 
 import (
@@ -24,20 +34,25 @@ func main() {
 	flag.StringVar(&opts.table, "table", defaultTable, "table to create (if missing) and use")
 	flag.BoolVar(&opts.batchClaims, "batch-claims", true, "sqs.WithBatchClaims for W4 and W4b; false measures the per-message path for comparison (not the specified workload)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file (it slows the run a little)")
+	probe := flag.Bool("probe", false, "run the write cost probe instead of the workloads: the cost of each write request shape, per call and per item")
 	flag.Parse()
 	// Naming either, even the default table, means the user's own DynamoDB.
 	flag.Visit(func(f *flag.Flag) { opts.own = opts.own || f.Name == "endpoint" || f.Name == "table" })
+	do := func() int { return run(context.Background(), opts, SpecCounts(), os.Stdout, os.Stderr) }
+	if *probe {
+		do = func() int { return runProbe(context.Background(), opts, SpecProbeCounts(), os.Stdout, os.Stderr) }
+	}
 	if *cpuProfile != "" {
 		stop, err := startProfile(*cpuProfile)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
-		code := run(context.Background(), opts, SpecCounts(), os.Stdout, os.Stderr)
+		code := do()
 		stop()
 		os.Exit(code)
 	}
-	os.Exit(run(context.Background(), opts, SpecCounts(), os.Stdout, os.Stderr))
+	os.Exit(do())
 }
 
 // startProfile starts a CPU profile written to path; stop ends it and closes the file.

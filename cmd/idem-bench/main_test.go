@@ -92,3 +92,52 @@ func testRun(t *testing.T, batchClaims bool) {
 	assert.GreaterOrEqual(t, got["W4b_sqs_batch_3_inprogress"]["conditional_check_failed"],
 		float64(len(preclaimed)*counts.W4bBatches))
 }
+
+// TestProbe runs the write cost probe with a few rounds: every shape's line and the summary
+// come out in order with their fields, and the counts (not the timings) are right.
+func TestProbe(t *testing.T) {
+	if testing.Short() {
+		t.Skip("idem-bench: DynamoDB Local run skipped under -short")
+	}
+	opts := setup{table: defaultTable}
+	if ep := os.Getenv(ddblocal.EnvEndpoint); ep != "" {
+		opts = setup{endpoint: ep, table: "idem_bench_test_" + strings.ReplaceAll(uuid4(), "-", ""), own: true}
+	}
+	counts := ProbeCounts{WarmupRounds: 2, Rounds: 4, BatchSize: 10}
+	var stdout, stderr bytes.Buffer
+	code := runProbe(context.Background(), opts, counts, &stdout, &stderr)
+	require.Equal(t, 0, code, "stderr:\n%s", stderr.String())
+
+	shapes := []struct {
+		name  string
+		items float64
+	}{
+		{"put_item", 1}, {"update_item", 1}, {"partiql_insert_10", 10}, {"partiql_update_10", 10},
+		{"transact_put_10", 10}, {"batch_write_10", 10},
+	}
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	require.Len(t, lines, len(shapes)+1)
+	for i, sh := range shapes {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(lines[i]), &m), lines[i])
+		assert.Equal(t, sh.name, m["name"])
+		for _, f := range []string{"wall_p50_us", "server_cpu_us_per_call", "server_cpu_us_per_item", "client_cpu_us_per_call"} {
+			assert.IsType(t, float64(0), m[f], "%s: %s", sh.name, f)
+		}
+		assert.EqualValues(t, counts.Rounds, m["calls"], sh.name)
+		assert.Equal(t, sh.items, m["items_per_call"], sh.name)
+		if sh.name == "batch_write_10" {
+			assert.Contains(t, m["note"], "not usable for claims")
+		} else {
+			assert.NotContains(t, m, "note", sh.name)
+		}
+	}
+	var sum map[string]any
+	require.NoError(t, json.Unmarshal([]byte(lines[len(shapes)]), &sum), lines[len(shapes)])
+	assert.Equal(t, "probe_summary", sum["name"])
+	assert.EqualValues(t, 10, sum["batch_size"])
+	for _, f := range []string{"per_message_server_cpu_us_per_record", "batched_server_cpu_us_per_record",
+		"batched_vs_per_message_server_cpu", "per_message_wall_us_per_record", "batched_wall_us_per_record"} {
+		assert.IsType(t, float64(0), sum[f], f)
+	}
+}

@@ -39,16 +39,21 @@ func (b *bench) rawKeys() []rawKey {
 	}
 	keys := make([]rawKey, b.counts.Invocations)
 	for i := range keys {
-		id := uuid4()
-		key, err := b.guard.StoredKey(idem.Request{Key: id})
-		if err != nil {
-			panic(err) // a UUID is always a valid key
-		}
-		data, _ := json.Marshal(response{OK: true, ID: id})
-		keys[i] = rawKey{key: key, data: string(data)}
+		keys[i] = b.newRawKey()
 	}
 	b.raw = keys
 	return keys
+}
+
+// newRawKey returns a fresh key, stored as the guard stores it, with its result.
+func (b *bench) newRawKey() rawKey {
+	id := uuid4()
+	key, err := b.guard.StoredKey(idem.Request{Key: id})
+	if err != nil {
+		panic(err) // a UUID is always a valid key
+	}
+	data, _ := json.Marshal(response{OK: true, ID: id})
+	return rawKey{key: key, data: string(data)}
 }
 
 func s(v string) *types.AttributeValueMemberS { return &types.AttributeValueMemberS{Value: v} }
