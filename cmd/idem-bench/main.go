@@ -7,6 +7,7 @@
 //	go run ./cmd/idem-bench -table idem_bench    # your own table on AWS: billed
 //	go run ./cmd/idem-bench -endpoint http://127.0.0.1:8000
 //	go run ./cmd/idem-bench -probe               # or: make bench-probe
+//	go run ./cmd/idem-bench -interleaved
 //
 // -probe runs the write cost probe instead of the workloads (see BENCHMARKS.md): after a
 // warmup, 600 rounds of one call of each write request shape (the claim's PutItem, the
@@ -16,6 +17,17 @@
 // client's and DynamoDB Local's CPU per call (and the server's per item), then a
 // probe_summary line comparing the server CPU per record of an SQS batch on the
 // per-message and the batched paths.
+//
+// -interleaved (off by default; the workloads and their lines are the same with it) adds,
+// after the workloads, an overhead check without the drift of DynamoDB Local's JVM, which
+// keeps getting faster over a run and so favours X1 and X2, run last, over W1 and W2. The
+// W1_X1_interleaved line runs 2,000 pairs of one W1 invocation (through the library, on a
+// fresh key) and one X1 put and update (straight from the SDK, on another fresh key), in
+// ABBA order: pair i runs the library first when i%4 is 0 or 3. W2_X2_interleaved then
+// pairs a replay of each of those W1 keys with X2's failing put on each of those X1 keys,
+// in the same order. Each line has both sides' p50_us, p99_us, mean_us and DynamoDB calls
+// per operation, p50_ratio and mean_ratio (library / raw), and the client's and DynamoDB
+// Local's CPU over the whole interleaved region. It adds about 15 to 30 seconds.
 package main
 
 import (
@@ -35,10 +47,19 @@ func main() {
 	flag.BoolVar(&opts.batchClaims, "batch-claims", true, "sqs.WithBatchClaims for W4 and W4b; false measures the per-message path for comparison (not the specified workload)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file (it slows the run a little)")
 	probe := flag.Bool("probe", false, "run the write cost probe instead of the workloads: the cost of each write request shape, per call and per item")
+	interleaved := flag.Bool("interleaved", false, fmt.Sprintf("after the workloads, measure W1 against X1 and W2 against X2 again in %d interleaved (ABBA) pairs each: two more JSON lines", InterleavedPairs))
 	flag.Parse()
+	if *interleaved && *probe {
+		fmt.Fprintln(os.Stderr, "idem-bench: -interleaved adds to the workloads; it does not combine with -probe")
+		os.Exit(2)
+	}
 	// Naming either, even the default table, means the user's own DynamoDB.
 	flag.Visit(func(f *flag.Flag) { opts.own = opts.own || f.Name == "endpoint" || f.Name == "table" })
-	do := func() int { return run(context.Background(), opts, SpecCounts(), os.Stdout, os.Stderr) }
+	counts := SpecCounts()
+	if *interleaved {
+		counts.InterleavedPairs = InterleavedPairs
+	}
+	do := func() int { return run(context.Background(), opts, counts, os.Stdout, os.Stderr) }
 	if *probe {
 		do = func() int { return runProbe(context.Background(), opts, SpecProbeCounts(), os.Stdout, os.Stderr) }
 	}
@@ -78,6 +99,9 @@ func run(ctx context.Context, opts setup, counts Counts, stdout, stderr io.Write
 		fmt.Fprintf(stderr, "idem-bench: WARNING: using table %q on %s: the run writes about 17,500 items with "+
 			"about 40,000 write requests; on AWS they are billed at your table's prices, and the items stay "+
 			"until TTL deletes them (an hour after the run at the earliest)\n", opts.table, opts.where())
+		if n := counts.InterleavedPairs; n > 0 {
+			fmt.Fprintf(stderr, "idem-bench: WARNING: -interleaved adds about %d items and %d write requests\n", 2*n, 6*n)
+		}
 	}
 	env, err := opts.open(ctx)
 	if err != nil {
@@ -95,13 +119,14 @@ func run(ctx context.Context, opts setup, counts Counts, stdout, stderr io.Write
 	}
 	enc := json.NewEncoder(stdout)
 	failed := false
-	err = b.run(func(r *Result) {
+	err = b.run(func(r line) {
 		if err := enc.Encode(r); err != nil {
 			fmt.Fprintln(stderr, err)
 			failed = true
 		}
-		for _, v := range r.violations {
-			fmt.Fprintf(stderr, "idem-bench: %s: must hold: %s\n", r.Name, v)
+		name, violations := r.broken()
+		for _, v := range violations {
+			fmt.Fprintf(stderr, "idem-bench: %s: must hold: %s\n", name, v)
 			failed = true
 		}
 	})

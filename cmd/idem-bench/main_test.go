@@ -42,15 +42,16 @@ func TestRun(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
 		batchClaims bool
+		pairs       int // Counts.InterleavedPairs
 	}{
-		{"batch-claims", true},
-		{"per-message", false},
+		{"batch-claims-interleaved", true, 8},
+		{"per-message", false, 0},
 	} {
-		t.Run(tc.name, func(t *testing.T) { testRun(t, tc.batchClaims) })
+		t.Run(tc.name, func(t *testing.T) { testRun(t, tc.batchClaims, tc.pairs) })
 	}
 }
 
-func testRun(t *testing.T, batchClaims bool) {
+func testRun(t *testing.T, batchClaims bool, pairs int) {
 	opts := setup{table: defaultTable, batchClaims: batchClaims}
 	if ep := os.Getenv(ddblocal.EnvEndpoint); ep != "" {
 		opts = setup{endpoint: ep, table: "idem_bench_test_" + strings.ReplaceAll(uuid4(), "-", ""), own: true, batchClaims: batchClaims}
@@ -58,13 +59,22 @@ func testRun(t *testing.T, batchClaims bool) {
 	counts := Counts{
 		WarmupInvocations: 20, WarmupW3Rounds: 2, WarmupW4Batches: 2,
 		Invocations: 30, W3Rounds: 3, W3Goroutines: 8, W4Batches: 3, W4bBatches: 2, BatchSize: 10,
+		InterleavedPairs: pairs,
 	}
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), opts, counts, &stdout, &stderr)
 	require.Equal(t, 0, code, "stderr:\n%s", stderr.String())
 
 	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
-	require.Len(t, lines, len(order))
+	want := len(order)
+	if pairs > 0 {
+		want += len(interleavedOrder)
+	}
+	require.Len(t, lines, want)
+	if pairs > 0 {
+		checkInterleaved(t, lines[len(order):], pairs)
+		lines = lines[:len(order)]
+	}
 	got := map[string]map[string]any{}
 	for i, line := range lines {
 		var m map[string]any
@@ -91,6 +101,74 @@ func testRun(t *testing.T, batchClaims bool) {
 	// the batched one (a PartiQL INSERT's DuplicateItem).
 	assert.GreaterOrEqual(t, got["W4b_sqs_batch_3_inprogress"]["conditional_check_failed"],
 		float64(len(preclaimed)*counts.W4bBatches))
+}
+
+// interleavedOrder are the lines -interleaved adds after the workloads.
+var interleavedOrder = []string{"W1_X1_interleaved", "W2_X2_interleaved"}
+
+// checkInterleaved checks the interleaved lines of a run of pairs pairs: their fields are
+// there and numeric, each side ran pairs operations with the calls, bytes and executions
+// of the workload it repeats, and the raw side sent the library's requests. Not timings.
+func checkInterleaved(t *testing.T, lines []string, pairs int) {
+	t.Helper()
+	type side struct {
+		like              string
+		callsPerOp        float64
+		handlerExecutions int
+		ccf               int
+	}
+	for i, tc := range []struct{ lib, raw side }{
+		{side{"W1_new_keys", 2, pairs, 0}, side{"X1_raw_sdk_put_update", 2, 0, 0}},
+		{side{"W2_replays", 1, 0, pairs}, side{"X2_raw_sdk_put_conflict", 1, 0, pairs}},
+	} {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(lines[i]), &m), lines[i])
+		name := interleavedOrder[i]
+		assert.Equal(t, name, m["name"])
+		assert.EqualValues(t, pairs, m["n"], name)
+		assert.Equal(t, "pair", m["unit"], name)
+		assert.Equal(t, "ABBA", m["order"], name)
+		for _, f := range []string{"p50_ratio", "mean_ratio", "wall_ms", "client_cpu_ms", "server_cpu_ms", "other_cpu_ms"} {
+			assert.IsType(t, float64(0), m[f], "%s: %s", name, f)
+		}
+		assert.Positive(t, m["p50_ratio"], name)
+		assert.Positive(t, m["mean_ratio"], name)
+		sides := map[string]map[string]any{}
+		for key, want := range map[string]side{"library": tc.lib, "raw": tc.raw} {
+			s, ok := m[key].(map[string]any)
+			require.True(t, ok, "%s: %s is not an object", name, key)
+			sides[key] = s
+			assert.Equal(t, want.like, s["like"], "%s.%s", name, key)
+			for _, f := range []string{"p50_us", "p99_us", "mean_us", "max_us", "ddb_calls_per_op", "req_bytes_per_op",
+				"conditional_check_failed", "handler_executions"} {
+				assert.IsType(t, float64(0), s[f], "%s.%s: %s", name, key, f)
+			}
+			assert.Positive(t, s["p50_us"], "%s.%s", name, key)
+			assert.GreaterOrEqual(t, s["p99_us"], s["p50_us"], "%s.%s", name, key)
+			assert.GreaterOrEqual(t, s["max_us"], s["p99_us"], "%s.%s", name, key)
+			assert.Equal(t, want.callsPerOp, s["ddb_calls_per_op"], "%s.%s", name, key)
+			assert.EqualValues(t, want.handlerExecutions, s["handler_executions"], "%s.%s", name, key)
+			assert.EqualValues(t, want.ccf, s["conditional_check_failed"], "%s.%s", name, key)
+			byOp, ok := s["ddb_calls_by_op"].(map[string]any)
+			require.True(t, ok, "%s.%s: ddb_calls_by_op", name, key)
+			var calls float64
+			for _, c := range byOp {
+				calls += c.(float64)
+			}
+			assert.Equal(t, want.callsPerOp*float64(pairs), calls, "%s.%s: ddb_calls_by_op %v", name, key, byOp)
+		}
+		assert.Equal(t, sides["library"]["ddb_calls_by_op"], sides["raw"]["ddb_calls_by_op"], "%s: calls", name)
+		assert.Equal(t, sides["library"]["req_bytes_per_op"], sides["raw"]["req_bytes_per_op"], "%s: request bytes", name)
+	}
+}
+
+// TestLibraryFirst checks the ABBA order of the interleaved pairs.
+func TestLibraryFirst(t *testing.T) {
+	var got []bool
+	for i := range 8 {
+		got = append(got, libraryFirst(i))
+	}
+	assert.Equal(t, []bool{true, false, false, true, true, false, false, true}, got)
 }
 
 // TestProbe runs the write cost probe with a few rounds: every shape's line and the summary

@@ -122,12 +122,7 @@ func (b *bench) completionInput(k rawKey, tok string, now time.Time) *dynamodb.U
 func (b *bench) rawPutUpdate() *Result {
 	keys := b.rawKeys()
 	r, failed := b.sequential("X1_raw_sdk_put_update", "invocation", len(keys), func(ctx context.Context, i int) bool {
-		tok := token()
-		if _, err := b.client.PutItem(ctx, b.claimInput(ctx, keys[i].key, tok, time.Now())); err != nil {
-			return false
-		}
-		_, err := b.client.UpdateItem(ctx, b.completionInput(keys[i], tok, time.Now()))
-		return err == nil
+		return b.rawPutUpdateOne(ctx, keys[i])
 	})
 	r.check(failed == 0, "%d put/update pairs failed", failed)
 	return r
@@ -138,10 +133,27 @@ func (b *bench) rawPutUpdate() *Result {
 func (b *bench) rawPutConflict() *Result {
 	keys := b.rawKeys()
 	r, failed := b.sequential("X2_raw_sdk_put_conflict", "invocation", len(keys), func(ctx context.Context, i int) bool {
-		_, err := b.client.PutItem(ctx, b.claimInput(ctx, keys[i].key, token(), time.Now()))
-		var ccf *types.ConditionalCheckFailedException
-		return errors.As(err, &ccf) && len(ccf.Item) > 0
+		return b.rawPutConflictOne(ctx, keys[i])
 	})
 	r.check(failed == 0, "%d puts did not fail their condition with the old item", failed)
 	return r
+}
+
+// rawPutUpdateOne is one X1 operation on the fresh key k: the claim, then the completion;
+// it reports whether both succeeded.
+func (b *bench) rawPutUpdateOne(ctx context.Context, k rawKey) bool {
+	tok := token()
+	if _, err := b.client.PutItem(ctx, b.claimInput(ctx, k.key, tok, time.Now())); err != nil {
+		return false
+	}
+	_, err := b.client.UpdateItem(ctx, b.completionInput(k, tok, time.Now()))
+	return err == nil
+}
+
+// rawPutConflictOne is one X2 operation on the completed key k: the claim again; it
+// reports whether it failed its condition and returned the completed item.
+func (b *bench) rawPutConflictOne(ctx context.Context, k rawKey) bool {
+	_, err := b.client.PutItem(ctx, b.claimInput(ctx, k.key, token(), time.Now()))
+	var ccf *types.ConditionalCheckFailedException
+	return errors.As(err, &ccf) && len(ccf.Item) > 0
 }

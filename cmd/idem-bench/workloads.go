@@ -29,6 +29,10 @@ type Counts struct {
 	W4Batches         int
 	W4bBatches        int
 	BatchSize         int
+	// InterleavedPairs is the number of pairs of W1_X1_interleaved and W2_X2_interleaved,
+	// run after the workloads; 0 (as in SpecCounts) leaves them out. -interleaved sets it
+	// to [InterleavedPairs].
+	InterleavedPairs int
 }
 
 // SpecCounts returns the workload sizes of BENCHMARKS.md.
@@ -98,8 +102,16 @@ func (b *bench) handleMessage(context.Context, events.SQSMessage) error {
 	return nil
 }
 
-// run runs the warmup and every workload in order, calling emit with each result.
-func (b *bench) run(emit func(*Result)) error {
+// line is one JSON line of a run: it reports its name and the invariants it broke.
+type line interface {
+	broken() (name string, violations []string)
+}
+
+func (r *Result) broken() (string, []string) { return r.Name, r.violations }
+
+// run runs the warmup and every workload in order, then the interleaved check if
+// counts.InterleavedPairs > 0, calling emit with each result.
+func (b *bench) run(emit func(line)) error {
 	runtime.GC()
 	if err := b.warmup(); err != nil {
 		return err
@@ -117,6 +129,13 @@ func (b *bench) run(emit func(*Result)) error {
 	for _, step := range steps {
 		runtime.GC()
 		emit(step())
+	}
+	if n := b.counts.InterleavedPairs; n > 0 {
+		runtime.GC()
+		r, evs, keys := b.interleavedNewKeys(n)
+		emit(r)
+		runtime.GC()
+		emit(b.interleavedReplays(evs, keys))
 	}
 	return nil
 }
