@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -261,26 +262,26 @@ func ExampleWithClock() {
 // storeCalls is an in-memory store that counts the calls a batch makes.
 type storeCalls struct {
 	*idem.MemStore
-	single, many int
+	single, many atomic.Int32 // messages run concurrently
 }
 
 func (s *storeCalls) Claim(ctx context.Context, rec *idem.Record, now time.Time) (*idem.Record, bool, error) {
-	s.single++
+	s.single.Add(1)
 	return s.MemStore.Claim(ctx, rec, now)
 }
 
 func (s *storeCalls) Complete(ctx context.Context, rec *idem.Record, attached []any) error {
-	s.single++
+	s.single.Add(1)
 	return s.MemStore.Complete(ctx, rec, attached)
 }
 
 func (s *storeCalls) ClaimMany(ctx context.Context, recs []*idem.Record, now time.Time) []idem.ClaimResult {
-	s.many++
+	s.many.Add(1)
 	return s.MemStore.ClaimMany(ctx, recs, now)
 }
 
 func (s *storeCalls) CompleteMany(ctx context.Context, recs []*idem.Record) []error {
-	s.many++
+	s.many.Add(1)
 	return s.MemStore.CompleteMany(ctx, recs)
 }
 
@@ -294,7 +295,7 @@ func ExampleWithBatchClaims() {
 		h, _ := sqs.New(guard, func(context.Context, events.SQSMessage) error { return nil },
 			sqs.WithBatchClaims(on))
 		rep, _ := h.Process(context.Background(), batch)
-		fmt.Printf("batch claims %t: ran %d, batch calls %d, single calls %d\n", on, rep.Ran, store.many, store.single)
+		fmt.Printf("batch claims %t: ran %d, batch calls %d, single calls %d\n", on, rep.Ran, store.many.Load(), store.single.Load())
 	}
 	// Output:
 	// batch claims true: ran 3, batch calls 2, single calls 0
