@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/storetest"
 	"github.com/idemkit/idem/sqs"
 )
 
@@ -87,8 +88,12 @@ func TestBatchSettlesNearTheDeadline(t *testing.T) {
 	for _, b := range backends() {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
-			const timeout, margin = 5 * time.Second, 4 * time.Second
-			e := newEnv(t, b, sqs.WithConcurrency(1), sqs.WithDeadlineMargin(margin))
+			// The margin check reads a fake clock that only message 1 moves: how long the
+			// claims take on a loaded machine cannot change which messages start. The early
+			// settle's timer is real: it fires left-margin = 4 s after the claims.
+			const left, margin = 8 * time.Second, 4 * time.Second
+			clock := storetest.NewClock()
+			e := newEnv(t, b, sqs.WithConcurrency(1), sqs.WithDeadlineMargin(margin), sqs.WithClock(clock.Now))
 			e.rec.effect = nil // a plain handler: on the batch path its completion waits for a settle
 			ev := loadEvent(t, "sqs-standard-ten")
 			keyOf := func(i int) string {
@@ -102,19 +107,20 @@ func TestBatchSettlesNearTheDeadline(t *testing.T) {
 				if m.MessageId != ev.Records[1].MessageId {
 					return
 				}
-				deadline, _ := ctx.Deadline()
-				time.Sleep(time.Until(deadline.Add(-margin + 100*time.Millisecond))) // past the margin
-				for range 100 {                                                      // until the settle at the margin has recorded message 0
+				clock.Advance(left - margin + 100*time.Millisecond) // past the margin
+				// Until the settle at the margin has recorded message 0.
+				for until := time.Now().Add(30 * time.Second); time.Now().Before(until); time.Sleep(10 * time.Millisecond) {
 					rec, err := e.store.Get(ctx, first)
 					if err == nil && rec != nil && rec.Status == idem.StatusCompleted {
 						sawFirstDone = true
 						return
 					}
-					time.Sleep(10 * time.Millisecond)
 				}
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 			defer cancel()
+			deadline, _ := ctx.Deadline()
+			clock.Advance(deadline.Add(-left).Sub(clock.Now()))
 
 			resp := invoke(t, ctx, e.h, ev)
 			assert.True(t, sawFirstDone, "message 0 was recorded while message 1 ran")
