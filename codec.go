@@ -3,6 +3,7 @@ package idem
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -87,13 +88,8 @@ func (c *config) decodeResult(rec *Record, out any) error {
 		return fmt.Errorf("%w: encoding %q, codec %q", ErrIncompatibleRecord, enc, c.codec.Name())
 	}
 	if gz {
-		zr, err := gzip.NewReader(bytes.NewReader(data))
-		if err != nil {
-			return fmt.Errorf("%w: %w", ErrIncompatibleRecord, err)
-		}
-		// The limit guards against a hostile record that inflates without bound.
-		data, err = io.ReadAll(io.LimitReader(zr, 64<<20))
-		if err != nil {
+		var err error
+		if data, err = c.inflate(data); err != nil {
 			return fmt.Errorf("%w: %w", ErrIncompatibleRecord, err)
 		}
 	}
@@ -101,4 +97,48 @@ func (c *config) decodeResult(rec *Record, out any) error {
 		return fmt.Errorf("%w: %w", ErrIncompatibleRecord, err)
 	}
 	return nil
+}
+
+// maxInflated bounds what a stored result may inflate to: a hostile or corrupt record must
+// not exhaust memory. DynamoDB items are at most 400 KB.
+const maxInflated = 64 << 20
+
+// inflate decompresses a gzipped result. Its readers are reused: each holds about 40 KB of
+// decompressor state that a replay would otherwise allocate and clear.
+func (c *config) inflate(data []byte) ([]byte, error) {
+	zr, _ := c.gzipReaders.Get().(*gzip.Reader)
+	var err error
+	if zr == nil {
+		zr, err = gzip.NewReader(bytes.NewReader(data))
+	} else {
+		err = zr.Reset(bytes.NewReader(data))
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer c.gzipReaders.Put(zr)
+	var out bytes.Buffer
+	out.Grow(inflatedSizeHint(data))
+	// One byte past the limit tells a result at the limit from one cut off by it.
+	n, err := out.ReadFrom(io.LimitReader(zr, maxInflated+1))
+	if err != nil {
+		return nil, err
+	}
+	if n > maxInflated {
+		return nil, fmt.Errorf("gzip result inflates beyond %d bytes", maxInflated)
+	}
+	return out.Bytes(), nil
+}
+
+// inflatedSizeHint is the size gzip's trailer gives for the uncompressed data (modulo
+// 2^32), bounded by what deflate can produce from data and by maxInflated, so that a
+// corrupt trailer cannot make a replay allocate more than its result could need. A zero
+// or wrong hint only costs the buffer's growth.
+func inflatedSizeHint(data []byte) int {
+	if len(data) < 18 { // the smallest gzip member: 10-byte header, 8-byte trailer
+		return 0
+	}
+	isize := int(binary.LittleEndian.Uint32(data[len(data)-4:]))
+	// bytes.Buffer.ReadFrom wants room for one more read at the end: 512 bytes.
+	return min(isize, 1032*len(data), maxInflated) + 512
 }

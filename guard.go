@@ -38,6 +38,7 @@ func New(store Store, opts ...Option) (*Guard, error) {
 		maxResult:     DefaultMaxResultSize,
 		now:           time.Now,
 		gzipWriters:   new(sync.Pool),
+		gzipReaders:   new(sync.Pool),
 	}
 	if cfg.scope == "" {
 		cfg.scope = DefaultScope

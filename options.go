@@ -54,6 +54,7 @@ type config struct {
 	logger        *slog.Logger
 	hooks         Hooks
 	gzipWriters   *sync.Pool // of *gzip.Writer, shared by the guard's calls
+	gzipReaders   *sync.Pool // of *gzip.Reader, likewise
 }
 
 func optErr(name, msg string) error { return fmt.Errorf("idem: %s: %s", name, msg) }
