@@ -3,6 +3,7 @@ package sqs_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strconv"
 	"testing"
 
@@ -16,7 +17,9 @@ import (
 
 // BenchmarkBatch measures Handle on a batch of ten messages (one op is one batch) with a
 // handler that does nothing, so what is measured is the idempotency around it: ten new
-// messages, or ten replays, at concurrency 1 and at the default, with batch claims and per
+// messages, ten replays of messages delivered once (the same messages sent again), or ten
+// replays of redelivered messages (ApproximateReceiveCount 2, which batch claims leave to
+// the per-message path), at concurrency 1 and at the default, with batch claims and per
 // message, on the in-memory store and on DynamoDB Local. The DynamoDB variants report the
 // requests per batch.
 //
@@ -39,7 +42,7 @@ func BenchmarkBatch(b *testing.B) {
 	}
 	for _, st := range stores {
 		for _, conc := range []int{1, sqs.DefaultConcurrency} {
-			for _, path := range []string{"new", "replay"} {
+			for _, path := range []string{"new", "replay", "redelivered"} {
 				for _, batch := range []bool{true, false} {
 					b.Run(fmt.Sprintf("%s/%s/concurrency=%d/batch=%t", st.name, path, conc, batch), func(b *testing.B) {
 						store, api := st.open(b)
@@ -52,7 +55,7 @@ func BenchmarkBatch(b *testing.B) {
 						if err != nil {
 							b.Fatal(err)
 						}
-						benchBatch(b, h, api, path == "new")
+						benchBatch(b, h, api, path)
 					})
 				}
 			}
@@ -61,9 +64,10 @@ func BenchmarkBatch(b *testing.B) {
 }
 
 // benchBatch runs h on ten messages per op: new ones (fresh message IDs, prepared before
-// the timer starts) or the same ten, processed once beforehand, replayed. A warm-up batch
-// runs first.
-func benchBatch(b *testing.B, h *sqs.Handler, api *countingAPI, fresh bool) {
+// the timer starts), or the same ten, processed once beforehand, replayed ("replay") or
+// redelivered ("redelivered"). A warm-up batch runs first.
+func benchBatch(b *testing.B, h *sqs.Handler, api *countingAPI, path string) {
+	fresh := path == "new"
 	ev := loadEvent(b, "sqs-standard-ten")
 	for i := range ev.Records { // keyed by message ID, so a new ID is a new key
 		delete(ev.Records[i].MessageAttributes, sqs.KeyAttribute)
@@ -90,6 +94,12 @@ func benchBatch(b *testing.B, h *sqs.Handler, api *countingAPI, fresh bool) {
 		}
 	} else if _, err := h.Handle(ctx, ev); err != nil {
 		b.Fatal(err)
+	}
+	if path == "redelivered" {
+		for j := range ev.Records {
+			ev.Records[j].Attributes = maps.Clone(ev.Records[j].Attributes)
+			ev.Records[j].Attributes["ApproximateReceiveCount"] = "2"
+		}
 	}
 	if api != nil {
 		api.Take()

@@ -3,6 +3,7 @@ package sqs_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -137,6 +138,67 @@ func TestBatchSettlesNearTheDeadline(t *testing.T) {
 				} else {
 					assert.Nil(t, rec, "message %d holds no claim", i)
 				}
+			}
+		})
+	}
+}
+
+// TestRedeliveredBatchesTakeThePerMessagePath counts store calls: a batch whose every
+// message SQS has delivered before claims per message, where a replay is one round trip;
+// one first delivery among them, or no receive count at all, keeps the batch claim.
+func TestRedeliveredBatchesTakeThePerMessagePath(t *testing.T) {
+	t.Parallel()
+	delivered := func(id, count string) events.SQSMessage {
+		m := message(id, "{}")
+		if count == "" {
+			m.Attributes = nil
+		} else {
+			m.Attributes = map[string]string{"ApproximateReceiveCount": count}
+		}
+		return m
+	}
+	tests := []struct {
+		name         string
+		counts       []string
+		opts         []sqs.Option
+		single, many int32
+	}{
+		{name: "all redelivered", counts: []string{"2", "5", "3"}, single: 6},
+		{name: "one first delivery", counts: []string{"2", "1", "3"}, many: 2},
+		{name: "no receive counts", counts: []string{"", "", ""}, many: 2},
+		{name: "unparsable counts", counts: []string{"x", "2", "2"}, many: 2},
+		{name: "all redelivered, batched anyway", counts: []string{"2", "2", "2"}, opts: []sqs.Option{sqs.WithBatchRedeliveries()}, many: 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			store := &storeCalls{MemStore: idem.NewMemStore()}
+			guard, err := idem.New(store)
+			require.NoError(t, err)
+			h, err := sqs.New(guard, func(context.Context, events.SQSMessage) error { return nil }, tc.opts...)
+			require.NoError(t, err)
+			var ev events.SQSEvent
+			for i, c := range tc.counts {
+				ev.Records = append(ev.Records, delivered(fmt.Sprintf("m-%d", i), c))
+			}
+			rep, err := h.Process(context.Background(), ev)
+			require.NoError(t, err)
+			assert.Equal(t, len(tc.counts), rep.Ran)
+			assert.Equal(t, tc.single, store.single.Load(), "single-key store calls")
+			assert.Equal(t, tc.many, store.many.Load(), "batch store calls")
+
+			// Delivered again, all of them: replays, one store call each.
+			store.single.Store(0)
+			store.many.Store(0)
+			for i := range ev.Records {
+				ev.Records[i].Attributes = map[string]string{"ApproximateReceiveCount": "9"}
+			}
+			rep, err = h.Process(context.Background(), ev)
+			require.NoError(t, err)
+			assert.Equal(t, len(tc.counts), rep.Replayed)
+			if tc.opts == nil {
+				assert.Equal(t, int32(len(tc.counts)), store.single.Load())
+				assert.Zero(t, store.many.Load())
 			}
 		})
 	}

@@ -22,7 +22,9 @@
 // records at once ([idem.BatchStore], such as dynamo.Store), a standard-queue batch is
 // claimed in one round trip and its outcomes recorded in one more (see [WithBatchClaims]):
 // ten new messages cost two DynamoDB calls instead of twenty, ten replays two instead of
-// ten. Handlers that attach their writes still complete each in its own transaction.
+// ten. A batch whose every message SQS has delivered before takes the per-message path,
+// where each replay is one call, all ten at once: one round trip rather than two in
+// sequence. Handlers that attach their writes still complete each in its own transaction.
 //
 // # Usage
 //

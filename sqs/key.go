@@ -2,6 +2,7 @@ package sqs
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -19,6 +20,7 @@ const KeyAttribute = "Idempotency-Key"
 const (
 	attrDeduplicationID = "MessageDeduplicationId"
 	attrGroupID         = "MessageGroupId"
+	attrReceiveCount    = "ApproximateReceiveCount"
 )
 
 // DefaultKey returns the idempotency key of m, from the first of these that is present:
@@ -56,6 +58,13 @@ func DefaultKey(m events.SQSMessage) (string, error) {
 // different body fails with [idem.ErrPayloadMismatch]. It never fails.
 func BodyFingerprint(m events.SQSMessage) ([]byte, error) {
 	return []byte(m.Body), nil
+}
+
+// redelivered reports whether SQS says it has delivered m before. A message without the
+// attribute, or with one that does not parse, counts as a first delivery.
+func redelivered(m *events.SQSMessage) bool {
+	n, err := strconv.Atoi(m.Attributes[attrReceiveCount])
+	return err == nil && n > 1
 }
 
 // isFIFO reports whether an event source ARN names a FIFO queue, whose names end in ".fifo".

@@ -33,6 +33,9 @@ type config struct {
 	logger      *slog.Logger
 	now         func() time.Time
 	batchClaims bool
+	// batchRedeliveries claims batches of redelivered messages together too: for tests
+	// that run redelivery scenarios on the batch path (see export_test.go).
+	batchRedeliveries bool
 }
 
 func defaultConfig() config {
@@ -156,7 +159,8 @@ func WithClock(now func() time.Time) Option {
 // whose message was not started by then is released. With a store that implements
 // [idem.BatchStore], such as dynamo.Store, a batch of new messages then costs one claim
 // round trip and one completion round trip per store batch (25 messages for DynamoDB)
-// instead of two per message, and a batch of replays two instead of one per message. A
+// instead of two per message, and a batch of replays two instead of one per message
+// (which the per-message path makes concurrently: one round trip). A
 // handler that attaches writes ([idem.Attach]) still completes in its own transaction as
 // soon as it returns. Outcomes, reasons and the response are those of the per-message path,
 // but the [Hooks.OnMessage] calls come after the batch is settled, on the goroutine of
@@ -164,8 +168,11 @@ func WithClock(now func() time.Time) Option {
 //
 // Off, or on a FIFO queue, or when two messages of the batch carry one key with different
 // fingerprints, each message claims and completes on its own as soon as it runs: a FIFO
-// message runs only after the one before it in its group has durably completed. A store
-// without batch support behaves the same either way.
+// message runs only after the one before it in its group has durably completed. A batch
+// whose every message SQS has delivered before (ApproximateReceiveCount above 1) takes
+// the per-message path too, because its keys are most likely recorded already and their
+// replays are then one round trip rather than two. A store without batch support behaves
+// the same either way.
 func WithBatchClaims(on bool) Option {
 	return func(c *config) error {
 		c.batchClaims = on
