@@ -75,18 +75,33 @@ type side struct {
 	calls      callCounts
 	executions int64
 	failed     int
+	// With cpu set, client and server are the CPU times (ms) of the client and of DynamoDB
+	// Local around each op, summed: the server's in 10 ms ticks, so only sums over many ops
+	// mean anything. Off for the interleaved lines, whose region CPU would count the reads.
+	cpu            bool
+	client, server float64
 }
 
 // time runs op(i) once with a fresh deadline on its context, as [bench.sequential] does,
-// and adds its latency, the calls it made and the handler executions to s. The counters
-// are read outside the timed call.
+// and adds its latency, the calls it made, the handler executions and (with s.cpu) the
+// CPU times to s. The counters are read outside the timed call; the server's CPU outermost
+// and the client's innermost, so that neither counts the reading of the other.
 func (s *side) time(b *bench, i int) {
 	c0, e0 := b.cnt.snapshot(), b.executions.Load()
+	var s0, u0 cpuTimes
+	if s.cpu {
+		s0, u0 = processCPU(b.pid), selfCPU()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	start := time.Now()
 	ok := s.op(ctx, i)
 	s.lat = append(s.lat, time.Since(start))
 	cancel()
+	if s.cpu {
+		u1 := selfCPU()
+		s.server += processCPU(b.pid).sub(s0).total
+		s.client += u1.sub(u0).total
+	}
 	c1, e1 := b.cnt.snapshot(), b.executions.Load()
 	if !ok {
 		s.failed++
@@ -101,6 +116,28 @@ func (s *side) time(b *bench, i int) {
 			s.calls.byOp[op] += d
 		}
 	}
+}
+
+// abba empties a and z, then runs n pairs of their operations, a's first when
+// libraryFirst(i), else z's.
+func (b *bench) abba(n int, a, z *side) {
+	a.reset(n)
+	z.reset(n)
+	for i := range n {
+		first, second := z, a
+		if libraryFirst(i) {
+			first, second = a, z
+		}
+		first.time(b, i)
+		second.time(b, i)
+	}
+}
+
+// reset empties s for n operations.
+func (s *side) reset(n int) {
+	s.lat = make([]time.Duration, 0, n)
+	s.calls = callCounts{byOp: map[string]int64{}}
+	s.executions, s.failed, s.client, s.server = 0, 0, 0, 0
 }
 
 func (s *side) result() InterleavedSide {
@@ -132,20 +169,9 @@ func (s *side) result() InterleavedSide {
 // interleave runs n pairs of lib and raw in ABBA order as one measured region and returns
 // its line (without checks) and the two sides.
 func (b *bench) interleave(name string, n int, lib, raw *side) *InterleavedResult {
-	for _, s := range []*side{lib, raw} {
-		s.lat = make([]time.Duration, 0, n)
-		s.calls = callCounts{byOp: map[string]int64{}}
-	}
 	m := newMeter(b.cnt, b.pid)
 	k := m.begin()
-	for i := range n {
-		first, second := raw, lib
-		if libraryFirst(i) {
-			first, second = lib, raw
-		}
-		first.time(b, i)
-		second.time(b, i)
-	}
+	b.abba(n, lib, raw)
 	m.end(k)
 	r := &InterleavedResult{
 		Name:        name,

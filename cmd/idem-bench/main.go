@@ -8,6 +8,7 @@
 //	go run ./cmd/idem-bench -endpoint http://127.0.0.1:8000
 //	go run ./cmd/idem-bench -probe               # or: make bench-probe
 //	go run ./cmd/idem-bench -interleaved
+//	go run ./cmd/idem-bench -cpu-share 0.072     # as root: a 128 MB Lambda's CPU
 //
 // -probe runs the write cost probe instead of the workloads (see BENCHMARKS.md): after a
 // warmup, 600 rounds of one call of each write request shape (the claim's PutItem, the
@@ -28,6 +29,23 @@
 // in the same order. Each line has both sides' p50_us, p99_us, mean_us and DynamoDB calls
 // per operation, p50_ratio and mean_ratio (library / raw), and the client's and DynamoDB
 // Local's CPU over the whole interleaved region. It adds about 15 to 30 seconds.
+//
+// -cpu-share F runs, instead of the workloads, a comparison of the two SQS paths (batched
+// claims, and per-message with sqs.WithBatchClaims(false)) when the client gets F of one
+// CPU, as a Lambda function does in proportion to its memory (1,769 MB is one vCPU, 128 MB
+// about 0.072), while DynamoDB Local does not. After -cpu-share-warmup (1,000) unthrottled
+// batches of each path, it moves itself (every thread) into a new cpu cgroup,
+// idem-bench-<pid>, a child of its own, with a CFS quota of F × 100 ms per 100 ms period;
+// DynamoDB Local, started before as a child, stays in the parent, which it checks. It then
+// runs -cpu-share-batches (60) batches of 10 fresh messages on each path, alternately in
+// ABBA order (pair i runs the batched path first when i%4 is 0 or 3), moves back and
+// removes the cgroup. It prints a W4_throttled_batched and a W4_throttled_per_message line
+// (the path's p50_us, p99_us and mean_us per batch, DynamoDB calls, the client's and
+// DynamoDB Local's CPU per batch, the cgroup's throttled_periods and throttled_ms, and the
+// path's unthrottled warmup p50 and client CPU) and a W4_throttled_summary line with
+// p50_ratio and mean_ratio (batched / per-message). It needs root and a writable cgroup v1
+// cpu hierarchy (or cgroup v2 with the cpu controller); F is in (0, 2]. It takes about a
+// minute.
 package main
 
 import (
@@ -38,6 +56,7 @@ import (
 	"io"
 	"os"
 	"runtime/pprof"
+	"strings"
 )
 
 func main() {
@@ -48,10 +67,20 @@ func main() {
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file (it slows the run a little)")
 	probe := flag.Bool("probe", false, "run the write cost probe instead of the workloads: the cost of each write request shape, per call and per item")
 	interleaved := flag.Bool("interleaved", false, fmt.Sprintf("after the workloads, measure W1 against X1 and W2 against X2 again in %d interleaved (ABBA) pairs each: two more JSON lines", InterleavedPairs))
+	cpuShare := flag.Float64("cpu-share", 0, "run the SQS path comparison instead of the workloads: batched against per-message batches, in ABBA order, with idem-bench confined to this share of one CPU (a CFS quota cgroup, as root; 0.072 is a 128 MB Lambda, 1 is 1,769 MB) and DynamoDB Local not")
+	cpuShareBatches := flag.Int("cpu-share-batches", CPUShareBatches, "with -cpu-share: the throttled batches of each path")
+	cpuShareWarmup := flag.Int("cpu-share-warmup", CPUShareWarmupBatches, "with -cpu-share: the unthrottled warmup batches of each path")
 	flag.Parse()
 	if *interleaved && *probe {
 		fmt.Fprintln(os.Stderr, "idem-bench: -interleaved adds to the workloads; it does not combine with -probe")
 		os.Exit(2)
+	}
+	shareSet := false
+	flag.Visit(func(f *flag.Flag) { shareSet = shareSet || strings.HasPrefix(f.Name, "cpu-share") })
+	if shareSet {
+		if code := checkCPUShare(*cpuShare, *cpuShareBatches, *cpuShareWarmup, *probe, *interleaved); code != 0 {
+			os.Exit(code)
+		}
 	}
 	// Naming either, even the default table, means the user's own DynamoDB.
 	flag.Visit(func(f *flag.Flag) { opts.own = opts.own || f.Name == "endpoint" || f.Name == "table" })
@@ -62,6 +91,12 @@ func main() {
 	do := func() int { return run(context.Background(), opts, counts, os.Stdout, os.Stderr) }
 	if *probe {
 		do = func() int { return runProbe(context.Background(), opts, SpecProbeCounts(), os.Stdout, os.Stderr) }
+	}
+	if shareSet {
+		counts := CPUShareCounts{Share: *cpuShare, WarmupBatches: *cpuShareWarmup, Batches: *cpuShareBatches, BatchSize: 10}
+		do = func() int {
+			return runCPUShare(context.Background(), opts, counts, enterCPUQuota, os.Stdout, os.Stderr)
+		}
 	}
 	if *cpuProfile != "" {
 		stop, err := startProfile(*cpuProfile)
@@ -74,6 +109,29 @@ func main() {
 		os.Exit(code)
 	}
 	os.Exit(do())
+}
+
+// checkCPUShare checks the -cpu-share flags and returns 2 (after saying why) when they
+// are wrong, or 0.
+func checkCPUShare(share float64, batches, warmup int, probe, interleaved bool) int {
+	var msg string
+	switch {
+	case probe || interleaved:
+		msg = "-cpu-share runs its own comparison instead of the workloads; it does not combine with -probe or -interleaved"
+	case !(share > 0 && share <= 2): // also NaN
+		msg = fmt.Sprintf("-cpu-share %g: want a share of one CPU in (0, 2]", share)
+	case share*cfsPeriodUS < minQuotaUS:
+		msg = fmt.Sprintf("-cpu-share %g: below the kernel's minimum CFS quota of %d µs per %d µs", share, minQuotaUS, cfsPeriodUS)
+	case batches < 1:
+		msg = fmt.Sprintf("-cpu-share-batches %d: want at least 1", batches)
+	case warmup < 0:
+		msg = fmt.Sprintf("-cpu-share-warmup %d: want at least 0", warmup)
+	}
+	if msg == "" {
+		return 0
+	}
+	fmt.Fprintln(os.Stderr, "idem-bench: "+msg)
+	return 2
 }
 
 // startProfile starts a CPU profile written to path; stop ends it and closes the file.
@@ -117,25 +175,37 @@ func run(ctx context.Context, opts setup, counts Counts, stdout, stderr io.Write
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	enc := json.NewEncoder(stdout)
-	failed := false
-	err = b.run(func(r line) {
-		if err := enc.Encode(r); err != nil {
-			fmt.Fprintln(stderr, err)
-			failed = true
-		}
-		name, violations := r.broken()
-		for _, v := range violations {
-			fmt.Fprintf(stderr, "idem-bench: %s: must hold: %s\n", name, v)
-			failed = true
-		}
-	})
-	if err != nil {
+	w := newLineWriter(stdout, stderr)
+	if err := b.run(w.emit); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	if failed {
+	if w.failed {
 		return 1
 	}
 	return 0
+}
+
+// lineWriter prints lines as JSON to stdout and the invariants they broke to stderr;
+// failed says whether there were any, or a line could not be written.
+type lineWriter struct {
+	enc    *json.Encoder
+	stderr io.Writer
+	failed bool
+}
+
+func newLineWriter(stdout, stderr io.Writer) *lineWriter {
+	return &lineWriter{enc: json.NewEncoder(stdout), stderr: stderr}
+}
+
+func (w *lineWriter) emit(r line) {
+	if err := w.enc.Encode(r); err != nil {
+		fmt.Fprintln(w.stderr, err)
+		w.failed = true
+	}
+	name, violations := r.broken()
+	for _, v := range violations {
+		fmt.Fprintf(w.stderr, "idem-bench: %s: must hold: %s\n", name, v)
+		w.failed = true
+	}
 }

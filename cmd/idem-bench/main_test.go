@@ -4,7 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -51,11 +56,18 @@ func TestRun(t *testing.T) {
 	}
 }
 
-func testRun(t *testing.T, batchClaims bool, pairs int) {
-	opts := setup{table: defaultTable, batchClaims: batchClaims}
+// testSetup is where the tests run: a DynamoDB Local of their own, or the endpoint in
+// $DYNAMODB_ENDPOINT (ddblocal.EnvEndpoint) with a table of their own.
+func testSetup() setup {
 	if ep := os.Getenv(ddblocal.EnvEndpoint); ep != "" {
-		opts = setup{endpoint: ep, table: "idem_bench_test_" + strings.ReplaceAll(uuid4(), "-", ""), own: true, batchClaims: batchClaims}
+		return setup{endpoint: ep, table: "idem_bench_test_" + strings.ReplaceAll(uuid4(), "-", ""), own: true}
 	}
+	return setup{table: defaultTable}
+}
+
+func testRun(t *testing.T, batchClaims bool, pairs int) {
+	opts := testSetup()
+	opts.batchClaims = batchClaims
 	counts := Counts{
 		WarmupInvocations: 20, WarmupW3Rounds: 2, WarmupW4Batches: 2,
 		Invocations: 30, W3Rounds: 3, W3Goroutines: 8, W4Batches: 3, W4bBatches: 2, BatchSize: 10,
@@ -177,10 +189,7 @@ func TestProbe(t *testing.T) {
 	if testing.Short() {
 		t.Skip("idem-bench: DynamoDB Local run skipped under -short")
 	}
-	opts := setup{table: defaultTable}
-	if ep := os.Getenv(ddblocal.EnvEndpoint); ep != "" {
-		opts = setup{endpoint: ep, table: "idem_bench_test_" + strings.ReplaceAll(uuid4(), "-", ""), own: true}
-	}
+	opts := testSetup()
 	counts := ProbeCounts{WarmupRounds: 2, Rounds: 4, BatchSize: 10}
 	var stdout, stderr bytes.Buffer
 	code := runProbe(context.Background(), opts, counts, &stdout, &stderr)
@@ -217,5 +226,163 @@ func TestProbe(t *testing.T) {
 	for _, f := range []string{"per_message_server_cpu_us_per_record", "batched_server_cpu_us_per_record",
 		"batched_vs_per_message_server_cpu", "per_message_wall_us_per_record", "batched_wall_us_per_record"} {
 		assert.IsType(t, float64(0), sum[f], f)
+	}
+}
+
+// noThrottle is a throttleFunc that confines nothing, to test the CPU share comparison
+// without a cgroup; the cgroup itself is TestEnterCPUQuota's.
+func noThrottle(float64, int) (cpuQuota, error) { return noQuota{}, nil }
+
+type noQuota struct{}
+
+func (noQuota) String() string          { return "no throttle" }
+func (noQuota) stats() (int64, float64) { return 0, 0 }
+func (noQuota) release() error          { return nil }
+
+// TestCPUShare runs the CPU share comparison with a few batches and no throttle: both
+// paths' lines and the summary come out in order with their fields, and the counts (not
+// the timings) are right: 2 calls per batch batched, 20 per-message, 10 executions each.
+func TestCPUShare(t *testing.T) {
+	if testing.Short() {
+		t.Skip("idem-bench: DynamoDB Local run skipped under -short")
+	}
+	opts := testSetup()
+	counts := CPUShareCounts{Share: 0.5, WarmupBatches: 2, Batches: 6, BatchSize: 10}
+	throttled := 0
+	throttle := func(share float64, pid int) (cpuQuota, error) {
+		throttled++
+		assert.InDelta(t, 0.5, share, 0)
+		if opts.endpoint == "" {
+			assert.Positive(t, pid, "DynamoDB Local's pid")
+		}
+		return noThrottle(share, pid)
+	}
+	var stdout, stderr bytes.Buffer
+	code := runCPUShare(context.Background(), opts, counts, throttle, &stdout, &stderr)
+	require.Equal(t, 0, code, "stderr:\n%s", stderr.String())
+	assert.Equal(t, 1, throttled)
+
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	require.Len(t, lines, 3)
+	for i, tc := range []struct {
+		name        string
+		batchClaims bool
+		callsPer    float64
+		byOp        map[string]any
+	}{
+		{"W4_throttled_batched", true, 2, map[string]any{"BatchExecuteStatement": float64(2 * counts.Batches)}},
+		{"W4_throttled_per_message", false, 20, map[string]any{
+			"PutItem": float64(10 * counts.Batches), "UpdateItem": float64(10 * counts.Batches)}},
+	} {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(lines[i]), &m), lines[i])
+		assert.Equal(t, tc.name, m["name"])
+		assert.Equal(t, tc.batchClaims, m["batch_claims"], tc.name)
+		assert.InDelta(t, 0.5, m["cpu_share"], 0, tc.name)
+		assert.EqualValues(t, counts.Batches, m["n"], tc.name)
+		assert.Equal(t, "batch", m["unit"], tc.name)
+		assert.Equal(t, "ABBA", m["order"], tc.name)
+		for _, f := range []string{"p50_us", "p99_us", "mean_us", "max_us", "client_cpu_us_per_batch",
+			"server_cpu_us_per_batch", "gomaxprocs", "throttled_periods", "throttled_ms", "warmup_p50_us",
+			"warmup_client_cpu_us_per_batch"} {
+			assert.IsType(t, float64(0), m[f], "%s: %s", tc.name, f)
+		}
+		assert.Positive(t, m["p50_us"], tc.name)
+		assert.Positive(t, m["warmup_p50_us"], tc.name)
+		assert.GreaterOrEqual(t, m["p99_us"], m["p50_us"], tc.name)
+		assert.Equal(t, tc.callsPer, m["ddb_calls_per_batch"], tc.name)
+		assert.Equal(t, tc.byOp, m["ddb_calls_by_op"], tc.name)
+		assert.EqualValues(t, 10*counts.Batches, m["handler_executions"], tc.name)
+		assert.EqualValues(t, 0, m["throttled_periods"], tc.name)
+	}
+	var sum map[string]any
+	require.NoError(t, json.Unmarshal([]byte(lines[2]), &sum), lines[2])
+	assert.Equal(t, "W4_throttled_summary", sum["name"])
+	assert.EqualValues(t, counts.Batches, sum["n"])
+	for _, f := range []string{"p50_ratio", "mean_ratio", "client_cpu_ratio"} {
+		assert.Positive(t, sum[f], f)
+	}
+}
+
+// TestEnterCPUQuota confines the test binary to 1.5 CPUs in a cgroup of its own and back,
+// with a child started before as the server: it needs root and a writable cpu cgroup, like
+// -cpu-share, and fails without them. A server that moved with the process fails the
+// placement check, and is undone.
+func TestEnterCPUQuota(t *testing.T) {
+	before, err := selfCgroup(false)
+	v2 := err != nil
+	if v2 {
+		before, err = selfCgroup(true)
+	}
+	require.NoError(t, err)
+	server := exec.Command("sleep", "60")
+	require.NoError(t, server.Start())
+	t.Cleanup(func() {
+		_ = server.Process.Kill()
+		_ = server.Wait()
+	})
+
+	q, err := enterCPUQuota(1.5, server.Process.Pid)
+	require.NoError(t, err)
+	cg := q.(*cgroupQuota)
+	assert.Equal(t, v2, cg.v2)
+	assert.Equal(t, "idem-bench-"+strconv.Itoa(os.Getpid()), filepath.Base(cg.dir))
+	self, err := selfCgroup(cg.v2)
+	require.NoError(t, err)
+	assert.Equal(t, path.Join(before, filepath.Base(cg.dir)), self)
+	srv, err := procCgroup(strconv.Itoa(server.Process.Pid), cg.v2)
+	require.NoError(t, err)
+	assert.Equal(t, before, srv, "the server moved")
+	if cg.v2 {
+		b, err := os.ReadFile(filepath.Join(cg.dir, "cpu.max"))
+		require.NoError(t, err)
+		assert.Equal(t, "150000 100000", strings.TrimSpace(string(b)))
+	} else {
+		for file, want := range map[string]string{"cpu.cfs_quota_us": "150000", "cpu.cfs_period_us": "100000"} {
+			b, err := os.ReadFile(filepath.Join(cg.dir, file))
+			require.NoError(t, err)
+			assert.Equal(t, want, strings.TrimSpace(string(b)), file)
+		}
+	}
+	periods, ms := q.stats()
+	assert.GreaterOrEqual(t, periods, int64(0))
+	assert.GreaterOrEqual(t, ms, float64(0))
+	require.NoError(t, q.release())
+	assert.NoDirExists(t, cg.dir)
+	self, err = selfCgroup(cg.v2)
+	require.NoError(t, err)
+	assert.Equal(t, before, self)
+
+	// This process as the server: it moves, which the check refuses, and all is undone.
+	_, err = enterCPUQuota(1.5, os.Getpid())
+	require.ErrorContains(t, err, "moved into the quota cgroup")
+	assert.NoDirExists(t, cg.dir)
+	self, err = selfCgroup(cg.v2)
+	require.NoError(t, err)
+	assert.Equal(t, before, self)
+}
+
+// TestCheckCPUShare checks which -cpu-share flags are refused (exit code 2).
+func TestCheckCPUShare(t *testing.T) {
+	for _, tc := range []struct {
+		share              float64
+		batches, warmup    int
+		probe, interleaved bool
+		want               int
+	}{
+		{0.072, 60, 100, false, false, 0},
+		{2, 1, 100, false, false, 0},
+		{0, 60, 100, false, false, 2},
+		{-1, 60, 100, false, false, 2},
+		{2.01, 60, 100, false, false, 2},
+		{math.NaN(), 60, 100, false, false, 2},
+		{0.005, 60, 100, false, false, 2}, // below the 1 ms minimum quota
+		{0.5, 0, 100, false, false, 2},
+		{0.5, 60, -1, false, false, 2},
+		{0.5, 60, 0, false, false, 0},
+		{0.5, 60, 100, true, false, 2},
+		{0.5, 60, 100, false, true, 2},
+	} {
+		assert.Equal(t, tc.want, checkCPUShare(tc.share, tc.batches, tc.warmup, tc.probe, tc.interleaved), "%+v", tc)
 	}
 }

@@ -80,13 +80,19 @@ type bench struct {
 // comparison.
 func newBench(counts Counts, client *dynamodb.Client, table string, guard *idem.Guard, cnt *counters, pid int, batchClaims bool) (*bench, error) {
 	b := &bench{counts: counts, client: client, table: table, guard: guard, cnt: cnt, pid: pid}
-	noValidation := func(events.SQSMessage) ([]byte, error) { return nil, nil }
-	h, err := sqs.New(guard, b.handleMessage, sqs.WithFingerprint(noValidation), sqs.WithBatchClaims(batchClaims))
+	h, err := b.newSQSHandler(batchClaims)
 	if err != nil {
 		return nil, err
 	}
 	b.sqs = h
 	return b, nil
+}
+
+// newSQSHandler returns an SQS handler of b's guard that runs b.handleMessage, without
+// payload validation; batchClaims is passed to sqs.WithBatchClaims.
+func (b *bench) newSQSHandler(batchClaims bool) (*sqs.Handler, error) {
+	noValidation := func(events.SQSMessage) ([]byte, error) { return nil, nil }
+	return sqs.New(b.guard, b.handleMessage, sqs.WithFingerprint(noValidation), sqs.WithBatchClaims(batchClaims))
 }
 
 // handler is the guarded function of W1–W3: no I/O, no sleep.
