@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"math"
 	"os"
 	"os/exec"
@@ -305,9 +306,10 @@ func TestCPUShare(t *testing.T) {
 }
 
 // TestEnterCPUQuota confines the test binary to 1.5 CPUs in a cgroup of its own and back,
-// with a child started before as the server: it needs root and a writable cpu cgroup, like
-// -cpu-share, and fails without them. A server that moved with the process fails the
-// placement check, and is undone.
+// with a child started before as the server. It needs root and a writable cpu cgroup, like
+// -cpu-share: on a machine without them it is skipped, saying so, since what it tests is a
+// measurement tool's privileged setup, not the library; any other error fails it. A server
+// that moved with the process fails the placement check, and is undone.
 func TestEnterCPUQuota(t *testing.T) {
 	before, err := selfCgroup(false)
 	v2 := err != nil
@@ -323,6 +325,9 @@ func TestEnterCPUQuota(t *testing.T) {
 	})
 
 	q, err := enterCPUQuota(1.5, server.Process.Pid)
+	if errors.Is(err, errNoCgroup) {
+		t.Skipf("no writable cpu cgroup on this machine: %v", err)
+	}
 	require.NoError(t, err)
 	cg := q.(*cgroupQuota)
 	assert.Equal(t, v2, cg.v2)
