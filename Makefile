@@ -39,6 +39,8 @@ $(DDBLOCAL_STAMP):
 $(STATICCHECK):
 	GOBIN=$(BIN) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
+# The DynamoDB Local tests skip only under -short; here even that fails (internal/ddblocal).
+test: export IDEM_REQUIRE_DYNAMODB := 1
 test: deps lint
 	go test -race -count=1 ./...
 	$(MAKE) fuzz

@@ -42,9 +42,7 @@ var (
 // line has its fields, and the raw-SDK floor sends the library's requests (same bytes, same
 // round trips).
 func TestRun(t *testing.T) {
-	if testing.Short() {
-		t.Skip("idem-bench: DynamoDB Local run skipped under -short")
-	}
+	ddblocal.SkipShort(t)
 	for _, tc := range []struct {
 		name        string
 		batchClaims bool
@@ -187,9 +185,7 @@ func TestLibraryFirst(t *testing.T) {
 // TestProbe runs the write cost probe with a few rounds: every shape's line and the summary
 // come out in order with their fields, and the counts (not the timings) are right.
 func TestProbe(t *testing.T) {
-	if testing.Short() {
-		t.Skip("idem-bench: DynamoDB Local run skipped under -short")
-	}
+	ddblocal.SkipShort(t)
 	opts := testSetup()
 	counts := ProbeCounts{WarmupRounds: 2, Rounds: 4, BatchSize: 10}
 	var stdout, stderr bytes.Buffer
@@ -244,9 +240,7 @@ func (noQuota) release() error          { return nil }
 // paths' lines and the summary come out in order with their fields, and the counts (not
 // the timings) are right: 2 calls per batch batched, 20 per-message, 10 executions each.
 func TestCPUShare(t *testing.T) {
-	if testing.Short() {
-		t.Skip("idem-bench: DynamoDB Local run skipped under -short")
-	}
+	ddblocal.SkipShort(t)
 	opts := testSetup()
 	counts := CPUShareCounts{Share: 0.5, WarmupBatches: 2, Batches: 6, BatchSize: 10}
 	throttled := 0

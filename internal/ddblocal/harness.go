@@ -28,16 +28,37 @@ var shared struct {
 	err      error
 }
 
+// EnvRequire, when set (make test sets it), turns -short from a reason to skip the DynamoDB
+// Local tests into an error: a run that must include them cannot leave them out unseen.
+const EnvRequire = "IDEM_REQUIRE_DYNAMODB"
+
+// SkipShort skips tb under -short, the one reason a DynamoDB Local test may skip, unless
+// [EnvRequire] is set: then it fails tb.
+func SkipShort(tb testing.TB) {
+	tb.Helper()
+	if !testing.Short() {
+		return
+	}
+	if os.Getenv(EnvRequire) != "" {
+		tb.Fatalf("ddblocal: -short would skip this DynamoDB Local test, but %s is set: run without -short", EnvRequire)
+	}
+	tb.Skip("ddblocal: DynamoDB integration test skipped under -short")
+}
+
 // Main runs a test binary's tests with a shared DynamoDB Local; call it from TestMain:
 //
 //	func TestMain(m *testing.M) { os.Exit(ddblocal.Main(m)) }
 //
 // Unless -short is set or DYNAMODB_ENDPOINT names an endpoint, it first checks that Java and
 // the jar are installed and, if not, fails the binary with a message naming `make deps`:
-// integration tests never skip silently. The JVM starts when a test first asks for it and is
+// integration tests never skip silently. With [EnvRequire] set, -short fails it too. The JVM starts when a test first asks for it and is
 // killed when the tests end. Main returns the exit code for os.Exit.
 func Main(m *testing.M) int {
 	flag.Parse()
+	if testing.Short() && os.Getenv(EnvRequire) != "" {
+		fmt.Fprintf(os.Stderr, "ddblocal: -short would skip the DynamoDB Local tests, but %s is set: run without -short\n", EnvRequire)
+		return 1
+	}
 	if !testing.Short() && os.Getenv(EnvEndpoint) == "" {
 		if _, _, err := locate(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -54,13 +75,11 @@ func Main(m *testing.M) int {
 }
 
 // Endpoint returns the URL of the test binary's DynamoDB: DYNAMODB_ENDPOINT if set, else the
-// shared DynamoDB Local, started on the first call. Under -short it skips tb; if the
-// endpoint cannot be had it fails tb. It is safe for concurrent use.
+// shared DynamoDB Local, started on the first call. Under -short it skips tb (see
+// [SkipShort]); if the endpoint cannot be had it fails tb. It is safe for concurrent use.
 func Endpoint(tb testing.TB) string {
 	tb.Helper()
-	if testing.Short() {
-		tb.Skip("ddblocal: DynamoDB integration test skipped under -short")
-	}
+	SkipShort(tb)
 	shared.once.Do(func() {
 		if ep := os.Getenv(EnvEndpoint); ep != "" {
 			shared.endpoint = ep
