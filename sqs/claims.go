@@ -27,7 +27,8 @@ import (
 // round trip on the per-message path (the failed claim returns the record), where a batch
 // claim that meets it needs a second to read it (dynamo.Store.ClaimMany).
 func (b *batch) claimAll(ctx context.Context) {
-	if !b.h.cfg.batchClaims || b.fifo || b.allRedelivered() || b.mayStart(ctx) != nil {
+	redeliveries := b.allRedelivered() && !b.h.cfg.batchRedeliveries
+	if !b.h.cfg.batchClaims || b.fifo || redeliveries || b.mayStart(ctx) != nil {
 		return
 	}
 	type first struct {
@@ -59,9 +60,6 @@ func (b *batch) claimAll(ctx context.Context) {
 
 // allRedelivered reports whether every message of the batch has been delivered before.
 func (b *batch) allRedelivered() bool {
-	if b.h.cfg.batchRedeliveries {
-		return false
-	}
 	for i := range b.msgs {
 		if !redelivered(&b.msgs[i]) {
 			return false
