@@ -153,7 +153,7 @@ func TestBatchSettleReportsLostLease(t *testing.T) {
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	s := idem.NewMemStore()
-	g, err := idem.New(s, idem.WithClock(clock), idem.WithLease(time.Minute))
+	g, err := idem.New(s, idem.WithClock(idem.ClockFunc(clock)), idem.WithLease(time.Minute))
 	require.NoError(t, err)
 	ctx := context.Background()
 	b := g.Claim(ctx, []idem.Request{{Key: "k"}})
@@ -236,7 +236,7 @@ func TestBatchLeaseLapsedBeforeStart(t *testing.T) {
 	now := time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	g, err := idem.New(idem.NewMemStore(), idem.WithClock(clock), idem.WithLease(time.Minute))
+	g, err := idem.New(idem.NewMemStore(), idem.WithClock(idem.ClockFunc(clock)), idem.WithLease(time.Minute))
 	require.NoError(t, err)
 	ctx := context.Background()
 	b := g.Claim(ctx, reqs("l", 2))

@@ -114,7 +114,7 @@ func ExampleInProgressError() {
 
 func ExampleWithExpiry() {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	guard, _ := idem.New(idem.NewMemStore(), idem.WithExpiry(time.Hour), idem.WithClock(func() time.Time { return now }))
+	guard, _ := idem.New(idem.NewMemStore(), idem.WithExpiry(time.Hour), idem.WithClock(idem.ClockFunc(func() time.Time { return now })))
 	runs := 0
 	fn := func(context.Context) (int, error) { runs++; return runs, nil }
 	_, _, _ = idem.Do(context.Background(), guard, idem.Request{Key: "k"}, fn)
@@ -224,7 +224,7 @@ func ExampleWithFailOpen() {
 
 func ExampleWithClock() {
 	fixed := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	_, err := idem.New(idem.NewMemStore(), idem.WithClock(func() time.Time { return fixed }))
+	_, err := idem.New(idem.NewMemStore(), idem.WithClock(idem.ClockFunc(func() time.Time { return fixed })))
 	fmt.Println(err)
 	// Output: <nil>
 }

@@ -36,7 +36,7 @@ func New(store Store, opts ...Option) (*Guard, error) {
 		codec:         JSONCodec{},
 		compressAbove: DefaultCompressionThreshold,
 		maxResult:     DefaultMaxResultSize,
-		now:           time.Now,
+		clock:         systemClock{},
 		gzipWriters:   new(sync.Pool),
 		gzipReaders:   new(sync.Pool),
 	}
@@ -270,8 +270,6 @@ func (g *Guard) inProgress(ctx context.Context, rec *Record, now time.Time) erro
 // the wait budget or ctx ends. It returns the completed record, or nil to claim again.
 func (g *Guard) waitFor(ctx context.Context, rec *Record, fp string, until time.Time) (*Record, error) {
 	poll := g.cfg.waitPoll
-	timer := time.NewTimer(poll)
-	defer timer.Stop()
 	for {
 		if now := g.now(); !now.Before(until) {
 			return nil, g.inProgress(ctx, rec, now)
@@ -279,7 +277,7 @@ func (g *Guard) waitFor(ctx context.Context, rec *Record, fp string, until time.
 		select {
 		case <-ctx.Done():
 			return nil, context.Cause(ctx)
-		case <-timer.C:
+		case <-g.cfg.clock.After(poll):
 		}
 		start := g.now()
 		cur, err := g.store.Get(ctx, rec.Key)
@@ -299,7 +297,6 @@ func (g *Guard) waitFor(ctx context.Context, rec *Record, fp string, until time.
 		}
 		rec = cur
 		poll = min(2*poll, time.Second)
-		timer.Reset(poll)
 	}
 }
 
@@ -311,7 +308,7 @@ func (g *Guard) replay(rec *Record, out any) error {
 	return g.cfg.decodeResult(rec, out)
 }
 
-func (g *Guard) now() time.Time { return g.cfg.now() }
+func (g *Guard) now() time.Time { return g.cfg.clock.Now() }
 
 // failsOpen reports whether err lets the handler run unguarded: only a store failure with
 // [WithFailOpen] set, never the caller's own cancelled or expired context.

@@ -203,7 +203,7 @@ func TestLeaseFollowsDeadline(t *testing.T) {
 	base := time.Now() // deadlines are real: the context ends on the real clock
 	clock := func() time.Time { return base }
 	s := idem.NewMemStore()
-	g, err := idem.New(s, idem.WithClock(clock), idem.WithLeaseMargin(time.Second), idem.WithMaxLease(time.Minute))
+	g, err := idem.New(s, idem.WithClock(idem.ClockFunc(clock)), idem.WithLeaseMargin(time.Second), idem.WithMaxLease(time.Minute))
 	require.NoError(t, err)
 	cases := []struct {
 		name     string
@@ -298,7 +298,7 @@ func TestHeartbeatExtendsLease(t *testing.T) {
 	t.Parallel()
 	clock := storetest.NewClock()
 	s := idem.NewMemStore()
-	g, err := idem.New(s, idem.WithClock(clock.Now), idem.WithLease(time.Minute), idem.WithHeartbeat(2*time.Millisecond))
+	g, err := idem.New(s, idem.WithClock(clock), idem.WithLease(time.Minute), idem.WithHeartbeat(2*time.Millisecond))
 	require.NoError(t, err)
 	sk, _ := g.StoredKey(idem.Request{Key: "hb"})
 	_, _, err = idem.Do(context.Background(), g, idem.Request{Key: "hb"}, func(ctx context.Context) (int, error) {
@@ -400,7 +400,7 @@ func TestInProgressWithoutLeaseEndHoldsKey(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
 	s := idem.NewMemStore()
-	g, err := idem.New(s, idem.WithClock(func() time.Time { return now }))
+	g, err := idem.New(s, idem.WithClock(idem.ClockFunc(func() time.Time { return now })))
 	require.NoError(t, err)
 	sk, _ := g.StoredKey(idem.Request{Key: "k"})
 	s.Put(idem.Record{Key: sk, Status: idem.StatusInProgress, Expires: now.Add(time.Hour), LeaseToken: "x"})

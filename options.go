@@ -50,7 +50,7 @@ type config struct {
 	compressAbove int
 	maxResult     int
 	failOpen      bool
-	now           func() time.Time
+	clock         Clock
 	logger        *slog.Logger
 	hooks         Hooks
 	gzipWriters   *sync.Pool // of *gzip.Writer, shared by the guard's calls
@@ -227,13 +227,15 @@ func WithFailOpen(failOpen bool) Option {
 	}
 }
 
-// WithClock sets the time source, for tests. Default time.Now. Must not be nil.
-func WithClock(now func() time.Time) Option {
-	return func(c *config) error {
-		if now == nil {
+// WithClock sets the time source and timers, for tests. Default: the system clock. Must not
+// be nil. A context deadline is compared with this clock's time, so a fake clock far from
+// wall time wants contexts whose deadlines are in its time too.
+func WithClock(c Clock) Option {
+	return func(cfg *config) error {
+		if c == nil {
 			return optErr("WithClock", "must not be nil")
 		}
-		c.now = now
+		cfg.clock = c
 		return nil
 	}
 }

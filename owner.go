@@ -183,13 +183,11 @@ func (g *Guard) heartbeat(ctx context.Context, l *lease, expires time.Time) (con
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		t := time.NewTicker(g.cfg.heartbeat)
-		defer t.Stop()
 		for {
 			select {
 			case <-beatCtx.Done():
 				return
-			case <-t.C:
+			case <-g.cfg.clock.After(g.cfg.heartbeat):
 			}
 			now := g.now()
 			// Never shorten the lease (the deadline may lie further out than the default

@@ -293,7 +293,7 @@ func TestLambdaDeadline(t *testing.T) {
 	t.Parallel()
 	forEachSource(t, func(t *testing.T, store idem.Store, ev *event) {
 		clock := newClock()
-		g := newGuard(t, store, idem.WithClock(clock.Now), idem.WithLeaseMargin(2*time.Second))
+		g := newGuard(t, store, idem.WithClock(clock), idem.WithLeaseMargin(2*time.Second))
 		a := &app{started: make(chan struct{}, 2), release: make(chan struct{}), hold: 1}
 		h := a.handler(t, ev.kind, g)
 

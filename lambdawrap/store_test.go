@@ -114,3 +114,6 @@ func withDeadline(parent context.Context, d time.Time) context.Context {
 }
 
 func (c deadlineCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+
+// After waits in wall time: the test clock sets the time, not the waits.
+func (c *clock) After(d time.Duration) <-chan time.Time { return time.After(d) }

@@ -189,7 +189,7 @@ func TestWrapTenant(t *testing.T) {
 func TestWrapInProgress(t *testing.T) {
 	t.Parallel()
 	clock := newClock()
-	g := memGuard(t, idem.WithClock(clock.Now))
+	g := memGuard(t, idem.WithClock(clock))
 	started, release := make(chan struct{}), make(chan struct{})
 	h, err := lambdawrap.Wrap(g, func(ctx context.Context, p payment) (receipt, error) {
 		close(started)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/idemkit/idem"
 )
@@ -76,15 +75,14 @@ func (b *batch) settleWhenLate(ctx context.Context) (stop func()) {
 	if b.claims == nil || !b.hasDeadline {
 		return func() {}
 	}
-	t := time.NewTimer(max(b.deadline.Sub(b.h.cfg.now())-b.margin, 0))
+	late := b.h.cfg.clock.After(max(b.deadline.Sub(b.h.cfg.clock.Now())-b.margin, 0))
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		defer t.Stop()
 		select {
-		case <-t.C:
+		case <-late:
 			b.claims.Settle(ctx)
 		case <-done:
 		case <-ctx.Done():

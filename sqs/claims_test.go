@@ -94,7 +94,7 @@ func TestBatchSettlesNearTheDeadline(t *testing.T) {
 			// settle's timer is real: it fires left-margin = 4 s after the claims.
 			const left, margin = 8 * time.Second, 4 * time.Second
 			clock := storetest.NewClock()
-			e := newEnv(t, b, sqs.WithConcurrency(1), sqs.WithDeadlineMargin(margin), sqs.WithClock(clock.Now))
+			e := newEnv(t, b, sqs.WithConcurrency(1), sqs.WithDeadlineMargin(margin), sqs.WithClock(clock))
 			e.rec.effect = nil // a plain handler: on the batch path its completion waits for a settle
 			ev := loadEvent(t, "sqs-standard-ten")
 			keyOf := func(i int) string {

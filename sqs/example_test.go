@@ -253,7 +253,7 @@ func ExampleWithClock() {
 	late := func() time.Time { return deadline.Add(-time.Second) } // one second left
 	guard, _ := idem.New(idem.NewMemStore())
 	h, _ := sqs.New(guard, func(context.Context, events.SQSMessage) error { return nil },
-		sqs.WithClock(late), sqs.WithDeadlineMargin(5*time.Second))
+		sqs.WithClock(idem.ClockFunc(late)), sqs.WithDeadlineMargin(5*time.Second))
 	resp, _ := h.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{message("m-1", "{}")}})
 	fmt.Println(resp.BatchItemFailures)
 	// Output: [{m-1}]

@@ -91,7 +91,7 @@ func (h *Handler) Handle(ctx context.Context, event events.SQSEvent) (events.SQS
 // Process returns an error only for an unusable event ([ErrInvalidEvent]), with a nil
 // report. It calls the hooks ([WithHooks]) and writes the summary log line ([WithLogger]).
 func (h *Handler) Process(ctx context.Context, event events.SQSEvent) (*Report, error) {
-	start := h.cfg.now()
+	start := h.cfg.clock.Now()
 	for i, m := range event.Records {
 		if m.MessageId == "" {
 			return nil, fmt.Errorf("%w: record %d has no messageId", ErrInvalidEvent, i)
@@ -109,7 +109,7 @@ func (h *Handler) Process(ctx context.Context, event events.SQSEvent) (*Report, 
 			h.reportMessage(ctx, &b.out[i])
 		}
 	}
-	rep := &Report{Outcomes: b.out, FIFO: b.fifo, Duration: h.cfg.now().Sub(start)}
+	rep := &Report{Outcomes: b.out, FIFO: b.fifo, Duration: h.cfg.clock.Now().Sub(start)}
 	rep.count()
 	h.logBatch(ctx, rep)
 	if h.cfg.hooks.OnBatch != nil {

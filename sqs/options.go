@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/idemkit/idem"
 )
 
 // Defaults of the [Handler] options.
@@ -31,7 +33,7 @@ type config struct {
 	marginSet   bool
 	hooks       Hooks
 	logger      *slog.Logger
-	now         func() time.Time
+	clock       idem.Clock
 	batchClaims bool
 	// batchRedeliveries claims batches of redelivered messages together too: for tests
 	// that run redelivery scenarios on the batch path (see export_test.go).
@@ -45,7 +47,7 @@ func defaultConfig() config {
 		fingerprint: BodyFingerprint,
 		margin:      DefaultDeadlineMargin,
 		logger:      slog.New(slog.DiscardHandler),
-		now:         time.Now,
+		clock:       idem.ClockFunc(time.Now),
 		batchClaims: true,
 	}
 }
@@ -137,14 +139,14 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
-// WithClock sets the time source used against the context deadline, for tests. Default
-// time.Now. Must not be nil.
-func WithClock(now func() time.Time) Option {
+// WithClock sets the time source and timers used against the context deadline, for tests.
+// Default: the system clock. Must not be nil.
+func WithClock(clock idem.Clock) Option {
 	return func(c *config) error {
-		if now == nil {
+		if clock == nil {
 			return optErr("WithClock", "must not be nil")
 		}
-		c.now = now
+		c.clock = clock
 		return nil
 	}
 }

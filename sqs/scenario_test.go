@@ -158,7 +158,7 @@ func TestNearDeadlineNothingIsDropped(t *testing.T) {
 				opts := slices.Clone(tc.opts)
 				if tc.fakeLeft > 0 {
 					clock = storetest.NewClock()
-					opts = append(opts, sqs.WithClock(clock.Now))
+					opts = append(opts, sqs.WithClock(clock))
 				}
 				e := newEnv(t, b, opts...)
 				e.rec.before = func(context.Context, events.SQSMessage) {

@@ -93,7 +93,7 @@ func runFaultCase(t *testing.T, raw *dynamodb.Client, table, effects string, tc 
 	client := ddbfault.New(raw)
 	store := newStore(t, client, table)
 	clock := storetest.NewClock()
-	opts := []idem.Option{idem.WithClock(clock.Now), idem.WithLease(time.Minute), idem.WithScope("faults")}
+	opts := []idem.Option{idem.WithClock(clock), idem.WithLease(time.Minute), idem.WithScope("faults")}
 	if tc.step == ddbfault.Extend {
 		opts = append(opts, idem.WithHeartbeat(5*time.Millisecond))
 	}
@@ -175,7 +175,7 @@ func runFaultCase(t *testing.T, raw *dynamodb.Client, table, effects string, tc 
 // owner has completed.
 func waitThroughFailedPoll(t *testing.T, owner *idem.Guard, store idem.Store, key string, handler func(context.Context) (string, error)) (string, error) {
 	t.Helper()
-	waiter, err := idem.New(store, idem.WithClock(storetest.NewClock().Now), idem.WithScope("faults"), idem.WithWait(time.Minute, 5*time.Millisecond))
+	waiter, err := idem.New(store, idem.WithClock(storetest.NewClock()), idem.WithScope("faults"), idem.WithWait(time.Minute, 5*time.Millisecond))
 	require.NoError(t, err)
 	started, release := make(chan struct{}), make(chan struct{})
 	done := make(chan error, 1)

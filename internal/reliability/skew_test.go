@@ -48,7 +48,7 @@ func TestClockSkew(t *testing.T) {
 			t.Parallel()
 			store := newStore(t, raw, table)
 			guard := func(skew time.Duration) *idem.Guard {
-				opts := []idem.Option{idem.WithScope("skew"), idem.WithClock(func() time.Time { return time.Now().Add(skew) })}
+				opts := []idem.Option{idem.WithScope("skew"), idem.WithClock(idem.ClockFunc(func() time.Time { return time.Now().Add(skew) }))}
 				if tc.margin > 0 {
 					opts = append(opts, idem.WithLeaseMargin(tc.margin))
 				}

@@ -33,3 +33,6 @@ func (c *Clock) Advance(d time.Duration) {
 	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
 }
+
+// After waits in wall time: the suite's clock sets the time, not the waits.
+func (c *Clock) After(d time.Duration) <-chan time.Time { return time.After(d) }

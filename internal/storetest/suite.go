@@ -61,7 +61,7 @@ func (h Harness) fixture(t *testing.T, opts ...idem.Option) fixture {
 	t.Helper()
 	s := h.NewStore(t)
 	c := NewClock()
-	opts = append([]idem.Option{idem.WithClock(c.Now), idem.WithScope("suite")}, opts...)
+	opts = append([]idem.Option{idem.WithClock(c), idem.WithScope("suite")}, opts...)
 	g, err := idem.New(s, opts...)
 	require.NoError(t, err)
 	return fixture{store: s, clock: c, guard: g}
@@ -437,7 +437,7 @@ func (h Harness) storeFailures(t *testing.T) {
 	newFaulty := func(t *testing.T, opts ...idem.Option) (*Faulty, *idem.Guard, *Clock) {
 		s := NewFaulty(h.NewStore(t))
 		c := NewClock()
-		g, err := idem.New(s, append([]idem.Option{idem.WithClock(c.Now), idem.WithScope("suite")}, opts...)...)
+		g, err := idem.New(s, append([]idem.Option{idem.WithClock(c), idem.WithScope("suite")}, opts...)...)
 		require.NoError(t, err)
 		return s, g, c
 	}
