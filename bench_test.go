@@ -191,7 +191,7 @@ func TestAllocations(t *testing.T) {
 		max  float64
 		run  func()
 	}{
-		{"replay", 10, func() { _, _, _ = idem.Do(ctx, g, idem.Request{Key: "k"}, ok) }},
+		{"replay", 13, func() { _, _, _ = idem.Do(ctx, g, idem.Request{Key: "k"}, ok) }},
 		{"new key", 14, func() { _, _, _ = idem.Do(ctx, g, idem.Request{Key: keys[i]}, ok); i++ }},
 	} {
 		if got := testing.AllocsPerRun(100, c.run); got > c.max {

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -30,8 +31,21 @@ func (JSONCodec) Name() string { return "json" }
 // Marshal encodes v as JSON.
 func (JSONCodec) Marshal(v any) ([]byte, error) { return json.Marshal(v) }
 
-// Unmarshal decodes JSON data into v.
-func (JSONCodec) Unmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
+// Unmarshal decodes JSON data into v. An object member that v has no field for is an error,
+// not a silently dropped value: a stored result that does not fit the type it is replayed
+// into (another operation's record, or a result type that lost a field since) must never
+// decode into a zero value.
+func (JSONCodec) Unmarshal(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("json: data after the stored value")
+	}
+	return nil
+}
 
 // encodeResult encodes v with the codec, compressing above the threshold. It returns
 // EncodingNone and no data when the result does not fit maxSize.
