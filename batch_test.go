@@ -66,7 +66,7 @@ func runBatch(t *testing.T, g *idem.Guard, rs []idem.Request, fn func(i int) (in
 func TestBatchRoundTrips(t *testing.T) {
 	t.Parallel()
 	s := newCountingBatch()
-	g, err := idem.New(s)
+	g, err := idem.New(s, "test")
 	require.NoError(t, err)
 	rs := reqs("k", 10)
 
@@ -93,7 +93,7 @@ func TestBatchRoundTrips(t *testing.T) {
 func TestBatchMixed(t *testing.T) {
 	t.Parallel()
 	s := newCountingBatch()
-	g, err := idem.New(s)
+	g, err := idem.New(s, "test")
 	require.NoError(t, err)
 	ctx := context.Background()
 	_, _, err = idem.Do(ctx, g, idem.Request{Key: "done"}, func(context.Context) (int, error) { return 7, nil })
@@ -153,7 +153,7 @@ func TestBatchSettleReportsLostLease(t *testing.T) {
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	s := idem.NewMemStore()
-	g, err := idem.New(s, idem.WithClock(idem.ClockFunc(clock)), idem.WithLease(time.Minute))
+	g, err := idem.New(s, "test", idem.WithClock(idem.ClockFunc(clock)), idem.WithLease(time.Minute))
 	require.NoError(t, err)
 	ctx := context.Background()
 	b := g.Claim(ctx, []idem.Request{{Key: "k"}})
@@ -175,7 +175,7 @@ func TestBatchSettleReportsLostLease(t *testing.T) {
 func TestBatchWithoutBatchStore(t *testing.T) {
 	t.Parallel()
 	s := newCounting(idem.NewMemStore()) // Store only: no batch methods
-	g, err := idem.New(s)
+	g, err := idem.New(s, "test")
 	require.NoError(t, err)
 	_, _, errs, settle := runBatch(t, g, reqs("k", 4), func(i int) (int, error) { return i, nil })
 	for i := range errs {
@@ -188,7 +188,7 @@ func TestBatchWithoutBatchStore(t *testing.T) {
 func TestBatchSettleEarly(t *testing.T) {
 	t.Parallel()
 	s := newCountingBatch()
-	g, err := idem.New(s)
+	g, err := idem.New(s, "test")
 	require.NoError(t, err)
 	ctx := context.Background()
 	b := g.Claim(ctx, reqs("e", 3))
@@ -236,7 +236,7 @@ func TestBatchLeaseLapsedBeforeStart(t *testing.T) {
 	now := time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	g, err := idem.New(idem.NewMemStore(), idem.WithClock(idem.ClockFunc(clock)), idem.WithLease(time.Minute))
+	g, err := idem.New(idem.NewMemStore(), "test", idem.WithClock(idem.ClockFunc(clock)), idem.WithLease(time.Minute))
 	require.NoError(t, err)
 	ctx := context.Background()
 	b := g.Claim(ctx, reqs("l", 2))
@@ -258,7 +258,7 @@ func TestBatchLeaseLapsedBeforeStart(t *testing.T) {
 
 func TestBatchDuplicateOfCachedKeyReplays(t *testing.T) {
 	t.Parallel()
-	g, err := idem.New(newCountingBatch(), idem.WithCache(8))
+	g, err := idem.New(newCountingBatch(), "test", idem.WithCache(8))
 	require.NoError(t, err)
 	ctx := context.Background()
 	_, _, err = idem.Do(ctx, g, idem.Request{Key: "c"}, func(context.Context) (int, error) { return 5, nil })

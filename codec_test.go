@@ -21,7 +21,7 @@ func TestReplayIntoAnotherTypeIsAnError(t *testing.T) {
 		Balance int `json:"balance"`
 	}
 	ctx := context.Background()
-	g, err := idem.New(idem.NewMemStore(), idem.WithScope("codec"))
+	g, err := idem.New(idem.NewMemStore(), "test", idem.WithScope("codec"))
 	require.NoError(t, err)
 	req := idem.Request{Key: "k"}
 	_, _, err = idem.Do(ctx, g, req, func(context.Context) (order, error) { return order{OrderID: "o-1"}, nil })

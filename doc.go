@@ -20,12 +20,12 @@
 //
 // A new key costs two store round trips (claim, complete), a replay or an in-flight
 // duplicate one, and a warm local-cache replay ([WithCache]) none. Stored keys are
-// "<scope>#<sha256 hex>": raw keys never reach the store.
+// "<scope>.<operation>#<sha256 hex>": raw keys never reach the store.
 //
 // # Usage
 //
-//	store := dynamo.New(ddbClient, "idempotency") // or idem.NewMemStore() in tests
-//	guard, err := idem.New(store, idem.WithExpiry(24*time.Hour))
+//	store, err := dynamo.New(ddbClient, "idempotency") // or idem.NewMemStore() in tests
+//	guard, err := idem.New(store, "create-order", idem.WithExpiry(24*time.Hour))
 //	...
 //	order, replayed, err := idem.Do(ctx, guard, idem.Request{Key: key, Fingerprint: body},
 //		func(ctx context.Context) (Order, error) { return createOrder(ctx, body) })

@@ -21,11 +21,22 @@ type Guard struct {
 	timed bool // some hook is set: measure durations
 }
 
-// New returns a Guard over store. Options are applied in order; invalid settings return an
-// error naming the option. New reads AWS_LAMBDA_FUNCTION_NAME once for the default scope.
-func New(store Store, opts ...Option) (*Guard, error) {
+// New returns a Guard for one operation over store. Options are applied in order; invalid
+// settings return an error naming the option.
+//
+// The operation names what the guarded handlers do ("create-order", "credit-account"): it
+// is part of every stored key, beside the scope (see [WithScope]), so two operations of one
+// function never share a record, whatever keys their callers send. It must be non-empty,
+// at most [MaxOperationLength] bytes of printable ASCII, and contain no '#'. Keep it stable
+// across deploys: a record is found again only under the same scope and operation.
+//
+// New reads the AWS_LAMBDA_FUNCTION_NAME environment variable once, for the default scope.
+func New(store Store, operation string, opts ...Option) (*Guard, error) {
 	if store == nil {
 		return nil, errNilStore
+	}
+	if err := checkOperation(operation); err != nil {
+		return nil, err
 	}
 	cfg := config{
 		expiry:        DefaultExpiry,
@@ -58,6 +69,7 @@ func New(store Store, opts ...Option) (*Guard, error) {
 	if cfg.logger == nil {
 		cfg.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	cfg.scope += "." + operation
 	g := &Guard{store: store, cfg: cfg, timed: cfg.hooks.timed()}
 	if cfg.cacheSize > 0 {
 		g.cache = newLRU(cfg.cacheSize)
@@ -65,7 +77,8 @@ func New(store Store, opts ...Option) (*Guard, error) {
 	return g, nil
 }
 
-// Scope returns the guard's key scope.
+// Scope returns the prefix of the guard's stored keys: "<scope>.<operation>", the scope of
+// [WithScope] (or its default) and the operation given to [New].
 func (g *Guard) Scope() string { return g.cfg.scope }
 
 // Do runs fn under the idempotency key of req, at most once per key within the expiry

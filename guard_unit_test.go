@@ -73,7 +73,7 @@ func TestRoundTrips(t *testing.T) {
 		if cached {
 			opts = append(opts, idem.WithCache(8))
 		}
-		g, err := idem.New(s, opts...)
+		g, err := idem.New(s, "test", opts...)
 		require.NoError(t, err)
 		ctx := context.Background()
 		fn := func(context.Context) (int, error) { return 1, nil }
@@ -94,7 +94,7 @@ func TestRoundTrips(t *testing.T) {
 	}
 
 	s := newCounting(idem.NewMemStore())
-	g, err := idem.New(s)
+	g, err := idem.New(s, "test")
 	require.NoError(t, err)
 	release := make(chan struct{})
 	started := make(chan struct{})
@@ -118,7 +118,7 @@ func TestRoundTrips(t *testing.T) {
 
 func TestKeys(t *testing.T) {
 	t.Parallel()
-	g, err := idem.New(idem.NewMemStore(), idem.WithScope("orders"))
+	g, err := idem.New(idem.NewMemStore(), "test", idem.WithScope("orders"))
 	require.NoError(t, err)
 	cases := []struct {
 		name string
@@ -139,8 +139,8 @@ func TestKeys(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
-			assert.True(t, strings.HasPrefix(sk, "orders#"))
-			assert.Len(t, sk, len("orders#")+64)
+			assert.True(t, strings.HasPrefix(sk, "orders.test#"))
+			assert.Len(t, sk, len("orders.test#")+64)
 			assert.NotContains(t, sk, tc.req.Key, "raw keys never reach the store")
 		})
 	}
@@ -178,24 +178,24 @@ func TestOptionsRejectBadValues(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := idem.New(idem.NewMemStore(), tc.opt)
+			_, err := idem.New(idem.NewMemStore(), "test", tc.opt)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.name, "the error names the option")
 		})
 	}
-	_, err := idem.New(nil)
+	_, err := idem.New(nil, "test")
 	require.Error(t, err)
 }
 
 func TestDefaultScopeFromFunctionName(t *testing.T) {
 	t.Setenv("AWS_LAMBDA_FUNCTION_NAME", "payments-fn")
-	g, err := idem.New(idem.NewMemStore())
+	g, err := idem.New(idem.NewMemStore(), "test")
 	require.NoError(t, err)
-	assert.Equal(t, "payments-fn", g.Scope())
+	assert.Equal(t, "payments-fn.test", g.Scope())
 	t.Setenv("AWS_LAMBDA_FUNCTION_NAME", "")
-	g, err = idem.New(idem.NewMemStore())
+	g, err = idem.New(idem.NewMemStore(), "test")
 	require.NoError(t, err)
-	assert.Equal(t, idem.DefaultScope, g.Scope())
+	assert.Equal(t, idem.DefaultScope+".test", g.Scope())
 }
 
 func TestLeaseFollowsDeadline(t *testing.T) {
@@ -203,7 +203,7 @@ func TestLeaseFollowsDeadline(t *testing.T) {
 	base := time.Now() // deadlines are real: the context ends on the real clock
 	clock := func() time.Time { return base }
 	s := idem.NewMemStore()
-	g, err := idem.New(s, idem.WithClock(idem.ClockFunc(clock)), idem.WithLeaseMargin(time.Second), idem.WithMaxLease(time.Minute))
+	g, err := idem.New(s, "test", idem.WithClock(idem.ClockFunc(clock)), idem.WithLeaseMargin(time.Second), idem.WithMaxLease(time.Minute))
 	require.NoError(t, err)
 	cases := []struct {
 		name     string
@@ -238,7 +238,7 @@ func TestLeaseFollowsDeadline(t *testing.T) {
 
 func TestPanicReleasesKey(t *testing.T) {
 	t.Parallel()
-	g, err := idem.New(idem.NewMemStore())
+	g, err := idem.New(idem.NewMemStore(), "test")
 	require.NoError(t, err)
 	assert.Panics(t, func() {
 		_, _, _ = idem.Do(context.Background(), g, idem.Request{Key: "p"}, func(context.Context) (int, error) { panic("bug") })
@@ -251,7 +251,7 @@ func TestPanicReleasesKey(t *testing.T) {
 
 func TestWaitGivesUpAtBudget(t *testing.T) {
 	t.Parallel()
-	g, err := idem.New(idem.NewMemStore(), idem.WithWait(30*time.Millisecond, 5*time.Millisecond))
+	g, err := idem.New(idem.NewMemStore(), "test", idem.WithWait(30*time.Millisecond, 5*time.Millisecond))
 	require.NoError(t, err)
 	release, started, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	go func() {
@@ -272,9 +272,9 @@ func TestWaitGivesUpAtBudget(t *testing.T) {
 func TestWaitEndsWithContext(t *testing.T) {
 	t.Parallel()
 	s := idem.NewMemStore()
-	owner, err := idem.New(s)
+	owner, err := idem.New(s, "test")
 	require.NoError(t, err)
-	waiter, err := idem.New(s, idem.WithWait(time.Minute, time.Millisecond))
+	waiter, err := idem.New(s, "test", idem.WithWait(time.Minute, time.Millisecond))
 	require.NoError(t, err)
 	release, started, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	go func() {
@@ -298,7 +298,7 @@ func TestHeartbeatExtendsLease(t *testing.T) {
 	t.Parallel()
 	clock := storetest.NewClock()
 	s := idem.NewMemStore()
-	g, err := idem.New(s, idem.WithClock(clock), idem.WithLease(time.Minute), idem.WithHeartbeat(2*time.Millisecond))
+	g, err := idem.New(s, "test", idem.WithClock(clock), idem.WithLease(time.Minute), idem.WithHeartbeat(2*time.Millisecond))
 	require.NoError(t, err)
 	sk, _ := g.StoredKey(idem.Request{Key: "hb"})
 	_, _, err = idem.Do(context.Background(), g, idem.Request{Key: "hb"}, func(ctx context.Context) (int, error) {
@@ -315,7 +315,7 @@ func TestHeartbeatExtendsLease(t *testing.T) {
 func TestHeartbeatCancelsOnLostLease(t *testing.T) {
 	t.Parallel()
 	s := idem.NewMemStore()
-	g, err := idem.New(s, idem.WithHeartbeat(time.Millisecond))
+	g, err := idem.New(s, "test", idem.WithHeartbeat(time.Millisecond))
 	require.NoError(t, err)
 	sk, _ := g.StoredKey(idem.Request{Key: "hb"})
 	_, _, err = idem.Do(context.Background(), g, idem.Request{Key: "hb"}, func(ctx context.Context) (int, error) {
@@ -336,12 +336,12 @@ func TestHooks(t *testing.T) {
 		return func(_ context.Context, e idem.Event) {
 			mu.Lock()
 			defer mu.Unlock()
-			assert.True(t, strings.HasPrefix(e.Key, "hooks#"), "hooks see stored keys only")
+			assert.True(t, strings.HasPrefix(e.Key, "hooks.test#"), "hooks see stored keys only")
 			seen[name]++
 		}
 	}
 	faulty := storetest.NewFaulty(idem.NewMemStore())
-	g, err := idem.New(faulty, idem.WithScope("hooks"), idem.WithHooks(idem.Hooks{
+	g, err := idem.New(faulty, "test", idem.WithScope("hooks"), idem.WithHooks(idem.Hooks{
 		OnClaimed: rec("claimed"), OnCompleted: rec("completed"), OnReplayed: rec("replayed"),
 		OnMismatch: rec("mismatch"), OnReleased: rec("released"), OnStoreError: rec("store"),
 		OnInProgress: rec("inprogress"), OnLeaseLost: rec("leaselost"),
@@ -368,7 +368,7 @@ func TestAttachOutsideHandler(t *testing.T) {
 
 func TestMemStoreRejectsForeignAttachment(t *testing.T) {
 	t.Parallel()
-	g, err := idem.New(idem.NewMemStore())
+	g, err := idem.New(idem.NewMemStore(), "test")
 	require.NoError(t, err)
 	var calls atomic.Int32
 	_, _, err = idem.Do(context.Background(), g, idem.Request{Key: "x"}, func(ctx context.Context) (int, error) {
@@ -381,7 +381,7 @@ func TestMemStoreRejectsForeignAttachment(t *testing.T) {
 
 func TestDoNotStoreBeatsRememberFailures(t *testing.T) {
 	t.Parallel()
-	g, err := idem.New(idem.NewMemStore(), idem.WithRememberFailures(func(error) bool { return true }))
+	g, err := idem.New(idem.NewMemStore(), "test", idem.WithRememberFailures(func(error) bool { return true }))
 	require.NoError(t, err)
 	runs := 0
 	fn := func(context.Context) (int, error) {
@@ -400,7 +400,7 @@ func TestInProgressWithoutLeaseEndHoldsKey(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
 	s := idem.NewMemStore()
-	g, err := idem.New(s, idem.WithClock(idem.ClockFunc(func() time.Time { return now })))
+	g, err := idem.New(s, "test", idem.WithClock(idem.ClockFunc(func() time.Time { return now })))
 	require.NoError(t, err)
 	sk, _ := g.StoredKey(idem.Request{Key: "k"})
 	s.Put(idem.Record{Key: sk, Status: idem.StatusInProgress, Expires: now.Add(time.Hour), LeaseToken: "x"})
@@ -410,7 +410,7 @@ func TestInProgressWithoutLeaseEndHoldsKey(t *testing.T) {
 
 func TestFailOpenNeverOnCancelledContext(t *testing.T) {
 	t.Parallel()
-	g, err := idem.New(idem.NewMemStore(), idem.WithFailOpen(true))
+	g, err := idem.New(idem.NewMemStore(), "test", idem.WithFailOpen(true))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -423,7 +423,7 @@ func TestFailOpenNeverOnCancelledContext(t *testing.T) {
 
 func TestAttachAfterHandlerReturned(t *testing.T) {
 	t.Parallel()
-	g, err := idem.New(idem.NewMemStore())
+	g, err := idem.New(idem.NewMemStore(), "test")
 	require.NoError(t, err)
 	var leaked context.Context
 	_, _, err = idem.Do(context.Background(), g, idem.Request{Key: "k"}, func(ctx context.Context) (int, error) {
@@ -437,7 +437,7 @@ func TestAttachAfterHandlerReturned(t *testing.T) {
 
 func TestHeartbeatMustFitTheLease(t *testing.T) {
 	t.Parallel()
-	_, err := idem.New(idem.NewMemStore(), idem.WithLease(time.Minute), idem.WithHeartbeat(40*time.Second))
+	_, err := idem.New(idem.NewMemStore(), "test", idem.WithLease(time.Minute), idem.WithHeartbeat(40*time.Second))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "WithHeartbeat")
 }
@@ -446,7 +446,7 @@ func TestHeartbeatMustFitTheLease(t *testing.T) {
 // lease it carries.
 func TestHandlerContextIsTheCallers(t *testing.T) {
 	type ctxKey struct{}
-	g, err := idem.New(idem.NewMemStore())
+	g, err := idem.New(idem.NewMemStore(), "test")
 	require.NoError(t, err)
 	parent, cancel := context.WithTimeout(context.WithValue(context.Background(), ctxKey{}, "v"), time.Minute)
 	defer cancel()
@@ -469,7 +469,7 @@ func TestHandlerContextIsTheCallers(t *testing.T) {
 
 // Do returns the handler's result with its error, and a nil interface result as nil.
 func TestDoReturnsResultWithError(t *testing.T) {
-	g, err := idem.New(idem.NewMemStore())
+	g, err := idem.New(idem.NewMemStore(), "test")
 	require.NoError(t, err)
 	boom := errors.New("boom")
 	v, replayed, err := idem.Do(context.Background(), g, idem.Request{Key: "a"}, func(context.Context) (int, error) { return 7, boom })

@@ -30,6 +30,8 @@ const (
 	DefaultScope = "default"
 	// MaxKeyLength is the longest caller key accepted, in bytes.
 	MaxKeyLength = 1024
+	// MaxOperationLength is the longest operation name [New] accepts, in bytes.
+	MaxOperationLength = 128
 )
 
 // Option configures a [Guard]. Options are applied in order by [New].
@@ -109,9 +111,10 @@ func WithMaxLease(d time.Duration) Option {
 	}
 }
 
-// WithScope sets the key scope: the prefix of every stored key, so functions sharing a
-// table never share keys. Default: the AWS_LAMBDA_FUNCTION_NAME environment variable read
-// once by [New], else [DefaultScope]. Must not be empty.
+// WithScope sets the key scope: the first part of every stored key, before the operation
+// (see [New]), so functions sharing a table never share keys. Default: the
+// AWS_LAMBDA_FUNCTION_NAME environment variable read once by [New], else [DefaultScope].
+// Must not be empty.
 func WithScope(scope string) Option {
 	return func(c *config) error {
 		if scope == "" {
@@ -271,3 +274,16 @@ func containsPlus(s string) bool {
 }
 
 var errNilStore = errors.New("idem: New: store must not be nil")
+
+// checkOperation validates the operation name given to [New].
+func checkOperation(op string) error {
+	if op == "" || len(op) > MaxOperationLength {
+		return fmt.Errorf("idem: New: operation must be 1 to %d bytes", MaxOperationLength)
+	}
+	for i := 0; i < len(op); i++ {
+		if c := op[i]; c < 0x21 || c > 0x7e || c == '#' {
+			return fmt.Errorf("idem: New: operation %q: printable ASCII without spaces or '#' only", op)
+		}
+	}
+	return nil
+}

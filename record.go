@@ -36,7 +36,7 @@ const (
 // Record is one idempotency record: the state of one scoped key. Stores persist every field;
 // the zero value of a field means the attribute is absent.
 type Record struct {
-	// Key is the stored key, "<scope>#<sha256 hex>", never the caller's raw key.
+	// Key is the stored key, "<scope>.<operation>#<sha256 hex>", never the caller's raw key.
 	Key string
 	// Status is the record's state.
 	Status Status

@@ -96,7 +96,7 @@ func TestAttach(t *testing.T) {
 	e := newEnv(t)
 	l := newLedger(t, e.client)
 	ctx := context.Background()
-	g, err := idem.New(e.store, idem.WithScope("attach"))
+	g, err := idem.New(e.store, "test", idem.WithScope("attach"))
 	require.NoError(t, err)
 
 	require.Error(t, dynamo.Attach(ctx, l.add("x", 1, false)), "outside a guarded handler")

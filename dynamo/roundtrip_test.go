@@ -46,7 +46,7 @@ func TestRoundTrips(t *testing.T) {
 	require.NoError(t, e.store.Complete(ctx, &done2, []any{l.add("a", 1, false), l.add("b", 1, false)}))
 	assert.Equal(t, map[string]int{"TransactWriteItems": 1}, e.api.Take(), "complete with attachments")
 
-	g, err := idem.New(e.store, idem.WithScope("rt"))
+	g, err := idem.New(e.store, "test", idem.WithScope("rt"))
 	require.NoError(t, err)
 	type out struct{ N int }
 	cases := []struct {

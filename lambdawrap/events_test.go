@@ -273,7 +273,7 @@ func TestStoreUnavailable(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ev := loadEvent(t, name)
-			g, err := idem.New(failingStore{})
+			g, err := idem.New(failingStore{}, "test")
 			require.NoError(t, err)
 			a := &app{}
 			r := invoke(invokeCtx(t), t, a.handler(t, ev.kind, g), ev)

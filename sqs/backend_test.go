@@ -125,7 +125,7 @@ func newEnv(t *testing.T, b backend, opts ...sqs.Option) *env {
 // newGuard returns another guard on the env's store: another Lambda container.
 func (e *env) newGuard(t *testing.T) *idem.Guard {
 	t.Helper()
-	g, err := idem.New(e.store, idem.WithScope("ledger-credits"))
+	g, err := idem.New(e.store, "test", idem.WithScope("ledger-credits"))
 	require.NoError(t, err)
 	return g
 }

@@ -46,7 +46,7 @@ func BenchmarkBatch(b *testing.B) {
 				for _, batch := range []bool{true, false} {
 					b.Run(fmt.Sprintf("%s/%s/concurrency=%d/batch=%t", st.name, path, conc, batch), func(b *testing.B) {
 						store, api := st.open(b)
-						guard, err := idem.New(store, idem.WithScope("bench"))
+						guard, err := idem.New(store, "test", idem.WithScope("bench"))
 						if err != nil {
 							b.Fatal(err)
 						}

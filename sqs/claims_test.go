@@ -61,7 +61,7 @@ func TestBatchCompletionFailures(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			store := &failingCompletions{MemStore: idem.NewMemStore(), fail: map[string]error{}}
-			guard, err := idem.New(store)
+			guard, err := idem.New(store, "test")
 			require.NoError(t, err)
 			store.fail[storedKey(t, guard, "order-2042-credit")] = tc.err
 			rec, rs := newRecorder(), &reports{}
@@ -173,7 +173,7 @@ func TestRedeliveredBatchesTakeThePerMessagePath(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			store := &storeCalls{MemStore: idem.NewMemStore()}
-			guard, err := idem.New(store)
+			guard, err := idem.New(store, "test")
 			require.NoError(t, err)
 			h, err := sqs.New(guard, func(context.Context, events.SQSMessage) error { return nil }, tc.opts...)
 			require.NoError(t, err)

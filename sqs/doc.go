@@ -34,7 +34,7 @@
 //
 //	store, err := dynamo.New(ddb, os.Getenv("IDEMPOTENCY_TABLE"))
 //	...
-//	guard, err := idem.New(store)
+//	guard, err := idem.New(store, "credit-account")
 //	...
 //	h, err := sqs.New(guard, func(ctx context.Context, m events.SQSMessage) error {
 //		return credit(ctx, m.Body) // attach its DynamoDB write with dynamo.Attach

@@ -91,7 +91,7 @@ func FuzzProcess(f *testing.F) {
 		if json.Unmarshal(raw, &ev) != nil {
 			return
 		}
-		guard, err := idem.New(idem.NewMemStore())
+		guard, err := idem.New(idem.NewMemStore(), "test")
 		require.NoError(t, err)
 		rec := newRecorder()
 		h, err := sqs.New(guard, rec.handle)

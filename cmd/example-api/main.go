@@ -82,7 +82,7 @@ func newHandler(client *dynamodb.Client, idemTable, ordersTable string, logger *
 	if err != nil {
 		return nil, err
 	}
-	guard, err := idem.New(store, idem.WithExpiry(24*time.Hour), idem.WithLogger(logger))
+	guard, err := idem.New(store, "create-order", idem.WithExpiry(24*time.Hour), idem.WithLogger(logger))
 	if err != nil {
 		return nil, err
 	}

@@ -77,7 +77,7 @@ func newHandler(client *dynamodb.Client, idemTable, ledgerTable string, logger *
 	}
 	// A message can be redelivered for as long as the queue keeps it (4 days by default),
 	// so its key must be remembered at least as long.
-	guard, err := idem.New(store, idem.WithExpiry(5*24*time.Hour), idem.WithLogger(logger))
+	guard, err := idem.New(store, "credit-account", idem.WithExpiry(5*24*time.Hour), idem.WithLogger(logger))
 	if err != nil {
 		return nil, err
 	}

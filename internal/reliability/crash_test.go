@@ -39,7 +39,7 @@ func crashChild() int {
 	if err != nil {
 		return fail(err)
 	}
-	g, err := idem.New(store, idem.WithScope("crash"), idem.WithLeaseMargin(crashMargin))
+	g, err := idem.New(store, "test", idem.WithScope("crash"), idem.WithLeaseMargin(crashMargin))
 	if err != nil {
 		return fail(err)
 	}
@@ -97,7 +97,7 @@ func TestCrashAndTakeover(t *testing.T) {
 	_ = child.Wait()
 
 	store := newStore(t, raw, table)
-	g, err := idem.New(store, idem.WithScope("crash"))
+	g, err := idem.New(store, "test", idem.WithScope("crash"))
 	require.NoError(t, err)
 	id, err := g.StoredKey(idem.Request{Key: key})
 	require.NoError(t, err)

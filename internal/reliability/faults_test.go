@@ -97,7 +97,7 @@ func runFaultCase(t *testing.T, raw *dynamodb.Client, table, effects string, tc 
 	if tc.step == ddbfault.Extend {
 		opts = append(opts, idem.WithHeartbeat(5*time.Millisecond))
 	}
-	g, err := idem.New(store, opts...)
+	g, err := idem.New(store, "test", opts...)
 	require.NoError(t, err)
 	key := fmt.Sprintf("%s-%s-%v", tc.step, f, tc.applied)
 	rawClient := ddblocal.Client(t)
@@ -175,7 +175,7 @@ func runFaultCase(t *testing.T, raw *dynamodb.Client, table, effects string, tc 
 // owner has completed.
 func waitThroughFailedPoll(t *testing.T, owner *idem.Guard, store idem.Store, key string, handler func(context.Context) (string, error)) (string, error) {
 	t.Helper()
-	waiter, err := idem.New(store, idem.WithClock(storetest.NewClock()), idem.WithScope("faults"), idem.WithWait(time.Minute, 5*time.Millisecond))
+	waiter, err := idem.New(store, "test", idem.WithClock(storetest.NewClock()), idem.WithScope("faults"), idem.WithWait(time.Minute, 5*time.Millisecond))
 	require.NoError(t, err)
 	started, release := make(chan struct{}), make(chan struct{})
 	done := make(chan error, 1)

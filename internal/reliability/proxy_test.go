@@ -70,7 +70,7 @@ func TestProxyFaultsUseSDKRetries(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			p, client := newProxy(t)
-			g, err := idem.New(newStore(t, client, table), idem.WithScope("proxy"))
+			g, err := idem.New(newStore(t, client, table), "test", idem.WithScope("proxy"))
 			require.NoError(t, err)
 			key := "proxy-" + tc.name
 			var runs atomic.Int32
@@ -113,7 +113,7 @@ func TestProxyTimeoutAfterApply(t *testing.T) {
 	table := ddblocal.NewTable(t, raw)
 	p, client := newProxy(t)
 	const margin = 300 * time.Millisecond
-	g, err := idem.New(newStore(t, client, table), idem.WithScope("timeout"), idem.WithLeaseMargin(margin))
+	g, err := idem.New(newStore(t, client, table), "test", idem.WithScope("timeout"), idem.WithLeaseMargin(margin))
 	require.NoError(t, err)
 	var runs atomic.Int32
 	handler := func(context.Context) (string, error) { runs.Add(1); return "r:late", nil }

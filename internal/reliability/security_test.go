@@ -63,7 +63,7 @@ func TestNoSecretsInLogsOrTable(t *testing.T) {
 	ctx := t.Context()
 
 	guard := func(opts ...idem.Option) *idem.Guard {
-		g, err := idem.New(store, append([]idem.Option{idem.WithScope("secrets"), idem.WithLogger(logger)}, opts...)...)
+		g, err := idem.New(store, "test", append([]idem.Option{idem.WithScope("secrets"), idem.WithLogger(logger)}, opts...)...)
 		require.NoError(t, err)
 		return g
 	}
@@ -132,7 +132,7 @@ func TestNoSecretsInLogsOrTable(t *testing.T) {
 func TestCrossTenantReplayImpossible(t *testing.T) {
 	t.Parallel()
 	raw := ddblocal.Client(t)
-	g, err := idem.New(newStore(t, raw, ddblocal.NewTable(t, raw)), idem.WithScope("tenants"))
+	g, err := idem.New(newStore(t, raw, ddblocal.NewTable(t, raw)), "test", idem.WithScope("tenants"))
 	require.NoError(t, err)
 	var runs atomic.Int32
 	api, err := lambdawrap.HTTPAPI(g, func(_ context.Context, r events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {

@@ -62,7 +62,7 @@ func (h Harness) fixture(t *testing.T, opts ...idem.Option) fixture {
 	s := h.NewStore(t)
 	c := NewClock()
 	opts = append([]idem.Option{idem.WithClock(c), idem.WithScope("suite")}, opts...)
-	g, err := idem.New(s, opts...)
+	g, err := idem.New(s, "test", opts...)
 	require.NoError(t, err)
 	return fixture{store: s, clock: c, guard: g}
 }
@@ -437,7 +437,7 @@ func (h Harness) storeFailures(t *testing.T) {
 	newFaulty := func(t *testing.T, opts ...idem.Option) (*Faulty, *idem.Guard, *Clock) {
 		s := NewFaulty(h.NewStore(t))
 		c := NewClock()
-		g, err := idem.New(s, append([]idem.Option{idem.WithClock(c), idem.WithScope("suite")}, opts...)...)
+		g, err := idem.New(s, "test", append([]idem.Option{idem.WithClock(c), idem.WithScope("suite")}, opts...)...)
 		require.NoError(t, err)
 		return s, g, c
 	}
