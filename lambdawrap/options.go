@@ -182,7 +182,10 @@ func WithTenant[In any](tenant func(In) string) Option {
 // decorated handler's event type, or the decorator returns an error. Default: for the HTTP
 // decorators, the method, path, query string and body, the body decoded from base64 when
 // the event says so and canonicalised when it is JSON, so that key order and white space do
-// not matter; for [Wrap], none (payload validation off). Must not be nil.
+// not matter, except the order of keys equal under Unicode case folding (exact duplicates
+// included): Go's decoder matches them to one struct field and the last one wins, so
+// {"amount":1,"AMOUNT":100} and {"AMOUNT":100,"amount":1} are two requests. For [Wrap],
+// none (payload validation off). Must not be nil.
 func WithFingerprint[In any](fingerprint func(In) ([]byte, error)) Option {
 	return func(c *config) error {
 		if fingerprint == nil {
