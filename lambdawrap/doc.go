@@ -52,7 +52,9 @@
 //
 // The key is scoped by the caller's identity when the event carries one ([TenantREST],
 // [TenantHTTPAPI], [TenantFunctionURL]), so the same key from two tenants is two records
-// and no tenant is ever replayed another's response. [WithTenant] overrides it.
+// and no tenant is ever replayed another's response. An IAM caller that assumed a role is
+// the role, whatever its session name, so a service retrying from another task, instance
+// or container is the same tenant. [WithTenant] overrides it.
 //
 // # Usage
 //
