@@ -106,6 +106,8 @@ type Config struct {
 	Features Features
 	// MaxSteps bounds the scheduling steps; zero means the default, 3000.
 	MaxSteps int
+
+	mutant string // see store.mutant
 }
 
 func (c Config) maxSteps() int {

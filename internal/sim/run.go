@@ -80,7 +80,7 @@ func Run(cfg Config) Result {
 		keyNames: make(map[string]string),
 	}
 	w.led.init()
-	w.store = &store{w: w, mem: idem.NewMemStore()}
+	w.store = &store{w: w, mem: idem.NewMemStore(), mutant: cfg.mutant}
 	w.p = drawProfile(w.rng, cfg.Features)
 	w.logf("seed %d: %s", cfg.Seed, &w.p)
 	if err := w.setup(); err != nil {

@@ -22,9 +22,17 @@ var (
 // scheduling point before every request reaches it (where the scheduler may fail it, lose
 // its response, or hold the response back) and the ledger's observations of what applied.
 type store struct {
-	w   *world
-	mem *idem.MemStore
+	w      *world
+	mem    *idem.MemStore
+	mutant string // a deliberate store bug, for the test that the invariants catch bugs
 }
+
+// The mutants: deliberate store bugs that the invariants must catch.
+const (
+	mutantClaimIgnoresLeases    = "claim-ignores-leases"    // a claim takes over live in-progress records
+	mutantCompleteDropsAttached = "complete-drops-attached" // a completion commits without its attached writes
+	mutantCompleteLies          = "complete-lies"           // a single completion answers nil without applying
+)
 
 // batchStore is the simulated store with idem.BatchStore.
 type batchStore struct{ *store }
@@ -69,6 +77,10 @@ func (s *store) Claim(ctx context.Context, rec *idem.Record, now time.Time) (*id
 		return nil, false, errInjected
 	}
 	prev, claimed, err := s.mem.Claim(ctx, rec, now)
+	if s.mutant == mutantClaimIgnoresLeases && err == nil && !claimed && prev.Status == idem.StatusInProgress && prev.LeaseToken != rec.LeaseToken {
+		s.mem.Put(*rec)
+		claimed = true
+	}
 	s.w.led.claimed(s.w, a, rec, prev, claimed, err)
 	switch d.fault {
 	case faultLose:
@@ -116,7 +128,15 @@ func (s *store) Complete(ctx context.Context, rec *idem.Record, attached []any) 
 	if d.fault == faultBefore {
 		return errInjected
 	}
-	err := s.mem.Complete(ctx, rec, attached)
+	var err error
+	switch s.mutant {
+	case mutantCompleteDropsAttached:
+		err = s.mem.Complete(ctx, rec, nil)
+	case mutantCompleteLies:
+		return nil
+	default:
+		err = s.mem.Complete(ctx, rec, attached)
+	}
 	s.w.led.completed(s.w, a, rec, err)
 	if d.fault == faultLose || d.fault == faultResend {
 		return errLost
