@@ -70,6 +70,7 @@ type actor struct {
 
 	// An SQS invocation's batch and handler options, drawn when it starts.
 	batch       []*message
+	records     []events.SQSMessage
 	concurrency int
 	batchClaims bool
 	margin      time.Duration
@@ -442,7 +443,6 @@ func (w *world) httpBody(a *actor, k *keyInfo, body string) func(context.Context
 func (w *world) sqsBody(a *actor) func(context.Context) {
 	return func(ctx context.Context) {
 		batch := a.batch
-		fifo := a.kind == "fifo"
 		var opts []sqs.Option
 		opts = append(opts, sqs.WithClock(a.c.clk), sqs.WithConcurrency(a.concurrency), sqs.WithBatchClaims(a.batchClaims))
 		if a.margin > 0 {
@@ -455,26 +455,7 @@ func (w *world) sqsBody(a *actor) func(context.Context) {
 		if err != nil {
 			panic(err)
 		}
-		ev := events.SQSEvent{}
-		for _, m := range batch {
-			arn := "arn:aws:sqs:us-east-1:000000000000:sim"
-			if fifo {
-				arn += ".fifo"
-			}
-			key := m.k.raw
-			ev.Records = append(ev.Records, events.SQSMessage{
-				MessageId:      m.id,
-				Body:           m.body,
-				EventSourceARN: arn,
-				Attributes: map[string]string{
-					"ApproximateReceiveCount": strconv.Itoa(m.received),
-					"MessageGroupId":          m.group,
-				},
-				MessageAttributes: map[string]events.SQSMessageAttribute{
-					sqs.KeyAttribute: {DataType: "String", StringValue: &key},
-				},
-			})
-		}
+		ev := events.SQSEvent{Records: a.records}
 		resp, err := h.Handle(ctx, ev)
 		if w.isDead(a) {
 			return
@@ -553,8 +534,25 @@ func (w *world) drawSQS(a *actor) {
 		a.margin = time.Duration(200+rng.IntN(1500)) * time.Millisecond
 	}
 	a.extra = fmt.Sprintf(", concurrency %d, batch claims %t, margin %s, messages", a.concurrency, a.batchClaims, a.margin)
+	arn := "arn:aws:sqs:us-east-1:000000000000:sim"
+	if a.kind == "fifo" {
+		arn += ".fifo"
+	}
 	for _, m := range a.batch {
 		a.extra += fmt.Sprintf(" %s(%s,rc%d)", m.id, m.k.name, m.received)
+		key := m.k.raw
+		a.records = append(a.records, events.SQSMessage{
+			MessageId:      m.id,
+			Body:           m.body,
+			EventSourceARN: arn,
+			Attributes: map[string]string{
+				"ApproximateReceiveCount": strconv.Itoa(m.received),
+				"MessageGroupId":          m.group,
+			},
+			MessageAttributes: map[string]events.SQSMessageAttribute{
+				sqs.KeyAttribute: {DataType: "String", StringValue: &key},
+			},
+		})
 	}
 }
 

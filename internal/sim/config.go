@@ -123,8 +123,8 @@ type profile struct {
 	on Features
 
 	failBefore, lose, late float64 // per store request
-	crash                          float64 // per released point
-	advance                        float64 // per step: move time rather than release a point
+	crash                  float64 // per released point
+	advance                float64 // per step: move time rather than release a point
 
 	margin     time.Duration // WithLeaseMargin
 	lease      time.Duration // WithLease

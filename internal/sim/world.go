@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"runtime/metrics"
 	"slices"
 	"strings"
 	"sync"
@@ -77,6 +78,7 @@ type world struct {
 	shutdown bool
 	seq      uint64
 	activity atomic.Uint64
+	runnable []metrics.Sample // the runtime's count of runnable goroutines
 
 	actors  []*actor
 	pending []*actor // planned, not yet started, by start time
@@ -101,15 +103,27 @@ type world struct {
 // runnable goroutine run until it blocks; every scheduling point, clock read and timer
 // bumps the activity counter, and the world is quiet once several yields in a row saw no
 // activity.
+//
+// The count of activity is a heuristic: a goroutine preempted (or whose thread the OS
+// descheduled) before it bumped the counter would look quiet. So the runtime confirms:
+// with one P held by the scheduler, its count of runnable goroutines (local and global
+// run queues) is exact, and the world is quiet only when it is zero. (Before Go 1.26,
+// which added the metric, the rounds alone decide.)
 func (w *world) quiesce() {
 	const quietRounds = 3
-	for quiet := 0; quiet < quietRounds; {
-		before := w.activity.Load()
-		runtime.Gosched()
-		if w.activity.Load() == before {
-			quiet++
-		} else {
-			quiet = 0
+	for {
+		for quiet := 0; quiet < quietRounds; {
+			before := w.activity.Load()
+			runtime.Gosched()
+			if w.activity.Load() == before {
+				quiet++
+			} else {
+				quiet = 0
+			}
+		}
+		metrics.Read(w.runnable)
+		if v := w.runnable[0].Value; v.Kind() != metrics.KindUint64 || v.Uint64() == 0 {
+			return
 		}
 	}
 }
