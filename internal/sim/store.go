@@ -96,118 +96,88 @@ func (s *store) Claim(ctx context.Context, rec *idem.Record, now time.Time) (*id
 	return prev, claimed, err
 }
 
-// Get implements idem.Store.
-func (s *store) Get(ctx context.Context, key string) (*idem.Record, error) {
-	n := s.name(key)
-	a, d := s.request(ctx, "get", n)
+// call makes one request that answers with an error alone: the point, the scheduler's
+// fault, apply (the inner call and the ledger's observation of it), and the answer.
+func (s *store) call(ctx context.Context, op, n string, apply func() error) (*actor, error) {
+	a, d := s.request(ctx, op, n)
 	if d.abort {
-		return nil, errShutdown
+		return a, errShutdown
 	}
 	if d.fault == faultBefore {
-		return nil, errInjected
+		return a, errInjected
 	}
-	rec, err := s.mem.Get(ctx, key)
+	err := apply()
 	if d.fault == faultLose || d.fault == faultResend {
-		return nil, errLost
+		return a, errLost
 	}
-	if !s.respond(a, d, "get", n) {
-		return nil, errShutdown
+	if !s.respond(a, d, op, n) {
+		return a, errShutdown
 	}
-	return rec, err
+	return a, err
+}
+
+// Get implements idem.Store.
+func (s *store) Get(ctx context.Context, key string) (*idem.Record, error) {
+	var rec *idem.Record
+	_, err := s.call(ctx, "get", s.name(key), func() (err error) {
+		rec, err = s.mem.Get(ctx, key)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return rec, nil
 }
 
 // Complete implements idem.Store. A lost response is not resent: DynamoDB's transactions
 // carry a client token that makes a resend a no-op, which the in-memory store cannot model.
 func (s *store) Complete(ctx context.Context, rec *idem.Record, attached []any) error {
-	n := s.name(rec.Key)
-	s.w.led.completeSent(s.w, actorOf(ctx), []string{rec.LeaseToken})
-	a, d := s.request(ctx, "complete", n)
-	if d.abort {
-		return errShutdown
-	}
-	if d.fault == faultBefore {
-		return errInjected
-	}
-	var err error
-	switch s.mutant {
-	case mutantCompleteDropsAttached:
-		err = s.mem.Complete(ctx, rec, nil)
-	case mutantCompleteLies:
-		return nil
-	default:
-		err = s.mem.Complete(ctx, rec, attached)
-	}
-	s.w.led.completed(s.w, a, rec, err)
-	if d.fault == faultLose || d.fault == faultResend {
-		return errLost
-	}
-	if !s.respond(a, d, "complete", n) {
-		return errShutdown
-	}
+	a := actorOf(ctx)
+	s.w.led.completeSent(s.w, a, []string{rec.LeaseToken})
+	_, err := s.call(ctx, "complete", s.name(rec.Key), func() error {
+		var err error
+		switch s.mutant {
+		case mutantCompleteDropsAttached:
+			err = s.mem.Complete(ctx, rec, nil)
+		case mutantCompleteLies:
+			return nil
+		default:
+			err = s.mem.Complete(ctx, rec, attached)
+		}
+		s.w.led.completed(s.w, a, rec, err)
+		return err
+	})
 	s.w.led.completeAnswered(a, rec.LeaseToken, err)
 	return err
 }
 
 // Release implements idem.Store.
 func (s *store) Release(ctx context.Context, key, token string) error {
-	n := s.name(key)
-	a, d := s.request(ctx, "release", n)
-	if d.abort {
-		return errShutdown
-	}
-	if d.fault == faultBefore {
-		return errInjected
-	}
-	err := s.mem.Release(ctx, key, token)
-	s.w.led.released(s.w, key, token, err)
-	if d.fault == faultLose || d.fault == faultResend {
-		return errLost
-	}
-	if !s.respond(a, d, "release", n) {
-		return errShutdown
-	}
+	_, err := s.call(ctx, "release", s.name(key), func() error {
+		err := s.mem.Release(ctx, key, token)
+		s.w.led.released(s.w, key, token, err)
+		return err
+	})
 	return err
 }
 
 // Extend implements idem.Store.
 func (s *store) Extend(ctx context.Context, key, token string, leaseExpires time.Time) error {
-	n := s.name(key)
-	a, d := s.request(ctx, "extend", n)
-	if d.abort {
-		return errShutdown
-	}
-	if d.fault == faultBefore {
-		return errInjected
-	}
-	err := s.mem.Extend(ctx, key, token, leaseExpires)
-	s.w.led.extended(s.w, token, leaseExpires, err)
-	if d.fault == faultLose || d.fault == faultResend {
-		return errLost
-	}
-	if !s.respond(a, d, "extend", n) {
-		return errShutdown
-	}
+	_, err := s.call(ctx, "extend", s.name(key), func() error {
+		err := s.mem.Extend(ctx, key, token, leaseExpires)
+		s.w.led.extended(s.w, token, leaseExpires, err)
+		return err
+	})
 	return err
 }
 
 // SetCheckpoint implements idem.Store.
 func (s *store) SetCheckpoint(ctx context.Context, key, token, checkpoint string) error {
-	n := s.name(key)
-	a, d := s.request(ctx, "checkpoint", n)
-	if d.abort {
-		return errShutdown
-	}
-	if d.fault == faultBefore {
-		return errInjected
-	}
-	err := s.mem.SetCheckpoint(ctx, key, token, checkpoint)
-	s.w.led.checkpointed(s.w, key, token, checkpoint, err)
-	if d.fault == faultLose || d.fault == faultResend {
-		return errLost
-	}
-	if !s.respond(a, d, "checkpoint", n) {
-		return errShutdown
-	}
+	_, err := s.call(ctx, "checkpoint", s.name(key), func() error {
+		err := s.mem.SetCheckpoint(ctx, key, token, checkpoint)
+		s.w.led.checkpointed(s.w, key, token, checkpoint, err)
+		return err
+	})
 	return err
 }
 

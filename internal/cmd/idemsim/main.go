@@ -27,6 +27,7 @@ func main() {
 	d := flag.Duration("time", time.Minute, "how long a timed run lasts")
 	feats := flag.String("features", "all", "the features schedules may use, e.g. all,-crash or sqs,kill,late")
 	fail := flag.Bool("fail", false, "exit 1 if a schedule broke an invariant")
+	twice := flag.Bool("twice", false, "run every seed twice and count the seeds whose traces differ (the determinism check)")
 	flag.Parse()
 	f, err := sim.ParseFeatures(*feats)
 	if err != nil {
@@ -50,6 +51,7 @@ func main() {
 	fmt.Printf("seeds from %d, features %s, for %s\n", *start, f, *d)
 	var (
 		n, violations, failed int
+		differ                int
 		first                 = map[string]uint64{}
 		count                 = map[string]int{}
 		total                 sim.Stats
@@ -58,6 +60,12 @@ func main() {
 	for s := *start; time.Since(began) < *d; s++ {
 		r := sim.Run(sim.Config{Seed: s, Features: f})
 		n++
+		if *twice {
+			if again := sim.Run(sim.Config{Seed: s, Features: f}); again.TraceHash() != r.TraceHash() {
+				differ++
+				fmt.Printf("seed %d: two runs differ\n", s)
+			}
+		}
 		total.Runs += r.Stats.Runs
 		total.Effects += r.Stats.Effects
 		total.Reruns += r.Stats.Reruns
@@ -85,6 +93,9 @@ func main() {
 	}
 	elapsed := time.Since(began)
 	fmt.Printf("%.0f schedules/s; %d schedules failed; stats %+v\n", float64(n)/elapsed.Seconds(), failed, total)
+	if *twice {
+		fmt.Printf("determinism: %d of %d seeds ran differently twice\n", differ, n)
+	}
 	classes := make([]string, 0, len(count))
 	for c := range count {
 		classes = append(classes, c)
