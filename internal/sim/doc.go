@@ -92,7 +92,8 @@
 //     by every later owner of the key until it completes or expires; after expiry the old
 //     one may or may not be seen. c.checkpointLost.release: a release deleted it;
 //     .resend: the claim's response was lost and its resend met its own record; .carry:
-//     the record taken over lacked it.
+//     a takeover claim replaced the record and the checkpoint was not written back (the
+//     claim's response was lost, or the write-back failed).
 //   - (d) once every lease has ended (the final phase moves time past them and calls each
 //     key once more, without faults), no key is left INPROGRESS (d.leftInProgress), every
 //     final call gets a result, a replay or a remembered failure (d.notSettled), and the

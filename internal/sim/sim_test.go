@@ -26,7 +26,7 @@ var (
 var knownOpen = map[string]string{
 	"c.checkpointLost.release":     "a handler error or panic after a checkpoint releases the key, and release deletes the record with its checkpoint",
 	"c.checkpointLost.resend":      "a takeover whose claim response is lost: the resend meets its own record and the checkpoint taken over is forgotten",
-	"c.checkpointLost.carry":       "a takeover whose write-back of the inherited checkpoint failed leaves the record without it, so the owner after it misses it",
+	"c.checkpointLost.carry":       "a takeover claim replaces the record; if the guard does not write the checkpoint back (the claim's response was lost, or the write-back failed) the next owner misses it",
 	"a.pastLease.heartbeatFailed":  "failed or late heartbeats never cancel the handler, which runs on after its lease ended",
 	"a.pastLease.heartbeatOverCap": "WithHeartbeat is validated against WithLease, but WithMaxLease caps the lease below twice the interval",
 	"a.pastLease.capped":           "WithMaxLease below the deadline ends the lease while the handler's context is still live",
@@ -144,8 +144,9 @@ var simulationSeeds = []struct {
 	// guard saw no previous record and forgot the checkpoint it took over.
 	{691, "all", "c.checkpointLost.resend", true},
 	{259, "do,checkpoint,lost,crash", "c.checkpointLost.resend", true},
-	// A takeover could not write the inherited checkpoint back; the next owner misses it.
-	{136, "all", "c.checkpointLost.carry", true},
+	// A takeover's claim applied but its response was lost, so the guard never wrote the
+	// checkpoint it replaced back; the next owner misses it.
+	{646, "all", "c.checkpointLost.carry", true},
 	// The lease capped by WithMaxLease ends before the first heartbeat.
 	{85, "all", "a.pastLease.heartbeatOverCap", true},
 	{51, "do,heartbeat,maxlease", "a.pastLease.heartbeatOverCap", true},
