@@ -24,7 +24,7 @@ FUZZ_TARGETS ?= $(shell git grep --untracked -E '^func Fuzz' -- '*_test.go' | \
 	sed -E 's|^(([^:]*)/)?[^/:]*:func (Fuzz[A-Za-z0-9_]*).*|./\2:\3|; s|^\./:|.:|')
 FUZZTIME ?= 5s
 
-.PHONY: deps test lint vet fuzz bench soak build run clean shellcheck \
+.PHONY: deps test lint vet fuzz bench soak sim build run clean shellcheck \
 	build-ExampleAPIFunction build-ExampleSQSFunction \
 	localstack-up localstack-deploy localstack-smoke localstack-logs localstack-down
 
@@ -68,6 +68,15 @@ bench: $(DDBLOCAL_STAMP)
 # RELIABILITY.md). It stops by itself after 5 minutes at most; `make test` runs it small.
 soak: $(DDBLOCAL_STAMP)
 	go test -count=1 -timeout=10m -run='^TestSoak$$' -v ./internal/soak -args -soak
+
+# The deterministic simulation (internal/sim, see RELIABILITY.md): fresh seeds for SIM_TIME,
+# ending with one line "N schedules, M violations"; SEED=<n> replays one schedule with its
+# trace. SIM_FEATURES narrows what schedules vary (all,-crash; sqs,kill,late; see
+# sim.ParseFeatures). `make test` runs a few thousand fixed seeds (TestSimulation).
+SIM_TIME ?= 60s
+SIM_FEATURES ?= all
+sim:
+	go run ./internal/cmd/idemsim -time=$(SIM_TIME) -features=$(SIM_FEATURES) $(if $(SEED),-seed=$(SEED))
 
 # The Lambda functions, as `bootstrap` binaries for the provided.al2023 runtime on arm64:
 # static (no cgo), without the RPC shim the go1.x runtime needed (lambda.norpc), stripped.
