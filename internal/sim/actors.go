@@ -161,7 +161,7 @@ func (w *world) setup() error {
 	}
 	newContainer := func(id int, skew time.Duration) (*container, error) {
 		clk := &clock{w: w, skew: skew}
-		g, err := idem.New(st, append(opts, idem.WithClock(clk))...)
+		g, err := idem.New(st, "sim", append(opts, idem.WithClock(clk))...)
 		if err != nil {
 			return nil, err
 		}
