@@ -51,9 +51,8 @@ func New(store Store, opts ...Option) (*Guard, error) {
 			return nil, err
 		}
 	}
-	if cfg.heartbeat > 0 && cfg.heartbeat > cfg.lease/2 {
-		// A lease must survive a missed beat.
-		return nil, optErr("WithHeartbeat", "interval must be at most half of WithLease")
+	if err := cfg.checkHeartbeat(); err != nil {
+		return nil, err
 	}
 	if cfg.logger == nil {
 		cfg.logger = slog.New(slog.NewTextHandler(io.Discard, nil))

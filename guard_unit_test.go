@@ -435,11 +435,39 @@ func TestAttachAfterHandlerReturned(t *testing.T) {
 		"a write attached too late would silently never commit")
 }
 
+// TestHeartbeatMustFitTheLease checks the interval against the lease a claim is granted
+// without a deadline, WithLease capped by WithMaxLease, in whatever order the options come:
+// a beat at most every half of that lease less the margin (the point where the handler's
+// context is cancelled if no extension succeeded), so that one missed beat does not lose it.
 func TestHeartbeatMustFitTheLease(t *testing.T) {
 	t.Parallel()
-	_, err := idem.New(idem.NewMemStore(), idem.WithLease(time.Minute), idem.WithHeartbeat(40*time.Second))
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "WithHeartbeat")
+	tests := []struct {
+		name string
+		opts []idem.Option
+		ok   bool
+	}{
+		{"half of WithLease less the margin", []idem.Option{idem.WithLease(time.Minute), idem.WithHeartbeat(29 * time.Second)}, true},
+		{"half of WithLease", []idem.Option{idem.WithLease(time.Minute), idem.WithHeartbeat(30 * time.Second)}, false},
+		{"half of WithLease, another margin", []idem.Option{idem.WithLease(time.Minute), idem.WithHeartbeat(30 * time.Second), idem.WithLeaseMargin(0)}, true},
+		{"above half of WithLease", []idem.Option{idem.WithLease(time.Minute), idem.WithHeartbeat(40 * time.Second)}, false},
+		{"half of WithLease, above half of the default max lease", []idem.Option{idem.WithLease(40 * time.Minute), idem.WithHeartbeat(20 * time.Minute)}, false},
+		{"half of the default max lease less the margin", []idem.Option{idem.WithLease(40 * time.Minute), idem.WithHeartbeat(7*time.Minute + 29*time.Second)}, true},
+		{"above half of WithMaxLease", []idem.Option{idem.WithHeartbeat(20 * time.Second), idem.WithMaxLease(30 * time.Second)}, false},
+		{"half of WithMaxLease less the margin", []idem.Option{idem.WithHeartbeat(14 * time.Second), idem.WithMaxLease(30 * time.Second)}, true},
+		{"a lease no longer than the margin", []idem.Option{idem.WithHeartbeat(time.Millisecond), idem.WithLease(2 * time.Second)}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := idem.New(idem.NewMemStore(), tc.opts...)
+			if tc.ok {
+				require.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "WithHeartbeat")
+		})
+	}
 }
 
 // The handler's context is the caller's: values, deadline and cancellation pass through the

@@ -261,6 +261,25 @@ func WithHooks(h Hooks) Option {
 	}
 }
 
+// checkHeartbeat refuses a heartbeat interval that would let a lease lapse after one missed
+// beat. The lease checked is the one a claim without a deadline is granted, WithLease
+// capped by WithMaxLease: with a deadline the lease is longer (the deadline, capped by
+// WithMaxLease, plus the margin) or the context ends with it. The heartbeat cancels the
+// handler's context when no extension has succeeded by the lease end less the margin, so
+// two beats must fit before that point.
+func (c *config) checkHeartbeat() error {
+	if c.heartbeat <= 0 {
+		return nil
+	}
+	granted := min(c.lease, c.maxLease)
+	if limit := (granted - c.leaseMargin) / 2; c.heartbeat > limit {
+		return optErr("WithHeartbeat", fmt.Sprintf(
+			"interval %s is above %s: half of the lease granted, %s (WithLease capped by WithMaxLease), less WithLeaseMargin %s",
+			c.heartbeat, max(limit, 0), granted, c.leaseMargin))
+	}
+	return nil
+}
+
 func containsPlus(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if s[i] == '+' {
