@@ -142,7 +142,7 @@ func DoClaimed[T any](ctx context.Context, b *Batch, i int, fn func(context.Cont
 		return result, false, errRunTwice
 	}
 	if it.err != nil {
-		if g.cfg.failOpen && errors.Is(it.err, ErrStore) {
+		if g.failsOpen(it.err) {
 			result, err = fn(ctx)
 			return result, false, err
 		}

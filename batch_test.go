@@ -271,3 +271,21 @@ func TestBatchDuplicateOfCachedKeyReplays(t *testing.T) {
 		assert.Equal(t, 5, v)
 	}
 }
+
+// TestBatchFailOpenNeverOnCancelledContext: with WithFailOpen, DoClaimed refuses to run a
+// request whose claim failed because the caller's own context ended, as Do does.
+func TestBatchFailOpenNeverOnCancelledContext(t *testing.T) {
+	t.Parallel()
+	g, err := idem.New(newCountingBatch(), idem.WithFailOpen(true))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	b := g.Claim(ctx, reqs("k", 2))
+	for i := range 2 {
+		_, _, err := idem.DoClaimed(ctx, b, i, func(context.Context) (int, error) {
+			t.Error("ran unguarded for a caller that gave up")
+			return 0, nil
+		})
+		require.ErrorIs(t, err, context.Canceled)
+	}
+}
