@@ -139,7 +139,13 @@ func WithCache(size int) Option {
 // WithWait makes a request that finds its key in progress wait for the owner, polling the
 // store every poll (doubling up to one second) for at most maxWait, instead of returning
 // [ErrInProgress] at once. Default off. maxWait must be positive and poll positive and not
-// longer than maxWait. The wait also ends with the context.
+// longer than maxWait.
+//
+// The wait ends with the owner's result, or with a claim of its own if the record goes away
+// or its lease ends; else with an [*InProgressError] when maxWait has passed or, sooner, at
+// the context's deadline less [WithLeaseMargin], so that a Lambda function answers (409
+// with Retry-After through the HTTP wrappers) before its timeout; and with the context's
+// error if the context is cancelled first.
 func WithWait(maxWait, poll time.Duration) Option {
 	return func(c *config) error {
 		if maxWait <= 0 || poll <= 0 || poll > maxWait {
