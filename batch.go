@@ -37,14 +37,15 @@ type ClaimResult struct {
 // you like, at most once per index), then call [Batch.Settle] once all have returned, before
 // the deadline of the contexts given to DoClaimed.
 //
-// An outcome is left for Settle only while its lease, as last confirmed (heartbeat
-// extensions included), lasts until that deadline even for a caller whose clock runs ahead
-// by [WithLeaseMargin]; until Settle, other callers see its key in progress. Otherwise
-// DoClaimed records it itself, with single-record store calls, before it returns, as [Do]
-// does: when the context has no deadline (nothing bounds when Settle runs), when
-// [WithMaxLease] caps the lease below the deadline (it could lapse, and another caller run
-// the key again, before Settle), when the handler attached writes ([Attach]: they complete
-// at once, in their own transaction), and once the batch has been settled.
+// An outcome is left for Settle only while the deadline is ahead and its lease, as last
+// confirmed (heartbeat extensions included), lasts until it even for a caller whose clock
+// runs ahead by [WithLeaseMargin]; until Settle, other callers see its key in progress.
+// Otherwise DoClaimed records it itself, with single-record store calls, before it returns,
+// as [Do] does: when the context has no deadline (nothing bounds when Settle runs) or it
+// has passed, when [WithMaxLease] caps the lease below the deadline (it could lapse, and
+// another caller run the key again, before Settle), when the handler attached writes
+// ([Attach]: they complete at once, in their own transaction), and once the batch has been
+// settled.
 //
 // Settle may run early and more than once, for example when the Lambda deadline nears while
 // handlers still run: it records the outcomes finished by then and releases the requests
@@ -201,12 +202,12 @@ func DoClaimed[T any](ctx context.Context, b *Batch, i int, fn func(context.Cont
 }
 
 // leaseOutlasts reports whether l, as last confirmed, lasts at least until ctx's deadline
-// for every caller whose clock runs ahead by no more than the lease margin: only then may
-// its outcome wait for [Batch.Settle], which runs before the deadline. Without a deadline
-// nothing bounds when Settle runs.
+// for every caller whose clock runs ahead by no more than the lease margin, and the
+// deadline is still ahead: only then may its outcome wait for [Batch.Settle], which runs
+// before the deadline. Without a deadline nothing bounds when Settle runs.
 func (g *Guard) leaseOutlasts(ctx context.Context, l *lease) bool {
 	dl, ok := ctx.Deadline()
-	return ok && !l.confirmedEnd().Add(-g.cfg.leaseMargin).Before(dl)
+	return ok && g.now().Before(dl) && !l.confirmedEnd().Add(-g.cfg.leaseMargin).Before(dl)
 }
 
 // Settle records the outcomes DoClaimed left pending since the last Settle, in as few

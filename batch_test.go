@@ -152,26 +152,23 @@ func TestBatchMixed(t *testing.T) {
 	assert.Equal(t, 3, v)
 }
 
-// TestBatchSettleReportsLostLease lets a request's lease lapse while it runs (the process
-// stalled past its deadline), so another owner completes the key before Settle: Settle
+// TestBatchSettleReportsLostLease has a caller whose clock runs far ahead (beyond the lease
+// margin) take over a request's key while it runs and complete it before Settle: Settle
 // reports the lost lease and never overwrites the other's result.
 func TestBatchSettleReportsLostLease(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
-	var mu sync.Mutex
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	s := idem.NewMemStore()
-	g, err := idem.New(s, idem.WithClock(idem.ClockFunc(clock)))
+	g, err := idem.New(s, idem.WithClock(idem.ClockFunc(func() time.Time { return now })))
+	require.NoError(t, err)
+	ahead, err := idem.New(s, idem.WithClock(idem.ClockFunc(func() time.Time { return now.Add(3 * time.Minute) })))
 	require.NoError(t, err)
 	ctx, cancel := context.WithDeadline(context.Background(), now.Add(time.Minute)) // in the clock's time
 	defer cancel()
 	b := g.Claim(ctx, []idem.Request{{Key: "k"}})
 	_, _, err = idem.DoClaimed(ctx, b, 0, func(context.Context) (int, error) {
-		mu.Lock()
-		now = now.Add(2 * time.Minute)
-		mu.Unlock()
-		_, _, err := idem.Do(ctx, g, idem.Request{Key: "k"}, func(context.Context) (int, error) { return 2, nil })
-		require.NoError(t, err) // another owner took the expired lease and completed
+		_, _, err := idem.Do(context.Background(), ahead, idem.Request{Key: "k"}, func(context.Context) (int, error) { return 2, nil })
+		require.NoError(t, err) // to its clock the lease had ended: it took the key and completed
 		return 1, nil
 	})
 	require.NoError(t, err)
@@ -301,7 +298,8 @@ func TestBatchOutcomeWaitsOnlyWhileItsLeaseLasts(t *testing.T) {
 		name        string
 		deadline    time.Duration // from the claim; 0 for none
 		maxLease    time.Duration
-		beats       int // heartbeat extensions while the handler runs, one per 20 s
+		beats       int           // heartbeat extensions while the handler runs, one per 20 s
+		runFor      time.Duration // else how long the handler runs
 		wantPending bool
 	}{
 		{name: "deadline within the max lease", deadline: 10 * time.Minute, maxLease: 15 * time.Minute, wantPending: true},
@@ -309,6 +307,7 @@ func TestBatchOutcomeWaitsOnlyWhileItsLeaseLasts(t *testing.T) {
 		{name: "no deadline", maxLease: 15 * time.Minute},
 		{name: "lease capped below the deadline, heartbeat past it", deadline: 3 * time.Minute, maxLease: time.Minute, beats: 8, wantPending: true},
 		{name: "lease capped below the deadline, heartbeat short of it", deadline: 5 * time.Minute, maxLease: time.Minute, beats: 3},
+		{name: "handler ran past the deadline", deadline: 30 * time.Second, maxLease: 15 * time.Minute, runFor: 40 * time.Second},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -332,6 +331,7 @@ func TestBatchOutcomeWaitsOnlyWhileItsLeaseLasts(t *testing.T) {
 				if tc.beats > 0 {
 					require.True(t, clock.DriveHeartbeat(t, ctx, s.calls, tc.beats, nil).IsZero(), "cancelled")
 				}
+				clock.Advance(tc.runFor)
 				return 1, nil
 			})
 			require.NoError(t, err)

@@ -127,6 +127,9 @@ func (c *ManualClock) AdvanceToNext(ctx context.Context) bool {
 // The heartbeat calls the clock's After once when it starts and twice per extension (once
 // while the extension is in flight, once after its outcome): the clock is moved only once
 // all of them have been made, so that no timer is set relative to a time already passed.
+// Both timers of an extension must be set for the next beat, which holds while the next
+// beat comes before the lease's point of loss (as [idem.New] requires without a deadline):
+// a timer nobody waits for any more would stop the drive.
 func (c *ManualClock) DriveHeartbeat(t testing.TB, ctx context.Context, attempts <-chan error, maxSteps int, check func(err error)) time.Time {
 	t.Helper()
 	wait, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a hung test, not a timing
