@@ -320,12 +320,7 @@ func TestBatchOutcomeWaitsOnlyWhileItsLeaseLasts(t *testing.T) {
 			}
 			g, err := idem.New(s, opts...)
 			require.NoError(t, err)
-			ctx := context.Background()
-			if tc.deadline > 0 {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithDeadline(ctx, clock.Now().Add(tc.deadline)) // in the clock's time
-				defer cancel()
-			}
+			ctx := deadlineIn(t, clock, tc.deadline)
 			b := g.Claim(ctx, reqs("p", 2))
 			_, _, err = idem.DoClaimed(ctx, b, 0, func(ctx context.Context) (int, error) {
 				if tc.beats > 0 {

@@ -253,20 +253,9 @@ func TestWaitGivesUpAtBudget(t *testing.T) {
 	t.Parallel()
 	g, err := idem.New(idem.NewMemStore(), idem.WithWait(30*time.Millisecond, 5*time.Millisecond))
 	require.NoError(t, err)
-	release, started, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		_, _, _ = idem.Do(context.Background(), g, idem.Request{Key: "w"}, func(context.Context) (int, error) {
-			close(started)
-			<-release
-			return 1, nil
-		})
-	}()
-	<-started
+	holdKey(t, g, "w")
 	_, _, err = idem.Do(context.Background(), g, idem.Request{Key: "w"}, func(context.Context) (int, error) { return 2, nil })
 	require.ErrorIs(t, err, idem.ErrInProgress)
-	close(release)
-	<-done
 }
 
 func TestWaitEndsWithContext(t *testing.T) {
@@ -276,16 +265,7 @@ func TestWaitEndsWithContext(t *testing.T) {
 	require.NoError(t, err)
 	waiter, err := idem.New(s, idem.WithWait(time.Minute, time.Millisecond))
 	require.NoError(t, err)
-	release, started, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		_, _, _ = idem.Do(context.Background(), owner, idem.Request{Key: "w"}, func(context.Context) (int, error) {
-			close(started)
-			<-release
-			return 1, nil
-		})
-	}()
-	<-started
+	holdKey(t, owner, "w")
 	// The caller gives up while waiting (a deadline ends the wait earlier, by its margin: see
 	// TestWaitEndsBeforeTheDeadline).
 	gaveUp := errors.New("caller gave up")
@@ -294,8 +274,6 @@ func TestWaitEndsWithContext(t *testing.T) {
 	time.AfterFunc(20*time.Millisecond, func() { cancel(gaveUp) })
 	_, _, err = idem.Do(ctx, waiter, idem.Request{Key: "w"}, func(context.Context) (int, error) { return 2, nil })
 	require.ErrorIs(t, err, gaveUp)
-	close(release)
-	<-done
 }
 
 func TestHeartbeatExtendsLease(t *testing.T) {

@@ -76,13 +76,7 @@ func TestHeartbeatCancelsBeforeAnUnextendedLeaseEnds(t *testing.T) {
 				idem.WithLeaseMargin(margin), idem.WithHeartbeat(beat),
 				idem.WithHooks(idem.Hooks{OnLeaseLost: func(context.Context, idem.Event) { lost.Add(1) }}))
 			require.NoError(t, err)
-			ctx := context.Background()
-			if tc.deadline > 0 {
-				var cancel context.CancelFunc
-				// In the clock's time, far ahead of the wall clock: only the clock ends it.
-				ctx, cancel = context.WithDeadline(ctx, clock.Now().Add(tc.deadline))
-				defer cancel()
-			}
+			ctx := deadlineIn(t, clock, tc.deadline)
 			claimed := clock.Now()
 			sk, _ := g.StoredKey(idem.Request{Key: "k"})
 			var cancelledAt time.Time
@@ -133,12 +127,7 @@ func TestHeartbeatKeepsTheLease(t *testing.T) {
 			require.NoError(t, err)
 			other, err := idem.New(s, idem.WithClock(clock))
 			require.NoError(t, err)
-			ctx := context.Background()
-			if tc.deadline > 0 {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithDeadline(ctx, clock.Now().Add(tc.deadline))
-				defer cancel()
-			}
+			ctx := deadlineIn(t, clock, tc.deadline)
 			start := clock.Now()
 			sk, _ := g.StoredKey(idem.Request{Key: "k"})
 			v, _, err := idem.Do(ctx, g, idem.Request{Key: "k"}, func(ctx context.Context) (int, error) {

@@ -40,24 +40,10 @@ func TestWaitEndsBeforeTheDeadline(t *testing.T) {
 			waiter, err := idem.New(s, idem.WithClock(clock), idem.WithLeaseMargin(margin), idem.WithWait(budget, time.Second))
 			require.NoError(t, err)
 
-			release, claimed, finished := make(chan struct{}), make(chan struct{}), make(chan struct{})
-			go func() {
-				defer close(finished)
-				_, _, _ = idem.Do(context.Background(), owner, idem.Request{Key: "k"}, func(context.Context) (int, error) {
-					close(claimed)
-					<-release
-					return 1, nil
-				})
-			}()
-			<-claimed
-			defer func() { close(release); <-finished }()
+			holdKey(t, owner, "k")
 
-			ctx, cancel := context.WithCancel(context.Background())
+			ctx, cancel := context.WithCancel(deadlineIn(t, clock, tc.deadline))
 			defer cancel()
-			if tc.deadline > 0 {
-				ctx, cancel = context.WithDeadline(ctx, clock.Now().Add(tc.deadline)) // in the clock's time
-				defer cancel()
-			}
 			// Move the clock to each timer the waiter sets, until it answers. Should it hang,
 			// the bound ends the wait with its context.
 			driving, stop := context.WithTimeout(context.Background(), 30*time.Second)
