@@ -54,9 +54,10 @@ type extension struct {
 	err   error
 }
 
-// run beats, the first at next, until stopped or the lease is lost. Each extension runs on a goroutine of its
-// own, so that a slow or hung store call cannot keep the loop from cancelling the handler
-// at the point of loss; a beat due while one is still in flight is skipped.
+// run beats, the first at next, until stopped or the lease is lost. Each extension runs on
+// a goroutine of its own, so that a slow or hung store call cannot keep the loop from
+// cancelling the handler at the point of loss; a beat due while one is still in flight is
+// skipped.
 func (b *beats) run(next time.Time) {
 	defer b.wg.Done()
 	g := b.g
@@ -87,8 +88,7 @@ func (b *beats) run(next time.Time) {
 				go b.extend(now)
 			}
 		}
-		// One timer per wait, always at the next beat or the point of loss, so a wait cut
-		// short by an extension's outcome leaves no timer set for another instant.
+		// One timer per wait, at the next beat or the point of loss, whichever comes first.
 		wake := next
 		if lossAt.Before(wake) {
 			wake = lossAt
