@@ -48,14 +48,16 @@ func (JSONCodec) Unmarshal(data []byte, v any) error {
 }
 
 // encodeResult encodes v with the codec, compressing above the threshold. It returns
-// EncodingNone and no data when the result does not fit maxSize.
+// EncodingNone and no data when the result does not fit maxResult. A result longer than
+// maxInflated is never compressed, since no replay would inflate it: it is stored as is if
+// it fits, and so almost always without its body.
 func (c *config) encodeResult(v any) (data []byte, enc string, err error) {
 	data, err = c.codec.Marshal(v)
 	if err != nil {
 		return nil, EncodingNone, err
 	}
 	enc = c.codec.Name()
-	if len(data) > c.compressAbove {
+	if len(data) > c.compressAbove && len(data) <= maxInflated {
 		var buf bytes.Buffer
 		buf.Grow(len(data) / 4)
 		// A gzip writer holds about a megabyte of compressor state: reuse them, or every
@@ -114,7 +116,8 @@ func (c *config) decodeResult(rec *Record, out any) error {
 }
 
 // maxInflated bounds what a stored result may inflate to: a hostile or corrupt record must
-// not exhaust memory. DynamoDB items are at most 400 KB.
+// not exhaust memory. DynamoDB items are at most 400 KB. The writer applies the same bound,
+// so that every compressed result it stores can be replayed.
 const maxInflated = 64 << 20
 
 // inflate decompresses a gzipped result. Its readers are reused: each holds about 40 KB of

@@ -62,9 +62,8 @@ func New(store Store, operation string, opts ...Option) (*Guard, error) {
 			return nil, err
 		}
 	}
-	if cfg.heartbeat > 0 && cfg.heartbeat > cfg.lease/2 {
-		// A lease must survive a missed beat.
-		return nil, optErr("WithHeartbeat", "interval must be at most half of WithLease")
+	if err := cfg.checkHeartbeat(); err != nil {
+		return nil, err
 	}
 	if cfg.logger == nil {
 		cfg.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -281,16 +280,27 @@ func (g *Guard) inProgress(ctx context.Context, rec *Record, now time.Time) erro
 
 // waitFor polls an in-flight key until it completes, goes away or its lease ends, or until
 // the wait budget or ctx ends. It returns the completed record, or nil to claim again.
+//
+// The wait also ends, with the in-progress error, at ctx's deadline less the lease margin:
+// in Lambda the deadline is the function timeout, and a waiter that ran into it would be
+// billed for the whole timeout and answer nothing (through the HTTP wrappers, a 5xx from
+// API Gateway instead of a 409 with Retry-After).
 func (g *Guard) waitFor(ctx context.Context, rec *Record, fp string, until time.Time) (*Record, error) {
+	if dl, ok := ctx.Deadline(); ok {
+		if end := dl.Add(-g.cfg.leaseMargin); end.Before(until) {
+			until = end
+		}
+	}
 	poll := g.cfg.waitPoll
 	for {
-		if now := g.now(); !now.Before(until) {
+		now := g.now()
+		if !now.Before(until) {
 			return nil, g.inProgress(ctx, rec, now)
 		}
 		select {
 		case <-ctx.Done():
 			return nil, context.Cause(ctx)
-		case <-g.cfg.clock.After(poll):
+		case <-g.cfg.clock.After(min(poll, until.Sub(now))): // the last poll comes at the end
 		}
 		start := g.now()
 		cur, err := g.store.Get(ctx, rec.Key)
@@ -299,8 +309,7 @@ func (g *Guard) waitFor(ctx context.Context, rec *Record, fp string, until time.
 			g.storeFailed(ctx, rec.Key, "get", start, err)
 			return nil, err
 		}
-		now := g.now()
-		if !cur.live(now) {
+		if !cur.live(g.now()) {
 			return nil, nil
 		}
 		// The record polled may be another owner's, for another request: judge it afresh.

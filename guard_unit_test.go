@@ -253,20 +253,9 @@ func TestWaitGivesUpAtBudget(t *testing.T) {
 	t.Parallel()
 	g, err := idem.New(idem.NewMemStore(), "test", idem.WithWait(30*time.Millisecond, 5*time.Millisecond))
 	require.NoError(t, err)
-	release, started, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		_, _, _ = idem.Do(context.Background(), g, idem.Request{Key: "w"}, func(context.Context) (int, error) {
-			close(started)
-			<-release
-			return 1, nil
-		})
-	}()
-	<-started
+	holdKey(t, g, "w")
 	_, _, err = idem.Do(context.Background(), g, idem.Request{Key: "w"}, func(context.Context) (int, error) { return 2, nil })
 	require.ErrorIs(t, err, idem.ErrInProgress)
-	close(release)
-	<-done
 }
 
 func TestWaitEndsWithContext(t *testing.T) {
@@ -276,22 +265,15 @@ func TestWaitEndsWithContext(t *testing.T) {
 	require.NoError(t, err)
 	waiter, err := idem.New(s, "test", idem.WithWait(time.Minute, time.Millisecond))
 	require.NoError(t, err)
-	release, started, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		_, _, _ = idem.Do(context.Background(), owner, idem.Request{Key: "w"}, func(context.Context) (int, error) {
-			close(started)
-			<-release
-			return 1, nil
-		})
-	}()
-	<-started
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-	defer cancel()
+	holdKey(t, owner, "w")
+	// The caller gives up while waiting (a deadline ends the wait earlier, by its margin: see
+	// TestWaitEndsBeforeTheDeadline).
+	gaveUp := errors.New("caller gave up")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	time.AfterFunc(20*time.Millisecond, func() { cancel(gaveUp) })
 	_, _, err = idem.Do(ctx, waiter, idem.Request{Key: "w"}, func(context.Context) (int, error) { return 2, nil })
-	require.ErrorIs(t, err, context.DeadlineExceeded)
-	close(release)
-	<-done
+	require.ErrorIs(t, err, gaveUp)
 }
 
 func TestHeartbeatExtendsLease(t *testing.T) {
@@ -435,11 +417,39 @@ func TestAttachAfterHandlerReturned(t *testing.T) {
 		"a write attached too late would silently never commit")
 }
 
+// TestHeartbeatMustFitTheLease checks the interval against the lease a claim is granted
+// without a deadline, WithLease capped by WithMaxLease, in whatever order the options come:
+// a beat at most every half of that lease less the margin (the point where the handler's
+// context is cancelled if no extension succeeded), so that one missed beat does not lose it.
 func TestHeartbeatMustFitTheLease(t *testing.T) {
 	t.Parallel()
-	_, err := idem.New(idem.NewMemStore(), "test", idem.WithLease(time.Minute), idem.WithHeartbeat(40*time.Second))
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "WithHeartbeat")
+	tests := []struct {
+		name string
+		opts []idem.Option
+		ok   bool
+	}{
+		{"half of WithLease less the margin", []idem.Option{idem.WithLease(time.Minute), idem.WithHeartbeat(29 * time.Second)}, true},
+		{"half of WithLease", []idem.Option{idem.WithLease(time.Minute), idem.WithHeartbeat(30 * time.Second)}, false},
+		{"half of WithLease, another margin", []idem.Option{idem.WithLease(time.Minute), idem.WithHeartbeat(30 * time.Second), idem.WithLeaseMargin(0)}, true},
+		{"above half of WithLease", []idem.Option{idem.WithLease(time.Minute), idem.WithHeartbeat(40 * time.Second)}, false},
+		{"half of WithLease, above half of the default max lease", []idem.Option{idem.WithLease(40 * time.Minute), idem.WithHeartbeat(20 * time.Minute)}, false},
+		{"half of the default max lease less the margin", []idem.Option{idem.WithLease(40 * time.Minute), idem.WithHeartbeat(7*time.Minute + 29*time.Second)}, true},
+		{"above half of WithMaxLease", []idem.Option{idem.WithHeartbeat(20 * time.Second), idem.WithMaxLease(30 * time.Second)}, false},
+		{"half of WithMaxLease less the margin", []idem.Option{idem.WithHeartbeat(14 * time.Second), idem.WithMaxLease(30 * time.Second)}, true},
+		{"a lease no longer than the margin", []idem.Option{idem.WithHeartbeat(time.Millisecond), idem.WithLease(2 * time.Second)}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := idem.New(idem.NewMemStore(), "test", tc.opts...)
+			if tc.ok {
+				require.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "WithHeartbeat")
+		})
+	}
 }
 
 // The handler's context is the caller's: values, deadline and cancellation pass through the

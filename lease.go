@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // lease is the owner's view of a claimed key. It is also the handler's context: the
@@ -16,6 +17,7 @@ type lease struct {
 	token string
 
 	mu         sync.Mutex
+	end        time.Time // the lease end last confirmed: at the claim, then by each extension
 	checkpoint string
 	attached   []any
 	closed     bool // the handler returned: later attachments would be lost
@@ -41,6 +43,19 @@ func (l *lease) Value(key any) any {
 func leaseFrom(ctx context.Context) *lease {
 	l, _ := ctx.Value(leaseCtxKey{}).(*lease)
 	return l
+}
+
+// confirmedEnd returns the lease end last confirmed by the store.
+func (l *lease) confirmedEnd() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.end
+}
+
+func (l *lease) setConfirmedEnd(end time.Time) {
+	l.mu.Lock()
+	l.end = end
+	l.mu.Unlock()
 }
 
 func (l *lease) takeAttached() []any {

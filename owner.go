@@ -3,7 +3,6 @@ package idem
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 )
 
@@ -33,7 +32,7 @@ func (g *Guard) runOwned(ctx context.Context, rec *Record, run func(context.Cont
 // key is released and the panic goes on.
 func (g *Guard) runHandler(ctx context.Context, rec *Record, run func(context.Context) (any, error)) settlement {
 	start := g.hookStart()
-	l := &lease{g: g, key: rec.Key, token: rec.LeaseToken, checkpoint: rec.Checkpoint}
+	l := &lease{g: g, key: rec.Key, token: rec.LeaseToken, end: rec.LeaseExpires, checkpoint: rec.Checkpoint}
 	hctx, stopHeartbeat := g.heartbeat(withLease(ctx, l), l, rec.Expires)
 
 	finished := false
@@ -165,57 +164,5 @@ func (g *Guard) released(ctx context.Context, l *lease, start time.Time, cause, 
 		err = storeErr("release", err)
 		g.storeFailed(ctx, l.key, "release", start, err)
 		g.cfg.logger.WarnContext(ctx, "idem: release failed; the key stays in progress until its lease ends", "key", l.key, "error", err)
-	}
-}
-
-// heartbeat extends the lease every interval until the returned stop is called, and
-// returns the handler's context, which it cancels with cause [ErrLeaseLost] if an extension
-// finds the lease taken over. stop waits for the heartbeat goroutine to end.
-func (g *Guard) heartbeat(ctx context.Context, l *lease, expires time.Time) (context.Context, func()) {
-	if g.cfg.heartbeat <= 0 {
-		return ctx, func() {}
-	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	// The beats run on their own context, which stop ends first, so a hung extension never
-	// holds up the completion.
-	beatCtx, stopBeats := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-beatCtx.Done():
-				return
-			case <-g.cfg.clock.After(g.cfg.heartbeat):
-			}
-			now := g.now()
-			// Never shorten the lease (the deadline may lie further out than the default
-			// lease), and never extend it past the record's expiry, after which the record
-			// would count as absent.
-			end := g.leaseEnd(ctx, now)
-			if alt := now.Add(min(g.cfg.lease, g.cfg.maxLease)); alt.After(end) {
-				end = alt
-			}
-			if end.After(expires) {
-				end = expires
-			}
-			err := g.store.Extend(beatCtx, l.key, l.token, end)
-			switch {
-			case err == nil:
-			case beatCtx.Err() != nil:
-				return // stopped: the outcome is being recorded
-			case errors.Is(err, ErrLeaseLost):
-				g.fire(ctx, g.cfg.hooks.OnLeaseLost, time.Time{}, Event{Key: l.key, Err: err})
-				cancel(ErrLeaseLost)
-				return
-			default:
-				g.storeFailed(ctx, l.key, "extend", now, storeErr("extend", err))
-			}
-		}
-	}()
-	var once sync.Once
-	return ctx, func() {
-		once.Do(func() { stopBeats(); wg.Wait(); cancel(nil) })
 	}
 }

@@ -286,15 +286,19 @@ func (s *storeCalls) CompleteMany(ctx context.Context, recs []*idem.Record) []er
 }
 
 // Batch claims, on by default, claim a batch's keys in one store call and record its
-// outcomes in one more; off, each message makes its own two calls.
+// outcomes in one more; off, each message makes its own two calls. The context has a
+// deadline, as in Lambda: the outcomes wait for the batch's end only while their leases
+// outlast it.
 func ExampleWithBatchClaims() {
 	batch := events.SQSEvent{Records: []events.SQSMessage{message("m-1", "{}"), message("m-2", "{}"), message("m-3", "{}")}}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // the function timeout
+	defer cancel()
 	for _, on := range []bool{true, false} {
 		store := &storeCalls{MemStore: idem.NewMemStore()}
 		guard, _ := idem.New(store, "credit-account")
 		h, _ := sqs.New(guard, func(context.Context, events.SQSMessage) error { return nil },
 			sqs.WithBatchClaims(on))
-		rep, _ := h.Process(context.Background(), batch)
+		rep, _ := h.Process(ctx, batch)
 		fmt.Printf("batch claims %t: ran %d, batch calls %d, single calls %d\n", on, rep.Ran, store.many.Load(), store.single.Load())
 	}
 	// Output:

@@ -85,8 +85,9 @@ func (h *Handler) Handle(ctx context.Context, event events.SQSEvent) (events.SQS
 //     ([ReasonNotStarted]). A started message runs to completion under ctx.
 //   - A panicking handler fails its message ([ReasonPanic]) and no other.
 //   - With batch claims (see [WithBatchClaims]), the keys are claimed together before
-//     the first message starts and the outcomes recorded together after the last ends; a
-//     message whose outcome could not be recorded fails ([ReasonLeaseLost], [ReasonStore]).
+//     the first message starts and the outcomes recorded together after the last ends, or
+//     each as it ends where WithBatchClaims says so; a message whose outcome could not be
+//     recorded fails ([ReasonLeaseLost], [ReasonStore]).
 //
 // Process returns an error only for an unusable event ([ErrInvalidEvent]), with a nil
 // report. It calls the hooks ([WithHooks]) and writes the summary log line ([WithLogger]).

@@ -27,6 +27,7 @@ const (
 	inProgress = "in-progress" // ErrInProgress
 	storeError = "store-error" // ErrStore, wrapping the injected error
 	handlerErr = "handler-err" // the handler's own error
+	leaseLost  = "lease-lost"  // ErrLeaseLost
 )
 
 // faultCase states what happens when one call of step fails: what the first caller gets and
@@ -60,9 +61,12 @@ var faultCases = []faultCase{
 	// The handler failed and its release failed: the key waits for its lease to end.
 	{step: ddbfault.Release, first: handlerErr, firstRuns: 1, retry: inProgress, totalRuns: 2},
 	{step: ddbfault.Release, applied: true, first: handlerErr, firstRuns: 1, retry: result, totalRuns: 2},
-	// A failed heartbeat is reported, and the handler goes on under its lease.
-	{step: ddbfault.Extend, first: result, firstRuns: 1, retry: result, totalRuns: 1},
-	{step: ddbfault.Extend, applied: true, first: result, firstRuns: 1, retry: result, totalRuns: 1},
+	// Every heartbeat fails while the handler outlives its lease: each failure is reported,
+	// and once no extension has succeeded by the lease end less the margin, the handler's
+	// context is cancelled with ErrLeaseLost. The handler gives up with that error, so the
+	// key is released, and the retry runs: no overlap, but the work runs twice.
+	{step: ddbfault.Extend, first: leaseLost, firstRuns: 1, retry: result, totalRuns: 2},
+	{step: ddbfault.Extend, applied: true, first: leaseLost, firstRuns: 1, retry: result, totalRuns: 2},
 	// The handler sees its checkpoint fail and gives up; the key is released.
 	{step: ddbfault.Checkpoint, first: storeError, firstRuns: 1, retry: result, totalRuns: 2},
 	{step: ddbfault.Checkpoint, applied: true, first: storeError, firstRuns: 1, retry: result, totalRuns: 2},
@@ -92,10 +96,13 @@ func TestFaultsAtEachStep(t *testing.T) {
 func runFaultCase(t *testing.T, raw *dynamodb.Client, table, effects string, tc faultCase, f ddbfault.Fault) {
 	client := ddbfault.New(raw)
 	store := newStore(t, client, table)
-	clock := storetest.NewClock()
+	clock := storetest.NewManualClock() // only the heartbeat waits on it
 	opts := []idem.Option{idem.WithClock(clock), idem.WithLease(time.Minute), idem.WithScope("faults")}
+	extendFailed := make(chan error, 100)
 	if tc.step == ddbfault.Extend {
-		opts = append(opts, idem.WithHeartbeat(5*time.Millisecond))
+		opts = append(opts, idem.WithHeartbeat(20*time.Second), idem.WithHooks(idem.Hooks{
+			OnStoreError: func(_ context.Context, e idem.Event) { extendFailed <- e.Err },
+		}))
 	}
 	g, err := idem.New(store, "test", opts...)
 	require.NoError(t, err)
@@ -115,7 +122,10 @@ func runFaultCase(t *testing.T, raw *dynamodb.Client, table, effects string, tc 
 				return "", errBoom
 			}
 		case ddbfault.Extend:
-			time.Sleep(30 * time.Millisecond) // several heartbeats
+			if n == 1 { // outlive the lease in simulated time, beat after failed beat
+				require.False(t, clock.DriveHeartbeat(t, ctx, extendFailed, 10, nil).IsZero(), "the handler's context was cancelled")
+				return "", context.Cause(ctx)
+			}
 		case ddbfault.Checkpoint:
 			if err := idem.Checkpoint(ctx, "charged"); err != nil {
 				return "", err
@@ -128,8 +138,12 @@ func runFaultCase(t *testing.T, raw *dynamodb.Client, table, effects string, tc 
 		return "r:" + key, nil
 	}
 	call := func() (string, error) {
-		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-		defer cancel()
+		ctx := t.Context()
+		if tc.step != ddbfault.Extend { // the heartbeat's case keeps the lease of WithLease
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+		}
 		v, _, err := idem.Do(ctx, g, idem.Request{Key: key}, handler)
 		return v, err
 	}
@@ -210,5 +224,7 @@ func assertOutcome(t *testing.T, want, key, got string, err error) {
 		require.ErrorIs(t, err, idem.ErrStore)
 	case handlerErr:
 		require.ErrorIs(t, err, errBoom)
+	case leaseLost:
+		require.ErrorIs(t, err, idem.ErrLeaseLost)
 	}
 }
