@@ -187,51 +187,65 @@ func (g *Guard) claimRecord(ctx context.Context, key, token, fp string, now time
 	}
 }
 
+// takeoverAttempts bounds the claims one claim step makes while a lease-ended record with
+// a checkpoint refuses them: its owner, still running past its lease, may move the
+// checkpoint between our attempts. After the last, the caller is told the key is in
+// progress.
+const takeoverAttempts = 3
+
 // claimed interprets the store's answer to claiming rec: our record when claimed, else the
-// live record that holds the key.
+// record that holds the key. A lease-ended record refuses a claim that does not carry its
+// checkpoint (see [Store]); claimed then claims again with that checkpoint, so that the new
+// owner resumes from it and the checkpoint lives in the record itself, where a resent claim
+// or a later takeover finds it.
 func (g *Guard) claimed(ctx context.Context, rec *Record, now time.Time, prev *Record, claimed bool, err error) (*Record, bool, error) {
 	key := rec.Key
-	if err != nil {
-		err = storeErr("claim", err)
-		g.storeFailed(ctx, key, "claim", now, err)
-		return nil, false, err
+	for attempt := 1; ; attempt++ {
+		if err != nil {
+			err = storeErr("claim", err)
+			g.storeFailed(ctx, key, "claim", now, err)
+			return nil, false, err
+		}
+		if claimed {
+			g.fire(ctx, g.cfg.hooks.OnClaimed, now, Event{Key: key})
+			return rec, true, nil
+		}
+		if prev == nil {
+			return nil, false, storeErr("claim", errors.New("store reported a conflict without the record"))
+		}
+		if prev.Status == StatusInProgress && prev.LeaseToken == rec.LeaseToken {
+			// Our own claim: it took effect, its response was lost, and a retry (the SDK's
+			// retryer resends a request whose connection broke) met the record it wrote. The
+			// token is fresh for every claim, so no one else holds it: we own the lease, and
+			// the record holds the checkpoint the claim carried.
+			g.fire(ctx, g.cfg.hooks.OnClaimed, now, Event{Key: key})
+			return rec, true, nil
+		}
+		if prev.live(now) || attempt == takeoverAttempts {
+			return prev, false, nil
+		}
+		if err := g.carryCheckpoint(ctx, rec, prev, now); err != nil {
+			return nil, false, err
+		}
+		prev, claimed, err = g.store.Claim(ctx, rec, now)
 	}
-	if claimed {
-		g.fire(ctx, g.cfg.hooks.OnClaimed, now, Event{Key: key})
-		g.inheritCheckpoint(ctx, rec, prev)
-		return rec, true, nil
-	}
-	if prev == nil {
-		return nil, false, storeErr("claim", errors.New("store reported a conflict without the record"))
-	}
-	if prev.Status == StatusInProgress && prev.LeaseToken == rec.LeaseToken {
-		// Our own claim: it took effect, its response was lost, and a retry (the SDK's
-		// retryer resends a request whose connection broke) met the record it wrote. The
-		// token is fresh for every claim, so no one else holds it: we own the lease.
-		g.fire(ctx, g.cfg.hooks.OnClaimed, now, Event{Key: key})
-		return rec, true, nil
-	}
-	return prev, false, nil
 }
 
-// inheritCheckpoint carries the checkpoint of an in-progress record this claim took over
-// onto the new record, so the new owner resumes where the previous one stopped, and so does
-// the owner after it if this one dies too. The claim replaced the whole item, so the
-// checkpoint is written back: one more round trip, only on a takeover that had one. A
-// request with another fingerprint is other work and inherits nothing.
-func (g *Guard) inheritCheckpoint(ctx context.Context, rec, prev *Record) {
-	if prev == nil || prev.Status != StatusInProgress || prev.Checkpoint == "" ||
-		(rec.Fingerprint != "" && prev.Fingerprint != "" && rec.Fingerprint != prev.Fingerprint) {
-		return
+// carryCheckpoint sets the checkpoint rec must carry to take over prev, a record that
+// refused the claim although it no longer holds its key: an ended lease with a checkpoint.
+// The checkpoint records effects of prev's request, so a request with another fingerprint
+// gets [ErrPayloadMismatch]: the key stays with prev's request until it completes or the
+// record expires. A record past its expiry is replaced without its checkpoint.
+func (g *Guard) carryCheckpoint(ctx context.Context, rec, prev *Record, now time.Time) error {
+	rec.Checkpoint = ""
+	if prev.expired(now) || prev.Checkpoint == "" {
+		return nil
+	}
+	if err := g.checkFingerprint(ctx, prev, rec.Fingerprint); err != nil {
+		return err
 	}
 	rec.Checkpoint = prev.Checkpoint
-	start := g.now()
-	if err := g.store.SetCheckpoint(ctx, rec.Key, rec.LeaseToken, rec.Checkpoint); err != nil {
-		// This owner still sees the checkpoint; only a further takeover would miss it.
-		err = storeErr("checkpoint", err)
-		g.storeFailed(ctx, rec.Key, "checkpoint", start, err)
-		g.cfg.logger.WarnContext(ctx, "idem: could not carry the checkpoint over to the new lease", "key", rec.Key, "error", err)
-	}
+	return nil
 }
 
 // leaseEnd computes when a lease taken at now ends: the context deadline capped by the

@@ -85,6 +85,8 @@ func Run(t *testing.T, h Harness) {
 	t.Run("TakeoverFencesLateOwner", h.takeover)
 	t.Run("Checkpoint", h.checkpoint)
 	t.Run("CheckpointSurvivesTwoTakeovers", h.checkpointTwoTakeovers)
+	t.Run("CheckpointSurvivesResentTakeover", h.checkpointResentTakeover)
+	t.Run("CheckpointSurvivesHandlerFailure", h.checkpointSurvivesFailure)
 	t.Run("WaitJudgesAnotherOwnersRecord", h.waitOtherPayload)
 	t.Run("ShortExpiryLongLease", h.shortExpiryLongLease)
 	t.Run("Contention", h.contention)
@@ -615,33 +617,45 @@ func storedKey(t *testing.T, g *idem.Guard, k string) string {
 	return sk
 }
 
+// dyingOwner starts an owner of k that runs work and then "dies": it blocks, past its lease,
+// until release is closed. It returns once work has run.
+func dyingOwner(h Harness, t *testing.T, g *idem.Guard, k string, work func(ctx context.Context) error) (release chan struct{}, done chan error) {
+	t.Helper()
+	started := make(chan struct{})
+	release, done = make(chan struct{}), make(chan error, 1)
+	go func() {
+		_, _, err := do(h, context.Background(), g, idem.Request{Key: k}, func(ctx context.Context) (result, error) {
+			err := work(ctx)
+			close(started)
+			<-release
+			return result{}, err
+		})
+		done <- err
+	}()
+	select {
+	case <-started:
+	case err := <-done:
+		t.Fatalf("owner did not start: %v", err)
+	}
+	return release, done
+}
+
 func (h Harness) checkpointTwoTakeovers(t *testing.T) {
 	f := h.fixture(t, idem.WithLease(time.Minute))
+	h.checkpointTakeovers(t, f.guard, f.clock)
+}
+
+// checkpointTakeovers has an owner of a new key record a checkpoint and die, a second owner
+// take over and die, and a third take over; the second and third must see the checkpoint.
+func (h Harness) checkpointTakeovers(t *testing.T, g *idem.Guard, clock *Clock) {
 	k := key(t)
-	ctx := context.Background()
-	// Each owner "dies" (blocks past its lease); the next takes over.
-	owner := func(work func(ctx context.Context) error) (release chan struct{}, done chan error) {
-		started := make(chan struct{})
-		release, done = make(chan struct{}), make(chan error, 1)
-		go func() {
-			_, _, err := do(h, ctx, f.guard, idem.Request{Key: k}, func(ctx context.Context) (result, error) {
-				err := work(ctx)
-				close(started)
-				<-release
-				return result{}, err
-			})
-			done <- err
-		}()
-		<-started
-		return release, done
-	}
-	r1, d1 := owner(func(ctx context.Context) error { return idem.Checkpoint(ctx, "payment_charged") })
-	f.clock.Advance(2 * time.Minute)
+	r1, d1 := dyingOwner(h, t, g, k, func(ctx context.Context) error { return idem.Checkpoint(ctx, "payment_charged") })
+	clock.Advance(2 * time.Minute)
 	seen := ""
-	r2, d2 := owner(func(ctx context.Context) error { seen = idem.LastCheckpoint(ctx); return nil })
-	assert.Equal(t, "payment_charged", seen)
-	f.clock.Advance(2 * time.Minute)
-	v, _, err := do(h, ctx, f.guard, idem.Request{Key: k}, func(ctx context.Context) (result, error) {
+	r2, d2 := dyingOwner(h, t, g, k, func(ctx context.Context) error { seen = idem.LastCheckpoint(ctx); return nil })
+	assert.Equal(t, "payment_charged", seen, "the second owner knows the card was charged")
+	clock.Advance(2 * time.Minute)
+	v, _, err := do(h, context.Background(), g, idem.Request{Key: k}, func(ctx context.Context) (result, error) {
 		return result{Msg: idem.LastCheckpoint(ctx)}, nil
 	})
 	require.NoError(t, err)
@@ -650,6 +664,55 @@ func (h Harness) checkpointTwoTakeovers(t *testing.T) {
 	close(r2)
 	require.ErrorIs(t, <-d1, idem.ErrLeaseLost)
 	require.ErrorIs(t, <-d2, idem.ErrLeaseLost)
+}
+
+// checkpointResentTakeover takes over checkpointed keys with claims whose answers are lost
+// and which are sent again (the SDK's retry after a broken connection): the resend meets
+// the record its first attempt wrote, and the checkpoint must be in it.
+func (h Harness) checkpointResentTakeover(t *testing.T) {
+	s := NewFaulty(h.NewStore(t))
+	c := NewClock()
+	g, err := idem.New(s, idem.WithClock(c), idem.WithScope("suite"), idem.WithLease(time.Minute))
+	require.NoError(t, err)
+	s.ResendClaims(true)
+	h.checkpointTakeovers(t, g, c)
+}
+
+// checkpointSurvivesFailure records a checkpoint and then fails, with an error or a panic:
+// the key is released for a retry, and the retry resumes from the checkpoint.
+func (h Harness) checkpointSurvivesFailure(t *testing.T) {
+	boom := errors.New("charged, then failed")
+	for _, panics := range []bool{false, true} {
+		name := map[bool]string{false: "Error", true: "Panic"}[panics]
+		t.Run(name, func(t *testing.T) {
+			f := h.fixture(t)
+			k := key(t)
+			ctx := context.Background()
+			recovered := func() (r any) {
+				defer func() { r = recover() }()
+				_, _, err := do(h, ctx, f.guard, idem.Request{Key: k}, func(ctx context.Context) (result, error) {
+					if err := idem.Checkpoint(ctx, "charged"); err != nil {
+						return result{}, err
+					}
+					if panics {
+						panic(boom)
+					}
+					return result{}, boom
+				})
+				require.ErrorIs(t, err, boom)
+				return nil
+			}()
+			if panics {
+				assert.Equal(t, boom, recovered, "the panic goes on")
+			}
+			v, replayed, err := do(h, ctx, f.guard, idem.Request{Key: k}, func(ctx context.Context) (result, error) {
+				return result{Msg: idem.LastCheckpoint(ctx)}, nil
+			})
+			require.NoError(t, err, "the key was released")
+			assert.False(t, replayed)
+			assert.Equal(t, "charged", v.Msg, "the retry resumes from the checkpoint")
+		})
+	}
 }
 
 func (h Harness) waitOtherPayload(t *testing.T) {
