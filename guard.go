@@ -72,17 +72,32 @@ func (g *Guard) Scope() string { return g.cfg.scope }
 // window, and reports whether the result was replayed rather than computed.
 //
 //   - New (or expired) key: fn runs under a lease and its result is stored: two store round
-//     trips. If fn fails, the key is released (or, with [WithRememberFailures], the failure
-//     stored) and Do returns fn's result and error unchanged.
+//     trips. If fn fails or panics, the key is released (or, with [WithRememberFailures],
+//     the failure stored) and Do returns fn's result and error unchanged; a checkpoint fn
+//     recorded is kept for the retry (see [Checkpoint]).
+//   - Key whose owner died after a checkpoint: taken over once its lease ends, with one
+//     more claim round trip, which carries the checkpoint into the new record.
 //   - Completed key: the stored result is decoded and returned with replayed true: one round
 //     trip, none on a local cache hit ([WithCache]).
 //   - Key in flight elsewhere: [*InProgressError] ([ErrInProgress]), or with [WithWait] the
 //     owner's result once it completes.
-//   - Other errors: [ErrMissingKey], [ErrInvalidKey], [ErrPayloadMismatch], [ErrFailed],
-//     [ErrLeaseLost] (fn ran but another owner's result stands; retry), [ErrResultNotStored],
-//     [ErrIncompatibleRecord], [ErrConditionFailed], and [ErrStore]. A [*StoreError] with Op
-//     "claim" means fn did not run (unless [WithFailOpen] is set); with Op "complete", fn ran
-//     but its outcome was not recorded, and the key stays in progress until its lease ends.
+//   - Other errors: [ErrMissingKey], [ErrInvalidKey], [ErrPayloadMismatch] (also when the
+//     key is held by a lease-ended record of another request that has a checkpoint: its
+//     effects are recorded there, so it keeps the key until it completes or expires),
+//     [ErrFailed], [ErrLeaseLost] (fn ran but another owner's result stands; retry),
+//     [ErrResultNotStored], [ErrIncompatibleRecord], [ErrConditionFailed], and [ErrStore].
+//
+// A [*StoreError] with Op "claim" means fn did not run (unless [WithFailOpen] is set). With
+// Op "complete", fn ran and Do returns its result with the error: the completion failed,
+// and a completion that failed with a store error was already sent again while ctx's
+// deadline allowed and its fate read back, which showed it had not landed (or could not be
+// read). Then:
+//
+//   - errors.Is(err, [ErrNotCommitted]): nothing of fn's outcome committed, neither the
+//     record nor the writes fn attached ([Attach]); the key was released, and a retry runs
+//     fn again. Effects fn had outside its attached writes did happen.
+//   - otherwise: fn ran but its outcome is not recorded; the key stays in progress until
+//     its lease ends, after which a retry runs fn again.
 //
 // fn receives a context carrying the lease, for [Checkpoint], [LastCheckpoint] and
 // [Attach]. Its deadline sets the lease: the lease ends at ctx's deadline plus the margin.

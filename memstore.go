@@ -89,6 +89,9 @@ func (s *MemStore) Complete(ctx context.Context, rec *Record, attached []any) er
 	if err != nil {
 		return err
 	}
+	if old.Status != StatusInProgress {
+		return nil // completed already: a resend, whose writes must not run again
+	}
 	for _, w := range writes {
 		if err := w(); err != nil {
 			return fmt.Errorf("%w: %w", ErrConditionFailed, err)

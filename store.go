@@ -30,8 +30,11 @@ type Store interface {
 
 	// Complete replaces the in-progress record rec.Key with rec (status [StatusCompleted]
 	// or [StatusFailed]) if its lease token still equals rec.LeaseToken, else returns
-	// [ErrLeaseLost]. Attached writes (see [Attach]) commit atomically with it or not at
-	// all; a store returns an error for attachments of a type it does not support.
+	// [ErrLeaseLost]. The stored checkpoint is kept, whatever rec.Checkpoint says. Attached
+	// writes (see [Attach]) commit atomically with it or not at all; a store returns an
+	// error for attachments of a type it does not support. Complete must be safe to send
+	// again after a failure whose outcome is unknown: if the record is already completed
+	// under rec.LeaseToken, it returns nil and commits no attached write a second time.
 	Complete(ctx context.Context, rec *Record, attached []any) error
 
 	// Release gives up the lease of token on the in-progress record for key, so that a

@@ -170,11 +170,17 @@ func (s *Store) getItem(ctx context.Context, key string) (map[string]types.Attri
 
 // Complete implements [idem.Store]. Without attachments it is one UpdateItem of the record
 // to rec's status, result and expiry, conditional on the lease token: a worker whose lease
-// was taken over gets [idem.ErrLeaseLost] and never overwrites the new owner's record. With
-// attachments (see [Attach]) it is one TransactWriteItems holding that update first and the
-// attached writes after it, so they commit together or not at all; a failed condition on
-// an attached write yields [idem.ErrConditionFailed]. A record over DynamoDB's item size
-// limit yields [idem.ErrTooLarge]. The checkpoint is kept; the lease end is removed.
+// was taken over gets [idem.ErrLeaseLost] and never overwrites the new owner's record, and
+// a resend of a completion that landed writes the same values again. With attachments (see
+// [Attach]) it is one TransactWriteItems holding that update first and the attached writes
+// after it, so they commit together or not at all; the update then also requires the
+// record in progress, so that a resend of a transaction that landed commits nothing (the
+// failed condition returns the record, which shows it completed under rec's token, and
+// Complete returns nil). A failed condition on an attached write yields an
+// [*AttachedWriteError] wrapping [idem.ErrConditionFailed]. A record over DynamoDB's item
+// size limit yields [idem.ErrTooLarge]; an attached write over it, an error wrapping
+// [idem.ErrStore], [idem.ErrNotCommitted] and an [*AttachedWriteError] naming it, so the
+// guard releases the key. The checkpoint is kept; the lease end is removed.
 func (s *Store) Complete(ctx context.Context, rec *idem.Record, attached []any) error {
 	upd, err := s.completion(rec)
 	if err != nil {
@@ -191,12 +197,15 @@ func (s *Store) Complete(ctx context.Context, rec *idem.Record, attached []any) 
 		})
 		return s.leaseFail("complete", err)
 	}
+	upd.ConditionExpression = aws.String(ownedInProgressCondition)
+	upd.ExpressionAttributeValues[":inprogress"] = &types.AttributeValueMemberS{Value: string(idem.StatusInProgress)}
+	upd.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
 	items, err := transactItems(upd, attached)
 	if err != nil {
 		return err
 	}
 	_, err = s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
-	return s.transactFail(err)
+	return s.transactFail(rec, items, err)
 }
 
 // completion builds the conditional update that completes rec.

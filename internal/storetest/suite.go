@@ -495,16 +495,35 @@ func (h Harness) storeFailures(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, 2, runs, "after the lease the work runs again: its outcome was never recorded")
 	})
+	t.Run("CompleteFailsThenSucceeds", func(t *testing.T) {
+		s, g, _ := newFaulty(t)
+		k := key(t)
+		s.FailTimes("complete", outage, false, 2)
+		runs := 0
+		fn := func(context.Context) (result, error) { runs++; return result{N: runs}, nil }
+		v, replayed, err := do(h, ctx, g, idem.Request{Key: k}, fn)
+		require.NoError(t, err, "the completion is sent again")
+		assert.False(t, replayed)
+		assert.Equal(t, 1, v.N)
+		assert.Equal(t, 3, s.Calls("complete"))
+		v, replayed, err = do(h, ctx, g, idem.Request{Key: k}, fn)
+		require.NoError(t, err)
+		assert.True(t, replayed)
+		assert.Equal(t, 1, v.N)
+		assert.Equal(t, 1, runs)
+	})
 	t.Run("CompleteAppliedResponseLost", func(t *testing.T) {
 		s, g, _ := newFaulty(t)
 		k := key(t)
-		s.Fail("complete", outage, true)
+		s.Fail("complete", outage, true) // every attempt lands and loses its answer
 		runs := 0
 		fn := func(context.Context) (result, error) { runs++; return result{N: runs}, nil }
-		_, _, err := do(h, ctx, g, idem.Request{Key: k}, fn)
-		require.ErrorIs(t, err, idem.ErrStore)
-		s.Fail("complete", nil, false)
 		v, replayed, err := do(h, ctx, g, idem.Request{Key: k}, fn)
+		require.NoError(t, err, "a read shows the completion landed")
+		assert.False(t, replayed)
+		assert.Equal(t, 1, v.N)
+		s.Fail("complete", nil, false)
+		v, replayed, err = do(h, ctx, g, idem.Request{Key: k}, fn)
 		require.NoError(t, err)
 		assert.True(t, replayed)
 		assert.Equal(t, 1, v.N)
@@ -525,6 +544,48 @@ func (h Harness) storeFailures(t *testing.T) {
 		_, _, err = do(h, ctx, g, idem.Request{Key: k}, func(context.Context) (result, error) { runs++; return result{}, nil })
 		require.NoError(t, err)
 		assert.Equal(t, 2, runs)
+	})
+	if h.NewCounter == nil {
+		return
+	}
+	t.Run("CompleteWithAttachedWritesFails", func(t *testing.T) {
+		s, g, _ := newFaulty(t, idem.WithLease(time.Minute))
+		add, read := h.NewCounter(t, s.Store)
+		k := key(t)
+		s.Fail("complete", outage, false)
+		runs := 0
+		fn := func(ctx context.Context) (result, error) { runs++; return result{N: runs}, add(ctx, 1, false) }
+		_, _, err := do(h, ctx, g, idem.Request{Key: k}, fn)
+		require.ErrorIs(t, err, idem.ErrNotCommitted)
+		require.ErrorIs(t, err, idem.ErrStore)
+		require.ErrorIs(t, err, outage)
+		assert.Equal(t, 0, read(), "nothing committed")
+		s.Fail("complete", nil, false)
+		v, replayed, err := do(h, ctx, g, idem.Request{Key: k}, fn)
+		require.NoError(t, err, "the key was released: the retry runs at once")
+		assert.False(t, replayed)
+		assert.Equal(t, 2, v.N)
+		assert.Equal(t, 2, runs)
+		assert.Equal(t, 1, read())
+	})
+	t.Run("CompleteWithAttachedWritesAppliedResponseLost", func(t *testing.T) {
+		s, g, _ := newFaulty(t)
+		add, read := h.NewCounter(t, s.Store)
+		k := key(t)
+		s.Fail("complete", outage, true)
+		runs := 0
+		fn := func(ctx context.Context) (result, error) { runs++; return result{N: runs}, add(ctx, 1, false) }
+		v, _, err := do(h, ctx, g, idem.Request{Key: k}, fn)
+		require.NoError(t, err)
+		assert.Equal(t, 1, v.N)
+		assert.Greater(t, s.Calls("complete"), 1, "the completion was sent again")
+		assert.Equal(t, 1, read(), "a resent completion never commits its attached writes twice")
+		s.Fail("complete", nil, false)
+		_, replayed, err := do(h, ctx, g, idem.Request{Key: k}, fn)
+		require.NoError(t, err)
+		assert.True(t, replayed)
+		assert.Equal(t, 1, runs)
+		assert.Equal(t, 1, read())
 	})
 }
 
