@@ -29,6 +29,16 @@ func deadRecord(key string, now time.Time, checkpoint, fp string) idem.Record {
 	}
 }
 
+// runSeeing makes one call of req on g whose handler notes the checkpoint it starts from.
+func runSeeing(g *idem.Guard, req idem.Request) (runs int, seen string, err error) {
+	_, _, err = idem.Do(context.Background(), g, req, func(ctx context.Context) (int, error) {
+		runs++
+		seen = idem.LastCheckpoint(ctx)
+		return 1, nil
+	})
+	return runs, seen, err
+}
+
 // TestTakeoverCarriesCheckpoint takes over records whose owners died, and counts the store
 // calls: a checkpoint costs one more claim, which carries it into the new record.
 func TestTakeoverCarriesCheckpoint(t *testing.T) {
@@ -95,12 +105,7 @@ func TestTakeoverCarriesCheckpoint(t *testing.T) {
 			require.NoError(t, err)
 			mem.Put(tc.existing(sk, clock.Now()))
 
-			runs, seen := 0, ""
-			_, _, err = idem.Do(context.Background(), g, req, func(ctx context.Context) (int, error) {
-				runs++
-				seen = idem.LastCheckpoint(ctx)
-				return 1, nil
-			})
+			runs, seen, err := runSeeing(g, req)
 			if tc.wantErr != nil {
 				require.ErrorIs(t, err, tc.wantErr)
 				assert.Zero(t, runs)
@@ -160,12 +165,7 @@ func TestTakeoverWhileCheckpointMoves(t *testing.T) {
 			require.NoError(t, err)
 			s.Put(deadRecord(sk, clock.Now(), "step-0", ""))
 
-			seen, runs := "", 0
-			_, _, err = idem.Do(context.Background(), g, idem.Request{Key: "k"}, func(ctx context.Context) (int, error) {
-				runs++
-				seen = idem.LastCheckpoint(ctx)
-				return 1, nil
-			})
+			runs, seen, err := runSeeing(g, idem.Request{Key: "k"})
 			if tc.wantErr != nil {
 				require.ErrorIs(t, err, tc.wantErr)
 				assert.Zero(t, runs)

@@ -282,17 +282,9 @@ func valueSize(av types.AttributeValue) int {
 	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
 		return 1
 	case *types.AttributeValueMemberSS:
-		n := 0
-		for _, s := range v.Value {
-			n += len(s)
-		}
-		return n
+		return totalLen(v.Value)
 	case *types.AttributeValueMemberBS:
-		n := 0
-		for _, b := range v.Value {
-			n += len(b)
-		}
-		return n
+		return totalLen(v.Value)
 	case *types.AttributeValueMemberNS:
 		n := 0
 		for _, s := range v.Value {
@@ -310,6 +302,15 @@ func valueSize(av types.AttributeValue) int {
 	default:
 		return 0
 	}
+}
+
+// totalLen returns the summed lengths of vs.
+func totalLen[E ~string | ~[]byte](vs []E) int {
+	n := 0
+	for _, v := range vs {
+		n += len(v)
+	}
+	return n
 }
 
 // numberSize counts a number by its digits, leading and trailing zeros included (DynamoDB

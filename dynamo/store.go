@@ -312,46 +312,33 @@ func (s *Store) keepsCheckpoint(item map[string]types.AttributeValue, token stri
 // on the token and the status. The record keeps its checkpoint, which the next claim
 // carries over (see [Store.Claim]).
 func (s *Store) endLease(ctx context.Context, key, token string) error {
-	a := &s.cfg.attrs
-	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                aws.String(s.table),
-		Key:                      s.key(key),
-		UpdateExpression:         aws.String("SET " + phLease + " = :ended"),
-		ConditionExpression:      aws.String(ownedInProgressCondition),
-		ExpressionAttributeNames: a.names(phLease, phToken, phStatus),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":ended":      encodeEpoch(time.Unix(0, 0), leaseExpiryUnit),
-			":token":      &types.AttributeValueMemberS{Value: token},
-			":inprogress": &types.AttributeValueMemberS{Value: string(idem.StatusInProgress)},
-		},
-	})
-	return s.leaseFail("release", err)
+	return s.updateOwned(ctx, "release", key, token, phLease, ":ended", encodeEpoch(time.Unix(0, 0), leaseExpiryUnit))
 }
 
 // Extend implements [idem.Store] with one UpdateItem of the lease end, conditional on the
 // lease token and on the record still being in progress.
 func (s *Store) Extend(ctx context.Context, key, token string, leaseExpires time.Time) error {
-	return s.updateOwned(ctx, "extend", key, token, phLease, encodeEpoch(leaseExpires, leaseExpiryUnit))
+	return s.updateOwned(ctx, "extend", key, token, phLease, ":v", encodeEpoch(leaseExpires, leaseExpiryUnit))
 }
 
 // SetCheckpoint implements [idem.Store] with one UpdateItem of the checkpoint, conditional
 // on the lease token and on the record still being in progress.
 func (s *Store) SetCheckpoint(ctx context.Context, key, token, checkpoint string) error {
-	return s.updateOwned(ctx, "checkpoint", key, token, phCheckpoint, &types.AttributeValueMemberS{Value: checkpoint})
+	return s.updateOwned(ctx, "checkpoint", key, token, phCheckpoint, ":v", &types.AttributeValueMemberS{Value: checkpoint})
 }
 
-// updateOwned sets the attribute behind placeholder ph on the in-progress record owned by
-// token.
-func (s *Store) updateOwned(ctx context.Context, op, key, token, ph string, v types.AttributeValue) error {
+// updateOwned sets the attribute behind placeholder ph to v, named value in the request,
+// on the in-progress record owned by token.
+func (s *Store) updateOwned(ctx context.Context, op, key, token, ph, value string, v types.AttributeValue) error {
 	a := &s.cfg.attrs
 	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                aws.String(s.table),
 		Key:                      s.key(key),
-		UpdateExpression:         aws.String("SET " + ph + " = :v"),
+		UpdateExpression:         aws.String("SET " + ph + " = " + value),
 		ConditionExpression:      aws.String(ownedInProgressCondition),
 		ExpressionAttributeNames: a.names(ph, phToken, phStatus),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":v":          v,
+			value:         v,
 			":token":      &types.AttributeValueMemberS{Value: token},
 			":inprogress": &types.AttributeValueMemberS{Value: string(idem.StatusInProgress)},
 		},

@@ -171,17 +171,23 @@ func (h Harness) payloadMismatch(t *testing.T) {
 	assert.Equal(t, 1, runs)
 }
 
-// blockOwner starts an owner of k that runs until release is closed, and waits until it
-// holds the lease. It returns the owner's outcome channel.
-func blockOwner(h Harness, t *testing.T, ctx context.Context, g *idem.Guard, k string, v result) (release chan struct{}, done chan error) {
+// blockOwner starts an owner of k that runs work (if not nil), then blocks until release is
+// closed and returns v with work's error; it returns once the owner holds the lease and
+// work has run. Past its lease, such an owner has "died". It returns the owner's outcome
+// channel.
+func blockOwner(h Harness, t *testing.T, ctx context.Context, g *idem.Guard, k string, v result, work func(context.Context) error) (release chan struct{}, done chan error) {
 	t.Helper()
 	started := make(chan struct{})
 	release, done = make(chan struct{}), make(chan error, 1)
 	go func() {
-		_, _, err := do(h, ctx, g, idem.Request{Key: k}, func(context.Context) (result, error) {
+		_, _, err := do(h, ctx, g, idem.Request{Key: k}, func(ctx context.Context) (result, error) {
+			var err error
+			if work != nil {
+				err = work(ctx)
+			}
 			close(started)
 			<-release
-			return v, nil
+			return v, err
 		})
 		done <- err
 	}()
@@ -196,7 +202,7 @@ func blockOwner(h Harness, t *testing.T, ctx context.Context, g *idem.Guard, k s
 func (h Harness) inProgress(t *testing.T) {
 	f := h.fixture(t, idem.WithLease(90*time.Second))
 	k := key(t)
-	release, done := blockOwner(h, t, context.Background(), f.guard, k, result{N: 7})
+	release, done := blockOwner(h, t, context.Background(), f.guard, k, result{N: 7}, nil)
 
 	f.clock.Advance(30 * time.Second)
 	_, _, err := do(h, context.Background(), f.guard, idem.Request{Key: k}, func(context.Context) (result, error) {
@@ -215,7 +221,7 @@ func (h Harness) inProgress(t *testing.T) {
 func (h Harness) waitForInFlight(t *testing.T) {
 	f := h.fixture(t, idem.WithWait(time.Minute, 5*time.Millisecond))
 	k := key(t)
-	release, done := blockOwner(h, t, context.Background(), f.guard, k, result{N: 42})
+	release, done := blockOwner(h, t, context.Background(), f.guard, k, result{N: 42}, nil)
 	type out struct {
 		v        result
 		replayed bool
@@ -254,7 +260,7 @@ func (h Harness) expiredIsAbsent(t *testing.T) {
 func (h Harness) takeover(t *testing.T) {
 	f := h.fixture(t, idem.WithLease(time.Minute))
 	k := key(t)
-	release, done := blockOwner(h, t, context.Background(), f.guard, k, result{N: 1, Msg: "late"})
+	release, done := blockOwner(h, t, context.Background(), f.guard, k, result{N: 1, Msg: "late"}, nil)
 
 	f.clock.Advance(time.Minute + time.Second) // the first owner's lease has ended
 	v, replayed, err := do(h, context.Background(), f.guard, idem.Request{Key: k}, func(context.Context) (result, error) {
@@ -678,29 +684,6 @@ func storedKey(t *testing.T, g *idem.Guard, k string) string {
 	return sk
 }
 
-// dyingOwner starts an owner of k that runs work and then "dies": it blocks, past its lease,
-// until release is closed. It returns once work has run.
-func dyingOwner(h Harness, t *testing.T, g *idem.Guard, k string, work func(ctx context.Context) error) (release chan struct{}, done chan error) {
-	t.Helper()
-	started := make(chan struct{})
-	release, done = make(chan struct{}), make(chan error, 1)
-	go func() {
-		_, _, err := do(h, context.Background(), g, idem.Request{Key: k}, func(ctx context.Context) (result, error) {
-			err := work(ctx)
-			close(started)
-			<-release
-			return result{}, err
-		})
-		done <- err
-	}()
-	select {
-	case <-started:
-	case err := <-done:
-		t.Fatalf("owner did not start: %v", err)
-	}
-	return release, done
-}
-
 func (h Harness) checkpointTwoTakeovers(t *testing.T) {
 	f := h.fixture(t, idem.WithLease(time.Minute))
 	h.checkpointTakeovers(t, f.guard, f.clock)
@@ -710,10 +693,10 @@ func (h Harness) checkpointTwoTakeovers(t *testing.T) {
 // take over and die, and a third take over; the second and third must see the checkpoint.
 func (h Harness) checkpointTakeovers(t *testing.T, g *idem.Guard, clock *Clock) {
 	k := key(t)
-	r1, d1 := dyingOwner(h, t, g, k, func(ctx context.Context) error { return idem.Checkpoint(ctx, "payment_charged") })
+	r1, d1 := blockOwner(h, t, context.Background(), g, k, result{}, func(ctx context.Context) error { return idem.Checkpoint(ctx, "payment_charged") })
 	clock.Advance(2 * time.Minute)
 	seen := ""
-	r2, d2 := dyingOwner(h, t, g, k, func(ctx context.Context) error { seen = idem.LastCheckpoint(ctx); return nil })
+	r2, d2 := blockOwner(h, t, context.Background(), g, k, result{}, func(ctx context.Context) error { seen = idem.LastCheckpoint(ctx); return nil })
 	assert.Equal(t, "payment_charged", seen, "the second owner knows the card was charged")
 	clock.Advance(2 * time.Minute)
 	v, _, err := do(h, context.Background(), g, idem.Request{Key: k}, func(ctx context.Context) (result, error) {
@@ -817,7 +800,7 @@ func (h Harness) waitOtherPayload(t *testing.T) {
 func (h Harness) shortExpiryLongLease(t *testing.T) {
 	f := h.fixture(t, idem.WithExpiry(30*time.Second), idem.WithLease(5*time.Minute))
 	k := key(t)
-	release, done := blockOwner(h, t, context.Background(), f.guard, k, result{N: 1})
+	release, done := blockOwner(h, t, context.Background(), f.guard, k, result{N: 1}, nil)
 	f.clock.Advance(time.Minute) // past the expiry window, well inside the lease
 	_, _, err := do(h, context.Background(), f.guard, idem.Request{Key: k}, func(context.Context) (result, error) {
 		t.Error("a second run inside the first one's lease")
