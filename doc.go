@@ -35,7 +35,8 @@
 // [BatchStore], a batch of new keys costs two round trips in all.
 //
 // Handlers can record progress with [Checkpoint] and read it after a takeover with
-// [LastCheckpoint], and attach their own store writes to the completion with [Attach] so the
+// [LastCheckpoint] (a failed or panicking handler's release keeps the checkpoint for the
+// retry, and a takeover carries it into the new owner's record), and attach their own store writes to the completion with [Attach] so the
 // business effect and the record commit together or not at all.
 //
 // See https://docs.aws.amazon.com/lambda/latest/dg/invocation-retries.html for when Lambda

@@ -84,17 +84,32 @@ func (g *Guard) Scope() string { return g.cfg.scope }
 // window, and reports whether the result was replayed rather than computed.
 //
 //   - New (or expired) key: fn runs under a lease and its result is stored: two store round
-//     trips. If fn fails, the key is released (or, with [WithRememberFailures], the failure
-//     stored) and Do returns fn's result and error unchanged.
+//     trips. If fn fails or panics, the key is released (or, with [WithRememberFailures],
+//     the failure stored) and Do returns fn's result and error unchanged; a checkpoint fn
+//     recorded is kept for the retry (see [Checkpoint]).
+//   - Key whose owner died after a checkpoint: taken over once its lease ends, with one
+//     more claim round trip, which carries the checkpoint into the new record.
 //   - Completed key: the stored result is decoded and returned with replayed true: one round
 //     trip, none on a local cache hit ([WithCache]).
 //   - Key in flight elsewhere: [*InProgressError] ([ErrInProgress]), or with [WithWait] the
 //     owner's result once it completes.
-//   - Other errors: [ErrMissingKey], [ErrInvalidKey], [ErrPayloadMismatch], [ErrFailed],
-//     [ErrLeaseLost] (fn ran but another owner's result stands; retry), [ErrResultNotStored],
-//     [ErrIncompatibleRecord], [ErrConditionFailed], and [ErrStore]. A [*StoreError] with Op
-//     "claim" means fn did not run (unless [WithFailOpen] is set); with Op "complete", fn ran
-//     but its outcome was not recorded, and the key stays in progress until its lease ends.
+//   - Other errors: [ErrMissingKey], [ErrInvalidKey], [ErrPayloadMismatch] (also when the
+//     key is held by a lease-ended record of another request that has a checkpoint: its
+//     effects are recorded there, so it keeps the key until it completes or expires),
+//     [ErrFailed], [ErrLeaseLost] (fn ran but another owner's result stands; retry),
+//     [ErrResultNotStored], [ErrIncompatibleRecord], [ErrConditionFailed], and [ErrStore].
+//
+// A [*StoreError] with Op "claim" means fn did not run (unless [WithFailOpen] is set). With
+// Op "complete", fn ran and Do returns its result with the error: the completion failed,
+// and a completion that failed with a store error was already sent again while ctx's
+// deadline allowed and its fate read back, which showed it had not landed (or could not be
+// read). Then:
+//
+//   - errors.Is(err, [ErrNotCommitted]): nothing of fn's outcome committed, neither the
+//     record nor the writes fn attached ([Attach]); the key was released, and a retry runs
+//     fn again. Effects fn had outside its attached writes did happen.
+//   - otherwise: fn ran but its outcome is not recorded; the key stays in progress until
+//     its lease ends, after which a retry runs fn again.
 //
 // fn receives a context carrying the lease, for [Checkpoint], [LastCheckpoint] and
 // [Attach]. Its deadline sets the lease: the lease ends at ctx's deadline plus the margin.
@@ -199,51 +214,65 @@ func (g *Guard) claimRecord(ctx context.Context, key, token, fp string, now time
 	}
 }
 
+// takeoverAttempts bounds the claims one claim step makes while a lease-ended record with
+// a checkpoint refuses them: its owner, still running past its lease, may move the
+// checkpoint between our attempts. After the last, the caller is told the key is in
+// progress.
+const takeoverAttempts = 3
+
 // claimed interprets the store's answer to claiming rec: our record when claimed, else the
-// live record that holds the key.
+// record that holds the key. A lease-ended record refuses a claim that does not carry its
+// checkpoint (see [Store]); claimed then claims again with that checkpoint, so that the new
+// owner resumes from it and the checkpoint lives in the record itself, where a resent claim
+// or a later takeover finds it.
 func (g *Guard) claimed(ctx context.Context, rec *Record, now time.Time, prev *Record, claimed bool, err error) (*Record, bool, error) {
 	key := rec.Key
-	if err != nil {
-		err = storeErr("claim", err)
-		g.storeFailed(ctx, key, "claim", now, err)
-		return nil, false, err
+	for attempt := 1; ; attempt++ {
+		if err != nil {
+			err = storeErr("claim", err)
+			g.storeFailed(ctx, key, "claim", now, err)
+			return nil, false, err
+		}
+		if claimed {
+			g.fire(ctx, g.cfg.hooks.OnClaimed, now, Event{Key: key})
+			return rec, true, nil
+		}
+		if prev == nil {
+			return nil, false, storeErr("claim", errors.New("store reported a conflict without the record"))
+		}
+		if prev.Status == StatusInProgress && prev.LeaseToken == rec.LeaseToken {
+			// Our own claim: it took effect, its response was lost, and a retry (the SDK's
+			// retryer resends a request whose connection broke) met the record it wrote. The
+			// token is fresh for every claim, so no one else holds it: we own the lease, and
+			// the record holds the checkpoint the claim carried.
+			g.fire(ctx, g.cfg.hooks.OnClaimed, now, Event{Key: key})
+			return rec, true, nil
+		}
+		if prev.live(now) || attempt == takeoverAttempts {
+			return prev, false, nil
+		}
+		if err := g.carryCheckpoint(ctx, rec, prev, now); err != nil {
+			return nil, false, err
+		}
+		prev, claimed, err = g.store.Claim(ctx, rec, now)
 	}
-	if claimed {
-		g.fire(ctx, g.cfg.hooks.OnClaimed, now, Event{Key: key})
-		g.inheritCheckpoint(ctx, rec, prev)
-		return rec, true, nil
-	}
-	if prev == nil {
-		return nil, false, storeErr("claim", errors.New("store reported a conflict without the record"))
-	}
-	if prev.Status == StatusInProgress && prev.LeaseToken == rec.LeaseToken {
-		// Our own claim: it took effect, its response was lost, and a retry (the SDK's
-		// retryer resends a request whose connection broke) met the record it wrote. The
-		// token is fresh for every claim, so no one else holds it: we own the lease.
-		g.fire(ctx, g.cfg.hooks.OnClaimed, now, Event{Key: key})
-		return rec, true, nil
-	}
-	return prev, false, nil
 }
 
-// inheritCheckpoint carries the checkpoint of an in-progress record this claim took over
-// onto the new record, so the new owner resumes where the previous one stopped, and so does
-// the owner after it if this one dies too. The claim replaced the whole item, so the
-// checkpoint is written back: one more round trip, only on a takeover that had one. A
-// request with another fingerprint is other work and inherits nothing.
-func (g *Guard) inheritCheckpoint(ctx context.Context, rec, prev *Record) {
-	if prev == nil || prev.Status != StatusInProgress || prev.Checkpoint == "" ||
-		(rec.Fingerprint != "" && prev.Fingerprint != "" && rec.Fingerprint != prev.Fingerprint) {
-		return
+// carryCheckpoint sets the checkpoint rec must carry to take over prev, a record that
+// refused the claim although it no longer holds its key: an ended lease with a checkpoint.
+// The checkpoint records effects of prev's request, so a request with another fingerprint
+// gets [ErrPayloadMismatch]: the key stays with prev's request until it completes or the
+// record expires. A record past its expiry is replaced without its checkpoint.
+func (g *Guard) carryCheckpoint(ctx context.Context, rec, prev *Record, now time.Time) error {
+	rec.Checkpoint = ""
+	if prev.expired(now) || prev.Checkpoint == "" {
+		return nil
+	}
+	if err := g.checkFingerprint(ctx, prev, rec.Fingerprint); err != nil {
+		return err
 	}
 	rec.Checkpoint = prev.Checkpoint
-	start := g.now()
-	if err := g.store.SetCheckpoint(ctx, rec.Key, rec.LeaseToken, rec.Checkpoint); err != nil {
-		// This owner still sees the checkpoint; only a further takeover would miss it.
-		err = storeErr("checkpoint", err)
-		g.storeFailed(ctx, rec.Key, "checkpoint", start, err)
-		g.cfg.logger.WarnContext(ctx, "idem: could not carry the checkpoint over to the new lease", "key", rec.Key, "error", err)
-	}
+	return nil
 }
 
 // leaseEnd computes when a lease taken at now ends: the context deadline capped by the

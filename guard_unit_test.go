@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -63,6 +64,17 @@ func (c *counting) Complete(ctx context.Context, r *idem.Record, a []any) error 
 func (c *counting) Release(ctx context.Context, k, t string) error {
 	c.inc("release")
 	return c.Store.Release(ctx, k, t)
+}
+func (c *counting) SetCheckpoint(ctx context.Context, k, t, cp string) error {
+	c.inc("checkpoint")
+	return c.Store.SetCheckpoint(ctx, k, t, cp)
+}
+
+// counts returns the calls by operation.
+func (c *counting) counts() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.calls)
 }
 
 func TestRoundTrips(t *testing.T) {

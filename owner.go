@@ -3,6 +3,7 @@ package idem
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -51,7 +52,7 @@ func (g *Guard) runHandler(ctx context.Context, rec *Record, run func(context.Co
 	s := settlement{l: l, start: start, value: v, runErr: runErr}
 	if runErr != nil {
 		if g.cfg.rememberFail != nil && !errors.Is(runErr, ErrDoNotStore) && g.cfg.rememberFail(runErr) {
-			s.done = g.completedRecord(rec, StatusFailed, []byte(runErr.Error()), EncodingError)
+			s.done = g.completedRecord(rec, LastCheckpoint(l), StatusFailed, []byte(runErr.Error()), EncodingError)
 		}
 		return s // attached writes of a failed handler never commit
 	}
@@ -59,7 +60,7 @@ func (g *Guard) runHandler(ctx context.Context, rec *Record, run func(context.Co
 	if encErr != nil {
 		g.cfg.logger.ErrorContext(ctx, "idem: result not encodable; completing without it", "key", rec.Key, "error", encErr)
 	}
-	s.done = g.completedRecord(rec, StatusCompleted, data, enc)
+	s.done = g.completedRecord(rec, LastCheckpoint(l), StatusCompleted, data, enc)
 	s.attached = attached
 	return s
 }
@@ -70,10 +71,7 @@ func (g *Guard) settle(ctx context.Context, s settlement) error {
 		g.release(ctx, s.l, s.start, s.runErr)
 		return s.runErr
 	}
-	cctx, cancel := detached(ctx)
-	err := g.store.Complete(cctx, s.done, s.attached)
-	cancel()
-	return g.completed(ctx, s, err)
+	return g.completed(ctx, s, g.complete(ctx, s))
 }
 
 // completed interprets the outcome err of writing s.done and returns the caller's error.
@@ -83,9 +81,7 @@ func (g *Guard) completed(ctx context.Context, s settlement, err error) error {
 		// The store's item limit is lower than WithMaxResultSize allowed: keep the work
 		// recorded as done, without the body, rather than repeating it.
 		s.done.Data, s.done.Encoding = nil, EncodingNone
-		cctx, cancel := detached(ctx)
-		err = g.completeResult(ctx, s.l, s.done, s.attached, s.start, g.store.Complete(cctx, s.done, s.attached))
-		cancel()
+		err = g.completeResult(ctx, s.l, s.done, s.attached, s.start, g.complete(ctx, s))
 	}
 	if errors.Is(err, ErrConditionFailed) || errors.Is(err, ErrNotCommitted) {
 		// Nothing committed, attached writes included: a retry may run again.
@@ -100,13 +96,104 @@ func (g *Guard) completed(ctx context.Context, s settlement, err error) error {
 	return err
 }
 
+// Retries of a completion that failed with a store error.
+const (
+	// completeAttempts is how many times a completion is sent when ctx has no deadline.
+	completeAttempts = 3
+	// completeMaxAttempts bounds the attempts when ctx has a deadline.
+	completeMaxAttempts = 6
+	// completeBackoff is the wait before the second attempt; each later wait doubles.
+	completeBackoff = 50 * time.Millisecond
+	// completeDeadlineMargin is the time a retry leaves before ctx's deadline, for the
+	// attempt itself and for answering the caller.
+	completeDeadlineMargin = 500 * time.Millisecond
+)
+
+// complete writes s.done and its attached writes and returns the store's answer. A store
+// failure (not a verdict such as a lost lease, a failed condition, a record too large or a
+// transaction that committed nothing) is sent again after a short backoff, while ctx's
+// deadline leaves time for it (completeAttempts in all without a deadline): the completion
+// is conditional on the lease token, and a store completes a record already completed under
+// that token without committing anything twice, so a resend is safe. If every attempt
+// fails, [Guard.resolveComplete] reads what happened.
+func (g *Guard) complete(ctx context.Context, s settlement) error {
+	cctx, cancel := detached(ctx)
+	defer cancel()
+	wait := completeBackoff
+	for attempt := 1; ; attempt++ {
+		err := g.store.Complete(cctx, s.done, s.attached)
+		if err == nil || !retryable(err) {
+			return err
+		}
+		if !g.mayRetryComplete(ctx, attempt, wait) {
+			return g.resolveComplete(ctx, s, err)
+		}
+		select {
+		case <-cctx.Done():
+			return g.resolveComplete(ctx, s, err)
+		case <-g.cfg.clock.After(wait):
+		}
+		wait *= 2
+	}
+}
+
+// retryable reports whether a completion that failed with err may succeed if sent again.
+func retryable(err error) bool {
+	for _, verdict := range []error{ErrLeaseLost, ErrConditionFailed, ErrTooLarge, ErrNotCommitted, ErrIncompatibleRecord} {
+		if errors.Is(err, verdict) {
+			return false
+		}
+	}
+	return true
+}
+
+// mayRetryComplete reports whether a completion that failed attempt times may be sent again
+// after waiting wait: while ctx's deadline, read on the guard's clock as the lease is,
+// leaves completeDeadlineMargin after the wait; without a deadline, up to completeAttempts.
+func (g *Guard) mayRetryComplete(ctx context.Context, attempt int, wait time.Duration) bool {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return attempt < completeAttempts
+	}
+	return attempt < completeMaxAttempts && g.now().Add(wait+completeDeadlineMargin).Before(dl)
+}
+
+// resolveComplete decides, with one strongly consistent read, what a completion whose
+// every attempt failed with err left behind. The record completed under our token: an
+// attempt landed and its answer was lost, so the completion succeeded. The record still in
+// progress under our token, with writes attached: nothing committed, so the caller gets an
+// error wrapping [ErrNotCommitted] and [Guard.completed] releases the key. Otherwise (no
+// attachments, a failed read, another owner): err, and the key stays as it is.
+func (g *Guard) resolveComplete(ctx context.Context, s settlement, err error) error {
+	cctx, cancel := detached(ctx)
+	cur, gerr := g.store.Get(cctx, s.done.Key)
+	cancel()
+	if gerr != nil || cur == nil || cur.LeaseToken != s.done.LeaseToken {
+		return err
+	}
+	switch {
+	case cur.Status == s.done.Status:
+		return nil
+	case cur.Status == StatusInProgress && len(s.attached) > 0:
+		var se *StoreError
+		if errors.As(err, &se) && se.Op == "complete" {
+			err = se.Err // one StoreError around the cause is enough
+		}
+		return &StoreError{Op: "complete", Err: fmt.Errorf("%w: %w", ErrNotCommitted, err)}
+	}
+	return err
+}
+
 // detached returns a context for recording an outcome: it keeps ctx's values but not its
 // cancellation, bounded by completionTimeout.
 func detached(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), completionTimeout)
 }
 
-func (g *Guard) completedRecord(rec *Record, status Status, data []byte, enc string) *Record {
+// completedRecord returns the record that completes the claim rec. It carries the lease's
+// last checkpoint, which the store keeps anyway, so that the record is what will be stored
+// (a store may need its size).
+func (g *Guard) completedRecord(rec *Record, checkpoint string, status Status, data []byte, enc string) *Record {
 	return &Record{
 		Key:         rec.Key,
 		Status:      status,
@@ -115,6 +202,7 @@ func (g *Guard) completedRecord(rec *Record, status Status, data []byte, enc str
 		Data:        data,
 		Encoding:    enc,
 		LeaseToken:  rec.LeaseToken,
+		Checkpoint:  checkpoint,
 		Version:     SchemaVersion,
 	}
 }
@@ -140,7 +228,11 @@ func (g *Guard) completeResult(ctx context.Context, l *lease, rec *Record, attac
 	default:
 		err = storeErr("complete", err)
 		g.storeFailed(ctx, l.key, "complete", start, err)
-		g.cfg.logger.ErrorContext(ctx, "idem: completion failed; the key stays in progress until its lease ends", "key", l.key, "error", err)
+		if errors.Is(err, ErrNotCommitted) {
+			g.cfg.logger.WarnContext(ctx, "idem: completion not committed; releasing the key", "key", l.key, "error", err)
+		} else {
+			g.cfg.logger.ErrorContext(ctx, "idem: completion failed; the key stays in progress until its lease ends", "key", l.key, "error", err)
+		}
 		return err
 	}
 }

@@ -74,6 +74,16 @@ func (r *Record) leaseExpired(now time.Time) bool {
 	return r.Status == StatusInProgress && !r.LeaseExpires.IsZero() && !now.Before(r.LeaseExpires)
 }
 
+// claimableBy reports whether a claim of rec at now may replace the record: it is absent
+// or expired, or its lease has ended and rec carries its checkpoint (both may be empty).
+// It is the claim condition of [Store.Claim].
+func (r *Record) claimableBy(rec *Record, now time.Time) bool {
+	if r == nil || r.expired(now) {
+		return true
+	}
+	return r.leaseExpired(now) && r.Checkpoint == rec.Checkpoint
+}
+
 // live reports whether the record holds its key at now: it exists, has not expired, and is
 // not an in-progress record whose lease has ended. It is the negation of the claim condition.
 func (r *Record) live(now time.Time) bool {

@@ -70,9 +70,10 @@ func TestNoSecretsInLogsOrTable(t *testing.T) {
 	g := guard()
 	ok := func(context.Context) (string, error) { return secretBody, nil }
 
-	client.Arm(ddbfault.Complete, ddbfault.ServerError, 1)
+	client.Arm(ddbfault.Complete, ddbfault.ServerError, -1) // every attempt of the completion
 	_, _, err := idem.Do(ctx, g, idem.Request{Key: secretKey + "-1", Fingerprint: []byte(secretBody)}, ok)
 	require.ErrorIs(t, err, idem.ErrStore)
+	client.Disarm()
 	client.Arm(ddbfault.Claim, ddbfault.Throttle, 1)
 	_, _, err = idem.Do(ctx, guard(idem.WithFailOpen(true)), idem.Request{Key: secretKey + "-2"}, ok)
 	require.NoError(t, err, "fail-open runs the handler")
