@@ -147,7 +147,24 @@ func (w *world) setup() error {
 		opts = append(opts, idem.WithMaxLease(p.maxLease))
 	}
 	if p.heartbeat > 0 {
-		opts = append(opts, idem.WithHeartbeat(p.heartbeat))
+		// An interval New refuses (above half the lease it grants, less the margin) is
+		// clamped to the largest it accepts, and the refusal is checked: that refusal is
+		// the fix for heartbeats validated against WithLease alone.
+		if _, err := idem.New(idem.NewMemStore(), "sim", append(opts, idem.WithHeartbeat(p.heartbeat))...); err != nil {
+			lease := p.lease
+			if p.maxLease > 0 {
+				lease = min(lease, p.maxLease)
+			}
+			valid := (lease - p.margin) / 2
+			if p.heartbeat <= valid {
+				return fmt.Errorf("heartbeat %s refused though within %s: %w", p.heartbeat, valid, err)
+			}
+			w.logf("heartbeat %s refused by New; clamped to %s", p.heartbeat, max(valid, 0))
+			p.heartbeat = max(valid, 0)
+		}
+		if p.heartbeat > 0 {
+			opts = append(opts, idem.WithHeartbeat(p.heartbeat))
+		}
 	}
 	if p.waitMax > 0 {
 		opts = append(opts, idem.WithWait(p.waitMax, p.waitPoll))
