@@ -1,10 +1,8 @@
 package sqs_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"testing"
@@ -14,21 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/jsonlines"
 	"github.com/idemkit/idem/sqs"
 )
-
-// logLines parses JSON log output, one object per line.
-func logLines(t *testing.T, out []byte) []map[string]any {
-	t.Helper()
-	var lines []map[string]any
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		var l map[string]any
-		require.NoError(t, json.Unmarshal(sc.Bytes(), &l), "not a JSON line: %s", sc.Text())
-		lines = append(lines, l)
-	}
-	return lines
-}
 
 // At WARN, an operator sees one line per failed message saying which and why, and never
 // its key or body.
@@ -75,7 +61,7 @@ func TestFailedMessageLogLines(t *testing.T) {
 			assert.NotContains(t, out.String(), "4111111111111111")
 			byMessage := map[string]map[string]any{}
 			var summaries int
-			for _, l := range logLines(t, out.Bytes()) {
+			for _, l := range jsonlines.Parse(t, out.Bytes()) {
 				if l["msg"] == "sqs: batch processed" {
 					summaries++
 					continue
