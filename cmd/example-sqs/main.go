@@ -51,7 +51,7 @@ func run(logger *slog.Logger) error {
 		return err
 	}
 	// One client per container: created before the first invocation and reused by all.
-	client, err := lambdaenv.DynamoDB(context.Background())
+	client, err := lambdaenv.DynamoDB(context.Background(), logger)
 	if err != nil {
 		return err
 	}
