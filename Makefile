@@ -24,6 +24,10 @@ FUZZ_TARGETS ?= $(shell git grep --untracked -E '^func Fuzz' -- '*_test.go' | \
 	sed -E 's|^(([^:]*)/)?[^/:]*:func (Fuzz[A-Za-z0-9_]*).*|./\2:\3|; s|^\./:|.:|')
 FUZZTIME ?= 5s
 
+# Every Go module of the repository: the root and those nested in it (idemotel), which keep
+# their dependencies out of the root's. test, vet and lint run in each.
+MODULES := $(sort . $(patsubst %/go.mod,%,$(shell git ls-files --cached --others --exclude-standard '*/go.mod')))
+
 .PHONY: deps test lint vet fuzz bench soak sim build run clean shellcheck \
 	build-ExampleAPIFunction build-ExampleSQSFunction \
 	localstack-up localstack-deploy localstack-smoke localstack-logs localstack-down
@@ -42,16 +46,16 @@ $(STATICCHECK):
 # The DynamoDB Local tests skip only under -short; here even that fails (internal/ddblocal).
 test: export IDEM_REQUIRE_DYNAMODB := 1
 test: deps lint
-	go test -race -count=1 ./...
+	@for m in $(MODULES); do echo "go test -race ($$m)"; (cd "$$m" && go test -race -count=1 ./...) || exit 1; done
 	$(MAKE) fuzz
 
 lint: vet $(STATICCHECK) shellcheck
-	$(STATICCHECK) ./...
+	@for m in $(MODULES); do echo "staticcheck ($$m)"; (cd "$$m" && $(STATICCHECK) ./...) || exit 1; done
 
 vet:
 	@unformatted="$$(gofmt -l $$(git ls-files '*.go'; git ls-files --others --exclude-standard '*.go'))"; \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:" >&2; echo "$$unformatted" >&2; exit 1; fi
-	go vet ./...
+	@for m in $(MODULES); do echo "go vet ($$m)"; (cd "$$m" && go vet ./...) || exit 1; done
 
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \

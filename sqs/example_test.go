@@ -224,7 +224,7 @@ func ExampleWithHooks() {
 	// ran 0, replayed 1, failed 0
 }
 
-// One summary line per batch, WARN when a message failed.
+// One summary line per batch, WARN when a message failed, after a line per failed message.
 func ExampleWithLogger() {
 	drop := func(_ []string, a slog.Attr) slog.Attr {
 		if a.Key == slog.TimeKey || a.Key == "duration" {
@@ -242,6 +242,7 @@ func ExampleWithLogger() {
 	}, sqs.WithLogger(logger))
 	_, _ = h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m-1", "{}"), message("m-2", "")}})
 	// Output:
+	// level=WARN msg="sqs: message failed" message_id=m-2 reason=handler error=empty
 	// level=WARN msg="sqs: batch processed" messages=2 fifo=false ran=1 replayed=0 duplicates=0 failed=1 failed_by.handler=1
 }
 

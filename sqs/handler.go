@@ -160,12 +160,13 @@ func (h *Handler) reportMessage(ctx context.Context, o *Outcome) {
 }
 
 // logFailure writes a line for a failed message: ERROR with the stack for a panic, since it
-// is a bug; DEBUG otherwise, since the summary line counts failures.
+// is a bug; WARN otherwise, so that an operator reading at WARN learns which message failed
+// and why, not only how many. Lines carry the message ID, never the key or the body.
 func (h *Handler) logFailure(ctx context.Context, o *Outcome) {
 	var pe *PanicError
 	if errors.As(o.Err, &pe) {
 		h.cfg.logger.ErrorContext(ctx, "sqs: message handler panicked", "message_id", o.MessageID, "error", o.Err, "stack", string(pe.Stack))
 		return
 	}
-	h.cfg.logger.DebugContext(ctx, "sqs: message failed", "message_id", o.MessageID, "reason", string(o.Reason), "error", o.Err)
+	h.cfg.logger.WarnContext(ctx, "sqs: message failed", "message_id", o.MessageID, "reason", string(o.Reason), "error", o.Err)
 }

@@ -126,8 +126,8 @@ func WithHooks(h Hooks) Option {
 }
 
 // WithLogger sets the logger for the summary line written after each batch (INFO, or WARN
-// when a message failed) and a line per failed message (DEBUG; ERROR for a handler panic,
-// with its stack). Lines carry message IDs, never keys or bodies. Default: discard. Must not
+// when a message failed) and a line per failed message (WARN, with its message ID and
+// [Reason]; ERROR for a handler panic, with its stack). Lines carry message IDs, never keys or bodies. Default: discard. Must not
 // be nil.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error {
