@@ -269,7 +269,7 @@ func TestSpans(t *testing.T) {
 			hash := stored[strings.LastIndexByte(stored, '#')+1:]
 			want := tc.want(r)
 			for i := range want {
-				want[i].attrs["idem.scope"] = "orders"
+				want[i].attrs["idem.scope"] = "orders.test"
 				want[i].attrs["idem.key.hash"] = hash
 			}
 			got := r.idemSpans(t, parent)
