@@ -204,8 +204,10 @@ func (c *clock) Now() time.Time {
 }
 
 // After returns a channel that receives once d has passed in simulated time. Once the
-// schedule is over it never fires: the contexts end instead, and every wait in the code
-// under test also watches its context.
+// schedule is over it fires at once, as every timer pending then did: the goroutines left
+// only unwind, and not every wait in the code under test watches a context that ends with
+// the schedule (a completion's backoff runs on a context detached from the caller's, which
+// only a timeout in wall time would end).
 func (c *clock) After(d time.Duration) <-chan time.Time {
 	ch := make(chan time.Time, 1)
 	w := c.w
@@ -213,8 +215,7 @@ func (c *clock) After(d time.Duration) <-chan time.Time {
 	defer w.mu.Unlock()
 	w.activity.Add(1)
 	switch {
-	case w.shutdown:
-	case d <= 0:
+	case w.shutdown, d <= 0:
 		ch <- w.now.Add(c.skew)
 	default:
 		w.timers = append(w.timers, timer{at: w.now.Add(d), ch: ch, c: c})
@@ -529,13 +530,16 @@ func (w *world) drawFault(op string) fault {
 }
 
 // finish ends the schedule: every goroutine still waiting is released with abort, every
-// context ends, and the function returns once every actor goroutine has returned.
+// context ends, every pending timer fires, and the function returns once every actor
+// goroutine has returned.
 func (w *world) finish() {
 	w.mu.Lock()
 	w.shutdown = true
 	waiting := w.waiting
 	w.waiting = nil
+	timers := w.timers
 	w.timers = nil
+	now := w.now
 	w.mu.Unlock()
 	for _, a := range w.actors {
 		if a.started {
@@ -544,6 +548,9 @@ func (w *world) finish() {
 	}
 	for _, p := range waiting {
 		p.ch <- decision{abort: true}
+	}
+	for _, tm := range timers {
+		tm.ch <- now.Add(tm.c.skew)
 	}
 	w.wg.Wait()
 }
