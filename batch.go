@@ -155,7 +155,7 @@ func DoClaimed[T any](ctx context.Context, b *Batch, i int, fn func(context.Cont
 		return result, false, errRunTwice
 	}
 	if it.err != nil {
-		if g.failsOpen(it.err) {
+		if g.failsOpen(ctx, it.err) {
 			result, err = fn(ctx)
 			return result, false, err
 		}

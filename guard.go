@@ -146,7 +146,7 @@ func (g *Guard) do(ctx context.Context, req Request, run func(context.Context) (
 	for now := start; ; now = g.now() {
 		rec, claimed, err := g.claim(ctx, key, token, fp, now)
 		if err != nil {
-			if g.failsOpen(err) {
+			if g.failsOpen(ctx, err) {
 				g.cfg.logger.WarnContext(ctx, "idem: store failed, running unguarded (fail-open)", "key", key, "error", err)
 				v, err := run(ctx)
 				return nil, v, err
@@ -361,10 +361,12 @@ func (g *Guard) replay(rec *Record, out any) error {
 
 func (g *Guard) now() time.Time { return g.cfg.clock.Now() }
 
-// failsOpen reports whether err lets the handler run unguarded: only a store failure with
-// [WithFailOpen] set, never the caller's own cancelled or expired context.
-func (g *Guard) failsOpen(err error) bool {
-	return g.cfg.failOpen && errors.Is(err, ErrStore) &&
+// failsOpen reports whether the claim error err lets the handler run unguarded: only a
+// store failure with [WithFailOpen] set, and never once the caller's context has ended,
+// whatever the store answered (its request may have failed on its own after the deadline
+// passed): nobody would get the result, and the handler would start on an ended context.
+func (g *Guard) failsOpen(ctx context.Context, err error) bool {
+	return g.cfg.failOpen && errors.Is(err, ErrStore) && ctx.Err() == nil &&
 		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
 

@@ -246,6 +246,8 @@ func WithMaxResultSize(n int) Option {
 
 // WithFailOpen runs the handler unguarded when the store fails to claim the key, instead of
 // failing closed with [ErrStore]. Default false. Only for work whose duplicates are cheap.
+// Never for a caller whose context has ended by the time the claim fails, whatever the
+// store's error: that caller gets the error, and the handler does not run.
 func WithFailOpen(failOpen bool) Option {
 	return func(c *config) error {
 		c.failOpen = failOpen
