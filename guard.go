@@ -112,7 +112,10 @@ func (g *Guard) Scope() string { return g.cfg.scope }
 //     its lease ends, after which a retry runs fn again.
 //
 // fn receives a context carrying the lease, for [Checkpoint], [LastCheckpoint] and
-// [Attach]. Its deadline sets the lease: the lease ends at ctx's deadline plus the margin.
+// [Attach]. Its deadline sets the lease: the lease ends at ctx's deadline plus the margin
+// (without a deadline, [WithLease] plus the margin; capped by [WithMaxLease]). fn's context
+// never outlives the lease: it ends at the lease end less the margin at the latest, with a
+// cause wrapping [ErrLeaseLost] (see [WithMaxLease] and [WithHeartbeat]).
 func Do[T any](ctx context.Context, g *Guard, req Request, fn func(context.Context) (T, error)) (result T, replayed bool, err error) {
 	// The closure captures only fn, so it stays on the stack; fn's result comes back boxed.
 	rec, v, err := g.do(ctx, req, func(ctx context.Context) (any, error) { return fn(ctx) })
@@ -154,7 +157,7 @@ func (g *Guard) do(ctx context.Context, req Request, run func(context.Context) (
 			return nil, nil, err
 		}
 		if claimed {
-			v, err := g.runOwned(ctx, rec, run)
+			v, err := g.runOwned(ctx, rec, now, run)
 			return nil, v, err
 		}
 		replay, err := g.conflict(ctx, rec, fp, now)
@@ -277,14 +280,24 @@ func (g *Guard) carryCheckpoint(ctx context.Context, rec, prev *Record, now time
 
 // leaseEnd computes when a lease taken at now ends: the context deadline capped by the
 // maximum, plus the margin (after the cap, so that even a 15-minute function keeps it); or,
-// without a deadline, the default lease capped by the maximum. A lease lasts at least
-// minLease.
+// without a deadline, the lease an owner's clock measures ([Guard.ownerLeaseEnd]). A lease
+// lasts at least minLease.
+//
+// The margin is the clock skew the lease tolerates, and the handler's context ends by the
+// lease end less the margin (see [Guard.watch]): with a deadline that is the deadline
+// itself, without one the lease watchdog ends it.
 func (g *Guard) leaseEnd(ctx context.Context, now time.Time) time.Time {
-	d := min(g.cfg.lease, g.cfg.maxLease)
 	if dl, ok := ctx.Deadline(); ok {
-		d = min(dl.Sub(now), g.cfg.maxLease) + g.cfg.leaseMargin
+		return now.Add(max(min(dl.Sub(now), g.cfg.maxLease)+g.cfg.leaseMargin, minLease))
 	}
-	return now.Add(max(d, minLease))
+	return g.ownerLeaseEnd(now)
+}
+
+// ownerLeaseEnd is the end of a lease measured on the owner's clock alone, taken at now:
+// WithLease capped by WithMaxLease, plus the margin. It is the lease of a claim without a
+// deadline, and the least an extension grants.
+func (g *Guard) ownerLeaseEnd(now time.Time) time.Time {
+	return now.Add(max(min(g.cfg.lease, g.cfg.maxLease)+g.cfg.leaseMargin, minLease))
 }
 
 // minLease is the shortest lease: even a context at its deadline holds its key long enough
