@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/idemkit/idem"
 )
 
 // epoch is simulated time zero. It lies far from wall time, so a stray read of the system
@@ -92,6 +94,7 @@ type world struct {
 	led      ledger
 
 	trace      []string
+	notes      [][2]string // label and line, kept until the world is quiet (see note)
 	steps      int
 	collisions int
 	stuck      bool
@@ -123,8 +126,31 @@ func (w *world) quiesce() {
 		}
 		metrics.Read(w.runnable)
 		if v := w.runnable[0].Value; v.Kind() != metrics.KindUint64 || v.Uint64() == 0 {
+			w.flushNotes()
 			return
 		}
+	}
+}
+
+// note keeps a trace line of a goroutine that ran without being released from a point (a
+// request abandoned when its context ended). Several such goroutines may wake at once, in
+// an order the Go scheduler picks, so their lines wait for the world to be quiet and go
+// into the trace sorted by the label of their point.
+func (w *world) note(label, line string) {
+	w.mu.Lock()
+	w.notes = append(w.notes, [2]string{label, line})
+	w.mu.Unlock()
+}
+
+// flushNotes moves the kept lines into the trace, sorted by label.
+func (w *world) flushNotes() {
+	w.mu.Lock()
+	notes := w.notes
+	w.notes = nil
+	w.mu.Unlock()
+	slices.SortStableFunc(notes, func(x, y [2]string) int { return strings.Compare(x[0], y[0]) })
+	for _, n := range notes {
+		w.logf("%s", n[1])
 	}
 }
 
@@ -144,6 +170,42 @@ func (w *world) block(a *actor, kind pointKind, op, key string) decision {
 	w.activity.Add(1)
 	w.mu.Unlock()
 	return <-p.ch
+}
+
+// blockCtx is block for a store request or its late answer, whose context may end while it
+// waits: a real SDK then returns the context's error at once, whether or not the request
+// applied (the beats of a heartbeat that stops, a caller whose deadline passes). It returns
+// that error, wrapped as a store failure, and a zero decision. A dead actor's requests
+// stay frozen all the same: a killed invocation sends and hears nothing more.
+func (w *world) blockCtx(ctx context.Context, a *actor, kind pointKind, op, key string) (decision, error) {
+	p := &point{a: a, kind: kind, op: op, key: key, ch: make(chan decision, 1)}
+	w.mu.Lock()
+	if w.shutdown {
+		w.mu.Unlock()
+		return decision{abort: true}, nil
+	}
+	w.seq++
+	p.seq = w.seq
+	p.label = fmt.Sprintf("%03d %d %s %s", a.id, kind, op, key)
+	w.waiting = append(w.waiting, p)
+	w.activity.Add(1)
+	w.mu.Unlock()
+	select {
+	case d := <-p.ch:
+		return d, nil
+	case <-ctx.Done():
+	}
+	w.mu.Lock()
+	i := slices.Index(w.waiting, p)
+	if i < 0 || a.dead { // released meanwhile, or frozen
+		w.mu.Unlock()
+		return <-p.ch, nil
+	}
+	w.waiting = slices.Delete(w.waiting, i, i+1)
+	w.activity.Add(1)
+	w.mu.Unlock()
+	w.note(p.label, fmt.Sprintf("%s %s %s ✗ its context ended", a, op, key))
+	return decision{}, fmt.Errorf("%w: sim: request abandoned: %w", idem.ErrStore, ctx.Err())
 }
 
 // releasable returns the waiting points of live actors, sorted by label.
