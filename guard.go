@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"sync"
@@ -66,7 +65,7 @@ func New(store Store, operation string, opts ...Option) (*Guard, error) {
 		return nil, err
 	}
 	if cfg.logger == nil {
-		cfg.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		cfg.logger = slog.New(slog.DiscardHandler) // formats nothing
 	}
 	cfg.scope += "." + operation
 	g := &Guard{store: store, cfg: cfg, timed: cfg.hooks.timed()}
