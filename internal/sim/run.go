@@ -79,7 +79,7 @@ func Run(cfg Config) Result {
 		rng:      rand.New(rand.NewPCG(cfg.Seed, 0x1de4_51ed)),
 		now:      epoch,
 		keyNames: make(map[string]string),
-		runnable: []metrics.Sample{{Name: "/sched/goroutines/runnable:goroutines"}},
+		runnable: []metrics.Sample{{Name: "/sched/goroutines/runnable:goroutines"}, {Name: "/sched/goroutines/not-in-go:goroutines"}},
 	}
 	w.led.init()
 	w.store = &store{w: w, mem: idem.NewMemStore(), mutant: cfg.mutant}

@@ -80,7 +80,7 @@ type world struct {
 	shutdown bool
 	seq      uint64
 	activity atomic.Uint64
-	runnable []metrics.Sample // the runtime's count of runnable goroutines
+	runnable []metrics.Sample // the runtime's counts of runnable goroutines and of those in system calls
 
 	actors  []*actor
 	pending []*actor // planned, not yet started, by start time
@@ -110,8 +110,11 @@ type world struct {
 // The count of activity is a heuristic: a goroutine preempted (or whose thread the OS
 // descheduled) before it bumped the counter would look quiet. So the runtime confirms:
 // with one P held by the scheduler, its count of runnable goroutines (local and global
-// run queues) is exact, and the world is quiet only when it is zero. (Before Go 1.26,
-// which added the metric, the rounds alone decide.)
+// run queues) is exact, and the world is quiet only when it is zero, and so is its count
+// of goroutines in a system call: a goroutine in one is neither runnable nor blocked for
+// good (the code under test reads the time zone file once per process, when a logger
+// first formats a time). (Before Go 1.26, which added the metrics, the rounds alone
+// decide.)
 func (w *world) quiesce() {
 	const quietRounds = 3
 	for {
@@ -125,11 +128,17 @@ func (w *world) quiesce() {
 			}
 		}
 		metrics.Read(w.runnable)
-		if v := w.runnable[0].Value; v.Kind() != metrics.KindUint64 || v.Uint64() == 0 {
-			w.flushNotes()
-			return
+		if busy(w.runnable[0]) || busy(w.runnable[1]) {
+			continue
 		}
+		w.flushNotes()
+		return
 	}
+}
+
+// busy reports whether a goroutine count the runtime reports is above zero.
+func busy(s metrics.Sample) bool {
+	return s.Value.Kind() == metrics.KindUint64 && s.Value.Uint64() > 0
 }
 
 // note keeps a trace line of a goroutine that ran without being released from a point (a
