@@ -93,13 +93,10 @@ func (a *actor) describe() string {
 	return s + a.extra
 }
 
-// covered reports whether the guard's configuration promises a's handlers a live lease
-// while their context is live: a deadline (the lease ends after it) or a heartbeat.
-func (a *actor) covered() bool { return a.hasDL || a.w.p.heartbeat > 0 }
-
-// pastLeaseClass names the class of a run of a's that outlived its lease: with a heartbeat
-// whose interval exceeds half the lease WithMaxLease caps, with a heartbeat otherwise (its
-// extensions failed or came late), or without one, its lease capped below its deadline.
+// pastLeaseClass names the class of a run of a's whose context outlived its lease: with a
+// heartbeat whose interval exceeds half the lease WithMaxLease caps, with a heartbeat
+// otherwise (its extensions failed or came late), or without one (a lease capped below the
+// deadline, or without a deadline).
 func (a *actor) pastLeaseClass() string {
 	p := &a.w.p
 	switch {
@@ -112,10 +109,19 @@ func (a *actor) pastLeaseClass() string {
 	}
 }
 
+// skew is how far a's clock runs ahead of true time (negative: behind).
+func (a *actor) skew() time.Duration { return a.c.clk.skew }
+
+// deadlineLease reports whether a lease ending at end ends at a's deadline plus the margin:
+// the end every clock agrees on, whatever the owner's skew.
+func (a *actor) deadlineLease(end time.Time) bool {
+	return a.hasDL && end.Equal(a.deadline.Add(a.w.p.margin))
+}
+
 // leaseWhy describes the lease configuration, for a violation's detail.
 func (a *actor) leaseWhy() string {
 	p := &a.w.p
-	s := fmt.Sprintf("deadline %t, lease %s, maxLease %s, heartbeat %s", a.hasDL, p.lease, p.maxLease, p.heartbeat)
+	s := fmt.Sprintf("deadline %t, lease %s, maxLease %s, heartbeat %s, margin %s, clock skew %s", a.hasDL, p.lease, p.maxLease, p.heartbeat, p.margin, a.skew())
 	if a.hasDL {
 		s += fmt.Sprintf(", deadline at %.3fs", a.deadline.Sub(epoch).Seconds())
 	}
@@ -196,6 +202,9 @@ func (w *world) setup() error {
 		c, err := newContainer(i+1, skew)
 		if err != nil {
 			return err
+		}
+		if skew != 0 {
+			w.logf("c%d: clock skew %s", c.id, skew)
 		}
 		containers = append(containers, c)
 	}

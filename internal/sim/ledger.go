@@ -41,11 +41,16 @@ type run struct {
 
 	claimAt  time.Time // true time the claim applied
 	leaseEnd time.Time // as the store holds it (claim, extensions)
-	expectCp string    // the checkpoint this owner must see
-	staleCp  string    // or this one, left by a record that expired (TTL deletion lags)
-	cpCause  string    // why the record it replaced lacks expectCp, if it does
-	resent   bool      // its claim applied, the response was lost, and the resend met it
-	how      string    // how its handler ended
+	// ownerClock marks a lease measured on the owner's clock (no deadline, a deadline
+	// beyond WithMaxLease, an extension), whose stored end is off by the owner's skew;
+	// else the lease ends at the deadline plus the margin, in true time.
+	ownerClock bool
+	hctx       context.Context // the handler's context, once it started
+	expectCp   string          // the checkpoint this owner must see
+	staleCp    string          // or this one, left by a record that expired (TTL deletion lags)
+	cpCause    string          // why the record it replaced lacks expectCp, if it does
+	resent     bool            // its claim applied, the response was lost, and the resend met it
+	how        string          // how its handler ended
 
 	started, ended bool
 	startAt, endAt time.Time
@@ -95,9 +100,10 @@ type Stats struct {
 	// Reruns counts effects on a key that had one already, after the earlier run ended
 	// without its outcome recorded (a crash, a failed completion): allowed by design.
 	Reruns int
-	// OverlapAfterLease counts effects that ran while an earlier owner of the key was still
-	// running, after that owner's lease had truly ended.
-	OverlapAfterLease int
+	// OverlapBeyondSkew counts effects that ran while an earlier owner of the key was still
+	// running with its context live, whose claim came from a clock beyond the skew the
+	// lease margin tolerates (see ledger.tolerated).
+	OverlapBeyondSkew int
 	// Outlived counts runs whose handler was still running when their lease ended.
 	Outlived int
 	// Unguarded counts handler runs without a lease (WithFailOpen).
@@ -159,7 +165,7 @@ func (l *ledger) claimed(w *world, a *actor, rec, prev *idem.Record, claimed boo
 	r := &run{
 		id: len(l.runs) + 1, key: rec.Key, name: ks.name, token: rec.LeaseToken, a: a,
 		fp: rec.Fingerprint, guarded: true, claimAt: now, leaseEnd: rec.LeaseExpires,
-		how: "its handler never ran",
+		ownerClock: !a.deadlineLease(rec.LeaseExpires), how: "its handler never ran",
 	}
 	r.staleCp = stale
 	if ks.cpSet {
@@ -187,7 +193,28 @@ func (l *ledger) extended(w *world, token string, end time.Time, err error) {
 	defer l.mu.Unlock()
 	if r := l.byToken[token]; r != nil {
 		r.leaseEnd = end
+		r.ownerClock = r.ownerClock || !r.a.deadlineLease(end)
 	}
+}
+
+// lossAt is the true time by which r's handler context must have ended: when the owner's
+// clock reads the lease end less the margin. A context's deadline is read on the owner's
+// clock too (see simCtx), so with a lease ending at the deadline plus the margin that is
+// when the context ends; otherwise the lease watchdog must end it then.
+func (l *ledger) lossAt(w *world, r *run) time.Time {
+	return r.leaseEnd.Add(-w.p.margin - r.a.skew())
+}
+
+// tolerated reports whether a claim by claimer, over the lease of r, comes from a clock
+// within the skew the lease margin tolerates, where no owner may still run: ahead of the
+// owner's clock by less than the margin (the owner's context ends by its lease end less
+// the margin on its own clock); or, for a lease ending at a deadline that Lambda enforces
+// by killing the owner there in true time, ahead of true time by less than the margin.
+func (l *ledger) tolerated(w *world, r *run, claimer *actor) bool {
+	if claimer.skew()-r.a.skew() < w.p.margin {
+		return true
+	}
+	return !r.ownerClock && r.a.kill && claimer.skew() < w.p.margin
 }
 
 func (l *ledger) checkpointed(w *world, key, token, cp string, err error) {
@@ -316,7 +343,7 @@ func (l *ledger) handlerStart(w *world, a *actor, key string, ctx context.Contex
 		r = &run{id: len(l.runs) + 1, key: key, name: ks.name, a: a}
 		l.runs = append(l.runs, r)
 	}
-	r.started, r.startAt = true, now
+	r.started, r.startAt, r.hctx = true, now, ctx
 	if r.guarded {
 		if got := idem.LastCheckpoint(ctx); got != r.expectCp && (r.staleCp == "" || got != r.staleCp) {
 			class, cause := "c.checkpointLost", r.cpCause
@@ -351,26 +378,28 @@ func (l *ledger) effect(w *world, r *run) {
 		l.stats.Reruns++
 	}
 	for _, o := range l.runs {
-		if o == r || o.key != r.key || !o.guarded || !o.started || o.ended {
-			continue
+		if o == r || o.key != r.key || !o.guarded || !o.started || o.ended || o.hctx.Err() != nil {
+			continue // o has ended, or its context has: it can perform no effect any more
 		}
-		// Two runs of the key at once: fine only if the earlier one's lease had truly
-		// ended when the later one claimed.
+		// Two runs of the key at once, both with live contexts: fine only if the later one
+		// claimed from a clock beyond the tolerance.
 		early, late := o, r
 		if r.claimAt.Before(o.claimAt) {
 			early, late = r, o
 		}
-		if !early.leaseEnd.After(late.claimAt) {
-			l.stats.OverlapAfterLease++
-			w.logf("r%d and r%d run %s at once; r%d's lease ended at %.3fs, before r%d claimed", r.id, o.id, ks.name, early.id, early.leaseEnd.Sub(epoch).Seconds(), late.id)
+		if !l.tolerated(w, early, late.a) {
+			l.stats.OverlapBeyondSkew++
+			w.logf("r%d and r%d run %s at once; r%d's claimer (clock skew %s) is beyond the tolerance of r%d's lease (owner's skew %s)", r.id, o.id, ks.name, late.id, late.a.skew(), early.id, early.a.skew())
 			continue
 		}
-		l.violate("a.overlap", ks.name, "run r%d (%s) ran its effect while run r%d (%s) also ran; r%d claimed at %.3fs while r%d's lease was live until %.3fs",
-			r.id, r.a, o.id, o.a, late.id, late.claimAt.Sub(epoch).Seconds(), early.id, early.leaseEnd.Sub(epoch).Seconds())
+		l.violate("a.overlap", ks.name, "run r%d (%s) ran its effect while run r%d (%s) also ran with its context live; r%d claimed at %.3fs, r%d's lease ends at %.3fs (clock skews: claimer %s, owner %s)",
+			r.id, r.a, o.id, o.a, late.id, late.claimAt.Sub(epoch).Seconds(), early.id, early.leaseEnd.Sub(epoch).Seconds(), late.a.skew(), early.a.skew())
 	}
-	if !now.Before(r.leaseEnd) && r.a.covered() {
-		l.violate(r.a.pastLeaseClass(), ks.name, "run r%d (%s) ran its effect at %.3fs, after its lease ended at %.3fs, with its context still live (%s)",
-			r.id, r.a, now.Sub(epoch).Seconds(), r.leaseEnd.Sub(epoch).Seconds(), r.a.leaseWhy())
+	// The handler's context never outlives its lease: it ends by the lease end less the
+	// margin (the deadline, or the lease watchdog), and the handler honours it.
+	if loss := l.lossAt(w, r); !now.Before(loss) {
+		l.violate(r.a.pastLeaseClass(), ks.name, "run r%d (%s) ran its effect at %.3fs, after its lease's point of loss at %.3fs (lease end %.3fs less the margin, true time), with its context still live (%s)",
+			r.id, r.a, now.Sub(epoch).Seconds(), loss.Sub(epoch).Seconds(), r.leaseEnd.Sub(epoch).Seconds(), r.a.leaseWhy())
 	}
 }
 

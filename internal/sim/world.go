@@ -297,7 +297,9 @@ func (c *clock) After(d time.Duration) <-chan time.Time {
 type actorKey struct{}
 
 // simCtx is an actor's context: its deadline is in simulated time, and it ends when the
-// scheduler moves time past it (or when the schedule is over). It embeds a cancel context
+// actor's container clock reads it, as a Go context's deadline ends on its host's clock:
+// at the deadline less the clock's skew in true time (or when the schedule is over; Lambda
+// kills an invocation at its deadline in true time, see fireAt). It embeds a cancel context
 // so that contexts derived from it by the code under test propagate cancellation without
 // goroutines of their own.
 type simCtx struct {
@@ -305,13 +307,14 @@ type simCtx struct {
 	cancel   context.CancelCauseFunc
 	a        *actor
 	deadline time.Time
+	endAt    time.Time // true time at which the container's clock reads the deadline
 	hasDL    bool
 	expired  atomic.Bool
 }
 
 func newCtx(a *actor, deadline time.Time, hasDL bool) *simCtx {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	return &simCtx{Context: ctx, cancel: cancel, a: a, deadline: deadline, hasDL: hasDL}
+	return &simCtx{Context: ctx, cancel: cancel, a: a, deadline: deadline, endAt: deadline.Add(-a.skew()), hasDL: hasDL}
 }
 
 // Deadline returns the simulated deadline.
@@ -363,7 +366,10 @@ func (w *world) nextEvent() (time.Time, bool) {
 	w.mu.Unlock()
 	for _, a := range w.actors {
 		if a.started && !a.dead && !a.done && a.ctx.hasDL && !a.ctx.expired.Load() {
-			consider(a.ctx.deadline)
+			consider(a.ctx.endAt)
+			if a.kill {
+				consider(a.deadline)
+			}
 		}
 	}
 	if len(w.pending) > 0 {
@@ -410,15 +416,19 @@ func (w *world) setNow(t time.Time) {
 	w.led.observeTime(w, t)
 }
 
-// fireAt runs everything due at t: Lambda kills at deadlines, then context deadlines, then
+// fireAt runs everything due at t: Lambda kills at deadlines (in true time), then context
+// deadlines (on the container's clock; a killed invocation's context ends with it), then
 // timers (all due timers at once, so their order never matters), then actor starts.
 func (w *world) fireAt(t time.Time) {
 	for _, a := range w.actors {
-		if !a.started || a.done || a.dead || !a.ctx.hasDL || a.ctx.expired.Load() || a.ctx.deadline.After(t) {
+		if !a.started || a.done || a.dead || !a.ctx.hasDL || a.ctx.expired.Load() {
 			continue
 		}
-		if a.kill {
+		killed := a.kill && !a.deadline.After(t)
+		if killed {
 			w.kill(a, "killed at its deadline")
+		} else if a.ctx.endAt.After(t) {
+			continue
 		}
 		a.ctx.expired.Store(true)
 		a.ctx.cancel(context.DeadlineExceeded)
@@ -465,6 +475,11 @@ func (w *world) kill(a *actor, why string) {
 func (w *world) startActor(a *actor) {
 	a.started = true
 	a.ctx = newCtx(a, a.deadline, a.hasDL)
+	if a.hasDL && !a.ctx.endAt.After(w.trueNow()) {
+		// Its clock runs so far ahead that it reads the deadline already.
+		a.ctx.expired.Store(true)
+		a.ctx.cancel(context.DeadlineExceeded)
+	}
 	if a.kind == "sqs" || a.kind == "fifo" {
 		w.drawSQS(a)
 	}
