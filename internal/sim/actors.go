@@ -619,7 +619,9 @@ func (w *world) reported(a *actor, batch []*message, resp events.SQSEventRespons
 			continue
 		}
 		if a.finisher {
-			other := false // another body completed the key, or a failure is remembered
+			// Another body completed the key, a failure is remembered, or another body's
+			// checkpointed record holds it.
+			other := w.heldForOtherBody(m.k, m.body)
 			for _, c := range ks.completions {
 				other = other || !fpCompatible(c.fp, fp) || c.status == idem.StatusFailed
 			}

@@ -162,12 +162,26 @@ func (w *world) finalPhase() {
 func (w *world) settledCheck() {
 	for _, k := range w.allKeys {
 		rec := w.store.truth(k.stored)
-		if rec != nil && rec.Status == idem.StatusInProgress {
+		expired := rec != nil && !w.trueNow().Before(rec.Expires) // it counts as absent
+		if rec != nil && rec.Status == idem.StatusInProgress && !expired && !w.heldForOtherBody(k, k.body) {
 			w.led.mu.Lock()
 			w.led.violate("d.leftInProgress", k.name, "the key is still INPROGRESS after every lease ended and the final calls returned")
 			w.led.mu.Unlock()
 		}
 	}
+}
+
+// heldForOtherBody reports whether k's record is one that rightly stays in progress after
+// every lease ended, and refuses a request with body: it records the effects of a request
+// with another body (a checkpoint), its lease has ended, and it has not expired. Such a
+// record keeps its key for its own request until that completes or the record expires
+// (see idem.Checkpoint), and a request with another body gets idem.ErrPayloadMismatch.
+// The HTTP callers send one body per key, and their fingerprints are not the body's.
+func (w *world) heldForOtherBody(k *keyInfo, body string) bool {
+	rec := w.store.truth(k.stored)
+	now := w.trueNow()
+	return k.kind != "http" && rec != nil && rec.Status == idem.StatusInProgress && rec.Checkpoint != "" &&
+		!rec.LeaseExpires.After(now) && now.Before(rec.Expires) && rec.Fingerprint != fingerprint(body)
 }
 
 // stuckWhy describes the actors that could not finish.
