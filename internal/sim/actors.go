@@ -591,6 +591,12 @@ func (w *world) reported(a *actor, batch []*message, resp events.SQSEventRespons
 		failed[f.ItemIdentifier] = true
 	}
 	w.logf("%s reports failed: %v", a, resp.BatchItemFailures)
+	held := make(map[*message]bool) // judged before the ledger is locked
+	if a.finisher {
+		for _, m := range batch {
+			held[m] = w.heldForOtherBody(m.k, m.body)
+		}
+	}
 	l := &w.led
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -621,7 +627,7 @@ func (w *world) reported(a *actor, batch []*message, resp events.SQSEventRespons
 		if a.finisher {
 			// Another body completed the key, a failure is remembered, or another body's
 			// checkpointed record holds it.
-			other := w.heldForOtherBody(m.k, m.body)
+			other := held[m]
 			for _, c := range ks.completions {
 				other = other || !fpCompatible(c.fp, fp) || c.status == idem.StatusFailed
 			}

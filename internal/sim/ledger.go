@@ -91,6 +91,16 @@ type keyState struct {
 	completions []completion
 	attached    []attachment
 	effects     int
+	// refusedFinal is the record that last refused a final call's claim.
+	refusedFinal *refusal
+}
+
+// refusal is a record that refused a claim, the claim's fingerprint, and when, on the
+// claimer's clock.
+type refusal struct {
+	rec idem.Record
+	fp  string
+	at  time.Time
 }
 
 // Stats are the counts a schedule reports besides its violations.
@@ -141,8 +151,14 @@ func (w *world) trueNow() time.Time {
 
 func fpCompatible(a, b string) bool { return a == "" || b == "" || a == b }
 
-// claimed records a claim that applied.
-func (l *ledger) claimed(w *world, a *actor, rec, prev *idem.Record, claimed bool, err error) {
+// claimed records a claim that applied, at claimNow on the claimer's clock: a lease granted, or
+// for a final call the record that refused it.
+func (l *ledger) claimed(w *world, a *actor, rec *idem.Record, claimNow time.Time, prev *idem.Record, claimed bool, err error) {
+	if err == nil && !claimed && a.finisher && prev != nil {
+		l.mu.Lock()
+		l.keys[rec.Key].refusedFinal = &refusal{rec: *prev, fp: rec.Fingerprint, at: claimNow}
+		l.mu.Unlock()
+	}
 	if err != nil || !claimed {
 		return
 	}

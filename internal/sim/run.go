@@ -171,17 +171,23 @@ func (w *world) settledCheck() {
 	}
 }
 
-// heldForOtherBody reports whether k's record is one that rightly stays in progress after
-// every lease ended, and refuses a request with body: it records the effects of a request
-// with another body (a checkpoint), its lease has ended, and it has not expired. Such a
-// record keeps its key for its own request until that completes or the record expires
-// (see idem.Checkpoint), and a request with another body gets idem.ErrPayloadMismatch.
-// The HTTP callers send one body per key, and their fingerprints are not the body's.
+// heldForOtherBody reports whether k's record rightly stays in progress after every lease
+// ended and refused the final call with body: when that claim came, the record held the
+// effects of a request with another body (a checkpoint), its lease had ended, and it had
+// not expired. Such a record keeps its key for its own request until that completes or
+// the record expires (see idem.Checkpoint), and a request with another body gets
+// idem.ErrPayloadMismatch. It must still be the record the table holds. The HTTP callers
+// send one body per key, so this never holds for them.
 func (w *world) heldForOtherBody(k *keyInfo, body string) bool {
+	w.led.mu.Lock()
+	f := w.led.keys[k.stored].refusedFinal
+	w.led.mu.Unlock()
 	rec := w.store.truth(k.stored)
-	now := w.trueNow()
-	return k.kind != "http" && rec != nil && rec.Status == idem.StatusInProgress && rec.Checkpoint != "" &&
-		!rec.LeaseExpires.After(now) && now.Before(rec.Expires) && rec.Fingerprint != fingerprint(body)
+	if k.kind == "http" || f == nil || rec == nil || rec.LeaseToken != f.rec.LeaseToken {
+		return false
+	}
+	return f.rec.Status == idem.StatusInProgress && f.rec.Checkpoint != "" && !f.rec.LeaseExpires.After(f.at) &&
+		f.at.Before(f.rec.Expires) && f.rec.Fingerprint != fingerprint(body) && f.fp == fingerprint(body)
 }
 
 // stuckWhy describes the actors that could not finish.

@@ -93,13 +93,13 @@ func (s *store) Claim(ctx context.Context, rec *idem.Record, now time.Time) (*id
 		s.mem.Put(*rec)
 		claimed = true
 	}
-	s.w.led.claimed(s.w, a, rec, prev, claimed, err)
+	s.w.led.claimed(s.w, a, rec, now, prev, claimed, err)
 	switch d.fault {
 	case faultLose:
 		return nil, false, errLost
 	case faultResend:
 		prev, claimed, err = s.mem.Claim(ctx, rec, now)
-		s.w.led.claimed(s.w, a, rec, prev, claimed, err)
+		s.w.led.claimed(s.w, a, rec, now, prev, claimed, err)
 		s.w.led.markResent(rec.LeaseToken)
 	}
 	if err := s.respond(ctx, a, d, "claim", n); err != nil {
@@ -223,7 +223,7 @@ func (s *batchStore) ClaimMany(ctx context.Context, recs []*idem.Record, now tim
 	apply := func() []idem.ClaimResult {
 		out := s.mem.ClaimMany(ctx, recs, now)
 		for i, r := range out {
-			s.w.led.claimed(s.w, a, recs[i], r.Prev, r.Claimed, r.Err)
+			s.w.led.claimed(s.w, a, recs[i], now, r.Prev, r.Claimed, r.Err)
 		}
 		return out
 	}
