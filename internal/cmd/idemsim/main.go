@@ -70,6 +70,7 @@ func main() {
 		total.Effects += r.Stats.Effects
 		total.Reruns += r.Stats.Reruns
 		total.OverlapBeyondSkew += r.Stats.OverlapBeyondSkew
+		total.LostBeyondSkew += r.Stats.LostBeyondSkew
 		total.Outlived += r.Stats.Outlived
 		total.Unguarded += r.Stats.Unguarded
 		total.Collisions += r.Stats.Collisions
