@@ -171,7 +171,9 @@ func (l *ledger) claimed(w *world, a *actor, rec *idem.Record, claimNow time.Tim
 	defer l.mu.Unlock()
 	ks := l.keys[rec.Key]
 	stale := ""
-	if prev != nil && !prev.Expires.IsZero() && !now.Before(prev.Expires) {
+	// Whether the record replaced had expired is the claimer's clock's call, as the store
+	// compares the claim's time with it.
+	if prev != nil && !prev.Expires.IsZero() && !claimNow.Before(prev.Expires) {
 		stale = prev.Checkpoint
 		ks.cpSet = false // the key expired: a new window starts
 	}
