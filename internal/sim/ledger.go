@@ -406,7 +406,7 @@ func (l *ledger) effect(w *world, r *run) {
 		// Two runs of the key at once, both with live contexts: fine only if the later one
 		// claimed from a clock beyond the tolerance.
 		early, late := o, r
-		if r.claimAt.Before(o.claimAt) {
+		if r.id < o.id { // runs are numbered in the order their claims applied
 			early, late = r, o
 		}
 		if !l.tolerated(w, early, late.a) {
