@@ -372,6 +372,10 @@ func (w *world) answered(a *actor, k *keyInfo, v string, replayed bool, err erro
 	}
 }
 
+// batchSettleMargin is how long before its deadline, on its own clock, a batch caller
+// settles if handlers still run.
+const batchSettleMargin = 100 * time.Millisecond
+
 // batchBody is a caller of Guard.Claim, DoClaimed and Settle over a's keys.
 func (w *world) batchBody(a *actor, concurrent, early bool) func(context.Context) {
 	return func(ctx context.Context) {
@@ -394,27 +398,45 @@ func (w *world) batchBody(a *actor, concurrent, early bool) func(context.Context
 				return w.handle(ctx, k.stored)
 			})
 		}
-		var wg sync.WaitGroup
+		// handlers are the DoClaimed calls; others the Settles racing them.
+		var handlers, others sync.WaitGroup
 		if early {
-			wg.Add(1)
+			others.Add(1)
 			go func() {
-				defer wg.Done()
+				defer others.Done()
 				if !w.block(a, pointStep, "settle-early", "").abort {
 					b.Settle(ctx)
 				}
 			}()
 		}
+		stop := make(chan struct{})
+		if a.hasDL {
+			// Settle must come before the deadline (see idem.Batch): a handler may run past
+			// it, so the caller settles when its clock reads the deadline less a little, as
+			// the SQS wrapper does.
+			others.Add(1)
+			go func() {
+				defer others.Done()
+				select {
+				case <-a.c.clk.After(a.deadline.Sub(a.c.clk.Now()) - batchSettleMargin):
+					b.Settle(ctx)
+				case <-stop:
+				}
+			}()
+		}
 		if concurrent {
-			wg.Add(len(reqs))
+			handlers.Add(len(reqs))
 			for i := range reqs {
-				go func() { defer wg.Done(); doOne(i) }()
+				go func() { defer handlers.Done(); doOne(i) }()
 			}
 		} else {
 			for i := range reqs {
 				doOne(i)
 			}
 		}
-		wg.Wait()
+		handlers.Wait()
+		close(stop)
+		others.Wait()
 		errs := b.Settle(ctx)
 		for i, r := range results {
 			err := r.err
