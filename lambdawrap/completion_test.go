@@ -18,12 +18,17 @@ import (
 )
 
 // completeFailStore is a working store whose first completions fail with err, as a
-// DynamoDB that stops answering after the claim, or a cancelled transaction, would.
+// DynamoDB that stops answering after the claim, or a cancelled transaction, would. The
+// guard sends a completion that fails with a store error again (see idem.Do): an outage
+// fails every attempt, outage attempts in all.
 type completeFailStore struct {
 	idem.Store
 	err   error
 	fails atomic.Int64 // completions left to fail
 }
+
+// outage is more completions than the guard sends for one outcome.
+const outage = 100
 
 func newCompleteFailStore(store idem.Store, err error, fails int64) *completeFailStore {
 	s := &completeFailStore{Store: store, err: err}
@@ -76,7 +81,7 @@ func TestCompletionFailed(t *testing.T) {
 	forEachSource(t, func(t *testing.T, store idem.Store, ev *event) {
 		var logs logRecords
 		a := &app{}
-		h := a.handler(t, ev.kind, newGuard(t, newCompleteFailStore(store, errUnavailable, 1)), lambdawrap.WithLogger(logs.logger()))
+		h := a.handler(t, ev.kind, newGuard(t, newCompleteFailStore(store, errUnavailable, outage)), lambdawrap.WithLogger(logs.logger()))
 		ctx := invokeCtx(t)
 
 		first := invoke(ctx, t, h, ev)
@@ -134,9 +139,10 @@ func TestWrapCompletionFailed(t *testing.T) {
 		// retryInProgress: the retry finds the key in progress; otherwise it runs again.
 		retryInProgress bool
 		runs            int64
+		fails           int64 // completions that fail
 	}{
-		{name: "completion failed", err: errUnavailable, retryInProgress: true, runs: 1},
-		{name: "not committed", err: notCommitted, wantErr: idem.ErrNotCommitted, runs: 2},
+		{name: "completion failed", err: errUnavailable, retryInProgress: true, runs: 1, fails: outage},
+		{name: "not committed", err: notCommitted, wantErr: idem.ErrNotCommitted, runs: 2, fails: 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -145,7 +151,7 @@ func TestWrapCompletionFailed(t *testing.T) {
 			c := &charger{}
 			key, err := lambdawrap.KeyFromJMESPath[payment]("payment_id")
 			require.NoError(t, err)
-			g := newGuard(t, newCompleteFailStore(idem.NewMemStore(), tc.err, 1))
+			g := newGuard(t, newCompleteFailStore(idem.NewMemStore(), tc.err, tc.fails))
 			h, err := lambdawrap.Wrap(g, c.charge, key, lambdawrap.WithLogger(logs.logger()))
 			require.NoError(t, err)
 			lh := invoker{h: h}
