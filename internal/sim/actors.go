@@ -242,7 +242,7 @@ func (w *world) setup() error {
 			k.body = fmt.Sprintf(`{"for":%q}`, k.raw)
 			k.stored, _ = containers[0].guard.StoredKey(idem.Request{Key: k.raw})
 			w.keyNames[k.stored] = k.name
-			w.led.keys[k.stored] = &keyState{name: k.name, kind: kind}
+			w.led.keys[k.stored] = &keyState{name: k.name, kind: kind, old: make(map[string]bool)}
 			keysOf[kind] = append(keysOf[kind], k)
 			w.allKeys = append(w.allKeys, k)
 		}

@@ -47,7 +47,7 @@ type run struct {
 	ownerClock bool
 	hctx       context.Context // the handler's context, once it started
 	expectCp   string          // the checkpoint this owner must see
-	staleCp    string          // or this one, left by a record that expired (TTL deletion lags)
+	staleCp    bool            // or any old one, or none: the key expired since (TTL deletion lags)
 	cpCause    string          // why the record it replaced lacks expectCp, if it does
 	resent     bool            // its claim applied, the response was lost, and the resend met it
 	how        string          // how its handler ended
@@ -87,7 +87,9 @@ type keyState struct {
 	cp          string // last checkpoint recorded since the key last completed or expired
 	cpFp        string
 	cpSet       bool
-	gone        string // why the stored record lost the checkpoint, while it has
+	gone        string          // why the stored record lost the checkpoint, while it has
+	stale       bool            // the key expired since: owners may see an old checkpoint
+	old         map[string]bool // every checkpoint recorded for the key
 	completions []completion
 	attached    []attachment
 	effects     int
@@ -171,13 +173,18 @@ func (l *ledger) claimed(w *world, a *actor, rec *idem.Record, claimNow time.Tim
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ks := l.keys[rec.Key]
-	stale := ""
+	stale := false
 	// Whether the record replaced had expired is the claimer's clock's call, as the store
 	// compares the claim's time with it.
 	if prev != nil && !prev.Expires.IsZero() && !claimNow.Before(prev.Expires) {
-		stale = prev.Checkpoint
+		ks.stale = true
 		ks.cpSet = false // the key expired: a new window starts
 	}
+	// After an expiry an old checkpoint may or may not be seen, by this owner and by every
+	// later one, until a new checkpoint is recorded or the key completes: a claim that read
+	// the record in progress may carry its checkpoint into a record that completed and
+	// expired meanwhile (on the claimer's clock).
+	stale = ks.stale
 	if prev != nil && prev.Status != idem.StatusInProgress && now.Add(l.maxSkew).Before(prev.Expires) {
 		l.violate("a.afterComplete", ks.name, "%s claimed the key while its %s record was live until %s",
 			a, prev.Status, prev.Expires.Sub(epoch))
@@ -247,7 +254,8 @@ func (l *ledger) checkpointed(w *world, key, token, cp string, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ks := l.keys[key]
-	ks.cp, ks.cpSet, ks.gone = cp, true, ""
+	ks.cp, ks.cpSet, ks.gone, ks.stale = cp, true, "", false
+	ks.old[cp] = true
 	if r := l.byToken[token]; r != nil {
 		ks.cpFp = r.fp
 	}
@@ -290,7 +298,7 @@ func (l *ledger) completed(w *world, a *actor, rec *idem.Record, err error) {
 		token: rec.LeaseToken, status: rec.Status, data: append([]byte(nil), rec.Data...),
 		fp: rec.Fingerprint, at: now, expires: rec.Expires,
 	})
-	ks.cpSet = false
+	ks.cpSet, ks.stale = false, false
 	if r != nil {
 		r.landed, r.landedStatus = true, rec.Status
 	}
@@ -368,7 +376,7 @@ func (l *ledger) handlerStart(w *world, a *actor, key string, ctx context.Contex
 	}
 	r.started, r.startAt, r.hctx = true, now, ctx
 	if r.guarded {
-		if got := idem.LastCheckpoint(ctx); got != r.expectCp && (r.staleCp == "" || got != r.staleCp) {
+		if got := idem.LastCheckpoint(ctx); got != r.expectCp && !(r.staleCp && (got == "" || ks.old[got])) {
 			class, cause := "c.checkpointLost", r.cpCause
 			switch {
 			case r.resent:
