@@ -10,7 +10,7 @@ import (
 
 // errLeaseRanOut is the cause of a handler context ended by the lease watchdog: the lease
 // last confirmed came within the margin of its end.
-var errLeaseRanOut = fmt.Errorf("%w: the lease came within the margin of its end before an extension was confirmed", ErrLeaseLost)
+var errLeaseRanOut = fmt.Errorf("%w: the lease came within the margin of its end", ErrLeaseLost)
 
 // watch returns the handler's context for the lease l, claimed at claimedAt, and a stop
 // function that the owner calls when the handler returns.

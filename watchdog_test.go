@@ -117,7 +117,8 @@ func TestHeartbeatFirstBeatCountsFromTheClaim(t *testing.T) {
 	const margin, beat = 2 * time.Second, 20 * time.Second
 	clock := storetest.NewManualClock()
 	s := newExtendStore(1 << 30)
-	g, err := idem.New(&batchOf{s}, "test", idem.WithClock(clock), idem.WithMaxLease(time.Minute),
+	batch := &countingBatch{counting: newCounting(s), bs: s.MemStore} // extensions go to s
+	g, err := idem.New(batch, "test", idem.WithClock(clock), idem.WithMaxLease(time.Minute),
 		idem.WithLeaseMargin(margin), idem.WithHeartbeat(beat))
 	require.NoError(t, err)
 	ctx := deadlineIn(t, clock, time.Hour)
@@ -144,31 +145,4 @@ func TestHeartbeatFirstBeatCountsFromTheClaim(t *testing.T) {
 		return 1, nil
 	})
 	require.NoError(t, err)
-}
-
-// batchOf makes a store a BatchStore over its own single-record calls.
-type batchOf struct{ idem.Store }
-
-func (b *batchOf) ClaimMany(ctx context.Context, recs []*idem.Record, now time.Time) []idem.ClaimResult {
-	out := make([]idem.ClaimResult, len(recs))
-	for i, r := range recs {
-		out[i].Prev, out[i].Claimed, out[i].Err = b.Claim(ctx, r, now)
-	}
-	return out
-}
-
-func (b *batchOf) CompleteMany(ctx context.Context, recs []*idem.Record) []error {
-	out := make([]error, len(recs))
-	for i, r := range recs {
-		out[i] = b.Complete(ctx, r, nil)
-	}
-	return out
-}
-
-func (b *batchOf) ReleaseMany(ctx context.Context, keys, tokens []string) []error {
-	out := make([]error, len(keys))
-	for i := range keys {
-		out[i] = b.Release(ctx, keys[i], tokens[i])
-	}
-	return out
 }

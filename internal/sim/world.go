@@ -166,19 +166,28 @@ func (w *world) flushNotes() {
 // block registers a scheduling point for the calling goroutine and waits until the
 // scheduler releases it.
 func (w *world) block(a *actor, kind pointKind, op, key string) decision {
+	p := w.register(a, kind, op, key)
+	if p == nil {
+		return decision{abort: true}
+	}
+	return <-p.ch
+}
+
+// register adds a scheduling point for the calling goroutine, or returns nil once the
+// schedule is over.
+func (w *world) register(a *actor, kind pointKind, op, key string) *point {
 	p := &point{a: a, kind: kind, op: op, key: key, ch: make(chan decision, 1)}
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	if w.shutdown {
-		w.mu.Unlock()
-		return decision{abort: true}
+		return nil
 	}
 	w.seq++
 	p.seq = w.seq
 	p.label = fmt.Sprintf("%03d %d %s %s", a.id, kind, op, key)
 	w.waiting = append(w.waiting, p)
 	w.activity.Add(1)
-	w.mu.Unlock()
-	return <-p.ch
+	return p
 }
 
 // blockCtx is block for a store request or its late answer, whose context may end while it
@@ -187,18 +196,10 @@ func (w *world) block(a *actor, kind pointKind, op, key string) decision {
 // that error, wrapped as a store failure, and a zero decision. A dead actor's requests
 // stay frozen all the same: a killed invocation sends and hears nothing more.
 func (w *world) blockCtx(ctx context.Context, a *actor, kind pointKind, op, key string) (decision, error) {
-	p := &point{a: a, kind: kind, op: op, key: key, ch: make(chan decision, 1)}
-	w.mu.Lock()
-	if w.shutdown {
-		w.mu.Unlock()
+	p := w.register(a, kind, op, key)
+	if p == nil {
 		return decision{abort: true}, nil
 	}
-	w.seq++
-	p.seq = w.seq
-	p.label = fmt.Sprintf("%03d %d %s %s", a.id, kind, op, key)
-	w.waiting = append(w.waiting, p)
-	w.activity.Add(1)
-	w.mu.Unlock()
 	select {
 	case d := <-p.ch:
 		return d, nil
