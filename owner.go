@@ -159,7 +159,9 @@ func (g *Guard) mayRetryComplete(ctx context.Context, attempt int, wait time.Dur
 }
 
 // resolveComplete decides, with one strongly consistent read, what a completion whose
-// every attempt failed with err left behind. The record completed under our token: an
+// every attempt failed with err left behind. If the read fails too and writes were
+// attached, the error is a [*StoreError] with Op [OpCommit]: they may or may not have
+// committed. The record completed under our token: an
 // attempt landed and its answer was lost, so the completion succeeded. The record still in
 // progress under our token, with writes attached: nothing committed, so the caller gets an
 // error wrapping [ErrNotCommitted] and [Guard.completed] releases the key. Otherwise (no
@@ -169,6 +171,15 @@ func (g *Guard) resolveComplete(ctx context.Context, s settlement, err error) er
 	cur, gerr := g.store.Get(cctx, s.done.Key)
 	cancel()
 	if gerr != nil || cur == nil || cur.LeaseToken != s.done.LeaseToken {
+		if len(s.attached) > 0 {
+			// Whether the transaction committed is unknown: neither "it ran" nor "nothing
+			// happened" may be told.
+			var se *StoreError
+			if errors.As(err, &se) {
+				err = se.Err
+			}
+			return &StoreError{Op: OpCommit, Err: err}
+		}
 		return err
 	}
 	switch {
