@@ -17,7 +17,7 @@ type blindStore struct{ *idem.MemStore }
 var errBlind = errors.New("store unreachable")
 
 func (blindStore) Complete(context.Context, *idem.Record, []any) error { return errBlind }
-func (blindStore) Get(context.Context, string) (*idem.Record, error) { return nil, errBlind }
+func (blindStore) Get(context.Context, string) (*idem.Record, error)   { return nil, errBlind }
 
 // A completion that fails, and whose record cannot be read back, reports what is known:
 // without attached writes the handler's effects stand ("complete"); with them, whether they
