@@ -84,8 +84,12 @@ func (g *Guard) completed(ctx context.Context, s settlement, err error) error {
 		err = g.completeResult(ctx, s.l, s.done, s.attached, s.start, g.complete(ctx, s))
 	}
 	if errors.Is(err, ErrConditionFailed) || errors.Is(err, ErrNotCommitted) {
-		// Nothing committed, attached writes included: a retry may run again.
-		g.release(ctx, s.l, s.start, err)
+		// Nothing committed, attached writes included: a retry may run again. Releasing
+		// also fences off an attempt of ours still in flight at the store; if one landed
+		// first, the release finds the record completed, and so did we.
+		if g.releaseUncommitted(ctx, s) {
+			err = nil
+		}
 	}
 	if s.runErr != nil { // a remembered failure
 		if err != nil {
@@ -246,6 +250,28 @@ func (g *Guard) completeResult(ctx context.Context, l *lease, rec *Record, attac
 		}
 		return err
 	}
+}
+
+// releaseUncommitted releases the key of a completion that committed nothing, and reports
+// whether the record turned out completed under our token after all: an earlier attempt
+// of ours, still in flight when the store refused a later one or when the record was read
+// back, landed before the release could fence it off.
+func (g *Guard) releaseUncommitted(ctx context.Context, s settlement) bool {
+	cctx, cancel := detached(ctx)
+	defer cancel()
+	err := g.store.Release(cctx, s.l.key, s.l.token)
+	if !errors.Is(err, ErrLeaseLost) {
+		g.released(ctx, s.l, s.start, ErrNotCommitted, err)
+		return false
+	}
+	cur, gerr := g.store.Get(cctx, s.l.key)
+	if gerr == nil && cur != nil && cur.LeaseToken == s.done.LeaseToken && cur.Status == s.done.Status {
+		g.cache.put(s.done)
+		g.fire(ctx, g.cfg.hooks.OnCompleted, s.start, Event{Key: s.l.key})
+		return true
+	}
+	g.released(ctx, s.l, s.start, ErrNotCommitted, err)
+	return false
 }
 
 // release deletes the record so a retry runs again. Failing to release is logged, not
