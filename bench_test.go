@@ -175,27 +175,3 @@ func BenchmarkResultCodec(b *testing.B) {
 		}
 	}
 }
-
-// TestAllocations pins the allocations of the guard's hot paths on the in-memory store, so
-// that a change that adds one shows up as a failure rather than as noise in a benchmark.
-// Time is never asserted; allocations are deterministic.
-func TestAllocations(t *testing.T) {
-	ctx := context.Background()
-	ok := func(context.Context) (benchResult, error) { return benchResult{OK: true, ID: "abc"}, nil }
-	g, _ := idem.New(idem.NewMemStore(), "test")
-	_, _, _ = idem.Do(ctx, g, idem.Request{Key: "k"}, ok)
-	keys := benchKeys(200)
-	i := 0
-	for _, c := range []struct {
-		name string
-		max  float64
-		run  func()
-	}{
-		{"replay", 13, func() { _, _, _ = idem.Do(ctx, g, idem.Request{Key: "k"}, ok) }},
-		{"new key", 14, func() { _, _, _ = idem.Do(ctx, g, idem.Request{Key: keys[i]}, ok); i++ }},
-	} {
-		if got := testing.AllocsPerRun(100, c.run); got > c.max {
-			t.Errorf("%s: %.0f allocations per call, want at most %.0f", c.name, got, c.max)
-		}
-	}
-}
