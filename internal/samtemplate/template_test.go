@@ -269,13 +269,13 @@ func TestTemplateIAM(t *testing.T) {
 	}{
 		{name: "api", id: apiFunction, want: map[string][]string{
 			idempotencyTable: storeActions(false),
-			// GET /orders/{id} reads; the order is written only with its idempotency record.
+			// GET /orders/{id} reads; the order is written only inside a transaction.
 			ordersTable: {"dynamodb:GetItem", "dynamodb:PutItem" + inTransaction},
 		}},
 		{name: "sqs", id: sqsFunction, want: map[string][]string{
 			// The SQS wrapper claims and completes whole batches with PartiQL statements.
 			idempotencyTable: storeActions(true),
-			// The ADD, only ever together with the idempotency record.
+			// The ADD, only inside a transaction (IAM cannot require the record in it).
 			ledgerTable: {"dynamodb:UpdateItem" + inTransaction},
 		}},
 	}
@@ -304,9 +304,7 @@ func dynamoGrants(t *testing.T, tmpl *Template, policies []any) map[string][]str
 			require.Equal(t, "Allow", st["Effect"])
 			suffix := ""
 			if cond, ok := st["Condition"]; ok {
-				require.Equal(t, map[string]any{"ForAnyValue:StringEquals": map[string]any{
-					"dynamodb:EnclosingOperation": []any{"TransactWriteItems"},
-				}}, cond, "the only condition audited here")
+				requireInTransaction(t, cond)
 				suffix = inTransaction
 			}
 			for _, r := range list(st["Resource"]) {
@@ -327,6 +325,23 @@ func dynamoGrants(t *testing.T, tmpl *Template, policies []any) map[string][]str
 		slices.Sort(actions)
 	}
 	return grants
+}
+
+// requireInTransaction fails t unless cond is the one condition audited here: the write is
+// part of a TransactWriteItems call. dynamodb:EnclosingOperation is a single-valued key, so
+// the operator is plain StringEquals: IAM's documentation keeps the set qualifiers
+// ForAnyValue and ForAllValues for multivalued keys (and ForAllValues would even match a
+// request without the key).
+func requireInTransaction(t *testing.T, cond any) {
+	t.Helper()
+	ops, ok := cond.(map[string]any)
+	require.True(t, ok, "condition %v", cond)
+	for op := range ops {
+		require.NotContains(t, op, ":", "condition operator %s: no set qualifier on the single-valued dynamodb:EnclosingOperation", op)
+	}
+	require.Equal(t, map[string]any{"StringEquals": map[string]any{
+		"dynamodb:EnclosingOperation": "TransactWriteItems",
+	}}, cond, "the only condition audited here")
 }
 
 // list returns v as a list: IAM accepts a single value where a list is expected.
