@@ -1,0 +1,65 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/idemkit/idem"
+)
+
+// keyFlags selects one record: by the caller's raw key (with the scope, operation and
+// tenant it was guarded under) or by its stored key as the logs print it.
+type keyFlags struct {
+	scope     string
+	operation string
+	key       string
+	tenant    string
+	storedKey string
+}
+
+// errUsage marks an error in the command line: exit code 2.
+var errUsage = errors.New("usage")
+
+// usageError returns an error wrapping [errUsage] with the message format.
+func usageError(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, args...))
+}
+
+// resolve returns the stored key the flags name.
+func (k *keyFlags) resolve() (string, error) {
+	switch {
+	case k.storedKey != "" && (k.key != "" || k.scope != "" || k.operation != "" || k.tenant != ""):
+		return "", usageError("--stored-key names the record by itself: leave out --key, --scope, --operation and --tenant")
+	case k.storedKey != "":
+		if !strings.Contains(k.storedKey, "#") {
+			return "", usageError("--stored-key %q is not a stored key (<scope>#<sha256 hex>)", k.storedKey)
+		}
+		return k.storedKey, nil
+	case k.key == "":
+		return "", usageError("name the record with --key (and --scope) or with --stored-key")
+	case k.scope == "":
+		return "", usageError("--scope is required with --key: the guard's scope (by default the Lambda function's name)")
+	}
+	return storedKey(k.scope, k.operation, k.tenant, k.key)
+}
+
+// storedKey returns the key under which a guard built with scope (and operation) stores
+// the request with the raw key and tenant. It builds a [idem.Guard] with the same options
+// a function would and asks it ([idem.Guard.StoredKey]), so the tool and the library
+// cannot disagree on the scheme. This is the one place idemctl applies it.
+func storedKey(scope, operation, tenant, key string) (string, error) {
+	if operation != "" {
+		// The stored key scheme has no operation part yet: a guard has a scope only.
+		return "", usageError("--operation: this version of idem has no operation in its stored keys; leave it out")
+	}
+	g, err := idem.New(idem.NewMemStore(), idem.WithScope(scope))
+	if err != nil {
+		return "", usageError("--scope: %v", err)
+	}
+	sk, err := g.StoredKey(idem.Request{Key: key, Tenant: tenant})
+	if err != nil {
+		return "", usageError("--key: %v", err)
+	}
+	return sk, nil
+}
