@@ -91,7 +91,8 @@ build:
 	@ls -l build/*/bootstrap
 
 # DynamoDB Local with the tables of infra/template.yaml, and example-api on localhost:$(PORT);
-# Ctrl-C stops both. DYNAMODB_ENDPOINT names a running DynamoDB to use instead.
+# Ctrl-C stops both. DYNAMODB_ENDPOINT names a running DynamoDB to use instead, which Ctrl-C
+# leaves running.
 PORT ?= 3000
 run: $(DDBLOCAL_STAMP)
 	go build -o $(BIN)/example-api ./cmd/example-api
