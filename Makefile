@@ -118,12 +118,14 @@ shellcheck:
 	shellcheck -x $(SHELL_SCRIPTS)
 
 # `sam build` (BuildMethod: makefile in infra/template.yaml) calls build-<LogicalId> with
-# ARTIFACTS_DIR set.
+# ARTIFACTS_DIR set; without it the binary would land in /bootstrap.
+NEED_ARTIFACTS_DIR = $(if $(ARTIFACTS_DIR),,$(error ARTIFACTS_DIR is not set: sam build sets it; to build by hand, use make build or pass ARTIFACTS_DIR=dir))
+
 build-ExampleAPIFunction:
-	$(LAMBDA_BUILD) -o "$(ARTIFACTS_DIR)/bootstrap" ./cmd/example-api
+	$(NEED_ARTIFACTS_DIR)$(LAMBDA_BUILD) -o "$(ARTIFACTS_DIR)/bootstrap" ./cmd/example-api
 
 build-ExampleSQSFunction:
-	$(LAMBDA_BUILD) -o "$(ARTIFACTS_DIR)/bootstrap" ./cmd/example-sqs
+	$(NEED_ARTIFACTS_DIR)$(LAMBDA_BUILD) -o "$(ARTIFACTS_DIR)/bootstrap" ./cmd/example-sqs
 
 # Deploying infra/template.yaml to LocalStack and smoke-testing it: needs Docker, the SAM CLI
 # and the AWS CLI (see localstack/README.md).

@@ -2,6 +2,7 @@ package samtemplate
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -166,6 +167,49 @@ func TestTemplateBuildTargets(t *testing.T) {
 		assert.Equal(t, "..", f.CodeUri, id)
 		assert.Regexp(t, regexp.MustCompile(`(?m)^build-`+id+`:`), string(makefile), id)
 	}
+}
+
+// TestBuildTargetsNeedArtifactsDir checks that each function's build target, run without
+// the ARTIFACTS_DIR that sam build sets, stops with a message instead of writing /bootstrap,
+// and with it writes $(ARTIFACTS_DIR)/bootstrap. make -n prints the commands without
+// building.
+func TestBuildTargetsNeedArtifactsDir(t *testing.T) {
+	t.Parallel()
+	makeBin, err := exec.LookPath("make")
+	require.NoError(t, err, "make runs every target of the repository")
+	path, err := Find()
+	require.NoError(t, err)
+	root := filepath.Dir(filepath.Dir(path))
+	tmpl := loadTemplate(t)
+	for _, id := range tmpl.LogicalIDs(functionType) {
+		t.Run(id, func(t *testing.T) {
+			t.Parallel()
+			cmd := exec.Command(makeBin, "-n", "-C", root, "build-"+id)
+			cmd.Env = withoutEnv(os.Environ(), "ARTIFACTS_DIR")
+			out, err := cmd.CombinedOutput()
+			assert.Error(t, err, "%s", out)
+			assert.Contains(t, string(out), "ARTIFACTS_DIR is not set")
+			assert.NotContains(t, string(out), "go build")
+
+			dir := t.TempDir()
+			cmd = exec.Command(makeBin, "-n", "-C", root, "build-"+id, "ARTIFACTS_DIR="+dir)
+			cmd.Env = withoutEnv(os.Environ(), "ARTIFACTS_DIR")
+			out, err = cmd.CombinedOutput()
+			require.NoError(t, err, "%s", out)
+			assert.Contains(t, string(out), `-o "`+dir+`/bootstrap"`)
+		})
+	}
+}
+
+// withoutEnv returns env without the variable name.
+func withoutEnv(env []string, name string) []string {
+	var out []string
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, name+"=") {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 func TestTemplateHTTPRoutes(t *testing.T) {
