@@ -103,8 +103,8 @@ clean:
 	rm -rf $(CACHE)
 	go clean -testcache
 
-# Shell scripts are checked with shellcheck, installed with apt-get (as root, or through
-# passwordless sudo) when missing.
+# Shell scripts are checked with shellcheck and all its optional checks (-o all), installed
+# with apt-get (as root, or through passwordless sudo) when missing.
 SHELL_SCRIPTS = $(shell git ls-files --cached --others --exclude-standard '*.sh')
 shellcheck:
 	@if ! command -v shellcheck >/dev/null; then \
@@ -115,7 +115,7 @@ shellcheck:
 		$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq shellcheck >/dev/null \
 			|| { echo "make shellcheck: apt-get could not install shellcheck" >&2; exit 1; }; \
 	fi
-	shellcheck -x $(SHELL_SCRIPTS)
+	shellcheck -x -o all $(SHELL_SCRIPTS)
 
 # `sam build` (BuildMethod: makefile in infra/template.yaml) calls build-<LogicalId> with
 # ARTIFACTS_DIR set; without it the binary would land in /bootstrap.
@@ -128,8 +128,9 @@ build-ExampleSQSFunction:
 	$(NEED_ARTIFACTS_DIR)$(LAMBDA_BUILD) -o "$(ARTIFACTS_DIR)/bootstrap" ./cmd/example-sqs
 
 # Deploying infra/template.yaml to LocalStack and smoke-testing it: needs Docker, the SAM CLI
-# and the AWS CLI (see localstack/README.md).
-LOCALSTACK_COMPOSE := docker compose -f localstack/compose.yaml
+# and the AWS CLI (see localstack/README.md). compose.sh picks the image: LocalStack Pro with
+# LOCALSTACK_AUTH_TOKEN set, else the community image.
+LOCALSTACK_COMPOSE := localstack/compose.sh
 
 localstack-up:
 	$(LOCALSTACK_COMPOSE) up -d --wait
