@@ -1,15 +1,6 @@
 package main
 
-import (
-	"os"
-	"syscall"
-	"unsafe"
-)
+import "syscall"
 
-// isTerminal reports whether f is a terminal: the TCGETS ioctl succeeds only on one. A
-// file, a pipe or /dev/null is not.
-func isTerminal(f *os.File) bool {
-	var t syscall.Termios
-	_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, f.Fd(), syscall.TCGETS, uintptr(unsafe.Pointer(&t)))
-	return errno == 0
-}
+// ioctlGetTermios is the ioctl request that reads a terminal's attributes.
+const ioctlGetTermios = syscall.TCGETS
