@@ -34,21 +34,32 @@ type ClaimResult struct {
 // all their outcomes ([Batch.Settle]) one or two more, instead of two per request.
 //
 // Use: [Guard.Claim] the requests, call [DoClaimed] for each one to run (concurrently if
-// you like, at most once per index), then call [Batch.Settle] once all have returned.
-// Outcomes are recorded at Settle, so keep batches short-lived: until then, other callers
-// see their keys in progress, and if the process dies first the finished work is not
-// recorded. Settle may therefore also be called earlier, and more than once, for example
-// when the Lambda deadline nears while handlers still run: each call records what has
-// finished since the last. A handler that attaches writes ([Attach]) completes at once, in
-// its own transaction. Requests claimed but not started when Settle runs are released, and
-// a later DoClaimed for them returns [ErrSettled] without running.
+// you like, at most once per index), then call [Batch.Settle] once all have returned, before
+// the deadline of the contexts given to DoClaimed.
+//
+// An outcome is left for Settle only while the deadline is ahead and its lease, as last
+// confirmed (heartbeat extensions included), lasts until it even for a caller whose clock
+// runs ahead by [WithLeaseMargin]; until Settle, other callers see its key in progress.
+// Otherwise DoClaimed records it itself, with single-record store calls, before it returns,
+// as [Do] does: when the context has no deadline (nothing bounds when Settle runs) or it
+// has passed, when [WithMaxLease] caps the lease below the deadline (it could lapse, and
+// another caller run the key again, before Settle), when the handler attached writes
+// ([Attach]: they complete at once, in their own transaction), and once the batch has been
+// settled.
+//
+// Settle may run early and more than once, for example when the Lambda deadline nears while
+// handlers still run: it records the outcomes finished by then and releases the requests
+// claimed but not started (a later DoClaimed for them returns [ErrSettled] without running),
+// and every outcome after it is recorded as soon as its handler returns. So an invocation
+// killed at its deadline loses no outcome that finished.
 //
 // On a store without batch support a Batch claims lazily: DoClaimed behaves exactly as
 // [Do] and Settle has nothing to do.
 type Batch struct {
-	g     *Guard
-	mu    sync.Mutex // guards the items' ran, pending, released and settleErr
-	items []batchItem
+	g       *Guard
+	mu      sync.Mutex // guards settled and the items' ran, pending, released and settleErr
+	items   []batchItem
+	settled bool // Settle has run: outcomes from now on are recorded at once
 }
 
 type batchItem struct {
@@ -122,9 +133,11 @@ func (g *Guard) Claim(ctx context.Context, reqs []Request) *Batch {
 func (b *Batch) Len() int { return len(b.items) }
 
 // DoClaimed runs or replays request i of b, with the results and errors of [Do]. When the
-// request was claimed, fn runs and its outcome is recorded by [Batch.Settle] (at once if fn
-// attached writes); the error returned then is fn's own. DoClaimed is safe for concurrent
-// use with distinct i, and must be called at most once per i.
+// request was claimed, fn runs under ctx and its outcome is left for [Batch.Settle], and the
+// error returned is fn's own; or, in the cases [Batch] lists, the outcome is recorded before
+// DoClaimed returns, and the error is the one [Do] would return. As Do, it never runs fn
+// unguarded for a caller whose own context ended, [WithFailOpen] or not. DoClaimed is safe
+// for concurrent use with distinct i, and must be called at most once per i.
 func DoClaimed[T any](ctx context.Context, b *Batch, i int, fn func(context.Context) (T, error)) (result T, replayed bool, err error) {
 	it := &b.items[i]
 	g := b.g
@@ -142,7 +155,7 @@ func DoClaimed[T any](ctx context.Context, b *Batch, i int, fn func(context.Cont
 		return result, false, errRunTwice
 	}
 	if it.err != nil {
-		if g.cfg.failOpen && errors.Is(it.err, ErrStore) {
+		if g.failsOpen(it.err) {
 			result, err = fn(ctx)
 			return result, false, err
 		}
@@ -169,17 +182,37 @@ func DoClaimed[T any](ctx context.Context, b *Batch, i int, fn func(context.Cont
 	}
 	s := g.runHandler(ctx, it.rec, func(ctx context.Context) (any, error) { return fn(ctx) })
 	result, _ = s.value.(T)
-	if len(s.attached) > 0 {
-		return result, false, g.settle(ctx, s) // transactional: cannot join a batch
+	if len(s.attached) > 0 || !g.leaseOutlasts(ctx, s.l) {
+		// Transactional: cannot join a batch. Or the lease may end before Settle records
+		// the outcome, and another caller would then run the key again.
+		return result, false, g.settle(ctx, s)
 	}
 	b.mu.Lock()
-	it.pending = &s
+	late := b.settled
+	if !late {
+		it.pending = &s
+	}
 	b.mu.Unlock()
+	if late {
+		// The batch has been settled (early, near the deadline): a later Settle may never
+		// run, so the outcome is recorded now.
+		return result, false, g.settle(ctx, s)
+	}
 	return result, false, s.runErr
+}
+
+// leaseOutlasts reports whether l, as last confirmed, lasts at least until ctx's deadline
+// for every caller whose clock runs ahead by no more than the lease margin, and the
+// deadline is still ahead: only then may its outcome wait for [Batch.Settle], which runs
+// before the deadline. Without a deadline nothing bounds when Settle runs.
+func (g *Guard) leaseOutlasts(ctx context.Context, l *lease) bool {
+	dl, ok := ctx.Deadline()
+	return ok && g.now().Before(dl) && !l.confirmedEnd().Add(-g.cfg.leaseMargin).Before(dl)
 }
 
 // Settle records the outcomes DoClaimed left pending since the last Settle, in as few
 // round trips as the store allows, and releases claimed requests that have not started.
+// From the first Settle on, DoClaimed records each outcome as soon as its handler returns.
 // It returns, per request, the error of recording its outcome so far: nil when there was
 // nothing to record or it was recorded, else for example [ErrLeaseLost] or an error
 // wrapping [ErrStore]. A request whose DoClaimed succeeded but whose Settle error is
@@ -199,6 +232,7 @@ func (b *Batch) Settle(ctx context.Context) []error {
 		notRun     = errors.New("idem: claimed but not run")
 	)
 	b.mu.Lock()
+	b.settled = true
 	for i := range b.items {
 		it := &b.items[i]
 		switch {
@@ -234,6 +268,12 @@ func (b *Batch) Settle(ctx context.Context) []error {
 			}
 			st := *s
 			st.runErr = nil // DoClaimed already returned a remembered failure's error
+			if err != nil && retryable(err) {
+				// A store failure of the batched call: resend this completion alone, and
+				// read it back if that fails too, as Do does. Settling it as failed would
+				// leave the work unrecorded and run it again after its lease.
+				err = g.complete(ctx, st)
+			}
 			err = g.completed(ctx, st, err)
 			b.mu.Lock()
 			b.items[doneIdx[j]].settleErr = err

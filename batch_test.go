@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/storetest"
 )
 
 // countingBatch counts round trips of a BatchStore.
@@ -46,9 +47,12 @@ func reqs(prefix string, n int) []idem.Request {
 	return out
 }
 
+// runBatch claims rs, runs them concurrently, and settles the batch, under a context with
+// a deadline as in Lambda: without one, outcomes are recorded as each request finishes.
 func runBatch(t *testing.T, g *idem.Guard, rs []idem.Request, fn func(i int) (int, error)) (vals []int, replayed []bool, errs, settle []error) {
 	t.Helper()
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
 	b := g.Claim(ctx, rs)
 	vals, replayed, errs = make([]int, len(rs)), make([]bool, len(rs)), make([]error, len(rs))
 	var wg sync.WaitGroup
@@ -66,7 +70,7 @@ func runBatch(t *testing.T, g *idem.Guard, rs []idem.Request, fn func(i int) (in
 func TestBatchRoundTrips(t *testing.T) {
 	t.Parallel()
 	s := newCountingBatch()
-	g, err := idem.New(s)
+	g, err := idem.New(s, "test")
 	require.NoError(t, err)
 	rs := reqs("k", 10)
 
@@ -93,9 +97,10 @@ func TestBatchRoundTrips(t *testing.T) {
 func TestBatchMixed(t *testing.T) {
 	t.Parallel()
 	s := newCountingBatch()
-	g, err := idem.New(s)
+	g, err := idem.New(s, "test")
 	require.NoError(t, err)
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute) // a Lambda deadline
+	defer cancel()
 	_, _, err = idem.Do(ctx, g, idem.Request{Key: "done"}, func(context.Context) (int, error) { return 7, nil })
 	require.NoError(t, err)
 	release, started, finished := make(chan struct{}), make(chan struct{}), make(chan struct{})
@@ -147,22 +152,23 @@ func TestBatchMixed(t *testing.T) {
 	assert.Equal(t, 3, v)
 }
 
+// TestBatchSettleReportsLostLease has a caller whose clock runs far ahead (beyond the lease
+// margin) take over a request's key while it runs and complete it before Settle: Settle
+// reports the lost lease and never overwrites the other's result.
 func TestBatchSettleReportsLostLease(t *testing.T) {
 	t.Parallel()
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	var mu sync.Mutex
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	now := time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
 	s := idem.NewMemStore()
-	g, err := idem.New(s, idem.WithClock(idem.ClockFunc(clock)), idem.WithLease(time.Minute))
+	g, err := idem.New(s, "test", idem.WithClock(idem.ClockFunc(func() time.Time { return now })))
 	require.NoError(t, err)
-	ctx := context.Background()
+	ahead, err := idem.New(s, "test", idem.WithClock(idem.ClockFunc(func() time.Time { return now.Add(3 * time.Minute) })))
+	require.NoError(t, err)
+	ctx, cancel := context.WithDeadline(context.Background(), now.Add(time.Minute)) // in the clock's time
+	defer cancel()
 	b := g.Claim(ctx, []idem.Request{{Key: "k"}})
 	_, _, err = idem.DoClaimed(ctx, b, 0, func(context.Context) (int, error) {
-		mu.Lock()
-		now = now.Add(2 * time.Minute)
-		mu.Unlock()
-		_, _, err := idem.Do(ctx, g, idem.Request{Key: "k"}, func(context.Context) (int, error) { return 2, nil })
-		require.NoError(t, err) // another owner took the expired lease and completed
+		_, _, err := idem.Do(context.Background(), ahead, idem.Request{Key: "k"}, func(context.Context) (int, error) { return 2, nil })
+		require.NoError(t, err) // to its clock the lease had ended: it took the key and completed
 		return 1, nil
 	})
 	require.NoError(t, err)
@@ -175,7 +181,7 @@ func TestBatchSettleReportsLostLease(t *testing.T) {
 func TestBatchWithoutBatchStore(t *testing.T) {
 	t.Parallel()
 	s := newCounting(idem.NewMemStore()) // Store only: no batch methods
-	g, err := idem.New(s)
+	g, err := idem.New(s, "test")
 	require.NoError(t, err)
 	_, _, errs, settle := runBatch(t, g, reqs("k", 4), func(i int) (int, error) { return i, nil })
 	for i := range errs {
@@ -185,12 +191,17 @@ func TestBatchWithoutBatchStore(t *testing.T) {
 	assert.Equal(t, map[string]int{"claim": 4, "complete": 4}, s.calls)
 }
 
+// TestBatchSettleEarly settles a batch early, as the SQS wrapper does when the Lambda
+// deadline nears, while a request still runs: what finished is recorded then, what had not
+// started is released, and what finishes afterwards is recorded as soon as it does, since
+// the invocation may be killed before any later Settle.
 func TestBatchSettleEarly(t *testing.T) {
 	t.Parallel()
 	s := newCountingBatch()
-	g, err := idem.New(s)
+	g, err := idem.New(s, "test")
 	require.NoError(t, err)
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute) // a Lambda deadline
+	defer cancel()
 	b := g.Claim(ctx, reqs("e", 3))
 	_, _, err = idem.DoClaimed(ctx, b, 0, func(context.Context) (int, error) { return 1, nil })
 	require.NoError(t, err)
@@ -219,6 +230,10 @@ func TestBatchSettleEarly(t *testing.T) {
 
 	close(finish)
 	require.NoError(t, <-result)
+	sk, _ := g.StoredKey(idem.Request{Key: "e1"})
+	rec, err := s.Get(ctx, sk)
+	require.NoError(t, err)
+	assert.Equal(t, idem.StatusCompleted, rec.Status, "finished after the early settle: recorded at once, not left for a Settle that may never run")
 	for _, err := range b.Settle(ctx) {
 		require.NoError(t, err)
 	}
@@ -236,7 +251,7 @@ func TestBatchLeaseLapsedBeforeStart(t *testing.T) {
 	now := time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	g, err := idem.New(idem.NewMemStore(), idem.WithClock(idem.ClockFunc(clock)), idem.WithLease(time.Minute))
+	g, err := idem.New(idem.NewMemStore(), "test", idem.WithClock(idem.ClockFunc(clock)), idem.WithLease(time.Minute))
 	require.NoError(t, err)
 	ctx := context.Background()
 	b := g.Claim(ctx, reqs("l", 2))
@@ -258,7 +273,7 @@ func TestBatchLeaseLapsedBeforeStart(t *testing.T) {
 
 func TestBatchDuplicateOfCachedKeyReplays(t *testing.T) {
 	t.Parallel()
-	g, err := idem.New(newCountingBatch(), idem.WithCache(8))
+	g, err := idem.New(newCountingBatch(), "test", idem.WithCache(8))
 	require.NoError(t, err)
 	ctx := context.Background()
 	_, _, err = idem.Do(ctx, g, idem.Request{Key: "c"}, func(context.Context) (int, error) { return 5, nil })
@@ -269,5 +284,84 @@ func TestBatchDuplicateOfCachedKeyReplays(t *testing.T) {
 		require.NoError(t, err)
 		assert.True(t, replayed)
 		assert.Equal(t, 5, v)
+	}
+}
+
+// TestBatchOutcomeWaitsOnlyWhileItsLeaseLasts runs one request of a batch and looks at its
+// record when DoClaimed returns: the outcome may wait for Settle only if its lease, as last
+// confirmed (heartbeat extensions included), lasts until the context's deadline, before
+// which Settle runs; else another caller could take the key over and run it again before it
+// is recorded, so it is recorded at once.
+func TestBatchOutcomeWaitsOnlyWhileItsLeaseLasts(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name        string
+		deadline    time.Duration // from the claim; 0 for none
+		maxLease    time.Duration
+		beats       int           // heartbeat extensions while the handler runs, one per 20 s
+		runFor      time.Duration // else how long the handler runs
+		wantPending bool
+	}{
+		{name: "deadline within the max lease", deadline: 10 * time.Minute, maxLease: 15 * time.Minute, wantPending: true},
+		{name: "lease capped below the deadline", deadline: 15 * time.Minute, maxLease: time.Minute},
+		{name: "no deadline", maxLease: 15 * time.Minute},
+		{name: "lease capped below the deadline, heartbeat past it", deadline: 3 * time.Minute, maxLease: time.Minute, beats: 8, wantPending: true},
+		{name: "lease capped below the deadline, heartbeat short of it", deadline: 5 * time.Minute, maxLease: time.Minute, beats: 3},
+		{name: "handler ran past the deadline", deadline: 30 * time.Second, maxLease: 15 * time.Minute, runFor: 40 * time.Second},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			clock := storetest.NewManualClock()
+			s := newExtendStore(1 << 30)
+			opts := []idem.Option{idem.WithClock(clock), idem.WithMaxLease(tc.maxLease)}
+			if tc.beats > 0 {
+				opts = append(opts, idem.WithHeartbeat(20*time.Second))
+			}
+			g, err := idem.New(s, "test", opts...)
+			require.NoError(t, err)
+			ctx := deadlineIn(t, clock, tc.deadline)
+			b := g.Claim(ctx, reqs("p", 2))
+			_, _, err = idem.DoClaimed(ctx, b, 0, func(ctx context.Context) (int, error) {
+				if tc.beats > 0 {
+					require.True(t, clock.DriveHeartbeat(t, ctx, s.calls, tc.beats, nil).IsZero(), "cancelled")
+				}
+				clock.Advance(tc.runFor)
+				return 1, nil
+			})
+			require.NoError(t, err)
+			sk, _ := g.StoredKey(idem.Request{Key: "p0"})
+			rec, err := s.Get(context.Background(), sk)
+			require.NoError(t, err)
+			if tc.wantPending {
+				assert.Equal(t, idem.StatusInProgress, rec.Status, "left for Settle: its lease outlasts the deadline")
+			} else {
+				assert.Equal(t, idem.StatusCompleted, rec.Status, "recorded at once: its lease could end before Settle")
+			}
+			for i, err := range b.Settle(ctx) {
+				require.NoError(t, err, i)
+			}
+			rec, err = s.Get(context.Background(), sk)
+			require.NoError(t, err)
+			assert.Equal(t, idem.StatusCompleted, rec.Status)
+		})
+	}
+}
+
+// TestBatchFailOpenNeverOnCancelledContext: with WithFailOpen, DoClaimed refuses to run a
+// request whose claim failed because the caller's own context ended, as Do does.
+func TestBatchFailOpenNeverOnCancelledContext(t *testing.T) {
+	t.Parallel()
+	g, err := idem.New(newCountingBatch(), "test", idem.WithFailOpen(true))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	b := g.Claim(ctx, reqs("k", 2))
+	for i := range 2 {
+		_, _, err := idem.DoClaimed(ctx, b, i, func(context.Context) (int, error) {
+			t.Error("ran unguarded for a caller that gave up")
+			return 0, nil
+		})
+		require.ErrorIs(t, err, context.Canceled)
 	}
 }

@@ -25,7 +25,7 @@ func (s resentClaim) Claim(ctx context.Context, rec *idem.Record, now time.Time)
 
 func TestResentClaimMeetsOwnRecord(t *testing.T) {
 	t.Parallel()
-	g, err := idem.New(resentClaim{idem.NewMemStore()})
+	g, err := idem.New(resentClaim{idem.NewMemStore()}, "test")
 	require.NoError(t, err)
 	runs := 0
 	fn := func(context.Context) (string, error) { runs++; return "done", nil }

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -30,18 +31,33 @@ func (JSONCodec) Name() string { return "json" }
 // Marshal encodes v as JSON.
 func (JSONCodec) Marshal(v any) ([]byte, error) { return json.Marshal(v) }
 
-// Unmarshal decodes JSON data into v.
-func (JSONCodec) Unmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
+// Unmarshal decodes JSON data into v. An object member that v has no field for is an error,
+// not a silently dropped value: a stored result that does not fit the type it is replayed
+// into (another operation's record, or a result type that lost a field since) must never
+// decode into a zero value.
+func (JSONCodec) Unmarshal(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("json: data after the stored value")
+	}
+	return nil
+}
 
 // encodeResult encodes v with the codec, compressing above the threshold. It returns
-// EncodingNone and no data when the result does not fit maxSize.
+// EncodingNone and no data when the result does not fit maxResult. A result longer than
+// maxInflated is never compressed, since no replay would inflate it: it is stored as is if
+// it fits, and so almost always without its body.
 func (c *config) encodeResult(v any) (data []byte, enc string, err error) {
 	data, err = c.codec.Marshal(v)
 	if err != nil {
 		return nil, EncodingNone, err
 	}
 	enc = c.codec.Name()
-	if len(data) > c.compressAbove {
+	if len(data) > c.compressAbove && len(data) <= maxInflated {
 		var buf bytes.Buffer
 		buf.Grow(len(data) / 4)
 		// A gzip writer holds about a megabyte of compressor state: reuse them, or every
@@ -100,7 +116,8 @@ func (c *config) decodeResult(rec *Record, out any) error {
 }
 
 // maxInflated bounds what a stored result may inflate to: a hostile or corrupt record must
-// not exhaust memory. DynamoDB items are at most 400 KB.
+// not exhaust memory. DynamoDB items are at most 400 KB. The writer applies the same bound,
+// so that every compressed result it stores can be replayed.
 const maxInflated = 64 << 20
 
 // inflate decompresses a gzipped result. Its readers are reused: each holds about 40 KB of

@@ -20,12 +20,12 @@
 //
 // A new key costs two store round trips (claim, complete), a replay or an in-flight
 // duplicate one, and a warm local-cache replay ([WithCache]) none. Stored keys are
-// "<scope>#<sha256 hex>": raw keys never reach the store.
+// "<scope>.<operation>#<sha256 hex>": raw keys never reach the store.
 //
 // # Usage
 //
-//	store := dynamo.New(ddbClient, "idempotency") // or idem.NewMemStore() in tests
-//	guard, err := idem.New(store, idem.WithExpiry(24*time.Hour))
+//	store, err := dynamo.New(ddbClient, "idempotency") // or idem.NewMemStore() in tests
+//	guard, err := idem.New(store, "create-order", idem.WithExpiry(24*time.Hour))
 //	...
 //	order, replayed, err := idem.Do(ctx, guard, idem.Request{Key: key, Fingerprint: body},
 //		func(ctx context.Context) (Order, error) { return createOrder(ctx, body) })
@@ -35,7 +35,8 @@
 // [BatchStore], a batch of new keys costs two round trips in all.
 //
 // Handlers can record progress with [Checkpoint] and read it after a takeover with
-// [LastCheckpoint], and attach their own store writes to the completion with [Attach] so the
+// [LastCheckpoint] (a failed or panicking handler's release keeps the checkpoint for the
+// retry, and a takeover carries it into the new owner's record), and attach their own store writes to the completion with [Attach] so the
 // business effect and the record commit together or not at all.
 //
 // See https://docs.aws.amazon.com/lambda/latest/dg/invocation-retries.html for when Lambda

@@ -38,8 +38,10 @@ var (
 	// ErrConditionFailed means a write attached to the completion (see [Attach]) failed its
 	// condition: neither it nor the completion committed, and the key was released.
 	ErrConditionFailed = errors.New("idem: attached write condition failed")
-	// ErrNotCommitted means the store refused a completion as a whole and committed nothing
-	// (a cancelled transaction), so the key was released and a retry runs again. It comes
+	// ErrNotCommitted means a completion committed nothing, its attached writes included:
+	// the store refused it as a whole (a cancelled transaction, an attached write over the
+	// store's item size limit), or it failed and a read showed the record still in progress
+	// under the owner's token. The key was released and a retry runs again. It comes
 	// wrapped in a [*StoreError].
 	ErrNotCommitted = errors.New("idem: completion not committed")
 	// ErrDoNotStore, returned by a guarded handler (possibly wrapped), releases the key
@@ -52,8 +54,9 @@ var (
 	ErrSettled = errors.New("idem: batch settled before the request started")
 	// ErrNoLease means [Attach] or [Checkpoint] was called outside a guarded handler.
 	ErrNoLease = errors.New("idem: no lease in context: call from inside a guarded handler")
-	// ErrTooLarge is returned by a [Store] when a record exceeds its item size limit. The
-	// guard then records completion without the result.
+	// ErrTooLarge is returned by a [Store] when the record itself exceeds its item size
+	// limit (an attached write over it is [ErrNotCommitted]). The guard then records
+	// completion without the result.
 	ErrTooLarge = errors.New("idem: record too large for the store")
 )
 
@@ -77,7 +80,11 @@ func (e *InProgressError) Is(target error) bool { return target == ErrInProgress
 // StoreError reports a failed store operation. errors.Is(err, [ErrStore]) holds for it, and
 // Unwrap returns the underlying error (an SDK error for the DynamoDB store).
 type StoreError struct {
-	// Op names the operation: "claim", "get", "complete", "release", "extend" or "checkpoint".
+	// Op names the operation: "claim", "get", "complete", "release", "extend",
+	// "checkpoint", or [OpCommit] for a completion with attached writes whose outcome is
+	// unknown. With "claim" the handler did not run; with "complete" it ran and its effects
+	// stand, but its outcome was not recorded; with [OpCommit] it ran and its attached
+	// writes may or may not have committed.
 	Op string
 	// Err is the underlying error.
 	Err error
@@ -90,6 +97,12 @@ func (e *StoreError) Is(target error) bool { return target == ErrStore }
 
 // Unwrap returns the underlying error.
 func (e *StoreError) Unwrap() error { return e.Err }
+
+// OpCommit is the [StoreError] operation of a completion with attached writes ([Attach])
+// that failed, and whose record could not be read back: the writes and the record may or
+// may not have committed together. A retry after the lease ends learns which: it replays
+// the result if they did, and runs again if they did not.
+const OpCommit = "commit"
 
 // FailedError is a remembered failure replayed from the store. errors.Is(err, [ErrFailed])
 // holds for it.

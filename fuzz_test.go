@@ -21,7 +21,7 @@ func FuzzReplayRecord(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte, enc string, version int, status string) {
 		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 		s := idem.NewMemStore()
-		g, err := idem.New(s, idem.WithClock(idem.ClockFunc(func() time.Time { return now })))
+		g, err := idem.New(s, "test", idem.WithClock(idem.ClockFunc(func() time.Time { return now })))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -21,11 +21,22 @@ type Guard struct {
 	timed bool // some hook is set: measure durations
 }
 
-// New returns a Guard over store. Options are applied in order; invalid settings return an
-// error naming the option. New reads AWS_LAMBDA_FUNCTION_NAME once for the default scope.
-func New(store Store, opts ...Option) (*Guard, error) {
+// New returns a Guard for one operation over store. Options are applied in order; invalid
+// settings return an error naming the option.
+//
+// The operation names what the guarded handlers do ("create-order", "credit-account"): it
+// is part of every stored key, beside the scope (see [WithScope]), so two operations of one
+// function never share a record, whatever keys their callers send. It must be non-empty,
+// at most [MaxOperationLength] bytes of printable ASCII, and contain no '#'. Keep it stable
+// across deploys: a record is found again only under the same scope and operation.
+//
+// New reads the AWS_LAMBDA_FUNCTION_NAME environment variable once, for the default scope.
+func New(store Store, operation string, opts ...Option) (*Guard, error) {
 	if store == nil {
 		return nil, errNilStore
+	}
+	if err := checkOperation(operation); err != nil {
+		return nil, err
 	}
 	cfg := config{
 		expiry:        DefaultExpiry,
@@ -51,13 +62,13 @@ func New(store Store, opts ...Option) (*Guard, error) {
 			return nil, err
 		}
 	}
-	if cfg.heartbeat > 0 && cfg.heartbeat > cfg.lease/2 {
-		// A lease must survive a missed beat.
-		return nil, optErr("WithHeartbeat", "interval must be at most half of WithLease")
+	if err := cfg.checkHeartbeat(); err != nil {
+		return nil, err
 	}
 	if cfg.logger == nil {
 		cfg.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	cfg.scope += "." + operation
 	g := &Guard{store: store, cfg: cfg, timed: cfg.hooks.timed()}
 	if cfg.cacheSize > 0 {
 		g.cache = newLRU(cfg.cacheSize)
@@ -65,24 +76,40 @@ func New(store Store, opts ...Option) (*Guard, error) {
 	return g, nil
 }
 
-// Scope returns the guard's key scope.
+// Scope returns the prefix of the guard's stored keys: "<scope>.<operation>", the scope of
+// [WithScope] (or its default) and the operation given to [New].
 func (g *Guard) Scope() string { return g.cfg.scope }
 
 // Do runs fn under the idempotency key of req, at most once per key within the expiry
 // window, and reports whether the result was replayed rather than computed.
 //
 //   - New (or expired) key: fn runs under a lease and its result is stored: two store round
-//     trips. If fn fails, the key is released (or, with [WithRememberFailures], the failure
-//     stored) and Do returns fn's result and error unchanged.
+//     trips. If fn fails or panics, the key is released (or, with [WithRememberFailures],
+//     the failure stored) and Do returns fn's result and error unchanged; a checkpoint fn
+//     recorded is kept for the retry (see [Checkpoint]).
+//   - Key whose owner died after a checkpoint: taken over once its lease ends, with one
+//     more claim round trip, which carries the checkpoint into the new record.
 //   - Completed key: the stored result is decoded and returned with replayed true: one round
 //     trip, none on a local cache hit ([WithCache]).
 //   - Key in flight elsewhere: [*InProgressError] ([ErrInProgress]), or with [WithWait] the
 //     owner's result once it completes.
-//   - Other errors: [ErrMissingKey], [ErrInvalidKey], [ErrPayloadMismatch], [ErrFailed],
-//     [ErrLeaseLost] (fn ran but another owner's result stands; retry), [ErrResultNotStored],
-//     [ErrIncompatibleRecord], [ErrConditionFailed], and [ErrStore]. A [*StoreError] with Op
-//     "claim" means fn did not run (unless [WithFailOpen] is set); with Op "complete", fn ran
-//     but its outcome was not recorded, and the key stays in progress until its lease ends.
+//   - Other errors: [ErrMissingKey], [ErrInvalidKey], [ErrPayloadMismatch] (also when the
+//     key is held by a lease-ended record of another request that has a checkpoint: its
+//     effects are recorded there, so it keeps the key until it completes or expires),
+//     [ErrFailed], [ErrLeaseLost] (fn ran but another owner's result stands; retry),
+//     [ErrResultNotStored], [ErrIncompatibleRecord], [ErrConditionFailed], and [ErrStore].
+//
+// A [*StoreError] with Op "claim" means fn did not run (unless [WithFailOpen] is set). With
+// Op "complete", fn ran and Do returns its result with the error: the completion failed,
+// and a completion that failed with a store error was already sent again while ctx's
+// deadline allowed and its fate read back, which showed it had not landed (or could not be
+// read). Then:
+//
+//   - errors.Is(err, [ErrNotCommitted]): nothing of fn's outcome committed, neither the
+//     record nor the writes fn attached ([Attach]); the key was released, and a retry runs
+//     fn again. Effects fn had outside its attached writes did happen.
+//   - otherwise: fn ran but its outcome is not recorded; the key stays in progress until
+//     its lease ends, after which a retry runs fn again.
 //
 // fn receives a context carrying the lease, for [Checkpoint], [LastCheckpoint] and
 // [Attach]. Its deadline sets the lease: the lease ends at ctx's deadline plus the margin.
@@ -187,51 +214,65 @@ func (g *Guard) claimRecord(ctx context.Context, key, token, fp string, now time
 	}
 }
 
+// takeoverAttempts bounds the claims one claim step makes while a lease-ended record with
+// a checkpoint refuses them: its owner, still running past its lease, may move the
+// checkpoint between our attempts. After the last, the caller is told the key is in
+// progress.
+const takeoverAttempts = 3
+
 // claimed interprets the store's answer to claiming rec: our record when claimed, else the
-// live record that holds the key.
+// record that holds the key. A lease-ended record refuses a claim that does not carry its
+// checkpoint (see [Store]); claimed then claims again with that checkpoint, so that the new
+// owner resumes from it and the checkpoint lives in the record itself, where a resent claim
+// or a later takeover finds it.
 func (g *Guard) claimed(ctx context.Context, rec *Record, now time.Time, prev *Record, claimed bool, err error) (*Record, bool, error) {
 	key := rec.Key
-	if err != nil {
-		err = storeErr("claim", err)
-		g.storeFailed(ctx, key, "claim", now, err)
-		return nil, false, err
+	for attempt := 1; ; attempt++ {
+		if err != nil {
+			err = storeErr("claim", err)
+			g.storeFailed(ctx, key, "claim", now, err)
+			return nil, false, err
+		}
+		if claimed {
+			g.fire(ctx, g.cfg.hooks.OnClaimed, now, Event{Key: key})
+			return rec, true, nil
+		}
+		if prev == nil {
+			return nil, false, storeErr("claim", errors.New("store reported a conflict without the record"))
+		}
+		if prev.Status == StatusInProgress && prev.LeaseToken == rec.LeaseToken {
+			// Our own claim: it took effect, its response was lost, and a retry (the SDK's
+			// retryer resends a request whose connection broke) met the record it wrote. The
+			// token is fresh for every claim, so no one else holds it: we own the lease, and
+			// the record holds the checkpoint the claim carried.
+			g.fire(ctx, g.cfg.hooks.OnClaimed, now, Event{Key: key})
+			return rec, true, nil
+		}
+		if prev.live(now) || attempt == takeoverAttempts {
+			return prev, false, nil
+		}
+		if err := g.carryCheckpoint(ctx, rec, prev, now); err != nil {
+			return nil, false, err
+		}
+		prev, claimed, err = g.store.Claim(ctx, rec, now)
 	}
-	if claimed {
-		g.fire(ctx, g.cfg.hooks.OnClaimed, now, Event{Key: key})
-		g.inheritCheckpoint(ctx, rec, prev)
-		return rec, true, nil
-	}
-	if prev == nil {
-		return nil, false, storeErr("claim", errors.New("store reported a conflict without the record"))
-	}
-	if prev.Status == StatusInProgress && prev.LeaseToken == rec.LeaseToken {
-		// Our own claim: it took effect, its response was lost, and a retry (the SDK's
-		// retryer resends a request whose connection broke) met the record it wrote. The
-		// token is fresh for every claim, so no one else holds it: we own the lease.
-		g.fire(ctx, g.cfg.hooks.OnClaimed, now, Event{Key: key})
-		return rec, true, nil
-	}
-	return prev, false, nil
 }
 
-// inheritCheckpoint carries the checkpoint of an in-progress record this claim took over
-// onto the new record, so the new owner resumes where the previous one stopped, and so does
-// the owner after it if this one dies too. The claim replaced the whole item, so the
-// checkpoint is written back: one more round trip, only on a takeover that had one. A
-// request with another fingerprint is other work and inherits nothing.
-func (g *Guard) inheritCheckpoint(ctx context.Context, rec, prev *Record) {
-	if prev == nil || prev.Status != StatusInProgress || prev.Checkpoint == "" ||
-		(rec.Fingerprint != "" && prev.Fingerprint != "" && rec.Fingerprint != prev.Fingerprint) {
-		return
+// carryCheckpoint sets the checkpoint rec must carry to take over prev, a record that
+// refused the claim although it no longer holds its key: an ended lease with a checkpoint.
+// The checkpoint records effects of prev's request, so a request with another fingerprint
+// gets [ErrPayloadMismatch]: the key stays with prev's request until it completes or the
+// record expires. A record past its expiry is replaced without its checkpoint.
+func (g *Guard) carryCheckpoint(ctx context.Context, rec, prev *Record, now time.Time) error {
+	rec.Checkpoint = ""
+	if prev.expired(now) || prev.Checkpoint == "" {
+		return nil
+	}
+	if err := g.checkFingerprint(ctx, prev, rec.Fingerprint); err != nil {
+		return err
 	}
 	rec.Checkpoint = prev.Checkpoint
-	start := g.now()
-	if err := g.store.SetCheckpoint(ctx, rec.Key, rec.LeaseToken, rec.Checkpoint); err != nil {
-		// This owner still sees the checkpoint; only a further takeover would miss it.
-		err = storeErr("checkpoint", err)
-		g.storeFailed(ctx, rec.Key, "checkpoint", start, err)
-		g.cfg.logger.WarnContext(ctx, "idem: could not carry the checkpoint over to the new lease", "key", rec.Key, "error", err)
-	}
+	return nil
 }
 
 // leaseEnd computes when a lease taken at now ends: the context deadline capped by the
@@ -268,16 +309,27 @@ func (g *Guard) inProgress(ctx context.Context, rec *Record, now time.Time) erro
 
 // waitFor polls an in-flight key until it completes, goes away or its lease ends, or until
 // the wait budget or ctx ends. It returns the completed record, or nil to claim again.
+//
+// The wait also ends, with the in-progress error, at ctx's deadline less the lease margin:
+// in Lambda the deadline is the function timeout, and a waiter that ran into it would be
+// billed for the whole timeout and answer nothing (through the HTTP wrappers, a 5xx from
+// API Gateway instead of a 409 with Retry-After).
 func (g *Guard) waitFor(ctx context.Context, rec *Record, fp string, until time.Time) (*Record, error) {
+	if dl, ok := ctx.Deadline(); ok {
+		if end := dl.Add(-g.cfg.leaseMargin); end.Before(until) {
+			until = end
+		}
+	}
 	poll := g.cfg.waitPoll
 	for {
-		if now := g.now(); !now.Before(until) {
+		now := g.now()
+		if !now.Before(until) {
 			return nil, g.inProgress(ctx, rec, now)
 		}
 		select {
 		case <-ctx.Done():
 			return nil, context.Cause(ctx)
-		case <-g.cfg.clock.After(poll):
+		case <-g.cfg.clock.After(min(poll, until.Sub(now))): // the last poll comes at the end
 		}
 		start := g.now()
 		cur, err := g.store.Get(ctx, rec.Key)
@@ -286,8 +338,7 @@ func (g *Guard) waitFor(ctx context.Context, rec *Record, fp string, until time.
 			g.storeFailed(ctx, rec.Key, "get", start, err)
 			return nil, err
 		}
-		now := g.now()
-		if !cur.live(now) {
+		if !cur.live(g.now()) {
 			return nil, nil
 		}
 		// The record polled may be another owner's, for another request: judge it afresh.

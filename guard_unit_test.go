@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -64,6 +65,17 @@ func (c *counting) Release(ctx context.Context, k, t string) error {
 	c.inc("release")
 	return c.Store.Release(ctx, k, t)
 }
+func (c *counting) SetCheckpoint(ctx context.Context, k, t, cp string) error {
+	c.inc("checkpoint")
+	return c.Store.SetCheckpoint(ctx, k, t, cp)
+}
+
+// counts returns the calls by operation.
+func (c *counting) counts() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.calls)
+}
 
 func TestRoundTrips(t *testing.T) {
 	t.Parallel()
@@ -73,7 +85,7 @@ func TestRoundTrips(t *testing.T) {
 		if cached {
 			opts = append(opts, idem.WithCache(8))
 		}
-		g, err := idem.New(s, opts...)
+		g, err := idem.New(s, "test", opts...)
 		require.NoError(t, err)
 		ctx := context.Background()
 		fn := func(context.Context) (int, error) { return 1, nil }
@@ -94,7 +106,7 @@ func TestRoundTrips(t *testing.T) {
 	}
 
 	s := newCounting(idem.NewMemStore())
-	g, err := idem.New(s)
+	g, err := idem.New(s, "test")
 	require.NoError(t, err)
 	release := make(chan struct{})
 	started := make(chan struct{})
@@ -118,7 +130,7 @@ func TestRoundTrips(t *testing.T) {
 
 func TestKeys(t *testing.T) {
 	t.Parallel()
-	g, err := idem.New(idem.NewMemStore(), idem.WithScope("orders"))
+	g, err := idem.New(idem.NewMemStore(), "test", idem.WithScope("orders"))
 	require.NoError(t, err)
 	cases := []struct {
 		name string
@@ -139,8 +151,8 @@ func TestKeys(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
-			assert.True(t, strings.HasPrefix(sk, "orders#"))
-			assert.Len(t, sk, len("orders#")+64)
+			assert.True(t, strings.HasPrefix(sk, "orders.test#"))
+			assert.Len(t, sk, len("orders.test#")+64)
 			assert.NotContains(t, sk, tc.req.Key, "raw keys never reach the store")
 		})
 	}
@@ -178,24 +190,24 @@ func TestOptionsRejectBadValues(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := idem.New(idem.NewMemStore(), tc.opt)
+			_, err := idem.New(idem.NewMemStore(), "test", tc.opt)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.name, "the error names the option")
 		})
 	}
-	_, err := idem.New(nil)
+	_, err := idem.New(nil, "test")
 	require.Error(t, err)
 }
 
 func TestDefaultScopeFromFunctionName(t *testing.T) {
 	t.Setenv("AWS_LAMBDA_FUNCTION_NAME", "payments-fn")
-	g, err := idem.New(idem.NewMemStore())
+	g, err := idem.New(idem.NewMemStore(), "test")
 	require.NoError(t, err)
-	assert.Equal(t, "payments-fn", g.Scope())
+	assert.Equal(t, "payments-fn.test", g.Scope())
 	t.Setenv("AWS_LAMBDA_FUNCTION_NAME", "")
-	g, err = idem.New(idem.NewMemStore())
+	g, err = idem.New(idem.NewMemStore(), "test")
 	require.NoError(t, err)
-	assert.Equal(t, idem.DefaultScope, g.Scope())
+	assert.Equal(t, idem.DefaultScope+".test", g.Scope())
 }
 
 func TestLeaseFollowsDeadline(t *testing.T) {
@@ -203,7 +215,7 @@ func TestLeaseFollowsDeadline(t *testing.T) {
 	base := time.Now() // deadlines are real: the context ends on the real clock
 	clock := func() time.Time { return base }
 	s := idem.NewMemStore()
-	g, err := idem.New(s, idem.WithClock(idem.ClockFunc(clock)), idem.WithLeaseMargin(time.Second), idem.WithMaxLease(time.Minute))
+	g, err := idem.New(s, "test", idem.WithClock(idem.ClockFunc(clock)), idem.WithLeaseMargin(time.Second), idem.WithMaxLease(time.Minute))
 	require.NoError(t, err)
 	cases := []struct {
 		name     string
@@ -238,7 +250,7 @@ func TestLeaseFollowsDeadline(t *testing.T) {
 
 func TestPanicReleasesKey(t *testing.T) {
 	t.Parallel()
-	g, err := idem.New(idem.NewMemStore())
+	g, err := idem.New(idem.NewMemStore(), "test")
 	require.NoError(t, err)
 	assert.Panics(t, func() {
 		_, _, _ = idem.Do(context.Background(), g, idem.Request{Key: "p"}, func(context.Context) (int, error) { panic("bug") })
@@ -251,54 +263,36 @@ func TestPanicReleasesKey(t *testing.T) {
 
 func TestWaitGivesUpAtBudget(t *testing.T) {
 	t.Parallel()
-	g, err := idem.New(idem.NewMemStore(), idem.WithWait(30*time.Millisecond, 5*time.Millisecond))
+	g, err := idem.New(idem.NewMemStore(), "test", idem.WithWait(30*time.Millisecond, 5*time.Millisecond))
 	require.NoError(t, err)
-	release, started, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		_, _, _ = idem.Do(context.Background(), g, idem.Request{Key: "w"}, func(context.Context) (int, error) {
-			close(started)
-			<-release
-			return 1, nil
-		})
-	}()
-	<-started
+	holdKey(t, g, "w")
 	_, _, err = idem.Do(context.Background(), g, idem.Request{Key: "w"}, func(context.Context) (int, error) { return 2, nil })
 	require.ErrorIs(t, err, idem.ErrInProgress)
-	close(release)
-	<-done
 }
 
 func TestWaitEndsWithContext(t *testing.T) {
 	t.Parallel()
 	s := idem.NewMemStore()
-	owner, err := idem.New(s)
+	owner, err := idem.New(s, "test")
 	require.NoError(t, err)
-	waiter, err := idem.New(s, idem.WithWait(time.Minute, time.Millisecond))
+	waiter, err := idem.New(s, "test", idem.WithWait(time.Minute, time.Millisecond))
 	require.NoError(t, err)
-	release, started, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		_, _, _ = idem.Do(context.Background(), owner, idem.Request{Key: "w"}, func(context.Context) (int, error) {
-			close(started)
-			<-release
-			return 1, nil
-		})
-	}()
-	<-started
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-	defer cancel()
+	holdKey(t, owner, "w")
+	// The caller gives up while waiting (a deadline ends the wait earlier, by its margin: see
+	// TestWaitEndsBeforeTheDeadline).
+	gaveUp := errors.New("caller gave up")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	time.AfterFunc(20*time.Millisecond, func() { cancel(gaveUp) })
 	_, _, err = idem.Do(ctx, waiter, idem.Request{Key: "w"}, func(context.Context) (int, error) { return 2, nil })
-	require.ErrorIs(t, err, context.DeadlineExceeded)
-	close(release)
-	<-done
+	require.ErrorIs(t, err, gaveUp)
 }
 
 func TestHeartbeatExtendsLease(t *testing.T) {
 	t.Parallel()
 	clock := storetest.NewClock()
 	s := idem.NewMemStore()
-	g, err := idem.New(s, idem.WithClock(clock), idem.WithLease(time.Minute), idem.WithHeartbeat(2*time.Millisecond))
+	g, err := idem.New(s, "test", idem.WithClock(clock), idem.WithLease(time.Minute), idem.WithHeartbeat(2*time.Millisecond))
 	require.NoError(t, err)
 	sk, _ := g.StoredKey(idem.Request{Key: "hb"})
 	_, _, err = idem.Do(context.Background(), g, idem.Request{Key: "hb"}, func(ctx context.Context) (int, error) {
@@ -315,7 +309,7 @@ func TestHeartbeatExtendsLease(t *testing.T) {
 func TestHeartbeatCancelsOnLostLease(t *testing.T) {
 	t.Parallel()
 	s := idem.NewMemStore()
-	g, err := idem.New(s, idem.WithHeartbeat(time.Millisecond))
+	g, err := idem.New(s, "test", idem.WithHeartbeat(time.Millisecond))
 	require.NoError(t, err)
 	sk, _ := g.StoredKey(idem.Request{Key: "hb"})
 	_, _, err = idem.Do(context.Background(), g, idem.Request{Key: "hb"}, func(ctx context.Context) (int, error) {
@@ -336,12 +330,12 @@ func TestHooks(t *testing.T) {
 		return func(_ context.Context, e idem.Event) {
 			mu.Lock()
 			defer mu.Unlock()
-			assert.True(t, strings.HasPrefix(e.Key, "hooks#"), "hooks see stored keys only")
+			assert.True(t, strings.HasPrefix(e.Key, "hooks.test#"), "hooks see stored keys only")
 			seen[name]++
 		}
 	}
 	faulty := storetest.NewFaulty(idem.NewMemStore())
-	g, err := idem.New(faulty, idem.WithScope("hooks"), idem.WithHooks(idem.Hooks{
+	g, err := idem.New(faulty, "test", idem.WithScope("hooks"), idem.WithHooks(idem.Hooks{
 		OnClaimed: rec("claimed"), OnCompleted: rec("completed"), OnReplayed: rec("replayed"),
 		OnMismatch: rec("mismatch"), OnReleased: rec("released"), OnStoreError: rec("store"),
 		OnInProgress: rec("inprogress"), OnLeaseLost: rec("leaselost"),
@@ -368,7 +362,7 @@ func TestAttachOutsideHandler(t *testing.T) {
 
 func TestMemStoreRejectsForeignAttachment(t *testing.T) {
 	t.Parallel()
-	g, err := idem.New(idem.NewMemStore())
+	g, err := idem.New(idem.NewMemStore(), "test")
 	require.NoError(t, err)
 	var calls atomic.Int32
 	_, _, err = idem.Do(context.Background(), g, idem.Request{Key: "x"}, func(ctx context.Context) (int, error) {
@@ -381,7 +375,7 @@ func TestMemStoreRejectsForeignAttachment(t *testing.T) {
 
 func TestDoNotStoreBeatsRememberFailures(t *testing.T) {
 	t.Parallel()
-	g, err := idem.New(idem.NewMemStore(), idem.WithRememberFailures(func(error) bool { return true }))
+	g, err := idem.New(idem.NewMemStore(), "test", idem.WithRememberFailures(func(error) bool { return true }))
 	require.NoError(t, err)
 	runs := 0
 	fn := func(context.Context) (int, error) {
@@ -400,7 +394,7 @@ func TestInProgressWithoutLeaseEndHoldsKey(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
 	s := idem.NewMemStore()
-	g, err := idem.New(s, idem.WithClock(idem.ClockFunc(func() time.Time { return now })))
+	g, err := idem.New(s, "test", idem.WithClock(idem.ClockFunc(func() time.Time { return now })))
 	require.NoError(t, err)
 	sk, _ := g.StoredKey(idem.Request{Key: "k"})
 	s.Put(idem.Record{Key: sk, Status: idem.StatusInProgress, Expires: now.Add(time.Hour), LeaseToken: "x"})
@@ -410,7 +404,7 @@ func TestInProgressWithoutLeaseEndHoldsKey(t *testing.T) {
 
 func TestFailOpenNeverOnCancelledContext(t *testing.T) {
 	t.Parallel()
-	g, err := idem.New(idem.NewMemStore(), idem.WithFailOpen(true))
+	g, err := idem.New(idem.NewMemStore(), "test", idem.WithFailOpen(true))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -423,7 +417,7 @@ func TestFailOpenNeverOnCancelledContext(t *testing.T) {
 
 func TestAttachAfterHandlerReturned(t *testing.T) {
 	t.Parallel()
-	g, err := idem.New(idem.NewMemStore())
+	g, err := idem.New(idem.NewMemStore(), "test")
 	require.NoError(t, err)
 	var leaked context.Context
 	_, _, err = idem.Do(context.Background(), g, idem.Request{Key: "k"}, func(ctx context.Context) (int, error) {
@@ -435,18 +429,46 @@ func TestAttachAfterHandlerReturned(t *testing.T) {
 		"a write attached too late would silently never commit")
 }
 
+// TestHeartbeatMustFitTheLease checks the interval against the lease a claim is granted
+// without a deadline, WithLease capped by WithMaxLease, in whatever order the options come:
+// a beat at most every half of that lease less the margin (the point where the handler's
+// context is cancelled if no extension succeeded), so that one missed beat does not lose it.
 func TestHeartbeatMustFitTheLease(t *testing.T) {
 	t.Parallel()
-	_, err := idem.New(idem.NewMemStore(), idem.WithLease(time.Minute), idem.WithHeartbeat(40*time.Second))
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "WithHeartbeat")
+	tests := []struct {
+		name string
+		opts []idem.Option
+		ok   bool
+	}{
+		{"half of WithLease less the margin", []idem.Option{idem.WithLease(time.Minute), idem.WithHeartbeat(29 * time.Second)}, true},
+		{"half of WithLease", []idem.Option{idem.WithLease(time.Minute), idem.WithHeartbeat(30 * time.Second)}, false},
+		{"half of WithLease, another margin", []idem.Option{idem.WithLease(time.Minute), idem.WithHeartbeat(30 * time.Second), idem.WithLeaseMargin(0)}, true},
+		{"above half of WithLease", []idem.Option{idem.WithLease(time.Minute), idem.WithHeartbeat(40 * time.Second)}, false},
+		{"half of WithLease, above half of the default max lease", []idem.Option{idem.WithLease(40 * time.Minute), idem.WithHeartbeat(20 * time.Minute)}, false},
+		{"half of the default max lease less the margin", []idem.Option{idem.WithLease(40 * time.Minute), idem.WithHeartbeat(7*time.Minute + 29*time.Second)}, true},
+		{"above half of WithMaxLease", []idem.Option{idem.WithHeartbeat(20 * time.Second), idem.WithMaxLease(30 * time.Second)}, false},
+		{"half of WithMaxLease less the margin", []idem.Option{idem.WithHeartbeat(14 * time.Second), idem.WithMaxLease(30 * time.Second)}, true},
+		{"a lease no longer than the margin", []idem.Option{idem.WithHeartbeat(time.Millisecond), idem.WithLease(2 * time.Second)}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := idem.New(idem.NewMemStore(), "test", tc.opts...)
+			if tc.ok {
+				require.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "WithHeartbeat")
+		})
+	}
 }
 
 // The handler's context is the caller's: values, deadline and cancellation pass through the
 // lease it carries.
 func TestHandlerContextIsTheCallers(t *testing.T) {
 	type ctxKey struct{}
-	g, err := idem.New(idem.NewMemStore())
+	g, err := idem.New(idem.NewMemStore(), "test")
 	require.NoError(t, err)
 	parent, cancel := context.WithTimeout(context.WithValue(context.Background(), ctxKey{}, "v"), time.Minute)
 	defer cancel()
@@ -469,7 +491,7 @@ func TestHandlerContextIsTheCallers(t *testing.T) {
 
 // Do returns the handler's result with its error, and a nil interface result as nil.
 func TestDoReturnsResultWithError(t *testing.T) {
-	g, err := idem.New(idem.NewMemStore())
+	g, err := idem.New(idem.NewMemStore(), "test")
 	require.NoError(t, err)
 	boom := errors.New("boom")
 	v, replayed, err := idem.Do(context.Background(), g, idem.Request{Key: "a"}, func(context.Context) (int, error) { return 7, boom })

@@ -34,7 +34,9 @@ type Hooks struct {
 	// OnMismatch runs when a key is reused with a different fingerprint.
 	OnMismatch func(context.Context, Event)
 	// OnLeaseLost runs when completion finds the lease taken over: the handler's effects may
-	// have happened twice unless they were attached to the completion.
+	// have happened twice unless they were attached to the completion. With [WithHeartbeat]
+	// it also runs when a lease extension finds the lease taken over, or when no extension
+	// succeeded in time and the handler's context is cancelled (see [WithHeartbeat]).
 	OnLeaseLost func(context.Context, Event)
 	// OnReleased runs when a failed handler's key is released for a retry.
 	OnReleased func(context.Context, Event)

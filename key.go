@@ -25,7 +25,7 @@ type Request struct {
 }
 
 // StoredKey validates the request's key and returns the key its record is stored under:
-// "<scope>#<sha256 hex>". The hash covers the tenant and the key, the tenant
+// "<scope>.<operation>#<sha256 hex>". The hash covers the tenant and the key, the tenant
 // length-prefixed, so no two (tenant, key) pairs share a record. It returns [ErrMissingKey]
 // or [ErrInvalidKey] for a bad key. Use it to find a request's record in the table.
 func (g *Guard) StoredKey(r Request) (string, error) {

@@ -8,7 +8,7 @@ import (
 )
 
 func TestKeyAndTokenShareNothingButTheAllocation(t *testing.T) {
-	g, err := New(NewMemStore(), WithScope("fn"))
+	g, err := New(NewMemStore(), "test", WithScope("fn"))
 	require.NoError(t, err)
 	req := Request{Key: "order-1", Tenant: "t"}
 	want, err := g.StoredKey(req)

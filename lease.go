@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // lease is the owner's view of a claimed key. It is also the handler's context: the
@@ -16,6 +17,7 @@ type lease struct {
 	token string
 
 	mu         sync.Mutex
+	end        time.Time // the lease end last confirmed: at the claim, then by each extension
 	checkpoint string
 	attached   []any
 	closed     bool // the handler returned: later attachments would be lost
@@ -41,6 +43,19 @@ func (l *lease) Value(key any) any {
 func leaseFrom(ctx context.Context) *lease {
 	l, _ := ctx.Value(leaseCtxKey{}).(*lease)
 	return l
+}
+
+// confirmedEnd returns the lease end last confirmed by the store.
+func (l *lease) confirmedEnd() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.end
+}
+
+func (l *lease) setConfirmedEnd(end time.Time) {
+	l.mu.Lock()
+	l.end = end
+	l.mu.Unlock()
 }
 
 func (l *lease) takeAttached() []any {
@@ -77,8 +92,14 @@ func Attach(ctx context.Context, writes ...any) error {
 // Checkpoint records a progress marker (for example "payment_charged") on the key whose
 // handler ctx belongs to, conditional on the lease token: one store round trip. If the
 // handler crashes, the next owner reads the marker with [LastCheckpoint] after taking over
-// the expired lease and can resume. It returns [ErrLeaseLost] if the lease was taken over,
-// an error wrapping [ErrStore] if the store failed, and an error outside a guarded handler.
+// the expired lease and can resume. If the handler returns an error or panics after a
+// checkpoint, the key is released with the checkpoint kept (the record stays, its lease
+// ended), so the retry runs at once and resumes from it too. A checkpoint lasts until the
+// key completes or expires, through any number of takeovers: each new owner's claim carries
+// it into its own record (one more claim round trip), and a request with another
+// fingerprint gets [ErrPayloadMismatch] rather than take the key over. Checkpoint returns
+// [ErrLeaseLost] if the lease was taken over, an error wrapping [ErrStore] if the store
+// failed, and an error outside a guarded handler.
 func Checkpoint(ctx context.Context, checkpoint string) error {
 	l := leaseFrom(ctx)
 	if l == nil {
@@ -98,8 +119,9 @@ func Checkpoint(ctx context.Context, checkpoint string) error {
 }
 
 // LastCheckpoint returns the last checkpoint recorded for the key whose handler ctx belongs
-// to: this owner's latest, or, right after taking over an expired lease, the previous
-// owner's. It returns "" when there is none or outside a guarded handler.
+// to: this owner's latest, or, right after taking over a lease that ended (a crash, or a
+// handler that failed after a checkpoint), the previous owner's. It returns "" when there
+// is none or outside a guarded handler.
 func LastCheckpoint(ctx context.Context) string {
 	l := leaseFrom(ctx)
 	if l == nil {

@@ -38,7 +38,7 @@ func (s *MemStore) Claim(ctx context.Context, rec *Record, now time.Time) (*Reco
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old, ok := s.records[rec.Key]
-	if ok && old.live(now) {
+	if ok && !old.claimableBy(rec, now) {
 		return clone(old), false, nil
 	}
 	s.records[rec.Key] = *clone(*rec)
@@ -89,6 +89,9 @@ func (s *MemStore) Complete(ctx context.Context, rec *Record, attached []any) er
 	if err != nil {
 		return err
 	}
+	if old.Status != StatusInProgress {
+		return nil // completed already: a resend, whose writes must not run again
+	}
 	for _, w := range writes {
 		if err := w(); err != nil {
 			return fmt.Errorf("%w: %w", ErrConditionFailed, err)
@@ -108,10 +111,17 @@ func (s *MemStore) Release(ctx context.Context, key, token string) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, err := s.owned(key, token, false); err != nil {
+	r, err := s.owned(key, token, true)
+	if err != nil {
 		return err
 	}
-	delete(s.records, key)
+	if r.Checkpoint == "" {
+		delete(s.records, key)
+		return nil
+	}
+	r.LeaseExpires = time.Unix(0, 0) // ended for every clock, as the DynamoDB store writes it
+	r.LeaseToken = ReleasedToken(token)
+	s.records[key] = r
 	return nil
 }
 

@@ -30,6 +30,8 @@ const (
 	DefaultScope = "default"
 	// MaxKeyLength is the longest caller key accepted, in bytes.
 	MaxKeyLength = 1024
+	// MaxOperationLength is the longest operation name [New] accepts, in bytes.
+	MaxOperationLength = 128
 )
 
 // Option configures a [Guard]. Options are applied in order by [New].
@@ -109,9 +111,10 @@ func WithMaxLease(d time.Duration) Option {
 	}
 }
 
-// WithScope sets the key scope: the prefix of every stored key, so functions sharing a
-// table never share keys. Default: the AWS_LAMBDA_FUNCTION_NAME environment variable read
-// once by [New], else [DefaultScope]. Must not be empty.
+// WithScope sets the key scope: the first part of every stored key, before the operation
+// (see [New]), so functions sharing a table never share keys. Default: the
+// AWS_LAMBDA_FUNCTION_NAME environment variable read once by [New], else [DefaultScope].
+// Must not be empty.
 func WithScope(scope string) Option {
 	return func(c *config) error {
 		if scope == "" {
@@ -139,7 +142,13 @@ func WithCache(size int) Option {
 // WithWait makes a request that finds its key in progress wait for the owner, polling the
 // store every poll (doubling up to one second) for at most maxWait, instead of returning
 // [ErrInProgress] at once. Default off. maxWait must be positive and poll positive and not
-// longer than maxWait. The wait also ends with the context.
+// longer than maxWait.
+//
+// The wait ends with the owner's result, or with a claim of its own if the record goes away
+// or its lease ends; else with an [*InProgressError] when maxWait has passed or, sooner, at
+// the context's deadline less [WithLeaseMargin], so that a Lambda function answers (409
+// with Retry-After through the HTTP wrappers) before its timeout; and with the context's
+// error if the context is cancelled first.
 func WithWait(maxWait, poll time.Duration) Option {
 	return func(c *config) error {
 		if maxWait <= 0 || poll <= 0 || poll > maxWait {
@@ -164,12 +173,26 @@ func WithRememberFailures(permanent func(error) bool) Option {
 }
 
 // WithHeartbeat extends the lease every interval while the handler runs, for work that may
-// outlive its lease: each beat moves the lease end to at least [WithLease] from then (never
-// earlier than the deadline-based end), but not past the record's expiry, which is
-// [WithExpiry] after the first lease end; work longer than that needs a longer expiry.
-// Default off (0); must not be negative, and at most half of [WithLease] so that a lease
-// survives one missed beat. If an extension finds the lease lost, the handler's context is
-// cancelled with cause [ErrLeaseLost].
+// outlive its lease: each beat moves the lease end to at least min([WithLease],
+// [WithMaxLease]) from then (never earlier than the deadline-based end), but not past the
+// record's expiry, which is [WithExpiry] after the first lease end; work longer than that
+// needs a longer expiry.
+//
+// What a heartbeat promises: the handler's context is cancelled, with a cause wrapping
+// [ErrLeaseLost], as soon as an extension finds the lease taken over, and also when no
+// extension has succeeded by the lease end last confirmed (by the claim or the last
+// successful extension) less [WithLeaseMargin], the earliest moment a caller whose clock
+// runs ahead by the margin may take the key over. [Hooks.OnLeaseLost] runs either way. An
+// extension that fails with a store error (throttling, network) is reported to
+// [Hooks.OnStoreError] and the beats go on until then. So a handler that stops when its
+// context ends never runs alongside the key's next owner; one that ignores its context may.
+// Whatever the handler then returns is recorded as usual, fenced by the lease token: an
+// error releases the key, and a result completes it if the lease is in fact still ours (the
+// store was only unreachable) or else the caller gets [ErrLeaseLost].
+//
+// Default off (0); must not be negative, and at most half of min(WithLease, WithMaxLease)
+// less WithLeaseMargin, so that the lease survives one failed beat: [New] returns an error
+// naming WithHeartbeat otherwise.
 func WithHeartbeat(interval time.Duration) Option {
 	return func(c *config) error {
 		if interval < 0 {
@@ -194,7 +217,8 @@ func WithCodec(codec Codec) Option {
 
 // WithCompression sets the encoded size in bytes above which results are gzip-compressed
 // before they are stored. Default [DefaultCompressionThreshold]; must not be negative. Use
-// a very large value to turn compression off.
+// a very large value to turn compression off. Results longer than 64 MiB are never
+// compressed, since a replay inflates no more than that (see [WithMaxResultSize]).
 func WithCompression(threshold int) Option {
 	return func(c *config) error {
 		if threshold < 0 {
@@ -207,7 +231,9 @@ func WithCompression(threshold int) Option {
 
 // WithMaxResultSize sets the largest result stored, in bytes after compression. A larger
 // one completes the key without its body, so the work is never repeated, and replays get
-// [ErrResultNotStored]. Default [DefaultMaxResultSize]; must be positive.
+// [ErrResultNotStored]. Results longer than 64 MiB before compression are not compressed
+// (a replay would refuse to inflate them), so they too are stored without a body unless
+// the limit admits them uncompressed. Default [DefaultMaxResultSize]; must be positive.
 func WithMaxResultSize(n int) Option {
 	return func(c *config) error {
 		if n <= 0 {
@@ -261,6 +287,25 @@ func WithHooks(h Hooks) Option {
 	}
 }
 
+// checkHeartbeat refuses a heartbeat interval that would let a lease lapse after one missed
+// beat. The lease checked is the one a claim without a deadline is granted, WithLease
+// capped by WithMaxLease: with a deadline the lease is longer (the deadline, capped by
+// WithMaxLease, plus the margin) or the context ends with it. The heartbeat cancels the
+// handler's context when no extension has succeeded by the lease end less the margin, so
+// two beats must fit before that point.
+func (c *config) checkHeartbeat() error {
+	if c.heartbeat <= 0 {
+		return nil
+	}
+	granted := min(c.lease, c.maxLease)
+	if limit := (granted - c.leaseMargin) / 2; c.heartbeat > limit {
+		return optErr("WithHeartbeat", fmt.Sprintf(
+			"interval %s is above %s: half of the lease granted, %s (WithLease capped by WithMaxLease), less WithLeaseMargin %s",
+			c.heartbeat, max(limit, 0), granted, c.leaseMargin))
+	}
+	return nil
+}
+
 func containsPlus(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if s[i] == '+' {
@@ -271,3 +316,16 @@ func containsPlus(s string) bool {
 }
 
 var errNilStore = errors.New("idem: New: store must not be nil")
+
+// checkOperation validates the operation name given to [New].
+func checkOperation(op string) error {
+	if op == "" || len(op) > MaxOperationLength {
+		return fmt.Errorf("idem: New: operation must be 1 to %d bytes", MaxOperationLength)
+	}
+	for i := 0; i < len(op); i++ {
+		if c := op[i]; c < 0x21 || c > 0x7e || c == '#' {
+			return fmt.Errorf("idem: New: operation %q: printable ASCII without spaces or '#' only", op)
+		}
+	}
+	return nil
+}

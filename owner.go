@@ -3,7 +3,7 @@ package idem
 import (
 	"context"
 	"errors"
-	"sync"
+	"fmt"
 	"time"
 )
 
@@ -33,7 +33,7 @@ func (g *Guard) runOwned(ctx context.Context, rec *Record, run func(context.Cont
 // key is released and the panic goes on.
 func (g *Guard) runHandler(ctx context.Context, rec *Record, run func(context.Context) (any, error)) settlement {
 	start := g.hookStart()
-	l := &lease{g: g, key: rec.Key, token: rec.LeaseToken, checkpoint: rec.Checkpoint}
+	l := &lease{g: g, key: rec.Key, token: rec.LeaseToken, end: rec.LeaseExpires, checkpoint: rec.Checkpoint}
 	hctx, stopHeartbeat := g.heartbeat(withLease(ctx, l), l, rec.Expires)
 
 	finished := false
@@ -52,7 +52,7 @@ func (g *Guard) runHandler(ctx context.Context, rec *Record, run func(context.Co
 	s := settlement{l: l, start: start, value: v, runErr: runErr}
 	if runErr != nil {
 		if g.cfg.rememberFail != nil && !errors.Is(runErr, ErrDoNotStore) && g.cfg.rememberFail(runErr) {
-			s.done = g.completedRecord(rec, StatusFailed, []byte(runErr.Error()), EncodingError)
+			s.done = g.completedRecord(rec, LastCheckpoint(l), StatusFailed, []byte(runErr.Error()), EncodingError)
 		}
 		return s // attached writes of a failed handler never commit
 	}
@@ -60,7 +60,7 @@ func (g *Guard) runHandler(ctx context.Context, rec *Record, run func(context.Co
 	if encErr != nil {
 		g.cfg.logger.ErrorContext(ctx, "idem: result not encodable; completing without it", "key", rec.Key, "error", encErr)
 	}
-	s.done = g.completedRecord(rec, StatusCompleted, data, enc)
+	s.done = g.completedRecord(rec, LastCheckpoint(l), StatusCompleted, data, enc)
 	s.attached = attached
 	return s
 }
@@ -71,10 +71,7 @@ func (g *Guard) settle(ctx context.Context, s settlement) error {
 		g.release(ctx, s.l, s.start, s.runErr)
 		return s.runErr
 	}
-	cctx, cancel := detached(ctx)
-	err := g.store.Complete(cctx, s.done, s.attached)
-	cancel()
-	return g.completed(ctx, s, err)
+	return g.completed(ctx, s, g.complete(ctx, s))
 }
 
 // completed interprets the outcome err of writing s.done and returns the caller's error.
@@ -84,13 +81,15 @@ func (g *Guard) completed(ctx context.Context, s settlement, err error) error {
 		// The store's item limit is lower than WithMaxResultSize allowed: keep the work
 		// recorded as done, without the body, rather than repeating it.
 		s.done.Data, s.done.Encoding = nil, EncodingNone
-		cctx, cancel := detached(ctx)
-		err = g.completeResult(ctx, s.l, s.done, s.attached, s.start, g.store.Complete(cctx, s.done, s.attached))
-		cancel()
+		err = g.completeResult(ctx, s.l, s.done, s.attached, s.start, g.complete(ctx, s))
 	}
 	if errors.Is(err, ErrConditionFailed) || errors.Is(err, ErrNotCommitted) {
-		// Nothing committed, attached writes included: a retry may run again.
-		g.release(ctx, s.l, s.start, err)
+		// Nothing committed, attached writes included: a retry may run again. Releasing
+		// also fences off an attempt of ours still in flight at the store; if one landed
+		// first, the release finds the record completed, and so did we.
+		if g.releaseUncommitted(ctx, s) {
+			err = nil
+		}
 	}
 	if s.runErr != nil { // a remembered failure
 		if err != nil {
@@ -101,13 +100,115 @@ func (g *Guard) completed(ctx context.Context, s settlement, err error) error {
 	return err
 }
 
+// Retries of a completion that failed with a store error.
+const (
+	// completeAttempts is how many times a completion is sent when ctx has no deadline.
+	completeAttempts = 3
+	// completeMaxAttempts bounds the attempts when ctx has a deadline.
+	completeMaxAttempts = 6
+	// completeBackoff is the wait before the second attempt; each later wait doubles.
+	completeBackoff = 50 * time.Millisecond
+	// completeDeadlineMargin is the time a retry leaves before ctx's deadline, for the
+	// attempt itself and for answering the caller.
+	completeDeadlineMargin = 500 * time.Millisecond
+)
+
+// complete writes s.done and its attached writes and returns the store's answer. A store
+// failure (not a verdict such as a lost lease, a failed condition, a record too large or a
+// transaction that committed nothing) is sent again after a short backoff, while ctx's
+// deadline leaves time for it (completeAttempts in all without a deadline): the completion
+// is conditional on the lease token, and a store completes a record already completed under
+// that token without committing anything twice, so a resend is safe. If every attempt
+// fails, [Guard.resolveComplete] reads what happened.
+func (g *Guard) complete(ctx context.Context, s settlement) error {
+	cctx, cancel := detached(ctx)
+	defer cancel()
+	wait := completeBackoff
+	for attempt := 1; ; attempt++ {
+		err := g.store.Complete(cctx, s.done, s.attached)
+		if err == nil || !retryable(err) {
+			return err
+		}
+		if !g.mayRetryComplete(ctx, attempt, wait) {
+			return g.resolveComplete(ctx, s, err)
+		}
+		select {
+		case <-cctx.Done():
+			return g.resolveComplete(ctx, s, err)
+		case <-g.cfg.clock.After(wait):
+		}
+		wait *= 2
+	}
+}
+
+// retryable reports whether a completion that failed with err may succeed if sent again.
+func retryable(err error) bool {
+	for _, verdict := range []error{ErrLeaseLost, ErrConditionFailed, ErrTooLarge, ErrNotCommitted, ErrIncompatibleRecord} {
+		if errors.Is(err, verdict) {
+			return false
+		}
+	}
+	return true
+}
+
+// mayRetryComplete reports whether a completion that failed attempt times may be sent again
+// after waiting wait: while ctx's deadline, read on the guard's clock as the lease is,
+// leaves completeDeadlineMargin after the wait; without a deadline, up to completeAttempts.
+func (g *Guard) mayRetryComplete(ctx context.Context, attempt int, wait time.Duration) bool {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return attempt < completeAttempts
+	}
+	return attempt < completeMaxAttempts && g.now().Add(wait+completeDeadlineMargin).Before(dl)
+}
+
+// resolveComplete decides, with one strongly consistent read, what a completion whose
+// every attempt failed with err left behind. If the read fails too and writes were
+// attached, the error is a [*StoreError] with Op [OpCommit]: they may or may not have
+// committed. The record completed under our token: an
+// attempt landed and its answer was lost, so the completion succeeded. The record still in
+// progress under our token, with writes attached: nothing committed, so the caller gets an
+// error wrapping [ErrNotCommitted] and [Guard.completed] releases the key. Otherwise (no
+// attachments, a failed read, another owner): err, and the key stays as it is.
+func (g *Guard) resolveComplete(ctx context.Context, s settlement, err error) error {
+	cctx, cancel := detached(ctx)
+	cur, gerr := g.store.Get(cctx, s.done.Key)
+	cancel()
+	if gerr != nil || cur == nil || cur.LeaseToken != s.done.LeaseToken {
+		if len(s.attached) > 0 {
+			// Whether the transaction committed is unknown: neither "it ran" nor "nothing
+			// happened" may be told.
+			var se *StoreError
+			if errors.As(err, &se) {
+				err = se.Err
+			}
+			return &StoreError{Op: OpCommit, Err: err}
+		}
+		return err
+	}
+	switch {
+	case cur.Status == s.done.Status:
+		return nil
+	case cur.Status == StatusInProgress && len(s.attached) > 0:
+		var se *StoreError
+		if errors.As(err, &se) && se.Op == "complete" {
+			err = se.Err // one StoreError around the cause is enough
+		}
+		return &StoreError{Op: "complete", Err: fmt.Errorf("%w: %w", ErrNotCommitted, err)}
+	}
+	return err
+}
+
 // detached returns a context for recording an outcome: it keeps ctx's values but not its
 // cancellation, bounded by completionTimeout.
 func detached(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), completionTimeout)
 }
 
-func (g *Guard) completedRecord(rec *Record, status Status, data []byte, enc string) *Record {
+// completedRecord returns the record that completes the claim rec. It carries the lease's
+// last checkpoint, which the store keeps anyway, so that the record is what will be stored
+// (a store may need its size).
+func (g *Guard) completedRecord(rec *Record, checkpoint string, status Status, data []byte, enc string) *Record {
 	return &Record{
 		Key:         rec.Key,
 		Status:      status,
@@ -116,6 +217,7 @@ func (g *Guard) completedRecord(rec *Record, status Status, data []byte, enc str
 		Data:        data,
 		Encoding:    enc,
 		LeaseToken:  rec.LeaseToken,
+		Checkpoint:  checkpoint,
 		Version:     SchemaVersion,
 	}
 }
@@ -141,9 +243,35 @@ func (g *Guard) completeResult(ctx context.Context, l *lease, rec *Record, attac
 	default:
 		err = storeErr("complete", err)
 		g.storeFailed(ctx, l.key, "complete", start, err)
-		g.cfg.logger.ErrorContext(ctx, "idem: completion failed; the key stays in progress until its lease ends", "key", l.key, "error", err)
+		if errors.Is(err, ErrNotCommitted) {
+			g.cfg.logger.WarnContext(ctx, "idem: completion not committed; releasing the key", "key", l.key, "error", err)
+		} else {
+			g.cfg.logger.ErrorContext(ctx, "idem: completion failed; the key stays in progress until its lease ends", "key", l.key, "error", err)
+		}
 		return err
 	}
+}
+
+// releaseUncommitted releases the key of a completion that committed nothing, and reports
+// whether the record turned out completed under our token after all: an earlier attempt
+// of ours, still in flight when the store refused a later one or when the record was read
+// back, landed before the release could fence it off.
+func (g *Guard) releaseUncommitted(ctx context.Context, s settlement) bool {
+	cctx, cancel := detached(ctx)
+	defer cancel()
+	err := g.store.Release(cctx, s.l.key, s.l.token)
+	if !errors.Is(err, ErrLeaseLost) {
+		g.released(ctx, s.l, s.start, ErrNotCommitted, err)
+		return false
+	}
+	cur, gerr := g.store.Get(cctx, s.l.key)
+	if gerr == nil && cur != nil && cur.LeaseToken == s.done.LeaseToken && cur.Status == s.done.Status {
+		g.cache.put(s.done)
+		g.fire(ctx, g.cfg.hooks.OnCompleted, s.start, Event{Key: s.l.key})
+		return true
+	}
+	g.released(ctx, s.l, s.start, ErrNotCommitted, err)
+	return false
 }
 
 // release deletes the record so a retry runs again. Failing to release is logged, not
@@ -165,57 +293,5 @@ func (g *Guard) released(ctx context.Context, l *lease, start time.Time, cause, 
 		err = storeErr("release", err)
 		g.storeFailed(ctx, l.key, "release", start, err)
 		g.cfg.logger.WarnContext(ctx, "idem: release failed; the key stays in progress until its lease ends", "key", l.key, "error", err)
-	}
-}
-
-// heartbeat extends the lease every interval until the returned stop is called, and
-// returns the handler's context, which it cancels with cause [ErrLeaseLost] if an extension
-// finds the lease taken over. stop waits for the heartbeat goroutine to end.
-func (g *Guard) heartbeat(ctx context.Context, l *lease, expires time.Time) (context.Context, func()) {
-	if g.cfg.heartbeat <= 0 {
-		return ctx, func() {}
-	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	// The beats run on their own context, which stop ends first, so a hung extension never
-	// holds up the completion.
-	beatCtx, stopBeats := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-beatCtx.Done():
-				return
-			case <-g.cfg.clock.After(g.cfg.heartbeat):
-			}
-			now := g.now()
-			// Never shorten the lease (the deadline may lie further out than the default
-			// lease), and never extend it past the record's expiry, after which the record
-			// would count as absent.
-			end := g.leaseEnd(ctx, now)
-			if alt := now.Add(min(g.cfg.lease, g.cfg.maxLease)); alt.After(end) {
-				end = alt
-			}
-			if end.After(expires) {
-				end = expires
-			}
-			err := g.store.Extend(beatCtx, l.key, l.token, end)
-			switch {
-			case err == nil:
-			case beatCtx.Err() != nil:
-				return // stopped: the outcome is being recorded
-			case errors.Is(err, ErrLeaseLost):
-				g.fire(ctx, g.cfg.hooks.OnLeaseLost, time.Time{}, Event{Key: l.key, Err: err})
-				cancel(ErrLeaseLost)
-				return
-			default:
-				g.storeFailed(ctx, l.key, "extend", now, storeErr("extend", err))
-			}
-		}
-	}()
-	var once sync.Once
-	return ctx, func() {
-		once.Do(func() { stopBeats(); wg.Wait(); cancel(nil) })
 	}
 }

@@ -36,7 +36,7 @@ const (
 // Record is one idempotency record: the state of one scoped key. Stores persist every field;
 // the zero value of a field means the attribute is absent.
 type Record struct {
-	// Key is the stored key, "<scope>#<sha256 hex>", never the caller's raw key.
+	// Key is the stored key, "<scope>.<operation>#<sha256 hex>", never the caller's raw key.
 	Key string
 	// Status is the record's state.
 	Status Status
@@ -72,6 +72,16 @@ func (r *Record) expired(now time.Time) bool {
 // without a lease end (as other writers may leave) holds its key until it expires.
 func (r *Record) leaseExpired(now time.Time) bool {
 	return r.Status == StatusInProgress && !r.LeaseExpires.IsZero() && !now.Before(r.LeaseExpires)
+}
+
+// claimableBy reports whether a claim of rec at now may replace the record: it is absent
+// or expired, or its lease has ended and rec carries its checkpoint (both may be empty).
+// It is the claim condition of [Store.Claim].
+func (r *Record) claimableBy(rec *Record, now time.Time) bool {
+	if r == nil || r.expired(now) {
+		return true
+	}
+	return r.leaseExpired(now) && r.Checkpoint == rec.Checkpoint
 }
 
 // live reports whether the record holds its key at now: it exists, has not expired, and is

@@ -13,11 +13,15 @@ import (
 // an attached write's condition fails, and wraps any other failure so that
 // errors.Is(err, [ErrStore]) holds and the underlying error stays reachable.
 type Store interface {
-	// Claim writes rec (status [StatusInProgress]) unless a live record holds rec.Key at now.
-	// A record is live unless it is absent, past its Expires, or in progress past its
-	// LeaseExpires. On success claimed is true and prev is the record replaced, if any (an
-	// expired lease's record carries the checkpoint to resume from). Otherwise claimed is
-	// false and prev is the live record that holds the key.
+	// Claim writes rec (status [StatusInProgress]) if the record for rec.Key at now lets it:
+	// there is none, it is past its Expires, or it is in progress past its LeaseExpires and
+	// its Checkpoint equals rec.Checkpoint (both may be empty). A record with a checkpoint
+	// is thus taken over only by a claim that carries the checkpoint into the new record,
+	// never lost with a claim's answer: [Guard] claims again with the checkpoint of the
+	// lease-ended record a claim returns. On success claimed is true and prev is the record
+	// replaced, if any. Otherwise claimed is false and prev is the record that refused the
+	// claim: a live one (absent, expired or lease-ended records are not live), or one whose
+	// lease ended with another checkpoint than rec's.
 	Claim(ctx context.Context, rec *Record, now time.Time) (prev *Record, claimed bool, err error)
 
 	// Get reads the record for key with strong consistency. It returns nil and no error
@@ -26,12 +30,20 @@ type Store interface {
 
 	// Complete replaces the in-progress record rec.Key with rec (status [StatusCompleted]
 	// or [StatusFailed]) if its lease token still equals rec.LeaseToken, else returns
-	// [ErrLeaseLost]. Attached writes (see [Attach]) commit atomically with it or not at
-	// all; a store returns an error for attachments of a type it does not support.
+	// [ErrLeaseLost]. The stored checkpoint is kept, whatever rec.Checkpoint says. Attached
+	// writes (see [Attach]) commit atomically with it or not at all; a store returns an
+	// error for attachments of a type it does not support. Complete must be safe to send
+	// again after a failure whose outcome is unknown: if the record is already completed
+	// under rec.LeaseToken, it returns nil and commits no attached write a second time.
 	Complete(ctx context.Context, rec *Record, attached []any) error
 
-	// Release deletes the record for key if its lease token equals token, else returns
-	// [ErrLeaseLost].
+	// Release gives up the lease of token on the in-progress record for key, so that a
+	// retry runs again. A record without a checkpoint is deleted. A record with one is kept,
+	// its lease ended (its LeaseExpires set to a time every clock has passed; the stores here
+	// use the Unix epoch) and its lease token replaced by [ReleasedToken](token), so that
+	// the next claim takes it over and resumes from the checkpoint, and no late write of the
+	// releasing owner (a completion still in flight) can land on it. If token does not own an in-progress record for key (another owner took
+	// it over, or it completed), Release changes nothing and returns [ErrLeaseLost].
 	Release(ctx context.Context, key, token string) error
 
 	// Extend moves the lease end of the in-progress record for key to leaseExpires if its
@@ -42,3 +54,8 @@ type Store interface {
 	// equals token, else returns [ErrLeaseLost].
 	SetCheckpoint(ctx context.Context, key, token, checkpoint string) error
 }
+
+// ReleasedToken is the lease token a store writes into a record that [Store.Release] keeps
+// for its checkpoint: not token, so that every write conditional on the releasing owner's
+// token fails from then on, and recognisable in the table by its "released:" prefix.
+func ReleasedToken(token string) string { return "released:" + token }

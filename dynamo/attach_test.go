@@ -3,9 +3,12 @@ package dynamo_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -96,7 +99,7 @@ func TestAttach(t *testing.T) {
 	e := newEnv(t)
 	l := newLedger(t, e.client)
 	ctx := context.Background()
-	g, err := idem.New(e.store, idem.WithScope("attach"))
+	g, err := idem.New(e.store, "test", idem.WithScope("attach"))
 	require.NoError(t, err)
 
 	require.Error(t, dynamo.Attach(ctx, l.add("x", 1, false)), "outside a guarded handler")
@@ -113,4 +116,52 @@ func TestAttach(t *testing.T) {
 	assert.Equal(t, 1, l.balance(t, "acct-0"))
 	assert.Equal(t, 1, l.balance(t, fmt.Sprint("acct-", dynamo.MaxAttached-1)))
 	assert.Equal(t, 0, l.balance(t, "one-too-many"))
+}
+
+// TestAttachedWriteTooLarge attaches a Put of an item over DynamoDB's 400 KB limit, which
+// DynamoDB refuses for the whole request without naming the item. The completed record
+// fits, so the attached write is to blame: nothing committed, the key is released, and the
+// error names the write rather than saying the result was too large.
+func TestAttachedWriteTooLarge(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	l := newLedger(t, e.client)
+	ctx := context.Background()
+	g, err := idem.New(e.store, "test", idem.WithScope("attached-too-large"))
+	require.NoError(t, err)
+	put := func(size int) types.TransactWriteItem {
+		return types.TransactWriteItem{Put: &types.Put{
+			TableName: aws.String(l.table),
+			Item: map[string]types.AttributeValue{
+				"id":   &types.AttributeValueMemberS{Value: "doc"},
+				"body": &types.AttributeValueMemberS{Value: strings.Repeat("x", size)},
+			},
+		}}
+	}
+	runs := 0
+	handler := func(size int) func(context.Context) (string, error) {
+		return func(ctx context.Context) (string, error) {
+			runs++
+			return "stored", dynamo.Attach(ctx, l.add("acct", 1, false), put(size))
+		}
+	}
+
+	_, _, err = idem.Do(ctx, g, idem.Request{Key: "k"}, handler(410*1024))
+	require.ErrorIs(t, err, idem.ErrNotCommitted)
+	require.ErrorIs(t, err, idem.ErrStore)
+	assert.NotErrorIs(t, err, idem.ErrTooLarge, "the result was not too large")
+	var awe *dynamo.AttachedWriteError
+	require.ErrorAs(t, err, &awe)
+	assert.Equal(t, 1, awe.Index, "the second attached write")
+	assert.Equal(t, l.table, awe.Table)
+	var apiErr smithy.APIError
+	assert.ErrorAs(t, err, &apiErr, "DynamoDB's error stays reachable")
+	assert.Equal(t, 0, l.balance(t, "acct"), "nothing committed")
+
+	v, replayed, err := idem.Do(ctx, g, idem.Request{Key: "k"}, handler(1024))
+	require.NoError(t, err, "the key was released")
+	assert.False(t, replayed)
+	assert.Equal(t, "stored", v)
+	assert.Equal(t, 2, runs)
+	assert.Equal(t, 1, l.balance(t, "acct"))
 }

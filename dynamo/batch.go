@@ -30,11 +30,13 @@ const MaxBatchStatements = 25
 // One BatchExecuteStatement call per [MaxBatchStatements] records inserts them with PartiQL
 // INSERT, which writes only where no item has the key. A key already taken costs a second
 // call, shared by all such keys (up to 100): a strongly consistent BatchGetItem of their
-// items. A live item (see [idem.Store]) is the conflict, returned as prev. Any other outcome (an
-// expired item, an ended lease, an item that does not decode or has gone since, a statement
-// that failed for another reason such as throttling) falls back to [Store.Claim] for that
-// record alone, so takeovers and the replaced record come back exactly as from a single
-// claim. A batch of new keys thus costs one call, a batch of replays two.
+// items. An item that would refuse the record's claim (a live one, or an ended lease whose
+// checkpoint the record does not carry: see [Store.Claim]) is the conflict, returned as
+// prev, as a single claim would return it. Any other outcome (an expired item, an ended
+// lease the claim may take over, an item that does not decode or has gone since, a
+// statement that failed for another reason such as throttling) falls back to [Store.Claim]
+// for that record alone, so takeovers come back exactly as from a single claim. A batch of
+// new keys thus costs one call, a batch of replays two.
 //
 // A failed call fails each of its records with an error wrapping [idem.ErrStore]. The
 // function's role needs the IAM actions dynamodb:PartiQLInsert and dynamodb:BatchGetItem
@@ -71,7 +73,7 @@ func (s *Store) ClaimMany(ctx context.Context, recs []*idem.Record, now time.Tim
 			case items[j] == nil:
 				single = append(single, i) // gone since, or left unprocessed: claim singly
 			default:
-				if prev := s.liveRecord(items[j], now); prev != nil {
+				if prev := s.refusing(items[j], recs[i], now); prev != nil {
 					out[i].Prev = prev
 				} else {
 					single = append(single, i)
@@ -85,22 +87,24 @@ func (s *Store) ClaimMany(ctx context.Context, recs []*idem.Record, now time.Tim
 	return out
 }
 
-// liveRecord returns the record read back if it decodes and holds its key at now, else
-// nil: the caller then claims singly, and the conditional PutItem decides. Judging a live
-// record not live therefore costs a round trip, never a wrong answer; the test below is the
-// negation of claimCondition, with the same rounding (see encodeEpoch).
-func (s *Store) liveRecord(item map[string]types.AttributeValue, now time.Time) *idem.Record {
-	rec, err := s.decodeRecord(item)
+// refusing returns the record read back if it decodes and would refuse a claim of rec at
+// now, else nil: the caller then claims singly, and the conditional PutItem decides.
+// Judging a refusing record claimable therefore costs a round trip, never a wrong answer;
+// the test below is the negation of claimCondition, with the same rounding (see
+// encodeEpoch).
+func (s *Store) refusing(item map[string]types.AttributeValue, rec *idem.Record, now time.Time) *idem.Record {
+	prev, err := s.decodeRecord(item)
 	if err != nil {
 		return nil // a single claim reports it, or takes over an expired one
 	}
-	if !rec.Expires.IsZero() && !now.Before(rec.Expires) {
+	if !prev.Expires.IsZero() && !now.Before(prev.Expires) {
 		return nil
 	}
-	if rec.Status == idem.StatusInProgress && !rec.LeaseExpires.IsZero() && !now.Before(rec.LeaseExpires) {
+	leaseEnded := prev.Status == idem.StatusInProgress && !prev.LeaseExpires.IsZero() && !now.Before(prev.LeaseExpires)
+	if leaseEnded && prev.Checkpoint == rec.Checkpoint {
 		return nil
 	}
-	return rec
+	return prev
 }
 
 // CompleteMany implements [idem.BatchStore]: it completes each record as [Store.Complete]
@@ -141,12 +145,15 @@ func (s *Store) CompleteMany(ctx context.Context, recs []*idem.Record) []error {
 
 // ReleaseMany implements [idem.BatchStore]: it releases each key as [Store.Release] would,
 // with one BatchExecuteStatement call of PartiQL DELETE statements per
-// [MaxBatchStatements] keys, each conditional on the lease token ([idem.ErrLeaseLost] when
-// another owner holds the key). One difference in what is reported, not in what is stored:
-// a PartiQL DELETE of an item that no longer exists succeeds, so a key whose record has
-// gone (taken over and released by another owner, or deleted by TTL) counts as released
-// where [Store.Release] reports [idem.ErrLeaseLost]; either way the key is free. The
-// function's role needs the IAM action dynamodb:PartiQLDelete on the table.
+// [MaxBatchStatements] keys, each conditional on the lease token, the in-progress status
+// and the absence of a checkpoint ([idem.ErrLeaseLost] when another owner holds the key).
+// A record of the token that has a checkpoint (the failed condition returns the item) is
+// kept with its lease ended, by one UpdateItem of its own, as [Store.Release] does. One
+// difference in what is reported, not in what is stored: a PartiQL DELETE of an item that
+// no longer exists succeeds, so a key whose record has gone (taken over and released by
+// another owner, or deleted by TTL) counts as released where [Store.Release] reports
+// [idem.ErrLeaseLost]; either way the key is free. The function's role needs the IAM
+// action dynamodb:PartiQLDelete on the table.
 func (s *Store) ReleaseMany(ctx context.Context, keys, tokens []string) []error {
 	out := make([]error, len(keys))
 	if len(tokens) != len(keys) {
@@ -164,6 +171,8 @@ func (s *Store) ReleaseMany(ctx context.Context, keys, tokens []string) []error 
 		case r.callErr != nil:
 			out[i] = s.fail("release", r.callErr)
 		case r.code == "":
+		case r.code == types.BatchStatementErrorCodeEnumConditionalCheckFailed && s.keepsCheckpoint(r.item, tokens[i]):
+			out[i] = s.endLease(ctx, keys[i], tokens[i])
 		case r.code == types.BatchStatementErrorCodeEnumConditionalCheckFailed:
 			out[i] = fmt.Errorf("dynamo: release: %w: %w", idem.ErrLeaseLost, r.err)
 		default:
@@ -212,7 +221,7 @@ func (s *Store) getMany(ctx context.Context, keys []string) ([]map[string]types.
 
 // stmtResult is the outcome of one statement of a batch.
 type stmtResult struct {
-	item    map[string]types.AttributeValue
+	item    map[string]types.AttributeValue   // the item returned, or the one that failed the condition
 	code    types.BatchStatementErrorCodeEnum // the statement's error code; empty if it succeeded
 	msg     string
 	err     error // the statement's error, a *StatementError
@@ -265,6 +274,7 @@ func (s *Store) executeChunk(ctx context.Context, stmts []types.BatchStatementRe
 		if e := resp.Error; e != nil {
 			r.code, r.msg = e.Code, aws.ToString(e.Message)
 			r.err = &StatementError{Code: string(e.Code), Message: r.msg}
+			r.item = e.Item // the item that failed the condition, where the statement asked for it
 		}
 	}
 }
@@ -345,12 +355,19 @@ func (s *Store) updateStatement(rec *idem.Record) types.BatchStatementRequest {
 	return types.BatchStatementRequest{Statement: aws.String(b.String()), Parameters: params}
 }
 
-// deleteStatement returns the PartiQL DELETE of key's item, conditional on token.
+// deleteStatement returns the PartiQL DELETE of key's item, the statement form of
+// releaseCondition: conditional on token, on the record being in progress and on it having
+// no checkpoint. A failed condition returns the item.
 func (s *Store) deleteStatement(key, token string) types.BatchStatementRequest {
+	a := &s.cfg.attrs
 	where, params := s.whereKey(key)
 	return types.BatchStatementRequest{
-		Statement:  aws.String("DELETE FROM " + quoteIdent(s.table) + " WHERE " + where + " AND " + quoteIdent(s.cfg.attrs.LeaseToken) + " = ?"),
-		Parameters: append(params, &types.AttributeValueMemberS{Value: token}),
+		Statement: aws.String("DELETE FROM " + quoteIdent(s.table) + " WHERE " + where +
+			" AND " + quoteIdent(a.LeaseToken) + " = ? AND " + quoteIdent(a.Status) + " = ?" +
+			" AND " + quoteIdent(a.Checkpoint) + " IS MISSING"),
+		Parameters: append(params, &types.AttributeValueMemberS{Value: token},
+			&types.AttributeValueMemberS{Value: string(idem.StatusInProgress)}),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
 }
 

@@ -34,20 +34,28 @@ func TestClaimMany(t *testing.T) {
 	completed := record("", t0, "old")
 	completed.Status, completed.LeaseExpires, completed.Data, completed.Encoding, completed.Checkpoint = idem.StatusCompleted, time.Time{}, []byte(`{"n":1}`), "json", "cp-done"
 	inProgress := record("", t0, "old")
-	inProgress.Checkpoint = "cp-1"
+	checkpointed := record("", t0, "old")
+	checkpointed.Checkpoint = "cp-1"
 	cases := []struct {
 		name     string
 		existing *idem.Record
 		at       time.Duration
+		carry    string // the checkpoint the claim carries
 	}{
-		{"Absent", nil, 0},
-		{"CompletedLive", completed, 30 * time.Minute},
-		{"CompletedAtExpiry", completed, time.Hour},
-		{"CompletedPastExpiry", completed, 2 * time.Hour},
-		{"InProgressLeaseRunning", inProgress, 30 * time.Second},
-		{"InProgressOneMillisecondBeforeLeaseEnd", inProgress, time.Minute - time.Millisecond},
-		{"InProgressAtLeaseEnd", inProgress, time.Minute},
-		{"InProgressPastExpiry", inProgress, 2 * time.Hour},
+		{"Absent", nil, 0, ""},
+		{"CompletedLive", completed, 30 * time.Minute, ""},
+		{"CompletedAtExpiry", completed, time.Hour, ""},
+		{"CompletedPastExpiry", completed, 2 * time.Hour, ""},
+		{"InProgressLeaseRunning", inProgress, 30 * time.Second, ""},
+		{"InProgressOneMillisecondBeforeLeaseEnd", inProgress, time.Minute - time.Millisecond, ""},
+		{"InProgressAtLeaseEnd", inProgress, time.Minute, ""},
+		{"InProgressAtLeaseEndCarryingOther", inProgress, time.Minute, "cp-1"},
+		{"InProgressPastExpiry", inProgress, 2 * time.Hour, ""},
+		{"CheckpointLeaseRunningCarrying", checkpointed, 30 * time.Second, "cp-1"},
+		{"CheckpointAtLeaseEnd", checkpointed, time.Minute, ""},
+		{"CheckpointAtLeaseEndCarrying", checkpointed, time.Minute, "cp-1"},
+		{"CheckpointAtLeaseEndCarryingOther", checkpointed, time.Minute, "cp-0"},
+		{"CheckpointPastExpiry", checkpointed, 2 * time.Hour, ""},
 	}
 	// One batch per instant: a batch has one now.
 	for _, tc := range cases {
@@ -63,6 +71,7 @@ func TestClaimMany(t *testing.T) {
 			}
 			now := t0.Add(tc.at)
 			rec := record(key, now, "new")
+			rec.Checkpoint = tc.carry
 			memPrev, memClaimed, err := mem.Claim(ctx, rec, now)
 			require.NoError(t, err)
 
@@ -148,6 +157,17 @@ func TestClaimManyRoundTrips(t *testing.T) {
 	assert.Equal(t, "tok", res[0].Prev.LeaseToken)
 	assert.Nil(t, res[1].Prev)
 	assert.Equal(t, map[string]int{"BatchExecuteStatement": 1, "BatchGetItem": 1, "PutItem": 1}, e.api.Take(), "a takeover is a single claim")
+
+	// An ended lease with a checkpoint refuses a claim that does not carry it: the read-back
+	// shows it, so no single claim is made; the guard claims again, carrying it.
+	require.NoError(t, e.store.SetCheckpoint(ctx, "rt/01", "tok", "charged"))
+	e.api.Take()
+	res = e.store.ClaimMany(ctx, []*idem.Record{record("rt/01", later, "tok4")}, later)
+	require.NoError(t, res[0].Err)
+	assert.False(t, res[0].Claimed)
+	require.NotNil(t, res[0].Prev)
+	assert.Equal(t, "charged", res[0].Prev.Checkpoint)
+	assert.Equal(t, map[string]int{"BatchExecuteStatement": 1, "BatchGetItem": 1}, e.api.Take(), "a refusing record is answered from the read-back")
 }
 
 // TestCompleteManyAndReleaseMany checks every per-record answer of the batch completion and
@@ -207,6 +227,30 @@ func TestCompleteManyAndReleaseMany(t *testing.T) {
 	got, err = e.store.Get(ctx, recs[5].Key)
 	require.NoError(t, err)
 	assert.NotNil(t, got, "a wrong token deletes nothing")
+
+	// A record with a checkpoint is kept with its lease ended, a completed one never goes.
+	withCP, plain := record("cm/checkpoint", now, "tok"), record("cm/plain", now, "tok")
+	seed(t, e.store, withCP)
+	seed(t, e.store, plain)
+	require.NoError(t, e.store.SetCheckpoint(ctx, withCP.Key, "tok", "charged"))
+	e.api.Take()
+	errs = e.store.ReleaseMany(ctx, []string{withCP.Key, done[9].Key, plain.Key}, []string{"tok", "tok", "tok"})
+	assert.Equal(t, map[string]int{"BatchExecuteStatement": 1, "UpdateItem": 1}, e.api.Take(), "one more call for the checkpoint")
+	require.NoError(t, errs[0], "released, checkpoint kept")
+	require.ErrorIs(t, errs[1], idem.ErrLeaseLost, "completed: not released")
+	require.NoError(t, errs[2])
+	got, err = e.store.Get(ctx, plain.Key)
+	require.NoError(t, err)
+	assert.Nil(t, got)
+	got, err = e.store.Get(ctx, withCP.Key)
+	require.NoError(t, err)
+	require.NotNil(t, got)
+	assert.Equal(t, "charged", got.Checkpoint)
+	assert.True(t, got.LeaseExpires.Equal(time.Unix(0, 0)), "lease ended: %v", got.LeaseExpires)
+	got, err = e.store.Get(ctx, done[9].Key)
+	require.NoError(t, err)
+	require.NotNil(t, got)
+	assert.Equal(t, idem.StatusCompleted, got.Status)
 }
 
 // TestBatchLayouts runs the three batch methods with renamed attributes (one a PartiQL

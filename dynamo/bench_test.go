@@ -21,7 +21,7 @@ func benchGuard(b *testing.B) (*idem.Guard, *countingAPI) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	g, err := idem.New(store, idem.WithScope("bench"))
+	g, err := idem.New(store, "test", idem.WithScope("bench"))
 	if err != nil {
 		b.Fatal(err)
 	}

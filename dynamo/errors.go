@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 
@@ -34,20 +35,27 @@ func (s *Store) leaseFail(op string, err error) error {
 	return s.fail(op, err)
 }
 
-// transactFail maps the error of a transactional completion. Cancellation reasons come in
-// the order of the request's items, and the completion is item 0.
-func (s *Store) transactFail(err error) error {
+// transactFail maps the error of the transaction items, which completes rec.
+// Cancellation reasons come in the order of the request's items, and the completion is
+// item 0.
+func (s *Store) transactFail(rec *idem.Record, items []types.TransactWriteItem, err error) error {
 	if err == nil {
 		return nil
 	}
 	var tce *types.TransactionCanceledException
 	if !errors.As(err, &tce) {
+		if isItemTooLarge(err) {
+			return s.tooLarge(rec, items, err)
+		}
 		return s.fail("complete", err)
 	}
 	reasons := tce.CancellationReasons
 	if len(reasons) > 0 {
 		switch code(reasons[0].Code) {
 		case "ConditionalCheckFailed":
+			if s.completedBy(reasons[0].Item, rec) {
+				return nil // a resend of a transaction that committed: nothing committed twice
+			}
 			return fmt.Errorf("dynamo: complete: %w: %w", idem.ErrLeaseLost, err)
 		case "ValidationError":
 			if mentionsItemSize(reasons[0].Message) {
@@ -56,8 +64,14 @@ func (s *Store) transactFail(err error) error {
 		}
 	}
 	for i, r := range reasons {
-		if i > 0 && code(r.Code) == "ConditionalCheckFailed" {
-			return fmt.Errorf("dynamo: complete: attached write %d: %w: %w", i-1, idem.ErrConditionFailed, err)
+		if i == 0 {
+			continue
+		}
+		switch {
+		case code(r.Code) == "ConditionalCheckFailed":
+			return &AttachedWriteError{Index: i - 1, Table: tableOf(items, i), Err: fmt.Errorf("%w: %w", idem.ErrConditionFailed, err)}
+		case code(r.Code) == "ValidationError" && mentionsItemSize(r.Message):
+			return attachedTooLarge(i-1, tableOf(items, i), err)
 		}
 	}
 	// Cancelled for another reason (a conflicting transaction, throttling, an invalid
@@ -65,6 +79,86 @@ func (s *Store) transactFail(err error) error {
 	// instead of leaving it in progress until the lease ends.
 	return &idem.StoreError{Op: "complete", Err: fmt.Errorf("dynamo: complete: %w: %w", idem.ErrNotCommitted, err)}
 }
+
+// completedBy reports whether item, returned by the completion's failed condition, is
+// rec's key completed under rec's token: the transaction was sent before and committed.
+func (s *Store) completedBy(item map[string]types.AttributeValue, rec *idem.Record) bool {
+	if len(item) == 0 {
+		return false
+	}
+	cur, err := s.decodeRecord(item)
+	return err == nil && cur.LeaseToken == rec.LeaseToken && cur.Status != idem.StatusInProgress
+}
+
+// tooLarge maps DynamoDB's refusal of a transaction for an item over its size limit, which
+// comes as a ValidationException for the whole request without saying which item. If the
+// completed record itself is over the limit, that is [idem.ErrTooLarge] (the guard then
+// completes without the result); else an attached write is, and nothing committed: the
+// first attached Put over the limit is named, if there is one.
+func (s *Store) tooLarge(rec *idem.Record, items []types.TransactWriteItem, err error) error {
+	if itemSize(s.encodeRecord(rec)) > maxItemSize {
+		return fmt.Errorf("dynamo: complete: %w: %w", idem.ErrTooLarge, err)
+	}
+	for i := 1; i < len(items); i++ {
+		if p := items[i].Put; p != nil && itemSize(p.Item) > maxItemSize {
+			return attachedTooLarge(i-1, aws.ToString(p.TableName), err)
+		}
+	}
+	return attachedTooLarge(-1, "", err)
+}
+
+func attachedTooLarge(index int, table string, err error) error {
+	return &idem.StoreError{Op: "complete", Err: &AttachedWriteError{
+		Index: index, Table: table,
+		Err: fmt.Errorf("%w: item over DynamoDB's size limit of 400 KB: %w", idem.ErrNotCommitted, err),
+	}}
+}
+
+// tableOf returns the table item i of a transaction goes to.
+func tableOf(items []types.TransactWriteItem, i int) string {
+	if i >= len(items) {
+		return ""
+	}
+	w := items[i]
+	switch {
+	case w.Put != nil:
+		return aws.ToString(w.Put.TableName)
+	case w.Update != nil:
+		return aws.ToString(w.Update.TableName)
+	case w.Delete != nil:
+		return aws.ToString(w.Delete.TableName)
+	case w.ConditionCheck != nil:
+		return aws.ToString(w.ConditionCheck.TableName)
+	}
+	return ""
+}
+
+// AttachedWriteError names the write attached to a completion (see [Attach]) that made its
+// transaction fail. Nothing committed, the completion included, and the guard released the
+// key. Err wraps [idem.ErrConditionFailed] when the write's own condition failed, or
+// [idem.ErrNotCommitted] when DynamoDB refused it for another reason, such as an item over
+// the 400 KB limit (the error then also comes inside an [*idem.StoreError]); and the SDK
+// error, which errors.As still reaches.
+type AttachedWriteError struct {
+	// Index is the write's position among the attached writes, from 0, or -1 when DynamoDB
+	// did not say which write it refused.
+	Index int
+	// Table is the table the write goes to; "" when Index is -1.
+	Table string
+	// Err is the cause.
+	Err error
+}
+
+// Error describes the failure and names the write.
+func (e *AttachedWriteError) Error() string {
+	if e.Index < 0 {
+		return "dynamo: complete: an attached write: " + e.Err.Error()
+	}
+	return fmt.Sprintf("dynamo: complete: attached write %d (table %q): %v", e.Index, e.Table, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *AttachedWriteError) Unwrap() error { return e.Err }
 
 func code(p *string) string {
 	if p == nil {

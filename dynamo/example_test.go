@@ -33,7 +33,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	guard, err := idem.New(store)
+	guard, err := idem.New(store, "create-order")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	guard, err := idem.New(store)
+	guard, err := idem.New(store, "create-order")
 	if err != nil {
 		log.Fatal(err)
 	}

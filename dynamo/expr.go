@@ -55,16 +55,22 @@ func (a *Attributes) attr(placeholder string) string {
 
 // Condition expressions.
 const (
-	// claimCondition holds when no live record holds the key: none exists, it has expired
-	// (TTL deletion lags by up to days, so expired items are still found), or it is in
-	// progress and its lease has ended. A record's own end counts as ended, as in
-	// idem.Record: "<=" on values rounded down (see encodeEpoch) holds exactly when now is
-	// at or past the stored end.
+	// claimCondition holds when the claim may replace what holds the key: nothing, an
+	// expired record (TTL deletion lags by up to days, so expired items are still found),
+	// or an in-progress record whose lease has ended and whose checkpoint the claim carries
+	// (claimCarrying, with :cp) or which has none (claimFresh). A record's own end counts as
+	// ended, as in idem.Record: "<=" on values rounded down (see encodeEpoch) holds exactly
+	// when now is at or past the stored end.
 	claimCondition = "attribute_not_exists(" + phID + ") OR " + phExpiration + " <= :now OR (" +
-		phStatus + " = :inprogress AND " + phLease + " <= :now_ms)"
+		phStatus + " = :inprogress AND " + phLease + " <= :now_ms AND "
+	claimFresh    = claimCondition + "attribute_not_exists(" + phCheckpoint + "))"
+	claimCarrying = claimCondition + phCheckpoint + " = :cp)"
 	// ownedCondition holds while the caller's token owns the record (fencing).
 	ownedCondition = phToken + " = :token"
 	// ownedInProgressCondition also requires the lease to be running: a completed record
-	// needs no lease extension or checkpoint.
+	// needs no lease extension or checkpoint, and is never completed again or released.
 	ownedInProgressCondition = ownedCondition + " AND " + phStatus + " = :inprogress"
+	// releaseCondition deletes only a record without a checkpoint: one with a checkpoint is
+	// kept, its lease ended, so the retry resumes from it.
+	releaseCondition = ownedInProgressCondition + " AND attribute_not_exists(" + phCheckpoint + ")"
 )

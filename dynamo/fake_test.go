@@ -3,7 +3,9 @@ package dynamo_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -138,23 +140,30 @@ func TestErrorMapping(t *testing.T) {
 		{Code: aws.String("ValidationError"), Message: aws.String("Item size to update has exceeded the maximum allowed size")},
 		{Code: aws.String("None")},
 	}}
+	bigData := []byte(strings.Repeat("x", 410*1024))
+	notCommitted := []error{idem.ErrStore, idem.ErrNotCommitted}
 	cases := []struct {
 		name     string
 		transact bool
+		data     []byte // the completed record's result
 		sdkErr   error
-		want     error
+		want     []error
+		attached int // the write an *AttachedWriteError names; -2: none
 	}{
-		{"UpdateConditionIsLeaseLost", false, errCCF, idem.ErrLeaseLost},
-		{"UpdateTooLarge", false, errTooBig, idem.ErrTooLarge},
-		{"UpdateOutage", false, errOutage, idem.ErrStore},
-		{"CompletionConditionIsLeaseLost", true, reasons("ConditionalCheckFailed", "None"), idem.ErrLeaseLost},
-		{"LeaseLostWinsOverAttached", true, reasons("ConditionalCheckFailed", "ConditionalCheckFailed"), idem.ErrLeaseLost},
-		{"AttachedConditionFails", true, reasons("None", "None", "ConditionalCheckFailed"), idem.ErrConditionFailed},
-		{"CompletionTooLarge", true, tooBigReason, idem.ErrTooLarge},
-		{"TransactionConflict", true, reasons("TransactionConflict", "None"), idem.ErrStore},
-		{"NoReasons", true, reasons(), idem.ErrStore},
-		{"TransactTooLarge", true, errTooBig, idem.ErrTooLarge},
-		{"TransactOutage", true, errOutage, idem.ErrStore},
+		{"UpdateConditionIsLeaseLost", false, nil, errCCF, []error{idem.ErrLeaseLost}, -2},
+		{"UpdateTooLarge", false, nil, errTooBig, []error{idem.ErrTooLarge}, -2},
+		{"UpdateOutage", false, nil, errOutage, []error{idem.ErrStore}, -2},
+		{"CompletionConditionIsLeaseLost", true, nil, reasons("ConditionalCheckFailed", "None"), []error{idem.ErrLeaseLost}, -2},
+		{"LeaseLostWinsOverAttached", true, nil, reasons("ConditionalCheckFailed", "ConditionalCheckFailed"), []error{idem.ErrLeaseLost}, -2},
+		{"AttachedConditionFails", true, nil, reasons("None", "None", "ConditionalCheckFailed"), []error{idem.ErrConditionFailed}, 1},
+		{"CompletionTooLarge", true, nil, tooBigReason, []error{idem.ErrTooLarge}, -2},
+		{"TransactionConflict", true, nil, reasons("TransactionConflict", "None"), notCommitted, -2},
+		{"NoReasons", true, nil, reasons(), notCommitted, -2},
+		// A request-level refusal for size: the record is too large if it is over the limit,
+		// else an attached write is.
+		{"TransactTooLargeRecord", true, bigData, errTooBig, []error{idem.ErrTooLarge}, -2},
+		{"TransactTooLargeAttached", true, nil, errTooBig, notCommitted, -1},
+		{"TransactOutage", true, nil, errOutage, []error{idem.ErrStore}, -2},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -172,14 +181,22 @@ func TestErrorMapping(t *testing.T) {
 				attached = []any{types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{}}}
 			}
 			done := record("k", time.Now(), "tok")
-			done.Status = idem.StatusCompleted
+			done.Status, done.Data, done.Encoding = idem.StatusCompleted, tc.data, "json+gzip"
 			err = s.Complete(context.Background(), done, attached)
-			require.ErrorIs(t, err, tc.want)
+			for _, want := range tc.want {
+				require.ErrorIs(t, err, want)
+			}
 			assert.ErrorIs(t, err, tc.sdkErr, "the SDK error stays reachable")
-			for _, other := range []error{idem.ErrLeaseLost, idem.ErrConditionFailed, idem.ErrTooLarge, idem.ErrStore} {
-				if other != tc.want {
+			for _, other := range []error{idem.ErrLeaseLost, idem.ErrConditionFailed, idem.ErrTooLarge, idem.ErrStore, idem.ErrNotCommitted} {
+				if !slices.Contains(tc.want, other) {
 					assert.NotErrorIs(t, err, other)
 				}
+			}
+			var awe *dynamo.AttachedWriteError
+			if tc.attached == -2 {
+				assert.False(t, errors.As(err, &awe), "no attached write is blamed")
+			} else if assert.ErrorAs(t, err, &awe) {
+				assert.Equal(t, tc.attached, awe.Index)
 			}
 		})
 	}

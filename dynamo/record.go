@@ -254,3 +254,76 @@ func typeName(av types.AttributeValue) string {
 		return fmt.Sprintf("%T", av)
 	}
 }
+
+// maxItemSize is DynamoDB's limit on the size of one item: 400 KB.
+const maxItemSize = 400 * 1024
+
+// itemSize returns the size DynamoDB counts for item, following its documented rules: each
+// attribute's name in UTF-8 bytes plus its value; a string's UTF-8 bytes, a binary's bytes,
+// a number's significant digits two to a byte plus one, one byte for a boolean or null, and
+// for a list or map three bytes plus one per element besides the elements (and, for a map,
+// their names). A number is counted at its largest, so the size is never under DynamoDB's.
+func itemSize(item map[string]types.AttributeValue) int {
+	n := 0
+	for name, av := range item {
+		n += len(name) + valueSize(av)
+	}
+	return n
+}
+
+func valueSize(av types.AttributeValue) int {
+	switch v := av.(type) {
+	case *types.AttributeValueMemberS:
+		return len(v.Value)
+	case *types.AttributeValueMemberB:
+		return len(v.Value)
+	case *types.AttributeValueMemberN:
+		return numberSize(v.Value)
+	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
+		return 1
+	case *types.AttributeValueMemberSS:
+		return totalLen(v.Value)
+	case *types.AttributeValueMemberBS:
+		return totalLen(v.Value)
+	case *types.AttributeValueMemberNS:
+		n := 0
+		for _, s := range v.Value {
+			n += numberSize(s)
+		}
+		return n
+	case *types.AttributeValueMemberL:
+		n := 3 + len(v.Value)
+		for _, e := range v.Value {
+			n += valueSize(e)
+		}
+		return n
+	case *types.AttributeValueMemberM:
+		return 3 + len(v.Value) + itemSize(v.Value)
+	default:
+		return 0
+	}
+}
+
+// totalLen returns the summed lengths of vs.
+func totalLen[E ~string | ~[]byte](vs []E) int {
+	n := 0
+	for _, v := range vs {
+		n += len(v)
+	}
+	return n
+}
+
+// numberSize counts a number by its digits, leading and trailing zeros included (DynamoDB
+// drops them, so this is an upper bound): one byte per two digits, plus one.
+func numberSize(s string) int {
+	digits := 0
+	for _, c := range s {
+		if c == 'e' || c == 'E' {
+			break
+		}
+		if c >= '0' && c <= '9' {
+			digits++
+		}
+	}
+	return (digits+1)/2 + 1
+}

@@ -46,7 +46,7 @@ func TestRoundTrips(t *testing.T) {
 	require.NoError(t, e.store.Complete(ctx, &done2, []any{l.add("a", 1, false), l.add("b", 1, false)}))
 	assert.Equal(t, map[string]int{"TransactWriteItems": 1}, e.api.Take(), "complete with attachments")
 
-	g, err := idem.New(e.store, idem.WithScope("rt"))
+	g, err := idem.New(e.store, "test", idem.WithScope("rt"))
 	require.NoError(t, err)
 	type out struct{ N int }
 	cases := []struct {
@@ -73,6 +73,21 @@ func TestRoundTrips(t *testing.T) {
 		assert.Equal(t, tc.want, e.api.Take(), tc.name)
 	}
 	assert.Equal(t, 1, l.balance(t, "guarded"))
+
+	// Taking over a dead owner's record that holds a checkpoint costs one more claim, which
+	// carries the checkpoint into the new record (and no separate checkpoint write).
+	dead := record(mustStoredKey(t, g, "takeover"), now, "dead")
+	dead.Fingerprint, dead.LeaseExpires, dead.Checkpoint = "", now.Add(-time.Minute), "charged"
+	seed(t, e.store, dead)
+	e.api.Take()
+	seen := ""
+	_, _, err = idem.Do(ctx, g, idem.Request{Key: "takeover"}, func(ctx context.Context) (out, error) {
+		seen = idem.LastCheckpoint(ctx)
+		return out{N: 1}, nil
+	})
+	require.NoError(t, err)
+	assert.Equal(t, "charged", seen)
+	assert.Equal(t, map[string]int{"PutItem": 2, "UpdateItem": 1}, e.api.Take(), "takeover of a checkpointed record")
 
 	// An in-flight duplicate costs one round trip as well.
 	hold, started := make(chan struct{}), make(chan struct{})

@@ -23,8 +23,9 @@ const claimAttempts = 3
 // writes so that every operation is atomic per key. It is safe for concurrent use.
 //
 // Round trips: a claim is one PutItem whether it wins or meets a live record; a completion
-// is one UpdateItem, or one TransactWriteItems with attached writes; release, extend,
-// checkpoint and get are one call each. Store is also an [idem.BatchStore]: see
+// is one UpdateItem, or one TransactWriteItems with attached writes; a release is one
+// DeleteItem, or two calls when the record has a checkpoint to keep; extend, checkpoint and
+// get are one call each. Store is also an [idem.BatchStore]: see
 // [Store.ClaimMany], [Store.CompleteMany] and [Store.ReleaseMany] for many records in a
 // call.
 type Store struct {
@@ -53,30 +54,38 @@ func New(client API, table string, opts ...Option) (*Store, error) {
 func (s *Store) Table() string { return s.table }
 
 // Claim implements [idem.Store]. It puts rec with one conditional PutItem that succeeds
-// only when no live record holds the key:
+// only when nothing holds the key for rec:
 //
 //	attribute_not_exists(#id) OR #expiration <= :now
-//	OR (#status = :inprogress AND #in_progress_expiration <= :now_ms)
+//	OR (#status = :inprogress AND #in_progress_expiration <= :now_ms
+//	    AND #checkpoint = :checkpoint)
 //
-// An expired record still in the table (TTL deletion lags) or an in-progress record whose
-// lease has ended is thereby overwritten, and the replaced item, returned by the same call
-// (ReturnValues ALL_OLD), carries the checkpoint to resume from. When the condition fails,
-// DynamoDB returns the live record with the error (ReturnValuesOnConditionCheckFailure), so
-// a conflict costs one round trip too; only a store that omits it costs a strongly
-// consistent GetItem more. A live record that does not decode yields an error wrapping
-// [idem.ErrIncompatibleRecord].
+// where the last line is attribute_not_exists(#checkpoint) when rec carries no checkpoint.
+// An expired record still in the table (TTL deletion lags) is thereby overwritten, and so
+// is an in-progress record whose lease has ended, but only by a claim that carries its
+// checkpoint into the new item: the checkpoint never lives only in a response that can be
+// lost. When the condition fails, DynamoDB returns the record that refused the claim with
+// the error (ReturnValuesOnConditionCheckFailure), so a conflict costs one round trip too;
+// only a store that omits it costs a strongly consistent GetItem more. A record that does
+// not decode yields an error wrapping [idem.ErrIncompatibleRecord].
 func (s *Store) Claim(ctx context.Context, rec *idem.Record, now time.Time) (*idem.Record, bool, error) {
 	a := &s.cfg.attrs
+	values := map[string]types.AttributeValue{
+		":now":        encodeEpoch(now, expirationUnit),
+		":now_ms":     encodeEpoch(now, leaseExpiryUnit),
+		":inprogress": &types.AttributeValueMemberS{Value: string(idem.StatusInProgress)},
+	}
+	cond := claimFresh
+	if rec.Checkpoint != "" {
+		cond = claimCarrying
+		values[":cp"] = &types.AttributeValueMemberS{Value: rec.Checkpoint}
+	}
 	in := &dynamodb.PutItemInput{
-		TableName:                aws.String(s.table),
-		Item:                     s.encodeRecord(rec),
-		ConditionExpression:      aws.String(claimCondition),
-		ExpressionAttributeNames: a.names(phID, phExpiration, phStatus, phLease),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":now":        encodeEpoch(now, expirationUnit),
-			":now_ms":     encodeEpoch(now, leaseExpiryUnit),
-			":inprogress": &types.AttributeValueMemberS{Value: string(idem.StatusInProgress)},
-		},
+		TableName:                           aws.String(s.table),
+		Item:                                s.encodeRecord(rec),
+		ConditionExpression:                 aws.String(cond),
+		ExpressionAttributeNames:            a.names(phID, phExpiration, phStatus, phLease, phCheckpoint),
+		ExpressionAttributeValues:           values,
 		ReturnValues:                        types.ReturnValueAllOld,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
@@ -118,7 +127,7 @@ func (s *Store) Claim(ctx context.Context, rec *idem.Record, now time.Time) (*id
 
 // replaced decodes the item a successful claim overwrote. The claim already holds, so an
 // old item that does not decode (an expired record of a newer schema, say) is dropped
-// rather than failing it: only its checkpoint would have been of use.
+// rather than failing it: the claim carried all that was of use in it.
 func (s *Store) replaced(item map[string]types.AttributeValue) *idem.Record {
 	if len(item) == 0 {
 		return nil
@@ -161,11 +170,17 @@ func (s *Store) getItem(ctx context.Context, key string) (map[string]types.Attri
 
 // Complete implements [idem.Store]. Without attachments it is one UpdateItem of the record
 // to rec's status, result and expiry, conditional on the lease token: a worker whose lease
-// was taken over gets [idem.ErrLeaseLost] and never overwrites the new owner's record. With
-// attachments (see [Attach]) it is one TransactWriteItems holding that update first and the
-// attached writes after it, so they commit together or not at all; a failed condition on
-// an attached write yields [idem.ErrConditionFailed]. A record over DynamoDB's item size
-// limit yields [idem.ErrTooLarge]. The checkpoint is kept; the lease end is removed.
+// was taken over gets [idem.ErrLeaseLost] and never overwrites the new owner's record, and
+// a resend of a completion that landed writes the same values again. With attachments (see
+// [Attach]) it is one TransactWriteItems holding that update first and the attached writes
+// after it, so they commit together or not at all; the update then also requires the
+// record in progress, so that a resend of a transaction that landed commits nothing (the
+// failed condition returns the record, which shows it completed under rec's token, and
+// Complete returns nil). A failed condition on an attached write yields an
+// [*AttachedWriteError] wrapping [idem.ErrConditionFailed]. A record over DynamoDB's item
+// size limit yields [idem.ErrTooLarge]; an attached write over it, an error wrapping
+// [idem.ErrStore], [idem.ErrNotCommitted] and an [*AttachedWriteError] naming it, so the
+// guard releases the key. The checkpoint is kept; the lease end is removed.
 func (s *Store) Complete(ctx context.Context, rec *idem.Record, attached []any) error {
 	upd, err := s.completion(rec)
 	if err != nil {
@@ -182,12 +197,15 @@ func (s *Store) Complete(ctx context.Context, rec *idem.Record, attached []any) 
 		})
 		return s.leaseFail("complete", err)
 	}
+	upd.ConditionExpression = aws.String(ownedInProgressCondition)
+	upd.ExpressionAttributeValues[":inprogress"] = &types.AttributeValueMemberS{Value: string(idem.StatusInProgress)}
+	upd.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
 	items, err := transactItems(upd, attached)
 	if err != nil {
 		return err
 	}
 	_, err = s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
-	return s.transactFail(err)
+	return s.transactFail(rec, items, err)
 }
 
 // completion builds the conditional update that completes rec.
@@ -252,15 +270,66 @@ func optionalValues(rec *idem.Record) [4]optionalValue {
 	return o
 }
 
-// Release implements [idem.Store] with one DeleteItem conditional on the lease token.
+// Release implements [idem.Store]. A record without a checkpoint is deleted with one
+// DeleteItem conditional on the lease token, on the record being in progress and on it
+// having no checkpoint. If that fails on a record of this token that has a checkpoint (the
+// failed condition returns the item), one UpdateItem, conditional on the token, ends its
+// lease instead (see [Store.endLease]): two round trips.
 func (s *Store) Release(ctx context.Context, key, token string) error {
 	a := &s.cfg.attrs
 	_, err := s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName:                 aws.String(s.table),
-		Key:                       s.key(key),
-		ConditionExpression:       aws.String(ownedCondition),
-		ExpressionAttributeNames:  a.names(phToken),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":token": &types.AttributeValueMemberS{Value: token}},
+		TableName:                aws.String(s.table),
+		Key:                      s.key(key),
+		ConditionExpression:      aws.String(releaseCondition),
+		ExpressionAttributeNames: a.names(phToken, phStatus, phCheckpoint),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":token":      &types.AttributeValueMemberS{Value: token},
+			":inprogress": &types.AttributeValueMemberS{Value: string(idem.StatusInProgress)},
+		},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) && s.keepsCheckpoint(ccf.Item, token) {
+		return s.endLease(ctx, key, token)
+	}
+	return s.leaseFail("release", err)
+}
+
+// keepsCheckpoint reports whether item, returned by a release's failed condition, is an
+// in-progress record of token with a checkpoint, whose lease the release must end rather
+// than delete it. An item the store did not return may be one: the conditional update of
+// [Store.endLease] decides.
+func (s *Store) keepsCheckpoint(item map[string]types.AttributeValue, token string) bool {
+	if len(item) == 0 {
+		return true
+	}
+	rec, err := s.decodeRecord(item)
+	return err == nil && rec.LeaseToken == token && rec.Status == idem.StatusInProgress && rec.Checkpoint != ""
+}
+
+// endLease releases the in-progress record of token for key by ending its lease (setting
+// its end to the Unix epoch, which every clock has passed), with one UpdateItem conditional
+// on the token and the status. The record keeps its checkpoint, which the next claim
+// carries over (see [Store.Claim]).
+//
+// The lease token is replaced too ([idem.ReleasedToken]): a completion of ours still in
+// flight at DynamoDB (a transaction whose answer timed out) is conditional on the token and
+// the status, which the record would otherwise still satisfy, so it could land after the
+// caller was told that nothing committed.
+func (s *Store) endLease(ctx context.Context, key, token string) error {
+	a := &s.cfg.attrs
+	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                aws.String(s.table),
+		Key:                      s.key(key),
+		UpdateExpression:         aws.String("SET " + phLease + " = :ended, " + phToken + " = :released"),
+		ConditionExpression:      aws.String(ownedInProgressCondition),
+		ExpressionAttributeNames: a.names(phLease, phToken, phStatus),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":ended":      encodeEpoch(time.Unix(0, 0), leaseExpiryUnit),
+			":released":   &types.AttributeValueMemberS{Value: idem.ReleasedToken(token)},
+			":token":      &types.AttributeValueMemberS{Value: token},
+			":inprogress": &types.AttributeValueMemberS{Value: string(idem.StatusInProgress)},
+		},
 	})
 	return s.leaseFail("release", err)
 }
@@ -268,27 +337,27 @@ func (s *Store) Release(ctx context.Context, key, token string) error {
 // Extend implements [idem.Store] with one UpdateItem of the lease end, conditional on the
 // lease token and on the record still being in progress.
 func (s *Store) Extend(ctx context.Context, key, token string, leaseExpires time.Time) error {
-	return s.updateOwned(ctx, "extend", key, token, phLease, encodeEpoch(leaseExpires, leaseExpiryUnit))
+	return s.updateOwned(ctx, "extend", key, token, phLease, ":v", encodeEpoch(leaseExpires, leaseExpiryUnit))
 }
 
 // SetCheckpoint implements [idem.Store] with one UpdateItem of the checkpoint, conditional
 // on the lease token and on the record still being in progress.
 func (s *Store) SetCheckpoint(ctx context.Context, key, token, checkpoint string) error {
-	return s.updateOwned(ctx, "checkpoint", key, token, phCheckpoint, &types.AttributeValueMemberS{Value: checkpoint})
+	return s.updateOwned(ctx, "checkpoint", key, token, phCheckpoint, ":v", &types.AttributeValueMemberS{Value: checkpoint})
 }
 
-// updateOwned sets the attribute behind placeholder ph on the in-progress record owned by
-// token.
-func (s *Store) updateOwned(ctx context.Context, op, key, token, ph string, v types.AttributeValue) error {
+// updateOwned sets the attribute behind placeholder ph to v, named value in the request,
+// on the in-progress record owned by token.
+func (s *Store) updateOwned(ctx context.Context, op, key, token, ph, value string, v types.AttributeValue) error {
 	a := &s.cfg.attrs
 	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                aws.String(s.table),
 		Key:                      s.key(key),
-		UpdateExpression:         aws.String("SET " + ph + " = :v"),
+		UpdateExpression:         aws.String("SET " + ph + " = " + value),
 		ConditionExpression:      aws.String(ownedInProgressCondition),
 		ExpressionAttributeNames: a.names(ph, phToken, phStatus),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":v":          v,
+			value:         v,
 			":token":      &types.AttributeValueMemberS{Value: token},
 			":inprogress": &types.AttributeValueMemberS{Value: string(idem.StatusInProgress)},
 		},

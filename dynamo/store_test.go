@@ -30,7 +30,8 @@ func TestClaim(t *testing.T) {
 		r.Status, r.LeaseExpires, r.Data, r.Encoding, r.Checkpoint = idem.StatusCompleted, time.Time{}, []byte(`{"n":1}`), "json", "cp-done"
 		return r
 	}
-	inProgress := func(now time.Time) *idem.Record {
+	inProgress := func(now time.Time) *idem.Record { return record("", now, "old") }
+	checkpointed := func(now time.Time) *idem.Record {
 		r := record("", now, "old")
 		r.Checkpoint = "cp-1"
 		return r
@@ -39,18 +40,28 @@ func TestClaim(t *testing.T) {
 		name        string
 		existing    *idem.Record // nil: no record
 		at          time.Duration
+		carry       string // the checkpoint the claim carries
 		wantClaimed bool
 	}{
-		{"Absent", nil, 0, true},
-		{"CompletedLive", completed(t0), 30 * time.Minute, false},
-		{"CompletedOneSecondBeforeExpiry", completed(t0), time.Hour - time.Second, false},
-		{"CompletedAtExpiry", completed(t0), time.Hour, true},
-		{"CompletedPastExpiry", completed(t0), 2 * time.Hour, true},
-		{"InProgressLeaseRunning", inProgress(t0), 30 * time.Second, false},
-		{"InProgressOneMillisecondBeforeLeaseEnd", inProgress(t0), time.Minute - time.Millisecond, false},
-		{"InProgressAtLeaseEnd", inProgress(t0), time.Minute, true},
-		{"InProgressPastLeaseEnd", inProgress(t0), 2 * time.Minute, true},
-		{"InProgressPastExpiry", inProgress(t0), 2 * time.Hour, true},
+		{"Absent", nil, 0, "", true},
+		{"AbsentCarrying", nil, 0, "cp-1", true},
+		{"CompletedLive", completed(t0), 30 * time.Minute, "", false},
+		{"CompletedOneSecondBeforeExpiry", completed(t0), time.Hour - time.Second, "", false},
+		{"CompletedAtExpiry", completed(t0), time.Hour, "", true},
+		{"CompletedPastExpiry", completed(t0), 2 * time.Hour, "", true},
+		{"InProgressLeaseRunning", inProgress(t0), 30 * time.Second, "", false},
+		{"InProgressOneMillisecondBeforeLeaseEnd", inProgress(t0), time.Minute - time.Millisecond, "", false},
+		{"InProgressAtLeaseEnd", inProgress(t0), time.Minute, "", true},
+		{"InProgressPastLeaseEnd", inProgress(t0), 2 * time.Minute, "", true},
+		{"InProgressPastLeaseEndCarryingOther", inProgress(t0), 2 * time.Minute, "cp-1", false},
+		{"InProgressPastExpiry", inProgress(t0), 2 * time.Hour, "", true},
+		{"CheckpointLeaseRunningCarrying", checkpointed(t0), 30 * time.Second, "cp-1", false},
+		{"CheckpointAtLeaseEnd", checkpointed(t0), time.Minute, "", false},
+		{"CheckpointAtLeaseEndCarrying", checkpointed(t0), time.Minute, "cp-1", true},
+		{"CheckpointPastLeaseEnd", checkpointed(t0), 2 * time.Minute, "", false},
+		{"CheckpointPastLeaseEndCarrying", checkpointed(t0), 2 * time.Minute, "cp-1", true},
+		{"CheckpointPastLeaseEndCarryingOther", checkpointed(t0), 2 * time.Minute, "cp-0", false},
+		{"CheckpointPastExpiry", checkpointed(t0), 2 * time.Hour, "", true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -65,6 +76,7 @@ func TestClaim(t *testing.T) {
 			}
 			now := t0.Add(tc.at)
 			rec := record(key, now, "new")
+			rec.Checkpoint = tc.carry
 
 			memPrev, memClaimed, err := mem.Claim(context.Background(), rec, now)
 			require.NoError(t, err)
@@ -222,6 +234,44 @@ func TestRelease(t *testing.T) {
 	require.NoError(t, err)
 	assert.Nil(t, got)
 	require.ErrorIs(t, e.store.Release(ctx, rec.Key, "tok"), idem.ErrLeaseLost, "nothing left to release")
+
+	t.Run("KeepsCheckpoint", func(t *testing.T) {
+		rec := record("release/checkpoint", wallClock(), "tok")
+		seed(t, e.store, rec)
+		require.NoError(t, e.store.SetCheckpoint(ctx, rec.Key, "tok", "charged"))
+		require.ErrorIs(t, e.store.Release(ctx, rec.Key, "other"), idem.ErrLeaseLost)
+		e.api.Take()
+		require.NoError(t, e.store.Release(ctx, rec.Key, "tok"))
+		assert.Equal(t, map[string]int{"DeleteItem": 1, "UpdateItem": 1}, e.api.Take(), "the delete is refused, the lease ended")
+		got, err := e.store.Get(ctx, rec.Key)
+		require.NoError(t, err)
+		require.NotNil(t, got, "the record stays for its checkpoint")
+		assert.Equal(t, "charged", got.Checkpoint)
+		assert.Equal(t, idem.StatusInProgress, got.Status)
+		assert.True(t, got.LeaseExpires.Equal(time.Unix(0, 0)), "lease ended: %v", got.LeaseExpires)
+
+		now := wallClock()
+		next := record(rec.Key, now, "next")
+		_, claimed, err := e.store.Claim(ctx, next, now)
+		require.NoError(t, err)
+		assert.False(t, claimed, "only a claim carrying the checkpoint takes over")
+		next.Checkpoint = "charged"
+		_, claimed, err = e.store.Claim(ctx, next, now)
+		require.NoError(t, err)
+		assert.True(t, claimed)
+	})
+	t.Run("CompletedIsNeverReleased", func(t *testing.T) {
+		rec := record("release/completed", wallClock(), "tok")
+		seed(t, e.store, rec)
+		done := *rec
+		done.Status = idem.StatusCompleted
+		require.NoError(t, e.store.Complete(ctx, &done, nil))
+		require.ErrorIs(t, e.store.Release(ctx, rec.Key, "tok"), idem.ErrLeaseLost)
+		got, err := e.store.Get(ctx, rec.Key)
+		require.NoError(t, err)
+		require.NotNil(t, got)
+		assert.Equal(t, idem.StatusCompleted, got.Status)
+	})
 }
 
 func TestExtendAndCheckpoint(t *testing.T) {
@@ -266,9 +316,16 @@ func TestFencing(t *testing.T) {
 	mine := record(old.Key, takeoverAt, "new")
 	prev, claimed, err := e.store.Claim(ctx, mine, takeoverAt)
 	require.NoError(t, err)
+	require.False(t, claimed, "a takeover must carry the checkpoint")
+	require.NotNil(t, prev, "the refusing record comes back")
+	assert.Equal(t, "payment_charged", prev.Checkpoint)
+	assert.Equal(t, "old", prev.LeaseToken)
+
+	mine.Checkpoint = prev.Checkpoint
+	prev, claimed, err = e.store.Claim(ctx, mine, takeoverAt)
+	require.NoError(t, err)
 	require.True(t, claimed)
 	require.NotNil(t, prev, "the takeover returns the replaced record")
-	assert.Equal(t, "payment_charged", prev.Checkpoint)
 	assert.Equal(t, "old", prev.LeaseToken)
 
 	lateDone := *old
@@ -453,10 +510,36 @@ func TestLayouts(t *testing.T) {
 			assertSameRecord(t, &done, prev)
 			assert.NotEmpty(t, e.rawItem(t, tc.key(rec.Key)), "the item sits under the configured key")
 
-			require.NoError(t, e.store.Release(ctx, rec.Key, "tok"))
+			// A release keeps a record with a checkpoint, lease ended; the claim carrying the
+			// checkpoint takes it over, and a release without one deletes it.
+			later := now.Add(2 * time.Hour)
+			next := record(rec.Key, later, "tok3")
+			_, claimed, err = e.store.Claim(ctx, next, later)
+			require.NoError(t, err)
+			require.True(t, claimed, "the completed record expired")
+			require.NoError(t, e.store.SetCheckpoint(ctx, rec.Key, "tok3", "cp"))
+			require.NoError(t, e.store.Release(ctx, rec.Key, "tok3"))
 			got, err := e.store.Get(ctx, rec.Key)
 			require.NoError(t, err)
-			assert.Nil(t, got)
+			require.NotNil(t, got)
+			assert.Equal(t, "cp", got.Checkpoint)
+			assert.True(t, got.LeaseExpires.Equal(time.Unix(0, 0)), "lease ended: %v", got.LeaseExpires)
+
+			next = record(rec.Key, later, "tok4")
+			next.Checkpoint = "cp"
+			_, claimed, err = e.store.Claim(ctx, next, later)
+			require.NoError(t, err)
+			require.True(t, claimed)
+			require.ErrorIs(t, e.store.Release(ctx, rec.Key, "tok3"), idem.ErrLeaseLost, "tok3 no longer owns it")
+
+			fresh := record("layout/fresh", later, "tok5")
+			_, claimed, err = e.store.Claim(ctx, fresh, later)
+			require.NoError(t, err)
+			require.True(t, claimed)
+			require.NoError(t, e.store.Release(ctx, fresh.Key, "tok5"))
+			got, err = e.store.Get(ctx, fresh.Key)
+			require.NoError(t, err)
+			assert.Nil(t, got, "without a checkpoint the record is deleted")
 		})
 	}
 }

@@ -29,8 +29,25 @@
 //	same key, completed                                    the stored response + Idempotent-Replayed: true
 //	handler returns 5xx, 409, 429 (see WithCacheable)      that response; nothing stored, key released
 //	handler returns an error                               the error, to Lambda; nothing stored
-//	store unavailable                                      503 with Retry-After; the handler does not run
+//	store unavailable before the handler ran               503 with Retry-After; the handler did not run
+//	handler ran, store committed nothing of its outcome    503 with Retry-After; key released, a retry runs again
+//	handler ran, store failed to record its outcome        the handler's response, logged at ERROR (see below)
+//	same, with attached writes and the record unreadable   503 with Retry-After; the outcome is unknown
 //	other methods (GET, PUT, DELETE, ...)                  the handler, unguarded
+//
+// A store failure is answered by what it means for the client. Before the handler runs,
+// the request was not processed: 503 [ProblemStoreUnavailable]. After it ran, if the store
+// refused the completion as a whole ([idem.ErrNotCommitted]: neither the record nor the
+// writes attached to it committed), the key was released and a retry runs the handler
+// again: 503 [ProblemNotCommitted]. If the completion failed otherwise, the handler's
+// effects happened but the store may not say so: the client gets the handler's own
+// response, since a 503 would claim that nothing ran, and the failure is logged at ERROR
+// ([WithLogger]). Until the lease ends a retry gets 409; after it, a retry may run the
+// handler again. The exception is a handler that attached its writes to the completion
+// ([idem.Attach]): when the store fails and the record cannot be read back, those writes
+// may not have committed, so the handler's response (an order id, say) may describe
+// nothing: the client gets 503 [ProblemOutcomeUnknown], and a retry after the lease either
+// replays the committed response or runs the handler again.
 //
 // The header name is matched in any case, in single- and multi-value header maps; its value
 // may be an RFC 8941 quoted string, which is unquoted. HTTP APIs and function URLs join a
@@ -40,13 +57,15 @@
 //
 // The key is scoped by the caller's identity when the event carries one ([TenantREST],
 // [TenantHTTPAPI], [TenantFunctionURL]), so the same key from two tenants is two records
-// and no tenant is ever replayed another's response. [WithTenant] overrides it.
+// and no tenant is ever replayed another's response. An IAM caller that assumed a role is
+// the role, whatever its session name, so a service retrying from another task, instance
+// or container is the same tenant. [WithTenant] overrides it.
 //
 // # Usage
 //
 //	store, err := dynamo.New(ddb, "idempotency")
 //	...
-//	guard, err := idem.New(store)
+//	guard, err := idem.New(store, "create-order")
 //	...
 //	handler, err := lambdawrap.HTTPAPI(guard, createOrder)
 //	...

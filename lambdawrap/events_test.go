@@ -207,6 +207,34 @@ func TestKeyReusedWithAnotherBody(t *testing.T) {
 	})
 }
 
+// TestKeyReusedWithCaseFoldKeys: Go's decoder matches struct fields in any case and the
+// last matching key wins, so {"amount":1,"AMOUNT":100} means 100 and the same keys the
+// other way round mean 1. The second body reuses the key for another request: 422.
+func TestKeyReusedWithCaseFoldKeys(t *testing.T) {
+	t.Parallel()
+	forEachSource(t, func(t *testing.T, store idem.Store, ev *event) {
+		a := &app{}
+		h := a.handler(t, ev.kind, newGuard(t, store))
+		ctx := invokeCtx(t)
+		ev.setBody(`{"sku":"WIDGET-42","amount":1,"AMOUNT":100}`, false)
+		require.Equal(t, 201, invoke(ctx, t, h, ev).code)
+
+		ev.setBody(`{"sku":"WIDGET-42","AMOUNT":100,"amount":1}`, false)
+		r := invoke(ctx, t, h, ev)
+		require.NoError(t, r.err)
+		assert.Equal(t, 422, r.code)
+		assert.Empty(t, r.header(lambdawrap.ReplayedHeader))
+		assert.Equal(t, lambdawrap.ProblemKeyReused, r.problem(t)["type"])
+
+		// Keys that are not equal in any case still count in any order.
+		ev.setBody(`{"amount":1,"AMOUNT":100,"sku":"WIDGET-42"}`, false)
+		r = invoke(ctx, t, h, ev)
+		require.NoError(t, r.err)
+		assert.Equal(t, "true", r.header(lambdawrap.ReplayedHeader))
+		assert.Equal(t, int64(1), a.runs.Load())
+	})
+}
+
 // TestNotStored: a 5xx response, a 409, a 429 and a handler error are not stored, so the
 // retry runs the handler again.
 func TestNotStored(t *testing.T) {
@@ -273,7 +301,7 @@ func TestStoreUnavailable(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ev := loadEvent(t, name)
-			g, err := idem.New(failingStore{})
+			g, err := idem.New(failingStore{}, "test")
 			require.NoError(t, err)
 			a := &app{}
 			r := invoke(invokeCtx(t), t, a.handler(t, ev.kind, g), ev)

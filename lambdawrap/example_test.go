@@ -51,7 +51,7 @@ func orderRequest(key, body string) events.APIGatewayV2HTTPRequest {
 }
 
 func newExampleGuard() *idem.Guard {
-	guard, err := idem.New(idem.NewMemStore(), idem.WithScope("orders-api"))
+	guard, err := idem.New(idem.NewMemStore(), "create-order", idem.WithScope("orders-api"))
 	if err != nil {
 		panic(err)
 	}
@@ -93,7 +93,7 @@ func Example_lambdaStart() {
 	if err != nil {
 		panic(err)
 	}
-	guard, err := idem.New(store)
+	guard, err := idem.New(store, "create-order")
 	if err != nil {
 		panic(err)
 	}
@@ -394,7 +394,7 @@ func ExampleWithLogger() {
 			return a
 		},
 	}))
-	guard, _ := idem.New(failingStore{})
+	guard, _ := idem.New(failingStore{}, "create-order")
 	api := &ordersAPI{}
 	handler, _ := lambdawrap.HTTPAPI(guard, api.createOrder, lambdawrap.WithLogger(logger))
 	resp, _ := handler(context.Background(), orderRequest("k-1", `{}`))

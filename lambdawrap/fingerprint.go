@@ -3,11 +3,9 @@ package lambdawrap
 import (
 	"encoding/base64"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"net/url"
 	"strings"
-	"unicode/utf8"
 )
 
 // errBadBase64 refuses an event that says its body is base64 when it is not. API Gateway
@@ -46,26 +44,6 @@ func (r *httpRequest) decodedBody() ([]byte, error) {
 		return nil, errBadBase64
 	}
 	return b, nil
-}
-
-// canonicalBody returns a JSON body re-encoded canonically (object keys sorted, no
-// insignificant white space, numbers as written), so that two encodings of one document
-// share a fingerprint; any other body comes back as it is. JSON is recognised by content,
-// not by Content-Type, because clients often send JSON without it.
-func canonicalBody(body []byte) []byte {
-	// Invalid UTF-8 would decode to U+FFFD and make different bodies look alike.
-	if !utf8.Valid(body) {
-		return body
-	}
-	v, err := decodeJSON(body) // also the validity check: one pass
-	if err != nil {
-		return body
-	}
-	c, err := json.Marshal(v) // sorts map keys; json.Number keeps its digits
-	if err != nil {
-		return body
-	}
-	return c
 }
 
 // canonicalQuery encodes the query parameters sorted by name, values in the order given.

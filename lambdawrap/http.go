@@ -140,14 +140,17 @@ func (w *httpWrapper[In, Out]) handle(ctx context.Context, in In) (Out, error) {
 		return w.reply(problem(http.StatusBadRequest, ProblemInvalidRequest, detail, 0, req.multiValue))
 	}
 
-	var first Out
+	var (
+		first Out
+		ran   bool // the handler returned a response
+	)
 	resp, replayed, err := idem.Do(ctx, w.g, idem.Request{Key: key, Tenant: w.tenant(in), Fingerprint: fp},
 		func(ctx context.Context) (httpResponse, error) {
 			out, err := w.h(ctx, in)
 			if err != nil {
 				return httpResponse{}, &handlerError{err}
 			}
-			first = out
+			first, ran = out, true
 			resp := w.s.toHTTP(&out)
 			if !w.c.cacheable(resp.StatusCode) {
 				return resp, ErrNotCacheable
@@ -165,6 +168,12 @@ func (w *httpWrapper[In, Out]) handle(ctx context.Context, in In) (Out, error) {
 	if errors.As(err, &he) {
 		var zero Out
 		return zero, he.err
+	}
+	if ran && notRecorded(err) {
+		// The handler's effects happened: its response is the truth, and a 503 would
+		// tell the client that nothing ran.
+		logNotRecorded(ctx, w.c.logger, err)
+		return first, nil
 	}
 	return w.failure(ctx, err, req.multiValue)
 }
@@ -200,10 +209,18 @@ func (w *httpWrapper[In, Out]) failure(ctx context.Context, err error, multi boo
 		w.c.logger.ErrorContext(ctx, "lambdawrap: completed response cannot be replayed", "error", err)
 		return w.reply(problem(http.StatusInternalServerError, ProblemNotReplayable,
 			"the request with this idempotency key completed, but its response cannot be replayed", 0, multi))
+	case isOp(err, idem.OpCommit): // before ErrStore, which it also satisfies
+		w.c.logger.ErrorContext(ctx, "lambdawrap: the handler ran, but whether its attached writes committed is unknown", "error", err)
+		return w.reply(problem(http.StatusServiceUnavailable, ProblemOutcomeUnknown,
+			"the request ran, but whether its outcome committed is unknown; retry after Retry-After to learn it", StoreRetryAfter, multi))
+	case errors.Is(err, idem.ErrNotCommitted): // before ErrStore, which it may also satisfy
+		w.c.logger.ErrorContext(ctx, "lambdawrap: the handler's outcome was not committed; the key was released", "error", err)
+		return w.reply(problem(http.StatusServiceUnavailable, ProblemNotCommitted,
+			"the request ran, but nothing of its outcome was committed; a retry runs it again", StoreRetryAfter, multi))
 	case errors.Is(err, idem.ErrStore):
 		w.c.logger.ErrorContext(ctx, "lambdawrap: idempotency store failed", "error", err)
 		return w.reply(problem(http.StatusServiceUnavailable, ProblemStoreUnavailable,
-			"the idempotency store is unavailable", StoreRetryAfter, multi))
+			"the idempotency store is unavailable; the request was not processed", StoreRetryAfter, multi))
 	case errors.Is(err, idem.ErrMissingKey), errors.Is(err, idem.ErrInvalidKey):
 		return w.reply(refuseKey(err, w.c.header, multi))
 	}

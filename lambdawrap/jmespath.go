@@ -19,8 +19,11 @@ const maxInflated = 16 << 20
 // KeyFromJMESPath returns a key function that evaluates the JMESPath expression expr over
 // the event's JSON encoding, for parity with the Powertools utilities' event_key_jmespath.
 // A selected string is the key as it is; any other value is the key in its compact JSON
-// encoding (so "[order_id, customer_id]" keys on both). A null result, an empty string, or
-// a list of nulls means the event has no key.
+// encoding (so "[order_id, customer_id]" keys on both). As in the Powertools utilities, a
+// selected null, empty string, empty object, empty list or list of nulls means the event
+// has no key: [Wrap] refuses it with [idem.ErrMissingKey] (or runs it unguarded, see
+// [WithKeyRequired]), so that events selecting the same empty value never share one
+// record. Zero and false are keys.
 //
 // Besides the standard functions, the expression may use the Powertools ones:
 // powertools_json(s) decodes a JSON string (for example an API Gateway body),
@@ -125,12 +128,16 @@ func toSearchable(v any) any {
 	return v
 }
 
+// isAbsent reports whether a selected value is no key, as the Powertools utilities decide:
+// null, "", {}, and a list of nulls (the empty list included). Zero and false are keys.
 func isAbsent(v any) bool {
 	switch v := v.(type) {
 	case nil:
 		return true
 	case string:
 		return v == ""
+	case map[string]any:
+		return len(v) == 0
 	case []any:
 		for _, e := range v {
 			if e != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/lambdawrap"
 )
 
@@ -51,6 +52,8 @@ func TestKeyFromJMESPath(t *testing.T) {
 		{expr: "missing", want: ""},
 		{expr: "empty", want: ""},
 		{expr: "[missing, nothing]", want: ""},
+		{expr: "powertools_json(`\"{}\"`)", want: ""},
+		{expr: "`[]`", want: ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.expr, func(t *testing.T) {
@@ -119,6 +122,56 @@ func TestKeyFromJMESPathNumbers(t *testing.T) {
 			got, err := key(event)
 			require.NoError(t, err)
 			assert.Equal(t, want, got)
+		})
+	}
+}
+
+// TestKeyFromJMESPathMissing: as in both Powertools runtimes, a selected null, "", [], {}
+// or list of nulls is no key, so the event is refused with idem.ErrMissingKey rather than
+// sharing one record with every other event that selects the same empty value. Zero and
+// false are keys. Each case runs a REST API event through lambda.NewHandler.
+func TestKeyFromJMESPathMissing(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, expr, body string
+		missing          bool
+	}{
+		{name: "empty body object", expr: "powertools_json(body)", body: `{}`, missing: true},
+		{name: "empty object", expr: "powertools_json(body).order", body: `{"order":{}}`, missing: true},
+		{name: "empty list", expr: "powertools_json(body).order", body: `{"order":[]}`, missing: true},
+		{name: "null", expr: "powertools_json(body).order", body: `{"order":null}`, missing: true},
+		{name: "absent", expr: "powertools_json(body).order", body: `{"sku":"A"}`, missing: true},
+		{name: "empty string", expr: "powertools_json(body).order", body: `{"order":""}`, missing: true},
+		{name: "list of nulls", expr: "powertools_json(body).[order, customer]", body: `{"sku":"A"}`, missing: true},
+		{name: "zero", expr: "powertools_json(body).order", body: `{"order":0}`},
+		{name: "false", expr: "powertools_json(body).order", body: `{"order":false}`},
+		{name: "list of an empty string", expr: "powertools_json(body).order", body: `{"order":[""]}`},
+		{name: "object", expr: "powertools_json(body).order", body: `{"order":{"id":"o-1"}}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ev := loadEvent(t, "apigw-rest-post-with-key")
+			ev.setBody(tc.body, false)
+			key, err := lambdawrap.KeyFromJMESPath[events.APIGatewayProxyRequest](tc.expr)
+			require.NoError(t, err)
+			a := &app{}
+			h, err := lambdawrap.Wrap(memGuard(t), a.rest, key)
+			require.NoError(t, err)
+			ctx := invokeCtx(t)
+			for range 2 {
+				_, err := invoker{h: h}.Invoke(ctx, ev.payload(t))
+				if tc.missing {
+					require.ErrorIs(t, err, idem.ErrMissingKey)
+				} else {
+					require.NoError(t, err)
+				}
+			}
+			want := int64(1)
+			if tc.missing {
+				want = 0
+			}
+			assert.Equal(t, want, a.runs.Load())
 		})
 	}
 }

@@ -144,18 +144,18 @@ func WithHeader(name string) Option {
 	}
 }
 
-// WithLogger sets the logger for failures that an HTTP decorator answers with a response
-// instead of returning them to Lambda, which would log them: store failures (503), responses
-// that cannot be replayed (500) and lost leases (409). The guard's own logger and hooks see
-// more. Default: discard. Must not be nil. HTTP decorators only.
+// WithLogger sets the logger for failures that a decorator answers instead of returning
+// them to Lambda, which would log them: a handler that ran but whose outcome the store did
+// not record (logged at ERROR: a retry after the lease ends may run it again), and, for the
+// HTTP decorators, store failures (503), responses that cannot be replayed (500) and lost
+// leases (409). The guard's own logger and hooks see more. Default: discard. Must not be
+// nil.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error {
-		const name = "WithLogger"
 		if l == nil {
-			return optErr(name, "must not be nil")
+			return optErr("WithLogger", "must not be nil")
 		}
 		c.logger = l
-		c.httpOnly = append(c.httpOnly, name)
 		return nil
 	}
 }
@@ -182,7 +182,10 @@ func WithTenant[In any](tenant func(In) string) Option {
 // decorated handler's event type, or the decorator returns an error. Default: for the HTTP
 // decorators, the method, path, query string and body, the body decoded from base64 when
 // the event says so and canonicalised when it is JSON, so that key order and white space do
-// not matter; for [Wrap], none (payload validation off). Must not be nil.
+// not matter, except the order of keys equal under Unicode case folding (exact duplicates
+// included): Go's decoder matches them to one struct field and the last one wins, so
+// {"amount":1,"AMOUNT":100} and {"AMOUNT":100,"amount":1} are two requests. For [Wrap],
+// none (payload validation off). Must not be nil.
 func WithFingerprint[In any](fingerprint func(In) ([]byte, error)) Option {
 	return func(c *config) error {
 		if fingerprint == nil {

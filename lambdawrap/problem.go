@@ -37,10 +37,20 @@ const (
 	// replayed: it was too large to store, or the stored record is unreadable. The handler
 	// is not run again; retrying does not help.
 	ProblemNotReplayable = problemBase + "ProblemNotReplayable"
-	// ProblemStoreUnavailable (503): the idempotency store failed, so the request was not
-	// processed (or, if the failure came after the handler, not recorded). Retry after
-	// Retry-After.
+	// ProblemStoreUnavailable (503): the idempotency store failed before the handler ran,
+	// so the request was not processed. Retry after Retry-After.
 	ProblemStoreUnavailable = problemBase + "ProblemStoreUnavailable"
+	// ProblemNotCommitted (503): the handler ran, but the store committed nothing of its
+	// outcome (see [idem.ErrNotCommitted]): neither the record nor the writes attached to
+	// it (see [idem.Attach]). The key was released, so a retry after Retry-After runs the
+	// handler again.
+	ProblemNotCommitted = problemBase + "ProblemNotCommitted"
+	// ProblemOutcomeUnknown (503): the handler ran and attached writes to its completion
+	// (see [idem.Attach]), but whether they committed is unknown: the store failed, and
+	// reading the record back failed too. Retry after Retry-After: until the lease ends a
+	// retry gets 409; after it, a retry replays the response if the writes committed, and
+	// runs the handler again if they did not.
+	ProblemOutcomeUnknown = problemBase + "ProblemOutcomeUnknown"
 )
 
 const problemBase = "https://pkg.go.dev/github.com/idemkit/idem/lambdawrap#"

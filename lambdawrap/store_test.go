@@ -54,7 +54,7 @@ func forEachStore(t *testing.T, test func(t *testing.T, store idem.Store)) {
 // never share a key.
 func newGuard(t testing.TB, store idem.Store, opts ...idem.Option) *idem.Guard {
 	t.Helper()
-	g, err := idem.New(store, append([]idem.Option{idem.WithScope(t.Name())}, opts...)...)
+	g, err := idem.New(store, "test", append([]idem.Option{idem.WithScope(t.Name())}, opts...)...)
 	require.NoError(t, err)
 	return g
 }

@@ -3,6 +3,7 @@ package lambdawrap
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
 )
@@ -19,9 +20,20 @@ const (
 
 // TenantREST returns the caller identity of an API Gateway REST API event, the first that is
 // present of: the Lambda authorizer's principalId, the Cognito user pool authorizer's
-// claims.sub, the Cognito identity id, the IAM caller's userArn, and the API key id. Each is
+// claims.sub, the Cognito identity id, the IAM caller's identity, and the API key id. Each is
 // prefixed with its kind ("principal:", "sub:", "cognito:", "iam:", "apikey:"). It returns ""
 // when the event carries none. It is the default tenant of [REST].
+//
+// The Cognito identity id comes before the IAM caller because an identity pool's users
+// all call through the pool's role: the id tells them apart, the role does not. The IAM
+// caller's identity is its userArn, except for an assumed role
+// (arn:aws:sts::<account>:assumed-role/<role>/<session>, in any partition): that is the
+// role's ARN without the session name, since the session name changes with every ECS
+// task, EC2 instance or Lambda container that assumes the role, and the same service
+// retrying from another one must get the first response, not run again. Callers sharing
+// a role are therefore one tenant; where a role's sessions are different people (IAM
+// Identity Center permission sets, web identity federation), scope by session with
+// [WithTenant]. IAM users keep their full ARN.
 func TenantREST(e events.APIGatewayProxyRequest) string {
 	a := e.RequestContext.Authorizer
 	if s := stringOf(a["principalId"]); s != "" {
@@ -37,7 +49,7 @@ func TenantREST(e events.APIGatewayProxyRequest) string {
 	case id.CognitoIdentityID != "":
 		return tenantCognito + id.CognitoIdentityID
 	case id.UserArn != "":
-		return tenantIAM + id.UserArn
+		return tenantIAM + iamIdentity(id.UserArn)
 	case id.APIKeyID != "":
 		return tenantAPIKey + id.APIKeyID
 	}
@@ -46,10 +58,11 @@ func TenantREST(e events.APIGatewayProxyRequest) string {
 
 // TenantHTTPAPI returns the caller identity of an API Gateway HTTP API event, the first that
 // is present of: the JWT authorizer's sub claim, the Lambda authorizer context's principalId
-// or sub, the IAM caller's Cognito identity id, and the IAM caller's userArn. Each is
-// prefixed with its kind ("sub:", "principal:", "cognito:", "iam:"). It returns "" when the
-// event carries none. It is the default tenant of [HTTPAPI] and of the [LocalHandler]'s
-// events.
+// or sub, the IAM caller's Cognito identity id, and the IAM caller's identity: its userArn,
+// or for an assumed role the role's ARN without the session name (see [TenantREST]). Each
+// is prefixed with its kind ("sub:", "principal:", "cognito:", "iam:"). It returns "" when
+// the event carries none. It is the default tenant of [HTTPAPI] and of the
+// [LocalHandler]'s events.
 func TenantHTTPAPI(e events.APIGatewayV2HTTPRequest) string {
 	a := e.RequestContext.Authorizer
 	if a == nil {
@@ -69,20 +82,46 @@ func TenantHTTPAPI(e events.APIGatewayV2HTTPRequest) string {
 			return tenantCognito + s
 		}
 		if a.IAM.UserARN != "" {
-			return tenantIAM + a.IAM.UserARN
+			return tenantIAM + iamIdentity(a.IAM.UserARN)
 		}
 	}
 	return ""
 }
 
-// TenantFunctionURL returns the caller identity of a Lambda function URL event: the IAM
-// caller's userArn, prefixed "iam:", when the URL uses IAM auth, else "". It is the default
-// tenant of [FunctionURL].
+// TenantFunctionURL returns the caller identity of a Lambda function URL event: when the URL
+// uses IAM auth, the IAM caller's identity, prefixed "iam:": its userArn, or for an assumed
+// role the role's ARN without the session name (see [TenantREST]); else "". It is the
+// default tenant of [FunctionURL].
 func TenantFunctionURL(e events.LambdaFunctionURLRequest) string {
 	if a := e.RequestContext.Authorizer; a != nil && a.IAM != nil && a.IAM.UserARN != "" {
-		return tenantIAM + a.IAM.UserARN
+		return tenantIAM + iamIdentity(a.IAM.UserARN)
 	}
 	return ""
+}
+
+// iamIdentity returns the identity an IAM caller's ARN stands for. For an assumed role,
+// arn:<partition>:sts::<account>:assumed-role/<role>/<session>, that is the role,
+// arn:<partition>:sts::<account>:assumed-role/<role>: the session name changes with every
+// ECS task, EC2 instance or Lambda container that assumes the role, and the same service
+// retrying from another one must get the first response rather than run again. (An
+// assumed-role ARN carries the role's name, not its path; should anything come between,
+// only the last segment, the session name, is dropped.) Every other ARN (IAM users, which
+// keep their path; federated users; the root) is the identity as it is, and so is
+// anything that is not an ARN. The partition may be any: aws, aws-cn, aws-us-gov, ...
+func iamIdentity(arn string) string {
+	parts := strings.SplitN(arn, ":", 6)
+	if len(parts) != 6 || parts[0] != "arn" || parts[2] != "sts" {
+		return arn
+	}
+	role, ok := strings.CutPrefix(parts[5], "assumed-role/")
+	if !ok {
+		return arn
+	}
+	i := strings.LastIndexByte(role, '/')
+	if i <= 0 {
+		return arn // no session name, or no role name before it
+	}
+	return arn[:len(arn)-len(role)+i]
 }
 
 // stringOf renders an authorizer context value: authorizers may put numbers or booleans

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/idemkit/idem"
@@ -25,9 +26,15 @@ type KeyFunc[In any] func(In) (string, error)
 // [idem.Do]: notably [idem.ErrInProgress] for a duplicate in flight (so Lambda retries it
 // later), [idem.ErrPayloadMismatch], and [idem.ErrStore]; plus [idem.ErrMissingKey] for an
 // event without a key, wrapping the key function's error if there was one. An error from h
-// is returned unchanged and nothing is stored, so the next retry runs h again. The lease on
-// the key ends at the invocation's deadline plus the guard's margin, so a timed-out
-// invocation does not block its retries for long.
+// is returned unchanged and nothing is stored, so the next retry runs h again.
+//
+// If h succeeded but the store failed to record its outcome, the handler returns h's
+// result and no error, so that Lambda does not retry work that happened, and logs the
+// failure at ERROR ([WithLogger]); a duplicate arriving after the lease ends may run h
+// again. If the store committed nothing ([idem.ErrNotCommitted]), that error is returned:
+// the key was released, and the retry runs h again. The lease on the key ends at the
+// invocation's deadline plus the guard's margin, so a timed-out invocation does not block
+// its retries for long.
 //
 // Wrap returns an error if g, h or key is nil or an option is invalid; HTTP-only options
 // are invalid here. The returned handler is safe for concurrent use.
@@ -50,7 +57,7 @@ func Wrap[In, Out any](g *idem.Guard, h func(context.Context, In) (Out, error), 
 	if err != nil {
 		return nil, err
 	}
-	required := c.keyRequired
+	required, logger := c.keyRequired, c.logger
 
 	return func(ctx context.Context, in In) (Out, error) {
 		k, err := key(in)
@@ -73,7 +80,39 @@ func Wrap[In, Out any](g *idem.Guard, h func(context.Context, In) (Out, error), 
 			}
 			req.Fingerprint = fp
 		}
-		out, _, err := idem.Do(ctx, g, req, func(ctx context.Context) (Out, error) { return h(ctx, in) })
+		ran := false // h returned without an error
+		out, _, err := idem.Do(ctx, g, req, func(ctx context.Context) (Out, error) {
+			out, err := h(ctx, in)
+			ran = err == nil
+			return out, err
+		})
+		if ran && notRecorded(err) {
+			// h's effects happened: an error would make Lambda retry the event, and the
+			// retry would run h again once the lease ends.
+			logNotRecorded(ctx, logger, err)
+			return out, nil
+		}
 		return out, err
 	}, nil
+}
+
+// notRecorded reports whether err, from [idem.Do], says the handler ran but the store
+// failed to record its outcome, which is then neither committed nor known to be absent.
+// A completion that committed nothing ([idem.ErrNotCommitted]) released the key instead.
+func notRecorded(err error) bool {
+	return isOp(err, opComplete) && !errors.Is(err, idem.ErrNotCommitted)
+}
+
+// isOp reports whether err is an [idem.StoreError] of operation op.
+func isOp(err error, op string) bool {
+	var se *idem.StoreError
+	return errors.As(err, &se) && se.Op == op
+}
+
+// opComplete is the [idem.StoreError] operation that records a handler's outcome.
+const opComplete = "complete"
+
+func logNotRecorded(ctx context.Context, l *slog.Logger, err error) {
+	l.ErrorContext(ctx, "lambdawrap: the handler ran but its outcome was not recorded; "+
+		"a retry after the lease ends may run it again", "error", err)
 }

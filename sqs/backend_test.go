@@ -122,10 +122,10 @@ func newEnv(t *testing.T, b backend, opts ...sqs.Option) *env {
 	return e
 }
 
-// newGuard returns another guard on the env's store: another Lambda container.
-func (e *env) newGuard(t *testing.T) *idem.Guard {
+// newGuard returns another guard on the env's store, with opts: another Lambda container.
+func (e *env) newGuard(t *testing.T, opts ...idem.Option) *idem.Guard {
 	t.Helper()
-	g, err := idem.New(e.store, idem.WithScope("ledger-credits"))
+	g, err := idem.New(e.store, "test", append([]idem.Option{idem.WithScope("ledger-credits")}, opts...)...)
 	require.NoError(t, err)
 	return g
 }

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -46,7 +47,7 @@ func BenchmarkBatch(b *testing.B) {
 				for _, batch := range []bool{true, false} {
 					b.Run(fmt.Sprintf("%s/%s/concurrency=%d/batch=%t", st.name, path, conc, batch), func(b *testing.B) {
 						store, api := st.open(b)
-						guard, err := idem.New(store, idem.WithScope("bench"))
+						guard, err := idem.New(store, "test", idem.WithScope("bench"))
 						if err != nil {
 							b.Fatal(err)
 						}
@@ -72,7 +73,8 @@ func benchBatch(b *testing.B, h *sqs.Handler, api *countingAPI, path string) {
 	for i := range ev.Records { // keyed by message ID, so a new ID is a new key
 		delete(ev.Records[i].MessageAttributes, sqs.KeyAttribute)
 	}
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour) // a deadline, as in Lambda
+	defer cancel()
 	warm := ev // a batch of other messages first, so DynamoDB Local's JIT is warm
 	warm.Records = append([]events.SQSMessage(nil), ev.Records...)
 	for j := range warm.Records {

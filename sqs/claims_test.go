@@ -45,6 +45,18 @@ func (s *failingCompletions) CompleteMany(ctx context.Context, recs []*idem.Reco
 	return errs
 }
 
+// Complete fails for the chosen keys too, so that a guard resending a failed batched
+// completion alone meets the same failure.
+func (s *failingCompletions) Complete(ctx context.Context, rec *idem.Record, attached []any) error {
+	s.mu.Lock()
+	err := s.fail[rec.Key]
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return s.MemStore.Complete(ctx, rec, attached)
+}
+
 // TestBatchCompletionFailures fails the recording of a message that ran: it fails with the
 // reason a per-message completion would have given, and so do its duplicates.
 func TestBatchCompletionFailures(t *testing.T) {
@@ -61,7 +73,7 @@ func TestBatchCompletionFailures(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			store := &failingCompletions{MemStore: idem.NewMemStore(), fail: map[string]error{}}
-			guard, err := idem.New(store)
+			guard, err := idem.New(store, "test")
 			require.NoError(t, err)
 			store.fail[storedKey(t, guard, "order-2042-credit")] = tc.err
 			rec, rs := newRecorder(), &reports{}
@@ -173,7 +185,7 @@ func TestRedeliveredBatchesTakeThePerMessagePath(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			store := &storeCalls{MemStore: idem.NewMemStore()}
-			guard, err := idem.New(store)
+			guard, err := idem.New(store, "test")
 			require.NoError(t, err)
 			h, err := sqs.New(guard, func(context.Context, events.SQSMessage) error { return nil }, tc.opts...)
 			require.NoError(t, err)
@@ -181,7 +193,7 @@ func TestRedeliveredBatchesTakeThePerMessagePath(t *testing.T) {
 			for i, c := range tc.counts {
 				ev.Records = append(ev.Records, delivered(fmt.Sprintf("m-%d", i), c))
 			}
-			rep, err := h.Process(context.Background(), ev)
+			rep, err := h.Process(lambdaContext(t), ev)
 			require.NoError(t, err)
 			assert.Equal(t, len(tc.counts), rep.Ran)
 			assert.Equal(t, tc.single, store.single.Load(), "single-key store calls")
@@ -193,13 +205,131 @@ func TestRedeliveredBatchesTakeThePerMessagePath(t *testing.T) {
 			for i := range ev.Records {
 				ev.Records[i].Attributes = map[string]string{"ApproximateReceiveCount": "9"}
 			}
-			rep, err = h.Process(context.Background(), ev)
+			rep, err = h.Process(lambdaContext(t), ev)
 			require.NoError(t, err)
 			assert.Equal(t, len(tc.counts), rep.Replayed)
 			if tc.opts == nil {
 				assert.Equal(t, int32(len(tc.counts)), store.single.Load())
 				assert.Zero(t, store.many.Load())
 			}
+		})
+	}
+}
+
+// waitFor polls cond until it holds, and fails the test if it does not within a generous
+// bound: the bound only keeps a broken build from hanging, it times nothing.
+func waitFor(t *testing.T, cond func() bool, msg string) {
+	t.Helper()
+	for until := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(until) {
+			require.Fail(t, msg)
+		}
+	}
+}
+
+// statusOf returns the status of key's record in e's store, or "" when there is none.
+func (e *env) statusOf(t *testing.T, key string) idem.Status {
+	t.Helper()
+	rec, err := e.store.Get(context.Background(), storedKey(t, e.guard, key))
+	require.NoError(t, err)
+	if rec == nil {
+		return ""
+	}
+	return rec.Status
+}
+
+// TestBatchRecordsOutcomesAfterTheEarlySettle lets the deadline margin arrive while messages
+// a and b run and c waits for a worker: the early settle releases c; then a finishes, and its
+// outcome must be recorded at once, while b still runs, since Lambda may kill the
+// invocation at its deadline before any later settle.
+func TestBatchRecordsOutcomesAfterTheEarlySettle(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			const left, margin = 10 * time.Second, 4 * time.Second
+			clock := storetest.NewManualClock()
+			e := newEnv(t, b)
+			e.guard = e.newGuard(t, idem.WithClock(clock))
+			e.h = e.newHandler(t, e.guard, sqs.WithConcurrency(2), sqs.WithDeadlineMargin(margin), sqs.WithClock(clock))
+			e.rec.effect = nil // a plain handler: on the batch path its completion may wait for a settle
+			aStarted, aGo, bStarted, bGo := make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{})
+			var aOnce, bOnce sync.Once
+			finishA, finishB := func() { aOnce.Do(func() { close(aGo) }) }, func() { bOnce.Do(func() { close(bGo) }) }
+			t.Cleanup(func() { finishA(); finishB() }) // should the test fail with the handlers held
+			e.rec.before = func(_ context.Context, m events.SQSMessage) {
+				switch m.MessageId {
+				case "a":
+					close(aStarted)
+					<-aGo
+				case "b":
+					close(bStarted)
+					<-bGo
+				}
+			}
+			ev := events.SQSEvent{Records: []events.SQSMessage{message("a", `{"n":1}`), message("b", `{"n":2}`), message("c", `{"n":3}`)}}
+			ctx, cancel := context.WithDeadline(context.Background(), clock.Now().Add(left)) // in the clock's time
+			defer cancel()
+			done := make(chan []byte, 1)
+			go func() { done <- invoke(t, ctx, e.h, ev) }()
+			<-aStarted
+			<-bStarted
+
+			clock.Advance(left - margin + time.Second) // the early settle
+			waitFor(t, func() bool { return e.statusOf(t, "c") == "" }, "the early settle released c")
+			finishA()
+			waitFor(t, func() bool { return e.statusOf(t, "a") == idem.StatusCompleted },
+				"a, finished after the early settle, is recorded while b still runs")
+			finishB()
+
+			assert.Equal(t, []string{"c"}, failures(t, <-done))
+			rep := e.reports.last(t)
+			assert.Equal(t, 2, rep.Ran)
+			assert.Equal(t, map[sqs.Reason]int{sqs.ReasonNotStarted: 1}, rep.FailedBy())
+			assert.Equal(t, idem.StatusCompleted, e.statusOf(t, "b"))
+		})
+	}
+}
+
+// TestBatchRecordsOutcomesBeforeTheirLeasesEnd caps the lease (WithMaxLease) below the
+// function timeout: message a finishes, b runs past a's lease end, and meanwhile another
+// invocation gets a redelivered a. a must have been recorded before its lease ended, so
+// the redelivery replays it rather than running it again, and the first batch reports a
+// as run, as the per-message path does.
+func TestBatchRecordsOutcomesBeforeTheirLeasesEnd(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			const timeout = 15 * time.Minute
+			clock := storetest.NewManualClock()
+			e := newEnv(t, b)
+			e.guard = e.newGuard(t, idem.WithClock(clock), idem.WithMaxLease(time.Minute))
+			e.h = e.newHandler(t, e.guard, sqs.WithConcurrency(1), sqs.WithClock(clock))
+			other := e.newHandler(t, e.newGuard(t, idem.WithClock(clock), idem.WithMaxLease(time.Minute)), sqs.WithClock(clock))
+			e.rec.effect = nil // a plain handler: on the batch path its completion may wait for a settle
+			ev := events.SQSEvent{Records: []events.SQSMessage{message("a", `{"n":1}`), message("b", `{"n":2}`)}}
+			var redelivery *sqs.Report
+			e.rec.before = func(_ context.Context, m events.SQSMessage) {
+				if m.MessageId != "b" {
+					return
+				}
+				clock.Advance(2 * time.Minute) // past a's lease: claim + 1 min + the margin
+				ctx, cancel := context.WithDeadline(context.Background(), clock.Now().Add(timeout))
+				defer cancel()
+				var err error
+				redelivery, err = other.Process(ctx, redeliver(ev, "a"))
+				require.NoError(t, err)
+			}
+			ctx, cancel := context.WithDeadline(context.Background(), clock.Now().Add(timeout)) // in the clock's time
+			defer cancel()
+			assert.Empty(t, failures(t, invoke(t, ctx, e.h, ev)))
+
+			assert.Equal(t, 1, e.rec.runsOf("a"), "a ran once")
+			require.NotNil(t, redelivery)
+			assert.Equal(t, sqs.StatusReplayed, redelivery.Outcomes[0].Status, "the redelivery of a replays it")
+			rep := e.reports.last(t)
+			assert.Equal(t, sqs.StatusRan, rep.Outcomes[0].Status, "a: %v", rep.Outcomes[0].Err)
 		})
 	}
 }

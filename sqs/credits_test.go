@@ -37,7 +37,7 @@ func TestCreditsApplyOncePerKey(t *testing.T) {
 		for _, h := range containers {
 			go func() {
 				defer wg.Done()
-				rep, err := h.Process(context.Background(), ev)
+				rep, err := h.Process(lambdaContext(t), ev)
 				if !assert.NoError(t, err) {
 					return
 				}

@@ -20,9 +20,10 @@
 // On its own, a new message costs two store round trips (claim and complete), a replayed
 // one one, a duplicate within the batch none. With a store that claims and completes many
 // records at once ([idem.BatchStore], such as dynamo.Store), a standard-queue batch is
-// claimed in one round trip and its outcomes recorded in one more (see [WithBatchClaims]):
-// ten new messages cost two DynamoDB calls instead of twenty, ten replays two instead of
-// ten. A batch whose every message SQS has delivered before takes the per-message path,
+// claimed in one round trip and its outcomes recorded in one more (see [WithBatchClaims];
+// the outcomes wait for the batch's end only while their leases last until the Lambda
+// deadline): ten new messages cost two DynamoDB calls instead of twenty, ten replays two
+// instead of ten. A batch whose every message SQS has delivered before takes the per-message path,
 // where each replay is one call, all ten at once: one round trip rather than two in
 // sequence. Handlers that attach their writes still complete each in its own transaction.
 //
@@ -34,7 +35,7 @@
 //
 //	store, err := dynamo.New(ddb, os.Getenv("IDEMPOTENCY_TABLE"))
 //	...
-//	guard, err := idem.New(store)
+//	guard, err := idem.New(store, "credit-account")
 //	...
 //	h, err := sqs.New(guard, func(ctx context.Context, m events.SQSMessage) error {
 //		return credit(ctx, m.Body) // attach its DynamoDB write with dynamo.Attach

@@ -39,7 +39,7 @@ func withKey(m events.SQSMessage, key string) events.SQSMessage {
 // A producer sent one credit twice, and SQS later delivered the batch again: the credit
 // is applied once, and nothing is reported for redelivery.
 func Example() {
-	guard, err := idem.New(idem.NewMemStore(), idem.WithScope("credits"))
+	guard, err := idem.New(idem.NewMemStore(), "credit-account", idem.WithScope("credits"))
 	if err != nil {
 		panic(err)
 	}
@@ -67,7 +67,7 @@ func Example() {
 }
 
 func ExampleNew() {
-	guard, _ := idem.New(idem.NewMemStore())
+	guard, _ := idem.New(idem.NewMemStore(), "credit-account")
 	_, err := sqs.New(guard, func(context.Context, events.SQSMessage) error { return nil }, sqs.WithConcurrency(0))
 	fmt.Println(err)
 	// Output: sqs: WithConcurrency: must be at least 1
@@ -76,7 +76,7 @@ func ExampleNew() {
 // In a Lambda function, pass Handle to lambda.Start, and enable ReportBatchItemFailures on
 // the event source mapping.
 func ExampleHandler_Handle() {
-	guard, err := idem.New(idem.NewMemStore()) // dynamo.New(client, table) in production
+	guard, err := idem.New(idem.NewMemStore(), "credit-account") // dynamo.New(client, table) in production
 	if err != nil {
 		panic(err)
 	}
@@ -91,7 +91,7 @@ func ExampleHandler_Handle() {
 
 // Process reports what became of each message.
 func ExampleHandler_Process() {
-	guard, _ := idem.New(idem.NewMemStore())
+	guard, _ := idem.New(idem.NewMemStore(), "credit-account")
 	h, _ := sqs.New(guard, func(_ context.Context, m events.SQSMessage) error {
 		if m.Body == "" {
 			return errors.New("empty credit")
@@ -137,7 +137,7 @@ func ExampleDefaultKey() {
 
 // On a FIFO queue, a failure holds back the rest of its message group; other groups go on.
 func ExampleWithConcurrency() {
-	guard, _ := idem.New(idem.NewMemStore())
+	guard, _ := idem.New(idem.NewMemStore(), "credit-account")
 	h, _ := sqs.New(guard, func(_ context.Context, m events.SQSMessage) error {
 		if m.MessageId == "a-2" {
 			return errors.New("account locked")
@@ -160,7 +160,7 @@ func ExampleWithConcurrency() {
 
 // A key function can read the key from the body, falling back to the default.
 func ExampleWithKey() {
-	guard, _ := idem.New(idem.NewMemStore())
+	guard, _ := idem.New(idem.NewMemStore(), "credit-account")
 	runs := 0
 	h, _ := sqs.New(guard, func(context.Context, events.SQSMessage) error { runs++; return nil },
 		sqs.WithConcurrency(1),
@@ -180,7 +180,7 @@ func ExampleWithKey() {
 // Fingerprint only the part of the body that matters, or return nil to turn payload
 // validation off.
 func ExampleWithFingerprint() {
-	guard, _ := idem.New(idem.NewMemStore())
+	guard, _ := idem.New(idem.NewMemStore(), "credit-account")
 	h, _ := sqs.New(guard, func(context.Context, events.SQSMessage) error { return nil },
 		sqs.WithFingerprint(func(events.SQSMessage) ([]byte, error) { return nil, nil }))
 	ctx := context.Background()
@@ -193,7 +193,7 @@ func ExampleWithFingerprint() {
 // Messages are not started when less than the margin is left before the deadline; they
 // are reported, and SQS delivers them again.
 func ExampleWithDeadlineMargin() {
-	guard, _ := idem.New(idem.NewMemStore())
+	guard, _ := idem.New(idem.NewMemStore(), "credit-account")
 	h, _ := sqs.New(guard, func(context.Context, events.SQSMessage) error { return nil },
 		sqs.WithDeadlineMargin(30*time.Second))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -205,7 +205,7 @@ func ExampleWithDeadlineMargin() {
 
 // Hooks feed metrics: one call per message, one per batch.
 func ExampleWithHooks() {
-	guard, _ := idem.New(idem.NewMemStore())
+	guard, _ := idem.New(idem.NewMemStore(), "credit-account")
 	h, _ := sqs.New(guard, func(context.Context, events.SQSMessage) error { return nil },
 		sqs.WithConcurrency(1),
 		sqs.WithHooks(sqs.Hooks{
@@ -224,7 +224,7 @@ func ExampleWithHooks() {
 	// ran 0, replayed 1, failed 0
 }
 
-// One summary line per batch, WARN when a message failed.
+// One summary line per batch, WARN when a message failed, after a line per failed message.
 func ExampleWithLogger() {
 	drop := func(_ []string, a slog.Attr) slog.Attr {
 		if a.Key == slog.TimeKey || a.Key == "duration" {
@@ -233,7 +233,7 @@ func ExampleWithLogger() {
 		return a
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{ReplaceAttr: drop}))
-	guard, _ := idem.New(idem.NewMemStore())
+	guard, _ := idem.New(idem.NewMemStore(), "credit-account")
 	h, _ := sqs.New(guard, func(_ context.Context, m events.SQSMessage) error {
 		if m.Body == "" {
 			return errors.New("empty")
@@ -242,6 +242,7 @@ func ExampleWithLogger() {
 	}, sqs.WithLogger(logger))
 	_, _ = h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m-1", "{}"), message("m-2", "")}})
 	// Output:
+	// level=WARN msg="sqs: message failed" message_id=m-2 reason=handler error=empty
 	// level=WARN msg="sqs: batch processed" messages=2 fifo=false ran=1 replayed=0 duplicates=0 failed=1 failed_by.handler=1
 }
 
@@ -251,7 +252,7 @@ func ExampleWithClock() {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	late := func() time.Time { return deadline.Add(-time.Second) } // one second left
-	guard, _ := idem.New(idem.NewMemStore())
+	guard, _ := idem.New(idem.NewMemStore(), "credit-account")
 	h, _ := sqs.New(guard, func(context.Context, events.SQSMessage) error { return nil },
 		sqs.WithClock(idem.ClockFunc(late)), sqs.WithDeadlineMargin(5*time.Second))
 	resp, _ := h.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{message("m-1", "{}")}})
@@ -286,15 +287,19 @@ func (s *storeCalls) CompleteMany(ctx context.Context, recs []*idem.Record) []er
 }
 
 // Batch claims, on by default, claim a batch's keys in one store call and record its
-// outcomes in one more; off, each message makes its own two calls.
+// outcomes in one more; off, each message makes its own two calls. The context has a
+// deadline, as in Lambda: the outcomes wait for the batch's end only while their leases
+// outlast it.
 func ExampleWithBatchClaims() {
 	batch := events.SQSEvent{Records: []events.SQSMessage{message("m-1", "{}"), message("m-2", "{}"), message("m-3", "{}")}}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // the function timeout
+	defer cancel()
 	for _, on := range []bool{true, false} {
 		store := &storeCalls{MemStore: idem.NewMemStore()}
-		guard, _ := idem.New(store)
+		guard, _ := idem.New(store, "credit-account")
 		h, _ := sqs.New(guard, func(context.Context, events.SQSMessage) error { return nil },
 			sqs.WithBatchClaims(on))
-		rep, _ := h.Process(context.Background(), batch)
+		rep, _ := h.Process(ctx, batch)
 		fmt.Printf("batch claims %t: ran %d, batch calls %d, single calls %d\n", on, rep.Ran, store.many.Load(), store.single.Load())
 	}
 	// Output:

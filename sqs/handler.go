@@ -85,8 +85,9 @@ func (h *Handler) Handle(ctx context.Context, event events.SQSEvent) (events.SQS
 //     ([ReasonNotStarted]). A started message runs to completion under ctx.
 //   - A panicking handler fails its message ([ReasonPanic]) and no other.
 //   - With batch claims (see [WithBatchClaims]), the keys are claimed together before
-//     the first message starts and the outcomes recorded together after the last ends; a
-//     message whose outcome could not be recorded fails ([ReasonLeaseLost], [ReasonStore]).
+//     the first message starts and the outcomes recorded together after the last ends, or
+//     each as it ends where WithBatchClaims says so; a message whose outcome could not be
+//     recorded fails ([ReasonLeaseLost], [ReasonStore]).
 //
 // Process returns an error only for an unusable event ([ErrInvalidEvent]), with a nil
 // report. It calls the hooks ([WithHooks]) and writes the summary log line ([WithLogger]).
@@ -159,12 +160,13 @@ func (h *Handler) reportMessage(ctx context.Context, o *Outcome) {
 }
 
 // logFailure writes a line for a failed message: ERROR with the stack for a panic, since it
-// is a bug; DEBUG otherwise, since the summary line counts failures.
+// is a bug; WARN otherwise, so that an operator reading at WARN learns which message failed
+// and why, not only how many. Lines carry the message ID, never the key or the body.
 func (h *Handler) logFailure(ctx context.Context, o *Outcome) {
 	var pe *PanicError
 	if errors.As(o.Err, &pe) {
 		h.cfg.logger.ErrorContext(ctx, "sqs: message handler panicked", "message_id", o.MessageID, "error", o.Err, "stack", string(pe.Stack))
 		return
 	}
-	h.cfg.logger.DebugContext(ctx, "sqs: message failed", "message_id", o.MessageID, "reason", string(o.Reason), "error", o.Err)
+	h.cfg.logger.WarnContext(ctx, "sqs: message failed", "message_id", o.MessageID, "reason", string(o.Reason), "error", o.Err)
 }

@@ -21,7 +21,7 @@ import (
 
 func TestNewRejectsBadOptions(t *testing.T) {
 	t.Parallel()
-	guard, err := idem.New(idem.NewMemStore())
+	guard, err := idem.New(idem.NewMemStore(), "test")
 	require.NoError(t, err)
 	tests := []struct {
 		name string
@@ -171,7 +171,7 @@ func TestFailureReasons(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			store := storetest.NewFaulty(idem.NewMemStore())
-			guard, err := idem.New(store, tc.guardOpts...)
+			guard, err := idem.New(store, "test", tc.guardOpts...)
 			require.NoError(t, err)
 			u := &unit{store: store, guard: guard, rec: newRecorder(), msg: loadEvent(t, "sqs-standard-ten").Records[0]}
 			if tc.before != nil {
@@ -388,7 +388,7 @@ func TestContextEndingAtTheClaimIsNotStarted(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	guard, err := idem.New(cancelingStore{Store: idem.NewMemStore(), cancel: cancel})
+	guard, err := idem.New(cancelingStore{Store: idem.NewMemStore(), cancel: cancel}, "test")
 	require.NoError(t, err)
 	rs, rec := &reports{}, newRecorder()
 	h, err := sqs.New(guard, rec.handle, sqs.WithHooks(rs.hooks()))

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
@@ -30,10 +31,28 @@ func loadEvent(t testing.TB, name string) events.SQSEvent {
 	return ev
 }
 
+// functionTimeout is the deadline the tests give a batch whose context has none, as
+// Lambda always does: without a deadline, batch claims record each outcome as soon as its
+// handler returns (idem.Batch).
+const functionTimeout = 5 * time.Minute
+
+// lambdaContext returns a context with the deadline of an invocation that has just begun.
+func lambdaContext(t testing.TB) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), functionTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 // invoke sends ev through the Lambda runtime's JSON handler, as Lambda would, and returns
-// the raw response.
+// the raw response. A ctx without a deadline gets functionTimeout's.
 func invoke(t testing.TB, ctx context.Context, h *sqs.Handler, ev events.SQSEvent) []byte {
 	t.Helper()
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, functionTimeout)
+		defer cancel()
+	}
 	payload, err := json.Marshal(ev)
 	require.NoError(t, err)
 	out, err := lambda.NewHandler(h.Handle).Invoke(ctx, payload)

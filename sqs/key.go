@@ -2,6 +2,7 @@ package sqs
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -12,8 +13,10 @@ import (
 
 // KeyAttribute is the message attribute that carries a producer's idempotency key. Its
 // name matches the HTTP header of the same purpose, so one key can follow a request from an
-// API into a queue. It must carry a string value (data type String or Number, with or
-// without a custom label), not a binary one.
+// API into a queue; like a header name, it is matched in any case, because HTTP APIs
+// deliver header names in lower case (idempotency-key) and a producer may copy what it
+// received. It must carry a string value (data type String or Number, with or without a
+// custom label), not a binary one.
 const KeyAttribute = "Idempotency-Key"
 
 // System attributes (events.SQSMessage.Attributes) this package reads.
@@ -35,23 +38,50 @@ const (
 //  3. the message ID, which stays the same across redeliveries of one message, so a message
 //     redelivered after a timeout or a lost batch response is not processed twice.
 //
-// A [KeyAttribute] attribute that is present but empty yields [idem.ErrMissingKey], and one
-// without a string value [idem.ErrInvalidKey]: a producer that meant to set a key never has
-// its messages silently keyed by message ID instead.
+// The [KeyAttribute] attribute is matched in any case. A producer that meant to set a key
+// never has its messages silently keyed by message ID instead: an attribute that is present
+// but empty yields [idem.ErrMissingKey]; one without a string value, or two spellings of
+// the name carrying different values, yield [idem.ErrInvalidKey]. The [Handler] reports
+// such a message as a batch item failure with [ReasonKey].
 func DefaultKey(m events.SQSMessage) (string, error) {
-	if a, ok := m.MessageAttributes[KeyAttribute]; ok {
-		switch {
-		case a.StringValue == nil:
-			return "", fmt.Errorf("%w: %s message attribute of data type %q has no string value", idem.ErrInvalidKey, KeyAttribute, a.DataType)
-		case *a.StringValue == "":
-			return "", fmt.Errorf("%w: %s message attribute is empty", idem.ErrMissingKey, KeyAttribute)
-		}
-		return *a.StringValue, nil
+	key, found, err := keyAttribute(m.MessageAttributes)
+	if found || err != nil {
+		return key, err
 	}
 	if id := m.Attributes[attrDeduplicationID]; id != "" {
 		return id, nil
 	}
 	return m.MessageId, nil
+}
+
+// keyAttribute returns the value of the [KeyAttribute] attribute, whose name is matched in
+// any case, and whether there is one.
+func keyAttribute(attrs map[string]events.SQSMessageAttribute) (key string, found bool, err error) {
+	var names []string
+	for name := range attrs {
+		if strings.EqualFold(name, KeyAttribute) {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return "", false, nil
+	}
+	slices.Sort(names) // the same error whatever the map's order
+	for _, name := range names {
+		if a := attrs[name]; a.StringValue == nil {
+			return "", true, fmt.Errorf("%w: %s message attribute of data type %q has no string value", idem.ErrInvalidKey, name, a.DataType)
+		}
+	}
+	key = *attrs[names[0]].StringValue
+	for _, name := range names[1:] {
+		if *attrs[name].StringValue != key {
+			return "", true, fmt.Errorf("%w: message attributes %s and %s carry different values", idem.ErrInvalidKey, names[0], name)
+		}
+	}
+	if key == "" {
+		return "", true, fmt.Errorf("%w: %s message attribute is empty", idem.ErrMissingKey, names[0])
+	}
+	return key, true, nil
 }
 
 // BodyFingerprint returns the message body as the fingerprint: a key seen again with a

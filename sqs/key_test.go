@@ -55,8 +55,49 @@ func TestDefaultKey(t *testing.T) {
 		},
 		{
 			name:  "other attributes are ignored",
-			attrs: map[string]events.SQSMessageAttribute{"idempotency-key": {StringValue: str("lower"), DataType: "String"}},
+			attrs: map[string]events.SQSMessageAttribute{"idempotency_key": {StringValue: str("other"), DataType: "String"}},
 			want:  "m-1",
+		},
+		{
+			name:  "key attribute in lower case, as copied from an HTTP API's headers",
+			attrs: map[string]events.SQSMessageAttribute{"idempotency-key": {StringValue: str("lower"), DataType: "String"}},
+			want:  "lower",
+		},
+		{
+			name:   "key attribute in upper case, before the deduplication ID",
+			attrs:  map[string]events.SQSMessageAttribute{"IDEMPOTENCY-KEY": {StringValue: str("upper"), DataType: "String"}},
+			system: map[string]string{"MessageDeduplicationId": "dedup-9"},
+			want:   "upper",
+		},
+		{
+			name: "two spellings, one value",
+			attrs: map[string]events.SQSMessageAttribute{
+				sqs.KeyAttribute:  {StringValue: str("order-7"), DataType: "String"},
+				"idempotency-key": {StringValue: str("order-7"), DataType: "String.custom"},
+			},
+			want: "order-7",
+		},
+		{
+			name: "two spellings, two values",
+			attrs: map[string]events.SQSMessageAttribute{
+				sqs.KeyAttribute:  {StringValue: str("order-7"), DataType: "String"},
+				"idempotency-key": {StringValue: str("order-8"), DataType: "String"},
+			},
+			wantErr: idem.ErrInvalidKey,
+		},
+		{
+			name: "two spellings, one binary",
+			attrs: map[string]events.SQSMessageAttribute{
+				sqs.KeyAttribute:  {StringValue: str("order-7"), DataType: "String"},
+				"IDEMPOTENCY-KEY": {BinaryValue: []byte("order-7"), DataType: "Binary"},
+			},
+			wantErr: idem.ErrInvalidKey,
+		},
+		{
+			name:    "empty key attribute in lower case",
+			attrs:   map[string]events.SQSMessageAttribute{"idempotency-key": {StringValue: str(""), DataType: "String"}},
+			system:  map[string]string{"MessageDeduplicationId": "dedup-9"},
+			wantErr: idem.ErrMissingKey,
 		},
 	}
 	for _, tc := range tests {
@@ -71,6 +112,33 @@ func TestDefaultKey(t *testing.T) {
 			assert.Equal(t, tc.want, key)
 		})
 	}
+}
+
+// TestKeyAttributeSpellings: the key attribute is read in any case, so a producer that
+// copied the header name an HTTP API delivered (idempotency-key) still keys its sends, and
+// two sends of one request run once; a message whose spellings carry different values is
+// refused as a batch item failure rather than keyed by one of them or by its message ID.
+func TestKeyAttributeSpellings(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ev := loadEvent(t, "sqs-standard-key-attribute-spellings")
+		// 0 and 1: one request sent twice, keyed "idempotency-key"; 2: "IDEMPOTENCY-KEY";
+		// 3: two spellings, two values; 4: two spellings, one value.
+		resp := invoke(t, context.Background(), e.h, ev)
+		checkGolden(t, "sqs-standard-key-attribute-spellings", resp)
+		assert.Equal(t, pick(ev, 3), failures(t, resp))
+		assert.Equal(t, 1, e.rec.runsOf(pick(ev, 0, 1)...), "one request sent twice runs once")
+		assert.Equal(t, 1, e.rec.runsOfKey("order-3001-credit"))
+		assert.Equal(t, 1, e.rec.runsOfKey("order-3002-credit"))
+		assert.Equal(t, 1, e.rec.runsOfKey("order-3004-credit"))
+		assert.Zero(t, e.rec.runsOf(pick(ev, 3)...))
+		assert.Equal(t, 3, e.rec.total())
+		assert.Equal(t, 500+700, e.ledger.balance(t, "acc-9"), "credited once per request")
+
+		o := e.reports.last(t).Outcomes[3]
+		assert.Equal(t, sqs.ReasonKey, o.Reason)
+		require.ErrorIs(t, o.Err, idem.ErrInvalidKey)
+	})
 }
 
 // FuzzProcess feeds arbitrary events to a handler: it never panics, every record gets one
@@ -91,7 +159,7 @@ func FuzzProcess(f *testing.F) {
 		if json.Unmarshal(raw, &ev) != nil {
 			return
 		}
-		guard, err := idem.New(idem.NewMemStore())
+		guard, err := idem.New(idem.NewMemStore(), "test")
 		require.NoError(t, err)
 		rec := newRecorder()
 		h, err := sqs.New(guard, rec.handle)

@@ -126,8 +126,8 @@ func WithHooks(h Hooks) Option {
 }
 
 // WithLogger sets the logger for the summary line written after each batch (INFO, or WARN
-// when a message failed) and a line per failed message (DEBUG; ERROR for a handler panic,
-// with its stack). Lines carry message IDs, never keys or bodies. Default: discard. Must not
+// when a message failed) and a line per failed message (WARN, with its message ID and
+// [Reason]; ERROR for a handler panic, with its stack). Lines carry message IDs, never keys or bodies. Default: discard. Must not
 // be nil.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error {
@@ -155,18 +155,29 @@ func WithClock(clock idem.Clock) Option {
 // together. Default true.
 //
 // On, the keys of a standard-queue batch are claimed in one [idem.Guard.Claim]; each
-// message then runs (or replays, or fails) as on the per-message path, and the outcomes of
-// the handlers that ran are recorded together once every message has finished, or earlier
-// for those finished when less than the margin (see [WithDeadlineMargin]) is left; a claim
-// whose message was not started by then is released. With a store that implements
-// [idem.BatchStore], such as dynamo.Store, a batch of new messages then costs one claim
-// round trip and one completion round trip per store batch (25 messages for DynamoDB)
-// instead of two per message, and a batch of replays two instead of one per message
-// (which the per-message path makes concurrently: one round trip). A
-// handler that attaches writes ([idem.Attach]) still completes in its own transaction as
-// soon as it returns. Outcomes, reasons and the response are those of the per-message path,
-// but the [Hooks.OnMessage] calls come after the batch is settled, on the goroutine of
-// [Handler.Process], and keys stay in progress for other invocations until then.
+// message then runs (or replays, or fails) as on the per-message path, and the outcome of a
+// handler that ran waits to be recorded with the others once every message has finished,
+// provided its lease lasts until the Lambda deadline (ctx.Deadline()), before which the
+// batch ends. With a store that implements [idem.BatchStore], such as dynamo.Store, a batch
+// of new messages then costs one claim round trip and one completion round trip per store
+// batch (25 messages for DynamoDB) instead of two per message, and a batch of replays two
+// instead of one per message (which the per-message path makes concurrently: one round
+// trip).
+//
+// An outcome is instead recorded as soon as its handler returns, as on the per-message
+// path, so that its lease never lapses unrecorded (another invocation would run the message
+// again): when ctx has no deadline (Lambda always sets one; a test or local run should too,
+// or only the claims are batched), when idem.WithMaxLease caps the lease below the
+// deadline (heartbeat extensions count), and when the handler attaches writes
+// ([idem.Attach]: its own transaction). When less than the margin (see
+// [WithDeadlineMargin]) is left, the batch records the outcomes finished by then and
+// releases the claims of messages not yet started; every outcome after that is recorded as
+// soon as its handler returns, so a Lambda timeout loses no outcome that finished.
+//
+// Outcomes, reasons and the response are those of the per-message path, but the
+// [Hooks.OnMessage] calls come after the batch is settled, on the goroutine of
+// [Handler.Process], and keys whose outcomes wait stay in progress for other invocations
+// until then.
 //
 // Off, or on a FIFO queue, or when two messages of the batch carry one key with different
 // fingerprints, each message claims and completes on its own as soon as it runs: a FIFO

@@ -24,6 +24,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkit/idem/emf"
 	"github.com/idemkit/idem/internal/ddblocal"
 	"github.com/idemkit/idem/internal/samtemplate"
 	"github.com/idemkit/idem/lambdawrap"
@@ -57,7 +58,9 @@ func newTestHandler(t *testing.T) (httpHandler, *dynamodb.Client, string) {
 	t.Helper()
 	client := ddblocal.Client(t)
 	idemTable, ordersTable := apiTables(t, client)
-	h, err := newHandler(client, idemTable, ordersTable, slog.New(slog.DiscardHandler))
+	metrics, err := emf.New(io.Discard, "test")
+	require.NoError(t, err)
+	h, err := newHandler(client, idemTable, ordersTable, slog.New(slog.DiscardHandler), metrics)
 	require.NoError(t, err)
 	return h, client, ordersTable
 }

@@ -14,6 +14,10 @@
 // AWS_REGION, and the SDK's AWS_ENDPOINT_URL_DYNAMODB for DynamoDB Local. Outside Lambda
 // (no AWS_LAMBDA_RUNTIME_API) it serves HTTP on 127.0.0.1:$PORT (default 3000) until
 // interrupted.
+//
+// It logs JSON lines to standard error, each with the invocation's requestId, at the level
+// of AWS_LAMBDA_LOG_LEVEL (INFO by default), and writes idem's metrics to standard output
+// in CloudWatch's Embedded Metric Format, one document per invocation.
 package main
 
 import (
@@ -34,6 +38,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dynamo"
+	"github.com/idemkit/idem/emf"
 	"github.com/idemkit/idem/internal/lambdaenv"
 	"github.com/idemkit/idem/lambdawrap"
 )
@@ -45,7 +50,7 @@ const defaultPort = "3000"
 type httpHandler = func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error)
 
 func main() {
-	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	logger := lambdaenv.Logger(os.Stderr)
 	if err := run(logger); err != nil {
 		fmt.Fprintln(os.Stderr, "example-api:", err)
 		os.Exit(1)
@@ -58,11 +63,15 @@ func run(logger *slog.Logger) error {
 		return err
 	}
 	// One client per container: created before the first invocation and reused by all.
-	client, err := lambdaenv.DynamoDB(context.Background())
+	client, err := lambdaenv.DynamoDB(context.Background(), logger)
 	if err != nil {
 		return err
 	}
-	handler, err := newHandler(client, tables[0], tables[1], logger)
+	metrics, err := lambdaenv.Metrics(os.Stdout, "example-api")
+	if err != nil {
+		return err
+	}
+	handler, err := newHandler(client, tables[0], tables[1], logger, metrics)
 	if err != nil {
 		return err
 	}
@@ -77,19 +86,24 @@ func run(logger *slog.Logger) error {
 	return serve(net.JoinHostPort("127.0.0.1", port), lambdawrap.LocalHandler(handler), logger)
 }
 
-// newHandler wires the orders handler: the idempotency store on idemTable, a guard, and the
-// HTTP API decorator that guards POST /orders by its Idempotency-Key header.
-func newHandler(client *dynamodb.Client, idemTable, ordersTable string, logger *slog.Logger) (httpHandler, error) {
+// newHandler wires the orders handler: the idempotency store on idemTable, a guard whose
+// hooks feed metrics, and the HTTP API decorator that guards POST /orders by its
+// Idempotency-Key header; metrics are flushed after every invocation.
+func newHandler(client *dynamodb.Client, idemTable, ordersTable string, logger *slog.Logger, metrics *emf.Recorder) (httpHandler, error) {
 	store, err := dynamo.New(client, idemTable)
 	if err != nil {
 		return nil, err
 	}
-	guard, err := idem.New(store, idem.WithExpiry(24*time.Hour), idem.WithLogger(logger))
+	guard, err := idem.New(store, "create-order", idem.WithExpiry(24*time.Hour), idem.WithLogger(logger), idem.WithHooks(metrics.Hooks()))
 	if err != nil {
 		return nil, err
 	}
 	o := &orders{db: client, table: ordersTable, now: time.Now, logger: logger}
-	return lambdawrap.HTTPAPI(guard, o.handle, lambdawrap.WithLogger(logger))
+	h, err := lambdawrap.HTTPAPI(guard, o.handle, lambdawrap.WithLogger(logger))
+	if err != nil {
+		return nil, err
+	}
+	return emf.Wrap(metrics, h), nil
 }
 
 // serve runs the local HTTP server on addr until SIGINT or SIGTERM, then shuts it down.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkit/idem/emf"
 	"github.com/idemkit/idem/internal/ddblocal"
 	"github.com/idemkit/idem/lambdawrap"
 )
@@ -35,7 +37,9 @@ func TestAPIStoreOutage(t *testing.T) {
 	client := dynamodb.New(ddblocal.NewClient(down.URL).Options(), func(o *dynamodb.Options) {
 		o.Retryer = aws.NopRetryer{}
 	})
-	h, err := newHandler(client, "idempotency", "orders", slog.New(slog.DiscardHandler))
+	metrics, err := emf.New(io.Discard, "test")
+	require.NoError(t, err)
+	h, err := newHandler(client, "idempotency", "orders", slog.New(slog.DiscardHandler), metrics)
 	require.NoError(t, err)
 	srv := httptest.NewServer(lambdawrap.LocalHandler(h))
 	t.Cleanup(srv.Close)

@@ -13,6 +13,13 @@
 // AWS_REGION, and the SDK's AWS_ENDPOINT_URL_DYNAMODB for DynamoDB Local. Outside Lambda
 // (no AWS_LAMBDA_RUNTIME_API) it reads one SQS event from the file named by its argument,
 // or from standard input, processes it, and prints the SQSEventResponse as JSON.
+//
+// It logs JSON lines to standard error, each with the invocation's requestId, at the level
+// of AWS_LAMBDA_LOG_LEVEL (INFO by default): a summary line per batch, with its failures
+// counted by reason, and at WARN a line per failed message with its message ID and reason,
+// never its key or body. idem's metrics go out in CloudWatch's Embedded Metric Format, one
+// document per invocation: to standard output in Lambda, to standard error outside it,
+// where standard output carries the response.
 package main
 
 import (
@@ -33,12 +40,13 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dynamo"
+	"github.com/idemkit/idem/emf"
 	"github.com/idemkit/idem/internal/lambdaenv"
 	"github.com/idemkit/idem/sqs"
 )
 
 func main() {
-	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	logger := lambdaenv.Logger(os.Stderr)
 	if err := run(logger); err != nil {
 		fmt.Fprintln(os.Stderr, "example-sqs:", err)
 		os.Exit(1)
@@ -51,43 +59,55 @@ func run(logger *slog.Logger) error {
 		return err
 	}
 	// One client per container: created before the first invocation and reused by all.
-	client, err := lambdaenv.DynamoDB(context.Background())
+	client, err := lambdaenv.DynamoDB(context.Background(), logger)
 	if err != nil {
 		return err
 	}
-	h, err := newHandler(client, tables[0], tables[1], logger)
-	if err != nil {
-		return err
-	}
+	metricsOut := os.Stderr
 	if lambdaenv.InLambda() {
-		lambda.Start(h.Handle)
+		metricsOut = os.Stdout // where CloudWatch Logs extracts them
+	}
+	metrics, err := lambdaenv.Metrics(metricsOut, "example-sqs")
+	if err != nil {
+		return err
+	}
+	h, err := newHandler(client, tables[0], tables[1], logger, metrics)
+	if err != nil {
+		return err
+	}
+	handle := emf.Wrap(metrics, h.Handle) // one metrics document per invocation
+	if lambdaenv.InLambda() {
+		lambda.Start(handle)
 		return nil
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return runLocal(ctx, h, os.Args[1:], os.Stdin, os.Stdout)
+	return runLocal(lambdaenv.LocalContext(ctx), handle, os.Args[1:], os.Stdin, os.Stdout)
 }
 
+// sqsHandler is the shape of an SQS Lambda handler that reports partial batch failures.
+type sqsHandler = func(context.Context, events.SQSEvent) (events.SQSEventResponse, error)
+
 // newHandler wires the ledger: the idempotency store on idemTable, a guard, and the SQS
-// batch handler.
-func newHandler(client *dynamodb.Client, idemTable, ledgerTable string, logger *slog.Logger) (*sqs.Handler, error) {
+// batch handler, whose hooks and the guard's feed metrics (see [emf.Wrap] for flushing).
+func newHandler(client *dynamodb.Client, idemTable, ledgerTable string, logger *slog.Logger, metrics *emf.Recorder) (*sqs.Handler, error) {
 	store, err := dynamo.New(client, idemTable)
 	if err != nil {
 		return nil, err
 	}
 	// A message can be redelivered for as long as the queue keeps it (4 days by default),
 	// so its key must be remembered at least as long.
-	guard, err := idem.New(store, idem.WithExpiry(5*24*time.Hour), idem.WithLogger(logger))
+	guard, err := idem.New(store, "credit-account", idem.WithExpiry(5*24*time.Hour), idem.WithLogger(logger), idem.WithHooks(metrics.Hooks()))
 	if err != nil {
 		return nil, err
 	}
 	l := &ledger{table: ledgerTable, now: time.Now}
-	return sqs.New(guard, l.credit, sqs.WithLogger(logger))
+	return sqs.New(guard, l.credit, sqs.WithLogger(logger), sqs.WithHooks(metrics.SQSHooks()))
 }
 
 // runLocal processes one SQS event read from the file args names (or stdin if none, or
 // "-") and writes the response to out.
-func runLocal(ctx context.Context, h *sqs.Handler, args []string, stdin io.Reader, out io.Writer) error {
+func runLocal(ctx context.Context, h sqsHandler, args []string, stdin io.Reader, out io.Writer) error {
 	in := stdin
 	switch {
 	case len(args) > 1:
@@ -104,7 +124,7 @@ func runLocal(ctx context.Context, h *sqs.Handler, args []string, stdin io.Reade
 	if err := json.NewDecoder(in).Decode(&event); err != nil {
 		return fmt.Errorf("read SQS event: %w", err)
 	}
-	resp, err := h.Handle(ctx, event)
+	resp, err := h(ctx, event)
 	if err != nil {
 		return err
 	}

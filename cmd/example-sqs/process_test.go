@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem/internal/ddblocal"
+	"github.com/idemkit/idem/internal/jsonlines"
 	"github.com/idemkit/idem/internal/proctest"
 )
 
@@ -44,6 +45,20 @@ func TestLocalModeProcess(t *testing.T) {
 		stdout, stderr, code := proctest.Run(t, bin, env, tc.stdin, tc.args...)
 		require.Equal(t, 0, code, "%s: %s", tc.name, stderr)
 		assert.JSONEq(t, string(golden), stdout, tc.name)
+		// Standard error holds JSON lines only: log lines with the run's request ID (and no
+		// SDK checksum warning), and one metrics document.
+		var logs, docs int
+		for _, l := range jsonlines.Parse(t, []byte(stderr)) {
+			if _, ok := l["_aws"]; ok {
+				docs++
+				continue
+			}
+			logs++
+			assert.NotEmpty(t, l["requestId"], "%s: %v", tc.name, l)
+			assert.NotContains(t, l["message"], "checksum", tc.name)
+		}
+		assert.Equal(t, 1, docs, "%s: one metrics document", tc.name)
+		assert.Equal(t, 2, logs, "%s: the failed message and the batch summary:\n%s", tc.name, stderr)
 	}
 	assert.Equal(t, map[string]int64{"acct-1": 1000, "acct-2": 250}, balances(t, client, ledgerTable))
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -23,6 +24,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkit/idem/emf"
 	"github.com/idemkit/idem/internal/ddblocal"
 	"github.com/idemkit/idem/internal/samtemplate"
 	"github.com/idemkit/idem/sqs"
@@ -44,12 +46,20 @@ func ledgerTables(t *testing.T, client *dynamodb.Client) (idemTable, ledgerTable
 	return names["IdempotencyTable"], names["LedgerTable"]
 }
 
+// noMetrics returns a metrics recorder that writes nowhere.
+func noMetrics(t *testing.T) *emf.Recorder {
+	t.Helper()
+	metrics, err := emf.New(io.Discard, "test")
+	require.NoError(t, err)
+	return metrics
+}
+
 // newTestHandler returns the example's handler on fresh tables, and the ledger table.
 func newTestHandler(t *testing.T) (*sqs.Handler, *dynamodb.Client, string) {
 	t.Helper()
 	client := ddblocal.Client(t)
 	idemTable, ledgerTable := ledgerTables(t, client)
-	h, err := newHandler(client, idemTable, ledgerTable, slog.New(slog.DiscardHandler))
+	h, err := newHandler(client, idemTable, ledgerTable, slog.New(slog.DiscardHandler), noMetrics(t))
 	require.NoError(t, err)
 	return h, client, ledgerTable
 }
@@ -230,7 +240,7 @@ func TestLedgerConcurrentInvocations(t *testing.T) {
 	const containers, transfers = 6, 20
 	handlers := make([]*sqs.Handler, containers)
 	for i := range handlers {
-		h, err := newHandler(client, idemTable, ledgerTable, slog.New(slog.DiscardHandler))
+		h, err := newHandler(client, idemTable, ledgerTable, slog.New(slog.DiscardHandler), noMetrics(t))
 		require.NoError(t, err)
 		handlers[i] = h
 	}

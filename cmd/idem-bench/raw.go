@@ -22,7 +22,7 @@ import (
 // shape is what makes X1 and X2 the floor under W1 and W2; the test checks that their
 // request bytes match.
 const (
-	rawClaimCondition = "attribute_not_exists(#id) OR #exp <= :now OR (#status = :inprogress AND #lease <= :now_ms)"
+	rawClaimCondition = "attribute_not_exists(#id) OR #exp <= :now OR (#status = :inprogress AND #lease <= :now_ms AND attribute_not_exists(#cp))"
 	rawOwnedCondition = "#token = :token"
 	rawCompletion     = "SET #status = :status, #v = :v, #exp = :exp, #enc = :enc, #data = :data REMOVE #lease, #fp"
 )
@@ -85,6 +85,7 @@ func (b *bench) claimInput(ctx context.Context, key, tok string, now time.Time) 
 		ConditionExpression: aws.String(rawClaimCondition),
 		ExpressionAttributeNames: map[string]string{
 			"#id": "id", "#exp": "expiration", "#status": "status", "#lease": "in_progress_expiration",
+			"#cp": "checkpoint",
 		},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":now":        epoch(now, time.Second),

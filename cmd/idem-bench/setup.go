@@ -80,7 +80,7 @@ func (o setup) open(ctx context.Context) (*env, error) {
 	// Cache and payload validation stay off (their defaults; validation is off because no
 	// request carries a fingerprint); the lease is the remaining time of each context's
 	// deadline, without margin.
-	e.guard, err = idem.New(store, idem.WithExpiry(expiry), idem.WithScope(scope), idem.WithLeaseMargin(0))
+	e.guard, err = idem.New(store, "bench", idem.WithExpiry(expiry), idem.WithScope(scope), idem.WithLeaseMargin(0))
 	if err != nil {
 		e.close(io.Discard)
 		return nil, err

@@ -75,7 +75,7 @@ func BenchmarkResultUnits(b *testing.B) {
 			}
 			b.Run(fmt.Sprintf("%dKB/gzip=%t", size>>10, compress), func(b *testing.B) {
 				store := idem.NewMemStore()
-				g, err := idem.New(store, idem.WithCompression(threshold), idem.WithScope(scope))
+				g, err := idem.New(store, "test", idem.WithCompression(threshold), idem.WithScope(scope))
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -22,7 +25,7 @@ func TestReleaseTakeover(t *testing.T) {
 	e.now = time.Now()
 	e.claim(t, "order-1", deadToken, e.now.Add(10*time.Minute), "payment_charged")
 
-	r := e.run(t, e.client, nil, false, "release", "--yes", "--scope", testScope, "--key", "order-1")
+	r := e.run(t, e.client, nil, false, "release", "--yes", "--scope", testScope, "--operation", testOperation, "--key", "order-1")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "owner token  deadbeef…")
 	assert.Contains(t, r.stderr, "The owner's lease is still running")
@@ -105,8 +108,9 @@ func TestChangeConditional(t *testing.T) {
 			setup: func(t *testing.T, e *env) { e.complete(t, "k", map[string]string{"id": "first"}) },
 			race: func(t *testing.T, e *env) {
 				// Someone else deleted it, and a new request ran and completed it again.
-				rec := e.get(t, "k")
-				require.NoError(t, e.store.Release(ctx, rec.Key, rec.LeaseToken))
+				_, err := e.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(e.table),
+					Key: map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: e.key(t, "k")}}})
+				require.NoError(t, err)
 				e.complete(t, "k", map[string]string{"id": "second"})
 			},
 			want: func(t *testing.T, _ *env, rec *idem.Record) { assert.Contains(t, string(rec.Data), "second") },
@@ -118,7 +122,7 @@ func TestChangeConditional(t *testing.T) {
 			e := newEnv(t)
 			tc.setup(t, e)
 			term := &typing{before: func() { tc.race(t, e) }, line: "yes\n"}
-			r := e.run(t, e.client, term, true, tc.action, "--scope", testScope, "--key", "k")
+			r := e.run(t, e.client, term, true, tc.action, "--scope", testScope, "--operation", testOperation, "--key", "k")
 			assert.Equal(t, exitRefused, r.code, r.stderr)
 			assert.Contains(t, r.stderr, "the record changed since it was shown; nothing was written")
 			assert.Contains(t, r.stderr, "Type yes to "+tc.action+" this record: ")
@@ -134,7 +138,7 @@ func TestDelete(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.complete(t, "order-1", map[string]string{"id": "first"})
-	r := e.run(t, e.client, &typing{line: "yes\n"}, true, "delete", "--scope", testScope, "--key", "order-1")
+	r := e.run(t, e.client, &typing{line: "yes\n"}, true, "delete", "--scope", testScope, "--operation", testOperation, "--key", "order-1")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "status       COMPLETED")
 	assert.Contains(t, r.stderr, "idem.WithCache")
@@ -200,7 +204,7 @@ func TestChangeRefused(t *testing.T) {
 			for _, k := range []string{"done", "running", "ended", "expired"} {
 				before[k] = e.get(t, k)
 			}
-			args := append(tc.args, "--scope", testScope)
+			args := append(tc.args, "--scope", testScope, "--operation", testOperation)
 			r := e.run(t, e.client, &typing{line: tc.stdin}, tc.tty, args...)
 			assert.Equal(t, tc.code, r.code, r.stderr)
 			assert.Contains(t, r.stderr, tc.msg)

@@ -37,7 +37,7 @@ func newCommand(name string) *command {
 func (c *command) keyFlags() *keyFlags {
 	k := &keyFlags{}
 	c.fs.StringVar(&k.scope, "scope", "", "the guard's scope (idem.WithScope; by default the Lambda function's name)")
-	c.fs.StringVar(&k.operation, "operation", "", "the guard's operation name (reserved: not part of this version's stored keys)")
+	c.fs.StringVar(&k.operation, "operation", "", "the guard's operation, as given to idem.New")
 	c.fs.StringVar(&k.key, "key", "", "the caller's raw idempotency key")
 	c.fs.StringVar(&k.tenant, "tenant", "", `the tenant the key was scoped by, as the wrapper derived it ("sub:…", "iam:arn:…")`)
 	c.fs.StringVar(&k.storedKey, "stored-key", "", "the stored key itself, <scope>#<sha256 hex>, as logs print it")

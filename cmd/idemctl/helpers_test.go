@@ -23,8 +23,11 @@ func TestMain(m *testing.M) { os.Exit(ddblocal.Main(m)) }
 // The SDK client must keep satisfying the interface idemctl declares.
 var _ API = (*dynamodb.Client)(nil)
 
-// testScope is the scope the tests guard their keys under.
-const testScope = "orders-api"
+// The scope and operation the tests guard their keys under.
+const (
+	testScope     = "orders-api"
+	testOperation = "create-order"
+)
 
 // env is one test's idempotency table on DynamoDB Local, with a store and a guard over it.
 type env struct {
@@ -44,12 +47,12 @@ func newEnv(t *testing.T) *env {
 	ddblocal.DisableTTL(t, client, table)
 	store, err := dynamo.New(client, table)
 	require.NoError(t, err)
-	guard, err := idem.New(store, idem.WithScope(testScope), idem.WithExpiry(time.Hour))
+	guard, err := idem.New(store, testOperation, idem.WithScope(testScope), idem.WithExpiry(time.Hour))
 	require.NoError(t, err)
 	return &env{client: client, table: table, store: store, guard: guard, now: time.Now()}
 }
 
-// key returns the stored key of a raw key under testScope.
+// key returns the stored key of a raw key under testScope and testOperation.
 func (e *env) key(t *testing.T, raw string) string {
 	t.Helper()
 	sk, err := e.guard.StoredKey(idem.Request{Key: raw})

@@ -27,12 +27,13 @@ type listing struct {
 
 // list prints the in-progress records: those whose lease runs and those whose lease ended
 // with nobody retrying. It is a Scan of the whole table, paginated, filtered to in-progress
-// records (by scope too with --scope).
+// records (of one scope, or one operation of it, with --scope and --operation).
 func (a *app) list(ctx context.Context, args []string) error {
 	c := newCommand("list")
-	var scope, want string
+	var scope, operation, want string
 	limit := defaultLimit
 	c.fs.StringVar(&scope, "scope", "", "only records of this scope")
+	c.fs.StringVar(&operation, "operation", "", "with --scope: only records of this operation")
 	c.fs.StringVar(&want, "state", "all", "in-progress (lease running), lease-ended (nobody retried), or all")
 	c.fs.IntVar(&limit, "limit", defaultLimit, "print at most this many records, then stop scanning")
 	if err := a.parse(c, args); err != nil {
@@ -44,11 +45,15 @@ func (a *app) list(ctx context.Context, args []string) error {
 	case limit < 1:
 		return usageError("--limit must be at least 1")
 	}
+	prefix, err := keyPrefix(scope, operation)
+	if err != nil {
+		return err
+	}
 	t, err := a.open(ctx, c)
 	if err != nil {
 		return err
 	}
-	out, err := a.scan(ctx, t, scope, want, limit)
+	out, err := a.scan(ctx, t, prefix, want, limit)
 	if err != nil {
 		return err
 	}
@@ -70,8 +75,8 @@ func (a *app) list(ctx context.Context, args []string) error {
 
 // scan pages through the table until it has limit records in the wanted state or the
 // table ends.
-func (a *app) scan(ctx context.Context, t *table, scope, want string, limit int) (listing, error) {
-	in := t.scanInput(scope)
+func (a *app) scan(ctx context.Context, t *table, prefix, want string, limit int) (listing, error) {
+	in := t.scanInput(prefix)
 	out := listing{Records: []view{}}
 	for {
 		page, err := t.api.Scan(ctx, in)
@@ -108,9 +113,9 @@ func (a *app) scan(ctx context.Context, t *table, scope, want string, limit int)
 	}
 }
 
-// scanInput returns the Scan of the in-progress records (of scope, if given), reading the
-// attributes list shows and not the stored results.
-func (t *table) scanInput(scope string) *dynamodb.ScanInput {
+// scanInput returns the Scan of the in-progress records (whose key starts with prefix, if
+// given), reading the attributes list shows and not the stored results.
+func (t *table) scanInput(prefix string) *dynamodb.ScanInput {
 	a := &t.attrs
 	names := map[string]string{
 		"#status": a.Status, "#key": t.keyAttr(), "#lease": a.InProgressExpiration,
@@ -126,9 +131,9 @@ func (t *table) scanInput(scope string) *dynamodb.ScanInput {
 		values[":pk"] = &types.AttributeValueMemberS{Value: t.partition}
 		filter = append(filter, "#pk = :pk")
 	}
-	if scope != "" {
-		values[":scope"] = &types.AttributeValueMemberS{Value: scope + "#"}
-		filter = append(filter, "begins_with(#key, :scope)")
+	if prefix != "" {
+		values[":prefix"] = &types.AttributeValueMemberS{Value: prefix}
+		filter = append(filter, "begins_with(#key, :prefix)")
 	}
 	projection := "#key, #status, #lease, #token, #cp, #exp, #v, #enc, #fp"
 	if t.sortKey != "" {

@@ -29,12 +29,22 @@ func TestList(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, claimed)
 	// The same key in another scope.
-	other, err := idem.New(e.store, idem.WithScope("other-fn"))
+	other, err := idem.New(e.store, testOperation, idem.WithScope("other-fn"))
 	require.NoError(t, err)
 	otherKey, err := other.StoredKey(idem.Request{Key: "ended-1"})
 	require.NoError(t, err)
 	_, claimed, err = e.store.Claim(context.Background(), &idem.Record{Key: otherKey, Status: idem.StatusInProgress,
 		LeaseToken: "77777777", LeaseExpires: e.now.Add(-time.Minute), Expires: e.now.Add(time.Hour), Version: 1}, e.now)
+	require.NoError(t, err)
+	require.True(t, claimed)
+
+	// The same key for another operation of the scope.
+	cancel, err := idem.New(e.store, "cancel-order", idem.WithScope(testScope))
+	require.NoError(t, err)
+	cancelKey, err := cancel.StoredKey(idem.Request{Key: "ended-1"})
+	require.NoError(t, err)
+	_, claimed, err = e.store.Claim(context.Background(), &idem.Record{Key: cancelKey, Status: idem.StatusInProgress,
+		LeaseToken: "88888888", LeaseExpires: e.now.Add(-time.Minute), Expires: e.now.Add(time.Hour), Version: 1}, e.now)
 	require.NoError(t, err)
 	require.True(t, claimed)
 
@@ -51,10 +61,12 @@ func TestList(t *testing.T) {
 		want  []string // stored keys, in any order
 		state map[string]string
 	}{
-		{name: "all", args: nil, want: append(keys("running", "ended-1", "ended-2", "no-lease"), otherKey)},
-		{name: "lease ended", args: []string{"--state", "lease-ended"}, want: append(keys("ended-1", "ended-2"), otherKey)},
+		{name: "all", args: nil, want: append(keys("running", "ended-1", "ended-2", "no-lease"), otherKey, cancelKey)},
+		{name: "lease ended", args: []string{"--state", "lease-ended"}, want: append(keys("ended-1", "ended-2"), otherKey, cancelKey)},
 		{name: "in progress", args: []string{"--state", "in-progress"}, want: keys("running", "no-lease")},
-		{name: "one scope", args: []string{"--scope", testScope, "--state", "lease-ended"}, want: keys("ended-1", "ended-2")},
+		{name: "one scope", args: []string{"--scope", testScope, "--state", "lease-ended"}, want: append(keys("ended-1", "ended-2"), cancelKey)},
+		{name: "one operation", args: []string{"--scope", testScope, "--operation", testOperation, "--state", "lease-ended"},
+			want: keys("ended-1", "ended-2")},
 		{name: "other scope", args: []string{"--scope", "other-fn"}, want: []string{otherKey}},
 	}
 	for _, tc := range tests {
@@ -74,8 +86,8 @@ func TestList(t *testing.T) {
 			assert.False(t, out.More)
 			// Pages of one item: every item of the table was read, one page each, and the
 			// last page says the table has ended.
-			assert.Equal(t, int32(7), out.Scanned)
-			assert.Equal(t, int32(8), api.pages.Load())
+			assert.Equal(t, int32(8), out.Scanned)
+			assert.Equal(t, int32(9), api.pages.Load())
 		})
 	}
 }

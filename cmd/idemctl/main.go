@@ -1,11 +1,11 @@
 // Command idemctl inspects and repairs idem's idempotency records in DynamoDB: the
 // operator's tool for a stuck key.
 //
-//	idemctl show    --table T --scope S --key K [--tenant X]   the record of one key
-//	idemctl show    --table T --stored-key 'S#<sha256>'        the same, by the key the logs print
+//	idemctl show    --table T --scope S --operation O --key K [--tenant X]   the record of one key
+//	idemctl show    --table T --stored-key 'S.O#<sha256>'    the same, by the key the logs print
 //	idemctl list    --table T [--state in-progress|lease-ended|all] [--scope S] [--limit N]
-//	idemctl release --table T --scope S --key K [--yes]        end a dead owner's lease
-//	idemctl delete  --table T --scope S --key K [--yes]        forget a completed result
+//	idemctl release --table T --scope S --operation O --key K [--yes]   end a dead owner's lease
+//	idemctl delete  --table T --scope S --operation O --key K [--yes]   forget a completed result
 //
 // It is read-only unless asked to release or delete, and every change is conditional on
 // the record being exactly as idemctl showed it. Run `idemctl help` for the details.

@@ -53,17 +53,21 @@ func TestProcess(t *testing.T) {
 		{name: "stray argument", env: env, args: []string{"show", "--scope", testScope, "order-1"}, code: exitUsage,
 			stderr: `unexpected argument "order-1"`},
 		{name: "no key", env: env, args: []string{"show", "--scope", testScope}, code: exitUsage,
-			stderr: "name the record with --key (and --scope) or with --stored-key"},
-		{name: "no scope", env: env, args: []string{"show", "--key", "order-1"}, code: exitUsage,
+			stderr: "name the record with --key (and --scope, --operation) or with --stored-key"},
+		{name: "no scope", env: env, args: []string{"show", "--operation", testOperation, "--key", "order-1"}, code: exitUsage,
 			stderr: "--scope is required with --key"},
 		{name: "key and stored key", env: env, args: []string{"show", "--key", "k", "--stored-key", stuck}, code: exitUsage,
 			stderr: "--stored-key names the record by itself"},
 		{name: "not a stored key", env: env, args: []string{"show", "--stored-key", "order-1"}, code: exitUsage,
 			stderr: `--stored-key "order-1" is not a stored key`},
-		{name: "key too long", env: env, args: []string{"show", "--scope", testScope, "--key", strings.Repeat("k", 1025)}, code: exitUsage,
+		{name: "key too long", env: env, args: []string{"show", "--scope", testScope, "--operation", testOperation, "--key", strings.Repeat("k", 1025)}, code: exitUsage,
 			stderr: "--key: idem: invalid idempotency key: longer than 1024 bytes"},
-		{name: "operation", env: env, args: []string{"show", "--scope", testScope, "--operation", "create", "--key", "order-1"}, code: exitUsage,
-			stderr: "--operation: this version of idem has no operation in its stored keys"},
+		{name: "no operation", env: env, args: []string{"show", "--scope", testScope, "--key", "order-1"}, code: exitUsage,
+			stderr: "--operation is required with --key: the operation name given to idem.New"},
+		{name: "bad operation", env: env, args: []string{"show", "--scope", testScope, "--operation", "a#b", "--key", "order-1"}, code: exitUsage,
+			stderr: `--scope or --operation: idem: New: operation "a#b": printable ASCII without spaces or '#' only`},
+		{name: "operation without scope", env: env, args: []string{"list", "--operation", testOperation}, code: exitUsage,
+			stderr: "--operation needs --scope"},
 		{name: "no table", env: noEndpoint, args: []string{"show", "--stored-key", stuck}, code: exitUsage,
 			stderr: "name the table with --table, --store dynamodb://TABLE or IDEMPOTENCY_TABLE"},
 		{name: "store and table", env: env, args: []string{"show", "--table", "a", "--store", "dynamodb://b", "--stored-key", stuck}, code: exitUsage,
@@ -80,11 +84,11 @@ func TestProcess(t *testing.T) {
 			args: []string{"show", "--stored-key", stuck}, code: exitFailed, stderr: "no AWS region: set AWS_REGION or a profile's region"},
 		{name: "no such table", env: env, args: []string{"show", "--table", "missing", "--stored-key", stuck}, code: exitFailed,
 			stderr: "read " + stuck + " from table missing: idem: store: get: "},
-		{name: "show", env: env, args: []string{"show", "--scope", testScope, "--key", "order-1"}, code: exitOK,
+		{name: "show", env: env, args: []string{"show", "--scope", testScope, "--operation", testOperation, "--key", "order-1"}, code: exitOK,
 			stdout: "status       COMPLETED"},
 		{name: "show with --endpoint", env: noEndpoint, args: []string{"show", "--endpoint", endpoint, "--table", e.table, "--stored-key", stuck},
 			code: exitOK, stdout: "lease ended, nobody retried"},
-		{name: "no record", env: env, args: []string{"show", "--scope", testScope, "--key", "order-2"}, code: exitNotFound,
+		{name: "no record", env: env, args: []string{"show", "--scope", testScope, "--operation", testOperation, "--key", "order-2"}, code: exitNotFound,
 			stderr: "idemctl: not found: no record under " + e.key(t, "order-2") + " in table " + e.table},
 		{name: "list", env: env, args: []string{"list"}, code: exitOK, stdout: "lease-ended  " + stuck},
 		{name: "release from a pipe", env: env, args: []string{"release", "--stored-key", stuck}, code: exitUsage,
@@ -111,11 +115,11 @@ func TestProcessRelease(t *testing.T) {
 	e.claim(t, "stuck", deadToken, time.Now().Add(time.Hour), "charged")
 	env := proctest.Env(ddblocal.Endpoint(t), "IDEMPOTENCY_TABLE="+e.table)
 
-	stdout, stderr, code := proctest.Run(t, bin, env, nil, "release", "--yes", "--token", "deadbeef", "--scope", testScope, "--key", "stuck")
+	stdout, stderr, code := proctest.Run(t, bin, env, nil, "release", "--yes", "--token", "deadbeef", "--scope", testScope, "--operation", testOperation, "--key", "stuck")
 	require.Equal(t, exitOK, code, stderr)
 	assert.Contains(t, stdout, `Released: the next request with this key takes it over and resumes from checkpoint "charged".`)
 
-	stdout, stderr, code = proctest.Run(t, bin, env, nil, "show", "--json", "--scope", testScope, "--key", "stuck")
+	stdout, stderr, code = proctest.Run(t, bin, env, nil, "show", "--json", "--scope", testScope, "--operation", testOperation, "--key", "stuck")
 	require.Equal(t, exitOK, code, stderr)
 	var v view
 	require.NoError(t, json.Unmarshal([]byte(stdout), &v))

@@ -28,17 +28,17 @@ func TestShow(t *testing.T) {
 		contains []string // in stdout, or in stderr when code is not 0
 	}{
 		{
-			name: "completed", args: []string{"--scope", testScope, "--key", "order-1"},
+			name: "completed", args: []string{"--scope", testScope, "--operation", testOperation, "--key", "order-1"},
 			contains: []string{"stored key   " + e.key(t, "order-1"), "status       COMPLETED (the stored result is replayed)",
 				"result       ", "bytes, json", "owner token  "},
 		},
 		{
-			name: "in progress", args: []string{"--scope", testScope, "--key", "order-2"},
+			name: "in progress", args: []string{"--scope", testScope, "--operation", testOperation, "--key", "order-2"},
 			contains: []string{"INPROGRESS (lease running", "lease end    " + leaseEnd.UTC().Format(time.RFC3339Nano) + " (in 4m0s)",
 				"owner token  01234567…", "checkpoint   payment_charged", "result       none"},
 		},
 		{
-			name: "lease ended", args: []string{"--scope", testScope, "--key", "order-3"},
+			name: "lease ended", args: []string{"--scope", testScope, "--operation", testOperation, "--key", "order-3"},
 			contains: []string{"lease ended, nobody retried", "(1m0s ago)", "owner token  fedcba98…", "checkpoint   none"},
 		},
 		{
@@ -46,16 +46,20 @@ func TestShow(t *testing.T) {
 			contains: []string{"checkpoint   payment_charged"},
 		},
 		{
-			name: "by store URL", args: []string{"--store", "dynamodb://" + e.table, "--scope", testScope, "--key", "order-2"},
+			name: "by store URL", args: []string{"--store", "dynamodb://" + e.table, "--scope", testScope, "--operation", testOperation, "--key", "order-2"},
 			contains: []string{"checkpoint   payment_charged"},
 		},
 		{
-			name: "another tenant's key is another record", args: []string{"--scope", testScope, "--key", "order-1", "--tenant", "sub:alice"},
+			name: "another tenant's key is another record", args: []string{"--scope", testScope, "--operation", testOperation, "--key", "order-1", "--tenant", "sub:alice"},
 			code: exitNotFound, contains: []string{"no record under " + tenant},
 		},
 		{
-			name: "another scope", args: []string{"--scope", "other", "--key", "order-1"},
-			code: exitNotFound, contains: []string{"no record under other#"},
+			name: "another scope", args: []string{"--scope", "other", "--operation", testOperation, "--key", "order-1"},
+			code: exitNotFound, contains: []string{"no record under other." + testOperation + "#"},
+		},
+		{
+			name: "another operation", args: []string{"--scope", testScope, "--operation", "cancel-order", "--key", "order-1"},
+			code: exitNotFound, contains: []string{"no record under " + testScope + ".cancel-order#"},
 		},
 	}
 	for _, tc := range tests {
@@ -81,7 +85,7 @@ func TestShowJSON(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.complete(t, "order-1", map[string]string{"id": "o-1"})
-	r := e.run(t, e.client, nil, false, "show", "--json", "--scope", testScope, "--key", "order-1")
+	r := e.run(t, e.client, nil, false, "show", "--json", "--scope", testScope, "--operation", testOperation, "--key", "order-1")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	var v view
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &v))

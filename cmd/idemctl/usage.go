@@ -4,10 +4,10 @@ package main
 const usage = `idemctl inspects and repairs idem's idempotency records in DynamoDB.
 
 Usage:
-  idemctl show    [table flags] (--scope S --key K [--tenant T] | --stored-key S#HASH) [--json]
-  idemctl list    [table flags] [--state in-progress|lease-ended|all] [--scope S] [--limit N] [--json]
-  idemctl release [table flags] (--scope S --key K [--tenant T] | --stored-key S#HASH) [--token PREFIX] [--yes] [--json]
-  idemctl delete  [table flags] (--scope S --key K [--tenant T] | --stored-key S#HASH) [--token PREFIX] [--yes] [--json]
+  idemctl show    [table flags] (--scope S --operation O --key K [--tenant T] | --stored-key S.O#HASH) [--json]
+  idemctl list    [table flags] [--state in-progress|lease-ended|all] [--scope S [--operation O]] [--limit N] [--json]
+  idemctl release [table flags] (--scope S --operation O --key K [--tenant T] | --stored-key S.O#HASH) [--token PREFIX] [--yes] [--json]
+  idemctl delete  [table flags] (--scope S --operation O --key K [--tenant T] | --stored-key S.O#HASH) [--token PREFIX] [--yes] [--json]
 
 Commands:
   show     Read one record (one strongly consistent GetItem) and print its status, lease end,
@@ -15,6 +15,8 @@ Commands:
   list     List the in-progress records: in-progress (the lease runs, or the record has no
            lease end) and lease-ended (the owner's lease ended and nobody retried; the next
            request takes the key over). Expired records count as absent and are left out.
+           --scope keeps the records of one scope (every operation of it), --operation
+           those of one operation of the scope.
            This is a Scan of the whole table, filtered, page by page until --limit records
            (default 100) are found: it costs read units for every item scanned, whatever the
            filter keeps, and the count is printed at the end.
@@ -34,11 +36,12 @@ owner token to start with PREFIX, as an earlier show printed it.
 
 Naming the record:
   --scope S       the guard's scope (idem.WithScope; by default the Lambda function's name)
+  --operation O   the guard's operation, the name given to idem.New
   --key K         the caller's raw idempotency key (Idempotency-Key header, SQS attribute, ...)
   --tenant T      the caller identity the HTTP wrappers scoped the key by, with its kind
                   prefix as lambdawrap derives it ("sub:...", "iam:arn:...", "principal:...")
-  --operation O   reserved for the operation name of later idem versions; must be empty
-  --stored-key K  the stored key itself, <scope>#<sha256 hex>, as logs and list print it
+  --stored-key K  the stored key itself, <scope>.<operation>#<sha256 hex>, as logs and list
+                  print it
 
 Table flags:
   --table NAME           the idempotency table (default $IDEMPOTENCY_TABLE)

@@ -30,7 +30,7 @@ const (
 	Claim      Step = "claim"      // PutItem
 	Get        Step = "get"        // GetItem
 	Complete   Step = "complete"   // UpdateItem of the status, or TransactWriteItems
-	Release    Step = "release"    // DeleteItem
+	Release    Step = "release"    // DeleteItem, and UpdateItem of the lease end to keep a checkpoint
 	Extend     Step = "extend"     // UpdateItem of the lease end
 	Checkpoint Step = "checkpoint" // UpdateItem of the checkpoint
 )
@@ -266,16 +266,20 @@ func BatchStep(in *dynamodb.BatchExecuteStatementInput) Step {
 
 // UpdateStep tells which step an UpdateItem belongs to from the first placeholder its
 // update expression sets (the dynamo package's placeholders are fixed, whatever the
-// attribute names): the lease end, the checkpoint, or else the status (a completion).
+// attribute names): the lease end (set to :ended by a release that keeps a checkpoint),
+// the checkpoint, or else the status (a completion).
 func UpdateStep(in *dynamodb.UpdateItemInput) Step {
 	expr := ""
 	if in.UpdateExpression != nil {
 		expr = *in.UpdateExpression
 	}
 	set, _, _ := strings.Cut(strings.TrimPrefix(expr, "SET "), " REMOVE ")
-	target, _, _ := strings.Cut(set, " =")
+	target, value, _ := strings.Cut(set, " = ")
 	switch target {
 	case "#lease":
+		if value == ":ended" {
+			return Release
+		}
 		return Extend
 	case "#cp":
 		return Checkpoint

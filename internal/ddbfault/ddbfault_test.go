@@ -16,6 +16,7 @@ func TestUpdateStep(t *testing.T) {
 	}{
 		{expr: "SET #status = :status, #v = :v REMOVE #lease", want: Complete},
 		{expr: "SET #lease = :v", want: Extend},
+		{expr: "SET #lease = :ended", want: Release},
 		{expr: "SET #cp = :v", want: Checkpoint},
 		{expr: "", want: Complete},
 	}

@@ -2,6 +2,7 @@ package lambdaenv
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -49,13 +50,54 @@ func TestDynamoDBNeedsRegion(t *testing.T) {
 	t.Setenv("AWS_DEFAULT_REGION", "")
 	t.Setenv("AWS_CONFIG_FILE", t.TempDir()+"/none")
 	t.Setenv("AWS_PROFILE", "")
-	_, err := DynamoDB(context.Background())
+	_, err := DynamoDB(context.Background(), slog.New(slog.DiscardHandler))
 	var missing *MissingError
 	require.ErrorAs(t, err, &missing)
 	assert.Equal(t, []string{"AWS_REGION"}, missing.Names)
 
 	t.Setenv("AWS_REGION", "eu-west-1")
-	client, err := DynamoDB(context.Background())
+	client, err := DynamoDB(context.Background(), slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	assert.Equal(t, "eu-west-1", client.Options().Region)
+}
+
+func TestLocalEndpoint(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		endpoint string
+		local    bool
+	}{
+		{"http://127.0.0.1:8000", true},
+		{"http://127.1.2.3:8000", true},
+		{"http://localhost:8000", true},
+		{"http://[::1]:8000", true},
+		{"", false},
+		{"https://dynamodb.eu-west-1.amazonaws.com", false},
+		{"http://10.0.0.5:8000", false},
+		{"http://localstack:4566", false},
+		{"http://localhost.example.com:8000", false},
+		{"127.0.0.1:8000", false}, // not a URL: the SDK would not use it either
+		{"://bad", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.endpoint, func(t *testing.T) {
+			t.Parallel()
+			assert.Equal(t, tc.local, LocalEndpoint(tc.endpoint))
+		})
+	}
+}
+
+func TestChecksumValidationOffOnlyForALocalEndpoint(t *testing.T) {
+	t.Setenv("AWS_REGION", "eu-west-1")
+	t.Setenv("AWS_ENDPOINT_URL", "")
+	for endpoint, disabled := range map[string]bool{
+		"":                      false,
+		"http://127.0.0.1:8000": true,
+		"https://dynamodb.eu-west-1.amazonaws.com": false,
+	} {
+		t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", endpoint)
+		client, err := DynamoDB(context.Background(), slog.New(slog.DiscardHandler))
+		require.NoError(t, err)
+		assert.Equal(t, disabled, client.Options().DisableValidateResponseChecksum, endpoint)
+	}
 }

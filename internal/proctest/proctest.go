@@ -13,6 +13,7 @@ import (
 	"path"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -46,6 +47,21 @@ func Env(endpoint string, extra ...string) []string {
 		"AWS_ENDPOINT_URL_DYNAMODB=" + endpoint,
 	}
 	return append(env, extra...)
+}
+
+// Setenv sets the environment of [Env] in the test's own process for the rest of t, and
+// clears what else the AWS SDK or Lambda would read (a profile, a session token, the
+// endpoint for every service, the function name), so code run in-process reads the
+// configuration a process started with Env would. t must not be parallel.
+func Setenv(t *testing.T, endpoint string) {
+	t.Helper()
+	for _, kv := range Env(endpoint,
+		"AWS_ENDPOINT_URL=", "AWS_SESSION_TOKEN=", "AWS_PROFILE=",
+		"AWS_CONFIG_FILE="+filepath.Join(t.TempDir(), "none"), "AWS_LAMBDA_FUNCTION_NAME=",
+		"AWS_LAMBDA_RUNTIME_API=") {
+		name, value, _ := strings.Cut(kv, "=")
+		t.Setenv(name, value)
+	}
 }
 
 // FreePort returns a TCP port of 127.0.0.1 that was free a moment ago.

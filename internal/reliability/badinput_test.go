@@ -29,7 +29,7 @@ func TestBadInputCore(t *testing.T) {
 	table := ddblocal.NewTable(t, raw)
 	store := newStore(t, raw, table)
 	guard := func(scope string) *idem.Guard {
-		g, err := idem.New(store, idem.WithScope(scope))
+		g, err := idem.New(store, "test", idem.WithScope(scope))
 		require.NoError(t, err)
 		return g
 	}
@@ -114,7 +114,7 @@ func TestBadRecordsInTable(t *testing.T) {
 	raw := ddblocal.Client(t)
 	table := ddblocal.NewTable(t, raw)
 	store := newStore(t, raw, table)
-	g, err := idem.New(store, idem.WithScope("bad-records"))
+	g, err := idem.New(store, "test", idem.WithScope("bad-records"))
 	require.NoError(t, err)
 	future := func(d time.Duration, unit time.Duration) types.AttributeValue {
 		return &types.AttributeValueMemberN{Value: strconv.FormatInt(time.Now().Add(d).UnixNano()/int64(unit), 10)}

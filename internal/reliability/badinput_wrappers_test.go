@@ -142,7 +142,7 @@ func TestBadInputHTTP(t *testing.T) {
 		for _, tc := range tests {
 			t.Run(sh.name+"/"+tc.name, func(t *testing.T) {
 				t.Parallel()
-				g, err := idem.New(store, idem.WithScope("bad-http-"+sh.name))
+				g, err := idem.New(store, "test", idem.WithScope("bad-http-"+sh.name))
 				require.NoError(t, err)
 				var runs atomic.Int32
 				for range 2 {
@@ -184,7 +184,7 @@ func TestBadInputSQS(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			g, err := idem.New(store, idem.WithScope("bad-sqs"))
+			g, err := idem.New(store, "test", idem.WithScope("bad-sqs"))
 			require.NoError(t, err)
 			var runs atomic.Int32
 			h, err := sqs.New(g, func(context.Context, events.SQSMessage) error { runs.Add(1); return nil })

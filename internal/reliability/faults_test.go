@@ -23,10 +23,12 @@ var errBoom = errors.New("handler failed")
 
 // Outcomes of one call, as a test states them.
 const (
-	result     = "result"      // the handler's result, computed or replayed
-	inProgress = "in-progress" // ErrInProgress
-	storeError = "store-error" // ErrStore, wrapping the injected error
-	handlerErr = "handler-err" // the handler's own error
+	result       = "result"        // the handler's result, computed or replayed
+	inProgress   = "in-progress"   // ErrInProgress
+	storeError   = "store-error"   // ErrStore, wrapping the injected error
+	notCommitted = "not-committed" // ErrStore and ErrNotCommitted: nothing committed, key released
+	handlerErr   = "handler-err"   // the handler's own error
+	leaseLost    = "lease-lost"    // ErrLeaseLost
 )
 
 // faultCase states what happens when one call of step fails: what the first caller gets and
@@ -35,6 +37,7 @@ const (
 type faultCase struct {
 	step      ddbfault.Step
 	applied   bool // the faulted write took effect on the server
+	always    bool // every call of the step fails, not only the first
 	first     string
 	firstRuns int
 	retry     string
@@ -51,18 +54,25 @@ var faultCases = []faultCase{
 	// A waiter's poll fails: the waiter gets the error, the owner is not disturbed.
 	{step: ddbfault.Get, first: storeError, firstRuns: 1, retry: result, totalRuns: 1},
 	{step: ddbfault.Get, applied: true, first: storeError, firstRuns: 1, retry: result, totalRuns: 1},
-	// The completion failed: the work ran, but is not recorded; the key stays in progress
-	// until the lease ends, then runs again (a second lease). Attached writes never landed,
-	// so the business effect happens once.
-	{step: ddbfault.Complete, first: storeError, firstRuns: 1, retry: inProgress, totalRuns: 2, effects: 1},
-	// The completion landed: retries replay it.
-	{step: ddbfault.Complete, applied: true, first: storeError, firstRuns: 1, retry: result, totalRuns: 1, effects: 1},
+	// The completion failed once: the guard sends it again, and it lands.
+	{step: ddbfault.Complete, first: result, firstRuns: 1, retry: result, totalRuns: 1, effects: 1},
+	// The completion landed and its answer was lost: the resent transaction finds the record
+	// completed under its token and commits nothing twice.
+	{step: ddbfault.Complete, applied: true, first: result, firstRuns: 1, retry: result, totalRuns: 1, effects: 1},
+	// Every attempt failed: a read shows the record still in progress, so nothing committed
+	// (the business write is attached): the key is released and the retry runs again.
+	{step: ddbfault.Complete, always: true, first: notCommitted, firstRuns: 1, retry: result, totalRuns: 2, effects: 1},
+	// Every attempt's answer was lost, the first one landed: a read shows it completed.
+	{step: ddbfault.Complete, applied: true, always: true, first: result, firstRuns: 1, retry: result, totalRuns: 1, effects: 1},
 	// The handler failed and its release failed: the key waits for its lease to end.
 	{step: ddbfault.Release, first: handlerErr, firstRuns: 1, retry: inProgress, totalRuns: 2},
 	{step: ddbfault.Release, applied: true, first: handlerErr, firstRuns: 1, retry: result, totalRuns: 2},
-	// A failed heartbeat is reported, and the handler goes on under its lease.
-	{step: ddbfault.Extend, first: result, firstRuns: 1, retry: result, totalRuns: 1},
-	{step: ddbfault.Extend, applied: true, first: result, firstRuns: 1, retry: result, totalRuns: 1},
+	// Every heartbeat fails while the handler outlives its lease: each failure is reported,
+	// and once no extension has succeeded by the lease end less the margin, the handler's
+	// context is cancelled with ErrLeaseLost. The handler gives up with that error, so the
+	// key is released, and the retry runs: no overlap, but the work runs twice.
+	{step: ddbfault.Extend, first: leaseLost, firstRuns: 1, retry: result, totalRuns: 2},
+	{step: ddbfault.Extend, applied: true, first: leaseLost, firstRuns: 1, retry: result, totalRuns: 2},
 	// The handler sees its checkpoint fail and gives up; the key is released.
 	{step: ddbfault.Checkpoint, first: storeError, firstRuns: 1, retry: result, totalRuns: 2},
 	{step: ddbfault.Checkpoint, applied: true, first: storeError, firstRuns: 1, retry: result, totalRuns: 2},
@@ -81,7 +91,11 @@ func TestFaultsAtEachStep(t *testing.T) {
 			if f.Applied() != tc.applied {
 				continue
 			}
-			t.Run(fmt.Sprintf("%s/%s", tc.step, f), func(t *testing.T) {
+			name := fmt.Sprintf("%s/%s", tc.step, f)
+			if tc.always {
+				name += "/always"
+			}
+			t.Run(name, func(t *testing.T) {
 				t.Parallel()
 				runFaultCase(t, raw, table, effects, tc, f)
 			})
@@ -92,14 +106,26 @@ func TestFaultsAtEachStep(t *testing.T) {
 func runFaultCase(t *testing.T, raw *dynamodb.Client, table, effects string, tc faultCase, f ddbfault.Fault) {
 	client := ddbfault.New(raw)
 	store := newStore(t, client, table)
-	clock := storetest.NewClock()
-	opts := []idem.Option{idem.WithClock(clock), idem.WithLease(time.Minute), idem.WithScope("faults")}
+	// The heartbeat's case runs in simulated time: its beats wait on a clock the test
+	// moves. The others set the time but wait in wall time, as the completion's resends do.
+	manual := storetest.NewManualClock()
+	var clock interface {
+		idem.Clock
+		Advance(time.Duration)
+	} = storetest.NewClock()
 	if tc.step == ddbfault.Extend {
-		opts = append(opts, idem.WithHeartbeat(5*time.Millisecond))
+		clock = manual
 	}
-	g, err := idem.New(store, opts...)
+	opts := []idem.Option{idem.WithClock(clock), idem.WithLease(time.Minute), idem.WithScope("faults")}
+	extendFailed := make(chan error, 100)
+	if tc.step == ddbfault.Extend {
+		opts = append(opts, idem.WithHeartbeat(20*time.Second), idem.WithHooks(idem.Hooks{
+			OnStoreError: func(_ context.Context, e idem.Event) { extendFailed <- e.Err },
+		}))
+	}
+	g, err := idem.New(store, "test", opts...)
 	require.NoError(t, err)
-	key := fmt.Sprintf("%s-%s-%v", tc.step, f, tc.applied)
+	key := fmt.Sprintf("%s-%s-%v-%v", tc.step, f, tc.applied, tc.always)
 	rawClient := ddblocal.Client(t)
 
 	var runs, live atomic.Int32
@@ -115,7 +141,10 @@ func runFaultCase(t *testing.T, raw *dynamodb.Client, table, effects string, tc 
 				return "", errBoom
 			}
 		case ddbfault.Extend:
-			time.Sleep(30 * time.Millisecond) // several heartbeats
+			if n == 1 { // outlive the lease in simulated time, beat after failed beat
+				require.False(t, manual.DriveHeartbeat(t, ctx, extendFailed, 10, nil).IsZero(), "the handler's context was cancelled")
+				return "", context.Cause(ctx)
+			}
 		case ddbfault.Checkpoint:
 			if err := idem.Checkpoint(ctx, "charged"); err != nil {
 				return "", err
@@ -128,15 +157,21 @@ func runFaultCase(t *testing.T, raw *dynamodb.Client, table, effects string, tc 
 		return "r:" + key, nil
 	}
 	call := func() (string, error) {
-		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-		defer cancel()
+		ctx := t.Context()
+		if tc.step != ddbfault.Extend { // the heartbeat's case keeps the lease of WithLease
+			// The deadline is on the injected clock, as the guard reads it for the lease
+			// and for retrying a completion.
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, clock.Now().Add(20*time.Second))
+			defer cancel()
+		}
 		v, _, err := idem.Do(ctx, g, idem.Request{Key: key}, handler)
 		return v, err
 	}
 
 	times := 1
-	if tc.step == ddbfault.Extend {
-		times = -1 // every heartbeat fails
+	if tc.step == ddbfault.Extend || tc.always {
+		times = -1 // every heartbeat, or every attempt, fails
 	}
 	client.Arm(tc.step, f, times)
 	var got string
@@ -149,7 +184,7 @@ func runFaultCase(t *testing.T, raw *dynamodb.Client, table, effects string, tc 
 	client.Disarm()
 	require.Positive(t, client.Injected(tc.step), "the fault was injected")
 	assertOutcome(t, tc.first, key, got, firstErr)
-	if tc.first == storeError {
+	if tc.first == storeError || tc.first == notCommitted {
 		assert.ErrorContains(t, firstErr, "injected", "the SDK error stays reachable")
 	}
 	assert.EqualValues(t, tc.firstRuns, runs.Load(), "runs after the first call")
@@ -175,7 +210,7 @@ func runFaultCase(t *testing.T, raw *dynamodb.Client, table, effects string, tc 
 // owner has completed.
 func waitThroughFailedPoll(t *testing.T, owner *idem.Guard, store idem.Store, key string, handler func(context.Context) (string, error)) (string, error) {
 	t.Helper()
-	waiter, err := idem.New(store, idem.WithClock(storetest.NewClock()), idem.WithScope("faults"), idem.WithWait(time.Minute, 5*time.Millisecond))
+	waiter, err := idem.New(store, "test", idem.WithClock(storetest.NewClock()), idem.WithScope("faults"), idem.WithWait(time.Minute, 5*time.Millisecond))
 	require.NoError(t, err)
 	started, release := make(chan struct{}), make(chan struct{})
 	done := make(chan error, 1)
@@ -208,7 +243,12 @@ func assertOutcome(t *testing.T, want, key, got string, err error) {
 		require.ErrorIs(t, err, idem.ErrInProgress)
 	case storeError:
 		require.ErrorIs(t, err, idem.ErrStore)
+	case notCommitted:
+		require.ErrorIs(t, err, idem.ErrStore)
+		require.ErrorIs(t, err, idem.ErrNotCommitted)
 	case handlerErr:
 		require.ErrorIs(t, err, errBoom)
+	case leaseLost:
+		require.ErrorIs(t, err, idem.ErrLeaseLost)
 	}
 }

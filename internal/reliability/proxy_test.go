@@ -16,6 +16,7 @@ import (
 	"github.com/idemkit/idem/dynamo"
 	"github.com/idemkit/idem/internal/ddbfault"
 	"github.com/idemkit/idem/internal/ddblocal"
+	"github.com/idemkit/idem/internal/storetest"
 )
 
 // newProxy starts a proxy in front of the test binary's DynamoDB Local and returns it
@@ -70,7 +71,7 @@ func TestProxyFaultsUseSDKRetries(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			p, client := newProxy(t)
-			g, err := idem.New(newStore(t, client, table), idem.WithScope("proxy"))
+			g, err := idem.New(newStore(t, client, table), "test", idem.WithScope("proxy"))
 			require.NoError(t, err)
 			key := "proxy-" + tc.name
 			var runs atomic.Int32
@@ -113,7 +114,7 @@ func TestProxyTimeoutAfterApply(t *testing.T) {
 	table := ddblocal.NewTable(t, raw)
 	p, client := newProxy(t)
 	const margin = 300 * time.Millisecond
-	g, err := idem.New(newStore(t, client, table), idem.WithScope("timeout"), idem.WithLeaseMargin(margin))
+	g, err := idem.New(newStore(t, client, table), "test", idem.WithScope("timeout"), idem.WithLeaseMargin(margin))
 	require.NoError(t, err)
 	var runs atomic.Int32
 	handler := func(context.Context) (string, error) { runs.Add(1); return "r:late", nil }
@@ -146,4 +147,87 @@ func boolInt(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// TestProxyTakeoverKeepsCheckpoint takes over the record of an owner that recorded the
+// checkpoint "charged" and died, through a proxy that cuts the response of the claim that
+// takes it over: the SDK resends the PutItem, which meets the record its first attempt
+// wrote. The checkpoint must be in that record, for this owner and for the next one, whose
+// takeover is cut the same way; and through a batch claim too.
+func TestProxyTakeoverKeepsCheckpoint(t *testing.T) {
+	t.Parallel()
+	raw := ddblocal.Client(t)
+	table := ddblocal.NewTable(t, raw)
+	clock := storetest.NewClock()
+	opts := []idem.Option{idem.WithClock(clock), idem.WithScope("proxy-takeover"), idem.WithLease(time.Minute)}
+	direct, err := idem.New(newStore(t, raw, table), "test", opts...)
+	require.NoError(t, err)
+	p, client := newProxy(t)
+	proxied, err := idem.New(newStore(t, client, table), "test", opts...)
+	require.NoError(t, err)
+
+	// dies runs an owner of key on g that does work and then hangs past its lease.
+	var hung []chan struct{}
+	var ended []chan error
+	dies := func(g *idem.Guard, key string, work func(ctx context.Context) error) {
+		started, release, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+		go func() {
+			_, _, err := idem.Do(t.Context(), g, idem.Request{Key: key}, func(ctx context.Context) (string, error) {
+				err := work(ctx)
+				close(started)
+				<-release
+				return "late", err
+			})
+			done <- err
+		}()
+		select {
+		case <-started:
+		case err := <-done:
+			t.Fatalf("owner of %s did not start: %v", key, err)
+		}
+		hung, ended = append(hung, release), append(ended, done)
+	}
+	// cutTakeover lets the next claim through (it is refused: it does not carry the
+	// checkpoint) and cuts the response of the one after, which carries it.
+	cutTakeover := func() {
+		p.Reset()
+		p.Add(ddbfault.Rule{Op: "PutItem", Action: ddbfault.Delay, Times: 1})
+		p.Add(ddbfault.Rule{Op: "PutItem", Action: ddbfault.Cut, Times: 1})
+	}
+
+	dies(direct, "single", func(ctx context.Context) error { return idem.Checkpoint(ctx, "charged") })
+	clock.Advance(2 * time.Minute)
+	cutTakeover()
+	seen := ""
+	dies(proxied, "single", func(ctx context.Context) error { seen = idem.LastCheckpoint(ctx); return nil })
+	assert.Equal(t, "charged", seen, "the first taker")
+	assert.Equal(t, 1, p.Injected(ddbfault.Cut))
+	clock.Advance(2 * time.Minute)
+	cutTakeover()
+	got, _, err := idem.Do(t.Context(), proxied, idem.Request{Key: "single"}, func(ctx context.Context) (string, error) {
+		return idem.LastCheckpoint(ctx), nil
+	})
+	require.NoError(t, err)
+	assert.Equal(t, "charged", got, "the second taker")
+	assert.Equal(t, 2, p.Injected(ddbfault.Cut))
+
+	// The batch path: the read-back shows the refusing record, so the first PutItem is the
+	// claim that carries the checkpoint.
+	dies(direct, "batch", func(ctx context.Context) error { return idem.Checkpoint(ctx, "charged") })
+	clock.Advance(2 * time.Minute)
+	p.Reset()
+	p.Add(ddbfault.Rule{Op: "PutItem", Action: ddbfault.Cut, Times: 1})
+	b := proxied.Claim(t.Context(), []idem.Request{{Key: "batch"}})
+	got, _, err = idem.DoClaimed(t.Context(), b, 0, func(ctx context.Context) (string, error) {
+		return idem.LastCheckpoint(ctx), nil
+	})
+	require.NoError(t, err)
+	require.NoError(t, b.Settle(t.Context())[0])
+	assert.Equal(t, "charged", got, "the batch taker")
+	assert.Equal(t, 3, p.Injected(ddbfault.Cut))
+
+	for i := range hung {
+		close(hung[i])
+		require.ErrorIs(t, <-ended[i], idem.ErrLeaseLost, "a dead owner never overwrites its successor")
+	}
 }

@@ -63,16 +63,17 @@ func TestNoSecretsInLogsOrTable(t *testing.T) {
 	ctx := t.Context()
 
 	guard := func(opts ...idem.Option) *idem.Guard {
-		g, err := idem.New(store, append([]idem.Option{idem.WithScope("secrets"), idem.WithLogger(logger)}, opts...)...)
+		g, err := idem.New(store, "test", append([]idem.Option{idem.WithScope("secrets"), idem.WithLogger(logger)}, opts...)...)
 		require.NoError(t, err)
 		return g
 	}
 	g := guard()
 	ok := func(context.Context) (string, error) { return secretBody, nil }
 
-	client.Arm(ddbfault.Complete, ddbfault.ServerError, 1)
+	client.Arm(ddbfault.Complete, ddbfault.ServerError, -1) // every attempt of the completion
 	_, _, err := idem.Do(ctx, g, idem.Request{Key: secretKey + "-1", Fingerprint: []byte(secretBody)}, ok)
 	require.ErrorIs(t, err, idem.ErrStore)
+	client.Disarm()
 	client.Arm(ddbfault.Claim, ddbfault.Throttle, 1)
 	_, _, err = idem.Do(ctx, guard(idem.WithFailOpen(true)), idem.Request{Key: secretKey + "-2"}, ok)
 	require.NoError(t, err, "fail-open runs the handler")
@@ -132,7 +133,7 @@ func TestNoSecretsInLogsOrTable(t *testing.T) {
 func TestCrossTenantReplayImpossible(t *testing.T) {
 	t.Parallel()
 	raw := ddblocal.Client(t)
-	g, err := idem.New(newStore(t, raw, ddblocal.NewTable(t, raw)), idem.WithScope("tenants"))
+	g, err := idem.New(newStore(t, raw, ddblocal.NewTable(t, raw)), "test", idem.WithScope("tenants"))
 	require.NoError(t, err)
 	var runs atomic.Int32
 	api, err := lambdawrap.HTTPAPI(g, func(_ context.Context, r events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {

@@ -52,7 +52,7 @@ func TestClockSkew(t *testing.T) {
 				if tc.margin > 0 {
 					opts = append(opts, idem.WithLeaseMargin(tc.margin))
 				}
-				g, err := idem.New(store, opts...)
+				g, err := idem.New(store, "test", opts...)
 				require.NoError(t, err)
 				return g
 			}

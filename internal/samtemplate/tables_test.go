@@ -60,7 +60,7 @@ func TestCreateTablesLocal(t *testing.T) {
 
 	store, err := dynamo.New(client, names[idempotencyTable])
 	require.NoError(t, err)
-	guard, err := idem.New(store)
+	guard, err := idem.New(store, "test")
 	require.NoError(t, err)
 	runs := 0
 	for range 2 {

@@ -112,7 +112,7 @@ func Run(ctx context.Context, client *dynamodb.Client, table string, cfg Config)
 			k.mu.Unlock()
 		}
 	}}
-	g, err := idem.New(store, idem.WithScope("soak"), idem.WithLeaseMargin(cfg.LeaseMargin), idem.WithHooks(hooks))
+	g, err := idem.New(store, "soak", idem.WithScope("soak"), idem.WithLeaseMargin(cfg.LeaseMargin), idem.WithHooks(hooks))
 	if err != nil {
 		return Report{}, err
 	}

@@ -10,32 +10,71 @@ import (
 
 // Faulty wraps a store and fails the operations named in Fail with Err. The operation can
 // also be made to take effect before failing (After), which is how a write whose response
-// was lost looks to the caller.
+// was lost looks to the caller. It counts the calls of each operation.
 type Faulty struct {
 	idem.Store
 
-	mu    sync.Mutex
-	fail  map[string]error
-	after map[string]bool
+	mu     sync.Mutex
+	faults map[string]*fault
+	calls  map[string]int
+	resend bool
+}
+
+// fault is how an operation fails.
+type fault struct {
+	err     error
+	applied bool
+	times   int // calls left to fail; < 0: every call
 }
 
 // NewFaulty wraps s.
 func NewFaulty(s idem.Store) *Faulty {
-	return &Faulty{Store: s, fail: map[string]error{}, after: map[string]bool{}}
+	return &Faulty{Store: s, faults: map[string]*fault{}, calls: map[string]int{}}
 }
 
-// Fail makes op ("claim", "get", "complete", "release", "extend", "checkpoint") fail with
-// err; with applied true the operation takes effect first. A nil err heals op.
-func (f *Faulty) Fail(op string, err error, applied bool) {
+// Fail makes every call of op ("claim", "get", "complete", "release", "extend",
+// "checkpoint") fail with err; with applied true the operation takes effect first. A nil
+// err heals op.
+func (f *Faulty) Fail(op string, err error, applied bool) { f.FailTimes(op, err, applied, -1) }
+
+// FailTimes makes the next n calls of op fail as [Faulty.Fail] says; n < 0 means every
+// call.
+func (f *Faulty) FailTimes(op string, err error, applied bool, n int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.fail[op], f.after[op] = err, applied
+	f.faults[op] = &fault{err: err, applied: applied, times: n}
 }
 
+// ResendClaims, when on, makes every claim take effect, lose its answer and be sent again,
+// returning the second answer: what the SDK's retryer does when the connection breaks after
+// DynamoDB applied a PutItem.
+func (f *Faulty) ResendClaims(on bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.resend = on
+}
+
+// Calls returns how many calls of op were made, failed or not.
+func (f *Faulty) Calls(op string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[op]
+}
+
+// fault counts a call of op and returns the error it fails with, if any, and whether it
+// takes effect first.
 func (f *Faulty) fault(op string) (error, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.fail[op], f.after[op]
+	f.calls[op]++
+	ft := f.faults[op]
+	if ft == nil || ft.err == nil || ft.times == 0 {
+		return nil, false
+	}
+	if ft.times > 0 {
+		ft.times--
+	}
+	return ft.err, ft.applied
 }
 
 // Claim implements idem.Store.
@@ -45,6 +84,14 @@ func (f *Faulty) Claim(ctx context.Context, rec *idem.Record, now time.Time) (*i
 			_, _, _ = f.Store.Claim(ctx, rec, now)
 		}
 		return nil, false, err
+	}
+	f.mu.Lock()
+	resend := f.resend
+	f.mu.Unlock()
+	if resend {
+		if _, _, err := f.Store.Claim(ctx, rec, now); err != nil {
+			return nil, false, err
+		}
 	}
 	return f.Store.Claim(ctx, rec, now)
 }

@@ -62,7 +62,7 @@ func (h Harness) fixture(t *testing.T, opts ...idem.Option) fixture {
 	s := h.NewStore(t)
 	c := NewClock()
 	opts = append([]idem.Option{idem.WithClock(c), idem.WithScope("suite")}, opts...)
-	g, err := idem.New(s, opts...)
+	g, err := idem.New(s, "test", opts...)
 	require.NoError(t, err)
 	return fixture{store: s, clock: c, guard: g}
 }
@@ -85,6 +85,8 @@ func Run(t *testing.T, h Harness) {
 	t.Run("TakeoverFencesLateOwner", h.takeover)
 	t.Run("Checkpoint", h.checkpoint)
 	t.Run("CheckpointSurvivesTwoTakeovers", h.checkpointTwoTakeovers)
+	t.Run("CheckpointSurvivesResentTakeover", h.checkpointResentTakeover)
+	t.Run("CheckpointSurvivesHandlerFailure", h.checkpointSurvivesFailure)
 	t.Run("WaitJudgesAnotherOwnersRecord", h.waitOtherPayload)
 	t.Run("ShortExpiryLongLease", h.shortExpiryLongLease)
 	t.Run("Contention", h.contention)
@@ -169,17 +171,23 @@ func (h Harness) payloadMismatch(t *testing.T) {
 	assert.Equal(t, 1, runs)
 }
 
-// blockOwner starts an owner of k that runs until release is closed, and waits until it
-// holds the lease. It returns the owner's outcome channel.
-func blockOwner(h Harness, t *testing.T, ctx context.Context, g *idem.Guard, k string, v result) (release chan struct{}, done chan error) {
+// blockOwner starts an owner of k that runs work (if not nil), then blocks until release is
+// closed and returns v with work's error; it returns once the owner holds the lease and
+// work has run. Past its lease, such an owner has "died". It returns the owner's outcome
+// channel.
+func blockOwner(h Harness, t *testing.T, ctx context.Context, g *idem.Guard, k string, v result, work func(context.Context) error) (release chan struct{}, done chan error) {
 	t.Helper()
 	started := make(chan struct{})
 	release, done = make(chan struct{}), make(chan error, 1)
 	go func() {
-		_, _, err := do(h, ctx, g, idem.Request{Key: k}, func(context.Context) (result, error) {
+		_, _, err := do(h, ctx, g, idem.Request{Key: k}, func(ctx context.Context) (result, error) {
+			var err error
+			if work != nil {
+				err = work(ctx)
+			}
 			close(started)
 			<-release
-			return v, nil
+			return v, err
 		})
 		done <- err
 	}()
@@ -194,7 +202,7 @@ func blockOwner(h Harness, t *testing.T, ctx context.Context, g *idem.Guard, k s
 func (h Harness) inProgress(t *testing.T) {
 	f := h.fixture(t, idem.WithLease(90*time.Second))
 	k := key(t)
-	release, done := blockOwner(h, t, context.Background(), f.guard, k, result{N: 7})
+	release, done := blockOwner(h, t, context.Background(), f.guard, k, result{N: 7}, nil)
 
 	f.clock.Advance(30 * time.Second)
 	_, _, err := do(h, context.Background(), f.guard, idem.Request{Key: k}, func(context.Context) (result, error) {
@@ -213,7 +221,7 @@ func (h Harness) inProgress(t *testing.T) {
 func (h Harness) waitForInFlight(t *testing.T) {
 	f := h.fixture(t, idem.WithWait(time.Minute, 5*time.Millisecond))
 	k := key(t)
-	release, done := blockOwner(h, t, context.Background(), f.guard, k, result{N: 42})
+	release, done := blockOwner(h, t, context.Background(), f.guard, k, result{N: 42}, nil)
 	type out struct {
 		v        result
 		replayed bool
@@ -252,7 +260,7 @@ func (h Harness) expiredIsAbsent(t *testing.T) {
 func (h Harness) takeover(t *testing.T) {
 	f := h.fixture(t, idem.WithLease(time.Minute))
 	k := key(t)
-	release, done := blockOwner(h, t, context.Background(), f.guard, k, result{N: 1, Msg: "late"})
+	release, done := blockOwner(h, t, context.Background(), f.guard, k, result{N: 1, Msg: "late"}, nil)
 
 	f.clock.Advance(time.Minute + time.Second) // the first owner's lease has ended
 	v, replayed, err := do(h, context.Background(), f.guard, idem.Request{Key: k}, func(context.Context) (result, error) {
@@ -437,7 +445,7 @@ func (h Harness) storeFailures(t *testing.T) {
 	newFaulty := func(t *testing.T, opts ...idem.Option) (*Faulty, *idem.Guard, *Clock) {
 		s := NewFaulty(h.NewStore(t))
 		c := NewClock()
-		g, err := idem.New(s, append([]idem.Option{idem.WithClock(c), idem.WithScope("suite")}, opts...)...)
+		g, err := idem.New(s, "test", append([]idem.Option{idem.WithClock(c), idem.WithScope("suite")}, opts...)...)
 		require.NoError(t, err)
 		return s, g, c
 	}
@@ -493,16 +501,35 @@ func (h Harness) storeFailures(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, 2, runs, "after the lease the work runs again: its outcome was never recorded")
 	})
+	t.Run("CompleteFailsThenSucceeds", func(t *testing.T) {
+		s, g, _ := newFaulty(t)
+		k := key(t)
+		s.FailTimes("complete", outage, false, 2)
+		runs := 0
+		fn := func(context.Context) (result, error) { runs++; return result{N: runs}, nil }
+		v, replayed, err := do(h, ctx, g, idem.Request{Key: k}, fn)
+		require.NoError(t, err, "the completion is sent again")
+		assert.False(t, replayed)
+		assert.Equal(t, 1, v.N)
+		assert.Equal(t, 3, s.Calls("complete"))
+		v, replayed, err = do(h, ctx, g, idem.Request{Key: k}, fn)
+		require.NoError(t, err)
+		assert.True(t, replayed)
+		assert.Equal(t, 1, v.N)
+		assert.Equal(t, 1, runs)
+	})
 	t.Run("CompleteAppliedResponseLost", func(t *testing.T) {
 		s, g, _ := newFaulty(t)
 		k := key(t)
-		s.Fail("complete", outage, true)
+		s.Fail("complete", outage, true) // every attempt lands and loses its answer
 		runs := 0
 		fn := func(context.Context) (result, error) { runs++; return result{N: runs}, nil }
-		_, _, err := do(h, ctx, g, idem.Request{Key: k}, fn)
-		require.ErrorIs(t, err, idem.ErrStore)
-		s.Fail("complete", nil, false)
 		v, replayed, err := do(h, ctx, g, idem.Request{Key: k}, fn)
+		require.NoError(t, err, "a read shows the completion landed")
+		assert.False(t, replayed)
+		assert.Equal(t, 1, v.N)
+		s.Fail("complete", nil, false)
+		v, replayed, err = do(h, ctx, g, idem.Request{Key: k}, fn)
 		require.NoError(t, err)
 		assert.True(t, replayed)
 		assert.Equal(t, 1, v.N)
@@ -523,6 +550,48 @@ func (h Harness) storeFailures(t *testing.T) {
 		_, _, err = do(h, ctx, g, idem.Request{Key: k}, func(context.Context) (result, error) { runs++; return result{}, nil })
 		require.NoError(t, err)
 		assert.Equal(t, 2, runs)
+	})
+	if h.NewCounter == nil {
+		return
+	}
+	t.Run("CompleteWithAttachedWritesFails", func(t *testing.T) {
+		s, g, _ := newFaulty(t, idem.WithLease(time.Minute))
+		add, read := h.NewCounter(t, s.Store)
+		k := key(t)
+		s.Fail("complete", outage, false)
+		runs := 0
+		fn := func(ctx context.Context) (result, error) { runs++; return result{N: runs}, add(ctx, 1, false) }
+		_, _, err := do(h, ctx, g, idem.Request{Key: k}, fn)
+		require.ErrorIs(t, err, idem.ErrNotCommitted)
+		require.ErrorIs(t, err, idem.ErrStore)
+		require.ErrorIs(t, err, outage)
+		assert.Equal(t, 0, read(), "nothing committed")
+		s.Fail("complete", nil, false)
+		v, replayed, err := do(h, ctx, g, idem.Request{Key: k}, fn)
+		require.NoError(t, err, "the key was released: the retry runs at once")
+		assert.False(t, replayed)
+		assert.Equal(t, 2, v.N)
+		assert.Equal(t, 2, runs)
+		assert.Equal(t, 1, read())
+	})
+	t.Run("CompleteWithAttachedWritesAppliedResponseLost", func(t *testing.T) {
+		s, g, _ := newFaulty(t)
+		add, read := h.NewCounter(t, s.Store)
+		k := key(t)
+		s.Fail("complete", outage, true)
+		runs := 0
+		fn := func(ctx context.Context) (result, error) { runs++; return result{N: runs}, add(ctx, 1, false) }
+		v, _, err := do(h, ctx, g, idem.Request{Key: k}, fn)
+		require.NoError(t, err)
+		assert.Equal(t, 1, v.N)
+		assert.Greater(t, s.Calls("complete"), 1, "the completion was sent again")
+		assert.Equal(t, 1, read(), "a resent completion never commits its attached writes twice")
+		s.Fail("complete", nil, false)
+		_, replayed, err := do(h, ctx, g, idem.Request{Key: k}, fn)
+		require.NoError(t, err)
+		assert.True(t, replayed)
+		assert.Equal(t, 1, runs)
+		assert.Equal(t, 1, read())
 	})
 }
 
@@ -617,31 +686,20 @@ func storedKey(t *testing.T, g *idem.Guard, k string) string {
 
 func (h Harness) checkpointTwoTakeovers(t *testing.T) {
 	f := h.fixture(t, idem.WithLease(time.Minute))
+	h.checkpointTakeovers(t, f.guard, f.clock)
+}
+
+// checkpointTakeovers has an owner of a new key record a checkpoint and die, a second owner
+// take over and die, and a third take over; the second and third must see the checkpoint.
+func (h Harness) checkpointTakeovers(t *testing.T, g *idem.Guard, clock *Clock) {
 	k := key(t)
-	ctx := context.Background()
-	// Each owner "dies" (blocks past its lease); the next takes over.
-	owner := func(work func(ctx context.Context) error) (release chan struct{}, done chan error) {
-		started := make(chan struct{})
-		release, done = make(chan struct{}), make(chan error, 1)
-		go func() {
-			_, _, err := do(h, ctx, f.guard, idem.Request{Key: k}, func(ctx context.Context) (result, error) {
-				err := work(ctx)
-				close(started)
-				<-release
-				return result{}, err
-			})
-			done <- err
-		}()
-		<-started
-		return release, done
-	}
-	r1, d1 := owner(func(ctx context.Context) error { return idem.Checkpoint(ctx, "payment_charged") })
-	f.clock.Advance(2 * time.Minute)
+	r1, d1 := blockOwner(h, t, context.Background(), g, k, result{}, func(ctx context.Context) error { return idem.Checkpoint(ctx, "payment_charged") })
+	clock.Advance(2 * time.Minute)
 	seen := ""
-	r2, d2 := owner(func(ctx context.Context) error { seen = idem.LastCheckpoint(ctx); return nil })
-	assert.Equal(t, "payment_charged", seen)
-	f.clock.Advance(2 * time.Minute)
-	v, _, err := do(h, ctx, f.guard, idem.Request{Key: k}, func(ctx context.Context) (result, error) {
+	r2, d2 := blockOwner(h, t, context.Background(), g, k, result{}, func(ctx context.Context) error { seen = idem.LastCheckpoint(ctx); return nil })
+	assert.Equal(t, "payment_charged", seen, "the second owner knows the card was charged")
+	clock.Advance(2 * time.Minute)
+	v, _, err := do(h, context.Background(), g, idem.Request{Key: k}, func(ctx context.Context) (result, error) {
 		return result{Msg: idem.LastCheckpoint(ctx)}, nil
 	})
 	require.NoError(t, err)
@@ -650,6 +708,55 @@ func (h Harness) checkpointTwoTakeovers(t *testing.T) {
 	close(r2)
 	require.ErrorIs(t, <-d1, idem.ErrLeaseLost)
 	require.ErrorIs(t, <-d2, idem.ErrLeaseLost)
+}
+
+// checkpointResentTakeover takes over checkpointed keys with claims whose answers are lost
+// and which are sent again (the SDK's retry after a broken connection): the resend meets
+// the record its first attempt wrote, and the checkpoint must be in it.
+func (h Harness) checkpointResentTakeover(t *testing.T) {
+	s := NewFaulty(h.NewStore(t))
+	c := NewClock()
+	g, err := idem.New(s, "test", idem.WithClock(c), idem.WithScope("suite"), idem.WithLease(time.Minute))
+	require.NoError(t, err)
+	s.ResendClaims(true)
+	h.checkpointTakeovers(t, g, c)
+}
+
+// checkpointSurvivesFailure records a checkpoint and then fails, with an error or a panic:
+// the key is released for a retry, and the retry resumes from the checkpoint.
+func (h Harness) checkpointSurvivesFailure(t *testing.T) {
+	boom := errors.New("charged, then failed")
+	for _, panics := range []bool{false, true} {
+		name := map[bool]string{false: "Error", true: "Panic"}[panics]
+		t.Run(name, func(t *testing.T) {
+			f := h.fixture(t)
+			k := key(t)
+			ctx := context.Background()
+			recovered := func() (r any) {
+				defer func() { r = recover() }()
+				_, _, err := do(h, ctx, f.guard, idem.Request{Key: k}, func(ctx context.Context) (result, error) {
+					if err := idem.Checkpoint(ctx, "charged"); err != nil {
+						return result{}, err
+					}
+					if panics {
+						panic(boom)
+					}
+					return result{}, boom
+				})
+				require.ErrorIs(t, err, boom)
+				return nil
+			}()
+			if panics {
+				assert.Equal(t, boom, recovered, "the panic goes on")
+			}
+			v, replayed, err := do(h, ctx, f.guard, idem.Request{Key: k}, func(ctx context.Context) (result, error) {
+				return result{Msg: idem.LastCheckpoint(ctx)}, nil
+			})
+			require.NoError(t, err, "the key was released")
+			assert.False(t, replayed)
+			assert.Equal(t, "charged", v.Msg, "the retry resumes from the checkpoint")
+		})
+	}
 }
 
 func (h Harness) waitOtherPayload(t *testing.T) {
@@ -693,7 +800,7 @@ func (h Harness) waitOtherPayload(t *testing.T) {
 func (h Harness) shortExpiryLongLease(t *testing.T) {
 	f := h.fixture(t, idem.WithExpiry(30*time.Second), idem.WithLease(5*time.Minute))
 	k := key(t)
-	release, done := blockOwner(h, t, context.Background(), f.guard, k, result{N: 1})
+	release, done := blockOwner(h, t, context.Background(), f.guard, k, result{N: 1}, nil)
 	f.clock.Advance(time.Minute) // past the expiry window, well inside the lease
 	_, _, err := do(h, context.Background(), f.guard, idem.Request{Key: k}, func(context.Context) (result, error) {
 		t.Error("a second run inside the first one's lease")

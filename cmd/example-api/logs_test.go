@@ -1,0 +1,89 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idem/emf"
+	"github.com/idemkit/idem/internal/ddblocal"
+	"github.com/idemkit/idem/internal/jsonlines"
+	"github.com/idemkit/idem/internal/lambdaenv"
+	"github.com/idemkit/idem/internal/proctest"
+)
+
+// TestOperatorView wires the function as main does (client, logger and metrics from the
+// environment) and sends the fixture's order through the Lambda runtime's handler path:
+// new, retried (a replay, which DynamoDB Local refuses with an error response), reused for
+// another body, and once more with the idempotency table gone. The log lines are JSON with
+// the invocation's request ID, never show the key or the SDK's checksum warning, and each
+// invocation writes one metrics document.
+func TestOperatorView(t *testing.T) {
+	proctest.Setenv(t, ddblocal.Endpoint(t))
+	t.Setenv(lambdaenv.LogLevelVar, "")
+	var logs, metricsOut bytes.Buffer
+	logger := lambdaenv.Logger(&logs)
+	client, err := lambdaenv.DynamoDB(context.Background(), logger)
+	require.NoError(t, err)
+	idemTable, ordersTable := apiTables(t, client)
+	metrics, err := lambdaenv.Metrics(&metricsOut, "example-api")
+	require.NoError(t, err)
+	h, err := newHandler(client, idemTable, ordersTable, logger, metrics)
+	require.NoError(t, err)
+	broken, err := newHandler(client, "no-such-table", ordersTable, logger, metrics)
+	require.NoError(t, err)
+
+	order := loadEvent(t, "apigw-v2-post-order.json")
+	key := order.Headers["idempotency-key"]
+	other := loadEvent(t, "apigw-v2-post-order.json")
+	other.Body = `{"sku":"GADGET-7","quantity":1,"amount_cents":990}`
+	tests := []struct {
+		request string
+		handler httpHandler
+		event   events.APIGatewayV2HTTPRequest
+		status  int
+		metric  string // counted once in the invocation's document
+	}{
+		{"req-new", h, order, http.StatusCreated, emf.MetricCompletions},
+		{"req-retry", h, order, http.StatusCreated, emf.MetricReplays},
+		{"req-other-body", h, other, http.StatusUnprocessableEntity, emf.MetricPayloadMismatches},
+		{"req-store-down", broken, order, http.StatusServiceUnavailable, emf.MetricStoreErrors},
+	}
+	for _, tc := range tests {
+		payload, err := json.Marshal(tc.event)
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: tc.request})
+		out, err := lambda.NewHandler(tc.handler).Invoke(ctx, payload)
+		cancel()
+		require.NoError(t, err)
+		var resp events.APIGatewayV2HTTPResponse
+		require.NoError(t, json.Unmarshal(out, &resp))
+		assert.Equal(t, tc.status, resp.StatusCode, tc.request)
+	}
+
+	for _, secret := range []string{key, "checksum", "failed to close"} {
+		assert.NotContains(t, logs.String(), secret)
+	}
+	lines := jsonlines.Parse(t, logs.Bytes())
+	require.Len(t, lines, 1, "only the store failure is logged:\n%s", logs.String())
+	assert.Equal(t, "ERROR", lines[0]["level"])
+	assert.Equal(t, "lambdawrap: idempotency store failed", lines[0]["message"])
+	assert.Equal(t, "req-store-down", lines[0][lambdaenv.RequestIDKey])
+
+	docs := jsonlines.Parse(t, metricsOut.Bytes())
+	require.Len(t, docs, len(tests), "one metrics document per invocation")
+	for i, tc := range tests {
+		assert.InDelta(t, 1.0, docs[i][tc.metric], 0, "%s: %s", tc.request, tc.metric)
+		assert.Equal(t, "example-api", docs[i]["Service"])
+	}
+}

@@ -1,0 +1,27 @@
+// Package emf publishes idem's metrics to Amazon CloudWatch in the Embedded Metric Format
+// (EMF): JSON documents written to the function's standard output, from which CloudWatch
+// Logs extracts metrics without any client call, as Powertools for AWS Lambda's Metrics
+// utility does.
+//
+// A [Recorder] collects what idem's hooks report during an invocation: claims, completions,
+// replays, in-progress refusals, payload mismatches, lost leases, releases, store errors and
+// handler durations ([Recorder.Hooks]), and the outcome of every SQS batch by status and
+// failure reason ([Recorder.SQSHooks]). [Recorder.Flush] writes them as one EMF document and
+// starts over; [Wrap] flushes after every invocation of a Lambda handler. Counts are summed
+// per flush; durations keep every observation (up to [MaxValues] per document, so that
+// CloudWatch computes percentiles).
+//
+// Metrics never carry keys, message IDs or bodies: only counts and durations, under the
+// fixed dimensions given to [New] (such as the service name), so the number of metrics
+// CloudWatch stores does not grow with traffic.
+//
+//	rec, err := emf.New(os.Stdout, "Orders", emf.WithDimension("Service", "orders-api"))
+//	guard, err := idem.New(store, "create-order", idem.WithHooks(rec.Hooks()))
+//	h, err := sqs.New(guard, credit, sqs.WithHooks(rec.SQSHooks()))
+//	lambda.Start(emf.Wrap(rec, h.Handle))
+//
+// See the specification,
+// https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/CloudWatch_Embedded_Metric_Format_Specification.html,
+// and Lambda's use of it,
+// https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/CloudWatch_Embedded_Metric_Format.html.
+package emf

@@ -1,0 +1,27 @@
+// Package idemotel traces idem's guarded calls with OpenTelemetry: spans for the claim, the
+// handler's run with the store call that records its outcome, and each SQS batch, with the
+// attributes an operator filters on. It lives in its own module, so a program that does not
+// trace never pulls OpenTelemetry in.
+//
+// # Mental model
+//
+// idem reports each step of a guarded call to its hooks when the step ends, with how long
+// it took ([idem.Event]). A [Tracer] turns each report into a span that ends then and
+// starts that long before, a child of the span in the call's context: the Lambda
+// invocation's span when the handler is instrumented with otellambda
+// (go.opentelemetry.io/contrib/instrumentation/github.com/aws/aws-lambda-go/otellambda), or
+// an HTTP server span. Every span carries the outcome ("idem.outcome": claimed, ran,
+// replayed, in_progress, mismatch, released, lease_lost, store_error) and the stored key's
+// hash ("idem.key.hash"), never the caller's key, which may be personal data. The hash is
+// the same for every retry of one logical operation, so one query on it finds them all,
+// across invocations and containers.
+//
+//	tracer, err := idemotel.New() // the global TracerProvider, or WithTracerProvider
+//	guard, err := idem.New(store, "create-order", idem.WithHooks(tracer.Hooks()))
+//	h, err := sqs.New(guard, credit, sqs.WithHooks(tracer.SQSHooks()))
+//	lambda.StartHandler(otellambda.WrapHandler(lambda.NewHandler(h.Handle),
+//		otellambda.WithTracerProvider(tp), otellambda.WithFlusher(tp)))
+//
+// See https://opentelemetry.io/docs/languages/go/ and
+// https://docs.aws.amazon.com/lambda/latest/dg/golang-tracing.html.
+package idemotel

@@ -1,0 +1,627 @@
+package sim
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/lambdawrap"
+	"github.com/idemkit/idem/sqs"
+)
+
+// container is one warm Lambda container: its clock (skewed) and its guard (with its own
+// local cache).
+type container struct {
+	id    int
+	clk   *clock
+	guard *idem.Guard
+}
+
+// keyInfo is one idempotency key of the schedule.
+type keyInfo struct {
+	kind   string // do (Do and the batch path), sqs, http
+	name   string // short name for traces: d1, s1, h1
+	raw    string // the caller's key
+	stored string // the guard's stored key
+	body   string // the canonical request body
+}
+
+// message is one SQS message of the schedule's queue.
+type message struct {
+	id       string
+	k        *keyInfo
+	body     string
+	group    string
+	received int
+	acked    bool
+}
+
+// actor is one invocation (or caller): the unit that crashes, is killed at its deadline,
+// and labels its scheduling points.
+type actor struct {
+	w        *world
+	id       int
+	kind     string // do, batch, sqs, fifo, http
+	c        *container
+	finisher bool // runs in the final phase, without faults
+
+	start    time.Time
+	deadline time.Time
+	hasDL    bool
+	kill     bool
+
+	ctx              *simCtx
+	started          bool
+	done, dead       bool
+	killedAt         time.Time
+	killedByDeadline bool
+
+	keys  []*keyInfo // do, batch, http: the keys it calls with
+	body  func(ctx context.Context)
+	extra string // for the trace
+
+	// An SQS invocation's batch and handler options, drawn when it starts.
+	batch       []*message
+	records     []events.SQSMessage
+	concurrency int
+	batchClaims bool
+	margin      time.Duration
+}
+
+func (a *actor) String() string { return fmt.Sprintf("a%d/%s", a.id, a.kind) }
+
+// describe says what a starts with, for the trace.
+func (a *actor) describe() string {
+	s := " on c" + strconv.Itoa(a.c.id)
+	if a.hasDL {
+		s += fmt.Sprintf(", deadline %.3fs", a.deadline.Sub(epoch).Seconds())
+		if a.kill {
+			s += " (killed there)"
+		}
+	}
+	for _, k := range a.keys {
+		s += " " + k.name
+	}
+	return s + a.extra
+}
+
+// covered reports whether the guard's configuration promises a's handlers a live lease
+// while their context is live: a deadline (the lease ends after it) or a heartbeat.
+func (a *actor) covered() bool { return a.hasDL || a.w.p.heartbeat > 0 }
+
+// pastLeaseClass names the class of a run of a's that outlived its lease: with a heartbeat
+// whose interval exceeds half the lease WithMaxLease caps, with a heartbeat otherwise (its
+// extensions failed or came late), or without one, its lease capped below its deadline.
+func (a *actor) pastLeaseClass() string {
+	p := &a.w.p
+	switch {
+	case p.heartbeat > 0 && p.maxLease > 0 && p.heartbeat > min(p.lease, p.maxLease)/2:
+		return "a.pastLease.heartbeatOverCap"
+	case p.heartbeat > 0:
+		return "a.pastLease.heartbeatFailed"
+	default:
+		return "a.pastLease.capped"
+	}
+}
+
+// leaseWhy describes the lease configuration, for a violation's detail.
+func (a *actor) leaseWhy() string {
+	p := &a.w.p
+	s := fmt.Sprintf("deadline %t, lease %s, maxLease %s, heartbeat %s", a.hasDL, p.lease, p.maxLease, p.heartbeat)
+	if a.hasDL {
+		s += fmt.Sprintf(", deadline at %.3fs", a.deadline.Sub(epoch).Seconds())
+	}
+	return s
+}
+
+// lambdaBatch reports whether a is an SQS invocation, whose batch path promises to record
+// finished outcomes before the deadline.
+func (a *actor) lambdaBatch() bool { return a.kind == "sqs" || a.kind == "fifo" }
+
+func fingerprint(body string) string {
+	sum := sha256.Sum256([]byte(body))
+	return hex.EncodeToString(sum[:])
+}
+
+// setup draws the schedule: containers, keys, messages and actors.
+func (w *world) setup() error {
+	rng := w.rng
+	p := &w.p
+	opts := []idem.Option{
+		idem.WithScope("sim"),
+		idem.WithLeaseMargin(p.margin),
+		idem.WithLease(p.lease),
+		idem.WithExpiry(p.expiry),
+		idem.WithCache(p.cache),
+		idem.WithFailOpen(p.failOpen),
+	}
+	if p.maxLease > 0 {
+		opts = append(opts, idem.WithMaxLease(p.maxLease))
+	}
+	if p.heartbeat > 0 {
+		// An interval New refuses (above half the lease it grants, less the margin) is
+		// clamped to the largest it accepts, and the refusal is checked: that refusal is
+		// the fix for heartbeats validated against WithLease alone.
+		if _, err := idem.New(idem.NewMemStore(), "sim", append(opts, idem.WithHeartbeat(p.heartbeat))...); err != nil {
+			lease := p.lease
+			if p.maxLease > 0 {
+				lease = min(lease, p.maxLease)
+			}
+			valid := (lease - p.margin) / 2
+			if p.heartbeat <= valid {
+				return fmt.Errorf("heartbeat %s refused though within %s: %w", p.heartbeat, valid, err)
+			}
+			w.logf("heartbeat %s refused by New; clamped to %s", p.heartbeat, max(valid, 0))
+			p.heartbeat = max(valid, 0)
+		}
+		if p.heartbeat > 0 {
+			opts = append(opts, idem.WithHeartbeat(p.heartbeat))
+		}
+	}
+	if p.waitMax > 0 {
+		opts = append(opts, idem.WithWait(p.waitMax, p.waitPoll))
+	}
+	if p.remember {
+		opts = append(opts, idem.WithRememberFailures(func(err error) bool { return errors.Is(err, errPermanent) }))
+	}
+	var st idem.Store = w.store
+	if p.has(FeatBatchStore) {
+		st = &batchStore{w.store}
+	}
+	newContainer := func(id int, skew time.Duration) (*container, error) {
+		clk := &clock{w: w, skew: skew}
+		g, err := idem.New(st, "sim", append(opts, idem.WithClock(clk))...)
+		if err != nil {
+			return nil, err
+		}
+		return &container{id: id, clk: clk, guard: g}, nil
+	}
+	var containers []*container
+	for i := range p.containers {
+		var skew time.Duration
+		if p.has(FeatSkew) {
+			// Behind by up to 2 s, or ahead by less than the lease margin: the tolerance
+			// RELIABILITY.md states.
+			skew = time.Duration(rng.Int64N(int64(2*time.Second+p.margin*9/10))) - 2*time.Second
+			w.led.maxSkew = max(w.led.maxSkew, skew)
+		}
+		c, err := newContainer(i+1, skew)
+		if err != nil {
+			return err
+		}
+		containers = append(containers, c)
+	}
+	w.finalC, _ = newContainer(0, 0)
+
+	kinds := []string{}
+	for _, k := range []struct {
+		f    Features
+		name string
+	}{{FeatDo, "do"}, {FeatBatch, "batch"}, {FeatSQS, "sqs"}, {FeatFIFO, "fifo"}, {FeatHTTP, "http"}} {
+		if p.has(k.f) {
+			kinds = append(kinds, k.name)
+		}
+	}
+	keysOf := map[string][]*keyInfo{}
+	newKeys := func(kind, prefix string) {
+		if keysOf[kind] != nil {
+			return
+		}
+		for i := range p.keys {
+			k := &keyInfo{kind: kind, name: prefix + strconv.Itoa(i+1), raw: "key-" + prefix + strconv.Itoa(i+1)}
+			k.body = fmt.Sprintf(`{"for":%q}`, k.raw)
+			k.stored, _ = containers[0].guard.StoredKey(idem.Request{Key: k.raw})
+			w.keyNames[k.stored] = k.name
+			w.led.keys[k.stored] = &keyState{name: k.name, kind: kind}
+			keysOf[kind] = append(keysOf[kind], k)
+			w.allKeys = append(w.allKeys, k)
+		}
+	}
+	for _, kind := range kinds {
+		switch kind {
+		case "do", "batch":
+			newKeys("do", "d")
+		case "sqs", "fifo":
+			newKeys("sqs", "s")
+		case "http":
+			newKeys("http", "h")
+		}
+	}
+	for i, k := range keysOf["sqs"] {
+		w.queue = append(w.queue, &message{id: "m" + k.name, k: k, body: k.body, group: "g" + strconv.Itoa(i%2)})
+		if rng.IntN(10) == 0 {
+			w.queue = append(w.queue, &message{id: "m" + k.name + "x", k: k, body: k.body + " other", group: "g" + strconv.Itoa(i%2)})
+		}
+	}
+
+	for i := range p.actors {
+		a := &actor{w: w, id: i + 1, kind: kinds[rng.IntN(len(kinds))], c: containers[rng.IntN(len(containers))]}
+		a.start = epoch.Add(time.Duration(rng.IntN(3000)) * time.Millisecond)
+		lambda := a.kind != "do" && a.kind != "batch"
+		if lambda || rng.IntN(10) < 6 {
+			a.hasDL = true
+			a.deadline = a.start.Add(time.Duration(1500+rng.IntN(7000)) * time.Millisecond)
+			a.kill = p.has(FeatKill) && rng.IntN(10) < 8
+		}
+		switch a.kind {
+		case "do":
+			k := keysOf["do"][rng.IntN(len(keysOf["do"]))]
+			a.keys = []*keyInfo{k}
+			body := k.body
+			if rng.IntN(20) == 0 {
+				body += " other"
+				a.extra = " (other body)"
+			}
+			a.body = w.doBody(a, k, body)
+		case "batch":
+			ks := keysOf["do"]
+			perm := rng.Perm(len(ks))
+			n := 1 + rng.IntN(len(ks))
+			for _, j := range perm[:n] {
+				a.keys = append(a.keys, ks[j])
+			}
+			concurrent, early := rng.IntN(2) == 0, rng.IntN(3) == 0
+			if concurrent {
+				a.extra += " concurrently"
+			}
+			if early {
+				a.extra += ", settling early too"
+			}
+			a.body = w.batchBody(a, concurrent, early)
+		case "sqs", "fifo":
+			a.body = w.sqsBody(a)
+		case "http":
+			k := keysOf["http"][rng.IntN(len(keysOf["http"]))]
+			a.keys = []*keyInfo{k}
+			a.body = w.httpBody(a, k, k.body)
+		}
+		w.actors = append(w.actors, a)
+	}
+	w.pending = append(w.pending, w.actors...)
+	sortByStart(w.pending)
+	return nil
+}
+
+func sortByStart(as []*actor) {
+	for i := 1; i < len(as); i++ {
+		for j := i; j > 0 && as[j].start.Before(as[j-1].start); j-- {
+			as[j], as[j-1] = as[j-1], as[j]
+		}
+	}
+}
+
+// recoverPanic turns a panic of a simulated handler back into an error; any other panic
+// goes on.
+func recoverPanic(err *error) {
+	if v := recover(); v != nil {
+		if _, ok := v.(panicValue); !ok {
+			panic(v)
+		}
+		*err = fmt.Errorf("sim: handler panicked")
+	}
+}
+
+// doBody is an idem.Do caller.
+func (w *world) doBody(a *actor, k *keyInfo, body string) func(context.Context) {
+	return func(ctx context.Context) {
+		var (
+			v        string
+			replayed bool
+			err      error
+		)
+		func() {
+			defer recoverPanic(&err)
+			v, replayed, err = idem.Do(ctx, a.c.guard, idem.Request{Key: k.raw, Fingerprint: []byte(body)},
+				func(ctx context.Context) (string, error) { return w.handle(ctx, k.stored) })
+		}()
+		w.answered(a, k, v, replayed, err)
+	}
+}
+
+// answered checks a Do or DoClaimed answer against the ledger (invariant b), and in the
+// final phase that the key settled (invariant d).
+func (w *world) answered(a *actor, k *keyInfo, v string, replayed bool, err error) {
+	var failed *idem.FailedError
+	switch {
+	case errors.Is(err, errShutdown), w.isDead(a):
+		return
+	case err == nil:
+		w.logf("%s answered %s: %q (replayed %t)", a, k.name, v, replayed)
+		w.led.answer(w, a, k.stored, v, replayed, false)
+		return
+	case errors.As(err, &failed):
+		w.logf("%s answered %s: remembered failure", a, k.name)
+		w.led.answer(w, a, k.stored, failed.Message, true, true)
+		return
+	}
+	w.logf("%s answered %s: error %v", a, k.name, err)
+	if a.finisher && !errors.Is(err, idem.ErrPayloadMismatch) && !errors.Is(err, errPermanent) {
+		w.led.mu.Lock()
+		w.led.violate("d.notSettled", k.name, "the final call after every lease ended got %v", err)
+		w.led.mu.Unlock()
+	}
+}
+
+// batchBody is a caller of Guard.Claim, DoClaimed and Settle over a's keys.
+func (w *world) batchBody(a *actor, concurrent, early bool) func(context.Context) {
+	return func(ctx context.Context) {
+		reqs := make([]idem.Request, len(a.keys))
+		for i, k := range a.keys {
+			reqs[i] = idem.Request{Key: k.raw, Fingerprint: []byte(k.body)}
+		}
+		b := a.c.guard.Claim(ctx, reqs)
+		type result struct {
+			v        string
+			replayed bool
+			err      error
+		}
+		results := make([]result, len(reqs))
+		doOne := func(i int) {
+			r := &results[i]
+			defer recoverPanic(&r.err)
+			k := a.keys[i]
+			r.v, r.replayed, r.err = idem.DoClaimed(ctx, b, i, func(ctx context.Context) (string, error) {
+				return w.handle(ctx, k.stored)
+			})
+		}
+		var wg sync.WaitGroup
+		if early {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if !w.block(a, pointStep, "settle-early", "").abort {
+					b.Settle(ctx)
+				}
+			}()
+		}
+		if concurrent {
+			wg.Add(len(reqs))
+			for i := range reqs {
+				go func() { defer wg.Done(); doOne(i) }()
+			}
+		} else {
+			for i := range reqs {
+				doOne(i)
+			}
+		}
+		wg.Wait()
+		errs := b.Settle(ctx)
+		for i, r := range results {
+			err := r.err
+			if err == nil && !r.replayed && errs[i] != nil {
+				err = errs[i]
+			}
+			w.answered(a, a.keys[i], r.v, r.replayed, err)
+		}
+	}
+}
+
+// httpBody is an HTTP API caller through lambdawrap.
+func (w *world) httpBody(a *actor, k *keyInfo, body string) func(context.Context) {
+	return func(ctx context.Context) {
+		h, err := lambdawrap.HTTPAPI(a.c.guard, func(ctx context.Context, _ events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+			v, err := w.handle(ctx, k.stored)
+			switch {
+			case errors.Is(err, errUnavailable):
+				return events.APIGatewayV2HTTPResponse{StatusCode: 500, Body: "unavailable"}, nil
+			case err != nil:
+				return events.APIGatewayV2HTTPResponse{}, err
+			}
+			return events.APIGatewayV2HTTPResponse{StatusCode: 201, Body: v}, nil
+		})
+		if err != nil {
+			panic(err)
+		}
+		req := events.APIGatewayV2HTTPRequest{
+			RawPath: "/orders",
+			Headers: map[string]string{"idempotency-key": k.raw, "content-type": "application/json"},
+			Body:    body,
+		}
+		req.RequestContext.HTTP.Method = "POST"
+		var resp events.APIGatewayV2HTTPResponse
+		func() {
+			defer recoverPanic(&err)
+			resp, err = h(ctx, req)
+		}()
+		switch {
+		case errors.Is(err, errShutdown), w.isDead(a):
+		case err == nil && resp.StatusCode == 201:
+			replayed := resp.Headers[lambdawrap.ReplayedHeader] == "true"
+			w.logf("%s answered %s: 201 %q (replayed %t)", a, k.name, resp.Body, replayed)
+			w.led.answer(w, a, k.stored, resp.Body, replayed, false)
+		case err == nil:
+			w.logf("%s answered %s: %d", a, k.name, resp.StatusCode)
+			if a.finisher {
+				w.led.mu.Lock()
+				w.led.violate("d.notSettled", k.name, "the final request after every lease ended got HTTP %d %s", resp.StatusCode, resp.Body)
+				w.led.mu.Unlock()
+			}
+		default:
+			w.logf("%s answered %s: error %v", a, k.name, err)
+			if a.finisher && !errors.Is(err, idem.ErrFailed) {
+				w.led.mu.Lock()
+				w.led.violate("d.notSettled", k.name, "the final request after every lease ended got %v", err)
+				w.led.mu.Unlock()
+			}
+		}
+	}
+}
+
+// sqsBody is an SQS invocation: its batch is drawn when it starts, from the messages not
+// yet acknowledged (SQS may also deliver an acknowledged one again).
+func (w *world) sqsBody(a *actor) func(context.Context) {
+	return func(ctx context.Context) {
+		batch := a.batch
+		var opts []sqs.Option
+		opts = append(opts, sqs.WithClock(a.c.clk), sqs.WithConcurrency(a.concurrency), sqs.WithBatchClaims(a.batchClaims))
+		if a.margin > 0 {
+			opts = append(opts, sqs.WithDeadlineMargin(a.margin))
+		}
+		h, err := sqs.New(a.c.guard, func(ctx context.Context, m events.SQSMessage) error {
+			_, err := w.handle(ctx, w.msgKey(m).stored)
+			return err
+		}, opts...)
+		if err != nil {
+			panic(err)
+		}
+		ev := events.SQSEvent{Records: a.records}
+		resp, err := h.Handle(ctx, ev)
+		if w.isDead(a) {
+			return
+		}
+		if err != nil {
+			w.logf("%s Handle: %v", a, err)
+			return
+		}
+		w.reported(a, batch, resp)
+	}
+}
+
+// isDead reports whether a was killed: whatever its goroutines do afterwards, once the
+// schedule is over and they unwind, is no one's answer.
+func (w *world) isDead(a *actor) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return a.dead || w.shutdown
+}
+
+func (w *world) msgKey(m events.SQSMessage) *keyInfo {
+	raw := *m.MessageAttributes[sqs.KeyAttribute].StringValue
+	for _, k := range w.allKeys {
+		if k.raw == raw {
+			return k
+		}
+	}
+	panic("sim: message with an unknown key " + raw)
+}
+
+// drawSQS draws the batch of an SQS invocation when it starts.
+func (w *world) drawSQS(a *actor) {
+	rng := w.rng
+	var open []*message
+	for _, m := range w.queue {
+		if !m.acked {
+			open = append(open, m)
+		}
+	}
+	if a.finisher {
+		for _, m := range w.queue {
+			if m.body == m.k.body {
+				m.received++
+				a.batch = append(a.batch, m)
+			}
+		}
+	} else if a.kind == "fifo" {
+		// SQS delivers a FIFO group in order, each message once per batch.
+		for _, m := range w.queue {
+			if (!m.acked || rng.IntN(5) == 0) && rng.IntN(3) != 0 {
+				m.received++
+				a.batch = append(a.batch, m)
+			}
+		}
+		if len(a.batch) == 0 {
+			m := w.queue[rng.IntN(len(w.queue))]
+			m.received++
+			a.batch = append(a.batch, m)
+		}
+	} else {
+		n := 1 + rng.IntN(4)
+		for range n {
+			var m *message
+			if len(open) > 0 && rng.IntN(5) != 0 {
+				m = open[rng.IntN(len(open))]
+			} else {
+				m = w.queue[rng.IntN(len(w.queue))]
+			}
+			m.received++
+			a.batch = append(a.batch, m)
+		}
+	}
+	a.concurrency = 1 + rng.IntN(3)
+	a.batchClaims = rng.IntN(10) < 7
+	if rng.IntN(2) == 0 {
+		a.margin = time.Duration(200+rng.IntN(1500)) * time.Millisecond
+	}
+	a.extra = fmt.Sprintf(", concurrency %d, batch claims %t, margin %s, messages", a.concurrency, a.batchClaims, a.margin)
+	arn := "arn:aws:sqs:us-east-1:000000000000:sim"
+	if a.kind == "fifo" {
+		arn += ".fifo"
+	}
+	for _, m := range a.batch {
+		a.extra += fmt.Sprintf(" %s(%s,rc%d)", m.id, m.k.name, m.received)
+		key := m.k.raw
+		a.records = append(a.records, events.SQSMessage{
+			MessageId:      m.id,
+			Body:           m.body,
+			EventSourceARN: arn,
+			Attributes: map[string]string{
+				"ApproximateReceiveCount": strconv.Itoa(m.received),
+				"MessageGroupId":          m.group,
+			},
+			MessageAttributes: map[string]events.SQSMessageAttribute{
+				sqs.KeyAttribute: {DataType: "String", StringValue: &key},
+			},
+		})
+	}
+}
+
+// reported checks an SQS invocation's response (invariant f): a message not reported
+// failed has its key completed with its body; a message reported failed did not have its
+// completion recorded and acknowledged by this invocation.
+func (w *world) reported(a *actor, batch []*message, resp events.SQSEventResponse) {
+	failed := make(map[string]bool)
+	for _, f := range resp.BatchItemFailures {
+		failed[f.ItemIdentifier] = true
+	}
+	w.logf("%s reports failed: %v", a, resp.BatchItemFailures)
+	l := &w.led
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	seen := make(map[string]bool)
+	for _, m := range batch {
+		if seen[m.id] {
+			continue
+		}
+		seen[m.id] = true
+		ks := l.keys[m.k.stored]
+		fp := fingerprint(m.body)
+		if !failed[m.id] {
+			m.acked = true
+			ok := false
+			for _, r := range l.runs {
+				ok = ok || (r.a == a && r.key == m.k.stored && !r.guarded && r.succeeded) // fail-open
+			}
+			for _, c := range ks.completions {
+				if c.status == idem.StatusCompleted && fpCompatible(c.fp, fp) {
+					ok = true
+				}
+			}
+			if !ok {
+				l.violate("f.ackedNotCompleted", ks.name, "%s acknowledged message %s, but its key has no COMPLETED record for its body", a, m.id)
+			}
+			continue
+		}
+		if a.finisher {
+			other := false // another body completed the key, or a failure is remembered
+			for _, c := range ks.completions {
+				other = other || !fpCompatible(c.fp, fp) || c.status == idem.StatusFailed
+			}
+			if !other {
+				l.violate("d.notSettled", ks.name, "the final batch after every lease ended failed message %s", m.id)
+			}
+		}
+		for _, r := range l.runs {
+			if r.a == a && r.key == m.k.stored && r.acked && r.landedStatus == idem.StatusCompleted && fpCompatible(r.fp, fp) {
+				l.violate("f.failedButCompleted", ks.name, "%s reported message %s failed, though its run r%d completed and the store acknowledged it", a, m.id, r.id)
+			}
+		}
+	}
+}

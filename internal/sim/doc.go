@@ -1,0 +1,110 @@
+// Package sim is a deterministic simulation of idem, in the manner of FoundationDB's and
+// TigerBeetle's: the code that ships (Guard, the batch path, the sqs wrapper, the
+// lambdawrap HTTP wrapper) runs as it is, and only the store, the clock and the scheduling
+// are simulated. One seed decides everything, so a failing schedule replays exactly.
+//
+// # The model
+//
+// A schedule ([Run]) draws a profile from its seed: which features it uses (a subset of
+// [Config.Features]; see [Features]), the guard's options (lease, margin, WithMaxLease,
+// WithHeartbeat, WithWait, WithRememberFailures, WithCache, WithFailOpen, WithExpiry),
+// whether the store implements idem.BatchStore, and the odds of each fault. It then
+// plans a handful of actors over a handful of keys (one to three per kind of caller):
+//
+//   - do: idem.Do, sometimes with another body for the same key (a payload mismatch);
+//   - batch: Guard.Claim, DoClaimed (sequentially or concurrently) and Settle, sometimes
+//     with an extra Settle racing the handlers;
+//   - sqs and fifo: sqs.Handler.Handle on a standard or FIFO queue, with batch claims on
+//     or off, a drawn concurrency and deadline margin, over a queue whose messages are
+//     redelivered until acknowledged (ApproximateReceiveCount counts up), sometimes twice
+//     in one batch, sometimes with a second body for one key;
+//   - http: lambdawrap.HTTPAPI.
+//
+// Each actor is one invocation in one of up to three containers; a container is a guard
+// with its own local cache and its own clock, skewed (FeatSkew) by up to 2 s behind or by
+// less than the lease margin ahead: the tolerance RELIABILITY.md states. Lambda actors
+// (sqs, fifo, http) always have a deadline, do and batch actors usually; with FeatKill an
+// invocation is killed (stops for good) at its deadline, as Lambda does. With FeatCrash
+// any actor may stop for good between two steps.
+//
+// Every handler is the same simulated handler: at its start the scheduler draws its plan
+// (work steps, where time may pass; checkpoints; then success, an error, a remembered
+// failure, a panic or an HTTP 500; possibly an attached write, possibly one whose
+// condition fails). It honours its context before every step. A successful run records
+// its effect in the ledger and returns "<key>#r<run>", so every answer names the run
+// that computed it.
+//
+// # Scheduling
+//
+// Real goroutines run the real code, but only one at a time. Every store call, every
+// handler step and every timer of the clock is a scheduling point: the goroutine blocks
+// until the scheduler releases it. The scheduler runs with GOMAXPROCS(1) ([Prepare]) and,
+// before each decision, yields until the world is quiet: every runnable goroutine,
+// including those the library starts without telling (heartbeats, sqs workers, the
+// settle timer), has run until it blocked, which shows as several yields in a row without
+// activity (every point, clock read and deadline read counts as activity). It then sorts
+// the waiting points by a stable label (actor, kind, operation, key) and picks one with
+// the seeded generator, or moves time on. TestSimulationDeterminism runs seeds twice and
+// requires identical traces; the labels are unique in practice, and
+// [Stats.Collisions] counts the exceptions.
+//
+// Time is true time, kept by the scheduler. It moves to the next event (a timer, a
+// deadline, an actor's start), by a little, or by seconds (past leases). While a store
+// request is in flight it moves by at most 30 ms, unless the store stalls (FeatLate):
+// store calls are fast, and a slow one is a fault to inject. All timers due at one
+// instant fire together, so their order never matters. Contexts are the actors' own:
+// their Deadline is in simulated time and they end when time passes it.
+//
+// # The store
+//
+// The simulated store wraps a real *idem.MemStore, the reference semantics, and puts a
+// point before every request. There the scheduler may let it apply and answer; fail it
+// without applying (FeatFail); apply it and lose the response (FeatLost), or for a claim
+// apply it, lose the response and let the SDK resend it, which meets its own record;
+// apply it and answer only at a later point (FeatLate). Attached writes are func() error
+// for the MemStore; the simulated ones append to the ledger inside it, so they commit
+// exactly with the completion.
+//
+// # The invariants
+//
+// The ledger keeps the ground truth: every lease the store granted (a run: its token,
+// claim time and lease end as the store holds it, in true time), every checkpoint,
+// completion and attached write that applied, every effect and every answer. Checked
+// during and after every schedule, each violation named by invariant and class:
+//
+//   - (a) effects at most once per key. a.overlap: two runs of a key ran at once and
+//     the later one claimed while the earlier one's lease was still live in true time (a
+//     re-run after the earlier lease truly ended is counted in [Stats.OverlapAfterLease]
+//     instead, and a re-run after an earlier run ended unrecorded in [Stats.Reruns]).
+//     a.pastLease.*: a run performed its effect after its lease had truly ended while its
+//     context was still live, though the configuration promised cover (a deadline, or a
+//     heartbeat): so every schedule whose handlers finish within their lease has no
+//     overlaps. a.lostOutcome: an SQS invocation killed at its deadline had a handler
+//     that finished before it whose outcome was never sent. a.outcomePastLease: a run
+//     finished within its lease, its outcome was sent after the lease ended, and another
+//     run took the key over meanwhile. a.afterComplete: a claim took a key whose
+//     completed record was live. a.failOpenCancelled: a fail-open handler ran on an ended
+//     context. a.unknownLease: a handler ran under a lease the store never granted.
+//   - (b) every answer a caller got equals the recorded result: a computed result was
+//     recorded by its own run (b.answerNotRecorded, b.answerDiffers), a replay equals a
+//     recorded result or remembered failure (b.replayDiffers).
+//   - (c) a checkpoint once recorded is seen (idem.LastCheckpoint at the handler's start)
+//     by every later owner of the key until it completes or expires; after expiry the old
+//     one may or may not be seen. c.checkpointLost.release: a release deleted it;
+//     .resend: the claim's response was lost and its resend met its own record; .carry:
+//     a takeover claim replaced the record and the checkpoint was not written back (the
+//     claim's response was lost, or the write-back failed).
+//   - (d) once every lease has ended (the final phase moves time past them and calls each
+//     key once more, without faults), no key is left INPROGRESS (d.leftInProgress), every
+//     final call gets a result, a replay or a remembered failure (d.notSettled), and the
+//     schedule finishes (d.stuck).
+//   - (e) attached writes commit at most once and only with their COMPLETED record
+//     (e.attachedTwice, e.attachedWithoutRecord, e.recordWithoutAttached).
+//   - (f) the SQS batch response fails exactly the messages that did not complete:
+//     an acknowledged message's key has a COMPLETED record for its body
+//     (f.ackedNotCompleted), and no message whose completion this invocation saw recorded
+//     is reported failed (f.failedButCompleted).
+//
+// A failing schedule's [Result.Report] prints its seed, the violations and the trace;
+// `make sim SEED=<n>` replays it.
+package sim

@@ -1,0 +1,548 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/idemkit/idem"
+)
+
+// Violation is one broken invariant.
+type Violation struct {
+	// Invariant is the letter of the invariant (see the package documentation) and the
+	// class of the breach, as "a.overlap".
+	Invariant string
+	// Key is the short name of the key it concerns ("d1", "s2", "h1"), or empty.
+	Key string
+	// Detail says what happened.
+	Detail string
+}
+
+func (v Violation) String() string {
+	return fmt.Sprintf("invariant %s broken for key %s: %s", v.Invariant, v.Key, v.Detail)
+}
+
+// run is one lease granted by the store: from the claim that applied to its outcome.
+type run struct {
+	id      int
+	key     string // stored key
+	name    string
+	token   string
+	a       *actor
+	fp      string
+	guarded bool // false: a fail-open run without a lease
+
+	claimAt  time.Time // true time the claim applied
+	leaseEnd time.Time // as the store holds it (claim, extensions)
+	expectCp string    // the checkpoint this owner must see
+	staleCp  string    // or this one, left by a record that expired (TTL deletion lags)
+	cpCause  string    // why the record it replaced lacks expectCp, if it does
+	resent   bool      // its claim applied, the response was lost, and the resend met it
+	how      string    // how its handler ended
+
+	started, ended bool
+	startAt, endAt time.Time
+	succeeded      bool
+	outlived       bool // its handler was still running when true time reached its lease end
+	attached       bool // the handler attached a write that does not fail
+
+	sentAt        time.Time // first completion request carrying its token
+	sentPastLease bool      // finished within its lease, outcome sent after it
+	landed        bool
+	landedStatus  idem.Status
+	acked         bool // a completion carrying its token was answered nil
+	lost          bool // its completion met another owner (ErrLeaseLost)
+}
+
+type completion struct {
+	token   string
+	status  idem.Status
+	data    []byte
+	fp      string
+	at      time.Time
+	expires time.Time
+}
+
+type attachment struct {
+	token string
+	at    time.Time
+}
+
+// keyState is the ground truth of one key.
+type keyState struct {
+	name        string
+	kind        string // do, sqs, http: how its results are encoded
+	cp          string // last checkpoint recorded since the key last completed or expired
+	cpFp        string
+	cpSet       bool
+	gone        string // why the stored record lost the checkpoint, while it has
+	completions []completion
+	attached    []attachment
+	effects     int
+}
+
+// Stats are the counts a schedule reports besides its violations.
+type Stats struct {
+	// Runs is how many leases the store granted; Effects how many handler effects ran.
+	Runs, Effects int
+	// Reruns counts effects on a key that had one already, after the earlier run ended
+	// without its outcome recorded (a crash, a failed completion): allowed by design.
+	Reruns int
+	// OverlapAfterLease counts effects that ran while an earlier owner of the key was still
+	// running, after that owner's lease had truly ended.
+	OverlapAfterLease int
+	// Outlived counts runs whose handler was still running when their lease ended.
+	Outlived int
+	// Unguarded counts handler runs without a lease (WithFailOpen).
+	Unguarded int
+	// Collisions counts scheduling points that shared a label (a determinism hazard).
+	Collisions int
+}
+
+// ledger is the ground truth the invariants are checked against: every lease granted,
+// every checkpoint, completion and attached write that applied, every effect and answer.
+type ledger struct {
+	mu         sync.Mutex
+	runs       []*run
+	byToken    map[string]*run
+	keys       map[string]*keyState
+	maxSkew    time.Duration
+	violations []Violation
+	stats      Stats
+}
+
+func (l *ledger) init() {
+	l.byToken = make(map[string]*run)
+	l.keys = make(map[string]*keyState)
+}
+
+func (l *ledger) violate(inv, key, format string, args ...any) {
+	l.violations = append(l.violations, Violation{Invariant: inv, Key: key, Detail: fmt.Sprintf(format, args...)})
+}
+
+func (w *world) trueNow() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.now
+}
+
+func fpCompatible(a, b string) bool { return a == "" || b == "" || a == b }
+
+// claimed records a claim that applied.
+func (l *ledger) claimed(w *world, a *actor, rec, prev *idem.Record, claimed bool, err error) {
+	if err != nil || !claimed {
+		return
+	}
+	now := w.trueNow()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ks := l.keys[rec.Key]
+	stale := ""
+	if prev != nil && !prev.Expires.IsZero() && !now.Before(prev.Expires) {
+		stale = prev.Checkpoint
+		ks.cpSet = false // the key expired: a new window starts
+	}
+	if prev != nil && prev.Status != idem.StatusInProgress && now.Add(l.maxSkew).Before(prev.Expires) {
+		l.violate("a.afterComplete", ks.name, "%s claimed the key while its %s record was live until %s",
+			a, prev.Status, prev.Expires.Sub(epoch))
+	}
+	if ks.cpSet && !fpCompatible(rec.Fingerprint, ks.cpFp) {
+		ks.cpSet = false // other work: it inherits nothing
+	}
+	r := &run{
+		id: len(l.runs) + 1, key: rec.Key, name: ks.name, token: rec.LeaseToken, a: a,
+		fp: rec.Fingerprint, guarded: true, claimAt: now, leaseEnd: rec.LeaseExpires,
+		how: "its handler never ran",
+	}
+	r.staleCp = stale
+	if ks.cpSet {
+		r.expectCp = ks.cp
+		switch {
+		case prev == nil && ks.gone == "":
+			ks.gone = "c.checkpointLost: the record was gone"
+		case prev != nil && prev.Checkpoint == ks.cp:
+			// A takeover: the new record holds the checkpoint once the guard writes it back.
+			ks.gone = fmt.Sprintf("c.checkpointLost.carry: run r%d took the key over from a record holding it and did not write it back", r.id)
+		}
+		r.cpCause = ks.gone
+	}
+	l.runs = append(l.runs, r)
+	l.byToken[r.token] = r
+	l.stats.Runs++
+	w.logf("%s holds %s as run r%d, lease to %.3fs", a, ks.name, r.id, r.leaseEnd.Sub(epoch).Seconds())
+}
+
+func (l *ledger) extended(w *world, token string, end time.Time, err error) {
+	if err != nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if r := l.byToken[token]; r != nil {
+		r.leaseEnd = end
+	}
+}
+
+func (l *ledger) checkpointed(w *world, key, token, cp string, err error) {
+	if err != nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ks := l.keys[key]
+	ks.cp, ks.cpSet, ks.gone = cp, true, ""
+	if r := l.byToken[token]; r != nil {
+		ks.cpFp = r.fp
+	}
+}
+
+// completeSent records that a completion carrying tokens was sent, unless a is dead (a
+// dead invocation's goroutines may still be woken by a timer, but a real one is frozen).
+func (l *ledger) completeSent(w *world, a *actor, tokens []string) {
+	if w.isDead(a) {
+		return
+	}
+	now := w.trueNow()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, t := range tokens {
+		r := l.byToken[t]
+		if r == nil || !r.sentAt.IsZero() {
+			continue
+		}
+		r.sentAt = now
+		if r.ended && r.succeeded && r.endAt.Before(r.leaseEnd) && !now.Before(r.leaseEnd) {
+			r.sentPastLease = true
+		}
+	}
+}
+
+func (l *ledger) completed(w *world, a *actor, rec *idem.Record, err error) {
+	now := w.trueNow()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r := l.byToken[rec.LeaseToken]
+	if err != nil {
+		if r != nil && errors.Is(err, idem.ErrLeaseLost) {
+			r.lost = true
+		}
+		return
+	}
+	ks := l.keys[rec.Key]
+	ks.completions = append(ks.completions, completion{
+		token: rec.LeaseToken, status: rec.Status, data: append([]byte(nil), rec.Data...),
+		fp: rec.Fingerprint, at: now, expires: rec.Expires,
+	})
+	ks.cpSet = false
+	if r != nil {
+		r.landed, r.landedStatus = true, rec.Status
+	}
+	w.logf("%s recorded %s %s", a, ks.name, rec.Status)
+}
+
+func (l *ledger) completeAnswered(a *actor, token string, err error) {
+	if err != nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if r := l.byToken[token]; r != nil {
+		r.acked = true
+	}
+}
+
+func (l *ledger) released(w *world, key, token string, err error) {
+	if err != nil {
+		return
+	}
+	l.mu.Lock()
+	ks := l.keys[key]
+	if r := l.byToken[token]; ks.cpSet && r != nil {
+		ks.gone = fmt.Sprintf("c.checkpointLost.release: the record was deleted by the release after run r%d (%s) ended: %s", r.id, r.a, r.how)
+	}
+	l.mu.Unlock()
+	w.logf("%s released", ks.name)
+}
+
+// resent marks the run of token as claimed by a resent request that met its own record.
+func (l *ledger) markResent(token string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if r := l.byToken[token]; r != nil {
+		r.resent = true
+	}
+}
+
+// attachedWrite records an attached write committing, inside the store's completion.
+func (l *ledger) attachedWrite(w *world, key, token string) {
+	now := w.trueNow()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ks := l.keys[key]
+	ks.attached = append(ks.attached, attachment{token: token, at: now})
+}
+
+// handlerStart finds the run a handler of a starts under, and checks invariant (c).
+func (l *ledger) handlerStart(w *world, a *actor, key string, ctx context.Context, guarded bool, ctxErr error) *run {
+	now := w.trueNow()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ks := l.keys[key]
+	var r *run
+	if guarded {
+		for i := len(l.runs) - 1; i >= 0; i-- {
+			if c := l.runs[i]; c.a == a && c.key == key && !c.started {
+				r = c
+				break
+			}
+		}
+		if r == nil {
+			l.violate("a.unknownLease", ks.name, "%s runs its handler under a lease the store never granted it", a)
+		}
+	} else {
+		l.stats.Unguarded++
+		if err := ctxErr; err != nil {
+			l.violate("a.failOpenCancelled", ks.name, "%s runs its handler unguarded (fail-open) on an ended context (%v)", a, err)
+		}
+	}
+	if r == nil {
+		r = &run{id: len(l.runs) + 1, key: key, name: ks.name, a: a}
+		l.runs = append(l.runs, r)
+	}
+	r.started, r.startAt = true, now
+	if r.guarded {
+		if got := idem.LastCheckpoint(ctx); got != r.expectCp && (r.staleCp == "" || got != r.staleCp) {
+			class, cause := "c.checkpointLost", r.cpCause
+			switch {
+			case r.resent:
+				class, cause = "c.checkpointLost.resend", "its claim's response was lost and the resend met its own record"
+			case cause != "":
+				class, cause, _ = strings.Cut(cause, ": ")
+			}
+			l.violate(class, ks.name, "run r%d of %s sees checkpoint %q, want %q, recorded before its claim (%s)", r.id, a, got, r.expectCp, cause)
+			if ks.cpSet && ks.cp == r.expectCp {
+				// Reported once: later owners are judged by what this one could see.
+				ks.cp, ks.cpSet, ks.gone = got, got != "", ""
+			}
+		}
+	}
+	return r
+}
+
+// effect records r's effect at the true time, checking invariant (a).
+func (l *ledger) effect(w *world, r *run) {
+	now := w.trueNow()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ks := l.keys[r.key]
+	l.stats.Effects++
+	ks.effects++
+	if !r.guarded {
+		return
+	}
+	if ks.effects > 1 {
+		l.stats.Reruns++
+	}
+	for _, o := range l.runs {
+		if o == r || o.key != r.key || !o.guarded || !o.started || o.ended {
+			continue
+		}
+		// Two runs of the key at once: fine only if the earlier one's lease had truly
+		// ended when the later one claimed.
+		early, late := o, r
+		if r.claimAt.Before(o.claimAt) {
+			early, late = r, o
+		}
+		if !early.leaseEnd.After(late.claimAt) {
+			l.stats.OverlapAfterLease++
+			w.logf("r%d and r%d run %s at once; r%d's lease ended at %.3fs, before r%d claimed", r.id, o.id, ks.name, early.id, early.leaseEnd.Sub(epoch).Seconds(), late.id)
+			continue
+		}
+		l.violate("a.overlap", ks.name, "run r%d (%s) ran its effect while run r%d (%s) also ran; r%d claimed at %.3fs while r%d's lease was live until %.3fs",
+			r.id, r.a, o.id, o.a, late.id, late.claimAt.Sub(epoch).Seconds(), early.id, early.leaseEnd.Sub(epoch).Seconds())
+	}
+	if !now.Before(r.leaseEnd) && r.a.covered() {
+		l.violate(r.a.pastLeaseClass(), ks.name, "run r%d (%s) ran its effect at %.3fs, after its lease ended at %.3fs, with its context still live (%s)",
+			r.id, r.a, now.Sub(epoch).Seconds(), r.leaseEnd.Sub(epoch).Seconds(), r.a.leaseWhy())
+	}
+}
+
+// handlerEnd records that r's handler returned (or panicked).
+func (l *ledger) handlerEnd(w *world, r *run, ok, attached bool, how string) {
+	now := w.trueNow()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r.ended, r.endAt, r.succeeded, r.attached, r.how = true, now, ok, attached, how
+}
+
+// actorDied ends the runs of a dead actor.
+func (l *ledger) actorDied(w *world, a *actor) {
+	now := w.trueNow()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range l.runs {
+		if r.a == a && r.started && !r.ended {
+			r.ended, r.endAt, r.how = true, now, "its invocation died"
+		}
+	}
+}
+
+// observeTime marks runs whose handler is still running at their lease end.
+func (l *ledger) observeTime(w *world, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range l.runs {
+		if r.guarded && r.started && !r.ended && !r.outlived && !now.Before(r.leaseEnd) {
+			r.outlived = true
+			l.stats.Outlived++
+		}
+	}
+}
+
+// decode returns the answer a completion stands for: the result string, or an HTTP body.
+func (ks *keyState) decode(c completion) (string, bool) {
+	if c.status == idem.StatusFailed {
+		return string(c.data), true
+	}
+	switch ks.kind {
+	case "http":
+		var resp struct {
+			Body string `json:"body"`
+		}
+		if json.Unmarshal(c.data, &resp) != nil {
+			return "", false
+		}
+		return resp.Body, true
+	default:
+		var s string
+		if json.Unmarshal(c.data, &s) != nil {
+			return "", false
+		}
+		return s, true
+	}
+}
+
+// answer checks invariant (b) for a caller that was answered value for key: a result it
+// computed (replayed false), a replay, or a remembered failure's message (failed).
+func (l *ledger) answer(w *world, a *actor, key, value string, replayed, failed bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ks := l.keys[key]
+	want := idem.StatusCompleted
+	if failed {
+		want = idem.StatusFailed
+	}
+	if !replayed && !failed {
+		var r *run
+		if id := runID(value); id >= 1 && id <= len(l.runs) {
+			r = l.runs[id-1]
+		}
+		if r != nil && !r.guarded {
+			return // fail-open: nothing is recorded, by design
+		}
+		if r == nil || !r.landed {
+			l.violate("b.answerNotRecorded", ks.name, "%s was answered %q but that run's result was never recorded", a, value)
+			return
+		}
+		for _, c := range ks.completions {
+			if c.token == r.token {
+				if got, ok := ks.decode(c); !ok || got != value {
+					l.violate("b.answerDiffers", ks.name, "%s was answered %q, the record holds %q", a, value, got)
+				}
+				return
+			}
+		}
+		return
+	}
+	var recorded []string
+	for _, c := range ks.completions {
+		if c.status != want {
+			continue
+		}
+		got, ok := ks.decode(c)
+		if ok && got == value {
+			return
+		}
+		recorded = append(recorded, got)
+	}
+	l.violate("b.replayDiffers", ks.name, "%s was replayed %q, recorded %s results: %q", a, value, want, recorded)
+}
+
+// finalChecks checks what can only be judged once the schedule is over.
+func (l *ledger) finalChecks(w *world) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	names := make([]string, 0, len(l.keys))
+	byName := make(map[string]*keyState, len(l.keys))
+	for _, ks := range l.keys {
+		names = append(names, ks.name)
+		byName[ks.name] = ks
+	}
+	sort.Strings(names)
+	for _, r := range l.runs {
+		if !r.guarded {
+			continue
+		}
+		if r.succeeded && r.sentAt.IsZero() && r.a.killedByDeadline && r.endAt.Before(r.a.killedAt) && r.a.lambdaBatch() {
+			l.violate("a.lostOutcome", r.name, "run r%d (%s) finished at %.3fs, before the invocation was killed at its deadline (%.3fs), but its outcome was never sent to the store",
+				r.id, r.a, r.endAt.Sub(epoch).Seconds(), r.a.killedAt.Sub(epoch).Seconds())
+		}
+		if r.sentPastLease && !r.landed {
+			for _, o := range l.runs {
+				if o.key == r.key && o.guarded && o.claimAt.After(r.claimAt) && !o.claimAt.After(r.sentAt) {
+					l.violate("a.outcomePastLease", r.name, "run r%d (%s) finished at %.3fs within its lease (to %.3fs), but its outcome was sent only at %.3fs; run r%d (%s) took the key over at %.3fs, so the work is done twice",
+						r.id, r.a, r.endAt.Sub(epoch).Seconds(), r.leaseEnd.Sub(epoch).Seconds(), r.sentAt.Sub(epoch).Seconds(), o.id, o.a, o.claimAt.Sub(epoch).Seconds())
+					break
+				}
+			}
+		}
+	}
+	for _, name := range names {
+		ks := byName[name]
+		// (e) attached writes: once, and only with their completion.
+		seen := make(map[string]bool)
+		for _, at := range ks.attached {
+			if seen[at.token] {
+				l.violate("e.attachedTwice", name, "an attached write of one lease committed twice")
+			}
+			seen[at.token] = true
+			r := l.byToken[at.token]
+			if r == nil || !r.landed || r.landedStatus != idem.StatusCompleted {
+				l.violate("e.attachedWithoutRecord", name, "an attached write committed at %.3fs without its COMPLETED record", at.at.Sub(epoch).Seconds())
+			}
+		}
+		completed := 0
+		for _, c := range ks.completions {
+			if c.status == idem.StatusCompleted {
+				completed++
+				if r := l.byToken[c.token]; r != nil && r.attached && !seen[c.token] {
+					l.violate("e.recordWithoutAttached", name, "run r%d's COMPLETED record landed without the write it attached", r.id)
+				}
+			}
+		}
+		if len(ks.attached) > completed {
+			l.violate("e.attachedTwice", name, "%d attached writes committed for %d completions", len(ks.attached), completed)
+		}
+	}
+	l.stats.Collisions = w.collisions
+}
+
+// runID returns the run id a result value ("d1#r7") names, or 0.
+func runID(value string) int {
+	i := strings.LastIndex(value, "#r")
+	if i < 0 {
+		return 0
+	}
+	id, err := strconv.Atoi(value[i+2:])
+	if err != nil {
+		return 0
+	}
+	return id
+}

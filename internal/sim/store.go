@@ -1,0 +1,295 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/idemkit/idem"
+)
+
+// Errors the simulated store answers with. Both wrap idem.ErrStore, as the Store contract
+// asks of store failures.
+var (
+	errInjected = fmt.Errorf("%w: sim: injected failure, not applied", idem.ErrStore)
+	errLost     = fmt.Errorf("%w: sim: response lost after the request applied", idem.ErrStore)
+	errShutdown = errors.New("sim: the schedule is over")
+)
+
+// store is the simulated store: a real *idem.MemStore, the reference semantics, with a
+// scheduling point before every request reaches it (where the scheduler may fail it, lose
+// its response, or hold the response back) and the ledger's observations of what applied.
+type store struct {
+	w      *world
+	mem    *idem.MemStore
+	mutant string // a deliberate store bug, for the test that the invariants catch bugs
+}
+
+// The mutants: deliberate store bugs that the invariants must catch.
+const (
+	mutantClaimIgnoresLeases    = "claim-ignores-leases"    // a claim takes over live in-progress records
+	mutantCompleteDropsAttached = "complete-drops-attached" // a completion commits without its attached writes
+	mutantCompleteLies          = "complete-lies"           // a single completion answers nil without applying
+)
+
+// batchStore is the simulated store with idem.BatchStore.
+type batchStore struct{ *store }
+
+func (s *store) name(key string) string {
+	if n, ok := s.w.keyNames[key]; ok {
+		return n
+	}
+	return "?" + key[max(0, len(key)-6):]
+}
+
+func (s *store) names(keys []string) string {
+	n := make([]string, len(keys))
+	for i, k := range keys {
+		n[i] = s.name(k)
+	}
+	return strings.Join(n, "+")
+}
+
+// request blocks at the point before a request and returns the scheduler's decision.
+func (s *store) request(ctx context.Context, op, keys string) (*actor, decision) {
+	a := actorOf(ctx)
+	return a, s.w.block(a, pointStore, op, keys)
+}
+
+// respond holds a late answer back until the scheduler releases it; false means abort.
+func (s *store) respond(a *actor, d decision, op, keys string) bool {
+	if d.fault != faultLate {
+		return true
+	}
+	return !s.w.block(a, pointStoreResp, op+"-resp", keys).abort
+}
+
+// Claim implements idem.Store.
+func (s *store) Claim(ctx context.Context, rec *idem.Record, now time.Time) (*idem.Record, bool, error) {
+	n := s.name(rec.Key)
+	a, d := s.request(ctx, "claim", n)
+	if d.abort {
+		return nil, false, errShutdown
+	}
+	if d.fault == faultBefore {
+		return nil, false, errInjected
+	}
+	prev, claimed, err := s.mem.Claim(ctx, rec, now)
+	if s.mutant == mutantClaimIgnoresLeases && err == nil && !claimed && prev.Status == idem.StatusInProgress && prev.LeaseToken != rec.LeaseToken {
+		s.mem.Put(*rec)
+		claimed = true
+	}
+	s.w.led.claimed(s.w, a, rec, prev, claimed, err)
+	switch d.fault {
+	case faultLose:
+		return nil, false, errLost
+	case faultResend:
+		prev, claimed, err = s.mem.Claim(ctx, rec, now)
+		s.w.led.claimed(s.w, a, rec, prev, claimed, err)
+		s.w.led.markResent(rec.LeaseToken)
+	}
+	if !s.respond(a, d, "claim", n) {
+		return nil, false, errShutdown
+	}
+	return prev, claimed, err
+}
+
+// call makes one request that answers with an error alone: the point, the scheduler's
+// fault, apply (the inner call and the ledger's observation of it), and the answer.
+func (s *store) call(ctx context.Context, op, n string, apply func() error) (*actor, error) {
+	a, d := s.request(ctx, op, n)
+	if d.abort {
+		return a, errShutdown
+	}
+	if d.fault == faultBefore {
+		return a, errInjected
+	}
+	err := apply()
+	if d.fault == faultLose || d.fault == faultResend {
+		return a, errLost
+	}
+	if !s.respond(a, d, op, n) {
+		return a, errShutdown
+	}
+	return a, err
+}
+
+// Get implements idem.Store.
+func (s *store) Get(ctx context.Context, key string) (*idem.Record, error) {
+	var rec *idem.Record
+	_, err := s.call(ctx, "get", s.name(key), func() (err error) {
+		rec, err = s.mem.Get(ctx, key)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// Complete implements idem.Store. A lost response is not resent: DynamoDB's transactions
+// carry a client token that makes a resend a no-op, which the in-memory store cannot model.
+func (s *store) Complete(ctx context.Context, rec *idem.Record, attached []any) error {
+	a := actorOf(ctx)
+	s.w.led.completeSent(s.w, a, []string{rec.LeaseToken})
+	_, err := s.call(ctx, "complete", s.name(rec.Key), func() error {
+		var err error
+		switch s.mutant {
+		case mutantCompleteDropsAttached:
+			err = s.mem.Complete(ctx, rec, nil)
+		case mutantCompleteLies:
+			return nil
+		default:
+			err = s.mem.Complete(ctx, rec, attached)
+		}
+		s.w.led.completed(s.w, a, rec, err)
+		return err
+	})
+	s.w.led.completeAnswered(a, rec.LeaseToken, err)
+	return err
+}
+
+// Release implements idem.Store.
+func (s *store) Release(ctx context.Context, key, token string) error {
+	_, err := s.call(ctx, "release", s.name(key), func() error {
+		err := s.mem.Release(ctx, key, token)
+		s.w.led.released(s.w, key, token, err)
+		return err
+	})
+	return err
+}
+
+// Extend implements idem.Store.
+func (s *store) Extend(ctx context.Context, key, token string, leaseExpires time.Time) error {
+	_, err := s.call(ctx, "extend", s.name(key), func() error {
+		err := s.mem.Extend(ctx, key, token, leaseExpires)
+		s.w.led.extended(s.w, token, leaseExpires, err)
+		return err
+	})
+	return err
+}
+
+// SetCheckpoint implements idem.Store.
+func (s *store) SetCheckpoint(ctx context.Context, key, token, checkpoint string) error {
+	_, err := s.call(ctx, "checkpoint", s.name(key), func() error {
+		err := s.mem.SetCheckpoint(ctx, key, token, checkpoint)
+		s.w.led.checkpointed(s.w, key, token, checkpoint, err)
+		return err
+	})
+	return err
+}
+
+// ClaimMany implements idem.BatchStore: one request for the whole batch.
+func (s *batchStore) ClaimMany(ctx context.Context, recs []*idem.Record, now time.Time) []idem.ClaimResult {
+	keys := make([]string, len(recs))
+	for i, r := range recs {
+		keys[i] = r.Key
+	}
+	n := s.names(keys)
+	fail := func(err error) []idem.ClaimResult {
+		out := make([]idem.ClaimResult, len(recs))
+		for i := range out {
+			out[i].Err = err
+		}
+		return out
+	}
+	a, d := s.request(ctx, "claimMany", n)
+	if d.abort {
+		return fail(errShutdown)
+	}
+	if d.fault == faultBefore {
+		return fail(errInjected)
+	}
+	apply := func() []idem.ClaimResult {
+		out := s.mem.ClaimMany(ctx, recs, now)
+		for i, r := range out {
+			s.w.led.claimed(s.w, a, recs[i], r.Prev, r.Claimed, r.Err)
+		}
+		return out
+	}
+	out := apply()
+	switch d.fault {
+	case faultLose:
+		return fail(errLost)
+	case faultResend:
+		out = apply()
+		for _, r := range recs {
+			s.w.led.markResent(r.LeaseToken)
+		}
+	}
+	if !s.respond(a, d, "claimMany", n) {
+		return fail(errShutdown)
+	}
+	return out
+}
+
+// CompleteMany implements idem.BatchStore: one request for the whole batch.
+func (s *batchStore) CompleteMany(ctx context.Context, recs []*idem.Record) []error {
+	keys := make([]string, len(recs))
+	tokens := make([]string, len(recs))
+	for i, r := range recs {
+		keys[i], tokens[i] = r.Key, r.LeaseToken
+	}
+	n := s.names(keys)
+	s.w.led.completeSent(s.w, actorOf(ctx), tokens)
+	a, d := s.request(ctx, "completeMany", n)
+	if d.abort {
+		return fill(len(recs), errShutdown)
+	}
+	if d.fault == faultBefore {
+		return fill(len(recs), errInjected)
+	}
+	out := s.mem.CompleteMany(ctx, recs)
+	for i, err := range out {
+		s.w.led.completed(s.w, a, recs[i], err)
+	}
+	if d.fault == faultLose || d.fault == faultResend {
+		return fill(len(recs), errLost)
+	}
+	if !s.respond(a, d, "completeMany", n) {
+		return fill(len(recs), errShutdown)
+	}
+	for i, err := range out {
+		s.w.led.completeAnswered(a, recs[i].LeaseToken, err)
+	}
+	return out
+}
+
+// ReleaseMany implements idem.BatchStore: one request for the whole batch.
+func (s *batchStore) ReleaseMany(ctx context.Context, keys, tokens []string) []error {
+	n := s.names(keys)
+	a, d := s.request(ctx, "releaseMany", n)
+	if d.abort {
+		return fill(len(keys), errShutdown)
+	}
+	if d.fault == faultBefore {
+		return fill(len(keys), errInjected)
+	}
+	out := s.mem.ReleaseMany(ctx, keys, tokens)
+	for i, err := range out {
+		s.w.led.released(s.w, keys[i], tokens[i], err)
+	}
+	if d.fault == faultLose || d.fault == faultResend {
+		return fill(len(keys), errLost)
+	}
+	if !s.respond(a, d, "releaseMany", n) {
+		return fill(len(keys), errShutdown)
+	}
+	return out
+}
+
+func fill(n int, err error) []error {
+	out := make([]error, n)
+	for i := range out {
+		out[i] = err
+	}
+	return out
+}
+
+// truth returns the stored record for key as the table holds it, bypassing the scheduler.
+func (s *store) truth(key string) *idem.Record {
+	rec, _ := s.mem.Get(context.Background(), key)
+	return rec
+}

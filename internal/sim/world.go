@@ -1,0 +1,549 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"runtime/metrics"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// epoch is simulated time zero. It lies far from wall time, so a stray read of the system
+// clock in the code under test would show as a wildly wrong lease.
+var epoch = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// pointKind says what a goroutine waits for at a scheduling point.
+type pointKind uint8
+
+const (
+	pointStore     pointKind = iota // a store request, about to reach the store
+	pointStoreResp                  // a store response, applied, on its way back
+	pointStep                       // a step of a handler
+)
+
+// fault is what the simulated store does to one request.
+type fault uint8
+
+const (
+	faultNone   fault = iota // apply and answer
+	faultBefore              // fail without applying
+	faultLose                // apply, then lose the response: the caller gets an error
+	faultResend              // apply, lose the response, and the SDK resends the request
+	faultLate                // apply, and answer only at a later scheduling point
+)
+
+var faultNames = [...]string{"ok", "fail", "lost", "lost+resend", "late"}
+
+// decision is what the scheduler hands a goroutine it releases from a point.
+type decision struct {
+	abort bool // the schedule is over: unwind without touching the store or the ledger
+	fault fault
+	plan  *plan // for a handler's start step
+}
+
+// point is one goroutine waiting for the scheduler.
+type point struct {
+	a     *actor
+	kind  pointKind
+	op    string
+	key   string // short key name(s), for the label and the trace
+	label string // stable sort key: actor, operation, key
+	seq   uint64 // registration order: a tie-breaker that the collision count watches
+	ch    chan decision
+}
+
+// timer is a pending clock.After.
+type timer struct {
+	at time.Time // true time
+	ch chan time.Time
+	c  *clock
+}
+
+// world is one schedule: the true time, the store, the actors, the ledger, and the
+// scheduler that lets exactly one goroutine of the code under test run at a time.
+type world struct {
+	cfg Config
+	rng *rand.Rand // used by the scheduler goroutine only
+	p   profile
+
+	mu       sync.Mutex // guards what goroutines under test touch
+	now      time.Time  // true time
+	waiting  []*point
+	timers   []timer
+	shutdown bool
+	seq      uint64
+	activity atomic.Uint64
+	runnable []metrics.Sample // the runtime's count of runnable goroutines
+
+	actors  []*actor
+	pending []*actor // planned, not yet started, by start time
+	wg      sync.WaitGroup
+
+	store    *store
+	keyNames map[string]string // stored key → short name
+	allKeys  []*keyInfo
+	queue    []*message // the SQS queue's messages
+	finalC   *container // the final phase's container: no skew
+	led      ledger
+
+	trace      []string
+	steps      int
+	collisions int
+	stuck      bool
+	final      bool // the final phase: no faults, no crashes, handlers succeed
+}
+
+// quiesce returns once every goroutine of the schedule has reached a scheduling point or
+// blocked for good. The simulation runs with GOMAXPROCS(1), so yielding lets every
+// runnable goroutine run until it blocks; every scheduling point, clock read and timer
+// bumps the activity counter, and the world is quiet once several yields in a row saw no
+// activity.
+//
+// The count of activity is a heuristic: a goroutine preempted (or whose thread the OS
+// descheduled) before it bumped the counter would look quiet. So the runtime confirms:
+// with one P held by the scheduler, its count of runnable goroutines (local and global
+// run queues) is exact, and the world is quiet only when it is zero. (Before Go 1.26,
+// which added the metric, the rounds alone decide.)
+func (w *world) quiesce() {
+	const quietRounds = 3
+	for {
+		for quiet := 0; quiet < quietRounds; {
+			before := w.activity.Load()
+			runtime.Gosched()
+			if w.activity.Load() == before {
+				quiet++
+			} else {
+				quiet = 0
+			}
+		}
+		metrics.Read(w.runnable)
+		if v := w.runnable[0].Value; v.Kind() != metrics.KindUint64 || v.Uint64() == 0 {
+			return
+		}
+	}
+}
+
+// block registers a scheduling point for the calling goroutine and waits until the
+// scheduler releases it.
+func (w *world) block(a *actor, kind pointKind, op, key string) decision {
+	p := &point{a: a, kind: kind, op: op, key: key, ch: make(chan decision, 1)}
+	w.mu.Lock()
+	if w.shutdown {
+		w.mu.Unlock()
+		return decision{abort: true}
+	}
+	w.seq++
+	p.seq = w.seq
+	p.label = fmt.Sprintf("%03d %d %s %s", a.id, kind, op, key)
+	w.waiting = append(w.waiting, p)
+	w.activity.Add(1)
+	w.mu.Unlock()
+	return <-p.ch
+}
+
+// releasable returns the waiting points of live actors, sorted by label.
+func (w *world) releasable() []*point {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []*point
+	for _, p := range w.waiting {
+		if !p.a.dead {
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out, func(x, y *point) int {
+		if c := strings.Compare(x.label, y.label); c != 0 {
+			return c
+		}
+		return int(x.seq) - int(y.seq)
+	})
+	for i := 1; i < len(out); i++ {
+		if out[i].label == out[i-1].label {
+			w.collisions++
+		}
+	}
+	return out
+}
+
+// release hands p its decision and forgets it.
+func (w *world) release(p *point, d decision) {
+	w.mu.Lock()
+	w.waiting = slices.DeleteFunc(w.waiting, func(q *point) bool { return q == p })
+	w.activity.Add(1)
+	w.mu.Unlock()
+	p.ch <- d
+}
+
+// logf appends a line to the trace, stamped with the true time.
+func (w *world) logf(format string, args ...any) {
+	line := fmt.Sprintf(format, args...)
+	w.mu.Lock()
+	w.trace = append(w.trace, fmt.Sprintf("%9.3fs  %s", w.now.Sub(epoch).Seconds(), line))
+	w.mu.Unlock()
+}
+
+// clock is a container's clock: true time plus the container's skew. Its timers fire in
+// true time, when the scheduler moves time past them.
+type clock struct {
+	w    *world
+	skew time.Duration
+}
+
+// Now returns the true time plus the skew.
+func (c *clock) Now() time.Time {
+	c.w.mu.Lock()
+	t := c.w.now.Add(c.skew)
+	c.w.mu.Unlock()
+	c.w.activity.Add(1)
+	return t
+}
+
+// After returns a channel that receives once d has passed in simulated time. Once the
+// schedule is over it never fires: the contexts end instead, and every wait in the code
+// under test also watches its context.
+func (c *clock) After(d time.Duration) <-chan time.Time {
+	ch := make(chan time.Time, 1)
+	w := c.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.activity.Add(1)
+	switch {
+	case w.shutdown:
+	case d <= 0:
+		ch <- w.now.Add(c.skew)
+	default:
+		w.timers = append(w.timers, timer{at: w.now.Add(d), ch: ch, c: c})
+	}
+	return ch
+}
+
+type actorKey struct{}
+
+// simCtx is an actor's context: its deadline is in simulated time, and it ends when the
+// scheduler moves time past it (or when the schedule is over). It embeds a cancel context
+// so that contexts derived from it by the code under test propagate cancellation without
+// goroutines of their own.
+type simCtx struct {
+	context.Context
+	cancel   context.CancelCauseFunc
+	a        *actor
+	deadline time.Time
+	hasDL    bool
+	expired  atomic.Bool
+}
+
+func newCtx(a *actor, deadline time.Time, hasDL bool) *simCtx {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	return &simCtx{Context: ctx, cancel: cancel, a: a, deadline: deadline, hasDL: hasDL}
+}
+
+// Deadline returns the simulated deadline.
+func (c *simCtx) Deadline() (time.Time, bool) {
+	c.a.w.activity.Add(1)
+	return c.deadline, c.hasDL
+}
+
+// Err reports context.DeadlineExceeded once simulated time passed the deadline.
+func (c *simCtx) Err() error {
+	err := c.Context.Err()
+	if err != nil && c.expired.Load() {
+		return context.DeadlineExceeded
+	}
+	return err
+}
+
+// Value returns the actor for actorKey and defers every other key.
+func (c *simCtx) Value(key any) any {
+	if key == (actorKey{}) {
+		return c.a
+	}
+	return c.Context.Value(key)
+}
+
+// actorOf returns the actor whose context ctx derives from.
+func actorOf(ctx context.Context) *actor {
+	a, _ := ctx.Value(actorKey{}).(*actor)
+	if a == nil {
+		panic("sim: a store call or handler step without an actor in its context")
+	}
+	return a
+}
+
+// nextEvent returns the earliest true time at which something happens without a point
+// being released: a timer, a deadline, an actor's start.
+func (w *world) nextEvent() (time.Time, bool) {
+	var t time.Time
+	ok := false
+	consider := func(x time.Time) {
+		if !ok || x.Before(t) {
+			t, ok = x, true
+		}
+	}
+	w.mu.Lock()
+	for _, tm := range w.timers {
+		consider(tm.at)
+	}
+	w.mu.Unlock()
+	for _, a := range w.actors {
+		if a.started && !a.dead && !a.done && a.ctx.hasDL && !a.ctx.expired.Load() {
+			consider(a.ctx.deadline)
+		}
+	}
+	if len(w.pending) > 0 {
+		consider(w.pending[0].start)
+	}
+	return t, ok
+}
+
+// advanceTo moves true time to target, stopping at every event on the way to let the
+// goroutines it wakes reach their next points. Unless the store stalls, time stops moving
+// at an event that sent a store request: store calls are fast.
+func (w *world) advanceTo(target time.Time, stall bool) {
+	for {
+		t, ok := w.nextEvent()
+		if !ok || t.After(target) {
+			break
+		}
+		w.setNow(t)
+		w.fireAt(t)
+		w.quiesce()
+		if !stall && w.storeInFlight(w.releasable()) {
+			return
+		}
+	}
+	w.setNow(target)
+}
+
+// storeInFlight reports whether pts hold a store request or response.
+func (w *world) storeInFlight(pts []*point) bool {
+	for _, p := range pts {
+		if p.kind != pointStep {
+			return true
+		}
+	}
+	return false
+}
+
+func (w *world) setNow(t time.Time) {
+	w.mu.Lock()
+	if t.After(w.now) {
+		w.now = t
+	}
+	w.mu.Unlock()
+	w.led.observeTime(w, t)
+}
+
+// fireAt runs everything due at t: Lambda kills at deadlines, then context deadlines, then
+// timers (all due timers at once, so their order never matters), then actor starts.
+func (w *world) fireAt(t time.Time) {
+	for _, a := range w.actors {
+		if !a.started || a.done || a.dead || !a.ctx.hasDL || a.ctx.expired.Load() || a.ctx.deadline.After(t) {
+			continue
+		}
+		if a.kill {
+			w.kill(a, "killed at its deadline")
+		}
+		a.ctx.expired.Store(true)
+		a.ctx.cancel(context.DeadlineExceeded)
+		w.activity.Add(1)
+	}
+	w.mu.Lock()
+	var due []timer
+	kept := w.timers[:0]
+	for _, tm := range w.timers {
+		if tm.at.After(t) {
+			kept = append(kept, tm)
+		} else {
+			due = append(due, tm)
+		}
+	}
+	w.timers = kept
+	w.mu.Unlock()
+	for _, tm := range due {
+		tm.ch <- t.Add(tm.c.skew)
+		w.activity.Add(1)
+	}
+	for len(w.pending) > 0 && !w.pending[0].start.After(t) {
+		a := w.pending[0]
+		w.pending = w.pending[1:]
+		w.startActor(a)
+	}
+}
+
+// kill stops a for good: its goroutines stay at their points until the schedule is over.
+func (w *world) kill(a *actor, why string) {
+	if a.dead {
+		return
+	}
+	w.mu.Lock()
+	a.dead = true
+	a.killedAt = w.now
+	w.mu.Unlock()
+	a.killedByDeadline = why == "killed at its deadline"
+	w.logf("%s %s", a, why)
+	w.led.actorDied(w, a)
+}
+
+// startActor starts a's goroutine.
+func (w *world) startActor(a *actor) {
+	a.started = true
+	a.ctx = newCtx(a, a.deadline, a.hasDL)
+	if a.kind == "sqs" || a.kind == "fifo" {
+		w.drawSQS(a)
+	}
+	w.logf("%s starts%s", a, a.describe())
+	w.wg.Add(1)
+	w.activity.Add(1)
+	go func() {
+		defer w.wg.Done()
+		a.body(a.ctx)
+		w.mu.Lock()
+		a.done = true
+		w.mu.Unlock()
+		w.activity.Add(1)
+	}()
+}
+
+// live reports whether some started actor is neither done nor dead, or one is still to
+// start.
+func (w *world) live() bool {
+	if len(w.pending) > 0 {
+		return true
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, a := range w.actors {
+		if a.started && !a.done && !a.dead {
+			return true
+		}
+	}
+	return false
+}
+
+// schedule runs the scheduler until no actor can make progress.
+func (w *world) schedule() {
+	for {
+		w.quiesce()
+		if w.steps >= w.cfg.maxSteps() {
+			w.logf("step budget of %d spent", w.cfg.maxSteps())
+			w.stuck = true
+			return
+		}
+		pts := w.releasable()
+		if len(pts) == 0 {
+			t, ok := w.nextEvent()
+			if !ok {
+				if w.live() {
+					w.stuck = true
+				}
+				return
+			}
+			w.advanceTo(t, false)
+			continue
+		}
+		w.steps++
+		if w.rng.Float64() < w.p.advance {
+			w.advanceTo(w.advanceTarget(pts))
+			continue
+		}
+		p := pts[w.rng.IntN(len(pts))]
+		if !w.final && !p.a.finisher && w.rng.Float64() < w.p.crash {
+			w.kill(p.a, fmt.Sprintf("crashes before %s %s", p.op, p.key))
+			continue
+		}
+		w.release(p, w.decide(p))
+	}
+}
+
+// advanceTarget draws how far time moves: to the next event, by a little, or by a lot
+// (past leases and deadlines). While a store request is in flight, time moves by at most
+// storeLatency, unless the store stalls (FeatLate): store calls are fast, and a call that
+// takes seconds is a fault to inject, not the rule. In the final phase time moves little.
+func (w *world) advanceTarget(pts []*point) (time.Time, bool) {
+	w.mu.Lock()
+	now := w.now
+	w.mu.Unlock()
+	const storeLatency = 30 * time.Millisecond
+	stall := !w.final && w.rng.Float64() < w.p.late
+	if w.final || (w.storeInFlight(pts) && !stall) {
+		return now.Add(time.Duration(1 + w.rng.Int64N(int64(storeLatency)))), false
+	}
+	switch r := w.rng.Float64(); {
+	case r < 0.45:
+		if t, ok := w.nextEvent(); ok {
+			return t, stall
+		}
+		return now.Add(time.Duration(1+w.rng.IntN(200)) * time.Millisecond), stall
+	case r < 0.8:
+		return now.Add(time.Duration(1+w.rng.IntN(300)) * time.Millisecond), stall
+	default:
+		return now.Add(time.Duration(500+w.rng.IntN(6000)) * time.Millisecond), stall
+	}
+}
+
+// decide draws what happens at a released point.
+func (w *world) decide(p *point) decision {
+	switch p.kind {
+	case pointStore:
+		f := w.drawFault(p.op)
+		w.logf("%s %s %s → %s", p.a, p.op, p.key, faultNames[f])
+		return decision{fault: f}
+	case pointStoreResp:
+		w.logf("%s %s %s ← late answer", p.a, p.op, p.key)
+		return decision{}
+	default:
+		d := decision{}
+		if p.op == "start" {
+			d.plan = w.drawPlan(p.a)
+			w.logf("%s handler %s starts: %s", p.a, p.key, d.plan)
+		} else {
+			w.logf("%s handler %s %s", p.a, p.key, p.op)
+		}
+		return d
+	}
+}
+
+func (w *world) drawFault(op string) fault {
+	if w.final {
+		return faultNone
+	}
+	r := w.rng.Float64()
+	p := &w.p
+	switch {
+	case r < p.failBefore:
+		return faultBefore
+	case r < p.failBefore+p.lose:
+		if (op == "claim" || op == "claimMany") && w.rng.IntN(2) == 0 {
+			return faultResend
+		}
+		return faultLose
+	case r < p.failBefore+p.lose+p.late:
+		return faultLate
+	}
+	return faultNone
+}
+
+// finish ends the schedule: every goroutine still waiting is released with abort, every
+// context ends, and the function returns once every actor goroutine has returned.
+func (w *world) finish() {
+	w.mu.Lock()
+	w.shutdown = true
+	waiting := w.waiting
+	w.waiting = nil
+	w.timers = nil
+	w.mu.Unlock()
+	for _, a := range w.actors {
+		if a.started {
+			a.ctx.cancel(errShutdown)
+		}
+	}
+	for _, p := range waiting {
+		p.ch <- decision{abort: true}
+	}
+	w.wg.Wait()
+}

@@ -1,0 +1,46 @@
+package idem_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idem"
+)
+
+// Two operations of one function, each with default options, never share a record: the
+// same key runs each operation's handler once (at-most-once issue, path 9).
+func TestOperationsNeverShareRecords(t *testing.T) {
+	t.Setenv("AWS_LAMBDA_FUNCTION_NAME", "payments-fn")
+	ctx := context.Background()
+	store := idem.NewMemStore()
+	charge, err := idem.New(store, "charge")
+	require.NoError(t, err)
+	refund, err := idem.New(store, "refund")
+	require.NoError(t, err)
+
+	req := idem.Request{Key: "k-1"}
+	runs := map[string]int{}
+	for range 2 {
+		c, _, err := idem.Do(ctx, charge, req, func(context.Context) (string, error) { runs["charge"]++; return "charged", nil })
+		require.NoError(t, err)
+		assert.Equal(t, "charged", c)
+		r, _, err := idem.Do(ctx, refund, req, func(context.Context) (int, error) { runs["refund"]++; return 42, nil })
+		require.NoError(t, err)
+		assert.Equal(t, 42, r)
+	}
+	assert.Equal(t, map[string]int{"charge": 1, "refund": 1}, runs)
+	assert.Equal(t, 2, store.Len())
+}
+
+func TestNewRefusesBadOperations(t *testing.T) {
+	t.Parallel()
+	for _, op := range []string{"", "has space", "has#hash", "caf\u00e9", string(make([]byte, idem.MaxOperationLength+1))} {
+		_, err := idem.New(idem.NewMemStore(), op)
+		assert.Error(t, err, "%q", op)
+	}
+	_, err := idem.New(idem.NewMemStore(), "orders.create-v2")
+	assert.NoError(t, err)
+}

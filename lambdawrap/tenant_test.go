@@ -1,0 +1,105 @@
+package lambdawrap_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idem/lambdawrap"
+)
+
+// setUserARN sets the IAM caller's ARN where each source carries it.
+func (e *event) setUserARN(arn string) {
+	if e.kind == kindREST {
+		e.obj("requestContext", "identity")["userArn"] = arn
+		return
+	}
+	e.obj("requestContext", "authorizer", "iam")["userArn"] = arn
+}
+
+// TestTenantIAM: an IAM caller is its user ARN, or for an assumed role the role's ARN
+// without the session name, in every partition.
+func TestTenantIAM(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ fixture, want string }{
+		{fixture: "apigw-rest-iam-assumed-role", want: "iam:arn:aws:sts::444455556666:assumed-role/invoice-worker"},
+		{fixture: "apigw-rest-iam-user", want: "iam:arn:aws:iam::444455556666:user/integrations/partner-sync"},
+		{fixture: "apigw-v2-iam", want: "iam:arn:aws:sts::111122223333:assumed-role/export-runner"},
+		{fixture: "apigw-v2-iam-us-gov", want: "iam:arn:aws-us-gov:sts::123456789012:assumed-role/claims-processor"},
+		{fixture: "function-url-post-with-key", want: "iam:arn:aws:sts::111122223333:assumed-role/webhook-relay"},
+		{fixture: "function-url-iam-cn", want: "iam:arn:aws-cn:sts::210987654321:assumed-role/order-sync"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.fixture, func(t *testing.T) {
+			t.Parallel()
+			assert.Equal(t, tc.want, loadEvent(t, tc.fixture).defaultTenant(t))
+		})
+	}
+}
+
+// TestTenantIAMARNs: only the session name of an STS assumed-role ARN is dropped; every
+// other ARN, and anything that is not one, is the tenant as it is.
+func TestTenantIAMARNs(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ name, arn, want string }{
+		{name: "assumed role", arn: "arn:aws:sts::111122223333:assumed-role/export-runner/task-0f3e", want: "arn:aws:sts::111122223333:assumed-role/export-runner"},
+		{name: "assumed role, China", arn: "arn:aws-cn:sts::111122223333:assumed-role/r/s", want: "arn:aws-cn:sts::111122223333:assumed-role/r"},
+		{name: "assumed role, GovCloud", arn: "arn:aws-us-gov:sts::111122223333:assumed-role/r/s", want: "arn:aws-us-gov:sts::111122223333:assumed-role/r"},
+		{name: "assumed role with a path before the name", arn: "arn:aws:sts::111122223333:assumed-role/service/r/s", want: "arn:aws:sts::111122223333:assumed-role/service/r"},
+		{name: "session name with an at sign", arn: "arn:aws:sts::111122223333:assumed-role/r/jane@example.com", want: "arn:aws:sts::111122223333:assumed-role/r"},
+		{name: "assumed role without a session", arn: "arn:aws:sts::111122223333:assumed-role/r", want: "arn:aws:sts::111122223333:assumed-role/r"},
+		{name: "empty role name", arn: "arn:aws:sts::111122223333:assumed-role//s", want: "arn:aws:sts::111122223333:assumed-role//s"},
+		{name: "IAM user with a path", arn: "arn:aws:iam::111122223333:user/ops/alice", want: "arn:aws:iam::111122223333:user/ops/alice"},
+		{name: "IAM role", arn: "arn:aws:iam::111122223333:role/service/r", want: "arn:aws:iam::111122223333:role/service/r"},
+		{name: "root", arn: "arn:aws:iam::111122223333:root", want: "arn:aws:iam::111122223333:root"},
+		{name: "federated user", arn: "arn:aws:sts::111122223333:federated-user/bob", want: "arn:aws:sts::111122223333:federated-user/bob"},
+		{name: "assumed role of another service", arn: "arn:aws:iam::111122223333:assumed-role/r/s", want: "arn:aws:iam::111122223333:assumed-role/r/s"},
+		{name: "not an ARN", arn: "sts::assumed-role/r/s", want: "sts::assumed-role/r/s"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			for _, fixture := range []string{"apigw-rest-iam-user", "apigw-v2-iam", "function-url-iam-cn"} {
+				ev := loadEvent(t, fixture)
+				ev.setUserARN(tc.arn)
+				assert.Equal(t, "iam:"+tc.want, ev.defaultTenant(t), fixture)
+			}
+		})
+	}
+}
+
+// TestTenantAssumedRoleSessions: the same service retrying from another task, instance or
+// container (another session of its role) is the same tenant and gets the first response;
+// another role is another tenant.
+func TestTenantAssumedRoleSessions(t *testing.T) {
+	t.Parallel()
+	for _, fixture := range []string{"apigw-rest-iam-assumed-role", "apigw-v2-iam-us-gov", "function-url-iam-cn"} {
+		t.Run(fixture, func(t *testing.T) {
+			t.Parallel()
+			ev := loadEvent(t, fixture)
+			a := &app{}
+			h := a.handler(t, ev.kind, memGuard(t))
+			ctx := invokeCtx(t)
+			partition := map[kind]string{kindREST: "aws", kindHTTPAPI: "aws-us-gov", kindFunctionURL: "aws-cn"}[ev.kind]
+			role := "arn:" + partition + ":sts::111122223333:assumed-role/"
+
+			ev.setUserARN(role + "worker/task-1")
+			first := invoke(ctx, t, h, ev)
+			require.NoError(t, first.err)
+			require.Equal(t, 201, first.code)
+
+			ev.setUserARN(role + "worker/task-2")
+			retry := invoke(ctx, t, h, ev)
+			require.NoError(t, retry.err)
+			assert.Equal(t, "true", retry.header(lambdawrap.ReplayedHeader), "another session of the role")
+			assert.Equal(t, first.body(t), retry.body(t))
+
+			ev.setUserARN(role + "auditor/task-1")
+			other := invoke(ctx, t, h, ev)
+			require.NoError(t, other.err)
+			assert.Empty(t, other.header(lambdawrap.ReplayedHeader), "another role")
+			assert.Equal(t, int64(2), a.runs.Load())
+		})
+	}
+}
