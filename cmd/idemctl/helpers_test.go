@@ -90,6 +90,22 @@ func (e *env) claim(t *testing.T, raw, token string, leaseEnd time.Time, checkpo
 	return rec
 }
 
+// claimUnder writes an in-progress record, its lease ended a minute ago, for raw under
+// another scope or operation than the tests', and returns its stored key.
+func (e *env) claimUnder(t *testing.T, scope, operation, raw string) string {
+	t.Helper()
+	g, err := idem.New(e.store, operation, idem.WithScope(scope))
+	require.NoError(t, err)
+	key, err := g.StoredKey(idem.Request{Key: raw})
+	require.NoError(t, err)
+	_, claimed, err := e.store.Claim(context.Background(), &idem.Record{Key: key, Status: idem.StatusInProgress,
+		LeaseToken: "0ther" + operation, LeaseExpires: e.now.Add(-time.Minute), Expires: e.now.Add(time.Hour),
+		Version: idem.SchemaVersion}, e.now)
+	require.NoError(t, err)
+	require.True(t, claimed)
+	return key
+}
+
 // get reads the record of raw, nil if there is none.
 func (e *env) get(t *testing.T, raw string) *idem.Record {
 	t.Helper()

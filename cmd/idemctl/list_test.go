@@ -9,8 +9,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/idemkit/idem"
 )
 
 func TestList(t *testing.T) {
@@ -28,25 +26,10 @@ func TestList(t *testing.T) {
 	_, claimed, err := e.store.Claim(context.Background(), expired, e.now)
 	require.NoError(t, err)
 	require.True(t, claimed)
-	// The same key in another scope.
-	other, err := idem.New(e.store, testOperation, idem.WithScope("other-fn"))
-	require.NoError(t, err)
-	otherKey, err := other.StoredKey(idem.Request{Key: "ended-1"})
-	require.NoError(t, err)
-	_, claimed, err = e.store.Claim(context.Background(), &idem.Record{Key: otherKey, Status: idem.StatusInProgress,
-		LeaseToken: "77777777", LeaseExpires: e.now.Add(-time.Minute), Expires: e.now.Add(time.Hour), Version: 1}, e.now)
-	require.NoError(t, err)
-	require.True(t, claimed)
-
-	// The same key for another operation of the scope.
-	cancel, err := idem.New(e.store, "cancel-order", idem.WithScope(testScope))
-	require.NoError(t, err)
-	cancelKey, err := cancel.StoredKey(idem.Request{Key: "ended-1"})
-	require.NoError(t, err)
-	_, claimed, err = e.store.Claim(context.Background(), &idem.Record{Key: cancelKey, Status: idem.StatusInProgress,
-		LeaseToken: "88888888", LeaseExpires: e.now.Add(-time.Minute), Expires: e.now.Add(time.Hour), Version: 1}, e.now)
-	require.NoError(t, err)
-	require.True(t, claimed)
+	// The key "ended-1" of another scope, and of another operation of the scope, its lease
+	// ended too.
+	otherKey := e.claimUnder(t, "other-fn", testOperation, "ended-1")
+	cancelKey := e.claimUnder(t, testScope, "cancel-order", "ended-1")
 
 	keys := func(raw ...string) []string {
 		var out []string
