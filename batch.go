@@ -268,6 +268,12 @@ func (b *Batch) Settle(ctx context.Context) []error {
 			}
 			st := *s
 			st.runErr = nil // DoClaimed already returned a remembered failure's error
+			if err != nil && retryable(err) {
+				// A store failure of the batched call: resend this completion alone, and
+				// read it back if that fails too, as Do does. Settling it as failed would
+				// leave the work unrecorded and run it again after its lease.
+				err = g.complete(ctx, st)
+			}
 			err = g.completed(ctx, st, err)
 			b.mu.Lock()
 			b.items[doneIdx[j]].settleErr = err

@@ -80,7 +80,11 @@ func (e *InProgressError) Is(target error) bool { return target == ErrInProgress
 // StoreError reports a failed store operation. errors.Is(err, [ErrStore]) holds for it, and
 // Unwrap returns the underlying error (an SDK error for the DynamoDB store).
 type StoreError struct {
-	// Op names the operation: "claim", "get", "complete", "release", "extend" or "checkpoint".
+	// Op names the operation: "claim", "get", "complete", "release", "extend",
+	// "checkpoint", or [OpCommit] for a completion with attached writes whose outcome is
+	// unknown. With "claim" the handler did not run; with "complete" it ran and its effects
+	// stand, but its outcome was not recorded; with [OpCommit] it ran and its attached
+	// writes may or may not have committed.
 	Op string
 	// Err is the underlying error.
 	Err error
@@ -93,6 +97,12 @@ func (e *StoreError) Is(target error) bool { return target == ErrStore }
 
 // Unwrap returns the underlying error.
 func (e *StoreError) Unwrap() error { return e.Err }
+
+// OpCommit is the [StoreError] operation of a completion with attached writes ([Attach])
+// that failed, and whose record could not be read back: the writes and the record may or
+// may not have committed together. A retry after the lease ends learns which: it replays
+// the result if they did, and runs again if they did not.
+const OpCommit = "commit"
 
 // FailedError is a remembered failure replayed from the store. errors.Is(err, [ErrFailed])
 // holds for it.

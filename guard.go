@@ -345,6 +345,9 @@ func (g *Guard) waitFor(ctx context.Context, rec *Record, fp string, until time.
 		}
 		start := g.now()
 		cur, err := g.store.Get(ctx, rec.Key)
+		if err != nil && ctx.Err() != nil {
+			return nil, context.Cause(ctx) // the caller gave up during the poll
+		}
 		if err != nil {
 			err = storeErr("get", err)
 			g.storeFailed(ctx, rec.Key, "get", start, err)

@@ -120,6 +120,7 @@ func (s *MemStore) Release(ctx context.Context, key, token string) error {
 		return nil
 	}
 	r.LeaseExpires = time.Unix(0, 0) // ended for every clock, as the DynamoDB store writes it
+	r.LeaseToken = ReleasedToken(token)
 	s.records[key] = r
 	return nil
 }

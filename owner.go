@@ -85,8 +85,12 @@ func (g *Guard) completed(ctx context.Context, s settlement, err error) error {
 		err = g.completeResult(ctx, s.l, s.done, s.attached, s.start, g.complete(ctx, s))
 	}
 	if errors.Is(err, ErrConditionFailed) || errors.Is(err, ErrNotCommitted) {
-		// Nothing committed, attached writes included: a retry may run again.
-		g.release(ctx, s.l, s.start, err)
+		// Nothing committed, attached writes included: a retry may run again. Releasing
+		// also fences off an attempt of ours still in flight at the store; if one landed
+		// first, the release finds the record completed, and so did we.
+		if g.releaseUncommitted(ctx, s) {
+			err = nil
+		}
 	}
 	if s.runErr != nil { // a remembered failure
 		if err != nil {
@@ -160,7 +164,9 @@ func (g *Guard) mayRetryComplete(ctx context.Context, attempt int, wait time.Dur
 }
 
 // resolveComplete decides, with one strongly consistent read, what a completion whose
-// every attempt failed with err left behind. The record completed under our token: an
+// every attempt failed with err left behind. If the read fails too and writes were
+// attached, the error is a [*StoreError] with Op [OpCommit]: they may or may not have
+// committed. The record completed under our token: an
 // attempt landed and its answer was lost, so the completion succeeded. The record still in
 // progress under our token, with writes attached: nothing committed, so the caller gets an
 // error wrapping [ErrNotCommitted] and [Guard.completed] releases the key. Otherwise (no
@@ -170,6 +176,15 @@ func (g *Guard) resolveComplete(ctx context.Context, s settlement, err error) er
 	cur, gerr := g.store.Get(cctx, s.done.Key)
 	cancel()
 	if gerr != nil || cur == nil || cur.LeaseToken != s.done.LeaseToken {
+		if len(s.attached) > 0 {
+			// Whether the transaction committed is unknown: neither "it ran" nor "nothing
+			// happened" may be told.
+			var se *StoreError
+			if errors.As(err, &se) {
+				err = se.Err
+			}
+			return &StoreError{Op: OpCommit, Err: err}
+		}
 		return err
 	}
 	switch {
@@ -236,6 +251,28 @@ func (g *Guard) completeResult(ctx context.Context, l *lease, rec *Record, attac
 		}
 		return err
 	}
+}
+
+// releaseUncommitted releases the key of a completion that committed nothing, and reports
+// whether the record turned out completed under our token after all: an earlier attempt
+// of ours, still in flight when the store refused a later one or when the record was read
+// back, landed before the release could fence it off.
+func (g *Guard) releaseUncommitted(ctx context.Context, s settlement) bool {
+	cctx, cancel := detached(ctx)
+	defer cancel()
+	err := g.store.Release(cctx, s.l.key, s.l.token)
+	if !errors.Is(err, ErrLeaseLost) {
+		g.released(ctx, s.l, s.start, ErrNotCommitted, err)
+		return false
+	}
+	cur, gerr := g.store.Get(cctx, s.l.key)
+	if gerr == nil && cur != nil && cur.LeaseToken == s.done.LeaseToken && cur.Status == s.done.Status {
+		g.cache.put(s.done)
+		g.fire(ctx, g.cfg.hooks.OnCompleted, s.start, Event{Key: s.l.key})
+		return true
+	}
+	g.released(ctx, s.l, s.start, ErrNotCommitted, err)
+	return false
 }
 
 // release deletes the record so a retry runs again. Failing to release is logged, not

@@ -40,8 +40,9 @@ type Store interface {
 	// Release gives up the lease of token on the in-progress record for key, so that a
 	// retry runs again. A record without a checkpoint is deleted. A record with one is kept,
 	// its lease ended (its LeaseExpires set to a time every clock has passed; the stores here
-	// use the Unix epoch), so that the next claim takes it over and resumes from the
-	// checkpoint. If token does not own an in-progress record for key (another owner took
+	// use the Unix epoch) and its lease token replaced by [ReleasedToken](token), so that
+	// the next claim takes it over and resumes from the checkpoint, and no late write of the
+	// releasing owner (a completion still in flight) can land on it. If token does not own an in-progress record for key (another owner took
 	// it over, or it completed), Release changes nothing and returns [ErrLeaseLost].
 	Release(ctx context.Context, key, token string) error
 
@@ -53,3 +54,8 @@ type Store interface {
 	// equals token, else returns [ErrLeaseLost].
 	SetCheckpoint(ctx context.Context, key, token, checkpoint string) error
 }
+
+// ReleasedToken is the lease token a store writes into a record that [Store.Release] keeps
+// for its checkpoint: not token, so that every write conditional on the releasing owner's
+// token fails from then on, and recognisable in the table by its "released:" prefix.
+func ReleasedToken(token string) string { return "released:" + token }

@@ -2,6 +2,7 @@ package idem_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -73,4 +74,35 @@ func TestWaitEndsBeforeTheDeadline(t *testing.T) {
 			assert.Equal(t, tc.wantElapsed, elapsed, "simulated time spent waiting")
 		})
 	}
+}
+
+// cancelDuringGet is a store whose reads end the caller's context while in flight and then
+// fail with the context's error, as an SDK call does when its context ends.
+type cancelDuringGet struct {
+	*idem.MemStore
+	cancel context.CancelCauseFunc
+	cause  error
+}
+
+func (s *cancelDuringGet) Get(ctx context.Context, _ string) (*idem.Record, error) {
+	s.cancel(s.cause)
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestWaitEndedDuringAPoll: a caller whose context ends while a poll is in flight gets its
+// context's cause, as when it ends between polls, not a store error.
+func TestWaitEndedDuringAPoll(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	s := &cancelDuringGet{MemStore: idem.NewMemStore(), cancel: cancel, cause: errors.New("caller gave up")}
+	owner, err := idem.New(s.MemStore, "test")
+	require.NoError(t, err)
+	waiter, err := idem.New(s, "test", idem.WithWait(time.Minute, time.Millisecond))
+	require.NoError(t, err)
+	holdKey(t, owner, "w")
+	_, _, err = idem.Do(ctx, waiter, idem.Request{Key: "w"}, func(context.Context) (int, error) { return 2, nil })
+	require.ErrorIs(t, err, s.cause)
+	assert.NotErrorIs(t, err, idem.ErrStore)
 }

@@ -311,8 +311,27 @@ func (s *Store) keepsCheckpoint(item map[string]types.AttributeValue, token stri
 // its end to the Unix epoch, which every clock has passed), with one UpdateItem conditional
 // on the token and the status. The record keeps its checkpoint, which the next claim
 // carries over (see [Store.Claim]).
+//
+// The lease token is replaced too ([idem.ReleasedToken]): a completion of ours still in
+// flight at DynamoDB (a transaction whose answer timed out) is conditional on the token and
+// the status, which the record would otherwise still satisfy, so it could land after the
+// caller was told that nothing committed.
 func (s *Store) endLease(ctx context.Context, key, token string) error {
-	return s.updateOwned(ctx, "release", key, token, phLease, ":ended", encodeEpoch(time.Unix(0, 0), leaseExpiryUnit))
+	a := &s.cfg.attrs
+	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                aws.String(s.table),
+		Key:                      s.key(key),
+		UpdateExpression:         aws.String("SET " + phLease + " = :ended, " + phToken + " = :released"),
+		ConditionExpression:      aws.String(ownedInProgressCondition),
+		ExpressionAttributeNames: a.names(phLease, phToken, phStatus),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":ended":      encodeEpoch(time.Unix(0, 0), leaseExpiryUnit),
+			":released":   &types.AttributeValueMemberS{Value: idem.ReleasedToken(token)},
+			":token":      &types.AttributeValueMemberS{Value: token},
+			":inprogress": &types.AttributeValueMemberS{Value: string(idem.StatusInProgress)},
+		},
+	})
+	return s.leaseFail("release", err)
 }
 
 // Extend implements [idem.Store] with one UpdateItem of the lease end, conditional on the

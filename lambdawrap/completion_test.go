@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -18,17 +19,12 @@ import (
 )
 
 // completeFailStore is a working store whose first completions fail with err, as a
-// DynamoDB that stops answering after the claim, or a cancelled transaction, would. The
-// guard sends a completion that fails with a store error again (see idem.Do): an outage
-// fails every attempt, outage attempts in all.
+// DynamoDB that stops answering after the claim, or a cancelled transaction, would.
 type completeFailStore struct {
 	idem.Store
 	err   error
 	fails atomic.Int64 // completions left to fail
 }
-
-// outage is more completions than the guard sends for one outcome.
-const outage = 100
 
 func newCompleteFailStore(store idem.Store, err error, fails int64) *completeFailStore {
 	s := &completeFailStore{Store: store, err: err}
@@ -81,7 +77,7 @@ func TestCompletionFailed(t *testing.T) {
 	forEachSource(t, func(t *testing.T, store idem.Store, ev *event) {
 		var logs logRecords
 		a := &app{}
-		h := a.handler(t, ev.kind, newGuard(t, newCompleteFailStore(store, errUnavailable, outage)), lambdawrap.WithLogger(logs.logger()))
+		h := a.handler(t, ev.kind, newGuard(t, newCompleteFailStore(store, errUnavailable, 1<<30)), lambdawrap.WithLogger(logs.logger()))
 		ctx := invokeCtx(t)
 
 		first := invoke(ctx, t, h, ev)
@@ -139,10 +135,9 @@ func TestWrapCompletionFailed(t *testing.T) {
 		// retryInProgress: the retry finds the key in progress; otherwise it runs again.
 		retryInProgress bool
 		runs            int64
-		fails           int64 // completions that fail
 	}{
-		{name: "completion failed", err: errUnavailable, retryInProgress: true, runs: 1, fails: outage},
-		{name: "not committed", err: notCommitted, wantErr: idem.ErrNotCommitted, runs: 2, fails: 1},
+		{name: "completion failed", err: errUnavailable, retryInProgress: true, runs: 1},
+		{name: "not committed", err: notCommitted, wantErr: idem.ErrNotCommitted, runs: 2},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -151,7 +146,11 @@ func TestWrapCompletionFailed(t *testing.T) {
 			c := &charger{}
 			key, err := lambdawrap.KeyFromJMESPath[payment]("payment_id")
 			require.NoError(t, err)
-			g := newGuard(t, newCompleteFailStore(idem.NewMemStore(), tc.err, tc.fails))
+			fails := int64(1) // a verdict: the guard does not send it again
+			if tc.err == errUnavailable {
+				fails = 1 << 30 // every resend fails too
+			}
+			g := newGuard(t, newCompleteFailStore(idem.NewMemStore(), tc.err, fails))
 			h, err := lambdawrap.Wrap(g, c.charge, key, lambdawrap.WithLogger(logs.logger()))
 			require.NoError(t, err)
 			lh := invoker{h: h}
@@ -176,4 +175,43 @@ func TestWrapCompletionFailed(t *testing.T) {
 			assert.Equal(t, tc.runs, c.runs.Load())
 		})
 	}
+}
+
+// unreadableStore fails every completion and every read: the outcome of a completion
+// cannot be learnt.
+type unreadableStore struct{ *completeFailStore }
+
+func (s unreadableStore) Get(context.Context, string) (*idem.Record, error) {
+	return nil, errUnavailable
+}
+
+// TestCompletionWithAttachedWritesUnknown: when a completion with attached writes fails and
+// its outcome cannot be read back, the writes may or may not have committed, so the
+// handler's response (an order id that may not exist) is not the truth: the client gets
+// 503 ProblemOutcomeUnknown, and a retry after the lease either replays the committed
+// response or runs again where nothing committed.
+func TestCompletionWithAttachedWritesUnknown(t *testing.T) {
+	t.Parallel()
+	var logs logRecords
+	var runs atomic.Int64
+	handler := func(ctx context.Context, e events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		n := runs.Add(1)
+		if err := idem.Attach(ctx, func() error { return nil }); err != nil {
+			return events.APIGatewayV2HTTPResponse{}, err
+		}
+		return events.APIGatewayV2HTTPResponse{StatusCode: 201, Body: fmt.Sprintf(`{"order":"ord-%d"}`, n)}, nil
+	}
+	store := unreadableStore{newCompleteFailStore(idem.NewMemStore(), errUnavailable, 1<<30)}
+	h, err := lambdawrap.HTTPAPI(newGuard(t, store), handler, lambdawrap.WithLogger(logs.logger()))
+	require.NoError(t, err)
+	ev := loadEvent(t, "apigw-v2-post-with-key")
+
+	first := invoke(invokeCtx(t), t, invoker{h: h}, ev)
+	require.NoError(t, first.err)
+	assert.Equal(t, 503, first.code, "body %s", first.body(t))
+	assert.Equal(t, lambdawrap.ProblemOutcomeUnknown, first.problem(t)["type"])
+	assert.NotEmpty(t, first.header("Retry-After"))
+	assert.NotContains(t, first.body(t), "ord-1", "an order that may not exist is never announced")
+	assert.Equal(t, []string{"ERROR"}, logs.levels(t))
+	assert.Equal(t, int64(1), runs.Load())
 }

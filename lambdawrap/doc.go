@@ -32,6 +32,7 @@
 //	store unavailable before the handler ran               503 with Retry-After; the handler did not run
 //	handler ran, store committed nothing of its outcome    503 with Retry-After; key released, a retry runs again
 //	handler ran, store failed to record its outcome        the handler's response, logged at ERROR (see below)
+//	same, with attached writes and the record unreadable   503 with Retry-After; the outcome is unknown
 //	other methods (GET, PUT, DELETE, ...)                  the handler, unguarded
 //
 // A store failure is answered by what it means for the client. Before the handler runs,
@@ -42,7 +43,11 @@
 // effects happened but the store may not say so: the client gets the handler's own
 // response, since a 503 would claim that nothing ran, and the failure is logged at ERROR
 // ([WithLogger]). Until the lease ends a retry gets 409; after it, a retry may run the
-// handler again.
+// handler again. The exception is a handler that attached its writes to the completion
+// ([idem.Attach]): when the store fails and the record cannot be read back, those writes
+// may not have committed, so the handler's response (an order id, say) may describe
+// nothing: the client gets 503 [ProblemOutcomeUnknown], and a retry after the lease either
+// replays the committed response or runs the handler again.
 //
 // The header name is matched in any case, in single- and multi-value header maps; its value
 // may be an RFC 8941 quoted string, which is unquoted. HTTP APIs and function URLs join a

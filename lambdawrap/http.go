@@ -209,6 +209,10 @@ func (w *httpWrapper[In, Out]) failure(ctx context.Context, err error, multi boo
 		w.c.logger.ErrorContext(ctx, "lambdawrap: completed response cannot be replayed", "error", err)
 		return w.reply(problem(http.StatusInternalServerError, ProblemNotReplayable,
 			"the request with this idempotency key completed, but its response cannot be replayed", 0, multi))
+	case isOp(err, idem.OpCommit): // before ErrStore, which it also satisfies
+		w.c.logger.ErrorContext(ctx, "lambdawrap: the handler ran, but whether its attached writes committed is unknown", "error", err)
+		return w.reply(problem(http.StatusServiceUnavailable, ProblemOutcomeUnknown,
+			"the request ran, but whether its outcome committed is unknown; retry after Retry-After to learn it", StoreRetryAfter, multi))
 	case errors.Is(err, idem.ErrNotCommitted): // before ErrStore, which it may also satisfy
 		w.c.logger.ErrorContext(ctx, "lambdawrap: the handler's outcome was not committed; the key was released", "error", err)
 		return w.reply(problem(http.StatusServiceUnavailable, ProblemNotCommitted,

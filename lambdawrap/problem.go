@@ -45,6 +45,12 @@ const (
 	// it (see [idem.Attach]). The key was released, so a retry after Retry-After runs the
 	// handler again.
 	ProblemNotCommitted = problemBase + "ProblemNotCommitted"
+	// ProblemOutcomeUnknown (503): the handler ran and attached writes to its completion
+	// (see [idem.Attach]), but whether they committed is unknown: the store failed, and
+	// reading the record back failed too. Retry after Retry-After: until the lease ends a
+	// retry gets 409; after it, a retry replays the response if the writes committed, and
+	// runs the handler again if they did not.
+	ProblemOutcomeUnknown = problemBase + "ProblemOutcomeUnknown"
 )
 
 const problemBase = "https://pkg.go.dev/github.com/idemkit/idem/lambdawrap#"

@@ -100,8 +100,13 @@ func Wrap[In, Out any](g *idem.Guard, h func(context.Context, In) (Out, error), 
 // failed to record its outcome, which is then neither committed nor known to be absent.
 // A completion that committed nothing ([idem.ErrNotCommitted]) released the key instead.
 func notRecorded(err error) bool {
+	return isOp(err, opComplete) && !errors.Is(err, idem.ErrNotCommitted)
+}
+
+// isOp reports whether err is an [idem.StoreError] of operation op.
+func isOp(err error, op string) bool {
 	var se *idem.StoreError
-	return errors.As(err, &se) && se.Op == opComplete && !errors.Is(err, idem.ErrNotCommitted)
+	return errors.As(err, &se) && se.Op == op
 }
 
 // opComplete is the [idem.StoreError] operation that records a handler's outcome.

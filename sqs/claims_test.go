@@ -45,6 +45,18 @@ func (s *failingCompletions) CompleteMany(ctx context.Context, recs []*idem.Reco
 	return errs
 }
 
+// Complete fails for the chosen keys too, so that a guard resending a failed batched
+// completion alone meets the same failure.
+func (s *failingCompletions) Complete(ctx context.Context, rec *idem.Record, attached []any) error {
+	s.mu.Lock()
+	err := s.fail[rec.Key]
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return s.MemStore.Complete(ctx, rec, attached)
+}
+
 // TestBatchCompletionFailures fails the recording of a message that ran: it fails with the
 // reason a per-message completion would have given, and so do its duplicates.
 func TestBatchCompletionFailures(t *testing.T) {

@@ -4,6 +4,8 @@
 //	POST /orders       {"sku": "...", "quantity": 1, "amount_cents": 1250}  → 201 + the order
 //	GET  /orders/{id}  → 200 + the order, or 404
 //
+// When DynamoDB fails, both answer 503 with Retry-After.
+//
 // A retried POST with the same key and body gets the first response back, with
 // "Idempotent-Replayed: true", and no second order; the order row commits in one
 // transaction with its idempotency record.
@@ -96,7 +98,7 @@ func newHandler(client *dynamodb.Client, idemTable, ordersTable string, logger *
 	if err != nil {
 		return nil, err
 	}
-	o := &orders{db: client, table: ordersTable, now: time.Now}
+	o := &orders{db: client, table: ordersTable, now: time.Now, logger: logger}
 	h, err := lambdawrap.HTTPAPI(guard, o.handle, lambdawrap.WithLogger(logger))
 	if err != nil {
 		return nil, err

@@ -10,8 +10,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemkit/idem/dynamo"
+	"github.com/idemkit/idem/lambdawrap"
 )
 
 // Limits of an order request.
@@ -55,9 +58,10 @@ type ordersAPI interface {
 
 // orders serves POST /orders and GET /orders/{id} over the orders table.
 type orders struct {
-	db    ordersAPI
-	table string
-	now   func() time.Time
+	db     ordersAPI
+	table  string
+	now    func() time.Time
+	logger *slog.Logger
 }
 
 // handle routes an HTTP API request. Only POST /orders is guarded (by the decorator
@@ -122,7 +126,11 @@ func (o *orders) get(ctx context.Context, id string) (events.APIGatewayV2HTTPRes
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return events.APIGatewayV2HTTPResponse{}, fmt.Errorf("get order: %w", err)
+		// The orders table failed (throttled, 5xx, unreachable). Answer as the guarded POST
+		// does when DynamoDB fails, 503 with Retry-After, rather than failing the
+		// invocation, which API Gateway would show as a bare 500.
+		o.logger.ErrorContext(ctx, "example-api: reading the orders table failed", "error", err)
+		return unavailable(), nil
 	}
 	if out.Item == nil {
 		return problem(http.StatusNotFound, "no such order"), nil
@@ -226,6 +234,14 @@ func problem(status int, detail string) events.APIGatewayV2HTTPResponse {
 		Headers:    map[string]string{"Content-Type": "application/problem+json"},
 		Body:       string(body),
 	}
+}
+
+// unavailable answers 503 with the Retry-After that lambdawrap gives when the idempotency
+// store fails, so a client treats both outages alike.
+func unavailable() events.APIGatewayV2HTTPResponse {
+	resp := problem(http.StatusServiceUnavailable, "the orders table is unavailable; retry later")
+	resp.Headers["Retry-After"] = strconv.Itoa(int((lambdawrap.StoreRetryAfter + time.Second - 1) / time.Second))
+	return resp
 }
 
 // methodNotAllowed answers 405 with the allowed method.

@@ -106,7 +106,16 @@ func TestFaultsAtEachStep(t *testing.T) {
 func runFaultCase(t *testing.T, raw *dynamodb.Client, table, effects string, tc faultCase, f ddbfault.Fault) {
 	client := ddbfault.New(raw)
 	store := newStore(t, client, table)
-	clock := storetest.NewManualClock() // only the heartbeat waits on it
+	// The heartbeat's case runs in simulated time: its beats wait on a clock the test
+	// moves. The others set the time but wait in wall time, as the completion's resends do.
+	manual := storetest.NewManualClock()
+	var clock interface {
+		idem.Clock
+		Advance(time.Duration)
+	} = storetest.NewClock()
+	if tc.step == ddbfault.Extend {
+		clock = manual
+	}
 	opts := []idem.Option{idem.WithClock(clock), idem.WithLease(time.Minute), idem.WithScope("faults")}
 	extendFailed := make(chan error, 100)
 	if tc.step == ddbfault.Extend {
@@ -133,7 +142,7 @@ func runFaultCase(t *testing.T, raw *dynamodb.Client, table, effects string, tc 
 			}
 		case ddbfault.Extend:
 			if n == 1 { // outlive the lease in simulated time, beat after failed beat
-				require.False(t, clock.DriveHeartbeat(t, ctx, extendFailed, 10, nil).IsZero(), "the handler's context was cancelled")
+				require.False(t, manual.DriveHeartbeat(t, ctx, extendFailed, 10, nil).IsZero(), "the handler's context was cancelled")
 				return "", context.Cause(ctx)
 			}
 		case ddbfault.Checkpoint:

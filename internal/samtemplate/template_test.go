@@ -2,6 +2,7 @@ package samtemplate
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -168,6 +169,49 @@ func TestTemplateBuildTargets(t *testing.T) {
 	}
 }
 
+// TestBuildTargetsNeedArtifactsDir checks that each function's build target, run without
+// the ARTIFACTS_DIR that sam build sets, stops with a message instead of writing /bootstrap,
+// and with it writes $(ARTIFACTS_DIR)/bootstrap. make -n prints the commands without
+// building.
+func TestBuildTargetsNeedArtifactsDir(t *testing.T) {
+	t.Parallel()
+	makeBin, err := exec.LookPath("make")
+	require.NoError(t, err, "make runs every target of the repository")
+	path, err := Find()
+	require.NoError(t, err)
+	root := filepath.Dir(filepath.Dir(path))
+	tmpl := loadTemplate(t)
+	for _, id := range tmpl.LogicalIDs(functionType) {
+		t.Run(id, func(t *testing.T) {
+			t.Parallel()
+			cmd := exec.Command(makeBin, "-n", "-C", root, "build-"+id)
+			cmd.Env = withoutEnv(os.Environ(), "ARTIFACTS_DIR")
+			out, err := cmd.CombinedOutput()
+			assert.Error(t, err, "%s", out)
+			assert.Contains(t, string(out), "ARTIFACTS_DIR is not set")
+			assert.NotContains(t, string(out), "go build")
+
+			dir := t.TempDir()
+			cmd = exec.Command(makeBin, "-n", "-C", root, "build-"+id, "ARTIFACTS_DIR="+dir)
+			cmd.Env = withoutEnv(os.Environ(), "ARTIFACTS_DIR")
+			out, err = cmd.CombinedOutput()
+			require.NoError(t, err, "%s", out)
+			assert.Contains(t, string(out), `-o "`+dir+`/bootstrap"`)
+		})
+	}
+}
+
+// withoutEnv returns env without the variable name.
+func withoutEnv(env []string, name string) []string {
+	var out []string
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, name+"=") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
 func TestTemplateHTTPRoutes(t *testing.T) {
 	t.Parallel()
 	tmpl := loadTemplate(t)
@@ -269,13 +313,13 @@ func TestTemplateIAM(t *testing.T) {
 	}{
 		{name: "api", id: apiFunction, want: map[string][]string{
 			idempotencyTable: storeActions(false),
-			// GET /orders/{id} reads; the order is written only with its idempotency record.
+			// GET /orders/{id} reads; the order is written only inside a transaction.
 			ordersTable: {"dynamodb:GetItem", "dynamodb:PutItem" + inTransaction},
 		}},
 		{name: "sqs", id: sqsFunction, want: map[string][]string{
 			// The SQS wrapper claims and completes whole batches with PartiQL statements.
 			idempotencyTable: storeActions(true),
-			// The ADD, only ever together with the idempotency record.
+			// The ADD, only inside a transaction (IAM cannot require the record in it).
 			ledgerTable: {"dynamodb:UpdateItem" + inTransaction},
 		}},
 	}
@@ -304,9 +348,7 @@ func dynamoGrants(t *testing.T, tmpl *Template, policies []any) map[string][]str
 			require.Equal(t, "Allow", st["Effect"])
 			suffix := ""
 			if cond, ok := st["Condition"]; ok {
-				require.Equal(t, map[string]any{"ForAnyValue:StringEquals": map[string]any{
-					"dynamodb:EnclosingOperation": []any{"TransactWriteItems"},
-				}}, cond, "the only condition audited here")
+				requireInTransaction(t, cond)
 				suffix = inTransaction
 			}
 			for _, r := range list(st["Resource"]) {
@@ -327,6 +369,23 @@ func dynamoGrants(t *testing.T, tmpl *Template, policies []any) map[string][]str
 		slices.Sort(actions)
 	}
 	return grants
+}
+
+// requireInTransaction fails t unless cond is the one condition audited here: the write is
+// part of a TransactWriteItems call. dynamodb:EnclosingOperation is a single-valued key, so
+// the operator is plain StringEquals: IAM's documentation keeps the set qualifiers
+// ForAnyValue and ForAllValues for multivalued keys (and ForAllValues would even match a
+// request without the key).
+func requireInTransaction(t *testing.T, cond any) {
+	t.Helper()
+	ops, ok := cond.(map[string]any)
+	require.True(t, ok, "condition %v", cond)
+	for op := range ops {
+		require.NotContains(t, op, ":", "condition operator %s: no set qualifier on the single-valued dynamodb:EnclosingOperation", op)
+	}
+	require.Equal(t, map[string]any{"StringEquals": map[string]any{
+		"dynamodb:EnclosingOperation": "TransactWriteItems",
+	}}, cond, "the only condition audited here")
 }
 
 // list returns v as a list: IAM accepts a single value where a list is expected.

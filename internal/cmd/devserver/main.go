@@ -2,7 +2,8 @@
 // (internal/ddblocal; DYNAMODB_ENDPOINT names one already running instead), creates the
 // tables from infra/template.yaml, serves the example-api binary given by -api on
 // 127.0.0.1:$PORT (default 3000), and prints a pair of curl commands that shows the replay.
-// SIGINT (Ctrl-C) or SIGTERM stops the API and then DynamoDB Local.
+// SIGINT (Ctrl-C) or SIGTERM stops the API and then DynamoDB Local, if devserver started it:
+// a DynamoDB named by DYNAMODB_ENDPOINT keeps running.
 package main
 
 import (
@@ -104,15 +105,25 @@ func run(apiBin string, out io.Writer) (err error) {
 		stopAPI(api, exited)
 		return err
 	}
-	printBanner(out, endpoint, base)
+	own := os.Getenv(ddblocal.EnvEndpoint) == ""
+	printBanner(out, endpoint, base, own)
 
 	select {
 	case err := <-exited:
 		return fmt.Errorf("example-api exited: %w", err)
 	case <-ctx.Done():
 	}
-	fmt.Fprintln(out, "\nStopping example-api and DynamoDB Local ...")
+	fmt.Fprintf(out, "\nStopping %s ...\n", stopping(endpoint, own))
 	return stopAPI(api, exited)
+}
+
+// stopping names what Ctrl-C stops: only what devserver started, never a DynamoDB that
+// DYNAMODB_ENDPOINT named.
+func stopping(endpoint string, own bool) string {
+	if own {
+		return "example-api and DynamoDB Local"
+	}
+	return "example-api (DynamoDB at " + endpoint + " keeps running)"
 }
 
 // createTables creates the template's tables that do not exist yet. DynamoDB Local started
@@ -179,8 +190,9 @@ func stopAPI(api *exec.Cmd, exited <-chan error) error {
 	}
 }
 
-// printBanner says where everything runs and how to see a replay.
-func printBanner(out io.Writer, endpoint, base string) {
+// printBanner says where everything runs and how to see a replay; own tells whether
+// devserver started the DynamoDB at endpoint.
+func printBanner(out io.Writer, endpoint, base string, own bool) {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	key := "demo-" + hex.EncodeToString(b[:])
@@ -202,7 +214,7 @@ same DynamoDB Local; it prints the batch response (one invalid message fails):
   AWS_ENDPOINT_URL_DYNAMODB=%s IDEMPOTENCY_TABLE=%s LEDGER_TABLE=%s \
   go run ./cmd/example-sqs cmd/example-sqs/testdata/sqs-credits-with-duplicates.json
 
-Ctrl-C stops everything.
+Ctrl-C stops %s.
 `, endpoint, tables["IdempotencyTable"], tables["OrdersTable"], tables["LedgerTable"], samtemplate.RelPath,
-		base, curl, curl, endpoint, tables["IdempotencyTable"], tables["LedgerTable"])
+		base, curl, curl, endpoint, tables["IdempotencyTable"], tables["LedgerTable"], stopping(endpoint, own))
 }

@@ -86,6 +86,15 @@ func runDevserver(t *testing.T, dev, api, endpoint string) {
 	code, exited := p.Wait(60 * time.Second)
 	require.True(t, exited, "devserver did not stop on SIGINT")
 	assert.Equal(t, 0, code, p.Output())
+	// It stops only what it started: a DynamoDB named by DYNAMODB_ENDPOINT keeps running.
+	if endpoint == "" {
+		assert.Contains(t, p.Output(), "\nCtrl-C stops example-api and DynamoDB Local.\n")
+		assert.Contains(t, p.Output(), "\nStopping example-api and DynamoDB Local ...\n")
+	} else {
+		assert.Contains(t, p.Output(), "\nCtrl-C stops example-api (DynamoDB at "+endpoint+" keeps running).\n")
+		assert.Contains(t, p.Output(), "\nStopping example-api (DynamoDB at "+endpoint+" keeps running) ...\n")
+		assert.NotContains(t, p.Output(), "Stopping example-api and DynamoDB Local")
+	}
 	_, err := http.Get(url + "/none")
 	assert.Error(t, err, "example-api still answers after devserver stopped")
 }

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemkit/idem"
+)
+
+// show prints the record of one key.
+func (a *app) show(ctx context.Context, args []string) error {
+	c := newCommand("show")
+	k := c.keyFlags()
+	if err := a.parse(c, args); err != nil {
+		return err
+	}
+	_, rec, _, err := a.lookup(ctx, c, k)
+	if err != nil {
+		return err
+	}
+	return a.print(c, newView(rec, a.now()))
+}
+
+// lookup resolves the key, reads its record and returns it with the item as stored. No
+// record is an error wrapping errNotFound.
+func (a *app) lookup(ctx context.Context, c *command, k *keyFlags) (*table, *idem.Record, map[string]types.AttributeValue, error) {
+	key, err := k.resolve()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	t, err := a.open(ctx, c)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	rec, item, err := t.read(ctx, key)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("read %s from table %s: %w", key, t.name, err)
+	}
+	if rec == nil {
+		return nil, nil, nil, fmt.Errorf("%w: no record under %s in table %s", errNotFound, key, t.name)
+	}
+	return t, rec, item, nil
+}
+
+// print writes v as text or JSON.
+func (a *app) print(c *command, v view) error {
+	if c.json {
+		return writeJSON(a, v)
+	}
+	v.write(a.stdout, a.now())
+	return nil
+}
+
+// writeJSON writes v as one indented JSON document on stdout.
+func writeJSON(a *app, v any) error {
+	enc := json.NewEncoder(a.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
