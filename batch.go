@@ -155,7 +155,7 @@ func DoClaimed[T any](ctx context.Context, b *Batch, i int, fn func(context.Cont
 		return result, false, errRunTwice
 	}
 	if it.err != nil {
-		if g.failsOpen(it.err) {
+		if g.failsOpen(ctx, it.err) {
 			result, err = fn(ctx)
 			return result, false, err
 		}
@@ -180,7 +180,7 @@ func DoClaimed[T any](ctx context.Context, b *Batch, i int, fn func(context.Cont
 		// without a deadline): another caller may own the key now, so it must not run.
 		return result, false, ErrLeaseLost
 	}
-	s := g.runHandler(ctx, it.rec, func(ctx context.Context) (any, error) { return fn(ctx) })
+	s := g.runHandler(ctx, it.rec, it.now, func(ctx context.Context) (any, error) { return fn(ctx) })
 	result, _ = s.value.(T)
 	if len(s.attached) > 0 || !g.leaseOutlasts(ctx, s.l) {
 		// Transactional: cannot join a batch. Or the lease may end before Settle records

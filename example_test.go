@@ -109,7 +109,8 @@ func ExampleInProgressError() {
 		fmt.Println("in progress; retry after at most", ip.RetryAfter)
 	}
 	close(release)
-	// Output: in progress; retry after at most 30s
+	// Without a deadline the lease is WithLease plus the lease margin (2 s by default).
+	// Output: in progress; retry after at most 32s
 }
 
 func ExampleWithExpiry() {

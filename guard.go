@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"sync"
@@ -66,7 +65,7 @@ func New(store Store, operation string, opts ...Option) (*Guard, error) {
 		return nil, err
 	}
 	if cfg.logger == nil {
-		cfg.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		cfg.logger = slog.New(slog.DiscardHandler) // formats nothing
 	}
 	cfg.scope += "." + operation
 	g := &Guard{store: store, cfg: cfg, timed: cfg.hooks.timed()}
@@ -112,7 +111,10 @@ func (g *Guard) Scope() string { return g.cfg.scope }
 //     its lease ends, after which a retry runs fn again.
 //
 // fn receives a context carrying the lease, for [Checkpoint], [LastCheckpoint] and
-// [Attach]. Its deadline sets the lease: the lease ends at ctx's deadline plus the margin.
+// [Attach]. Its deadline sets the lease: the lease ends at ctx's deadline plus the margin
+// (without a deadline, [WithLease] plus the margin; capped by [WithMaxLease]). fn's context
+// never outlives the lease: it ends at the lease end less the margin at the latest, with a
+// cause wrapping [ErrLeaseLost] (see [WithMaxLease] and [WithHeartbeat]).
 func Do[T any](ctx context.Context, g *Guard, req Request, fn func(context.Context) (T, error)) (result T, replayed bool, err error) {
 	// The closure captures only fn, so it stays on the stack; fn's result comes back boxed.
 	rec, v, err := g.do(ctx, req, func(ctx context.Context) (any, error) { return fn(ctx) })
@@ -146,7 +148,7 @@ func (g *Guard) do(ctx context.Context, req Request, run func(context.Context) (
 	for now := start; ; now = g.now() {
 		rec, claimed, err := g.claim(ctx, key, token, fp, now)
 		if err != nil {
-			if g.failsOpen(err) {
+			if g.failsOpen(ctx, err) {
 				g.cfg.logger.WarnContext(ctx, "idem: store failed, running unguarded (fail-open)", "key", key, "error", err)
 				v, err := run(ctx)
 				return nil, v, err
@@ -154,7 +156,7 @@ func (g *Guard) do(ctx context.Context, req Request, run func(context.Context) (
 			return nil, nil, err
 		}
 		if claimed {
-			v, err := g.runOwned(ctx, rec, run)
+			v, err := g.runOwned(ctx, rec, now, run)
 			return nil, v, err
 		}
 		replay, err := g.conflict(ctx, rec, fp, now)
@@ -277,14 +279,24 @@ func (g *Guard) carryCheckpoint(ctx context.Context, rec, prev *Record, now time
 
 // leaseEnd computes when a lease taken at now ends: the context deadline capped by the
 // maximum, plus the margin (after the cap, so that even a 15-minute function keeps it); or,
-// without a deadline, the default lease capped by the maximum. A lease lasts at least
-// minLease.
+// without a deadline, the lease an owner's clock measures ([Guard.ownerLeaseEnd]). A lease
+// lasts at least minLease.
+//
+// The margin is the clock skew the lease tolerates, and the handler's context ends by the
+// lease end less the margin (see [Guard.watch]): with a deadline that is the deadline
+// itself, without one the lease watchdog ends it.
 func (g *Guard) leaseEnd(ctx context.Context, now time.Time) time.Time {
-	d := min(g.cfg.lease, g.cfg.maxLease)
 	if dl, ok := ctx.Deadline(); ok {
-		d = min(dl.Sub(now), g.cfg.maxLease) + g.cfg.leaseMargin
+		return now.Add(max(min(dl.Sub(now), g.cfg.maxLease)+g.cfg.leaseMargin, minLease))
 	}
-	return now.Add(max(d, minLease))
+	return g.ownerLeaseEnd(now)
+}
+
+// ownerLeaseEnd is the end of a lease measured on the owner's clock alone, taken at now:
+// WithLease capped by WithMaxLease, plus the margin. It is the lease of a claim without a
+// deadline, and the least an extension grants.
+func (g *Guard) ownerLeaseEnd(now time.Time) time.Time {
+	return now.Add(max(min(g.cfg.lease, g.cfg.maxLease)+g.cfg.leaseMargin, minLease))
 }
 
 // minLease is the shortest lease: even a context at its deadline holds its key long enough
@@ -364,10 +376,12 @@ func (g *Guard) replay(rec *Record, out any) error {
 
 func (g *Guard) now() time.Time { return g.cfg.clock.Now() }
 
-// failsOpen reports whether err lets the handler run unguarded: only a store failure with
-// [WithFailOpen] set, never the caller's own cancelled or expired context.
-func (g *Guard) failsOpen(err error) bool {
-	return g.cfg.failOpen && errors.Is(err, ErrStore) &&
+// failsOpen reports whether the claim error err lets the handler run unguarded: only a
+// store failure with [WithFailOpen] set, and never once the caller's context has ended,
+// whatever the store answered (its request may have failed on its own after the deadline
+// passed): nobody would get the result, and the handler would start on an ended context.
+func (g *Guard) failsOpen(ctx context.Context, err error) bool {
+	return g.cfg.failOpen && errors.Is(err, ErrStore) && ctx.Err() == nil &&
 		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
 

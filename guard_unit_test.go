@@ -222,7 +222,7 @@ func TestLeaseFollowsDeadline(t *testing.T) {
 		deadline time.Duration // 0: none
 		want     time.Duration
 	}{
-		{"NoDeadline", 0, idem.DefaultLease},
+		{"NoDeadline", 0, idem.DefaultLease + time.Second}, // WithLease plus the margin, as a deadline gets
 		{"Deadline", 10 * time.Second, 11 * time.Second},
 		{"CappedByMaxThenMargin", time.Hour, time.Minute + time.Second},
 	}
@@ -299,7 +299,7 @@ func TestHeartbeatExtendsLease(t *testing.T) {
 		clock.Advance(50 * time.Second)
 		require.Eventually(t, func() bool {
 			rec, _ := s.Get(ctx, sk)
-			return rec.LeaseExpires.Equal(clock.Now().Add(time.Minute))
+			return rec.LeaseExpires.Equal(clock.Now().Add(time.Minute + idem.DefaultLeaseMargin))
 		}, 5*time.Second, time.Millisecond)
 		return 1, nil
 	})

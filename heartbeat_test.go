@@ -61,8 +61,8 @@ func TestHeartbeatCancelsBeforeAnUnextendedLeaseEnds(t *testing.T) {
 		// wantCancel is when, after the claim, the context must end.
 		wantCancel time.Duration
 	}{
-		{name: "no deadline, every extension fails", maxLease: time.Hour, wantCancel: time.Minute - margin},
-		{name: "no deadline, extensions fail after two", okBeats: 2, maxLease: time.Hour, wantCancel: 2*beat + time.Minute - margin},
+		{name: "no deadline, every extension fails", maxLease: time.Hour, wantCancel: time.Minute},
+		{name: "no deadline, extensions fail after two", okBeats: 2, maxLease: time.Hour, wantCancel: 2*beat + time.Minute},
 		{name: "deadline beyond the max lease, every extension fails", deadline: time.Hour, maxLease: 10 * time.Minute, wantCancel: 10 * time.Minute},
 		{name: "deadline beyond the max lease, extensions fail after one", okBeats: 1, deadline: time.Hour, maxLease: 10 * time.Minute, wantCancel: beat + 10*time.Minute},
 	}

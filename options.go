@@ -12,10 +12,12 @@ import (
 const (
 	// DefaultExpiry is how long a completed record is replayed (see [WithExpiry]).
 	DefaultExpiry = time.Hour
-	// DefaultLease is the lease length when the context has no deadline (see [WithLease]).
+	// DefaultLease is how long a handler may run when its context has no deadline; its lease
+	// adds the margin (see [WithLease]).
 	DefaultLease = time.Minute
-	// DefaultLeaseMargin is added to the context deadline to end the lease (see
-	// [WithLeaseMargin]). It is also the clock skew between callers that the lease tolerates.
+	// DefaultLeaseMargin is added to the context deadline (or to WithLease without one) to
+	// end the lease (see [WithLeaseMargin]). It is also the clock skew between callers that
+	// the lease tolerates.
 	DefaultLeaseMargin = 2 * time.Second
 	// DefaultMaxLease caps any lease (see [WithMaxLease]): the longest Lambda timeout.
 	DefaultMaxLease = 15 * time.Minute
@@ -74,9 +76,12 @@ func WithExpiry(d time.Duration) Option {
 	}
 }
 
-// WithLease sets the lease length used when the context has no deadline. Default
+// WithLease sets how long a handler may run when its context has no deadline: the lease is
+// then WithLease plus [WithLeaseMargin], measured on the guard's clock, and the handler's
+// context ends when the WithLease part is over (see [WithMaxLease] for how). Default
 // [DefaultLease]; must be positive. With a deadline (as in Lambda), the lease ends at the
-// deadline plus [WithLeaseMargin]. Either way it is capped by [WithMaxLease].
+// deadline plus the margin. Either way the part before the margin is capped by
+// [WithMaxLease].
 func WithLease(d time.Duration) Option {
 	return func(c *config) error {
 		if d <= 0 {
@@ -87,9 +92,10 @@ func WithLease(d time.Duration) Option {
 	}
 }
 
-// WithLeaseMargin sets how long past the context deadline the lease lasts, so a slow
-// completion still lands and callers whose clocks run ahead by up to this much never take
-// over a live owner. Default [DefaultLeaseMargin]; must not be negative.
+// WithLeaseMargin sets how long a lease lasts past the end of the handler's time (the
+// context deadline, or [WithLease] without one), so a slow completion still lands and a
+// caller whose clock runs ahead by up to this much never takes over a live owner. Default
+// [DefaultLeaseMargin]; must not be negative.
 func WithLeaseMargin(d time.Duration) Option {
 	return func(c *config) error {
 		if d < 0 {
@@ -100,7 +106,18 @@ func WithLeaseMargin(d time.Duration) Option {
 	}
 }
 
-// WithMaxLease caps the lease length. Default [DefaultMaxLease]; must be positive.
+// WithMaxLease caps the lease: the lease ends at most this long, plus [WithLeaseMargin],
+// after the claim, whatever the context's deadline. Default [DefaultMaxLease], the longest
+// Lambda timeout; must be positive.
+//
+// The handler's context never outlives its lease: whenever the lease less the margin ends
+// before the context's deadline (a cap below the deadline, or no deadline at all), a lease
+// watchdog cancels the handler's context at that moment, with a cause wrapping
+// [ErrLeaseLost], and [Hooks.OnLeaseLost] runs; if the moment has passed when the handler
+// starts (a slow claim, a batch request started late), its context has ended already. A
+// handler that stops when its context ends thus never runs alongside a caller that takes
+// its key over, within the clock skew the margin tolerates. [WithHeartbeat] extends the
+// lease, and the watchdog follows the extensions.
 func WithMaxLease(d time.Duration) Option {
 	return func(c *config) error {
 		if d <= 0 {
@@ -172,27 +189,29 @@ func WithRememberFailures(permanent func(error) bool) Option {
 	}
 }
 
-// WithHeartbeat extends the lease every interval while the handler runs, for work that may
-// outlive its lease: each beat moves the lease end to at least min([WithLease],
-// [WithMaxLease]) from then (never earlier than the deadline-based end), but not past the
-// record's expiry, which is [WithExpiry] after the first lease end; work longer than that
-// needs a longer expiry.
+// WithHeartbeat extends the lease every interval, counted from the claim, while the handler
+// runs, for work that may outlive its lease: each beat moves the lease end to at least
+// min([WithLease], [WithMaxLease]) plus [WithLeaseMargin] from then (never earlier than the
+// deadline-based end), but not past the record's expiry, which is [WithExpiry] after the
+// first lease end; work longer than that needs a longer expiry. A request whose handler
+// starts an interval or more after its claim (a batch) beats at once.
 //
 // What a heartbeat promises: the handler's context is cancelled, with a cause wrapping
 // [ErrLeaseLost], as soon as an extension finds the lease taken over, and also when no
 // extension has succeeded by the lease end last confirmed (by the claim or the last
 // successful extension) less [WithLeaseMargin], the earliest moment a caller whose clock
-// runs ahead by the margin may take the key over. [Hooks.OnLeaseLost] runs either way. An
-// extension that fails with a store error (throttling, network) is reported to
-// [Hooks.OnStoreError] and the beats go on until then. So a handler that stops when its
-// context ends never runs alongside the key's next owner; one that ignores its context may.
-// Whatever the handler then returns is recorded as usual, fenced by the lease token: an
-// error releases the key, and a result completes it if the lease is in fact still ours (the
-// store was only unreachable) or else the caller gets [ErrLeaseLost].
+// runs ahead by the margin may take the key over (the lease watchdog of [WithMaxLease]).
+// [Hooks.OnLeaseLost] runs either way. An extension that fails with a store error
+// (throttling, network) is reported to [Hooks.OnStoreError] and the beats go on until then.
+// So a handler that stops when its context ends never runs alongside the key's next owner;
+// one that ignores its context may. Whatever the handler then returns is recorded as usual,
+// fenced by the lease token: an error releases the key, and a result completes it if the
+// lease is in fact still ours (the store was only unreachable) or else the caller gets
+// [ErrLeaseLost].
 //
 // Default off (0); must not be negative, and at most half of min(WithLease, WithMaxLease)
-// less WithLeaseMargin, so that the lease survives one failed beat: [New] returns an error
-// naming WithHeartbeat otherwise.
+// less WithLeaseMargin, so that the lease survives one failed beat with room to spare: [New]
+// returns an error naming WithHeartbeat otherwise.
 func WithHeartbeat(interval time.Duration) Option {
 	return func(c *config) error {
 		if interval < 0 {
@@ -246,6 +265,8 @@ func WithMaxResultSize(n int) Option {
 
 // WithFailOpen runs the handler unguarded when the store fails to claim the key, instead of
 // failing closed with [ErrStore]. Default false. Only for work whose duplicates are cheap.
+// Never for a caller whose context has ended by the time the claim fails, whatever the
+// store's error: that caller gets the error, and the handler does not run.
 func WithFailOpen(failOpen bool) Option {
 	return func(c *config) error {
 		c.failOpen = failOpen
@@ -289,10 +310,11 @@ func WithHooks(h Hooks) Option {
 
 // checkHeartbeat refuses a heartbeat interval that would let a lease lapse after one missed
 // beat. The lease checked is the one a claim without a deadline is granted, WithLease
-// capped by WithMaxLease: with a deadline the lease is longer (the deadline, capped by
-// WithMaxLease, plus the margin) or the context ends with it. The heartbeat cancels the
-// handler's context when no extension has succeeded by the lease end less the margin, so
-// two beats must fit before that point.
+// capped by WithMaxLease (plus the margin): with a deadline the lease is longer (the
+// deadline, capped by WithMaxLease, plus the margin) or the context ends with it. The
+// watchdog cancels the handler's context when no extension has succeeded by the lease end
+// less the margin; two beats must fit before that point even counted from the lease less
+// another margin, so that an extension that is slow to answer still lands in time.
 func (c *config) checkHeartbeat() error {
 	if c.heartbeat <= 0 {
 		return nil

@@ -22,31 +22,32 @@ type settlement struct {
 	runErr   error   // the handler's error, returned to the caller as is
 }
 
-// runOwned runs fn while this caller owns the lease on rec, then records the outcome. It
-// returns fn's result and the caller's error.
-func (g *Guard) runOwned(ctx context.Context, rec *Record, run func(context.Context) (any, error)) (any, error) {
-	s := g.runHandler(ctx, rec, run)
+// runOwned runs fn while this caller owns the lease on rec, claimed at claimedAt, then
+// records the outcome. It returns fn's result and the caller's error.
+func (g *Guard) runOwned(ctx context.Context, rec *Record, claimedAt time.Time, run func(context.Context) (any, error)) (any, error) {
+	s := g.runHandler(ctx, rec, claimedAt, run)
 	return s.value, g.settle(ctx, s)
 }
 
-// runHandler runs fn under the lease on rec and decides what to record. If fn panics, the
-// key is released and the panic goes on.
-func (g *Guard) runHandler(ctx context.Context, rec *Record, run func(context.Context) (any, error)) settlement {
+// runHandler runs fn under the lease on rec, claimed at claimedAt, with the lease watchdog
+// (see [Guard.watch]), and decides what to record. If fn panics, the key is released and
+// the panic goes on.
+func (g *Guard) runHandler(ctx context.Context, rec *Record, claimedAt time.Time, run func(context.Context) (any, error)) settlement {
 	start := g.hookStart()
 	l := &lease{g: g, key: rec.Key, token: rec.LeaseToken, end: rec.LeaseExpires, checkpoint: rec.Checkpoint}
-	hctx, stopHeartbeat := g.heartbeat(withLease(ctx, l), l, rec.Expires)
+	hctx, stopWatch := g.watch(withLease(ctx, l), l, rec.Expires, claimedAt)
 
 	finished := false
 	defer func() {
 		if finished {
 			return
 		}
-		stopHeartbeat()
+		stopWatch()
 		g.release(ctx, l, start, errors.New("idem: handler panicked"))
 	}()
 	v, runErr := run(hctx)
 	finished = true
-	stopHeartbeat()
+	stopWatch()
 	attached := l.takeAttached() // closes the lease to attachments, whatever the outcome
 
 	s := settlement{l: l, start: start, value: v, runErr: runErr}

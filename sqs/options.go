@@ -105,6 +105,12 @@ func WithFingerprint(fingerprint func(events.SQSMessage) ([]byte, error)) Option
 // arrives if that is less; an explicit value is used as is. Must not be negative; 0 starts
 // messages until the context ends. Choose it above the time one message takes, including
 // its two store round trips. Without a context deadline no message is held back.
+//
+// The deadline is read on the handler's clock (see [WithClock]) while Lambda stops the
+// function at the deadline by its own: with batch claims, the margin is also how far
+// behind the function's clock may run before an invocation is stopped before it records
+// the outcomes that finished (see [WithBatchClaims]). Lambda's clocks are kept within
+// milliseconds.
 func WithDeadlineMargin(d time.Duration) Option {
 	return func(c *config) error {
 		if d < 0 {
@@ -172,7 +178,8 @@ func WithClock(clock idem.Clock) Option {
 // ([idem.Attach]: its own transaction). When less than the margin (see
 // [WithDeadlineMargin]) is left, the batch records the outcomes finished by then and
 // releases the claims of messages not yet started; every outcome after that is recorded as
-// soon as its handler returns, so a Lambda timeout loses no outcome that finished.
+// soon as its handler returns, so a Lambda timeout loses no outcome that finished (as long
+// as the function's clock runs behind Lambda's by less than the margin).
 //
 // Outcomes, reasons and the response are those of the per-message path, but the
 // [Hooks.OnMessage] calls come after the batch is settled, on the goroutine of

@@ -93,13 +93,10 @@ func (a *actor) describe() string {
 	return s + a.extra
 }
 
-// covered reports whether the guard's configuration promises a's handlers a live lease
-// while their context is live: a deadline (the lease ends after it) or a heartbeat.
-func (a *actor) covered() bool { return a.hasDL || a.w.p.heartbeat > 0 }
-
-// pastLeaseClass names the class of a run of a's that outlived its lease: with a heartbeat
-// whose interval exceeds half the lease WithMaxLease caps, with a heartbeat otherwise (its
-// extensions failed or came late), or without one, its lease capped below its deadline.
+// pastLeaseClass names the class of a run of a's whose context outlived its lease: with a
+// heartbeat whose interval exceeds half the lease WithMaxLease caps, with a heartbeat
+// otherwise (its extensions failed or came late), or without one (a lease capped below the
+// deadline, or without a deadline).
 func (a *actor) pastLeaseClass() string {
 	p := &a.w.p
 	switch {
@@ -112,10 +109,32 @@ func (a *actor) pastLeaseClass() string {
 	}
 }
 
+// skew is how far a's clock runs ahead of true time (negative: behind).
+func (a *actor) skew() time.Duration { return a.c.clk.skew }
+
+// settlesBeforeKill reports whether an SQS invocation's early settle, at its deadline less
+// its margin on its own clock, comes before Lambda kills it at the deadline in true time:
+// its clock runs behind by less than the margin in effect (the explicit one, else the
+// default lowered to a quarter of the time its clock showed left at its start, as the sqs
+// wrapper does).
+func (a *actor) settlesBeforeKill() bool {
+	margin := a.margin
+	if margin == 0 {
+		margin = min(sqs.DefaultDeadlineMargin, a.deadline.Sub(a.start.Add(a.skew()))/4)
+	}
+	return -a.skew() < margin
+}
+
+// deadlineLease reports whether a lease ending at end ends at a's deadline plus the margin:
+// the end every clock agrees on, whatever the owner's skew.
+func (a *actor) deadlineLease(end time.Time) bool {
+	return a.hasDL && end.Equal(a.deadline.Add(a.w.p.margin))
+}
+
 // leaseWhy describes the lease configuration, for a violation's detail.
 func (a *actor) leaseWhy() string {
 	p := &a.w.p
-	s := fmt.Sprintf("deadline %t, lease %s, maxLease %s, heartbeat %s", a.hasDL, p.lease, p.maxLease, p.heartbeat)
+	s := fmt.Sprintf("deadline %t, lease %s, maxLease %s, heartbeat %s, margin %s, clock skew %s", a.hasDL, p.lease, p.maxLease, p.heartbeat, p.margin, a.skew())
 	if a.hasDL {
 		s += fmt.Sprintf(", deadline at %.3fs", a.deadline.Sub(epoch).Seconds())
 	}
@@ -197,6 +216,9 @@ func (w *world) setup() error {
 		if err != nil {
 			return err
 		}
+		if skew != 0 {
+			w.logf("c%d: clock skew %s", c.id, skew)
+		}
 		containers = append(containers, c)
 	}
 	w.finalC, _ = newContainer(0, 0)
@@ -220,7 +242,7 @@ func (w *world) setup() error {
 			k.body = fmt.Sprintf(`{"for":%q}`, k.raw)
 			k.stored, _ = containers[0].guard.StoredKey(idem.Request{Key: k.raw})
 			w.keyNames[k.stored] = k.name
-			w.led.keys[k.stored] = &keyState{name: k.name, kind: kind}
+			w.led.keys[k.stored] = &keyState{name: k.name, kind: kind, old: make(map[string]bool)}
 			keysOf[kind] = append(keysOf[kind], k)
 			w.allKeys = append(w.allKeys, k)
 		}
@@ -350,6 +372,10 @@ func (w *world) answered(a *actor, k *keyInfo, v string, replayed bool, err erro
 	}
 }
 
+// batchSettleMargin is how long before its deadline, on its own clock, a batch caller
+// settles if handlers still run.
+const batchSettleMargin = 100 * time.Millisecond
+
 // batchBody is a caller of Guard.Claim, DoClaimed and Settle over a's keys.
 func (w *world) batchBody(a *actor, concurrent, early bool) func(context.Context) {
 	return func(ctx context.Context) {
@@ -372,27 +398,45 @@ func (w *world) batchBody(a *actor, concurrent, early bool) func(context.Context
 				return w.handle(ctx, k.stored)
 			})
 		}
-		var wg sync.WaitGroup
+		// handlers are the DoClaimed calls; others the Settles racing them.
+		var handlers, others sync.WaitGroup
 		if early {
-			wg.Add(1)
+			others.Add(1)
 			go func() {
-				defer wg.Done()
+				defer others.Done()
 				if !w.block(a, pointStep, "settle-early", "").abort {
 					b.Settle(ctx)
 				}
 			}()
 		}
+		stop := make(chan struct{})
+		if a.hasDL {
+			// Settle must come before the deadline (see idem.Batch): a handler may run past
+			// it, so the caller settles when its clock reads the deadline less a little, as
+			// the SQS wrapper does.
+			others.Add(1)
+			go func() {
+				defer others.Done()
+				select {
+				case <-a.c.clk.After(a.deadline.Sub(a.c.clk.Now()) - batchSettleMargin):
+					b.Settle(ctx)
+				case <-stop:
+				}
+			}()
+		}
 		if concurrent {
-			wg.Add(len(reqs))
+			handlers.Add(len(reqs))
 			for i := range reqs {
-				go func() { defer wg.Done(); doOne(i) }()
+				go func() { defer handlers.Done(); doOne(i) }()
 			}
 		} else {
 			for i := range reqs {
 				doOne(i)
 			}
 		}
-		wg.Wait()
+		handlers.Wait()
+		close(stop)
+		others.Wait()
 		errs := b.Settle(ctx)
 		for i, r := range results {
 			err := r.err
@@ -582,6 +626,12 @@ func (w *world) reported(a *actor, batch []*message, resp events.SQSEventRespons
 		failed[f.ItemIdentifier] = true
 	}
 	w.logf("%s reports failed: %v", a, resp.BatchItemFailures)
+	held := make(map[*message]bool) // judged before the ledger is locked
+	if a.finisher {
+		for _, m := range batch {
+			held[m] = w.heldForOtherBody(m.k, m.body)
+		}
+	}
 	l := &w.led
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -610,7 +660,9 @@ func (w *world) reported(a *actor, batch []*message, resp events.SQSEventRespons
 			continue
 		}
 		if a.finisher {
-			other := false // another body completed the key, or a failure is remembered
+			// Another body completed the key, a failure is remembered, or another body's
+			// checkpointed record holds it.
+			other := held[m]
 			for _, c := range ks.completions {
 				other = other || !fpCompatible(c.fp, fp) || c.status == idem.StatusFailed
 			}

@@ -22,10 +22,13 @@
 //
 // Each actor is one invocation in one of up to three containers; a container is a guard
 // with its own local cache and its own clock, skewed (FeatSkew) by up to 2 s behind or by
-// less than the lease margin ahead: the tolerance RELIABILITY.md states. Lambda actors
-// (sqs, fifo, http) always have a deadline, do and batch actors usually; with FeatKill an
-// invocation is killed (stops for good) at its deadline, as Lambda does. With FeatCrash
-// any actor may stop for good between two steps.
+// less than the lease margin ahead. Lambda actors (sqs, fifo, http) always have a
+// deadline, do and batch actors usually. A context's deadline is read on its container's
+// clock, as a Go context's on its host: it ends when that clock reads it. With FeatKill an
+// invocation is killed (stops for good) at its deadline in true time, as Lambda does. With
+// FeatCrash any actor may stop for good between two steps. A batch caller with a deadline
+// settles when its clock reads the deadline less 100 ms if handlers still run, as
+// idem.Batch asks (Settle before the deadline) and the SQS wrapper does.
 //
 // Every handler is the same simulated handler: at its start the scheduler draws its plan
 // (work steps, where time may pass; checkpoints; then success, an error, a remembered
@@ -40,9 +43,12 @@
 // handler step and every timer of the clock is a scheduling point: the goroutine blocks
 // until the scheduler releases it. The scheduler runs with GOMAXPROCS(1) ([Prepare]) and,
 // before each decision, yields until the world is quiet: every runnable goroutine,
-// including those the library starts without telling (heartbeats, sqs workers, the
-// settle timer), has run until it blocked, which shows as several yields in a row without
-// activity (every point, clock read and deadline read counts as activity). It then sorts
+// including those the library starts without telling (lease watchdogs and heartbeats, sqs
+// workers, the settle timer), has run until it blocked, which shows as several yields in a
+// row without activity (every point, clock read and deadline read counts as activity),
+// confirmed by the runtime's counts of runnable goroutines and of those in a system call,
+// both zero. Goroutines that wake without being released (a request whose context ended)
+// note their trace lines, which enter the trace sorted by label. It then sorts
 // the waiting points by a stable label (actor, kind, operation, key) and picks one with
 // the seeded generator, or moves time on. TestSimulationDeterminism runs seeds twice and
 // requires identical traces; the labels are unique in practice, and
@@ -52,8 +58,11 @@
 // deadline, an actor's start), by a little, or by seconds (past leases). While a store
 // request is in flight it moves by at most 30 ms, unless the store stalls (FeatLate):
 // store calls are fast, and a slow one is a fault to inject. All timers due at one
-// instant fire together, so their order never matters. Contexts are the actors' own:
-// their Deadline is in simulated time and they end when time passes it.
+// instant fire together, so their order never matters; once the schedule is over every
+// timer fires at once, so that goroutines waiting on one (a completion's backoff, on a
+// context detached from the caller's) unwind without waiting in wall time. Contexts are
+// the actors' own: their Deadline is in simulated time and they end when their
+// container's clock passes it.
 //
 // # The store
 //
@@ -61,7 +70,9 @@
 // point before every request. There the scheduler may let it apply and answer; fail it
 // without applying (FeatFail); apply it and lose the response (FeatLost), or for a claim
 // apply it, lose the response and let the SDK resend it, which meets its own record;
-// apply it and answer only at a later point (FeatLate). Attached writes are func() error
+// apply it and answer only at a later point (FeatLate). As the SDK does, a request whose
+// context ends while it waits (before applying, or for its late answer) returns the
+// context's error at once; a killed invocation's requests stay frozen. Attached writes are func() error
 // for the MemStore; the simulated ones append to the ledger inside it, so they commit
 // exactly with the completion.
 //
@@ -72,19 +83,23 @@
 // completion and attached write that applied, every effect and every answer. Checked
 // during and after every schedule, each violation named by invariant and class:
 //
-//   - (a) effects at most once per key. a.overlap: two runs of a key ran at once and
-//     the later one claimed while the earlier one's lease was still live in true time (a
-//     re-run after the earlier lease truly ended is counted in [Stats.OverlapAfterLease]
-//     instead, and a re-run after an earlier run ended unrecorded in [Stats.Reruns]).
-//     a.pastLease.*: a run performed its effect after its lease had truly ended while its
-//     context was still live, though the configuration promised cover (a deadline, or a
-//     heartbeat): so every schedule whose handlers finish within their lease has no
-//     overlaps. a.lostOutcome: an SQS invocation killed at its deadline had a handler
-//     that finished before it whose outcome was never sent. a.outcomePastLease: a run
-//     finished within its lease, its outcome was sent after the lease ended, and another
-//     run took the key over meanwhile. a.afterComplete: a claim took a key whose
-//     completed record was live. a.failOpenCancelled: a fail-open handler ran on an ended
-//     context. a.unknownLease: a handler ran under a lease the store never granted.
+//   - (a) effects at most once per key, within the clock skew the lease margin
+//     tolerates: a claimer's clock ahead of the owner's by less than the margin, or, for a
+//     lease ending at a deadline Lambda enforces by a kill, ahead of true time by less
+//     than the margin. a.overlap: two runs of a key ran at once, both with live contexts,
+//     the later claim from a clock within the tolerance (beyond it they are counted in
+//     [Stats.OverlapBeyondSkew]; a re-run after an earlier run ended unrecorded, in
+//     [Stats.Reruns]). a.pastLease.*: a run performed its effect, its context still live,
+//     once its owner's clock read its lease end less the margin: the handler's context
+//     never outlives its lease (the deadline, or the lease watchdog, ends it by then).
+//     a.lostOutcome: an SQS invocation killed at its deadline had a handler that finished
+//     before it whose outcome was never sent, though its clock ran behind by less than its
+//     deadline margin (else [Stats.LostBeyondSkew]). a.outcomePastLease: a run finished
+//     within its lease, its outcome was sent after the lease ended, and another run took
+//     the key over meanwhile from a clock within the tolerance. a.afterComplete: a claim
+//     took a key whose completed record was live. a.failOpenCancelled: a fail-open
+//     handler ran on an ended context. a.unknownLease: a handler ran under a lease the
+//     store never granted.
 //   - (b) every answer a caller got equals the recorded result: a computed result was
 //     recorded by its own run (b.answerNotRecorded, b.answerDiffers), a replay equals a
 //     recorded result or remembered failure (b.replayDiffers).
@@ -97,7 +112,10 @@
 //   - (d) once every lease has ended (the final phase moves time past them and calls each
 //     key once more, without faults), no key is left INPROGRESS (d.leftInProgress), every
 //     final call gets a result, a replay or a remembered failure (d.notSettled), and the
-//     schedule finishes (d.stuck).
+//     schedule finishes (d.stuck). One record rightly stays: in progress, its lease ended,
+//     unexpired, with the checkpoint of a request with another body, which the final
+//     call's claim met; that call gets idem.ErrPayloadMismatch. A record past its expiry
+//     counts as absent.
 //   - (e) attached writes commit at most once and only with their COMPLETED record
 //     (e.attachedTwice, e.attachedWithoutRecord, e.recordWithoutAttached).
 //   - (f) the SQS batch response fails exactly the messages that did not complete:

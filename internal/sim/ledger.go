@@ -41,11 +41,16 @@ type run struct {
 
 	claimAt  time.Time // true time the claim applied
 	leaseEnd time.Time // as the store holds it (claim, extensions)
-	expectCp string    // the checkpoint this owner must see
-	staleCp  string    // or this one, left by a record that expired (TTL deletion lags)
-	cpCause  string    // why the record it replaced lacks expectCp, if it does
-	resent   bool      // its claim applied, the response was lost, and the resend met it
-	how      string    // how its handler ended
+	// ownerClock marks a lease measured on the owner's clock (no deadline, a deadline
+	// beyond WithMaxLease, an extension), whose stored end is off by the owner's skew;
+	// else the lease ends at the deadline plus the margin, in true time.
+	ownerClock bool
+	hctx       context.Context // the handler's context, once it started
+	expectCp   string          // the checkpoint this owner must see
+	staleCp    bool            // or any old one, or none: the key expired since (TTL deletion lags)
+	cpCause    string          // why the record it replaced lacks expectCp, if it does
+	resent     bool            // its claim applied, the response was lost, and the resend met it
+	how        string          // how its handler ended
 
 	started, ended bool
 	startAt, endAt time.Time
@@ -82,10 +87,22 @@ type keyState struct {
 	cp          string // last checkpoint recorded since the key last completed or expired
 	cpFp        string
 	cpSet       bool
-	gone        string // why the stored record lost the checkpoint, while it has
+	gone        string          // why the stored record lost the checkpoint, while it has
+	stale       bool            // the key expired since: owners may see an old checkpoint
+	old         map[string]bool // every checkpoint recorded for the key
 	completions []completion
 	attached    []attachment
 	effects     int
+	// refusedFinal is the record that last refused a final call's claim.
+	refusedFinal *refusal
+}
+
+// refusal is a record that refused a claim, the claim's fingerprint, and when, on the
+// claimer's clock.
+type refusal struct {
+	rec idem.Record
+	fp  string
+	at  time.Time
 }
 
 // Stats are the counts a schedule reports besides its violations.
@@ -95,9 +112,15 @@ type Stats struct {
 	// Reruns counts effects on a key that had one already, after the earlier run ended
 	// without its outcome recorded (a crash, a failed completion): allowed by design.
 	Reruns int
-	// OverlapAfterLease counts effects that ran while an earlier owner of the key was still
-	// running, after that owner's lease had truly ended.
-	OverlapAfterLease int
+	// OverlapBeyondSkew counts effects that ran while an earlier owner of the key was still
+	// running with its context live, and outcomes sent past their lease and taken over
+	// meanwhile, where the later claim came from a clock beyond the skew the lease margin
+	// tolerates (see ledger.tolerated).
+	OverlapBeyondSkew int
+	// LostBeyondSkew counts outcomes of SQS invocations killed at their deadline before
+	// their early settle, because their clock ran behind true time by the settle margin
+	// (sqs.WithDeadlineMargin) or more: beyond the tolerance.
+	LostBeyondSkew int
 	// Outlived counts runs whose handler was still running when their lease ended.
 	Outlived int
 	// Unguarded counts handler runs without a lease (WithFailOpen).
@@ -135,8 +158,14 @@ func (w *world) trueNow() time.Time {
 
 func fpCompatible(a, b string) bool { return a == "" || b == "" || a == b }
 
-// claimed records a claim that applied.
-func (l *ledger) claimed(w *world, a *actor, rec, prev *idem.Record, claimed bool, err error) {
+// claimed records a claim that applied, at claimNow on the claimer's clock: a lease granted, or
+// for a final call the record that refused it.
+func (l *ledger) claimed(w *world, a *actor, rec *idem.Record, claimNow time.Time, prev *idem.Record, claimed bool, err error) {
+	if err == nil && !claimed && a.finisher && prev != nil {
+		l.mu.Lock()
+		l.keys[rec.Key].refusedFinal = &refusal{rec: *prev, fp: rec.Fingerprint, at: claimNow}
+		l.mu.Unlock()
+	}
 	if err != nil || !claimed {
 		return
 	}
@@ -144,11 +173,18 @@ func (l *ledger) claimed(w *world, a *actor, rec, prev *idem.Record, claimed boo
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ks := l.keys[rec.Key]
-	stale := ""
-	if prev != nil && !prev.Expires.IsZero() && !now.Before(prev.Expires) {
-		stale = prev.Checkpoint
+	stale := false
+	// Whether the record replaced had expired is the claimer's clock's call, as the store
+	// compares the claim's time with it.
+	if prev != nil && !prev.Expires.IsZero() && !claimNow.Before(prev.Expires) {
+		ks.stale = true
 		ks.cpSet = false // the key expired: a new window starts
 	}
+	// After an expiry an old checkpoint may or may not be seen, by this owner and by every
+	// later one, until a new checkpoint is recorded or the key completes: a claim that read
+	// the record in progress may carry its checkpoint into a record that completed and
+	// expired meanwhile (on the claimer's clock).
+	stale = ks.stale
 	if prev != nil && prev.Status != idem.StatusInProgress && now.Add(l.maxSkew).Before(prev.Expires) {
 		l.violate("a.afterComplete", ks.name, "%s claimed the key while its %s record was live until %s",
 			a, prev.Status, prev.Expires.Sub(epoch))
@@ -159,7 +195,7 @@ func (l *ledger) claimed(w *world, a *actor, rec, prev *idem.Record, claimed boo
 	r := &run{
 		id: len(l.runs) + 1, key: rec.Key, name: ks.name, token: rec.LeaseToken, a: a,
 		fp: rec.Fingerprint, guarded: true, claimAt: now, leaseEnd: rec.LeaseExpires,
-		how: "its handler never ran",
+		ownerClock: !a.deadlineLease(rec.LeaseExpires), how: "its handler never ran",
 	}
 	r.staleCp = stale
 	if ks.cpSet {
@@ -187,7 +223,28 @@ func (l *ledger) extended(w *world, token string, end time.Time, err error) {
 	defer l.mu.Unlock()
 	if r := l.byToken[token]; r != nil {
 		r.leaseEnd = end
+		r.ownerClock = r.ownerClock || !r.a.deadlineLease(end)
 	}
+}
+
+// lossAt is the true time by which r's handler context must have ended: when the owner's
+// clock reads the lease end less the margin. A context's deadline is read on the owner's
+// clock too (see simCtx), so with a lease ending at the deadline plus the margin that is
+// when the context ends; otherwise the lease watchdog must end it then.
+func (l *ledger) lossAt(w *world, r *run) time.Time {
+	return r.leaseEnd.Add(-w.p.margin - r.a.skew())
+}
+
+// tolerated reports whether a claim by claimer, over the lease of r, comes from a clock
+// within the skew the lease margin tolerates, where no owner may still run: ahead of the
+// owner's clock by less than the margin (the owner's context ends by its lease end less
+// the margin on its own clock); or, for a lease ending at a deadline that Lambda enforces
+// by killing the owner there in true time, ahead of true time by less than the margin.
+func (l *ledger) tolerated(w *world, r *run, claimer *actor) bool {
+	if claimer.skew()-r.a.skew() < w.p.margin {
+		return true
+	}
+	return !r.ownerClock && r.a.kill && claimer.skew() < w.p.margin
 }
 
 func (l *ledger) checkpointed(w *world, key, token, cp string, err error) {
@@ -197,7 +254,8 @@ func (l *ledger) checkpointed(w *world, key, token, cp string, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ks := l.keys[key]
-	ks.cp, ks.cpSet, ks.gone = cp, true, ""
+	ks.cp, ks.cpSet, ks.gone, ks.stale = cp, true, "", false
+	ks.old[cp] = true
 	if r := l.byToken[token]; r != nil {
 		ks.cpFp = r.fp
 	}
@@ -240,7 +298,7 @@ func (l *ledger) completed(w *world, a *actor, rec *idem.Record, err error) {
 		token: rec.LeaseToken, status: rec.Status, data: append([]byte(nil), rec.Data...),
 		fp: rec.Fingerprint, at: now, expires: rec.Expires,
 	})
-	ks.cpSet = false
+	ks.cpSet, ks.stale = false, false
 	if r != nil {
 		r.landed, r.landedStatus = true, rec.Status
 	}
@@ -316,9 +374,9 @@ func (l *ledger) handlerStart(w *world, a *actor, key string, ctx context.Contex
 		r = &run{id: len(l.runs) + 1, key: key, name: ks.name, a: a}
 		l.runs = append(l.runs, r)
 	}
-	r.started, r.startAt = true, now
+	r.started, r.startAt, r.hctx = true, now, ctx
 	if r.guarded {
-		if got := idem.LastCheckpoint(ctx); got != r.expectCp && (r.staleCp == "" || got != r.staleCp) {
+		if got := idem.LastCheckpoint(ctx); got != r.expectCp && !(r.staleCp && (got == "" || ks.old[got])) {
 			class, cause := "c.checkpointLost", r.cpCause
 			switch {
 			case r.resent:
@@ -351,26 +409,28 @@ func (l *ledger) effect(w *world, r *run) {
 		l.stats.Reruns++
 	}
 	for _, o := range l.runs {
-		if o == r || o.key != r.key || !o.guarded || !o.started || o.ended {
-			continue
+		if o == r || o.key != r.key || !o.guarded || !o.started || o.ended || o.hctx.Err() != nil {
+			continue // o has ended, or its context has: it can perform no effect any more
 		}
-		// Two runs of the key at once: fine only if the earlier one's lease had truly
-		// ended when the later one claimed.
+		// Two runs of the key at once, both with live contexts: fine only if the later one
+		// claimed from a clock beyond the tolerance.
 		early, late := o, r
-		if r.claimAt.Before(o.claimAt) {
+		if r.id < o.id { // runs are numbered in the order their claims applied
 			early, late = r, o
 		}
-		if !early.leaseEnd.After(late.claimAt) {
-			l.stats.OverlapAfterLease++
-			w.logf("r%d and r%d run %s at once; r%d's lease ended at %.3fs, before r%d claimed", r.id, o.id, ks.name, early.id, early.leaseEnd.Sub(epoch).Seconds(), late.id)
+		if !l.tolerated(w, early, late.a) {
+			l.stats.OverlapBeyondSkew++
+			w.logf("r%d and r%d run %s at once; r%d's claimer (clock skew %s) is beyond the tolerance of r%d's lease (owner's skew %s)", r.id, o.id, ks.name, late.id, late.a.skew(), early.id, early.a.skew())
 			continue
 		}
-		l.violate("a.overlap", ks.name, "run r%d (%s) ran its effect while run r%d (%s) also ran; r%d claimed at %.3fs while r%d's lease was live until %.3fs",
-			r.id, r.a, o.id, o.a, late.id, late.claimAt.Sub(epoch).Seconds(), early.id, early.leaseEnd.Sub(epoch).Seconds())
+		l.violate("a.overlap", ks.name, "run r%d (%s) ran its effect while run r%d (%s) also ran with its context live; r%d claimed at %.3fs, r%d's lease ends at %.3fs (clock skews: claimer %s, owner %s)",
+			r.id, r.a, o.id, o.a, late.id, late.claimAt.Sub(epoch).Seconds(), early.id, early.leaseEnd.Sub(epoch).Seconds(), late.a.skew(), early.a.skew())
 	}
-	if !now.Before(r.leaseEnd) && r.a.covered() {
-		l.violate(r.a.pastLeaseClass(), ks.name, "run r%d (%s) ran its effect at %.3fs, after its lease ended at %.3fs, with its context still live (%s)",
-			r.id, r.a, now.Sub(epoch).Seconds(), r.leaseEnd.Sub(epoch).Seconds(), r.a.leaseWhy())
+	// The handler's context never outlives its lease: it ends by the lease end less the
+	// margin (the deadline, or the lease watchdog), and the handler honours it.
+	if loss := l.lossAt(w, r); !now.Before(loss) {
+		l.violate(r.a.pastLeaseClass(), ks.name, "run r%d (%s) ran its effect at %.3fs, after its lease's point of loss at %.3fs (lease end %.3fs less the margin, true time), with its context still live (%s)",
+			r.id, r.a, now.Sub(epoch).Seconds(), loss.Sub(epoch).Seconds(), r.leaseEnd.Sub(epoch).Seconds(), r.a.leaseWhy())
 	}
 }
 
@@ -491,12 +551,20 @@ func (l *ledger) finalChecks(w *world) {
 			continue
 		}
 		if r.succeeded && r.sentAt.IsZero() && r.a.killedByDeadline && r.endAt.Before(r.a.killedAt) && r.a.lambdaBatch() {
+			if !r.a.settlesBeforeKill() {
+				l.stats.LostBeyondSkew++
+				continue
+			}
 			l.violate("a.lostOutcome", r.name, "run r%d (%s) finished at %.3fs, before the invocation was killed at its deadline (%.3fs), but its outcome was never sent to the store",
 				r.id, r.a, r.endAt.Sub(epoch).Seconds(), r.a.killedAt.Sub(epoch).Seconds())
 		}
 		if r.sentPastLease && !r.landed {
 			for _, o := range l.runs {
 				if o.key == r.key && o.guarded && o.claimAt.After(r.claimAt) && !o.claimAt.After(r.sentAt) {
+					if !l.tolerated(w, r, o.a) {
+						l.stats.OverlapBeyondSkew++
+						break
+					}
 					l.violate("a.outcomePastLease", r.name, "run r%d (%s) finished at %.3fs within its lease (to %.3fs), but its outcome was sent only at %.3fs; run r%d (%s) took the key over at %.3fs, so the work is done twice",
 						r.id, r.a, r.endAt.Sub(epoch).Seconds(), r.leaseEnd.Sub(epoch).Seconds(), r.sentAt.Sub(epoch).Seconds(), o.id, o.a, o.claimAt.Sub(epoch).Seconds())
 					break

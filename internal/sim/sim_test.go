@@ -22,19 +22,9 @@ var (
 // knownOpen holds the violation classes that the current library is known to produce,
 // each with the bug behind it (see RELIABILITY.md). TestSimulation fails on any other
 // class; when a fix lands, delete its class here and move its seeds in simulationSeeds to
-// fixed, so that the simulation holds the fix from then on.
-var knownOpen = map[string]string{
-	"c.checkpointLost.release":     "a handler error or panic after a checkpoint releases the key, and release deletes the record with its checkpoint",
-	"c.checkpointLost.resend":      "a takeover whose claim response is lost: the resend meets its own record and the checkpoint taken over is forgotten",
-	"c.checkpointLost.carry":       "a takeover claim replaces the record; if the guard does not write the checkpoint back (the claim's response was lost, or the write-back failed) the next owner misses it",
-	"a.pastLease.heartbeatFailed":  "failed or late heartbeats never cancel the handler, which runs on after its lease ended",
-	"a.pastLease.heartbeatOverCap": "WithHeartbeat is validated against WithLease, but WithMaxLease caps the lease below twice the interval",
-	"a.pastLease.capped":           "WithMaxLease below the deadline ends the lease while the handler's context is still live",
-	"a.lostOutcome":                "sqs batch outcomes finished after the early Settle wait for the final Settle, and are lost when the invocation is killed",
-	"a.outcomePastLease":           "batch outcomes pending for Settle keep no heartbeat; their lease lapses and another owner runs the key again",
-	"a.failOpenCancelled":          "WithFailOpen runs the handler on an ended context (DoClaimed for a claim that failed because the context ended; Do after a store error once it ended)",
-	"a.overlap":                    "a lease from WithLease (no deadline) has no margin: an owner's clock behind, or a claimer's ahead within the stated tolerance, lets two owners run at once",
-}
+// fixed, so that the simulation holds the fix from then on. Every class found so far is
+// fixed.
+var knownOpen = map[string]string{}
 
 // schedules returns how many schedules TestSimulation runs.
 func schedules(t *testing.T) int {
@@ -136,35 +126,92 @@ var simulationSeeds = []struct {
 	class    string
 	open     bool
 }{
-	// Release deletes the record, and with it the checkpoint of a handler that panicked
+	// The first ten classes, found on the code before the at-most-once fixes; each seed
+	// broke its class then and passes since its fix.
+	//
+	// Release deleted the record, and with it the checkpoint of a handler that panicked
 	// (or failed) after recording it.
-	{5, "all", "c.checkpointLost.release", true},
-	{6, "do,checkpoint,panic", "c.checkpointLost.release", true},
+	{5, "all", "c.checkpointLost.release", false},
+	{6, "do,checkpoint,panic", "c.checkpointLost.release", false},
 	// A takeover's claim response was lost; the SDK's resend met its own record, so the
 	// guard saw no previous record and forgot the checkpoint it took over.
-	{691, "all", "c.checkpointLost.resend", true},
-	{259, "do,checkpoint,lost,crash", "c.checkpointLost.resend", true},
+	{691, "all", "c.checkpointLost.resend", false},
+	{259, "do,checkpoint,lost,crash", "c.checkpointLost.resend", false},
 	// A takeover's claim applied but its response was lost, so the guard never wrote the
-	// checkpoint it replaced back; the next owner misses it.
-	{646, "all", "c.checkpointLost.carry", true},
-	// The lease capped by WithMaxLease ends before the first heartbeat.
-	{85, "all", "a.pastLease.heartbeatOverCap", true},
-	{51, "do,heartbeat,maxlease", "a.pastLease.heartbeatOverCap", true},
+	// checkpoint it replaced back; the next owner missed it.
+	{646, "all", "c.checkpointLost.carry", false},
+	// The lease capped by WithMaxLease ended before the first heartbeat.
+	{85, "all", "a.pastLease.heartbeatOverCap", false},
+	{51, "do,heartbeat,maxlease", "a.pastLease.heartbeatOverCap", false},
 	// Heartbeats failed (or came late); the handler was not cancelled and ran past its lease.
-	{162, "all", "a.pastLease.heartbeatFailed", true},
-	{20, "do,heartbeat,fail,late", "a.pastLease.heartbeatFailed", true},
-	// WithMaxLease below the deadline, no heartbeat: the lease ends under a live context.
-	{100, "all", "a.pastLease.capped", true},
+	{162, "all", "a.pastLease.heartbeatFailed", false},
+	{20, "do,heartbeat,fail,late", "a.pastLease.heartbeatFailed", false},
+	// WithMaxLease below the deadline, no heartbeat: the lease ended under a live context
+	// (fixed by the lease watchdog).
+	{100, "all", "a.pastLease.capped", false},
 	// An sqs message finished after the early Settle; the invocation was killed at its
 	// deadline before the final Settle sent its outcome.
-	{332, "all", "a.lostOutcome", true},
+	{332, "all", "a.lostOutcome", false},
 	// A batch outcome waited for Settle past its lease; another owner ran the key again.
-	{6235, "all", "a.outcomePastLease", true},
-	// Fail-open ran the handler on an ended context.
-	{521, "all", "a.failOpenCancelled", true},
+	{6235, "all", "a.outcomePastLease", false},
+	// Fail-open ran the handler on an ended context: a claim failed because the context
+	// ended; or (Do) it failed with a store error of its own after the deadline had passed
+	// (fixed: never fail open once the caller's context has ended).
+	{521, "all", "a.failOpenCancelled", false},
 	// An owner without a deadline, its clock behind, was taken over by a caller ahead
-	// within the lease margin while it still ran.
-	{3844, "all", "a.overlap", true},
+	// within the lease margin while it still ran (fixed: such a lease is WithLease plus the
+	// margin, and the watchdog ends the handler's context after WithLease).
+	{3844, "all", "a.overlap", false},
+
+	// Found while triaging the ten on the fixed code. Library bugs:
+	//
+	// The heartbeat's first beat counted from the handler's start, not the claim: a batch
+	// request started late beat after its lease's point of loss, and the final call of a
+	// healthy store was cancelled (then with the no-deadline lease of WithLease alone).
+	{154, "all", "d.notSettled", false},
+	{195, "all", "d.notSettled", false},
+	{586, "all", "d.notSettled", false},
+	// The default logger formatted every record it discarded; the first loaded the time
+	// zone from disk, and that system call made the watchdog look quiet: the seed ran
+	// differently about once in forty (a.pastLease, d.stuck).
+	{31319, "all", "d.stuck", false},
+	//
+	// The simulation's model lagging the intended semantics (each fixed in internal/sim):
+	//
+	// A record kept in progress, lease ended, with the checkpoint of a request with another
+	// body holds its key against the canonical body (ErrPayloadMismatch).
+	{156, "all", "d.leftInProgress", false},
+	{953, "all", "d.leftInProgress", false},
+	{2316, "all", "d.notSettled", false},
+	// ... judged when the final claim met it, not when the batch reported (it had expired).
+	{9908, "all", "d.notSettled", false},
+	// Leases judged in true time, not on the owner's clock, which ran behind.
+	{430, "all", "a.pastLease.heartbeatFailed", false},
+	{6571, "all", "a.overlap", false},
+	// A context ended at its deadline in true time, not when its skewed clock read it; an
+	// actor whose clock read its deadline at its start had a live context.
+	{83918, "all", "a.pastLease.capped", false},
+	// The simulated store ignored its context: a heartbeat's hung extension held the
+	// completion back until the invocation was killed.
+	{10970, "all", "a.lostOutcome", false},
+	// An invocation whose clock ran behind by more than its SQS deadline margin was killed
+	// before its early Settle: beyond the tolerance, counted apart.
+	{29678, "all", "a.lostOutcome", false},
+	// A replaced record's expiry judged in true time, not on the claimer's clock.
+	{14063, "all", "c.checkpointLost", false},
+	{106673, "all", "c.checkpointLost.carry", false},
+	{109170, "all", "c.checkpointLost", false},
+	// After an expiry an old checkpoint may be seen by every later owner, not only the
+	// first: a claim read a record in progress, which then completed and expired on the
+	// claimer's clock (skews 2.7 s apart, expiry 2 s), and carried its checkpoint into the
+	// new window.
+	{488336, "all", "c.checkpointLost", false},
+	// Two claims applied at one instant: the later taken for the earlier.
+	{117617, "do,heartbeat,maxlease,skew", "a.overlap", false},
+	{141251, "do,heartbeat,maxlease,skew", "a.overlap", false},
+	// A batch caller settled only after a handler that overran its deadline.
+	{48238, "batch,batchstore,late,heartbeat,maxlease,skew", "a.outcomePastLease", false},
+	{98862, "batch,batchstore,late,heartbeat,maxlease,skew", "a.outcomePastLease", false},
 }
 
 // TestSimulationSeeds replays the regression table.

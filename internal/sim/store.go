@@ -52,24 +52,36 @@ func (s *store) names(keys []string) string {
 	return strings.Join(n, "+")
 }
 
-// request blocks at the point before a request and returns the scheduler's decision.
-func (s *store) request(ctx context.Context, op, keys string) (*actor, decision) {
+// request blocks at the point before a request and returns the scheduler's decision. If
+// the request's context ends first, as a real SDK does, it returns the context's error
+// without applying (see world.blockCtx).
+func (s *store) request(ctx context.Context, op, keys string) (*actor, decision, error) {
 	a := actorOf(ctx)
-	return a, s.w.block(a, pointStore, op, keys)
+	d, err := s.w.blockCtx(ctx, a, pointStore, op, keys)
+	return a, d, err
 }
 
-// respond holds a late answer back until the scheduler releases it; false means abort.
-func (s *store) respond(a *actor, d decision, op, keys string) bool {
+// respond holds a late answer back until the scheduler releases it. It returns errShutdown
+// when the schedule is over, and the context's error if the caller's context ends first:
+// the request applied, and its caller never hears so.
+func (s *store) respond(ctx context.Context, a *actor, d decision, op, keys string) error {
 	if d.fault != faultLate {
-		return true
+		return nil
 	}
-	return !s.w.block(a, pointStoreResp, op+"-resp", keys).abort
+	d, err := s.w.blockCtx(ctx, a, pointStoreResp, op+"-resp", keys)
+	if d.abort {
+		return errShutdown
+	}
+	return err
 }
 
 // Claim implements idem.Store.
 func (s *store) Claim(ctx context.Context, rec *idem.Record, now time.Time) (*idem.Record, bool, error) {
 	n := s.name(rec.Key)
-	a, d := s.request(ctx, "claim", n)
+	a, d, err := s.request(ctx, "claim", n)
+	if err != nil {
+		return nil, false, err
+	}
 	if d.abort {
 		return nil, false, errShutdown
 	}
@@ -81,17 +93,17 @@ func (s *store) Claim(ctx context.Context, rec *idem.Record, now time.Time) (*id
 		s.mem.Put(*rec)
 		claimed = true
 	}
-	s.w.led.claimed(s.w, a, rec, prev, claimed, err)
+	s.w.led.claimed(s.w, a, rec, now, prev, claimed, err)
 	switch d.fault {
 	case faultLose:
 		return nil, false, errLost
 	case faultResend:
 		prev, claimed, err = s.mem.Claim(ctx, rec, now)
-		s.w.led.claimed(s.w, a, rec, prev, claimed, err)
+		s.w.led.claimed(s.w, a, rec, now, prev, claimed, err)
 		s.w.led.markResent(rec.LeaseToken)
 	}
-	if !s.respond(a, d, "claim", n) {
-		return nil, false, errShutdown
+	if err := s.respond(ctx, a, d, "claim", n); err != nil {
+		return nil, false, err
 	}
 	return prev, claimed, err
 }
@@ -99,19 +111,22 @@ func (s *store) Claim(ctx context.Context, rec *idem.Record, now time.Time) (*id
 // call makes one request that answers with an error alone: the point, the scheduler's
 // fault, apply (the inner call and the ledger's observation of it), and the answer.
 func (s *store) call(ctx context.Context, op, n string, apply func() error) (*actor, error) {
-	a, d := s.request(ctx, op, n)
+	a, d, err := s.request(ctx, op, n)
+	if err != nil {
+		return a, err
+	}
 	if d.abort {
 		return a, errShutdown
 	}
 	if d.fault == faultBefore {
 		return a, errInjected
 	}
-	err := apply()
+	err = apply()
 	if d.fault == faultLose || d.fault == faultResend {
 		return a, errLost
 	}
-	if !s.respond(a, d, op, n) {
-		return a, errShutdown
+	if err := s.respond(ctx, a, d, op, n); err != nil {
+		return a, err
 	}
 	return a, err
 }
@@ -195,7 +210,10 @@ func (s *batchStore) ClaimMany(ctx context.Context, recs []*idem.Record, now tim
 		}
 		return out
 	}
-	a, d := s.request(ctx, "claimMany", n)
+	a, d, err := s.request(ctx, "claimMany", n)
+	if err != nil {
+		return fail(err)
+	}
 	if d.abort {
 		return fail(errShutdown)
 	}
@@ -205,7 +223,7 @@ func (s *batchStore) ClaimMany(ctx context.Context, recs []*idem.Record, now tim
 	apply := func() []idem.ClaimResult {
 		out := s.mem.ClaimMany(ctx, recs, now)
 		for i, r := range out {
-			s.w.led.claimed(s.w, a, recs[i], r.Prev, r.Claimed, r.Err)
+			s.w.led.claimed(s.w, a, recs[i], now, r.Prev, r.Claimed, r.Err)
 		}
 		return out
 	}
@@ -219,8 +237,8 @@ func (s *batchStore) ClaimMany(ctx context.Context, recs []*idem.Record, now tim
 			s.w.led.markResent(r.LeaseToken)
 		}
 	}
-	if !s.respond(a, d, "claimMany", n) {
-		return fail(errShutdown)
+	if err := s.respond(ctx, a, d, "claimMany", n); err != nil {
+		return fail(err)
 	}
 	return out
 }
@@ -234,7 +252,10 @@ func (s *batchStore) CompleteMany(ctx context.Context, recs []*idem.Record) []er
 	}
 	n := s.names(keys)
 	s.w.led.completeSent(s.w, actorOf(ctx), tokens)
-	a, d := s.request(ctx, "completeMany", n)
+	a, d, err := s.request(ctx, "completeMany", n)
+	if err != nil {
+		return fill(len(recs), err)
+	}
 	if d.abort {
 		return fill(len(recs), errShutdown)
 	}
@@ -248,8 +269,8 @@ func (s *batchStore) CompleteMany(ctx context.Context, recs []*idem.Record) []er
 	if d.fault == faultLose || d.fault == faultResend {
 		return fill(len(recs), errLost)
 	}
-	if !s.respond(a, d, "completeMany", n) {
-		return fill(len(recs), errShutdown)
+	if err := s.respond(ctx, a, d, "completeMany", n); err != nil {
+		return fill(len(recs), err)
 	}
 	for i, err := range out {
 		s.w.led.completeAnswered(a, recs[i].LeaseToken, err)
@@ -260,7 +281,10 @@ func (s *batchStore) CompleteMany(ctx context.Context, recs []*idem.Record) []er
 // ReleaseMany implements idem.BatchStore: one request for the whole batch.
 func (s *batchStore) ReleaseMany(ctx context.Context, keys, tokens []string) []error {
 	n := s.names(keys)
-	a, d := s.request(ctx, "releaseMany", n)
+	a, d, err := s.request(ctx, "releaseMany", n)
+	if err != nil {
+		return fill(len(keys), err)
+	}
 	if d.abort {
 		return fill(len(keys), errShutdown)
 	}
@@ -274,8 +298,8 @@ func (s *batchStore) ReleaseMany(ctx context.Context, keys, tokens []string) []e
 	if d.fault == faultLose || d.fault == faultResend {
 		return fill(len(keys), errLost)
 	}
-	if !s.respond(a, d, "releaseMany", n) {
-		return fill(len(keys), errShutdown)
+	if err := s.respond(ctx, a, d, "releaseMany", n); err != nil {
+		return fill(len(keys), err)
 	}
 	return out
 }

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/idemkit/idem"
 )
 
 // epoch is simulated time zero. It lies far from wall time, so a stray read of the system
@@ -78,7 +80,7 @@ type world struct {
 	shutdown bool
 	seq      uint64
 	activity atomic.Uint64
-	runnable []metrics.Sample // the runtime's count of runnable goroutines
+	runnable []metrics.Sample // the runtime's counts of runnable goroutines and of those in system calls
 
 	actors  []*actor
 	pending []*actor // planned, not yet started, by start time
@@ -92,6 +94,7 @@ type world struct {
 	led      ledger
 
 	trace      []string
+	notes      [][2]string // label and line, kept until the world is quiet (see note)
 	steps      int
 	collisions int
 	stuck      bool
@@ -107,8 +110,11 @@ type world struct {
 // The count of activity is a heuristic: a goroutine preempted (or whose thread the OS
 // descheduled) before it bumped the counter would look quiet. So the runtime confirms:
 // with one P held by the scheduler, its count of runnable goroutines (local and global
-// run queues) is exact, and the world is quiet only when it is zero. (Before Go 1.26,
-// which added the metric, the rounds alone decide.)
+// run queues) is exact, and the world is quiet only when it is zero, and so is its count
+// of goroutines in a system call: a goroutine in one is neither runnable nor blocked for
+// good (the code under test reads the time zone file once per process, when a logger
+// first formats a time). (Before Go 1.26, which added the metrics, the rounds alone
+// decide.)
 func (w *world) quiesce() {
 	const quietRounds = 3
 	for {
@@ -122,28 +128,94 @@ func (w *world) quiesce() {
 			}
 		}
 		metrics.Read(w.runnable)
-		if v := w.runnable[0].Value; v.Kind() != metrics.KindUint64 || v.Uint64() == 0 {
-			return
+		if busy(w.runnable[0]) || busy(w.runnable[1]) {
+			continue
 		}
+		w.flushNotes()
+		return
+	}
+}
+
+// busy reports whether a goroutine count the runtime reports is above zero.
+func busy(s metrics.Sample) bool {
+	return s.Value.Kind() == metrics.KindUint64 && s.Value.Uint64() > 0
+}
+
+// note keeps a trace line of a goroutine that ran without being released from a point (a
+// request abandoned when its context ended). Several such goroutines may wake at once, in
+// an order the Go scheduler picks, so their lines wait for the world to be quiet and go
+// into the trace sorted by the label of their point.
+func (w *world) note(label, line string) {
+	w.mu.Lock()
+	w.notes = append(w.notes, [2]string{label, line})
+	w.mu.Unlock()
+}
+
+// flushNotes moves the kept lines into the trace, sorted by label.
+func (w *world) flushNotes() {
+	w.mu.Lock()
+	notes := w.notes
+	w.notes = nil
+	w.mu.Unlock()
+	slices.SortStableFunc(notes, func(x, y [2]string) int { return strings.Compare(x[0], y[0]) })
+	for _, n := range notes {
+		w.logf("%s", n[1])
 	}
 }
 
 // block registers a scheduling point for the calling goroutine and waits until the
 // scheduler releases it.
 func (w *world) block(a *actor, kind pointKind, op, key string) decision {
+	p := w.register(a, kind, op, key)
+	if p == nil {
+		return decision{abort: true}
+	}
+	return <-p.ch
+}
+
+// register adds a scheduling point for the calling goroutine, or returns nil once the
+// schedule is over.
+func (w *world) register(a *actor, kind pointKind, op, key string) *point {
 	p := &point{a: a, kind: kind, op: op, key: key, ch: make(chan decision, 1)}
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	if w.shutdown {
-		w.mu.Unlock()
-		return decision{abort: true}
+		return nil
 	}
 	w.seq++
 	p.seq = w.seq
 	p.label = fmt.Sprintf("%03d %d %s %s", a.id, kind, op, key)
 	w.waiting = append(w.waiting, p)
 	w.activity.Add(1)
+	return p
+}
+
+// blockCtx is block for a store request or its late answer, whose context may end while it
+// waits: a real SDK then returns the context's error at once, whether or not the request
+// applied (the beats of a heartbeat that stops, a caller whose deadline passes). It returns
+// that error, wrapped as a store failure, and a zero decision. A dead actor's requests
+// stay frozen all the same: a killed invocation sends and hears nothing more.
+func (w *world) blockCtx(ctx context.Context, a *actor, kind pointKind, op, key string) (decision, error) {
+	p := w.register(a, kind, op, key)
+	if p == nil {
+		return decision{abort: true}, nil
+	}
+	select {
+	case d := <-p.ch:
+		return d, nil
+	case <-ctx.Done():
+	}
+	w.mu.Lock()
+	i := slices.Index(w.waiting, p)
+	if i < 0 || a.dead { // released meanwhile, or frozen
+		w.mu.Unlock()
+		return <-p.ch, nil
+	}
+	w.waiting = slices.Delete(w.waiting, i, i+1)
+	w.activity.Add(1)
 	w.mu.Unlock()
-	return <-p.ch
+	w.note(p.label, fmt.Sprintf("%s %s %s ✗ its context ended", a, op, key))
+	return decision{}, fmt.Errorf("%w: sim: request abandoned: %w", idem.ErrStore, ctx.Err())
 }
 
 // releasable returns the waiting points of live actors, sorted by label.
@@ -204,8 +276,10 @@ func (c *clock) Now() time.Time {
 }
 
 // After returns a channel that receives once d has passed in simulated time. Once the
-// schedule is over it never fires: the contexts end instead, and every wait in the code
-// under test also watches its context.
+// schedule is over it fires at once, as every timer pending then did: the goroutines left
+// only unwind, and not every wait in the code under test watches a context that ends with
+// the schedule (a completion's backoff runs on a context detached from the caller's, which
+// only a timeout in wall time would end).
 func (c *clock) After(d time.Duration) <-chan time.Time {
 	ch := make(chan time.Time, 1)
 	w := c.w
@@ -213,8 +287,7 @@ func (c *clock) After(d time.Duration) <-chan time.Time {
 	defer w.mu.Unlock()
 	w.activity.Add(1)
 	switch {
-	case w.shutdown:
-	case d <= 0:
+	case w.shutdown, d <= 0:
 		ch <- w.now.Add(c.skew)
 	default:
 		w.timers = append(w.timers, timer{at: w.now.Add(d), ch: ch, c: c})
@@ -225,7 +298,9 @@ func (c *clock) After(d time.Duration) <-chan time.Time {
 type actorKey struct{}
 
 // simCtx is an actor's context: its deadline is in simulated time, and it ends when the
-// scheduler moves time past it (or when the schedule is over). It embeds a cancel context
+// actor's container clock reads it, as a Go context's deadline ends on its host's clock:
+// at the deadline less the clock's skew in true time (or when the schedule is over; Lambda
+// kills an invocation at its deadline in true time, see fireAt). It embeds a cancel context
 // so that contexts derived from it by the code under test propagate cancellation without
 // goroutines of their own.
 type simCtx struct {
@@ -233,13 +308,14 @@ type simCtx struct {
 	cancel   context.CancelCauseFunc
 	a        *actor
 	deadline time.Time
+	endAt    time.Time // true time at which the container's clock reads the deadline
 	hasDL    bool
 	expired  atomic.Bool
 }
 
 func newCtx(a *actor, deadline time.Time, hasDL bool) *simCtx {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	return &simCtx{Context: ctx, cancel: cancel, a: a, deadline: deadline, hasDL: hasDL}
+	return &simCtx{Context: ctx, cancel: cancel, a: a, deadline: deadline, endAt: deadline.Add(-a.skew()), hasDL: hasDL}
 }
 
 // Deadline returns the simulated deadline.
@@ -291,7 +367,10 @@ func (w *world) nextEvent() (time.Time, bool) {
 	w.mu.Unlock()
 	for _, a := range w.actors {
 		if a.started && !a.dead && !a.done && a.ctx.hasDL && !a.ctx.expired.Load() {
-			consider(a.ctx.deadline)
+			consider(a.ctx.endAt)
+			if a.kill {
+				consider(a.deadline)
+			}
 		}
 	}
 	if len(w.pending) > 0 {
@@ -338,15 +417,19 @@ func (w *world) setNow(t time.Time) {
 	w.led.observeTime(w, t)
 }
 
-// fireAt runs everything due at t: Lambda kills at deadlines, then context deadlines, then
+// fireAt runs everything due at t: Lambda kills at deadlines (in true time), then context
+// deadlines (on the container's clock; a killed invocation's context ends with it), then
 // timers (all due timers at once, so their order never matters), then actor starts.
 func (w *world) fireAt(t time.Time) {
 	for _, a := range w.actors {
-		if !a.started || a.done || a.dead || !a.ctx.hasDL || a.ctx.expired.Load() || a.ctx.deadline.After(t) {
+		if !a.started || a.done || a.dead || !a.ctx.hasDL || a.ctx.expired.Load() {
 			continue
 		}
-		if a.kill {
+		killed := a.kill && !a.deadline.After(t)
+		if killed {
 			w.kill(a, "killed at its deadline")
+		} else if a.ctx.endAt.After(t) {
+			continue
 		}
 		a.ctx.expired.Store(true)
 		a.ctx.cancel(context.DeadlineExceeded)
@@ -393,6 +476,11 @@ func (w *world) kill(a *actor, why string) {
 func (w *world) startActor(a *actor) {
 	a.started = true
 	a.ctx = newCtx(a, a.deadline, a.hasDL)
+	if a.hasDL && !a.ctx.endAt.After(w.trueNow()) {
+		// Its clock runs so far ahead that it reads the deadline already.
+		a.ctx.expired.Store(true)
+		a.ctx.cancel(context.DeadlineExceeded)
+	}
 	if a.kind == "sqs" || a.kind == "fifo" {
 		w.drawSQS(a)
 	}
@@ -529,13 +617,16 @@ func (w *world) drawFault(op string) fault {
 }
 
 // finish ends the schedule: every goroutine still waiting is released with abort, every
-// context ends, and the function returns once every actor goroutine has returned.
+// context ends, every pending timer fires, and the function returns once every actor
+// goroutine has returned.
 func (w *world) finish() {
 	w.mu.Lock()
 	w.shutdown = true
 	waiting := w.waiting
 	w.waiting = nil
+	timers := w.timers
 	w.timers = nil
+	now := w.now
 	w.mu.Unlock()
 	for _, a := range w.actors {
 		if a.started {
@@ -544,6 +635,9 @@ func (w *world) finish() {
 	}
 	for _, p := range waiting {
 		p.ch <- decision{abort: true}
+	}
+	for _, tm := range timers {
+		tm.ch <- now.Add(tm.c.skew)
 	}
 	w.wg.Wait()
 }

@@ -212,7 +212,7 @@ func (h Harness) inProgress(t *testing.T) {
 	require.ErrorIs(t, err, idem.ErrInProgress)
 	var ip *idem.InProgressError
 	require.ErrorAs(t, err, &ip)
-	assert.Equal(t, 60*time.Second, ip.RetryAfter)
+	assert.Equal(t, 60*time.Second+idem.DefaultLeaseMargin, ip.RetryAfter, "a lease without a deadline is WithLease plus the margin")
 
 	close(release)
 	require.NoError(t, <-done)
@@ -262,7 +262,7 @@ func (h Harness) takeover(t *testing.T) {
 	k := key(t)
 	release, done := blockOwner(h, t, context.Background(), f.guard, k, result{N: 1, Msg: "late"}, nil)
 
-	f.clock.Advance(time.Minute + time.Second) // the first owner's lease has ended
+	f.clock.Advance(time.Minute + idem.DefaultLeaseMargin + time.Second) // the first owner's lease has ended
 	v, replayed, err := do(h, context.Background(), f.guard, idem.Request{Key: k}, func(context.Context) (result, error) {
 		return result{N: 2, Msg: "new owner"}, nil
 	})
@@ -477,7 +477,7 @@ func (h Harness) storeFailures(t *testing.T) {
 		s.Fail("claim", nil, false)
 		_, _, err = do(h, ctx, g, idem.Request{Key: k}, fn)
 		require.ErrorIs(t, err, idem.ErrInProgress, "the orphaned claim holds the key until its lease ends")
-		c.Advance(time.Minute + time.Second)
+		c.Advance(time.Minute + idem.DefaultLeaseMargin + time.Second) // past the lease
 		v, _, err := do(h, ctx, g, idem.Request{Key: k}, fn)
 		require.NoError(t, err)
 		assert.Equal(t, 1, v.N)
@@ -496,7 +496,7 @@ func (h Harness) storeFailures(t *testing.T) {
 		_, _, err = do(h, ctx, g, idem.Request{Key: k}, fn)
 		require.ErrorIs(t, err, idem.ErrInProgress, "no second run within the lease")
 		assert.Equal(t, 1, runs)
-		c.Advance(time.Minute + time.Second)
+		c.Advance(time.Minute + idem.DefaultLeaseMargin + time.Second) // past the lease
 		_, _, err = do(h, ctx, g, idem.Request{Key: k}, fn)
 		require.NoError(t, err)
 		assert.Equal(t, 2, runs, "after the lease the work runs again: its outcome was never recorded")
@@ -546,7 +546,7 @@ func (h Harness) storeFailures(t *testing.T) {
 		s.Fail("release", nil, false)
 		_, _, err = do(h, ctx, g, idem.Request{Key: k}, func(context.Context) (result, error) { runs++; return result{}, nil })
 		require.ErrorIs(t, err, idem.ErrInProgress)
-		c.Advance(time.Minute + time.Second)
+		c.Advance(time.Minute + idem.DefaultLeaseMargin + time.Second) // past the lease
 		_, _, err = do(h, ctx, g, idem.Request{Key: k}, func(context.Context) (result, error) { runs++; return result{}, nil })
 		require.NoError(t, err)
 		assert.Equal(t, 2, runs)

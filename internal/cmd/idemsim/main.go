@@ -69,7 +69,8 @@ func main() {
 		total.Runs += r.Stats.Runs
 		total.Effects += r.Stats.Effects
 		total.Reruns += r.Stats.Reruns
-		total.OverlapAfterLease += r.Stats.OverlapAfterLease
+		total.OverlapBeyondSkew += r.Stats.OverlapBeyondSkew
+		total.LostBeyondSkew += r.Stats.LostBeyondSkew
 		total.Outlived += r.Stats.Outlived
 		total.Unguarded += r.Stats.Unguarded
 		total.Collisions += r.Stats.Collisions

@@ -1,0 +1,82 @@
+package idem_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idem"
+)
+
+// errConnReset is a store failure that does not come from the caller's context.
+var errConnReset = fmt.Errorf("%w: connection reset", idem.ErrStore)
+
+// endingClaimStore is an in-memory batch store whose claims end the caller's context while
+// they are in flight and then fail with a store error of their own, as a request that was
+// still out when a Lambda deadline passed and then failed on the network would.
+type endingClaimStore struct {
+	*idem.MemStore
+	end func()
+}
+
+func (s *endingClaimStore) Claim(context.Context, *idem.Record, time.Time) (*idem.Record, bool, error) {
+	s.end()
+	return nil, false, errConnReset
+}
+
+func (s *endingClaimStore) ClaimMany(_ context.Context, recs []*idem.Record, _ time.Time) []idem.ClaimResult {
+	s.end()
+	out := make([]idem.ClaimResult, len(recs))
+	for i := range out {
+		out[i].Err = errConnReset
+	}
+	return out
+}
+
+// TestFailOpenNeverOnEndedContext: with WithFailOpen, a claim that fails with a store error
+// of its own while the caller's context has ended (cancelled, or past its deadline) never
+// runs the handler unguarded, through Do or DoClaimed: the caller is gone, and nobody would
+// get its result.
+func TestFailOpenNeverOnEndedContext(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		deadline bool // the context ends at its deadline, else by cancel
+		batch    bool
+	}{
+		{name: "Do, cancelled"},
+		{name: "Do, deadline passed", deadline: true},
+		{name: "DoClaimed, cancelled", batch: true},
+		{name: "DoClaimed, deadline passed", deadline: true, batch: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithCancel(context.Background())
+			end := cancel // the context ends while the claim is in flight
+			if tc.deadline {
+				// The deadline passed while the claim was in flight.
+				ctx, cancel = context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+				end = func() {}
+			}
+			defer cancel()
+			s := &endingClaimStore{MemStore: idem.NewMemStore(), end: end}
+			g, err := idem.New(s, "test", idem.WithFailOpen(true))
+			require.NoError(t, err)
+			fn := func(context.Context) (int, error) {
+				t.Error("ran unguarded for a caller whose context had ended")
+				return 1, nil
+			}
+			if tc.batch {
+				b := g.Claim(ctx, []idem.Request{{Key: "k"}})
+				_, _, err = idem.DoClaimed(ctx, b, 0, fn)
+			} else {
+				_, _, err = idem.Do(ctx, g, idem.Request{Key: "k"}, fn)
+			}
+			require.ErrorIs(t, err, idem.ErrStore, "the claim's failure is the caller's answer")
+		})
+	}
+}
