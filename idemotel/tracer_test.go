@@ -184,7 +184,7 @@ func TestSpans(t *testing.T) {
 				require.ErrorIs(t, err, idem.ErrInProgress)
 			},
 			want: func(r *rig) []summary {
-				lease := r.clock.Now().Add(-10 * time.Millisecond).Add(idem.DefaultLease)
+				lease := r.clock.Now().Add(-10 * time.Millisecond).Add(idem.DefaultLease + idem.DefaultLeaseMargin) // without a deadline: WithLease plus the margin
 				return []summary{
 					{name: idemotel.SpanClaim, attrs: map[string]any{"idem.outcome": "claimed"}},
 					{name: idemotel.SpanClaim, attrs: map[string]any{"idem.outcome": "in_progress",
