@@ -6,7 +6,10 @@ import (
 )
 
 // Store persists idempotency records. Implementations must be safe for concurrent use and
-// make every operation atomic per key; [Guard] relies on that for its guarantees.
+// make every operation atomic per key; [Guard] relies on that for its guarantees. Every
+// method must return once its context ends, as the AWS SDK does: the guard stops a lease
+// extension still in flight by cancelling its context, and waits for it before it records
+// the handler's outcome.
 //
 // Errors: a store returns [ErrLeaseLost] (possibly wrapped) when a condition on the lease
 // token fails, [ErrTooLarge] when a record exceeds its size limit, [ErrConditionFailed] when
