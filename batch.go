@@ -136,8 +136,11 @@ func (b *Batch) Len() int { return len(b.items) }
 // request was claimed, fn runs under ctx and its outcome is left for [Batch.Settle], and the
 // error returned is fn's own; or, in the cases [Batch] lists, the outcome is recorded before
 // DoClaimed returns, and the error is the one [Do] would return. As Do, it never runs fn
-// unguarded for a caller whose own context ended, [WithFailOpen] or not. DoClaimed is safe
-// for concurrent use with distinct i, and must be called at most once per i.
+// unguarded for a caller whose own context ended, [WithFailOpen] or not. A claimed request
+// whose lease, taken at [Guard.Claim], is within [WithLeaseMargin] of its end when
+// DoClaimed reaches it does not run: it returns [ErrLeaseLost], since a caller whose clock
+// runs ahead by less than the margin may own the key. DoClaimed is safe for concurrent use
+// with distinct i, and must be called at most once per i.
 func DoClaimed[T any](ctx context.Context, b *Batch, i int, fn func(context.Context) (T, error)) (result T, replayed bool, err error) {
 	it := &b.items[i]
 	g := b.g
@@ -175,9 +178,10 @@ func DoClaimed[T any](ctx context.Context, b *Batch, i int, fn func(context.Cont
 		}
 		return result, true, nil
 	}
-	if !g.now().Before(it.rec.LeaseExpires) {
-		// The lease taken at Claim ran out before this request started (a long batch
-		// without a deadline): another caller may own the key now, so it must not run.
+	if !g.now().Before(it.rec.LeaseExpires.Add(-g.cfg.leaseMargin)) {
+		// The lease taken at Claim ran out, or is within the margin of its end, before this
+		// request started (a long batch without a deadline): a caller whose clock runs ahead
+		// by less than the margin may own the key now, so it must not run.
 		return result, false, ErrLeaseLost
 	}
 	s := g.runHandler(ctx, it.rec, it.now, func(ctx context.Context) (any, error) { return fn(ctx) })

@@ -136,6 +136,12 @@ func (w *watchdog) extend(now time.Time) {
 	if least := g.ownerLeaseEnd(now); least.After(end) {
 		end = least
 	}
+	// Never below the end already confirmed: the handler's context may carry another
+	// deadline than the claim's (DoClaimed's, say), and an extension that wrote an earlier
+	// end would shorten the stored lease below the one the watchdog counts on.
+	if confirmed := w.l.confirmedEnd(); confirmed.After(end) {
+		end = confirmed
+	}
 	if end.After(w.expires) {
 		end = w.expires
 	}
