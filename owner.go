@@ -88,8 +88,13 @@ func (g *Guard) completed(ctx context.Context, s settlement, err error) error {
 		// Nothing committed, attached writes included: a retry may run again. Releasing
 		// also fences off an attempt of ours still in flight at the store; if one landed
 		// first, the release finds the record completed, and so did we.
-		if g.releaseUncommitted(ctx, s) {
+		switch rerr := g.releaseUncommitted(ctx, s); {
+		case rerr == errCompletedAfterAll:
 			err = nil
+		case rerr != nil:
+			// The release that fences off an attempt of ours still in flight failed: that
+			// attempt may yet commit, so "nothing committed" is no longer known.
+			err = &StoreError{Op: OpCommit, Err: fmt.Errorf("idem: the release after %v failed: %w", err, rerr)} // %v: no longer ErrNotCommitted
 		}
 	}
 	if s.runErr != nil { // a remembered failure
@@ -253,27 +258,33 @@ func (g *Guard) completeResult(ctx context.Context, l *lease, rec *Record, attac
 	}
 }
 
-// releaseUncommitted releases the key of a completion that committed nothing, and reports
-// whether the record turned out completed under our token after all: an earlier attempt
-// of ours, still in flight when the store refused a later one or when the record was read
-// back, landed before the release could fence it off.
-func (g *Guard) releaseUncommitted(ctx context.Context, s settlement) bool {
+// releaseUncommitted releases the key of a completion that committed nothing. It returns
+// nil when the key was released (fencing off any attempt of ours still in flight at the
+// store), errCompletedAfterAll when the record turned out completed under our token (such
+// an attempt landed before the release), and the release's error when it failed, which
+// leaves an attempt in flight free to commit.
+func (g *Guard) releaseUncommitted(ctx context.Context, s settlement) error {
 	cctx, cancel := detached(ctx)
 	defer cancel()
 	err := g.store.Release(cctx, s.l.key, s.l.token)
-	if !errors.Is(err, ErrLeaseLost) {
-		g.released(ctx, s.l, s.start, ErrNotCommitted, err)
-		return false
-	}
-	cur, gerr := g.store.Get(cctx, s.l.key)
-	if gerr == nil && cur != nil && cur.LeaseToken == s.done.LeaseToken && cur.Status == s.done.Status {
-		g.cache.put(s.done)
-		g.fire(ctx, g.cfg.hooks.OnCompleted, s.start, Event{Key: s.l.key})
-		return true
+	if errors.Is(err, ErrLeaseLost) {
+		cur, gerr := g.store.Get(cctx, s.l.key)
+		if gerr == nil && cur != nil && cur.LeaseToken == s.done.LeaseToken && cur.Status == s.done.Status {
+			g.cache.put(s.done)
+			g.fire(ctx, g.cfg.hooks.OnCompleted, s.start, Event{Key: s.l.key})
+			return errCompletedAfterAll
+		}
 	}
 	g.released(ctx, s.l, s.start, ErrNotCommitted, err)
-	return false
+	if err != nil && !errors.Is(err, ErrLeaseLost) {
+		return err
+	}
+	return nil
 }
+
+// errCompletedAfterAll is releaseUncommitted's answer for a completion that committed after
+// all.
+var errCompletedAfterAll = errors.New("idem: completed after all")
 
 // release deletes the record so a retry runs again. Failing to release is logged, not
 // returned: the caller's error is the handler's, and the lease ends on its own.

@@ -32,6 +32,16 @@ func encodeEpoch(t time.Time, unit time.Duration) *types.AttributeValueMemberN {
 	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
 }
 
+// encodeEnd writes the end of a record or of a lease as encodeEpoch does, but rounded up to
+// the unit: claims compare it with the claimer's time rounded down (":now"), and an end
+// rounded down would let a claim replace a record up to one unit before it ends.
+func encodeEnd(t time.Time, unit time.Duration) *types.AttributeValueMemberN {
+	if r := t.Truncate(unit); !r.Equal(t) {
+		t = r.Add(unit)
+	}
+	return encodeEpoch(t, unit)
+}
+
 // decodeEpoch reads a number of whole units since the Unix epoch, as [encodeEpoch] writes
 // it. It also accepts a number with a fraction or exponent, as other writers may store, and
 // rounds it down.
@@ -83,10 +93,10 @@ func (s *Store) encodeRecord(rec *idem.Record) map[string]types.AttributeValue {
 	putString(a.LeaseToken, rec.LeaseToken)
 	putString(a.Checkpoint, rec.Checkpoint)
 	if !rec.Expires.IsZero() {
-		item[a.Expiration] = encodeEpoch(rec.Expires, expirationUnit)
+		item[a.Expiration] = encodeEnd(rec.Expires, expirationUnit)
 	}
 	if !rec.LeaseExpires.IsZero() {
-		item[a.InProgressExpiration] = encodeEpoch(rec.LeaseExpires, leaseExpiryUnit)
+		item[a.InProgressExpiration] = encodeEnd(rec.LeaseExpires, leaseExpiryUnit)
 	}
 	if rec.Data != nil {
 		item[a.Data] = encodeData(rec.Data, rec.Encoding)

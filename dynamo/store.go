@@ -256,7 +256,7 @@ type optionalValue struct {
 func optionalValues(rec *idem.Record) [4]optionalValue {
 	o := [4]optionalValue{{ph: phExpiration}, {ph: phEncoding}, {ph: phData}, {ph: phValidation}}
 	if !rec.Expires.IsZero() {
-		o[0].v = encodeEpoch(rec.Expires, expirationUnit)
+		o[0].v = encodeEnd(rec.Expires, expirationUnit)
 	}
 	if rec.Encoding != "" {
 		o[1].v = &types.AttributeValueMemberS{Value: rec.Encoding}
@@ -337,7 +337,7 @@ func (s *Store) endLease(ctx context.Context, key, token string) error {
 // Extend implements [idem.Store] with one UpdateItem of the lease end, conditional on the
 // lease token and on the record still being in progress.
 func (s *Store) Extend(ctx context.Context, key, token string, leaseExpires time.Time) error {
-	return s.updateOwned(ctx, "extend", key, token, phLease, ":v", encodeEpoch(leaseExpires, leaseExpiryUnit))
+	return s.updateOwned(ctx, "extend", key, token, phLease, ":v", encodeEnd(leaseExpires, leaseExpiryUnit))
 }
 
 // SetCheckpoint implements [idem.Store] with one UpdateItem of the checkpoint, conditional

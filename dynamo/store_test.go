@@ -111,13 +111,21 @@ func seed(t *testing.T, s idem.Store, rec *idem.Record) {
 	require.True(t, claimed, "seed %s: key in use", rec.Key)
 }
 
+// roundUp returns t rounded up to a whole unit, as the store writes a record's ends.
+func roundUp(t time.Time, unit time.Duration) time.Time {
+	if r := t.Truncate(unit); !r.Equal(t) {
+		return r.Add(unit)
+	}
+	return t
+}
+
 // assertSameRecord compares records as the store keeps them: expiry in whole seconds, lease
-// end in whole milliseconds.
+// end in whole milliseconds, both rounded up (a record never ends early).
 func assertSameRecord(t *testing.T, want, got *idem.Record) {
 	t.Helper()
 	require.NotNil(t, got)
 	w, g := *want, *got
-	w.Expires, w.LeaseExpires = w.Expires.Truncate(time.Second), w.LeaseExpires.Truncate(time.Millisecond)
+	w.Expires, w.LeaseExpires = roundUp(w.Expires, time.Second), roundUp(w.LeaseExpires, time.Millisecond)
 	assert.True(t, w.Expires.Equal(g.Expires), "Expires: want %v, got %v", w.Expires, g.Expires)
 	assert.True(t, w.LeaseExpires.Equal(g.LeaseExpires), "LeaseExpires: want %v, got %v", w.LeaseExpires, g.LeaseExpires)
 	w.Expires, w.LeaseExpires, g.Expires, g.LeaseExpires = time.Time{}, time.Time{}, time.Time{}, time.Time{}
