@@ -16,6 +16,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dynamo"
+	"github.com/idemkit/idem/idemstore"
 )
 
 // The write cost probe (-probe) measures what one write request costs DynamoDB Local, per
@@ -239,20 +240,20 @@ func (sh *probeShape) result() *ProbeResult {
 
 // claimRecords returns n fresh records as the guard claims them (see claimInput), with
 // their keys.
-func (p *probe) claimRecords(ctx context.Context, n int) ([]*idem.Record, []rawKey) {
+func (p *probe) claimRecords(ctx context.Context, n int) ([]*idemstore.Record, []rawKey) {
 	now := time.Now()
 	lease, _ := ctx.Deadline()
-	recs := make([]*idem.Record, n)
+	recs := make([]*idemstore.Record, n)
 	keys := make([]rawKey, n)
 	for i := range recs {
 		keys[i] = p.b.newRawKey()
-		recs[i] = &idem.Record{
+		recs[i] = &idemstore.Record{
 			Key:          keys[i].key,
-			Status:       idem.StatusInProgress,
+			Status:       idemstore.StatusInProgress,
 			Expires:      now.Add(expiry),
 			LeaseExpires: lease,
 			LeaseToken:   token(),
-			Version:      idem.SchemaVersion,
+			Version:      idemstore.SchemaVersion,
 		}
 	}
 	return recs, keys
@@ -293,16 +294,16 @@ func (p *probe) partiQLUpdate(ctx context.Context) (func(context.Context) error,
 	if err := p.claimAll(ctx, recs); err != nil {
 		return nil, err
 	}
-	done := make([]*idem.Record, len(recs))
+	done := make([]*idemstore.Record, len(recs))
 	for i, rec := range recs {
-		done[i] = &idem.Record{
+		done[i] = &idemstore.Record{
 			Key:        rec.Key,
-			Status:     idem.StatusCompleted,
+			Status:     idemstore.StatusCompleted,
 			Expires:    time.Now().Add(expiry),
 			Data:       []byte(keys[i].data),
 			Encoding:   idem.JSONCodec{}.Name(),
 			LeaseToken: rec.LeaseToken,
-			Version:    idem.SchemaVersion,
+			Version:    idemstore.SchemaVersion,
 		}
 	}
 	return func(ctx context.Context) error {
@@ -310,7 +311,7 @@ func (p *probe) partiQLUpdate(ctx context.Context) (func(context.Context) error,
 	}, nil
 }
 
-func (p *probe) claimAll(ctx context.Context, recs []*idem.Record) error {
+func (p *probe) claimAll(ctx context.Context, recs []*idemstore.Record) error {
 	var errs []error
 	for i, res := range p.store.ClaimMany(ctx, recs, time.Now()) {
 		if res.Err == nil && !res.Claimed {

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore"
 )
 
 // The requests of X1 and X2 are those dynamo.Store sends for a claim and a completion with
@@ -76,8 +77,8 @@ func (b *bench) claimInput(ctx context.Context, key, tok string, now time.Time) 
 		TableName: aws.String(b.table),
 		Item: map[string]types.AttributeValue{
 			"id":                     s(key),
-			"status":                 s(string(idem.StatusInProgress)),
-			"v":                      &types.AttributeValueMemberN{Value: strconv.Itoa(idem.SchemaVersion)},
+			"status":                 s(string(idemstore.StatusInProgress)),
+			"v":                      &types.AttributeValueMemberN{Value: strconv.Itoa(idemstore.SchemaVersion)},
 			"lease_token":            s(tok),
 			"expiration":             epoch(now.Add(expiry), time.Second),
 			"in_progress_expiration": epoch(lease, time.Millisecond),
@@ -90,7 +91,7 @@ func (b *bench) claimInput(ctx context.Context, key, tok string, now time.Time) 
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":now":        epoch(now, time.Second),
 			":now_ms":     epoch(now, time.Millisecond),
-			":inprogress": s(string(idem.StatusInProgress)),
+			":inprogress": s(string(idemstore.StatusInProgress)),
 		},
 		ReturnValues:                        types.ReturnValueAllOld,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
@@ -110,8 +111,8 @@ func (b *bench) completionInput(k rawKey, tok string, now time.Time) *dynamodb.U
 		},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":token":  s(tok),
-			":status": s(string(idem.StatusCompleted)),
-			":v":      &types.AttributeValueMemberN{Value: strconv.Itoa(idem.SchemaVersion)},
+			":status": s(string(idemstore.StatusCompleted)),
+			":v":      &types.AttributeValueMemberN{Value: strconv.Itoa(idemstore.SchemaVersion)},
 			":exp":    epoch(now.Add(expiry), time.Second),
 			":enc":    s(idem.JSONCodec{}.Name()),
 			":data":   s(k.data),
