@@ -7,13 +7,12 @@
 // conditional claim (absent, expired, or lease-ended with the same checkpoint), and
 // completion, release, lease extension and checkpoints conditional on the owner's lease
 // token. The stores in this repository (dynamo, memstore, pgstore, redisstore) implement
-// it; package storetest holds the behaviour suite that proves a store keeps the contract:
+// it; package storetest holds the behaviour suite that proves a store keeps the contract,
+// run from the store's own test (see storetest.Run's example):
 //
-//	func TestMyStore(t *testing.T) {
-//		storetest.Run(t, storetest.Harness{
-//			NewStore: func(t *testing.T) idemstore.Store { return mystore.New(...) },
-//		})
-//	}
+//	storetest.Run(t, storetest.Harness{
+//		NewStore: func(*testing.T) idemstore.Store { return memstore.New() },
+//	})
 //
 // Times are time.Time; a store encodes them as it likes, but must round a record's ends
 // (Expires, LeaseExpires) up, never down, when it stores them at a coarser resolution, so

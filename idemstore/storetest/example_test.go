@@ -8,16 +8,14 @@ import (
 	"github.com/idemkit/idem/memstore"
 )
 
-// A store's own test runs the suite with a constructor for an empty store. Here the
-// in-memory store, through the batch path as well as Do.
+// A store's own test runs the suite with a constructor for an empty store; here the
+// in-memory store. In a _test.go file the function literal is a TestXxx function.
+// Set Harness.Batch to run it again through the batch path.
 func ExampleRun() {
 	test := func(t *testing.T) {
-		for _, batch := range []bool{false, true} {
-			storetest.Run(t, storetest.Harness{
-				NewStore: func(*testing.T) idemstore.Store { return memstore.New() },
-				Batch:    batch,
-			})
-		}
+		storetest.Run(t, storetest.Harness{
+			NewStore: func(*testing.T) idemstore.Store { return memstore.New() },
+		})
 	}
-	_ = test // in a _test.go file: func TestBehaviour(t *testing.T) { ... }
+	_ = test
 }
