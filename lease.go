@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/idemkit/idem/idemstore"
 )
 
 // lease is the owner's view of a claimed key. It is also the handler's context: the
@@ -71,10 +73,23 @@ var errAttachLate = fmt.Errorf("%w: the handler already returned", ErrNoLease)
 
 // Attach adds writes to the completion of the key whose handler ctx belongs to. They commit
 // atomically with the completed record, conditional on the lease token, or not at all: a
-// crash before completion, or a lost lease, means none of them lands. The store defines the
-// accepted types (the DynamoDB store takes its own write items, see its Attach helper; the
-// in-memory store takes func() error). Attach is safe for concurrent use. Outside a guarded
-// handler, or after the handler returned, it returns an error wrapping [ErrNoLease].
+// crash before completion, or a lost lease, means none of them lands.
+//
+// The store defines the accepted values: the DynamoDB store takes its own write items (see
+// its Attach helper, and package dynamotest for an in-memory stand-in that takes them too);
+// the in-memory store (package memstore) takes func() error. A store that says what it
+// takes (idemstore.AttachChecker, as both do) has every value checked here, at once: a
+// value it cannot commit is refused with an error wrapping [idemstore.ErrInvalidAttach]
+// that names its type, and nothing of the call is attached.
+//
+// Attached writes land only when the handler completes, and a new owner that takes over an
+// ended lease starts with none: unlike a [Checkpoint], which is durable at once, they are
+// not there after a crash. So an owner attaches every write its request needs, including
+// those a previous owner attached, and a checkpoint never marks an attached write as done
+// (see [Checkpoint] and the example).
+//
+// Attach is safe for concurrent use. Outside a guarded handler, or after the handler
+// returned, it returns an error wrapping [ErrNoLease].
 func Attach(ctx context.Context, writes ...any) error {
 	l := leaseFrom(ctx)
 	if l == nil {
@@ -84,6 +99,14 @@ func Attach(ctx context.Context, writes ...any) error {
 	defer l.mu.Unlock()
 	if l.closed {
 		return errAttachLate
+	}
+	if c, ok := l.g.store.(idemstore.AttachChecker); ok && len(writes) > 0 {
+		all := append(l.attached[:len(l.attached):len(l.attached)], writes...)
+		if err := c.CheckAttached(all); err != nil {
+			return fmt.Errorf("idem: Attach: %w: %w", idemstore.ErrInvalidAttach, err)
+		}
+		l.attached = all
+		return nil
 	}
 	l.attached = append(l.attached, writes...)
 	return nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -65,4 +66,44 @@ func TestZeroValue(t *testing.T) {
 	}
 	assert.Equal(t, 1, runs, "the zero value guards like New's store")
 	assert.Equal(t, 1, s.Len())
+}
+
+// TestCheckAttached: the store takes func() error values only, so idem.Attach refuses any
+// other at once (and a nil func, which would panic at completion); Complete, which a
+// wrapper without CheckAttached reaches directly, refuses them too.
+func TestCheckAttached(t *testing.T) {
+	t.Parallel()
+	var nilFunc func() error
+	for _, tc := range []struct {
+		name     string
+		attached []any
+		ok       bool
+	}{
+		{"None", nil, true},
+		{"Funcs", []any{func() error { return nil }, func() error { return nil }}, true},
+		{"AnotherType", []any{func() error { return nil }, "put row"}, false},
+		{"NilFunc", []any{nilFunc}, false},
+		{"Nil", []any{nil}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := memstore.New()
+			err := s.CheckAttached(tc.attached)
+			if tc.ok {
+				require.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			rec := &idemstore.Record{Key: "k", Status: idemstore.StatusInProgress, LeaseToken: "t", Version: idemstore.SchemaVersion}
+			_, claimed, err := s.Claim(context.Background(), rec, time.Now())
+			require.NoError(t, err)
+			require.True(t, claimed)
+			done := *rec
+			done.Status = idemstore.StatusCompleted
+			require.Error(t, s.Complete(context.Background(), &done, tc.attached))
+			cur, err := s.Get(context.Background(), "k")
+			require.NoError(t, err)
+			assert.Equal(t, idemstore.StatusInProgress, cur.Status, "nothing committed")
+		})
+	}
 }
