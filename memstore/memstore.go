@@ -11,6 +11,7 @@ package memstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -26,7 +27,9 @@ import (
 // Attached writes (idem.Attach) must be of type func() error, and idem.Attach refuses any
 // other value at once ([Store.CheckAttached]). They run under the store's lock when the
 // completion's lease condition holds, once per completion (a resent completion runs none),
-// and an error from one fails the completion with [idemstore.ErrConditionFailed].
+// and an error from one fails the completion with [idemstore.ErrConditionFailed] (an error
+// that wraps it, or [idemstore.ErrNotCommitted] for a write refused as a whole, is
+// returned as it is).
 // Functions that ran before the failing one are not undone, so in-memory atomicity holds
 // only for writes that fail before they change anything. A function is the store-neutral
 // write: the store knows no tables. To run a handler that attaches DynamoDB writes in
@@ -134,6 +137,9 @@ func (s *Store) Complete(ctx context.Context, rec *idemstore.Record, attached []
 	}
 	for _, w := range writes {
 		if err := w(); err != nil {
+			if errors.Is(err, idemstore.ErrConditionFailed) || errors.Is(err, idemstore.ErrNotCommitted) {
+				return err // the write says why it refused
+			}
 			return fmt.Errorf("%w: %w", idemstore.ErrConditionFailed, err)
 		}
 	}

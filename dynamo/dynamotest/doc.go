@@ -40,4 +40,23 @@
 // that says how to install; [Main] fails the whole binary at once instead.
 //
 // Outside tests, [Start] runs an instance the caller owns and stops.
+//
+// # In memory
+//
+// [MemStore] stands in for the DynamoDB store where Java is not wanted (unit tests, a
+// laptop): it keeps records like package memstore and applies the handler's attached
+// DynamoDB writes ([dynamo.Attach], types.TransactWriteItem values) to in-memory tables,
+// in one transaction with the completion, evaluating their condition and update
+// expressions as DynamoDB does. The handler's code is the same on both, so one test
+// function can run on either (see the example). MemStore evaluates a documented subset of
+// DynamoDB's expressions and refuses the rest when the write is attached, never silently:
+// TestAttachedWritesAsOnDynamoDB runs every case of the subset on both and compares.
+//
+// Why in-memory tables, rather than a store-neutral write type that every store would
+// translate: an attached write is the store's own (a DynamoDB TransactWriteItem, a SQL
+// statement), because its atomicity with the record is the store's; a neutral type would
+// be a lowest common denominator (no ledger ADD, no conditional upsert) and a second way
+// to write the same effect. So the test double takes the production value instead, and
+// the knowledge of DynamoDB stays here, with the SDK, rather than in package memstore,
+// which imports no AWS SDK and whose store-neutral attach value is a func() error.
 package dynamotest
