@@ -154,3 +154,30 @@ func LastCheckpoint(ctx context.Context) string {
 	defer l.mu.Unlock()
 	return l.checkpoint
 }
+
+// StoredKey returns the stored key of the request whose guarded handler ctx belongs to: the
+// key its record is stored under, as [Guard.StoredKey] computes it
+// ("<scope>.<operation>#<sha256 hex>", at most len(scope)+len(operation)+66 bytes). It is
+// the request's identity inside the handler, the thing to derive downstream identifiers
+// from: a payment provider's idempotency key, a row id, a deduplication id. It is the same
+// in every run of the request: its retries, a new owner's after a crash, a batch's, a
+// fail-open run's ([WithFailOpen]), and for every form of the key a wrapper accepts
+// (package lambdawrap unquotes an RFC 8941 string, so "k-1" and k-1 are one request); it
+// differs between tenants, operations and scopes, and never reveals the caller's key. It
+// returns "" outside a guarded handler, and in a run without a key (a wrapper's unguarded
+// run).
+func StoredKey(ctx context.Context) string {
+	if l := leaseFrom(ctx); l != nil {
+		return l.key
+	}
+	k, _ := ctx.Value(storedKeyCtxKey{}).(string)
+	return k
+}
+
+type storedKeyCtxKey struct{}
+
+// withStoredKey returns the context of a handler that runs without a lease (fail-open),
+// carrying its stored key for [StoredKey].
+func withStoredKey(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, storedKeyCtxKey{}, key)
+}

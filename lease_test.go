@@ -2,14 +2,17 @@ package idem_test
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/idemstore/storetest"
 	"github.com/idemkit/idem/memstore"
 )
 
@@ -61,4 +64,106 @@ func TestAttachRefusesWhatTheStoreCannotCommit(t *testing.T) {
 			assert.Equal(t, map[bool]int32{true: 1, false: 2}[tc.wantCompleted], runs.Load())
 		})
 	}
+}
+
+// TestStoredKeyInTheHandler: the handler reads its request's stored key from its context,
+// the key Guard.StoredKey computes, which hides the caller's key. It is the same in every
+// run of one request: the first, a retry after a failure, a new owner's after a crash (its
+// lease ended and was taken over), a run through a batch, and a fail-open run without a
+// lease; another tenant or operation has another; outside a handler there is none.
+func TestStoredKeyInTheHandler(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := storetest.NewClock()
+	store := memstore.New()
+	g, err := idem.New(store, "charge", idem.WithClock(clock), idem.WithLease(time.Minute))
+	require.NoError(t, err)
+	req := idem.Request{Key: "secret-key-1", Tenant: "t-1"}
+	want, err := g.StoredKey(req)
+	require.NoError(t, err)
+	assert.NotContains(t, want, req.Key, "the raw key never shows")
+
+	keyOf := func(ctx context.Context) (string, error) { return idem.StoredKey(ctx), nil }
+	var got []string
+
+	// A run that fails: the key is released, and the retry runs again.
+	_, _, err = idem.Do(ctx, g, req, func(ctx context.Context) (string, error) {
+		got = append(got, idem.StoredKey(ctx))
+		return "", errors.New("provider down")
+	})
+	require.Error(t, err)
+
+	// A run that crashes: it stalls past its lease, and a new owner takes the key over.
+	started, release := make(chan struct{}), make(chan struct{})
+	crashed := make(chan error, 1)
+	go func() {
+		_, _, err := idem.Do(ctx, g, req, func(ctx context.Context) (string, error) {
+			got = append(got, idem.StoredKey(ctx))
+			close(started)
+			<-release
+			return "late", nil
+		})
+		crashed <- err
+	}()
+	<-started
+	clock.Advance(2 * time.Minute)
+	v, _, err := idem.Do(ctx, g, req, keyOf)
+	require.NoError(t, err, "the new owner took the key over")
+	got = append(got, v)
+	close(release)
+	require.ErrorIs(t, <-crashed, idem.ErrLeaseLost)
+
+	// Through a batch, for a new request of the same tenant and key: another operation.
+	g2, err := idem.New(store, "refund", idem.WithClock(clock))
+	require.NoError(t, err)
+	b := g2.Claim(ctx, []idem.Request{req})
+	other, _, err := idem.DoClaimed(ctx, b, 0, keyOf)
+	require.NoError(t, err)
+	b.Settle(ctx)
+	wantOther, err := g2.StoredKey(req)
+	require.NoError(t, err)
+	assert.Equal(t, wantOther, other)
+	assert.NotEqual(t, want, other, "another operation")
+
+	// Fail-open: the store is down, the handler runs unguarded, and still knows its key.
+	down, err := idem.New(downStore{}, "charge", idem.WithFailOpen(true))
+	require.NoError(t, err)
+	v, _, err = idem.Do(ctx, down, req, keyOf)
+	require.NoError(t, err)
+	got = append(got, v)
+
+	downBatch, err := idem.New(downBatchStore{memstore.New()}, "charge", idem.WithFailOpen(true))
+	require.NoError(t, err)
+	b = downBatch.Claim(ctx, []idem.Request{req})
+	v, _, err = idem.DoClaimed(ctx, b, 0, keyOf)
+	require.NoError(t, err)
+	b.Settle(ctx)
+	got = append(got, v)
+
+	require.Len(t, got, 5)
+	for i, k := range got {
+		assert.Equal(t, want, k, "run %d", i)
+	}
+	tenant2, _, err := idem.Do(ctx, g, idem.Request{Key: req.Key, Tenant: "t-2"}, keyOf)
+	require.NoError(t, err)
+	assert.NotEqual(t, want, tenant2, "another tenant")
+	assert.Empty(t, idem.StoredKey(ctx), "outside a handler")
+}
+
+// downStore fails every call with a store error.
+type downStore struct{ idemstore.Store }
+
+func (downStore) Claim(context.Context, *idemstore.Record, time.Time) (*idemstore.Record, bool, error) {
+	return nil, false, errConnReset
+}
+
+// downBatchStore fails every batch claim with a store error.
+type downBatchStore struct{ *memstore.Store }
+
+func (downBatchStore) ClaimMany(_ context.Context, recs []*idemstore.Record, _ time.Time) []idemstore.ClaimResult {
+	out := make([]idemstore.ClaimResult, len(recs))
+	for i := range out {
+		out[i].Err = errConnReset
+	}
+	return out
 }
