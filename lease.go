@@ -86,7 +86,7 @@ var errAttachLate = fmt.Errorf("%w: the handler already returned", ErrNoLease)
 // ended lease starts with none: unlike a [Checkpoint], which is durable at once, they are
 // not there after a crash. So an owner attaches every write its request needs, including
 // those a previous owner attached, and a checkpoint never marks an attached write as done
-// (see [Checkpoint] and the example).
+// (see [Checkpoint] and ExampleAttach_withCheckpoint).
 //
 // Attach is safe for concurrent use. Outside a guarded handler, or after the handler
 // returned, it returns an error wrapping [ErrNoLease].
@@ -120,7 +120,14 @@ func Attach(ctx context.Context, writes ...any) error {
 // ended), so the retry runs at once and resumes from it too. A checkpoint lasts until the
 // key completes or expires, through any number of takeovers: each new owner's claim carries
 // it into its own record (one more claim round trip), and a request with another
-// fingerprint gets [ErrPayloadMismatch] rather than take the key over. Checkpoint returns
+// fingerprint gets [ErrPayloadMismatch] rather than take the key over.
+//
+// A checkpoint is durable at once; writes attached with [Attach] land only when the
+// handler completes, and a crash or a lost lease loses them. So a checkpoint marks effects
+// outside the completion (a card charged at a payment provider, an email sent), never an
+// attached write: after a crash, the next owner would find such a checkpoint but not the
+// write, and skip the write for good. Every owner attaches every write its request needs,
+// whatever the checkpoint says (see ExampleAttach_withCheckpoint). Checkpoint returns
 // [ErrLeaseLost] if the lease was taken over, an error wrapping [ErrStore] if the store
 // failed, and an error outside a guarded handler.
 func Checkpoint(ctx context.Context, checkpoint string) error {

@@ -167,3 +167,91 @@ func (downBatchStore) ClaimMany(_ context.Context, recs []*idemstore.Record, _ t
 	}
 	return out
 }
+
+// TestCheckpointAndAttachAcrossACrash is ExampleAttach_withCheckpoint's scenario. An owner
+// charges a card (an external effect), checkpoints "charged", attaches the payment row,
+// and crashes before completing: it stalls past its lease. A new owner takes the key over,
+// finds the checkpoint (so the card is not charged again) but not the row (attached writes
+// land only at completion), and attaches the row again: it lands once, with the new
+// owner's completion; the first owner's attached row never lands. The second case is the
+// mistake the rule forbids: a checkpoint that marks the attached row as written is false
+// after the crash, and the row is lost.
+func TestCheckpointAndAttachAcrossACrash(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name               string
+		checkpointTheRow   bool // the mistake: checkpoint "row written" after attaching it
+		wantRows, wantRuns int
+	}{
+		{"EveryOwnerAttaches", false, 1, 2},
+		{"CheckpointMarkingTheRowLosesIt", true, 0, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			clock := storetest.NewClock()
+			g, err := idem.New(memstore.New(), "pay", idem.WithClock(clock), idem.WithLease(time.Minute))
+			require.NoError(t, err)
+			var (
+				charges, runs atomic.Int32
+				rows          []string // written by attached writes, under the store's lock
+			)
+			pay := func(ctx context.Context) (string, error) {
+				runs.Add(1)
+				if idem.LastCheckpoint(ctx) == "" {
+					charges.Add(1)
+					if err := idem.Checkpoint(ctx, "charged"); err != nil {
+						return "", err
+					}
+				}
+				if idem.LastCheckpoint(ctx) != "row written" {
+					row := "payment:" + idem.StoredKey(ctx) // one id for every owner
+					if err := idem.Attach(ctx, func() error { rows = append(rows, row); return nil }); err != nil {
+						return "", err
+					}
+					if tc.checkpointTheRow {
+						if err := idem.Checkpoint(ctx, "row written"); err != nil {
+							return "", err
+						}
+					}
+				}
+				return "paid", nil
+			}
+			req := idem.Request{Key: "order-7"}
+
+			stalled, resume := make(chan struct{}), make(chan struct{})
+			first := make(chan error, 1)
+			go func() {
+				_, _, err := idem.Do(ctx, g, req, func(ctx context.Context) (string, error) {
+					v, err := pay(ctx)
+					close(stalled)
+					<-resume // the crash: no completion before the lease ends
+					return v, err
+				})
+				first <- err
+			}()
+			<-stalled
+			clock.Advance(2 * time.Minute)
+
+			v, replayed, err := idem.Do(ctx, g, req, pay)
+			require.NoError(t, err, "the new owner took over and completed")
+			assert.False(t, replayed)
+			assert.Equal(t, "paid", v)
+			close(resume)
+			require.ErrorIs(t, <-first, idem.ErrLeaseLost, "the first owner's completion is fenced off")
+
+			v, replayed, err = idem.Do(ctx, g, req, pay)
+			require.NoError(t, err)
+			assert.True(t, replayed)
+			assert.Equal(t, "paid", v)
+			assert.EqualValues(t, 1, charges.Load(), "the card is charged once")
+			assert.EqualValues(t, tc.wantRuns, runs.Load())
+			require.Len(t, rows, tc.wantRows)
+			if tc.wantRows == 1 {
+				sk, err := g.StoredKey(req)
+				require.NoError(t, err)
+				assert.Equal(t, "payment:"+sk, rows[0])
+			}
+		})
+	}
+}
