@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/memstore"
 )
 
 // TestAllocations pins the allocations of the guard's hot paths on the in-memory store, so
@@ -25,7 +26,7 @@ func TestAllocations(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	ok := func(context.Context) (benchResult, error) { return benchResult{OK: true, ID: "abc"}, nil }
-	g, _ := idem.New(idem.NewMemStore(), "test")
+	g, _ := idem.New(memstore.New(), "test")
 	_, _, _ = idem.Do(ctx, g, idem.Request{Key: "k"}, ok)
 	keys := benchKeys(400)
 	i := 0

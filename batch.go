@@ -3,34 +3,19 @@ package idem
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
+
+	"github.com/idemkit/idem/idemstore"
 )
 
-// BatchStore is an optional extension of [Store] for stores that can claim, complete and
-// release many records in one round trip. [Guard.Claim] uses it when the store has it.
-// Each method must have exactly the per-record semantics of its single-record counterpart;
-// result i belongs to input i. A store may split large inputs into several round trips.
-type BatchStore interface {
-	Store
-	// ClaimMany makes [Store.Claim] for each record. recs hold distinct keys.
-	ClaimMany(ctx context.Context, recs []*Record, now time.Time) []ClaimResult
-	// CompleteMany makes [Store.Complete], without attached writes, for each record.
-	CompleteMany(ctx context.Context, recs []*Record) []error
-	// ReleaseMany makes [Store.Release] for each key and its token.
-	ReleaseMany(ctx context.Context, keys, tokens []string) []error
-}
-
-// ClaimResult is the outcome of one claim of [BatchStore.ClaimMany], with the meaning of
-// [Store.Claim]'s results.
-type ClaimResult struct {
-	Prev    *Record
-	Claimed bool
-	Err     error
-}
+// errSettled is DoClaimed's answer for a request whose batch was settled before it started:
+// its claim was released, so this run no longer holds the key.
+var errSettled = fmt.Errorf("idem: batch settled before the request started: %w", ErrLeaseLost)
 
 // Batch is a set of requests claimed together, for batch consumers such as SQS: on a
-// [BatchStore], claiming all of them costs one round trip per store batch, and recording
+// [idemstore.BatchStore], claiming all of them costs one round trip per store batch, and recording
 // all their outcomes ([Batch.Settle]) one or two more, instead of two per request.
 //
 // Use: [Guard.Claim] the requests, call [DoClaimed] for each one to run (concurrently if
@@ -49,7 +34,7 @@ type ClaimResult struct {
 //
 // Settle may run early and more than once, for example when the Lambda deadline nears while
 // handlers still run: it records the outcomes finished by then and releases the requests
-// claimed but not started (a later DoClaimed for them returns [ErrSettled] without running),
+// claimed but not started (a later DoClaimed for them returns an error wrapping [ErrLeaseLost] without running),
 // and every outcome after it is recorded as soon as its handler returns. So an invocation
 // killed at its deadline loses no outcome that finished.
 //
@@ -66,8 +51,8 @@ type batchItem struct {
 	req       Request
 	key, fp   string
 	now       time.Time
-	err       error   // key or claim error
-	rec       *Record // ours when claimed; else the live record found
+	err       error             // key or claim error
+	rec       *idemstore.Record // ours when claimed; else the live record found
 	claimed   bool
 	lazy      bool        // no batch claim was made: DoClaimed runs Do
 	pending   *settlement // outcome waiting for Settle
@@ -82,9 +67,9 @@ type batchItem struct {
 // outcome. Claim reports nothing itself: [DoClaimed] returns each request's error.
 func (g *Guard) Claim(ctx context.Context, reqs []Request) *Batch {
 	b := &Batch{g: g, items: make([]batchItem, len(reqs))}
-	bs, batched := g.store.(BatchStore)
+	bs, batched := g.store.(idemstore.BatchStore)
 	now := g.now()
-	var recs []*Record
+	var recs []*idemstore.Record
 	var idx []int
 	seen := make(map[string]int, len(reqs))
 	for i, r := range reqs {
@@ -117,7 +102,7 @@ func (g *Guard) Claim(ctx context.Context, reqs []Request) *Batch {
 	}
 	results := bs.ClaimMany(ctx, recs, now)
 	if len(results) != len(recs) {
-		results = make([]ClaimResult, len(recs))
+		results = make([]idemstore.ClaimResult, len(recs))
 		for j := range results {
 			results[j].Err = errCount
 		}
@@ -152,7 +137,7 @@ func DoClaimed[T any](ctx context.Context, b *Batch, i int, fn func(context.Cont
 	it.ran = true
 	b.mu.Unlock()
 	if released {
-		return result, false, ErrSettled
+		return result, false, errSettled
 	}
 	if twice {
 		return result, false, errRunTwice
@@ -224,7 +209,7 @@ func (g *Guard) leaseOutlasts(ctx context.Context, l *lease) bool {
 // with DoClaimed; call it at least once after every DoClaimed has returned.
 func (b *Batch) Settle(ctx context.Context) []error {
 	g := b.g
-	bs, ok := g.store.(BatchStore)
+	bs, ok := g.store.(idemstore.BatchStore)
 	if !ok {
 		return make([]error, len(b.items))
 	}
@@ -260,7 +245,7 @@ func (b *Batch) Settle(ctx context.Context) []error {
 	cctx, cancel := detached(ctx)
 	defer cancel()
 	if len(done) > 0 {
-		recs := make([]*Record, len(done))
+		recs := make([]*idemstore.Record, len(done))
 		for j, s := range done {
 			recs[j] = s.done
 		}

@@ -12,25 +12,27 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/storetest"
+	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/idemstore/storetest"
+	"github.com/idemkit/idem/memstore"
 )
 
 // countingBatch counts round trips of a BatchStore.
 type countingBatch struct {
 	*counting
-	bs *idem.MemStore
+	bs *memstore.Store
 }
 
 func newCountingBatch() *countingBatch {
-	m := idem.NewMemStore()
+	m := memstore.New()
 	return &countingBatch{counting: newCounting(m), bs: m}
 }
 
-func (c *countingBatch) ClaimMany(ctx context.Context, recs []*idem.Record, now time.Time) []idem.ClaimResult {
+func (c *countingBatch) ClaimMany(ctx context.Context, recs []*idemstore.Record, now time.Time) []idemstore.ClaimResult {
 	c.inc("claimMany")
 	return c.bs.ClaimMany(ctx, recs, now)
 }
-func (c *countingBatch) CompleteMany(ctx context.Context, recs []*idem.Record) []error {
+func (c *countingBatch) CompleteMany(ctx context.Context, recs []*idemstore.Record) []error {
 	c.inc("completeMany")
 	return c.bs.CompleteMany(ctx, recs)
 }
@@ -158,7 +160,7 @@ func TestBatchMixed(t *testing.T) {
 func TestBatchSettleReportsLostLease(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
-	s := idem.NewMemStore()
+	s := memstore.New()
 	g, err := idem.New(s, "test", idem.WithClock(idem.ClockFunc(func() time.Time { return now })))
 	require.NoError(t, err)
 	ahead, err := idem.New(s, "test", idem.WithClock(idem.ClockFunc(func() time.Time { return now.Add(3 * time.Minute) })))
@@ -180,7 +182,7 @@ func TestBatchSettleReportsLostLease(t *testing.T) {
 
 func TestBatchWithoutBatchStore(t *testing.T) {
 	t.Parallel()
-	s := newCounting(idem.NewMemStore()) // Store only: no batch methods
+	s := newCounting(memstore.New()) // Store only: no batch methods
 	g, err := idem.New(s, "test")
 	require.NoError(t, err)
 	_, _, errs, settle := runBatch(t, g, reqs("k", 4), func(i int) (int, error) { return i, nil })
@@ -226,14 +228,14 @@ func TestBatchSettleEarly(t *testing.T) {
 	assert.True(t, replayed, "finished work is recorded by the early settle")
 
 	_, _, err = idem.DoClaimed(ctx, b, 2, func(context.Context) (int, error) { t.Error("ran"); return 0, nil })
-	require.ErrorIs(t, err, idem.ErrSettled, "not started before the settle: released")
+	require.ErrorIs(t, err, idem.ErrLeaseLost, "not started before the settle: released")
 
 	close(finish)
 	require.NoError(t, <-result)
 	sk, _ := g.StoredKey(idem.Request{Key: "e1"})
 	rec, err := s.Get(ctx, sk)
 	require.NoError(t, err)
-	assert.Equal(t, idem.StatusCompleted, rec.Status, "finished after the early settle: recorded at once, not left for a Settle that may never run")
+	assert.Equal(t, idemstore.StatusCompleted, rec.Status, "finished after the early settle: recorded at once, not left for a Settle that may never run")
 	for _, err := range b.Settle(ctx) {
 		require.NoError(t, err)
 	}
@@ -251,7 +253,7 @@ func TestBatchLeaseLapsedBeforeStart(t *testing.T) {
 	now := time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	g, err := idem.New(idem.NewMemStore(), "test", idem.WithClock(idem.ClockFunc(clock)), idem.WithLease(time.Minute))
+	g, err := idem.New(memstore.New(), "test", idem.WithClock(idem.ClockFunc(clock)), idem.WithLease(time.Minute))
 	require.NoError(t, err)
 	ctx := context.Background()
 	b := g.Claim(ctx, reqs("l", 2))
@@ -334,16 +336,16 @@ func TestBatchOutcomeWaitsOnlyWhileItsLeaseLasts(t *testing.T) {
 			rec, err := s.Get(context.Background(), sk)
 			require.NoError(t, err)
 			if tc.wantPending {
-				assert.Equal(t, idem.StatusInProgress, rec.Status, "left for Settle: its lease outlasts the deadline")
+				assert.Equal(t, idemstore.StatusInProgress, rec.Status, "left for Settle: its lease outlasts the deadline")
 			} else {
-				assert.Equal(t, idem.StatusCompleted, rec.Status, "recorded at once: its lease could end before Settle")
+				assert.Equal(t, idemstore.StatusCompleted, rec.Status, "recorded at once: its lease could end before Settle")
 			}
 			for i, err := range b.Settle(ctx) {
 				require.NoError(t, err, i)
 			}
 			rec, err = s.Get(context.Background(), sk)
 			require.NoError(t, err)
-			assert.Equal(t, idem.StatusCompleted, rec.Status)
+			assert.Equal(t, idemstore.StatusCompleted, rec.Status)
 		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/memstore"
 )
 
 type benchResult struct {
@@ -63,7 +64,7 @@ func BenchmarkGuard(b *testing.B) {
 				// A store of millions of records would measure the map's growth and the
 				// garbage collector scanning it, not the guard: start a fresh one, untimed.
 				b.StopTimer()
-				g, _ = idem.New(idem.NewMemStore(), "test")
+				g, _ = idem.New(memstore.New(), "test")
 				b.StartTimer()
 			}
 			if _, _, err := idem.Do(ctx, g, idem.Request{Key: keys[i]}, ok); err != nil {
@@ -72,7 +73,7 @@ func BenchmarkGuard(b *testing.B) {
 		}
 	})
 	b.Run("Replay", func(b *testing.B) {
-		g, _ := idem.New(idem.NewMemStore(), "test")
+		g, _ := idem.New(memstore.New(), "test")
 		_, _, _ = idem.Do(ctx, g, idem.Request{Key: "k"}, ok)
 		b.ReportAllocs()
 		b.ResetTimer()
@@ -85,7 +86,7 @@ func BenchmarkGuard(b *testing.B) {
 	// ReplayNoCodec is Replay with a codec that only copies bytes: the guard's own replay
 	// path, without the JSON decoding that Replay pays for its result type.
 	b.Run("ReplayNoCodec", func(b *testing.B) {
-		g, _ := idem.New(idem.NewMemStore(), "test", idem.WithCodec(bytesCodec{}))
+		g, _ := idem.New(memstore.New(), "test", idem.WithCodec(bytesCodec{}))
 		raw := func(context.Context) ([]byte, error) { return []byte(`{"ok":true,"id":"abc"}`), nil }
 		_, _, _ = idem.Do(ctx, g, idem.Request{Key: "k"}, raw)
 		b.ReportAllocs()
@@ -97,7 +98,7 @@ func BenchmarkGuard(b *testing.B) {
 		}
 	})
 	b.Run("CacheHit", func(b *testing.B) {
-		g, _ := idem.New(idem.NewMemStore(), "test", idem.WithCache(1024))
+		g, _ := idem.New(memstore.New(), "test", idem.WithCache(1024))
 		_, _, _ = idem.Do(ctx, g, idem.Request{Key: "k"}, ok)
 		b.ReportAllocs()
 		b.ResetTimer()
@@ -108,7 +109,7 @@ func BenchmarkGuard(b *testing.B) {
 		}
 	})
 	b.Run("InFlight", func(b *testing.B) {
-		g, _ := idem.New(idem.NewMemStore(), "test")
+		g, _ := idem.New(memstore.New(), "test")
 		release, started, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
 		go func() {
 			defer close(done)
@@ -146,7 +147,7 @@ func BenchmarkResultCodec(b *testing.B) {
 				threshold = 1 << 30
 			}
 			b.Run("Encode/"+name, func(b *testing.B) {
-				g, _ := idem.New(idem.NewMemStore(), "test", idem.WithCompression(threshold))
+				g, _ := idem.New(memstore.New(), "test", idem.WithCompression(threshold))
 				keys := benchKeys(b.N)
 				fn := func(context.Context) (string, error) { return payload, nil }
 				b.SetBytes(int64(size))
@@ -159,7 +160,7 @@ func BenchmarkResultCodec(b *testing.B) {
 				}
 			})
 			b.Run("Decode/"+name, func(b *testing.B) {
-				g, _ := idem.New(idem.NewMemStore(), "test", idem.WithCompression(threshold))
+				g, _ := idem.New(memstore.New(), "test", idem.WithCompression(threshold))
 				fn := func(context.Context) (string, error) { return payload, nil }
 				_, _, _ = idem.Do(ctx, g, idem.Request{Key: "k"}, fn)
 				b.SetBytes(int64(size))

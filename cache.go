@@ -4,6 +4,8 @@ import (
 	"container/list"
 	"sync"
 	"time"
+
+	"github.com/idemkit/idem/idemstore"
 )
 
 // lru is a bounded cache of completed records, keyed by stored key. A nil *lru is a cache
@@ -20,7 +22,7 @@ func newLRU(size int) *lru {
 }
 
 // get returns the cached record for key unless it has expired at now.
-func (c *lru) get(key string, now time.Time) *Record {
+func (c *lru) get(key string, now time.Time) *idemstore.Record {
 	if c == nil {
 		return nil
 	}
@@ -30,8 +32,8 @@ func (c *lru) get(key string, now time.Time) *Record {
 	if !ok {
 		return nil
 	}
-	rec := e.Value.(*Record)
-	if rec.expired(now) {
+	rec := e.Value.(*idemstore.Record)
+	if rec.Expired(now) {
 		c.order.Remove(e)
 		delete(c.items, key)
 		return nil
@@ -41,8 +43,8 @@ func (c *lru) get(key string, now time.Time) *Record {
 }
 
 // put caches a completed or failed record, evicting the least recently used.
-func (c *lru) put(rec *Record) {
-	if c == nil || (rec.Status != StatusCompleted && rec.Status != StatusFailed) {
+func (c *lru) put(rec *idemstore.Record) {
+	if c == nil || (rec.Status != idemstore.StatusCompleted && rec.Status != idemstore.StatusFailed) {
 		return
 	}
 	c.mu.Lock()
@@ -56,6 +58,6 @@ func (c *lru) put(rec *Record) {
 	if c.order.Len() > c.size {
 		last := c.order.Back()
 		c.order.Remove(last)
-		delete(c.items, last.Value.(*Record).Key)
+		delete(c.items, last.Value.(*idemstore.Record).Key)
 	}
 }

@@ -9,14 +9,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/memstore"
 )
 
 // resentClaim is a store whose claims take effect but lose their response, after which the
 // request is sent again and meets the record it wrote: what the SDK retryer does when a
 // connection breaks after DynamoDB applied a PutItem.
-type resentClaim struct{ idem.Store }
+type resentClaim struct{ idemstore.Store }
 
-func (s resentClaim) Claim(ctx context.Context, rec *idem.Record, now time.Time) (*idem.Record, bool, error) {
+func (s resentClaim) Claim(ctx context.Context, rec *idemstore.Record, now time.Time) (*idemstore.Record, bool, error) {
 	if _, _, err := s.Store.Claim(ctx, rec, now); err != nil {
 		return nil, false, err
 	}
@@ -25,7 +27,7 @@ func (s resentClaim) Claim(ctx context.Context, rec *idem.Record, now time.Time)
 
 func TestResentClaimMeetsOwnRecord(t *testing.T) {
 	t.Parallel()
-	g, err := idem.New(resentClaim{idem.NewMemStore()}, "test")
+	g, err := idem.New(resentClaim{memstore.New()}, "test")
 	require.NoError(t, err)
 	runs := 0
 	fn := func(context.Context) (string, error) { runs++; return "done", nil }

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/idemkit/idem/idemstore"
 )
 
 // Codec encodes handler results for storage and decodes them for replay.
@@ -54,7 +56,7 @@ func (JSONCodec) Unmarshal(data []byte, v any) error {
 func (c *config) encodeResult(v any) (data []byte, enc string, err error) {
 	data, err = c.codec.Marshal(v)
 	if err != nil {
-		return nil, EncodingNone, err
+		return nil, idemstore.EncodingNone, err
 	}
 	enc = c.codec.Name()
 	if len(data) > c.compressAbove && len(data) <= maxInflated {
@@ -74,32 +76,32 @@ func (c *config) encodeResult(v any) (data []byte, enc string, err error) {
 		}
 		c.gzipWriters.Put(zw)
 		if err != nil {
-			return nil, EncodingNone, err
+			return nil, idemstore.EncodingNone, err
 		}
 		if buf.Len() < len(data) {
-			data, enc = buf.Bytes(), enc+GzipSuffix
+			data, enc = buf.Bytes(), enc+idemstore.GzipSuffix
 		}
 	}
 	if len(data) > c.maxResult {
-		return nil, EncodingNone, nil
+		return nil, idemstore.EncodingNone, nil
 	}
 	return data, enc, nil
 }
 
 // decodeResult decodes a completed record's data into out.
-func (c *config) decodeResult(rec *Record, out any) error {
-	if rec.Version > SchemaVersion || rec.Version < 0 {
+func (c *config) decodeResult(rec *idemstore.Record, out any) error {
+	if rec.Version > idemstore.SchemaVersion || rec.Version < 0 {
 		return fmt.Errorf("%w: schema version %d", ErrIncompatibleRecord, rec.Version)
 	}
 	enc := rec.Encoding
 	if enc == "" && rec.Version == 0 {
 		enc = "json" // as the Powertools utilities write it
 	}
-	if enc == EncodingNone {
+	if enc == idemstore.EncodingNone {
 		return ErrResultNotStored
 	}
 	data := rec.Data
-	name, gz := strings.CutSuffix(enc, GzipSuffix)
+	name, gz := strings.CutSuffix(enc, idemstore.GzipSuffix)
 	if name != c.codec.Name() {
 		return fmt.Errorf("%w: encoding %q, codec %q", ErrIncompatibleRecord, enc, c.codec.Name())
 	}

@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/memstore"
 )
 
 // zerosCodec encodes an int n as n zero bytes, which gzip shrinks a thousandfold: a cheap
@@ -52,7 +54,7 @@ func TestResultInflatingPastTheLimit(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s := idem.NewMemStore()
+			s := memstore.New()
 			g, err := idem.New(s, "test", idem.WithCodec(zerosCodec{}))
 			require.NoError(t, err)
 			runs := 0
@@ -65,7 +67,7 @@ func TestResultInflatingPastTheLimit(t *testing.T) {
 			sk, _ := g.StoredKey(idem.Request{Key: "k"})
 			rec, err := s.Get(context.Background(), sk)
 			require.NoError(t, err)
-			assert.Equal(t, idem.StatusCompleted, rec.Status, "the work is recorded as done")
+			assert.Equal(t, idemstore.StatusCompleted, rec.Status, "the work is recorded as done")
 
 			v, _, err = idem.Do(context.Background(), g, idem.Request{Key: "k"}, fn)
 			assert.Equal(t, 1, runs, "never run again")

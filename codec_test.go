@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/memstore"
 )
 
 // A stored result replayed into a type it does not fit is an error, never a zero value
@@ -21,7 +22,7 @@ func TestReplayIntoAnotherTypeIsAnError(t *testing.T) {
 		Balance int `json:"balance"`
 	}
 	ctx := context.Background()
-	g, err := idem.New(idem.NewMemStore(), "test", idem.WithScope("codec"))
+	g, err := idem.New(memstore.New(), "test", idem.WithScope("codec"))
 	require.NoError(t, err)
 	req := idem.Request{Key: "k"}
 	_, _, err = idem.Do(ctx, g, req, func(context.Context) (order, error) { return order{OrderID: "o-1"}, nil })

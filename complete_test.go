@@ -9,15 +9,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/memstore"
 )
 
 // blindStore fails every completion and every read.
-type blindStore struct{ *idem.MemStore }
+type blindStore struct{ *memstore.Store }
 
 var errBlind = errors.New("store unreachable")
 
-func (blindStore) Complete(context.Context, *idem.Record, []any) error { return errBlind }
-func (blindStore) Get(context.Context, string) (*idem.Record, error)   { return nil, errBlind }
+func (blindStore) Complete(context.Context, *idemstore.Record, []any) error { return errBlind }
+func (blindStore) Get(context.Context, string) (*idemstore.Record, error)   { return nil, errBlind }
 
 // A completion that fails, and whose record cannot be read back, reports what is known:
 // without attached writes the handler's effects stand ("complete"); with them, whether they
@@ -34,7 +36,7 @@ func TestCompletionOutcomeUnknown(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			g, err := idem.New(blindStore{idem.NewMemStore()}, "test")
+			g, err := idem.New(blindStore{memstore.New()}, "test")
 			require.NoError(t, err)
 			v, _, err := idem.Do(context.Background(), g, idem.Request{Key: "k"}, func(ctx context.Context) (int, error) {
 				if tc.attach {
@@ -46,7 +48,7 @@ func TestCompletionOutcomeUnknown(t *testing.T) {
 			require.ErrorAs(t, err, &se)
 			assert.Equal(t, tc.op, se.Op)
 			assert.ErrorIs(t, err, errBlind)
-			assert.NotErrorIs(t, err, idem.ErrNotCommitted)
+			assert.NotErrorIs(t, err, idemstore.ErrNotCommitted)
 			assert.Equal(t, 7, v, "the handler's result comes back with the error")
 		})
 	}

@@ -15,7 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/storetest"
+	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/idemstore/storetest"
+	"github.com/idemkit/idem/memstore"
 )
 
 // errReviewThrottled stands for a store call that failed for good after the SDK's own retries
@@ -26,12 +28,12 @@ var errReviewThrottled = errors.New("throttled (injected)")
 // every record, without applying: a BatchExecuteStatement throttled past the SDK's
 // retries. Later calls go through.
 type flakyCompleteMany struct {
-	*idem.MemStore
+	*memstore.Store
 	failures atomic.Int32 // CompleteMany calls left to fail
 	calls    atomic.Int32
 }
 
-func (f *flakyCompleteMany) CompleteMany(ctx context.Context, recs []*idem.Record) []error {
+func (f *flakyCompleteMany) CompleteMany(ctx context.Context, recs []*idemstore.Record) []error {
 	f.calls.Add(1)
 	if f.failures.Add(-1) >= 0 {
 		out := make([]error, len(recs))
@@ -40,21 +42,21 @@ func (f *flakyCompleteMany) CompleteMany(ctx context.Context, recs []*idem.Recor
 		}
 		return out
 	}
-	return f.MemStore.CompleteMany(ctx, recs)
+	return f.Store.CompleteMany(ctx, recs)
 }
 
 // flakyComplete is the single-record counterpart: its first Complete fails without
 // applying.
 type flakyComplete struct {
-	*idem.MemStore
+	*memstore.Store
 	failures atomic.Int32
 }
 
-func (f *flakyComplete) Complete(ctx context.Context, rec *idem.Record, attached []any) error {
+func (f *flakyComplete) Complete(ctx context.Context, rec *idemstore.Record, attached []any) error {
 	if f.failures.Add(-1) >= 0 {
 		return &idem.StoreError{Op: "complete", Err: errReviewThrottled}
 	}
-	return f.MemStore.Complete(ctx, rec, attached)
+	return f.Store.Complete(ctx, rec, attached)
 }
 
 // REVIEW HOLE 1 (double execution, batch path).
@@ -80,7 +82,7 @@ func TestReviewSettleDoesNotRetryCompletion(t *testing.T) {
 	t.Run("do", func(t *testing.T) {
 		t.Parallel()
 		clock := storetest.NewClock()
-		store := &flakyComplete{MemStore: idem.NewMemStore()}
+		store := &flakyComplete{Store: memstore.New()}
 		store.failures.Store(1)
 		g, err := idem.New(store, "test", idem.WithClock(clock))
 		require.NoError(t, err)
@@ -98,7 +100,7 @@ func TestReviewSettleDoesNotRetryCompletion(t *testing.T) {
 	t.Run("batch", func(t *testing.T) {
 		t.Parallel()
 		clock := storetest.NewClock()
-		store := &flakyCompleteMany{MemStore: idem.NewMemStore()}
+		store := &flakyCompleteMany{Store: memstore.New()}
 		store.failures.Store(1)
 		g, err := idem.New(store, "test", idem.WithClock(clock))
 		require.NoError(t, err)
@@ -129,19 +131,19 @@ func TestReviewSettleDoesNotRetryCompletion(t *testing.T) {
 // condition (lease token and INPROGRESS, as the DynamoDB store's transaction requires),
 // when the test lets it land.
 type inflightComplete struct {
-	*idem.MemStore
+	*memstore.Store
 	mu      sync.Mutex
 	queued  func() error // the first attempt, not yet applied
 	attempt int
 }
 
-func (s *inflightComplete) Complete(ctx context.Context, rec *idem.Record, attached []any) error {
+func (s *inflightComplete) Complete(ctx context.Context, rec *idemstore.Record, attached []any) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.attempt++
 	if s.attempt == 1 {
 		r := *rec
-		s.queued = func() error { return s.MemStore.Complete(context.Background(), &r, attached) }
+		s.queued = func() error { return s.Store.Complete(context.Background(), &r, attached) }
 	}
 	return &idem.StoreError{Op: "complete", Err: context.DeadlineExceeded}
 }
@@ -176,7 +178,7 @@ func (s *inflightComplete) land() error {
 func TestReviewNotCommittedButCommitted(t *testing.T) {
 	t.Parallel()
 	clock := storetest.NewClock()
-	store := &inflightComplete{MemStore: idem.NewMemStore()}
+	store := &inflightComplete{Store: memstore.New()}
 	g, err := idem.New(store, "test", idem.WithClock(clock))
 	require.NoError(t, err)
 	req := idem.Request{Key: "pay-1"}
@@ -188,7 +190,7 @@ func TestReviewNotCommittedButCommitted(t *testing.T) {
 		return 7, nil
 	})
 	require.Error(t, err)
-	notCommitted := errors.Is(err, idem.ErrNotCommitted)
+	notCommitted := errors.Is(err, idemstore.ErrNotCommitted)
 	t.Logf("caller's error: %v (ErrNotCommitted: %v)", err, notCommitted)
 
 	// The first attempt's transaction reaches the store after the guard answered.
@@ -201,6 +203,6 @@ func TestReviewNotCommittedButCommitted(t *testing.T) {
 
 	if notCommitted {
 		assert.Zero(t, charged.Load(), "the caller was told ErrNotCommitted, yet the attached write committed")
-		assert.NotEqual(t, idem.StatusCompleted, rec.Status, "the caller was told ErrNotCommitted, yet the record completed")
+		assert.NotEqual(t, idemstore.StatusCompleted, rec.Status, "the caller was told ErrNotCommitted, yet the record completed")
 	}
 }

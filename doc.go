@@ -4,7 +4,8 @@
 //
 // # Mental model
 //
-// Each key has one record in a [Store] (DynamoDB in production, see package dynamo). A call
+// Each key has one record in a store (DynamoDB in production, see package dynamo; an
+// in-memory one in tests, package memstore; PostgreSQL and Redis in their modules). A call
 // claims the key with one conditional write that succeeds only if no live record holds it,
 // and so becomes the owner of a lease, marked by a random token. The owner runs the handler
 // and then completes the record with the result, or releases it on failure so the next retry
@@ -24,20 +25,30 @@
 //
 // # Usage
 //
-//	store, err := dynamo.New(ddbClient, "idempotency") // or idem.NewMemStore() in tests
+// From [Example_dynamo]:
+//
+//	store, err := dynamo.New(dynamodb.NewFromConfig(cfg), "idempotency")
+//	if err != nil {
+//		return err
+//	}
 //	guard, err := idem.New(store, "create-order", idem.WithExpiry(24*time.Hour))
-//	...
+//	if err != nil {
+//		return err
+//	}
 //	order, replayed, err := idem.Do(ctx, guard, idem.Request{Key: key, Fingerprint: body},
 //		func(ctx context.Context) (Order, error) { return createOrder(ctx, body) })
 //
 // Batch consumers (SQS) claim all their requests at once with [Guard.Claim], run each with
 // [DoClaimed] and record every outcome with [Batch.Settle]: on a store that implements
-// [BatchStore], a batch of new keys costs two round trips in all.
+// a batch store (see package idemstore), a batch of new keys costs two round trips in all.
 //
 // Handlers can record progress with [Checkpoint] and read it after a takeover with
 // [LastCheckpoint] (a failed or panicking handler's release keeps the checkpoint for the
-// retry, and a takeover carries it into the new owner's record), and attach their own store writes to the completion with [Attach] so the
-// business effect and the record commit together or not at all.
+// retry, and a takeover carries it into the new owner's record), and attach their own
+// store writes to the completion with [Attach] so the business effect and the record
+// commit together or not at all.
+//
+// Store authors: see package idemstore for the Store interface and its behaviour suite.
 //
 // See https://docs.aws.amazon.com/lambda/latest/dg/invocation-retries.html for when Lambda
 // retries, and https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Expressions.ConditionExpressions.html

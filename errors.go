@@ -4,60 +4,71 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/idemkit/idem/idemstore"
 )
 
-// Sentinel errors. Use errors.Is to branch on them; where there is data to carry, a typed
-// error stands behind the sentinel and errors.As reaches it.
+// The errors a caller of [Do] branches on, with errors.Is, by what it can do about them.
+// Where there is data to carry, a typed error stands behind the sentinel and errors.As
+// reaches it.
+//
+// Fix the request: [ErrMissingKey], [ErrInvalidKey], [ErrPayloadMismatch].
+//
+// Retry later (the handler did not run, or a retry converges on the one stored result):
+// [ErrInProgress] ([*InProgressError] carries when), [ErrLeaseLost], [ErrStore]
+// ([*StoreError] carries the operation and the cause).
+//
+// Give up (a retry gets the same answer): [ErrFailed] ([*FailedError] carries the
+// message), [ErrResultNotStored], [ErrIncompatibleRecord].
+//
+// From the handler's own side: [ErrConditionFailed] (an attached write's condition
+// failed), [ErrNoLease] ([Attach] or [Checkpoint] outside a guarded run), and
+// [ErrDoNotStore], which a handler returns. [ErrInvalidOption] comes from constructors.
 var (
 	// ErrMissingKey means the request carried no idempotency key.
 	ErrMissingKey = errors.New("idem: missing idempotency key")
 	// ErrInvalidKey means the key was empty, too long or otherwise malformed.
 	ErrInvalidKey = errors.New("idem: invalid idempotency key")
+	// ErrPayloadMismatch means the key was used before with a different request fingerprint.
+	ErrPayloadMismatch = errors.New("idem: idempotency key reused with a different request")
+
 	// ErrInProgress means another invocation holds the key's lease. An [*InProgressError]
 	// carries when the lease ends.
 	ErrInProgress = errors.New("idem: request with this key is in progress")
-	// ErrPayloadMismatch means the key was used before with a different request fingerprint.
-	ErrPayloadMismatch = errors.New("idem: idempotency key reused with a different request")
-	// ErrLeaseLost means the lease ended and another owner took the key over before this
-	// owner could complete, extend or release it. The other owner's record is intact. It is
+	// ErrLeaseLost means this run no longer holds the key: its lease ended and another
+	// owner took the key over before this one could complete, extend or release it (the
+	// other owner's record is intact), or its [Batch] was settled before it started. It is
 	// retryable: a retry converges on the one stored result.
-	ErrLeaseLost = errors.New("idem: lease lost to another owner")
+	ErrLeaseLost = idemstore.ErrLeaseLost
+	// ErrStore means the store failed. A [*StoreError] carries the operation and the
+	// underlying error, which errors.As still reaches.
+	ErrStore = errors.New("idem: store error")
+
+	// ErrFailed means the key's first run failed with an error that
+	// [WithRememberFailures] called permanent. A [*FailedError] carries its message.
+	ErrFailed = errors.New("idem: request failed before")
 	// ErrResultNotStored means the key completed but its result was not stored (too large
 	// even compressed, or not encodable), so it cannot be replayed. The handler is not run
 	// again.
 	ErrResultNotStored = errors.New("idem: result completed but not stored")
-	// ErrStore means the store failed. A [*StoreError] carries the operation and the
-	// underlying error, which errors.As still reaches.
-	ErrStore = errors.New("idem: store error")
 	// ErrIncompatibleRecord means a stored record has an unknown schema version, status or
 	// encoding, or data that does not decode. The handler is not run again.
-	ErrIncompatibleRecord = errors.New("idem: incompatible record")
-	// ErrFailed means the key's first run failed with an error that
-	// [WithRememberFailures] called permanent. A [*FailedError] carries its message.
-	ErrFailed = errors.New("idem: request failed before")
+	ErrIncompatibleRecord = idemstore.ErrIncompatibleRecord
+
 	// ErrConditionFailed means a write attached to the completion (see [Attach]) failed its
 	// condition: neither it nor the completion committed, and the key was released.
-	ErrConditionFailed = errors.New("idem: attached write condition failed")
-	// ErrNotCommitted means a completion committed nothing, its attached writes included:
-	// the store refused it as a whole (a cancelled transaction, an attached write over the
-	// store's item size limit), or it failed and a read showed the record still in progress
-	// under the owner's token. The key was released and a retry runs again. It comes
-	// wrapped in a [*StoreError].
-	ErrNotCommitted = errors.New("idem: completion not committed")
+	ErrConditionFailed = idemstore.ErrConditionFailed
+	// ErrNoLease means [Attach] or [Checkpoint] was called outside a guarded handler.
+	ErrNoLease = errors.New("idem: no lease in context: call from inside a guarded handler")
 	// ErrDoNotStore, returned by a guarded handler (possibly wrapped), releases the key
 	// without storing anything, whatever [WithRememberFailures] says, and [Do] returns the
 	// handler's result and error as they are. HTTP wrappers use it for responses that must
 	// not be replayed, such as a 503.
 	ErrDoNotStore = errors.New("idem: do not store this outcome")
-	// ErrSettled means [DoClaimed] was called for a request whose [Batch] was settled
-	// before it started: its claim was released and the handler did not run.
-	ErrSettled = errors.New("idem: batch settled before the request started")
-	// ErrNoLease means [Attach] or [Checkpoint] was called outside a guarded handler.
-	ErrNoLease = errors.New("idem: no lease in context: call from inside a guarded handler")
-	// ErrTooLarge is returned by a [Store] when the record itself exceeds its item size
-	// limit (an attached write over it is [ErrNotCommitted]). The guard then records
-	// completion without the result.
-	ErrTooLarge = errors.New("idem: record too large for the store")
+
+	// ErrInvalidOption means a constructor was given a setting it refuses: a bad option
+	// value, a nil store, an invalid operation name. The error names the option.
+	ErrInvalidOption = errors.New("idem: invalid option")
 )
 
 // InProgressError reports a key held by another invocation. errors.Is(err, [ErrInProgress])
@@ -83,8 +94,10 @@ type StoreError struct {
 	// Op names the operation: "claim", "get", "complete", "release", "extend",
 	// "checkpoint", or [OpCommit] for a completion with attached writes whose outcome is
 	// unknown. With "claim" the handler did not run; with "complete" it ran and its effects
-	// stand, but its outcome was not recorded; with [OpCommit] it ran and its attached
-	// writes may or may not have committed.
+	// stand, but its outcome was not recorded, unless errors.Is(err,
+	// idemstore.ErrNotCommitted): then the store refused the completion as a whole, its
+	// attached writes included, and released the key, so a retry runs again; with
+	// [OpCommit] it ran and its attached writes may or may not have committed.
 	Op string
 	// Err is the underlying error.
 	Err error
@@ -122,7 +135,7 @@ func storeErr(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	for _, known := range []error{ErrStore, ErrLeaseLost, ErrTooLarge, ErrConditionFailed, ErrIncompatibleRecord} {
+	for _, known := range []error{ErrStore, ErrLeaseLost, idemstore.ErrTooLarge, ErrConditionFailed, ErrIncompatibleRecord} {
 		if errors.Is(err, known) {
 			return err
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/memstore"
 )
 
 type receipt struct {
@@ -18,7 +19,7 @@ type receipt struct {
 
 // A retry with the same key gets the first result back; the handler ran once.
 func Example() {
-	guard, err := idem.New(idem.NewMemStore(), "create-order", idem.WithScope("orders"))
+	guard, err := idem.New(memstore.New(), "create-order", idem.WithScope("orders"))
 	if err != nil {
 		panic(err)
 	}
@@ -40,14 +41,14 @@ func Example() {
 }
 
 func ExampleNew() {
-	_, err := idem.New(idem.NewMemStore(), "create-order", idem.WithExpiry(-time.Hour))
+	_, err := idem.New(memstore.New(), "create-order", idem.WithExpiry(-time.Hour))
 	fmt.Println(err)
-	// Output: idem: WithExpiry: must be positive
+	// Output: idem: invalid option: WithExpiry: must be positive
 }
 
 // The fingerprint catches a key reused for a different request.
 func ExampleDo() {
-	guard, _ := idem.New(idem.NewMemStore(), "create-order")
+	guard, _ := idem.New(memstore.New(), "create-order")
 	ok := func(context.Context) (string, error) { return "created", nil }
 	ctx := context.Background()
 	_, _, err := idem.Do(ctx, guard, idem.Request{Key: "k1", Fingerprint: []byte(`{"qty":1}`)}, ok)
@@ -61,7 +62,7 @@ func ExampleDo() {
 
 // A handler records progress; after a crash, the next owner resumes from it.
 func ExampleCheckpoint() {
-	guard, _ := idem.New(idem.NewMemStore(), "create-order")
+	guard, _ := idem.New(memstore.New(), "create-order")
 	_, _, _ = idem.Do(context.Background(), guard, idem.Request{Key: "k"}, func(ctx context.Context) (string, error) {
 		if idem.LastCheckpoint(ctx) != "payment_charged" {
 			// charge the card, then remember that it was charged
@@ -77,7 +78,7 @@ func ExampleCheckpoint() {
 
 // Writes attached to the completion commit with it or not at all.
 func ExampleAttach() {
-	guard, _ := idem.New(idem.NewMemStore(), "create-order")
+	guard, _ := idem.New(memstore.New(), "create-order")
 	balance := 0
 	credit := func(ctx context.Context) (int, error) {
 		err := idem.Attach(ctx, func() error { balance += 100; return nil })
@@ -91,7 +92,7 @@ func ExampleAttach() {
 }
 
 func ExampleInProgressError() {
-	store := idem.NewMemStore()
+	store := memstore.New()
 	guard, _ := idem.New(store, "create-order", idem.WithLease(30*time.Second))
 	release := make(chan struct{})
 	started := make(chan struct{})
@@ -115,7 +116,7 @@ func ExampleInProgressError() {
 
 func ExampleWithExpiry() {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	guard, _ := idem.New(idem.NewMemStore(), "create-order", idem.WithExpiry(time.Hour), idem.WithClock(idem.ClockFunc(func() time.Time { return now })))
+	guard, _ := idem.New(memstore.New(), "create-order", idem.WithExpiry(time.Hour), idem.WithClock(idem.ClockFunc(func() time.Time { return now })))
 	runs := 0
 	fn := func(context.Context) (int, error) { runs++; return runs, nil }
 	_, _, _ = idem.Do(context.Background(), guard, idem.Request{Key: "k"}, fn)
@@ -126,32 +127,32 @@ func ExampleWithExpiry() {
 }
 
 func ExampleWithLease() {
-	_, err := idem.New(idem.NewMemStore(), "create-order", idem.WithLease(5*time.Minute))
+	_, err := idem.New(memstore.New(), "create-order", idem.WithLease(5*time.Minute))
 	fmt.Println(err)
 	// Output: <nil>
 }
 
 func ExampleWithLeaseMargin() {
-	_, err := idem.New(idem.NewMemStore(), "create-order", idem.WithLeaseMargin(5*time.Second))
+	_, err := idem.New(memstore.New(), "create-order", idem.WithLeaseMargin(5*time.Second))
 	fmt.Println(err)
 	// Output: <nil>
 }
 
 func ExampleWithMaxLease() {
-	_, err := idem.New(idem.NewMemStore(), "create-order", idem.WithMaxLease(0))
+	_, err := idem.New(memstore.New(), "create-order", idem.WithMaxLease(0))
 	fmt.Println(err)
-	// Output: idem: WithMaxLease: must be positive
+	// Output: idem: invalid option: WithMaxLease: must be positive
 }
 
 func ExampleWithScope() {
-	guard, _ := idem.New(idem.NewMemStore(), "create-order", idem.WithScope("checkout"))
+	guard, _ := idem.New(memstore.New(), "create-order", idem.WithScope("checkout"))
 	key, _ := guard.StoredKey(idem.Request{Key: "abc"})
 	fmt.Println(key[:len("checkout.create-order#")], len(key))
 	// Output: checkout.create-order# 86
 }
 
 func ExampleWithCache() {
-	guard, _ := idem.New(idem.NewMemStore(), "create-order", idem.WithCache(10_000))
+	guard, _ := idem.New(memstore.New(), "create-order", idem.WithCache(10_000))
 	_, _, _ = idem.Do(context.Background(), guard, idem.Request{Key: "k"}, func(context.Context) (int, error) { return 1, nil })
 	v, replayed, _ := idem.Do(context.Background(), guard, idem.Request{Key: "k"}, func(context.Context) (int, error) { return 2, nil })
 	fmt.Println(v, replayed) // served from the local cache: no store round trip
@@ -159,7 +160,7 @@ func ExampleWithCache() {
 }
 
 func ExampleWithWait() {
-	guard, _ := idem.New(idem.NewMemStore(), "create-order", idem.WithWait(5*time.Second, 10*time.Millisecond))
+	guard, _ := idem.New(memstore.New(), "create-order", idem.WithWait(5*time.Second, 10*time.Millisecond))
 	started := make(chan struct{})
 	go func() {
 		_, _, _ = idem.Do(context.Background(), guard, idem.Request{Key: "k"}, func(context.Context) (string, error) {
@@ -176,7 +177,7 @@ func ExampleWithWait() {
 
 func ExampleWithRememberFailures() {
 	errDeclined := errors.New("card declined")
-	guard, _ := idem.New(idem.NewMemStore(), "create-order", idem.WithRememberFailures(func(err error) bool { return errors.Is(err, errDeclined) }))
+	guard, _ := idem.New(memstore.New(), "create-order", idem.WithRememberFailures(func(err error) bool { return errors.Is(err, errDeclined) }))
 	fn := func(context.Context) (int, error) { return 0, errDeclined }
 	_, _, err := idem.Do(context.Background(), guard, idem.Request{Key: "k"}, fn)
 	fmt.Println(err)
@@ -188,25 +189,25 @@ func ExampleWithRememberFailures() {
 }
 
 func ExampleWithHeartbeat() {
-	_, err := idem.New(idem.NewMemStore(), "create-order", idem.WithLease(time.Minute), idem.WithHeartbeat(20*time.Second))
+	_, err := idem.New(memstore.New(), "create-order", idem.WithLease(time.Minute), idem.WithHeartbeat(20*time.Second))
 	fmt.Println(err)
 	// Output: <nil>
 }
 
 func ExampleWithCodec() {
-	_, err := idem.New(idem.NewMemStore(), "create-order", idem.WithCodec(idem.JSONCodec{}))
+	_, err := idem.New(memstore.New(), "create-order", idem.WithCodec(idem.JSONCodec{}))
 	fmt.Println(err)
 	// Output: <nil>
 }
 
 func ExampleWithCompression() {
-	_, err := idem.New(idem.NewMemStore(), "create-order", idem.WithCompression(4096))
+	_, err := idem.New(memstore.New(), "create-order", idem.WithCompression(4096))
 	fmt.Println(err)
 	// Output: <nil>
 }
 
 func ExampleWithMaxResultSize() {
-	guard, _ := idem.New(idem.NewMemStore(), "create-order", idem.WithMaxResultSize(16), idem.WithCompression(1<<20))
+	guard, _ := idem.New(memstore.New(), "create-order", idem.WithMaxResultSize(16), idem.WithCompression(1<<20))
 	big := func(context.Context) (string, error) { return "a result longer than sixteen bytes", nil }
 	_, _, err := idem.Do(context.Background(), guard, idem.Request{Key: "k"}, big)
 	fmt.Println(err)
@@ -218,28 +219,28 @@ func ExampleWithMaxResultSize() {
 }
 
 func ExampleWithFailOpen() {
-	_, err := idem.New(idem.NewMemStore(), "create-order", idem.WithFailOpen(true))
+	_, err := idem.New(memstore.New(), "create-order", idem.WithFailOpen(true))
 	fmt.Println(err)
 	// Output: <nil>
 }
 
 func ExampleWithClock() {
 	fixed := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	_, err := idem.New(idem.NewMemStore(), "create-order", idem.WithClock(idem.ClockFunc(func() time.Time { return fixed })))
+	_, err := idem.New(memstore.New(), "create-order", idem.WithClock(idem.ClockFunc(func() time.Time { return fixed })))
 	fmt.Println(err)
 	// Output: <nil>
 }
 
 func ExampleWithLogger() {
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	_, err := idem.New(idem.NewMemStore(), "create-order", idem.WithLogger(logger))
+	_, err := idem.New(memstore.New(), "create-order", idem.WithLogger(logger))
 	fmt.Println(err)
 	// Output: <nil>
 }
 
 func ExampleWithHooks() {
 	replays := 0
-	guard, _ := idem.New(idem.NewMemStore(), "create-order", idem.WithHooks(idem.Hooks{
+	guard, _ := idem.New(memstore.New(), "create-order", idem.WithHooks(idem.Hooks{
 		OnReplayed: func(context.Context, idem.Event) { replays++ },
 	}))
 	for range 3 {
@@ -252,7 +253,7 @@ func ExampleWithHooks() {
 // A batch consumer claims all its requests at once, runs them, then records every
 // outcome together: on a batch-capable store, two round trips for the whole batch.
 func ExampleGuard_Claim() {
-	guard, _ := idem.New(idem.NewMemStore(), "create-order")
+	guard, _ := idem.New(memstore.New(), "create-order")
 	ctx := context.Background()
 	reqs := []idem.Request{{Key: "m1"}, {Key: "m2"}, {Key: "m1"}}
 	batch := guard.Claim(ctx, reqs)

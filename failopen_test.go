@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/memstore"
 )
 
 // errConnReset is a store failure that does not come from the caller's context.
@@ -18,18 +20,18 @@ var errConnReset = fmt.Errorf("%w: connection reset", idem.ErrStore)
 // they are in flight and then fail with a store error of their own, as a request that was
 // still out when a Lambda deadline passed and then failed on the network would.
 type endingClaimStore struct {
-	*idem.MemStore
+	*memstore.Store
 	end func()
 }
 
-func (s *endingClaimStore) Claim(context.Context, *idem.Record, time.Time) (*idem.Record, bool, error) {
+func (s *endingClaimStore) Claim(context.Context, *idemstore.Record, time.Time) (*idemstore.Record, bool, error) {
 	s.end()
 	return nil, false, errConnReset
 }
 
-func (s *endingClaimStore) ClaimMany(_ context.Context, recs []*idem.Record, _ time.Time) []idem.ClaimResult {
+func (s *endingClaimStore) ClaimMany(_ context.Context, recs []*idemstore.Record, _ time.Time) []idemstore.ClaimResult {
 	s.end()
-	out := make([]idem.ClaimResult, len(recs))
+	out := make([]idemstore.ClaimResult, len(recs))
 	for i := range out {
 		out[i].Err = errConnReset
 	}
@@ -63,7 +65,7 @@ func TestFailOpenNeverOnEndedContext(t *testing.T) {
 				end = func() {}
 			}
 			defer cancel()
-			s := &endingClaimStore{MemStore: idem.NewMemStore(), end: end}
+			s := &endingClaimStore{Store: memstore.New(), end: end}
 			g, err := idem.New(s, "test", idem.WithFailOpen(true))
 			require.NoError(t, err)
 			fn := func(context.Context) (int, error) {

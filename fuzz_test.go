@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/memstore"
 )
 
 // FuzzReplayRecord feeds arbitrary stored records to the guard: whatever a record holds, a
@@ -20,14 +22,14 @@ func FuzzReplayRecord(f *testing.F) {
 	f.Add([]byte(`{"n":1}`), "json", 7, "DONE")
 	f.Fuzz(func(t *testing.T, data []byte, enc string, version int, status string) {
 		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-		s := idem.NewMemStore()
+		s := memstore.New()
 		g, err := idem.New(s, "test", idem.WithClock(idem.ClockFunc(func() time.Time { return now })))
 		if err != nil {
 			t.Fatal(err)
 		}
 		req := idem.Request{Key: "k"}
 		sk, _ := g.StoredKey(req)
-		s.Put(idem.Record{Key: sk, Status: idem.Status(status), Expires: now.Add(time.Hour),
+		s.Put(idemstore.Record{Key: sk, Status: idemstore.Status(status), Expires: now.Add(time.Hour),
 			LeaseExpires: now.Add(time.Minute), Data: data, Encoding: enc, Version: version, LeaseToken: "t"})
 		ran := false
 		_, _, err = idem.Do(context.Background(), g, req, func(context.Context) (struct{ N int }, error) {

@@ -5,16 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"time"
+
+	"github.com/idemkit/idem/idemstore"
 )
 
 // Guard runs handlers at most once per idempotency key within the key's expiry window, and
 // replays the first run's result to every retry and duplicate. It is safe for concurrent
 // use; create one per function (container) and share it.
 type Guard struct {
-	store Store
+	store idemstore.Store
 	cfg   config
 	cache *lru
 	timed bool // some hook is set: measure durations
@@ -29,8 +30,8 @@ type Guard struct {
 // at most [MaxOperationLength] bytes of printable ASCII, and contain no '#'. Keep it stable
 // across deploys: a record is found again only under the same scope and operation.
 //
-// New reads the AWS_LAMBDA_FUNCTION_NAME environment variable once, for the default scope.
-func New(store Store, operation string, opts ...Option) (*Guard, error) {
+// Invalid settings return an error wrapping [ErrInvalidOption] that names the option.
+func New(store idemstore.Store, operation string, opts ...Option) (*Guard, error) {
 	if store == nil {
 		return nil, errNilStore
 	}
@@ -42,16 +43,13 @@ func New(store Store, operation string, opts ...Option) (*Guard, error) {
 		lease:         DefaultLease,
 		leaseMargin:   DefaultLeaseMargin,
 		maxLease:      DefaultMaxLease,
-		scope:         os.Getenv("AWS_LAMBDA_FUNCTION_NAME"),
+		scope:         DefaultScope,
 		codec:         JSONCodec{},
 		compressAbove: DefaultCompressionThreshold,
 		maxResult:     DefaultMaxResultSize,
 		clock:         systemClock{},
 		gzipWriters:   new(sync.Pool),
 		gzipReaders:   new(sync.Pool),
-	}
-	if cfg.scope == "" {
-		cfg.scope = DefaultScope
 	}
 	for _, o := range opts {
 		if o == nil {
@@ -79,6 +77,18 @@ func New(store Store, operation string, opts ...Option) (*Guard, error) {
 // [WithScope] (or its default) and the operation given to [New].
 func (g *Guard) Scope() string { return g.cfg.scope }
 
+// Clock returns the guard's clock ([WithClock]), for wrappers such as packages sqs and
+// lambdawrap, which take their time from the guard they wrap.
+func (g *Guard) Clock() Clock { return g.cfg.clock }
+
+// Logger returns the guard's logger ([WithLogger]; one that discards everything by
+// default), for wrappers that log through the guard they wrap.
+func (g *Guard) Logger() *slog.Logger { return g.cfg.logger }
+
+// Hooks returns the guard's hooks ([WithHooks]), for wrappers that report their own
+// events (an unguarded run, a batch) through the guard's hooks.
+func (g *Guard) Hooks() Hooks { return g.cfg.hooks }
+
 // Do runs fn under the idempotency key of req, at most once per key within the expiry
 // window, and reports whether the result was replayed rather than computed.
 //
@@ -104,7 +114,7 @@ func (g *Guard) Scope() string { return g.cfg.scope }
 // deadline allowed and its fate read back, which showed it had not landed (or could not be
 // read). Then:
 //
-//   - errors.Is(err, [ErrNotCommitted]): nothing of fn's outcome committed, neither the
+//   - errors.Is(err, [idemstore.ErrNotCommitted]): nothing of fn's outcome committed, neither the
 //     record nor the writes fn attached ([Attach]); the key was released, and a retry runs
 //     fn again. Effects fn had outside its attached writes did happen.
 //   - otherwise: fn ran but its outcome is not recorded; the key stays in progress until
@@ -131,7 +141,7 @@ func Do[T any](ctx context.Context, g *Guard, req Request, fn func(context.Conte
 
 // do drives the state machine. It returns the record to replay, or nil and what fn
 // returned after running it.
-func (g *Guard) do(ctx context.Context, req Request, run func(context.Context) (any, error)) (*Record, any, error) {
+func (g *Guard) do(ctx context.Context, req Request, run func(context.Context) (any, error)) (*idemstore.Record, any, error) {
 	key, token, err := g.keyAndToken(req)
 	if err != nil {
 		return nil, nil, err
@@ -150,6 +160,7 @@ func (g *Guard) do(ctx context.Context, req Request, run func(context.Context) (
 		if err != nil {
 			if g.failsOpen(ctx, err) {
 				g.cfg.logger.WarnContext(ctx, "idem: store failed, running unguarded (fail-open)", "key", key, "error", err)
+				g.fire(ctx, g.cfg.hooks.OnUnguarded, time.Time{}, Event{Key: key, Op: "claim", Err: err})
 				v, err := run(ctx)
 				return nil, v, err
 			}
@@ -177,16 +188,16 @@ func (g *Guard) do(ctx context.Context, req Request, run func(context.Context) (
 
 // conflict decides what a caller whose claim found the live record rec gets: the record
 // to replay, or an error ([ErrPayloadMismatch], [*InProgressError], [ErrIncompatibleRecord]).
-func (g *Guard) conflict(ctx context.Context, rec *Record, fp string, now time.Time) (*Record, error) {
+func (g *Guard) conflict(ctx context.Context, rec *idemstore.Record, fp string, now time.Time) (*idemstore.Record, error) {
 	if err := g.checkFingerprint(ctx, rec, fp); err != nil {
 		return nil, err
 	}
 	switch rec.Status {
-	case StatusCompleted, StatusFailed:
+	case idemstore.StatusCompleted, idemstore.StatusFailed:
 		g.cache.put(rec)
 		g.fire(ctx, g.cfg.hooks.OnReplayed, now, Event{Key: rec.Key})
 		return rec, nil
-	case StatusInProgress:
+	case idemstore.StatusInProgress:
 		return nil, g.inProgress(ctx, rec, now)
 	default:
 		return nil, fmt.Errorf("%w: status %q", ErrIncompatibleRecord, rec.Status)
@@ -194,7 +205,7 @@ func (g *Guard) conflict(ctx context.Context, rec *Record, fp string, now time.T
 }
 
 // claim makes one claim attempt at now.
-func (g *Guard) claim(ctx context.Context, key, token, fp string, now time.Time) (*Record, bool, error) {
+func (g *Guard) claim(ctx context.Context, key, token, fp string, now time.Time) (*idemstore.Record, bool, error) {
 	rec := g.claimRecord(ctx, key, token, fp, now)
 	prev, claimed, err := g.store.Claim(ctx, rec, now)
 	return g.claimed(ctx, rec, now, prev, claimed, err)
@@ -203,16 +214,16 @@ func (g *Guard) claim(ctx context.Context, key, token, fp string, now time.Time)
 // claimRecord returns the in-progress record a claim at now writes. Its expiry window
 // starts when the lease ends, so an in-progress record never counts as absent (nor is
 // deleted by TTL) while its lease runs, however short WithExpiry is.
-func (g *Guard) claimRecord(ctx context.Context, key, token, fp string, now time.Time) *Record {
+func (g *Guard) claimRecord(ctx context.Context, key, token, fp string, now time.Time) *idemstore.Record {
 	lease := g.leaseEnd(ctx, now)
-	return &Record{
+	return &idemstore.Record{
 		Key:          key,
-		Status:       StatusInProgress,
+		Status:       idemstore.StatusInProgress,
 		Expires:      lease.Add(g.cfg.expiry),
 		LeaseExpires: lease,
 		Fingerprint:  fp,
 		LeaseToken:   token,
-		Version:      SchemaVersion,
+		Version:      idemstore.SchemaVersion,
 	}
 }
 
@@ -224,10 +235,10 @@ const takeoverAttempts = 3
 
 // claimed interprets the store's answer to claiming rec: our record when claimed, else the
 // record that holds the key. A lease-ended record refuses a claim that does not carry its
-// checkpoint (see [Store]); claimed then claims again with that checkpoint, so that the new
+// checkpoint (see [idemstore.Store]); claimed then claims again with that checkpoint, so that the new
 // owner resumes from it and the checkpoint lives in the record itself, where a resent claim
 // or a later takeover finds it.
-func (g *Guard) claimed(ctx context.Context, rec *Record, now time.Time, prev *Record, claimed bool, err error) (*Record, bool, error) {
+func (g *Guard) claimed(ctx context.Context, rec *idemstore.Record, now time.Time, prev *idemstore.Record, claimed bool, err error) (*idemstore.Record, bool, error) {
 	key := rec.Key
 	for attempt := 1; ; attempt++ {
 		if err != nil {
@@ -242,7 +253,7 @@ func (g *Guard) claimed(ctx context.Context, rec *Record, now time.Time, prev *R
 		if prev == nil {
 			return nil, false, storeErr("claim", errors.New("store reported a conflict without the record"))
 		}
-		if prev.Status == StatusInProgress && prev.LeaseToken == rec.LeaseToken {
+		if prev.Status == idemstore.StatusInProgress && prev.LeaseToken == rec.LeaseToken {
 			// Our own claim: it took effect, its response was lost, and a retry (the SDK's
 			// retryer resends a request whose connection broke) met the record it wrote. The
 			// token is fresh for every claim, so no one else holds it: we own the lease, and
@@ -250,7 +261,7 @@ func (g *Guard) claimed(ctx context.Context, rec *Record, now time.Time, prev *R
 			g.fire(ctx, g.cfg.hooks.OnClaimed, now, Event{Key: key})
 			return rec, true, nil
 		}
-		if prev.live(now) || attempt == takeoverAttempts {
+		if prev.Live(now) || attempt == takeoverAttempts {
 			return prev, false, nil
 		}
 		if err := g.carryCheckpoint(ctx, rec, prev, now); err != nil {
@@ -265,9 +276,9 @@ func (g *Guard) claimed(ctx context.Context, rec *Record, now time.Time, prev *R
 // The checkpoint records effects of prev's request, so a request with another fingerprint
 // gets [ErrPayloadMismatch]: the key stays with prev's request until it completes or the
 // record expires. A record past its expiry is replaced without its checkpoint.
-func (g *Guard) carryCheckpoint(ctx context.Context, rec, prev *Record, now time.Time) error {
+func (g *Guard) carryCheckpoint(ctx context.Context, rec, prev *idemstore.Record, now time.Time) error {
 	rec.Checkpoint = ""
-	if prev.expired(now) || prev.Checkpoint == "" {
+	if prev.Expired(now) || prev.Checkpoint == "" {
 		return nil
 	}
 	if err := g.checkFingerprint(ctx, prev, rec.Fingerprint); err != nil {
@@ -303,7 +314,7 @@ func (g *Guard) ownerLeaseEnd(now time.Time) time.Time {
 // for its outcome to be fenced, rather than handing it to a concurrent claimer at once.
 const minLease = time.Second
 
-func (g *Guard) checkFingerprint(ctx context.Context, rec *Record, fp string) error {
+func (g *Guard) checkFingerprint(ctx context.Context, rec *idemstore.Record, fp string) error {
 	if fp != "" && rec.Fingerprint != "" && fp != rec.Fingerprint {
 		g.fire(ctx, g.cfg.hooks.OnMismatch, time.Time{}, Event{Key: rec.Key, Err: ErrPayloadMismatch})
 		return ErrPayloadMismatch
@@ -311,7 +322,7 @@ func (g *Guard) checkFingerprint(ctx context.Context, rec *Record, fp string) er
 	return nil
 }
 
-func (g *Guard) inProgress(ctx context.Context, rec *Record, now time.Time) error {
+func (g *Guard) inProgress(ctx context.Context, rec *idemstore.Record, now time.Time) error {
 	retry := max(rec.LeaseExpires.Sub(now), 0)
 	retry = max((retry+time.Second-1)/time.Second*time.Second, time.Second)
 	err := &InProgressError{LeaseExpires: rec.LeaseExpires, RetryAfter: retry}
@@ -326,7 +337,7 @@ func (g *Guard) inProgress(ctx context.Context, rec *Record, now time.Time) erro
 // in Lambda the deadline is the function timeout, and a waiter that ran into it would be
 // billed for the whole timeout and answer nothing (through the HTTP wrappers, a 5xx from
 // API Gateway instead of a 409 with Retry-After).
-func (g *Guard) waitFor(ctx context.Context, rec *Record, fp string, until time.Time) (*Record, error) {
+func (g *Guard) waitFor(ctx context.Context, rec *idemstore.Record, fp string, until time.Time) (*idemstore.Record, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		if end := dl.Add(-g.cfg.leaseMargin); end.Before(until) {
 			until = end
@@ -353,7 +364,7 @@ func (g *Guard) waitFor(ctx context.Context, rec *Record, fp string, until time.
 			g.storeFailed(ctx, rec.Key, "get", start, err)
 			return nil, err
 		}
-		if !cur.live(g.now()) {
+		if !cur.Live(g.now()) {
 			return nil, nil
 		}
 		// The record polled may be another owner's, for another request: judge it afresh.
@@ -367,8 +378,8 @@ func (g *Guard) waitFor(ctx context.Context, rec *Record, fp string, until time.
 }
 
 // replay turns a stored record into the result or error it stands for.
-func (g *Guard) replay(rec *Record, out any) error {
-	if rec.Status == StatusFailed {
+func (g *Guard) replay(rec *idemstore.Record, out any) error {
+	if rec.Status == idemstore.StatusFailed {
 		return &FailedError{Message: string(rec.Data)}
 	}
 	return g.cfg.decodeResult(rec, out)

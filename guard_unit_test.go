@@ -15,17 +15,19 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/storetest"
+	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/idemstore/storetest"
+	"github.com/idemkit/idem/memstore"
 )
 
 // counting counts store round trips per operation.
 type counting struct {
-	idem.Store
+	idemstore.Store
 	mu    sync.Mutex
 	calls map[string]int
 }
 
-func newCounting(s idem.Store) *counting { return &counting{Store: s, calls: map[string]int{}} }
+func newCounting(s idemstore.Store) *counting { return &counting{Store: s, calls: map[string]int{}} }
 
 func (c *counting) inc(op string) {
 	c.mu.Lock()
@@ -49,15 +51,15 @@ func (c *counting) reset() {
 	c.mu.Unlock()
 }
 
-func (c *counting) Claim(ctx context.Context, r *idem.Record, now time.Time) (*idem.Record, bool, error) {
+func (c *counting) Claim(ctx context.Context, r *idemstore.Record, now time.Time) (*idemstore.Record, bool, error) {
 	c.inc("claim")
 	return c.Store.Claim(ctx, r, now)
 }
-func (c *counting) Get(ctx context.Context, k string) (*idem.Record, error) {
+func (c *counting) Get(ctx context.Context, k string) (*idemstore.Record, error) {
 	c.inc("get")
 	return c.Store.Get(ctx, k)
 }
-func (c *counting) Complete(ctx context.Context, r *idem.Record, a []any) error {
+func (c *counting) Complete(ctx context.Context, r *idemstore.Record, a []any) error {
 	c.inc("complete")
 	return c.Store.Complete(ctx, r, a)
 }
@@ -80,7 +82,7 @@ func (c *counting) counts() map[string]int {
 func TestRoundTrips(t *testing.T) {
 	t.Parallel()
 	for _, cached := range []bool{false, true} {
-		s := newCounting(idem.NewMemStore())
+		s := newCounting(memstore.New())
 		opts := []idem.Option{idem.WithScope("rt")}
 		if cached {
 			opts = append(opts, idem.WithCache(8))
@@ -105,7 +107,7 @@ func TestRoundTrips(t *testing.T) {
 		}
 	}
 
-	s := newCounting(idem.NewMemStore())
+	s := newCounting(memstore.New())
 	g, err := idem.New(s, "test")
 	require.NoError(t, err)
 	release := make(chan struct{})
@@ -130,7 +132,7 @@ func TestRoundTrips(t *testing.T) {
 
 func TestKeys(t *testing.T) {
 	t.Parallel()
-	g, err := idem.New(idem.NewMemStore(), "test", idem.WithScope("orders"))
+	g, err := idem.New(memstore.New(), "test", idem.WithScope("orders"))
 	require.NoError(t, err)
 	cases := []struct {
 		name string
@@ -190,31 +192,30 @@ func TestOptionsRejectBadValues(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := idem.New(idem.NewMemStore(), "test", tc.opt)
-			require.Error(t, err)
+			_, err := idem.New(memstore.New(), "test", tc.opt)
+			require.ErrorIs(t, err, idem.ErrInvalidOption)
 			assert.Contains(t, err.Error(), tc.name, "the error names the option")
 		})
 	}
 	_, err := idem.New(nil, "test")
-	require.Error(t, err)
+	require.ErrorIs(t, err, idem.ErrInvalidOption)
 }
 
-func TestDefaultScopeFromFunctionName(t *testing.T) {
+func TestScopeReadsNoEnvironment(t *testing.T) {
 	t.Setenv("AWS_LAMBDA_FUNCTION_NAME", "payments-fn")
-	g, err := idem.New(idem.NewMemStore(), "test")
+	g, err := idem.New(memstore.New(), "test")
+	require.NoError(t, err)
+	assert.Equal(t, idem.DefaultScope+".test", g.Scope(), "the library reads no environment")
+	g, err = idem.New(memstore.New(), "test", idem.WithScope("payments-fn"))
 	require.NoError(t, err)
 	assert.Equal(t, "payments-fn.test", g.Scope())
-	t.Setenv("AWS_LAMBDA_FUNCTION_NAME", "")
-	g, err = idem.New(idem.NewMemStore(), "test")
-	require.NoError(t, err)
-	assert.Equal(t, idem.DefaultScope+".test", g.Scope())
 }
 
 func TestLeaseFollowsDeadline(t *testing.T) {
 	t.Parallel()
 	base := time.Now() // deadlines are real: the context ends on the real clock
 	clock := func() time.Time { return base }
-	s := idem.NewMemStore()
+	s := memstore.New()
 	g, err := idem.New(s, "test", idem.WithClock(idem.ClockFunc(clock)), idem.WithLeaseMargin(time.Second), idem.WithMaxLease(time.Minute))
 	require.NoError(t, err)
 	cases := []struct {
@@ -250,7 +251,7 @@ func TestLeaseFollowsDeadline(t *testing.T) {
 
 func TestPanicReleasesKey(t *testing.T) {
 	t.Parallel()
-	g, err := idem.New(idem.NewMemStore(), "test")
+	g, err := idem.New(memstore.New(), "test")
 	require.NoError(t, err)
 	assert.Panics(t, func() {
 		_, _, _ = idem.Do(context.Background(), g, idem.Request{Key: "p"}, func(context.Context) (int, error) { panic("bug") })
@@ -263,7 +264,7 @@ func TestPanicReleasesKey(t *testing.T) {
 
 func TestWaitGivesUpAtBudget(t *testing.T) {
 	t.Parallel()
-	g, err := idem.New(idem.NewMemStore(), "test", idem.WithWait(30*time.Millisecond, 5*time.Millisecond))
+	g, err := idem.New(memstore.New(), "test", idem.WithWait(30*time.Millisecond, 5*time.Millisecond))
 	require.NoError(t, err)
 	holdKey(t, g, "w")
 	_, _, err = idem.Do(context.Background(), g, idem.Request{Key: "w"}, func(context.Context) (int, error) { return 2, nil })
@@ -272,7 +273,7 @@ func TestWaitGivesUpAtBudget(t *testing.T) {
 
 func TestWaitEndsWithContext(t *testing.T) {
 	t.Parallel()
-	s := idem.NewMemStore()
+	s := memstore.New()
 	owner, err := idem.New(s, "test")
 	require.NoError(t, err)
 	waiter, err := idem.New(s, "test", idem.WithWait(time.Minute, time.Millisecond))
@@ -291,7 +292,7 @@ func TestWaitEndsWithContext(t *testing.T) {
 func TestHeartbeatExtendsLease(t *testing.T) {
 	t.Parallel()
 	clock := storetest.NewClock()
-	s := idem.NewMemStore()
+	s := memstore.New()
 	g, err := idem.New(s, "test", idem.WithClock(clock), idem.WithLease(time.Minute), idem.WithHeartbeat(2*time.Millisecond))
 	require.NoError(t, err)
 	sk, _ := g.StoredKey(idem.Request{Key: "hb"})
@@ -308,7 +309,7 @@ func TestHeartbeatExtendsLease(t *testing.T) {
 
 func TestHeartbeatCancelsOnLostLease(t *testing.T) {
 	t.Parallel()
-	s := idem.NewMemStore()
+	s := memstore.New()
 	g, err := idem.New(s, "test", idem.WithHeartbeat(time.Millisecond))
 	require.NoError(t, err)
 	sk, _ := g.StoredKey(idem.Request{Key: "hb"})
@@ -334,7 +335,7 @@ func TestHooks(t *testing.T) {
 			seen[name]++
 		}
 	}
-	faulty := storetest.NewFaulty(idem.NewMemStore())
+	faulty := storetest.NewFaulty(memstore.New())
 	g, err := idem.New(faulty, "test", idem.WithScope("hooks"), idem.WithHooks(idem.Hooks{
 		OnClaimed: rec("claimed"), OnCompleted: rec("completed"), OnReplayed: rec("replayed"),
 		OnMismatch: rec("mismatch"), OnReleased: rec("released"), OnStoreError: rec("store"),
@@ -354,6 +355,28 @@ func TestHooks(t *testing.T) {
 	assert.Equal(t, map[string]int{"claimed": 2, "completed": 1, "replayed": 1, "mismatch": 1, "released": 1, "store": 1}, seen)
 }
 
+func TestFailOpenRunIsReportedUnguarded(t *testing.T) {
+	t.Parallel()
+	faulty := storetest.NewFaulty(memstore.New())
+	var unguarded []idem.Event
+	g, err := idem.New(faulty, "test", idem.WithFailOpen(true), idem.WithHooks(idem.Hooks{
+		OnUnguarded: func(_ context.Context, e idem.Event) { unguarded = append(unguarded, e) },
+	}))
+	require.NoError(t, err)
+	faulty.Fail("claim", errors.New("down"), false)
+	runs := 0
+	_, _, err = idem.Do(context.Background(), g, idem.Request{Key: "k"}, func(context.Context) (int, error) {
+		runs++
+		return 1, nil
+	})
+	require.NoError(t, err)
+	assert.Equal(t, 1, runs)
+	require.Len(t, unguarded, 1, "the fail-open run is reported")
+	assert.Equal(t, "claim", unguarded[0].Op)
+	require.ErrorIs(t, unguarded[0].Err, idem.ErrStore)
+	assert.NotNil(t, g.Hooks().OnUnguarded, "wrappers fire it through Guard.Hooks")
+}
+
 func TestAttachOutsideHandler(t *testing.T) {
 	t.Parallel()
 	require.ErrorIs(t, idem.Attach(context.Background(), func() error { return nil }), idem.ErrNoLease)
@@ -362,7 +385,7 @@ func TestAttachOutsideHandler(t *testing.T) {
 
 func TestMemStoreRejectsForeignAttachment(t *testing.T) {
 	t.Parallel()
-	g, err := idem.New(idem.NewMemStore(), "test")
+	g, err := idem.New(memstore.New(), "test")
 	require.NoError(t, err)
 	var calls atomic.Int32
 	_, _, err = idem.Do(context.Background(), g, idem.Request{Key: "x"}, func(ctx context.Context) (int, error) {
@@ -375,7 +398,7 @@ func TestMemStoreRejectsForeignAttachment(t *testing.T) {
 
 func TestDoNotStoreBeatsRememberFailures(t *testing.T) {
 	t.Parallel()
-	g, err := idem.New(idem.NewMemStore(), "test", idem.WithRememberFailures(func(error) bool { return true }))
+	g, err := idem.New(memstore.New(), "test", idem.WithRememberFailures(func(error) bool { return true }))
 	require.NoError(t, err)
 	runs := 0
 	fn := func(context.Context) (int, error) {
@@ -393,18 +416,18 @@ func TestDoNotStoreBeatsRememberFailures(t *testing.T) {
 func TestInProgressWithoutLeaseEndHoldsKey(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
-	s := idem.NewMemStore()
+	s := memstore.New()
 	g, err := idem.New(s, "test", idem.WithClock(idem.ClockFunc(func() time.Time { return now })))
 	require.NoError(t, err)
 	sk, _ := g.StoredKey(idem.Request{Key: "k"})
-	s.Put(idem.Record{Key: sk, Status: idem.StatusInProgress, Expires: now.Add(time.Hour), LeaseToken: "x"})
+	s.Put(idemstore.Record{Key: sk, Status: idemstore.StatusInProgress, Expires: now.Add(time.Hour), LeaseToken: "x"})
 	_, _, err = idem.Do(context.Background(), g, idem.Request{Key: "k"}, func(context.Context) (int, error) { return 1, nil })
 	require.ErrorIs(t, err, idem.ErrInProgress, "as the DynamoDB claim condition does")
 }
 
 func TestFailOpenNeverOnCancelledContext(t *testing.T) {
 	t.Parallel()
-	g, err := idem.New(idem.NewMemStore(), "test", idem.WithFailOpen(true))
+	g, err := idem.New(memstore.New(), "test", idem.WithFailOpen(true))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -417,7 +440,7 @@ func TestFailOpenNeverOnCancelledContext(t *testing.T) {
 
 func TestAttachAfterHandlerReturned(t *testing.T) {
 	t.Parallel()
-	g, err := idem.New(idem.NewMemStore(), "test")
+	g, err := idem.New(memstore.New(), "test")
 	require.NoError(t, err)
 	var leaked context.Context
 	_, _, err = idem.Do(context.Background(), g, idem.Request{Key: "k"}, func(ctx context.Context) (int, error) {
@@ -453,7 +476,7 @@ func TestHeartbeatMustFitTheLease(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := idem.New(idem.NewMemStore(), "test", tc.opts...)
+			_, err := idem.New(memstore.New(), "test", tc.opts...)
 			if tc.ok {
 				require.NoError(t, err)
 				return
@@ -468,7 +491,7 @@ func TestHeartbeatMustFitTheLease(t *testing.T) {
 // lease it carries.
 func TestHandlerContextIsTheCallers(t *testing.T) {
 	type ctxKey struct{}
-	g, err := idem.New(idem.NewMemStore(), "test")
+	g, err := idem.New(memstore.New(), "test")
 	require.NoError(t, err)
 	parent, cancel := context.WithTimeout(context.WithValue(context.Background(), ctxKey{}, "v"), time.Minute)
 	defer cancel()
@@ -491,7 +514,7 @@ func TestHandlerContextIsTheCallers(t *testing.T) {
 
 // Do returns the handler's result with its error, and a nil interface result as nil.
 func TestDoReturnsResultWithError(t *testing.T) {
-	g, err := idem.New(idem.NewMemStore(), "test")
+	g, err := idem.New(memstore.New(), "test")
 	require.NoError(t, err)
 	boom := errors.New("boom")
 	v, replayed, err := idem.Do(context.Background(), g, idem.Request{Key: "a"}, func(context.Context) (int, error) { return 7, boom })

@@ -12,7 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/storetest"
+	"github.com/idemkit/idem/idemstore/storetest"
+	"github.com/idemkit/idem/memstore"
 )
 
 var errThrottled = errors.New("throttled")
@@ -21,7 +22,7 @@ var errThrottled = errors.New("throttled")
 // fail with a store error, as a throttled or unreachable DynamoDB would. It reports the
 // outcome of every extension on calls.
 type extendStore struct {
-	*idem.MemStore
+	*memstore.Store
 	okBeats int
 	calls   chan error
 
@@ -30,7 +31,7 @@ type extendStore struct {
 }
 
 func newExtendStore(okBeats int) *extendStore {
-	return &extendStore{MemStore: idem.NewMemStore(), okBeats: okBeats, calls: make(chan error, 1000)}
+	return &extendStore{Store: memstore.New(), okBeats: okBeats, calls: make(chan error, 1000)}
 }
 
 func (s *extendStore) Extend(ctx context.Context, key, token string, end time.Time) error {
@@ -40,7 +41,7 @@ func (s *extendStore) Extend(ctx context.Context, key, token string, end time.Ti
 	s.mu.Unlock()
 	err := errThrottled
 	if !fail {
-		err = s.MemStore.Extend(ctx, key, token, end)
+		err = s.Store.Extend(ctx, key, token, end)
 	}
 	s.calls <- err
 	return err

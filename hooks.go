@@ -42,12 +42,17 @@ type Hooks struct {
 	OnReleased func(context.Context, Event)
 	// OnStoreError runs when a store operation fails.
 	OnStoreError func(context.Context, Event)
+	// OnUnguarded runs when a handler runs without the guard: a wrapper found no key and
+	// the key is optional (lambdawrap's WithKeyRequired(false)), or [WithFailOpen] let a
+	// store failure through. Event.Key is empty for a missing key.
+	OnUnguarded func(context.Context, Event)
 }
 
 // timed reports whether any hook is set, so that durations need measuring.
 func (h *Hooks) timed() bool {
 	return h.OnClaimed != nil || h.OnCompleted != nil || h.OnReplayed != nil || h.OnInProgress != nil ||
-		h.OnMismatch != nil || h.OnLeaseLost != nil || h.OnReleased != nil || h.OnStoreError != nil
+		h.OnMismatch != nil || h.OnLeaseLost != nil || h.OnReleased != nil || h.OnStoreError != nil ||
+		h.OnUnguarded != nil
 }
 
 // hookStart returns the start of a step that only hooks time: now, or the zero time (which

@@ -5,10 +5,12 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idem/memstore"
 )
 
 func TestKeyAndTokenShareNothingButTheAllocation(t *testing.T) {
-	g, err := New(NewMemStore(), "test", WithScope("fn"))
+	g, err := New(memstore.New(), "test", WithScope("fn"))
 	require.NoError(t, err)
 	req := Request{Key: "order-1", Tenant: "t"}
 	want, err := g.StoredKey(req)

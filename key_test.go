@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/memstore"
 )
 
 // Two operations of one function, each with default options, never share a record: the
@@ -15,7 +16,7 @@ import (
 func TestOperationsNeverShareRecords(t *testing.T) {
 	t.Setenv("AWS_LAMBDA_FUNCTION_NAME", "payments-fn")
 	ctx := context.Background()
-	store := idem.NewMemStore()
+	store := memstore.New()
 	charge, err := idem.New(store, "charge")
 	require.NoError(t, err)
 	refund, err := idem.New(store, "refund")
@@ -38,9 +39,9 @@ func TestOperationsNeverShareRecords(t *testing.T) {
 func TestNewRefusesBadOperations(t *testing.T) {
 	t.Parallel()
 	for _, op := range []string{"", "has space", "has#hash", "caf\u00e9", string(make([]byte, idem.MaxOperationLength+1))} {
-		_, err := idem.New(idem.NewMemStore(), op)
+		_, err := idem.New(memstore.New(), op)
 		assert.Error(t, err, "%q", op)
 	}
-	_, err := idem.New(idem.NewMemStore(), "orders.create-v2")
+	_, err := idem.New(memstore.New(), "orders.create-v2")
 	assert.NoError(t, err)
 }

@@ -10,7 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/storetest"
+	"github.com/idemkit/idem/idemstore/storetest"
+	"github.com/idemkit/idem/memstore"
 )
 
 // TestHoleHeartbeatShortensTheStoredLease: a heartbeat extension can move the stored lease
@@ -82,7 +83,7 @@ func TestHoleHeartbeatShortensTheStoredLease(t *testing.T) {
 func TestHoleDoClaimedStartsWithinTheMargin(t *testing.T) {
 	t.Parallel()
 	const lease, margin = time.Minute, 2 * time.Second
-	store := idem.NewMemStore()
+	store := memstore.New()
 	clockA := storetest.NewManualClock()
 	clockB := storetest.NewManualClock()
 	clockB.Advance(1500 * time.Millisecond) // B runs ahead of A by 1.5s: within the 2s margin

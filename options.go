@@ -1,7 +1,6 @@
 package idem
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -27,8 +26,7 @@ const (
 	// DefaultMaxResultSize is the largest stored result in bytes, after compression (see
 	// [WithMaxResultSize]): DynamoDB's 400 KB item limit less room for the other attributes.
 	DefaultMaxResultSize = 390 * 1024
-	// DefaultScope is the key scope when none is configured and AWS_LAMBDA_FUNCTION_NAME is
-	// unset.
+	// DefaultScope is the key scope when [WithScope] is not given.
 	DefaultScope = "default"
 	// MaxKeyLength is the longest caller key accepted, in bytes.
 	MaxKeyLength = 1024
@@ -61,7 +59,7 @@ type config struct {
 	gzipReaders   *sync.Pool // of *gzip.Reader, likewise
 }
 
-func optErr(name, msg string) error { return fmt.Errorf("idem: %s: %s", name, msg) }
+func optErr(name, msg string) error { return fmt.Errorf("%w: %s: %s", ErrInvalidOption, name, msg) }
 
 // WithExpiry sets how long a completed or failed record is kept and replayed, counted from
 // completion. An in-progress record expires this long after its lease ends. Default [DefaultExpiry]; must be positive. It becomes the record's TTL
@@ -129,9 +127,11 @@ func WithMaxLease(d time.Duration) Option {
 }
 
 // WithScope sets the key scope: the first part of every stored key, before the operation
-// (see [New]), so functions sharing a table never share keys. Default: the
-// AWS_LAMBDA_FUNCTION_NAME environment variable read once by [New], else [DefaultScope].
-// Must not be empty.
+// (see [New]). Default [DefaultScope]: the operation alone separates records. Functions
+// that share a table and may name an operation alike should each set their own scope; in
+// a Lambda function, aws-lambda-go's lambdacontext.FunctionName (read once from
+// AWS_LAMBDA_FUNCTION_NAME when the runtime starts) is the usual choice, and the one the
+// Powertools utilities make. The library itself reads no environment. Must not be empty.
 func WithScope(scope string) Option {
 	return func(c *config) error {
 		if scope == "" {
@@ -177,7 +177,7 @@ func WithWait(maxWait, poll time.Duration) Option {
 }
 
 // WithRememberFailures stores handler errors for which permanent returns true as
-// [StatusFailed] records; their retries get a [*FailedError] without running. Default off:
+// [idemstore.StatusFailed] records; their retries get a [*FailedError] without running. Default off:
 // every failure releases the key so the next retry runs again. Must not be nil.
 func WithRememberFailures(permanent func(error) bool) Option {
 	return func(c *config) error {
@@ -337,16 +337,16 @@ func containsPlus(s string) bool {
 	return false
 }
 
-var errNilStore = errors.New("idem: New: store must not be nil")
+var errNilStore = fmt.Errorf("%w: New: store must not be nil", ErrInvalidOption)
 
 // checkOperation validates the operation name given to [New].
 func checkOperation(op string) error {
 	if op == "" || len(op) > MaxOperationLength {
-		return fmt.Errorf("idem: New: operation must be 1 to %d bytes", MaxOperationLength)
+		return fmt.Errorf("%w: New: operation must be 1 to %d bytes", ErrInvalidOption, MaxOperationLength)
 	}
 	for i := 0; i < len(op); i++ {
 		if c := op[i]; c < 0x21 || c > 0x7e || c == '#' {
-			return fmt.Errorf("idem: New: operation %q: printable ASCII without spaces or '#' only", op)
+			return fmt.Errorf("%w: New: operation %q: printable ASCII without spaces or '#' only", ErrInvalidOption, op)
 		}
 	}
 	return nil

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/idemkit/idem/idemstore"
 )
 
 // completionTimeout bounds the store calls that record a handler's outcome. They run on a
@@ -16,15 +18,15 @@ const completionTimeout = 10 * time.Second
 type settlement struct {
 	l        *lease
 	start    time.Time
-	done     *Record // the completion to write; nil to release the key
-	attached []any   // writes to commit with done
-	value    any     // the handler's result
-	runErr   error   // the handler's error, returned to the caller as is
+	done     *idemstore.Record // the completion to write; nil to release the key
+	attached []any             // writes to commit with done
+	value    any               // the handler's result
+	runErr   error             // the handler's error, returned to the caller as is
 }
 
 // runOwned runs fn while this caller owns the lease on rec, claimed at claimedAt, then
 // records the outcome. It returns fn's result and the caller's error.
-func (g *Guard) runOwned(ctx context.Context, rec *Record, claimedAt time.Time, run func(context.Context) (any, error)) (any, error) {
+func (g *Guard) runOwned(ctx context.Context, rec *idemstore.Record, claimedAt time.Time, run func(context.Context) (any, error)) (any, error) {
 	s := g.runHandler(ctx, rec, claimedAt, run)
 	return s.value, g.settle(ctx, s)
 }
@@ -32,7 +34,7 @@ func (g *Guard) runOwned(ctx context.Context, rec *Record, claimedAt time.Time, 
 // runHandler runs fn under the lease on rec, claimed at claimedAt, with the lease watchdog
 // (see [Guard.watch]), and decides what to record. If fn panics, the key is released and
 // the panic goes on.
-func (g *Guard) runHandler(ctx context.Context, rec *Record, claimedAt time.Time, run func(context.Context) (any, error)) settlement {
+func (g *Guard) runHandler(ctx context.Context, rec *idemstore.Record, claimedAt time.Time, run func(context.Context) (any, error)) settlement {
 	start := g.hookStart()
 	l := &lease{g: g, key: rec.Key, token: rec.LeaseToken, end: rec.LeaseExpires, checkpoint: rec.Checkpoint}
 	hctx, stopWatch := g.watch(withLease(ctx, l), l, rec.Expires, claimedAt)
@@ -53,7 +55,7 @@ func (g *Guard) runHandler(ctx context.Context, rec *Record, claimedAt time.Time
 	s := settlement{l: l, start: start, value: v, runErr: runErr}
 	if runErr != nil {
 		if g.cfg.rememberFail != nil && !errors.Is(runErr, ErrDoNotStore) && g.cfg.rememberFail(runErr) {
-			s.done = g.completedRecord(rec, LastCheckpoint(l), StatusFailed, []byte(runErr.Error()), EncodingError)
+			s.done = g.completedRecord(rec, LastCheckpoint(l), idemstore.StatusFailed, []byte(runErr.Error()), idemstore.EncodingError)
 		}
 		return s // attached writes of a failed handler never commit
 	}
@@ -61,7 +63,7 @@ func (g *Guard) runHandler(ctx context.Context, rec *Record, claimedAt time.Time
 	if encErr != nil {
 		g.cfg.logger.ErrorContext(ctx, "idem: result not encodable; completing without it", "key", rec.Key, "error", encErr)
 	}
-	s.done = g.completedRecord(rec, LastCheckpoint(l), StatusCompleted, data, enc)
+	s.done = g.completedRecord(rec, LastCheckpoint(l), idemstore.StatusCompleted, data, enc)
 	s.attached = attached
 	return s
 }
@@ -78,13 +80,13 @@ func (g *Guard) settle(ctx context.Context, s settlement) error {
 // completed interprets the outcome err of writing s.done and returns the caller's error.
 func (g *Guard) completed(ctx context.Context, s settlement, err error) error {
 	err = g.completeResult(ctx, s.l, s.done, s.attached, s.start, err)
-	if errors.Is(err, ErrTooLarge) && s.done.Encoding != EncodingNone {
+	if errors.Is(err, idemstore.ErrTooLarge) && s.done.Encoding != idemstore.EncodingNone {
 		// The store's item limit is lower than WithMaxResultSize allowed: keep the work
 		// recorded as done, without the body, rather than repeating it.
-		s.done.Data, s.done.Encoding = nil, EncodingNone
+		s.done.Data, s.done.Encoding = nil, idemstore.EncodingNone
 		err = g.completeResult(ctx, s.l, s.done, s.attached, s.start, g.complete(ctx, s))
 	}
-	if errors.Is(err, ErrConditionFailed) || errors.Is(err, ErrNotCommitted) {
+	if errors.Is(err, ErrConditionFailed) || errors.Is(err, idemstore.ErrNotCommitted) {
 		// Nothing committed, attached writes included: a retry may run again. Releasing
 		// also fences off an attempt of ours still in flight at the store; if one landed
 		// first, the release finds the record completed, and so did we.
@@ -149,7 +151,7 @@ func (g *Guard) complete(ctx context.Context, s settlement) error {
 
 // retryable reports whether a completion that failed with err may succeed if sent again.
 func retryable(err error) bool {
-	for _, verdict := range []error{ErrLeaseLost, ErrConditionFailed, ErrTooLarge, ErrNotCommitted, ErrIncompatibleRecord} {
+	for _, verdict := range []error{ErrLeaseLost, ErrConditionFailed, idemstore.ErrTooLarge, idemstore.ErrNotCommitted, ErrIncompatibleRecord} {
 		if errors.Is(err, verdict) {
 			return false
 		}
@@ -174,7 +176,7 @@ func (g *Guard) mayRetryComplete(ctx context.Context, attempt int, wait time.Dur
 // committed. The record completed under our token: an
 // attempt landed and its answer was lost, so the completion succeeded. The record still in
 // progress under our token, with writes attached: nothing committed, so the caller gets an
-// error wrapping [ErrNotCommitted] and [Guard.completed] releases the key. Otherwise (no
+// error wrapping [idemstore.ErrNotCommitted] and [Guard.completed] releases the key. Otherwise (no
 // attachments, a failed read, another owner): err, and the key stays as it is.
 func (g *Guard) resolveComplete(ctx context.Context, s settlement, err error) error {
 	cctx, cancel := detached(ctx)
@@ -195,12 +197,12 @@ func (g *Guard) resolveComplete(ctx context.Context, s settlement, err error) er
 	switch {
 	case cur.Status == s.done.Status:
 		return nil
-	case cur.Status == StatusInProgress && len(s.attached) > 0:
+	case cur.Status == idemstore.StatusInProgress && len(s.attached) > 0:
 		var se *StoreError
 		if errors.As(err, &se) && se.Op == "complete" {
 			err = se.Err // one StoreError around the cause is enough
 		}
-		return &StoreError{Op: "complete", Err: fmt.Errorf("%w: %w", ErrNotCommitted, err)}
+		return &StoreError{Op: "complete", Err: fmt.Errorf("%w: %w", idemstore.ErrNotCommitted, err)}
 	}
 	return err
 }
@@ -214,8 +216,8 @@ func detached(ctx context.Context) (context.Context, context.CancelFunc) {
 // completedRecord returns the record that completes the claim rec. It carries the lease's
 // last checkpoint, which the store keeps anyway, so that the record is what will be stored
 // (a store may need its size).
-func (g *Guard) completedRecord(rec *Record, checkpoint string, status Status, data []byte, enc string) *Record {
-	return &Record{
+func (g *Guard) completedRecord(rec *idemstore.Record, checkpoint string, status idemstore.Status, data []byte, enc string) *idemstore.Record {
+	return &idemstore.Record{
 		Key:         rec.Key,
 		Status:      status,
 		Expires:     g.now().Add(g.cfg.expiry),
@@ -224,13 +226,13 @@ func (g *Guard) completedRecord(rec *Record, checkpoint string, status Status, d
 		Encoding:    enc,
 		LeaseToken:  rec.LeaseToken,
 		Checkpoint:  checkpoint,
-		Version:     SchemaVersion,
+		Version:     idemstore.SchemaVersion,
 	}
 }
 
 // completeResult interprets the store's answer err to completing rec: hooks, logs, and
 // the error for the caller.
-func (g *Guard) completeResult(ctx context.Context, l *lease, rec *Record, attached []any, start time.Time, err error) error {
+func (g *Guard) completeResult(ctx context.Context, l *lease, rec *idemstore.Record, attached []any, start time.Time, err error) error {
 	switch {
 	case err == nil:
 		g.cache.put(rec)
@@ -244,12 +246,12 @@ func (g *Guard) completeResult(ctx context.Context, l *lease, rec *Record, attac
 			g.cfg.logger.WarnContext(ctx, "idem: lease lost before completion; attached writes did not commit", "key", l.key)
 		}
 		return err
-	case errors.Is(err, ErrConditionFailed), errors.Is(err, ErrTooLarge):
+	case errors.Is(err, ErrConditionFailed), errors.Is(err, idemstore.ErrTooLarge):
 		return err
 	default:
 		err = storeErr("complete", err)
 		g.storeFailed(ctx, l.key, "complete", start, err)
-		if errors.Is(err, ErrNotCommitted) {
+		if errors.Is(err, idemstore.ErrNotCommitted) {
 			g.cfg.logger.WarnContext(ctx, "idem: completion not committed; releasing the key", "key", l.key, "error", err)
 		} else {
 			g.cfg.logger.ErrorContext(ctx, "idem: completion failed; the key stays in progress until its lease ends", "key", l.key, "error", err)
@@ -275,7 +277,7 @@ func (g *Guard) releaseUncommitted(ctx context.Context, s settlement) error {
 			return errCompletedAfterAll
 		}
 	}
-	g.released(ctx, s.l, s.start, ErrNotCommitted, err)
+	g.released(ctx, s.l, s.start, idemstore.ErrNotCommitted, err)
 	if err != nil && !errors.Is(err, ErrLeaseLost) {
 		return err
 	}

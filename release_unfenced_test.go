@@ -16,7 +16,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/storetest"
+	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/idemstore/storetest"
+	"github.com/idemkit/idem/memstore"
 )
 
 // unfencedRelease is a store over a MemStore whose completions all end with an error of
@@ -25,7 +27,7 @@ import (
 // refuses a DeleteItem/UpdateItem on an item an ongoing transaction holds
 // (TransactionConflictException), or throttles it past the SDK's retries.
 type unfencedRelease struct {
-	*idem.MemStore
+	*memstore.Store
 	mu       sync.Mutex
 	queued   func() error
 	attempts int
@@ -33,13 +35,13 @@ type unfencedRelease struct {
 	releases atomic.Int32
 }
 
-func (s *unfencedRelease) Complete(ctx context.Context, rec *idem.Record, attached []any) error {
+func (s *unfencedRelease) Complete(ctx context.Context, rec *idemstore.Record, attached []any) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.attempts++
 	if s.attempts == 1 {
 		r := *rec
-		s.queued = func() error { return s.MemStore.Complete(context.Background(), &r, attached) }
+		s.queued = func() error { return s.Store.Complete(context.Background(), &r, attached) }
 	} else if s.later != nil {
 		return s.later
 	}
@@ -92,12 +94,12 @@ func TestFinalNotCommittedWhenReleaseFails(t *testing.T) {
 		// verdict: no read-back); the release meets the same transaction and gets
 		// TransactionConflictException, which the SDK does not retry.
 		{name: "resend cancelled by the in-flight transaction", later: &idem.StoreError{Op: "complete",
-			Err: fmt.Errorf("dynamo: complete: %w: TransactionCanceledException [None, TransactionConflict] (injected)", idem.ErrNotCommitted)}},
+			Err: fmt.Errorf("dynamo: complete: %w: TransactionCanceledException [None, TransactionConflict] (injected)", idemstore.ErrNotCommitted)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			clock := storetest.NewClock()
-			store := &unfencedRelease{MemStore: idem.NewMemStore(), later: tc.later}
+			store := &unfencedRelease{Store: memstore.New(), later: tc.later}
 			g, err := idem.New(store, "test", idem.WithClock(clock))
 			require.NoError(t, err)
 			req := idem.Request{Key: "pay-1"}
@@ -108,7 +110,7 @@ func TestFinalNotCommittedWhenReleaseFails(t *testing.T) {
 				return 7, nil
 			})
 			require.Error(t, err)
-			notCommitted := errors.Is(err, idem.ErrNotCommitted)
+			notCommitted := errors.Is(err, idemstore.ErrNotCommitted)
 			t.Logf("caller's error: %v (ErrNotCommitted: %v); releases tried: %d", err, notCommitted, store.releases.Load())
 
 			landErr := store.land()
@@ -121,7 +123,7 @@ func TestFinalNotCommittedWhenReleaseFails(t *testing.T) {
 
 			if notCommitted {
 				assert.Zero(t, charged.Load(), "the caller was told ErrNotCommitted, yet the attached write committed")
-				assert.NotEqual(t, idem.StatusCompleted, rec.Status, "the caller was told ErrNotCommitted, yet the record completed")
+				assert.NotEqual(t, idemstore.StatusCompleted, rec.Status, "the caller was told ErrNotCommitted, yet the record completed")
 			}
 		})
 	}

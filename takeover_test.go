@@ -12,7 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/storetest"
+	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/idemstore/storetest"
+	"github.com/idemkit/idem/memstore"
 )
 
 // fingerprint is the stored form of a request fingerprint.
@@ -22,10 +24,10 @@ func fingerprint(fp string) string {
 }
 
 // deadRecord is the record of an owner that died at now-2m, with a one-minute lease.
-func deadRecord(key string, now time.Time, checkpoint, fp string) idem.Record {
-	return idem.Record{
-		Key: key, Status: idem.StatusInProgress, Expires: now.Add(time.Hour), LeaseExpires: now.Add(-time.Minute),
-		Fingerprint: fp, LeaseToken: "dead", Checkpoint: checkpoint, Version: idem.SchemaVersion,
+func deadRecord(key string, now time.Time, checkpoint, fp string) idemstore.Record {
+	return idemstore.Record{
+		Key: key, Status: idemstore.StatusInProgress, Expires: now.Add(time.Hour), LeaseExpires: now.Add(-time.Minute),
+		Fingerprint: fp, LeaseToken: "dead", Checkpoint: checkpoint, Version: idemstore.SchemaVersion,
 	}
 }
 
@@ -45,7 +47,7 @@ func TestTakeoverCarriesCheckpoint(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name       string
-		existing   func(key string, now time.Time) idem.Record
+		existing   func(key string, now time.Time) idemstore.Record
 		requestFP  string // "" : no fingerprint
 		wantErr    error
 		wantSeen   string
@@ -53,33 +55,33 @@ func TestTakeoverCarriesCheckpoint(t *testing.T) {
 	}{
 		{
 			name:       "CheckpointSameRequest",
-			existing:   func(k string, now time.Time) idem.Record { return deadRecord(k, now, "charged", fingerprint("A")) },
+			existing:   func(k string, now time.Time) idemstore.Record { return deadRecord(k, now, "charged", fingerprint("A")) },
 			requestFP:  "A",
 			wantSeen:   "charged",
 			wantCounts: map[string]int{"claim": 2, "complete": 1},
 		},
 		{
 			name:       "CheckpointWithoutFingerprint",
-			existing:   func(k string, now time.Time) idem.Record { return deadRecord(k, now, "charged", fingerprint("A")) },
+			existing:   func(k string, now time.Time) idemstore.Record { return deadRecord(k, now, "charged", fingerprint("A")) },
 			wantSeen:   "charged",
 			wantCounts: map[string]int{"claim": 2, "complete": 1},
 		},
 		{
 			name:       "CheckpointOtherRequest",
-			existing:   func(k string, now time.Time) idem.Record { return deadRecord(k, now, "charged", fingerprint("A")) },
+			existing:   func(k string, now time.Time) idemstore.Record { return deadRecord(k, now, "charged", fingerprint("A")) },
 			requestFP:  "B",
 			wantErr:    idem.ErrPayloadMismatch,
 			wantCounts: map[string]int{"claim": 1},
 		},
 		{
 			name:       "NoCheckpointOtherRequest",
-			existing:   func(k string, now time.Time) idem.Record { return deadRecord(k, now, "", fingerprint("A")) },
+			existing:   func(k string, now time.Time) idemstore.Record { return deadRecord(k, now, "", fingerprint("A")) },
 			requestFP:  "B",
 			wantCounts: map[string]int{"claim": 1, "complete": 1},
 		},
 		{
 			name: "ExpiredWithCheckpoint",
-			existing: func(k string, now time.Time) idem.Record {
+			existing: func(k string, now time.Time) idemstore.Record {
 				r := deadRecord(k, now, "charged", fingerprint("A"))
 				r.Expires = now.Add(-time.Second)
 				return r
@@ -92,7 +94,7 @@ func TestTakeoverCarriesCheckpoint(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			mem := idem.NewMemStore()
+			mem := memstore.New()
 			s := newCounting(mem)
 			clock := storetest.NewClock()
 			g, err := idem.New(s, "test", idem.WithClock(clock), idem.WithScope("takeover"))
@@ -125,18 +127,18 @@ func TestTakeoverCarriesCheckpoint(t *testing.T) {
 // movingCheckpoint is a store whose dead owner, still running past its lease, moves its
 // checkpoint before each of the first moves claims.
 type movingCheckpoint struct {
-	*idem.MemStore
+	*memstore.Store
 	moves, moved int
 }
 
-func (s *movingCheckpoint) Claim(ctx context.Context, rec *idem.Record, now time.Time) (*idem.Record, bool, error) {
+func (s *movingCheckpoint) Claim(ctx context.Context, rec *idemstore.Record, now time.Time) (*idemstore.Record, bool, error) {
 	if s.moved < s.moves {
 		s.moved++
 		if err := s.SetCheckpoint(ctx, rec.Key, "dead", fmt.Sprintf("step-%d", s.moved)); err != nil {
 			return nil, false, err
 		}
 	}
-	return s.MemStore.Claim(ctx, rec, now)
+	return s.Store.Claim(ctx, rec, now)
 }
 
 // TestTakeoverWhileCheckpointMoves takes over a record whose lease ended while its owner
@@ -157,7 +159,7 @@ func TestTakeoverWhileCheckpointMoves(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s := &movingCheckpoint{MemStore: idem.NewMemStore(), moves: tc.moves}
+			s := &movingCheckpoint{Store: memstore.New(), moves: tc.moves}
 			clock := storetest.NewClock()
 			g, err := idem.New(s, "test", idem.WithClock(clock), idem.WithScope("moving"))
 			require.NoError(t, err)

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/memstore"
 )
 
 // orderLines returns a JSON result of about size bytes: order lines with varied SKUs,
@@ -41,7 +43,7 @@ type orderLine struct {
 // itemSize is the DynamoDB size of a completed record's item with the default attribute
 // names: attribute name lengths plus value sizes (strings and binary by their bytes,
 // numbers about one byte per two digits plus one).
-func itemSize(rec *idem.Record) int {
+func itemSize(rec *idemstore.Record) int {
 	num := func(v int64) int { return len(strconv.FormatInt(v, 10))/2 + 1 }
 	size := len("id") + len(rec.Key) +
 		len("status") + len(rec.Status) +
@@ -74,7 +76,7 @@ func BenchmarkResultUnits(b *testing.B) {
 				threshold = 1 << 30
 			}
 			b.Run(fmt.Sprintf("%dKB/gzip=%t", size>>10, compress), func(b *testing.B) {
-				store := idem.NewMemStore()
+				store := memstore.New()
 				g, err := idem.New(store, "test", idem.WithCompression(threshold), idem.WithScope("bench"))
 				if err != nil {
 					b.Fatal(err)

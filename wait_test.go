@@ -10,7 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/storetest"
+	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/idemstore/storetest"
+	"github.com/idemkit/idem/memstore"
 )
 
 // TestWaitEndsBeforeTheDeadline lets a WithWait caller wait, in simulated time, for a key
@@ -35,7 +37,7 @@ func TestWaitEndsBeforeTheDeadline(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			clock := storetest.NewManualClock()
-			s := idem.NewMemStore()
+			s := memstore.New()
 			// The owner's lease outlives any wait. Its clock reads the same time, but its
 			// timers (the lease watchdog's) are not the ones the test drives.
 			owner, err := idem.New(s, "test", idem.WithClock(storetest.NewClock()), idem.WithLease(time.Hour), idem.WithMaxLease(time.Hour))
@@ -79,12 +81,12 @@ func TestWaitEndsBeforeTheDeadline(t *testing.T) {
 // cancelDuringGet is a store whose reads end the caller's context while in flight and then
 // fail with the context's error, as an SDK call does when its context ends.
 type cancelDuringGet struct {
-	*idem.MemStore
+	*memstore.Store
 	cancel context.CancelCauseFunc
 	cause  error
 }
 
-func (s *cancelDuringGet) Get(ctx context.Context, _ string) (*idem.Record, error) {
+func (s *cancelDuringGet) Get(ctx context.Context, _ string) (*idemstore.Record, error) {
 	s.cancel(s.cause)
 	<-ctx.Done()
 	return nil, ctx.Err()
@@ -96,8 +98,8 @@ func TestWaitEndedDuringAPoll(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
-	s := &cancelDuringGet{MemStore: idem.NewMemStore(), cancel: cancel, cause: errors.New("caller gave up")}
-	owner, err := idem.New(s.MemStore, "test")
+	s := &cancelDuringGet{Store: memstore.New(), cancel: cancel, cause: errors.New("caller gave up")}
+	owner, err := idem.New(s.Store, "test")
 	require.NoError(t, err)
 	waiter, err := idem.New(s, "test", idem.WithWait(time.Minute, time.Millisecond))
 	require.NoError(t, err)

@@ -10,7 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/storetest"
+	"github.com/idemkit/idem/idemstore/storetest"
+	"github.com/idemkit/idem/memstore"
 )
 
 // awaitCancel waits, from inside a guarded handler on clock, until the lease watchdog has
@@ -56,7 +57,7 @@ func TestLeaseWatchdogEndsTheHandlersContext(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			clock := storetest.NewManualClock()
-			s := idem.NewMemStore()
+			s := memstore.New()
 			var lost atomic.Int32
 			g, err := idem.New(s, "test", idem.WithClock(clock), idem.WithLease(tc.lease), idem.WithMaxLease(tc.maxLease),
 				idem.WithLeaseMargin(margin), idem.WithHooks(idem.Hooks{OnLeaseLost: func(context.Context, idem.Event) { lost.Add(1) }}))
@@ -117,7 +118,7 @@ func TestHeartbeatFirstBeatCountsFromTheClaim(t *testing.T) {
 	const margin, beat = 2 * time.Second, 20 * time.Second
 	clock := storetest.NewManualClock()
 	s := newExtendStore(1 << 30)
-	batch := &countingBatch{counting: newCounting(s), bs: s.MemStore} // extensions go to s
+	batch := &countingBatch{counting: newCounting(s), bs: s.Store} // extensions go to s
 	g, err := idem.New(batch, "test", idem.WithClock(clock), idem.WithMaxLease(time.Minute),
 		idem.WithLeaseMargin(margin), idem.WithHeartbeat(beat))
 	require.NoError(t, err)

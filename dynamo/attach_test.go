@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dynamo"
+	"github.com/idemkit/idem/idemstore"
 )
 
 // TestCompleteAttached checks the transactional completion: the business write lands with
@@ -32,12 +33,12 @@ func TestCompleteAttached(t *testing.T) {
 		pointer     bool
 		wantErr     error
 		wantBalance int
-		wantStatus  idem.Status
+		wantStatus  idemstore.Status
 	}{
-		{"Applied", "tok", false, false, nil, 7, idem.StatusCompleted},
-		{"AppliedFromPointer", "tok", false, true, nil, 7, idem.StatusCompleted},
-		{"StaleTokenAppliesNothing", "stale", false, false, idem.ErrLeaseLost, 0, idem.StatusInProgress},
-		{"BusinessConditionFails", "tok", true, false, idem.ErrConditionFailed, 0, idem.StatusInProgress},
+		{"Applied", "tok", false, false, nil, 7, idemstore.StatusCompleted},
+		{"AppliedFromPointer", "tok", false, true, nil, 7, idemstore.StatusCompleted},
+		{"StaleTokenAppliesNothing", "stale", false, false, idem.ErrLeaseLost, 0, idemstore.StatusInProgress},
+		{"BusinessConditionFails", "tok", true, false, idem.ErrConditionFailed, 0, idemstore.StatusInProgress},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -51,7 +52,7 @@ func TestCompleteAttached(t *testing.T) {
 				w = &item
 			}
 			done := *rec
-			done.Status, done.LeaseToken, done.Data, done.Encoding = idem.StatusCompleted, tc.token, []byte(`{"ok":true}`), "json"
+			done.Status, done.LeaseToken, done.Data, done.Encoding = idemstore.StatusCompleted, tc.token, []byte(`{"ok":true}`), "json"
 
 			err := e.store.Complete(ctx, &done, []any{w})
 			if tc.wantErr != nil {
@@ -74,7 +75,7 @@ func TestCompleteAttached(t *testing.T) {
 		rec := record("attached/bad", now, "tok")
 		seed(t, e.store, rec)
 		done := *rec
-		done.Status = idem.StatusCompleted
+		done.Status = idemstore.StatusCompleted
 		var nilItem *types.TransactWriteItem
 		tooMany := make([]any, dynamo.MaxAttached+1)
 		for i := range tooMany {
@@ -147,9 +148,9 @@ func TestAttachedWriteTooLarge(t *testing.T) {
 	}
 
 	_, _, err = idem.Do(ctx, g, idem.Request{Key: "k"}, handler(410*1024))
-	require.ErrorIs(t, err, idem.ErrNotCommitted)
+	require.ErrorIs(t, err, idemstore.ErrNotCommitted)
 	require.ErrorIs(t, err, idem.ErrStore)
-	assert.NotErrorIs(t, err, idem.ErrTooLarge, "the result was not too large")
+	assert.NotErrorIs(t, err, idemstore.ErrTooLarge, "the result was not too large")
 	var awe *dynamo.AttachedWriteError
 	require.ErrorAs(t, err, &awe)
 	assert.Equal(t, 1, awe.Index, "the second attached write")

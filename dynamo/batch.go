@@ -17,6 +17,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore"
 )
 
 // MaxBatchStatements is how many PartiQL statements one BatchExecuteStatement call may
@@ -24,7 +25,7 @@ import (
 // this many records.
 const MaxBatchStatements = 25
 
-// ClaimMany implements [idem.BatchStore]: it claims each record as [Store.Claim] would, in
+// ClaimMany implements [idemstore.BatchStore]: it claims each record as [Store.Claim] would, in
 // as few round trips as the records allow.
 //
 // One BatchExecuteStatement call per [MaxBatchStatements] records inserts them with PartiQL
@@ -41,8 +42,8 @@ const MaxBatchStatements = 25
 // A failed call fails each of its records with an error wrapping [idem.ErrStore]. The
 // function's role needs the IAM actions dynamodb:PartiQLInsert and dynamodb:BatchGetItem
 // on the table, besides those of [Store.Claim].
-func (s *Store) ClaimMany(ctx context.Context, recs []*idem.Record, now time.Time) []idem.ClaimResult {
-	out := make([]idem.ClaimResult, len(recs))
+func (s *Store) ClaimMany(ctx context.Context, recs []*idemstore.Record, now time.Time) []idemstore.ClaimResult {
+	out := make([]idemstore.ClaimResult, len(recs))
 	stmts := make([]types.BatchStatementRequest, len(recs))
 	for i, rec := range recs {
 		stmts[i] = s.insertStatement(rec)
@@ -92,7 +93,7 @@ func (s *Store) ClaimMany(ctx context.Context, recs []*idem.Record, now time.Tim
 // Judging a refusing record claimable therefore costs a round trip, never a wrong answer;
 // the test below is the negation of claimCondition, with the same rounding (see
 // encodeEpoch).
-func (s *Store) refusing(item map[string]types.AttributeValue, rec *idem.Record, now time.Time) *idem.Record {
+func (s *Store) refusing(item map[string]types.AttributeValue, rec *idemstore.Record, now time.Time) *idemstore.Record {
 	prev, err := s.decodeRecord(item)
 	if err != nil {
 		return nil // a single claim reports it, or takes over an expired one
@@ -100,21 +101,21 @@ func (s *Store) refusing(item map[string]types.AttributeValue, rec *idem.Record,
 	if !prev.Expires.IsZero() && !now.Before(prev.Expires) {
 		return nil
 	}
-	leaseEnded := prev.Status == idem.StatusInProgress && !prev.LeaseExpires.IsZero() && !now.Before(prev.LeaseExpires)
+	leaseEnded := prev.Status == idemstore.StatusInProgress && !prev.LeaseExpires.IsZero() && !now.Before(prev.LeaseExpires)
 	if leaseEnded && prev.Checkpoint == rec.Checkpoint {
 		return nil
 	}
 	return prev
 }
 
-// CompleteMany implements [idem.BatchStore]: it completes each record as [Store.Complete]
+// CompleteMany implements [idemstore.BatchStore]: it completes each record as [Store.Complete]
 // would without attached writes, with one BatchExecuteStatement call of PartiQL UPDATE
 // statements per [MaxBatchStatements] records, each conditional on the record's lease
 // token. A failed condition yields [idem.ErrLeaseLost], an item over DynamoDB's size limit
-// [idem.ErrTooLarge], and a failed call an error wrapping [idem.ErrStore]; a statement that
+// [idemstore.ErrTooLarge], and a failed call an error wrapping [idem.ErrStore]; a statement that
 // failed for another reason (throttling, say) is retried alone with [Store.Complete]. The
 // function's role needs the IAM action dynamodb:PartiQLUpdate on the table.
-func (s *Store) CompleteMany(ctx context.Context, recs []*idem.Record) []error {
+func (s *Store) CompleteMany(ctx context.Context, recs []*idemstore.Record) []error {
 	out := make([]error, len(recs))
 	stmts := make([]types.BatchStatementRequest, 0, len(recs))
 	var idx []int
@@ -135,7 +136,7 @@ func (s *Store) CompleteMany(ctx context.Context, recs []*idem.Record) []error {
 		case r.code == types.BatchStatementErrorCodeEnumConditionalCheckFailed:
 			out[i] = fmt.Errorf("dynamo: complete: %w: %w", idem.ErrLeaseLost, r.err)
 		case r.code == types.BatchStatementErrorCodeEnumValidationError && mentionsItemSize(&r.msg):
-			out[i] = fmt.Errorf("dynamo: complete: %w: %w", idem.ErrTooLarge, r.err)
+			out[i] = fmt.Errorf("dynamo: complete: %w: %w", idemstore.ErrTooLarge, r.err)
 		default:
 			out[i] = s.Complete(ctx, recs[i], nil)
 		}
@@ -143,7 +144,7 @@ func (s *Store) CompleteMany(ctx context.Context, recs []*idem.Record) []error {
 	return out
 }
 
-// ReleaseMany implements [idem.BatchStore]: it releases each key as [Store.Release] would,
+// ReleaseMany implements [idemstore.BatchStore]: it releases each key as [Store.Release] would,
 // with one BatchExecuteStatement call of PartiQL DELETE statements per
 // [MaxBatchStatements] keys, each conditional on the lease token, the in-progress status
 // and the absence of a checkpoint ([idem.ErrLeaseLost] when another owner holds the key).
@@ -307,7 +308,7 @@ var _ smithy.APIError = (*StatementError)(nil)
 
 // insertStatement returns the PartiQL INSERT of rec's item, which fails with DuplicateItem
 // when an item with its key exists.
-func (s *Store) insertStatement(rec *idem.Record) types.BatchStatementRequest {
+func (s *Store) insertStatement(rec *idemstore.Record) types.BatchStatementRequest {
 	item := s.encodeRecord(rec)
 	names := slices.Sorted(maps.Keys(item))
 	params := make([]types.AttributeValue, len(names))
@@ -327,7 +328,7 @@ func (s *Store) insertStatement(rec *idem.Record) types.BatchStatementRequest {
 // updateStatement returns the PartiQL UPDATE that completes rec, conditional on its lease
 // token: the statement form of [Store.completion], setting and removing the same
 // attributes.
-func (s *Store) updateStatement(rec *idem.Record) types.BatchStatementRequest {
+func (s *Store) updateStatement(rec *idemstore.Record) types.BatchStatementRequest {
 	a := &s.cfg.attrs
 	var b strings.Builder
 	var params []types.AttributeValue
@@ -366,7 +367,7 @@ func (s *Store) deleteStatement(key, token string) types.BatchStatementRequest {
 			" AND " + quoteIdent(a.LeaseToken) + " = ? AND " + quoteIdent(a.Status) + " = ?" +
 			" AND " + quoteIdent(a.Checkpoint) + " IS MISSING"),
 		Parameters: append(params, &types.AttributeValueMemberS{Value: token},
-			&types.AttributeValueMemberS{Value: string(idem.StatusInProgress)}),
+			&types.AttributeValueMemberS{Value: string(idemstore.StatusInProgress)}),
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
 }

@@ -17,10 +17,12 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dynamo"
+	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/memstore"
 )
 
 // The compile-time check that the store offers the batch path.
-var _ idem.BatchStore = (*dynamo.Store)(nil)
+var _ idemstore.BatchStore = (*dynamo.Store)(nil)
 
 // TestClaimMany claims, in one batch, every case of TestClaim plus records that do not
 // decode, and checks each result against the in-memory store's single claim: the batch
@@ -32,13 +34,13 @@ func TestClaimMany(t *testing.T) {
 	ctx := context.Background()
 	t0 := wallClock()
 	completed := record("", t0, "old")
-	completed.Status, completed.LeaseExpires, completed.Data, completed.Encoding, completed.Checkpoint = idem.StatusCompleted, time.Time{}, []byte(`{"n":1}`), "json", "cp-done"
+	completed.Status, completed.LeaseExpires, completed.Data, completed.Encoding, completed.Checkpoint = idemstore.StatusCompleted, time.Time{}, []byte(`{"n":1}`), "json", "cp-done"
 	inProgress := record("", t0, "old")
 	checkpointed := record("", t0, "old")
 	checkpointed.Checkpoint = "cp-1"
 	cases := []struct {
 		name     string
-		existing *idem.Record
+		existing *idemstore.Record
 		at       time.Duration
 		carry    string // the checkpoint the claim carries
 	}{
@@ -62,7 +64,7 @@ func TestClaimMany(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			key := "claimmany/" + tc.name
-			mem := idem.NewMemStore()
+			mem := memstore.New()
 			if tc.existing != nil {
 				existing := *tc.existing
 				existing.Key = key
@@ -75,7 +77,7 @@ func TestClaimMany(t *testing.T) {
 			memPrev, memClaimed, err := mem.Claim(ctx, rec, now)
 			require.NoError(t, err)
 
-			res := e.store.ClaimMany(ctx, []*idem.Record{rec}, now)
+			res := e.store.ClaimMany(ctx, []*idemstore.Record{rec}, now)
 			require.Len(t, res, 1)
 			require.NoError(t, res[0].Err)
 			assert.Equal(t, memClaimed, res[0].Claimed)
@@ -107,7 +109,7 @@ func TestClaimMany(t *testing.T) {
 			"id": &types.AttributeValueMemberS{Value: expired}, "status": &types.AttributeValueMemberS{Value: "WEIRD"},
 			"expiration": &types.AttributeValueMemberN{Value: "1"},
 		})
-		res := e.store.ClaimMany(ctx, []*idem.Record{record(live, now, "new"), record(expired, now, "new")}, now)
+		res := e.store.ClaimMany(ctx, []*idemstore.Record{record(live, now, "new"), record(expired, now, "new")}, now)
 		require.ErrorIs(t, res[0].Err, idem.ErrIncompatibleRecord, "a live record that does not decode is an error, as from Claim")
 		require.NoError(t, res[1].Err)
 		assert.True(t, res[1].Claimed, "an expired one is taken over, as by Claim")
@@ -122,7 +124,7 @@ func TestClaimManyRoundTrips(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	now := wallClock()
-	recs := make([]*idem.Record, 30)
+	recs := make([]*idemstore.Record, 30)
 	for i := range recs {
 		recs[i] = record(fmt.Sprintf("rt/%02d", i), now, "tok")
 	}
@@ -134,7 +136,7 @@ func TestClaimManyRoundTrips(t *testing.T) {
 	}
 	assert.Equal(t, map[string]int{"BatchExecuteStatement": 2}, e.api.Take(), "new: one INSERT batch per 25")
 
-	again := make([]*idem.Record, len(recs))
+	again := make([]*idemstore.Record, len(recs))
 	for i := range again {
 		again[i] = record(recs[i].Key, now, "tok2")
 	}
@@ -147,7 +149,7 @@ func TestClaimManyRoundTrips(t *testing.T) {
 	assert.Equal(t, map[string]int{"BatchExecuteStatement": 2, "BatchGetItem": 1}, e.api.Take(), "live: the INSERT batches and one read-back")
 
 	later := now.Add(2 * time.Minute) // every lease has ended
-	mixed := []*idem.Record{record("rt/00", later, "tok3"), record("rt/new", later, "tok3")}
+	mixed := []*idemstore.Record{record("rt/00", later, "tok3"), record("rt/new", later, "tok3")}
 	res := e.store.ClaimMany(ctx, mixed, later)
 	for i, r := range res {
 		require.NoError(t, r.Err, i)
@@ -162,7 +164,7 @@ func TestClaimManyRoundTrips(t *testing.T) {
 	// shows it, so no single claim is made; the guard claims again, carrying it.
 	require.NoError(t, e.store.SetCheckpoint(ctx, "rt/01", "tok", "charged"))
 	e.api.Take()
-	res = e.store.ClaimMany(ctx, []*idem.Record{record("rt/01", later, "tok4")}, later)
+	res = e.store.ClaimMany(ctx, []*idemstore.Record{record("rt/01", later, "tok4")}, later)
 	require.NoError(t, res[0].Err)
 	assert.False(t, res[0].Claimed)
 	require.NotNil(t, res[0].Prev)
@@ -178,19 +180,19 @@ func TestCompleteManyAndReleaseMany(t *testing.T) {
 	ctx := context.Background()
 	now := wallClock()
 	const n = 28
-	var recs, done []*idem.Record
+	var recs, done []*idemstore.Record
 	for i := range n {
 		rec := record(fmt.Sprintf("cm/%02d", i), now, "tok")
 		seed(t, e.store, rec)
 		recs = append(recs, rec)
 		d := *rec
-		d.Status, d.Data, d.Encoding, d.LeaseExpires = idem.StatusCompleted, []byte(`{"i":1}`), "json", time.Time{}
+		d.Status, d.Data, d.Encoding, d.LeaseExpires = idemstore.StatusCompleted, []byte(`{"i":1}`), "json", time.Time{}
 		done = append(done, &d)
 	}
 	done[3].LeaseToken = "stale"                                  // another owner holds it
 	done[4].Key = "cm/absent"                                     // nobody does
 	done[5].Data, done[5].Encoding = make([]byte, 450_000), "bin" // over the item size limit
-	done[6].Fingerprint, done[6].Data, done[6].Encoding = "", nil, idem.EncodingNone
+	done[6].Fingerprint, done[6].Data, done[6].Encoding = "", nil, idemstore.EncodingNone
 	done[7].LeaseToken = ""
 	e.api.Take()
 	errs := e.store.CompleteMany(ctx, done)
@@ -201,7 +203,7 @@ func TestCompleteManyAndReleaseMany(t *testing.T) {
 		case 3, 4:
 			require.ErrorIs(t, err, idem.ErrLeaseLost, i)
 		case 5:
-			require.ErrorIs(t, err, idem.ErrTooLarge, i)
+			require.ErrorIs(t, err, idemstore.ErrTooLarge, i)
 		case 7:
 			require.Error(t, err, "no lease token")
 		default:
@@ -250,7 +252,7 @@ func TestCompleteManyAndReleaseMany(t *testing.T) {
 	got, err = e.store.Get(ctx, done[9].Key)
 	require.NoError(t, err)
 	require.NotNil(t, got)
-	assert.Equal(t, idem.StatusCompleted, got.Status)
+	assert.Equal(t, idemstore.StatusCompleted, got.Status)
 }
 
 // TestBatchLayouts runs the three batch methods with renamed attributes (one a PartiQL
@@ -273,18 +275,18 @@ func TestBatchLayouts(t *testing.T) {
 			ctx := context.Background()
 			now := wallClock()
 			a, b := record("layout/a", now, "tok"), record("layout/b", now, "tok")
-			for _, r := range e.store.ClaimMany(ctx, []*idem.Record{a, b}, now) {
+			for _, r := range e.store.ClaimMany(ctx, []*idemstore.Record{a, b}, now) {
 				require.NoError(t, r.Err)
 				require.True(t, r.Claimed)
 			}
-			res := e.store.ClaimMany(ctx, []*idem.Record{record(a.Key, now, "x")}, now)
+			res := e.store.ClaimMany(ctx, []*idemstore.Record{record(a.Key, now, "x")}, now)
 			require.NoError(t, res[0].Err)
 			require.False(t, res[0].Claimed)
 			assertSameRecord(t, a, res[0].Prev)
 
 			done := *a
-			done.Status, done.Data, done.Encoding, done.LeaseExpires = idem.StatusCompleted, []byte(`{}`), "json", time.Time{}
-			require.NoError(t, e.store.CompleteMany(ctx, []*idem.Record{&done})[0])
+			done.Status, done.Data, done.Encoding, done.LeaseExpires = idemstore.StatusCompleted, []byte(`{}`), "json", time.Time{}
+			require.NoError(t, e.store.CompleteMany(ctx, []*idemstore.Record{&done})[0])
 			got, err := e.store.Get(ctx, a.Key)
 			require.NoError(t, err)
 			assertSameRecord(t, &done, got)
@@ -314,7 +316,7 @@ func TestBatchFallbacks(t *testing.T) {
 	}
 	putOK := func(*dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error) { return &dynamodb.PutItemOutput{}, nil }
 	now := time.Now()
-	recs := []*idem.Record{record("a", now, "tok"), record("b", now, "tok")}
+	recs := []*idemstore.Record{record("a", now, "tok"), record("b", now, "tok")}
 
 	t.Run("ThrottledInsertClaimsSingly", func(t *testing.T) {
 		t.Parallel()

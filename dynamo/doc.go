@@ -1,4 +1,4 @@
-// Package dynamo is the Amazon DynamoDB [idem.Store]: it keeps one item per idempotency key
+// Package dynamo is the Amazon DynamoDB [idemstore.Store]: it keeps one item per idempotency key
 // and makes every state change a conditional write, so any number of Lambda instances can
 // share one table and a key's handler still runs at most once.
 //

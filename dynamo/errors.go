@@ -10,14 +10,15 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore"
 )
 
-// fail turns an SDK error of op into an idem error: [idem.ErrTooLarge] for an item over
+// fail turns an SDK error of op into an idem error: [idemstore.ErrTooLarge] for an item over
 // DynamoDB's size limit, else an [*idem.StoreError]. Either way errors.As still reaches the
 // SDK error.
 func (s *Store) fail(op string, err error) error {
 	if isItemTooLarge(err) {
-		return fmt.Errorf("dynamo: %s: %w: %w", op, idem.ErrTooLarge, err)
+		return fmt.Errorf("dynamo: %s: %w: %w", op, idemstore.ErrTooLarge, err)
 	}
 	return &idem.StoreError{Op: op, Err: err}
 }
@@ -38,7 +39,7 @@ func (s *Store) leaseFail(op string, err error) error {
 // transactFail maps the error of the transaction items, which completes rec.
 // Cancellation reasons come in the order of the request's items, and the completion is
 // item 0.
-func (s *Store) transactFail(rec *idem.Record, items []types.TransactWriteItem, err error) error {
+func (s *Store) transactFail(rec *idemstore.Record, items []types.TransactWriteItem, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -59,7 +60,7 @@ func (s *Store) transactFail(rec *idem.Record, items []types.TransactWriteItem, 
 			return fmt.Errorf("dynamo: complete: %w: %w", idem.ErrLeaseLost, err)
 		case "ValidationError":
 			if mentionsItemSize(reasons[0].Message) {
-				return fmt.Errorf("dynamo: complete: %w: %w", idem.ErrTooLarge, err)
+				return fmt.Errorf("dynamo: complete: %w: %w", idemstore.ErrTooLarge, err)
 			}
 		}
 	}
@@ -77,27 +78,27 @@ func (s *Store) transactFail(rec *idem.Record, items []types.TransactWriteItem, 
 	// Cancelled for another reason (a conflicting transaction, throttling, an invalid
 	// attached item): the transaction committed nothing, so the guard can release the key
 	// instead of leaving it in progress until the lease ends.
-	return &idem.StoreError{Op: "complete", Err: fmt.Errorf("dynamo: complete: %w: %w", idem.ErrNotCommitted, err)}
+	return &idem.StoreError{Op: "complete", Err: fmt.Errorf("dynamo: complete: %w: %w", idemstore.ErrNotCommitted, err)}
 }
 
 // completedBy reports whether item, returned by the completion's failed condition, is
 // rec's key completed under rec's token: the transaction was sent before and committed.
-func (s *Store) completedBy(item map[string]types.AttributeValue, rec *idem.Record) bool {
+func (s *Store) completedBy(item map[string]types.AttributeValue, rec *idemstore.Record) bool {
 	if len(item) == 0 {
 		return false
 	}
 	cur, err := s.decodeRecord(item)
-	return err == nil && cur.LeaseToken == rec.LeaseToken && cur.Status != idem.StatusInProgress
+	return err == nil && cur.LeaseToken == rec.LeaseToken && cur.Status != idemstore.StatusInProgress
 }
 
 // tooLarge maps DynamoDB's refusal of a transaction for an item over its size limit, which
 // comes as a ValidationException for the whole request without saying which item. If the
-// completed record itself is over the limit, that is [idem.ErrTooLarge] (the guard then
+// completed record itself is over the limit, that is [idemstore.ErrTooLarge] (the guard then
 // completes without the result); else an attached write is, and nothing committed: the
 // first attached Put over the limit is named, if there is one.
-func (s *Store) tooLarge(rec *idem.Record, items []types.TransactWriteItem, err error) error {
+func (s *Store) tooLarge(rec *idemstore.Record, items []types.TransactWriteItem, err error) error {
 	if itemSize(s.encodeRecord(rec)) > maxItemSize {
-		return fmt.Errorf("dynamo: complete: %w: %w", idem.ErrTooLarge, err)
+		return fmt.Errorf("dynamo: complete: %w: %w", idemstore.ErrTooLarge, err)
 	}
 	for i := 1; i < len(items); i++ {
 		if p := items[i].Put; p != nil && itemSize(p.Item) > maxItemSize {
@@ -110,7 +111,7 @@ func (s *Store) tooLarge(rec *idem.Record, items []types.TransactWriteItem, err 
 func attachedTooLarge(index int, table string, err error) error {
 	return &idem.StoreError{Op: "complete", Err: &AttachedWriteError{
 		Index: index, Table: table,
-		Err: fmt.Errorf("%w: item over DynamoDB's size limit of 400 KB: %w", idem.ErrNotCommitted, err),
+		Err: fmt.Errorf("%w: item over DynamoDB's size limit of 400 KB: %w", idemstore.ErrNotCommitted, err),
 	}}
 }
 
@@ -136,7 +137,7 @@ func tableOf(items []types.TransactWriteItem, i int) string {
 // AttachedWriteError names the write attached to a completion (see [Attach]) that made its
 // transaction fail. Nothing committed, the completion included, and the guard released the
 // key. Err wraps [idem.ErrConditionFailed] when the write's own condition failed, or
-// [idem.ErrNotCommitted] when DynamoDB refused it for another reason, such as an item over
+// [idemstore.ErrNotCommitted] when DynamoDB refused it for another reason, such as an item over
 // the 400 KB limit (the error then also comes inside an [*idem.StoreError]); and the SDK
 // error, which errors.As still reaches.
 type AttachedWriteError struct {

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore"
 )
 
 // FINAL HOLE 2 (a run within the expiry window; the lease margin eaten by rounding).
@@ -54,7 +54,7 @@ func TestFinalClaimBeforeExpires(t *testing.T) {
 			require.True(t, claimed)
 			if tc.complete {
 				done := *first
-				done.Status, done.LeaseExpires = idem.StatusCompleted, time.Time{}
+				done.Status, done.LeaseExpires = idemstore.StatusCompleted, time.Time{}
 				done.Data, done.Encoding = []byte("1"), "json"
 				require.NoError(t, e.store.Complete(ctx, &done, nil))
 			}

@@ -59,7 +59,7 @@ const (
 	// expired record (TTL deletion lags by up to days, so expired items are still found),
 	// or an in-progress record whose lease has ended and whose checkpoint the claim carries
 	// (claimCarrying, with :cp) or which has none (claimFresh). A record's own end counts as
-	// ended, as in idem.Record: "<=" between a stored end rounded up (encodeEnd) and now
+	// ended, as in idemstore.Record: "<=" between a stored end rounded up (encodeEnd) and now
 	// rounded down (encodeEpoch) holds exactly when now is at or past the stored end, never
 	// before the record's own end.
 	claimCondition = "attribute_not_exists(" + phID + ") OR " + phExpiration + " <= :now OR (" +

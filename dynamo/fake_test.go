@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dynamo"
+	"github.com/idemkit/idem/idemstore"
 )
 
 // fakeAPI answers with its function fields; a nil field fails the test if called.
@@ -141,7 +142,7 @@ func TestErrorMapping(t *testing.T) {
 		{Code: aws.String("None")},
 	}}
 	bigData := []byte(strings.Repeat("x", 410*1024))
-	notCommitted := []error{idem.ErrStore, idem.ErrNotCommitted}
+	notCommitted := []error{idem.ErrStore, idemstore.ErrNotCommitted}
 	cases := []struct {
 		name     string
 		transact bool
@@ -151,17 +152,17 @@ func TestErrorMapping(t *testing.T) {
 		attached int // the write an *AttachedWriteError names; -2: none
 	}{
 		{"UpdateConditionIsLeaseLost", false, nil, errCCF, []error{idem.ErrLeaseLost}, -2},
-		{"UpdateTooLarge", false, nil, errTooBig, []error{idem.ErrTooLarge}, -2},
+		{"UpdateTooLarge", false, nil, errTooBig, []error{idemstore.ErrTooLarge}, -2},
 		{"UpdateOutage", false, nil, errOutage, []error{idem.ErrStore}, -2},
 		{"CompletionConditionIsLeaseLost", true, nil, reasons("ConditionalCheckFailed", "None"), []error{idem.ErrLeaseLost}, -2},
 		{"LeaseLostWinsOverAttached", true, nil, reasons("ConditionalCheckFailed", "ConditionalCheckFailed"), []error{idem.ErrLeaseLost}, -2},
 		{"AttachedConditionFails", true, nil, reasons("None", "None", "ConditionalCheckFailed"), []error{idem.ErrConditionFailed}, 1},
-		{"CompletionTooLarge", true, nil, tooBigReason, []error{idem.ErrTooLarge}, -2},
+		{"CompletionTooLarge", true, nil, tooBigReason, []error{idemstore.ErrTooLarge}, -2},
 		{"TransactionConflict", true, nil, reasons("TransactionConflict", "None"), notCommitted, -2},
 		{"NoReasons", true, nil, reasons(), notCommitted, -2},
 		// A request-level refusal for size: the record is too large if it is over the limit,
 		// else an attached write is.
-		{"TransactTooLargeRecord", true, bigData, errTooBig, []error{idem.ErrTooLarge}, -2},
+		{"TransactTooLargeRecord", true, bigData, errTooBig, []error{idemstore.ErrTooLarge}, -2},
 		{"TransactTooLargeAttached", true, nil, errTooBig, notCommitted, -1},
 		{"TransactOutage", true, nil, errOutage, []error{idem.ErrStore}, -2},
 	}
@@ -181,13 +182,13 @@ func TestErrorMapping(t *testing.T) {
 				attached = []any{types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{}}}
 			}
 			done := record("k", time.Now(), "tok")
-			done.Status, done.Data, done.Encoding = idem.StatusCompleted, tc.data, "json+gzip"
+			done.Status, done.Data, done.Encoding = idemstore.StatusCompleted, tc.data, "json+gzip"
 			err = s.Complete(context.Background(), done, attached)
 			for _, want := range tc.want {
 				require.ErrorIs(t, err, want)
 			}
 			assert.ErrorIs(t, err, tc.sdkErr, "the SDK error stays reachable")
-			for _, other := range []error{idem.ErrLeaseLost, idem.ErrConditionFailed, idem.ErrTooLarge, idem.ErrStore, idem.ErrNotCommitted} {
+			for _, other := range []error{idem.ErrLeaseLost, idem.ErrConditionFailed, idemstore.ErrTooLarge, idem.ErrStore, idemstore.ErrNotCommitted} {
 				if !slices.Contains(tc.want, other) {
 					assert.NotErrorIs(t, err, other)
 				}
@@ -213,9 +214,9 @@ func TestCancelledTransactionCommittedNothing(t *testing.T) {
 		s, err := dynamo.New(api, "t")
 		require.NoError(t, err)
 		done := record("k", time.Now(), "tok")
-		done.Status = idem.StatusCompleted
+		done.Status = idemstore.StatusCompleted
 		err = s.Complete(context.Background(), done, []any{types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{}}})
-		require.ErrorIs(t, err, idem.ErrNotCommitted, reason)
+		require.ErrorIs(t, err, idemstore.ErrNotCommitted, reason)
 		require.ErrorIs(t, err, idem.ErrStore, reason)
 		var tce *types.TransactionCanceledException
 		assert.ErrorAs(t, err, &tce)

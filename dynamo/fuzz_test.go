@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore"
 )
 
 // TestDecodeTestdata decodes the items in testdata/: records as the Powertools utilities and
@@ -88,7 +89,7 @@ func FuzzDecodeRecord(f *testing.F) {
 	})
 }
 
-func sameRecord(a, b *idem.Record) bool {
+func sameRecord(a, b *idemstore.Record) bool {
 	return a.Key == b.Key && a.Status == b.Status && a.Expires.Equal(b.Expires) &&
 		a.LeaseExpires.Equal(b.LeaseExpires) && a.Fingerprint == b.Fingerprint &&
 		string(a.Data) == string(b.Data) && (a.Data == nil) == (b.Data == nil) &&

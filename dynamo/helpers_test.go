@@ -11,8 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dynamo"
+	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/internal/ddbcount"
 	"github.com/idemkit/idem/internal/ddblocal"
 )
@@ -109,14 +109,14 @@ func (l *ledger) balance(t *testing.T, account string) int {
 func wallClock() time.Time { return time.Now().Truncate(time.Second).UTC() }
 
 // record returns an in-progress record for key claimed at now.
-func record(key string, now time.Time, token string) *idem.Record {
-	return &idem.Record{
+func record(key string, now time.Time, token string) *idemstore.Record {
+	return &idemstore.Record{
 		Key:          key,
-		Status:       idem.StatusInProgress,
+		Status:       idemstore.StatusInProgress,
 		Expires:      now.Add(time.Hour),
 		LeaseExpires: now.Add(time.Minute),
 		Fingerprint:  "fp",
 		LeaseToken:   token,
-		Version:      idem.SchemaVersion,
+		Version:      idemstore.SchemaVersion,
 	}
 }

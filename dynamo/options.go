@@ -2,8 +2,9 @@ package dynamo
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
+
+	"github.com/idemkit/idem"
 )
 
 // Attributes names the attributes of a record item. The defaults ([DefaultAttributes]) are
@@ -13,7 +14,7 @@ type Attributes struct {
 	// ID is the partition key: the record key, or with [WithSortKey] the static partition
 	// value. Default "id".
 	ID string
-	// Status holds the record's [idem.Status]. Default "status".
+	// Status holds the record's [idemstore.Status]. Default "status".
 	Status string
 	// Expiration holds when the record stops counting, in epoch seconds; it should be the
 	// table's TTL attribute. Default "expiration".
@@ -94,12 +95,12 @@ func (c *config) validate() error {
 	seen := make(map[string]string)
 	for _, f := range c.attrs.fields() {
 		if prev, ok := seen[f.name]; ok {
-			return fmt.Errorf("dynamo: WithAttributes: %s and %s both name attribute %q", prev, f.field, f.name)
+			return fmt.Errorf("%w: dynamo: WithAttributes: %s and %s both name attribute %q", idem.ErrInvalidOption, prev, f.field, f.name)
 		}
 		seen[f.name] = f.field
 	}
 	if prev, ok := seen[c.sortKey]; ok && c.sortKey != "" {
-		return fmt.Errorf("dynamo: WithSortKey: attribute %q is already used for %s", c.sortKey, prev)
+		return fmt.Errorf("%w: dynamo: WithSortKey: attribute %q is already used for %s", idem.ErrInvalidOption, c.sortKey, prev)
 	}
 	return nil
 }
@@ -135,10 +136,10 @@ func WithAttributes(a Attributes) Option {
 func WithSortKey(sortKeyAttr, partitionValue string) Option {
 	return func(c *config) error {
 		if sortKeyAttr == "" {
-			return errors.New("dynamo: WithSortKey: sort key attribute must not be empty")
+			return fmt.Errorf("%w: dynamo: WithSortKey: sort key attribute must not be empty", idem.ErrInvalidOption)
 		}
 		if partitionValue == "" {
-			return errors.New("dynamo: WithSortKey: partition value must not be empty")
+			return fmt.Errorf("%w: dynamo: WithSortKey: partition value must not be empty", idem.ErrInvalidOption)
 		}
 		c.sortKey, c.partitionValue = sortKeyAttr, partitionValue
 		return nil

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore"
 )
 
 // Units of the two epoch attributes: the TTL attribute must be in epoch seconds for
@@ -24,7 +25,7 @@ const (
 
 // encodeEpoch returns t as a DynamoDB number of whole units (time.Second or
 // time.Millisecond) since the Unix epoch, rounded down. Rounding down everywhere keeps the
-// claim condition and [idem.Record]'s own expiry checks in agreement: a record whose stored
+// claim condition and [idemstore.Record]'s own expiry checks in agreement: a record whose stored
 // end is E counts as ended from the instant E on, in DynamoDB and in Go alike.
 func encodeEpoch(t time.Time, unit time.Duration) *types.AttributeValueMemberN {
 	per := int64(time.Second / unit)
@@ -78,7 +79,7 @@ func (s *Store) key(key string) map[string]types.AttributeValue {
 }
 
 // encodeRecord returns the item for rec. Zero fields are left out.
-func (s *Store) encodeRecord(rec *idem.Record) map[string]types.AttributeValue {
+func (s *Store) encodeRecord(rec *idemstore.Record) map[string]types.AttributeValue {
 	a := &s.cfg.attrs
 	item := s.key(rec.Key)
 	item[a.Status] = &types.AttributeValueMemberS{Value: string(rec.Status)}
@@ -114,18 +115,18 @@ func encodeData(data []byte, enc string) types.AttributeValue {
 }
 
 // decodeRecord reads a record item. A missing or mistyped attribute, an unknown status or a
-// schema version above [idem.SchemaVersion] is an error wrapping
+// schema version above [idemstore.SchemaVersion] is an error wrapping
 // [idem.ErrIncompatibleRecord]; it never panics. An attribute of type NULL counts as absent.
-func (s *Store) decodeRecord(item map[string]types.AttributeValue) (*idem.Record, error) {
+func (s *Store) decodeRecord(item map[string]types.AttributeValue) (*idemstore.Record, error) {
 	a := &s.cfg.attrs
 	keyAttr := a.ID
 	if s.cfg.sortKey != "" {
 		keyAttr = s.cfg.sortKey
 	}
 	d := decoder{item: item}
-	rec := &idem.Record{
+	rec := &idemstore.Record{
 		Key:          d.str(keyAttr, true),
-		Status:       idem.Status(d.str(a.Status, true)),
+		Status:       idemstore.Status(d.str(a.Status, true)),
 		Fingerprint:  d.str(a.Validation, false),
 		Encoding:     d.str(a.Encoding, false),
 		LeaseToken:   d.str(a.LeaseToken, false),
@@ -139,12 +140,12 @@ func (s *Store) decodeRecord(item map[string]types.AttributeValue) (*idem.Record
 		return nil, d.err
 	}
 	switch rec.Status {
-	case idem.StatusInProgress, idem.StatusCompleted, idem.StatusFailed:
+	case idemstore.StatusInProgress, idemstore.StatusCompleted, idemstore.StatusFailed:
 	default:
 		return nil, incompatible(a.Status, fmt.Errorf("unknown status %q", rec.Status))
 	}
-	if rec.Version < 0 || rec.Version > idem.SchemaVersion {
-		return nil, incompatible(a.Version, fmt.Errorf("schema version %d, this package reads up to %d", rec.Version, idem.SchemaVersion))
+	if rec.Version < 0 || rec.Version > idemstore.SchemaVersion {
+		return nil, incompatible(a.Version, fmt.Errorf("schema version %d, this package reads up to %d", rec.Version, idemstore.SchemaVersion))
 	}
 	return rec, nil
 }

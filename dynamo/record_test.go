@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore"
 )
 
 func TestEncodeEpoch(t *testing.T) {
@@ -111,14 +112,14 @@ type nopAPI struct{ API }
 func TestRecordRoundTrip(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	full := idem.Record{
-		Key: "scope#abc", Status: idem.StatusInProgress, Expires: now.Add(time.Hour),
+	full := idemstore.Record{
+		Key: "scope#abc", Status: idemstore.StatusInProgress, Expires: now.Add(time.Hour),
 		LeaseExpires: now.Add(1500 * time.Millisecond), Fingerprint: "f", Data: []byte(`{"a":1}`),
-		Encoding: "json", LeaseToken: "tok", Checkpoint: "cp", Version: idem.SchemaVersion,
+		Encoding: "json", LeaseToken: "tok", Checkpoint: "cp", Version: idemstore.SchemaVersion,
 	}
-	minimal := idem.Record{Key: "k", Status: idem.StatusCompleted}
+	minimal := idemstore.Record{Key: "k", Status: idemstore.StatusCompleted}
 	binary := full
-	binary.Status, binary.Data, binary.Encoding = idem.StatusFailed, []byte{0, 1, 2, 0xff}, "json+gzip"
+	binary.Status, binary.Data, binary.Encoding = idemstore.StatusFailed, []byte{0, 1, 2, 0xff}, "json+gzip"
 
 	stores := map[string]*Store{
 		"Default": testStore(t),
@@ -126,7 +127,7 @@ func TestRecordRoundTrip(t *testing.T) {
 		"Renamed": testStore(t, WithAttributes(Attributes{ID: "pk", Data: "body"})),
 	}
 	for sname, s := range stores {
-		for rname, rec := range map[string]idem.Record{"Full": full, "Minimal": minimal, "Binary": binary} {
+		for rname, rec := range map[string]idemstore.Record{"Full": full, "Minimal": minimal, "Binary": binary} {
 			t.Run(sname+"/"+rname, func(t *testing.T) {
 				t.Parallel()
 				got, err := s.decodeRecord(s.encodeRecord(&rec))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dynamo"
+	"github.com/idemkit/idem/idemstore"
 )
 
 // TestRoundTrips counts the requests each store operation and each guarded path sends to
@@ -34,7 +35,7 @@ func TestRoundTrips(t *testing.T) {
 	assert.Equal(t, map[string]int{"PutItem": 1}, e.api.Take(), "claim conflict: the holder comes back with the failure")
 
 	done := *rec
-	done.Status = idem.StatusCompleted
+	done.Status = idemstore.StatusCompleted
 	require.NoError(t, e.store.Complete(ctx, &done, nil))
 	assert.Equal(t, map[string]int{"UpdateItem": 1}, e.api.Take(), "complete")
 
@@ -42,7 +43,7 @@ func TestRoundTrips(t *testing.T) {
 	seed(t, e.store, rec2)
 	e.api.Take()
 	done2 := *rec2
-	done2.Status = idem.StatusCompleted
+	done2.Status = idemstore.StatusCompleted
 	require.NoError(t, e.store.Complete(ctx, &done2, []any{l.add("a", 1, false), l.add("b", 1, false)}))
 	assert.Equal(t, map[string]int{"TransactWriteItems": 1}, e.api.Take(), "complete with attachments")
 
@@ -106,7 +107,7 @@ func TestRoundTrips(t *testing.T) {
 	close(hold)
 	require.Eventually(t, func() bool {
 		rec, err := e.store.Get(ctx, mustStoredKey(t, g, "inflight"))
-		return err == nil && rec != nil && rec.Status == idem.StatusCompleted
+		return err == nil && rec != nil && rec.Status == idemstore.StatusCompleted
 	}, 10*time.Second, 10*time.Millisecond)
 }
 

@@ -17,7 +17,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dynamo"
-	"github.com/idemkit/idem/internal/storetest"
+	"github.com/idemkit/idem/idemstore/storetest"
 )
 
 // failFirstUpdateBatch fails the first BatchExecuteStatement made of PartiQL UPDATEs (the

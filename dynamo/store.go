@@ -13,19 +13,20 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore"
 )
 
 // claimAttempts bounds the claim's retries when a conflicting record vanishes between the
 // failed put and the read that looks for it.
 const claimAttempts = 3
 
-// Store is the DynamoDB [idem.Store]: one item per record, written with conditional
+// Store is the DynamoDB [idemstore.Store]: one item per record, written with conditional
 // writes so that every operation is atomic per key. It is safe for concurrent use.
 //
 // Round trips: a claim is one PutItem whether it wins or meets a live record; a completion
 // is one UpdateItem, or one TransactWriteItems with attached writes; a release is one
 // DeleteItem, or two calls when the record has a checkpoint to keep; extend, checkpoint and
-// get are one call each. Store is also an [idem.BatchStore]: see
+// get are one call each. Store is also an [idemstore.BatchStore]: see
 // [Store.ClaimMany], [Store.CompleteMany] and [Store.ReleaseMany] for many records in a
 // call.
 type Store struct {
@@ -38,10 +39,10 @@ type Store struct {
 // naming the option for bad options, and for a nil client or an empty table name.
 func New(client API, table string, opts ...Option) (*Store, error) {
 	if client == nil {
-		return nil, errors.New("dynamo: New: client must not be nil")
+		return nil, fmt.Errorf("%w: dynamo: New: client must not be nil", idem.ErrInvalidOption)
 	}
 	if table == "" {
-		return nil, errors.New("dynamo: New: table name must not be empty")
+		return nil, fmt.Errorf("%w: dynamo: New: table name must not be empty", idem.ErrInvalidOption)
 	}
 	cfg, err := newConfig(opts)
 	if err != nil {
@@ -53,7 +54,7 @@ func New(client API, table string, opts ...Option) (*Store, error) {
 // Table returns the name of the store's table.
 func (s *Store) Table() string { return s.table }
 
-// Claim implements [idem.Store]. It puts rec with one conditional PutItem that succeeds
+// Claim implements [idemstore.Store]. It puts rec with one conditional PutItem that succeeds
 // only when nothing holds the key for rec:
 //
 //	attribute_not_exists(#id) OR #expiration <= :now
@@ -68,12 +69,12 @@ func (s *Store) Table() string { return s.table }
 // the error (ReturnValuesOnConditionCheckFailure), so a conflict costs one round trip too;
 // only a store that omits it costs a strongly consistent GetItem more. A record that does
 // not decode yields an error wrapping [idem.ErrIncompatibleRecord].
-func (s *Store) Claim(ctx context.Context, rec *idem.Record, now time.Time) (*idem.Record, bool, error) {
+func (s *Store) Claim(ctx context.Context, rec *idemstore.Record, now time.Time) (*idemstore.Record, bool, error) {
 	a := &s.cfg.attrs
 	values := map[string]types.AttributeValue{
 		":now":        encodeEpoch(now, expirationUnit),
 		":now_ms":     encodeEpoch(now, leaseExpiryUnit),
-		":inprogress": &types.AttributeValueMemberS{Value: string(idem.StatusInProgress)},
+		":inprogress": &types.AttributeValueMemberS{Value: string(idemstore.StatusInProgress)},
 	}
 	cond := claimFresh
 	if rec.Checkpoint != "" {
@@ -128,7 +129,7 @@ func (s *Store) Claim(ctx context.Context, rec *idem.Record, now time.Time) (*id
 // replaced decodes the item a successful claim overwrote. The claim already holds, so an
 // old item that does not decode (an expired record of a newer schema, say) is dropped
 // rather than failing it: the claim carried all that was of use in it.
-func (s *Store) replaced(item map[string]types.AttributeValue) *idem.Record {
+func (s *Store) replaced(item map[string]types.AttributeValue) *idemstore.Record {
 	if len(item) == 0 {
 		return nil
 	}
@@ -139,10 +140,10 @@ func (s *Store) replaced(item map[string]types.AttributeValue) *idem.Record {
 	return prev
 }
 
-// Get implements [idem.Store] with one strongly consistent GetItem. It returns nil and no
+// Get implements [idemstore.Store] with one strongly consistent GetItem. It returns nil and no
 // error when there is no record, and an error wrapping [idem.ErrIncompatibleRecord] for an
 // item that does not decode.
-func (s *Store) Get(ctx context.Context, key string) (*idem.Record, error) {
+func (s *Store) Get(ctx context.Context, key string) (*idemstore.Record, error) {
 	item, err := s.getItem(ctx, key)
 	if err != nil {
 		return nil, s.fail("get", err)
@@ -168,7 +169,7 @@ func (s *Store) getItem(ctx context.Context, key string) (map[string]types.Attri
 	return out.Item, nil
 }
 
-// Complete implements [idem.Store]. Without attachments it is one UpdateItem of the record
+// Complete implements [idemstore.Store]. Without attachments it is one UpdateItem of the record
 // to rec's status, result and expiry, conditional on the lease token: a worker whose lease
 // was taken over gets [idem.ErrLeaseLost] and never overwrites the new owner's record, and
 // a resend of a completion that landed writes the same values again. With attachments (see
@@ -178,10 +179,10 @@ func (s *Store) getItem(ctx context.Context, key string) (map[string]types.Attri
 // failed condition returns the record, which shows it completed under rec's token, and
 // Complete returns nil). A failed condition on an attached write yields an
 // [*AttachedWriteError] wrapping [idem.ErrConditionFailed]. A record over DynamoDB's item
-// size limit yields [idem.ErrTooLarge]; an attached write over it, an error wrapping
-// [idem.ErrStore], [idem.ErrNotCommitted] and an [*AttachedWriteError] naming it, so the
+// size limit yields [idemstore.ErrTooLarge]; an attached write over it, an error wrapping
+// [idem.ErrStore], [idemstore.ErrNotCommitted] and an [*AttachedWriteError] naming it, so the
 // guard releases the key. The checkpoint is kept; the lease end is removed.
-func (s *Store) Complete(ctx context.Context, rec *idem.Record, attached []any) error {
+func (s *Store) Complete(ctx context.Context, rec *idemstore.Record, attached []any) error {
 	upd, err := s.completion(rec)
 	if err != nil {
 		return err
@@ -198,7 +199,7 @@ func (s *Store) Complete(ctx context.Context, rec *idem.Record, attached []any) 
 		return s.leaseFail("complete", err)
 	}
 	upd.ConditionExpression = aws.String(ownedInProgressCondition)
-	upd.ExpressionAttributeValues[":inprogress"] = &types.AttributeValueMemberS{Value: string(idem.StatusInProgress)}
+	upd.ExpressionAttributeValues[":inprogress"] = &types.AttributeValueMemberS{Value: string(idemstore.StatusInProgress)}
 	upd.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
 	items, err := transactItems(upd, attached)
 	if err != nil {
@@ -209,7 +210,7 @@ func (s *Store) Complete(ctx context.Context, rec *idem.Record, attached []any) 
 }
 
 // completion builds the conditional update that completes rec.
-func (s *Store) completion(rec *idem.Record) (*types.Update, error) {
+func (s *Store) completion(rec *idemstore.Record) (*types.Update, error) {
 	if rec.LeaseToken == "" {
 		return nil, errors.New("dynamo: complete: record has no lease token")
 	}
@@ -253,7 +254,7 @@ type optionalValue struct {
 // optionalValues returns rec's optional attributes. A completion sets those present and
 // removes the others, so the item ends up holding exactly rec (and the checkpoint),
 // whatever the claim wrote.
-func optionalValues(rec *idem.Record) [4]optionalValue {
+func optionalValues(rec *idemstore.Record) [4]optionalValue {
 	o := [4]optionalValue{{ph: phExpiration}, {ph: phEncoding}, {ph: phData}, {ph: phValidation}}
 	if !rec.Expires.IsZero() {
 		o[0].v = encodeEnd(rec.Expires, expirationUnit)
@@ -270,7 +271,7 @@ func optionalValues(rec *idem.Record) [4]optionalValue {
 	return o
 }
 
-// Release implements [idem.Store]. A record without a checkpoint is deleted with one
+// Release implements [idemstore.Store]. A record without a checkpoint is deleted with one
 // DeleteItem conditional on the lease token, on the record being in progress and on it
 // having no checkpoint. If that fails on a record of this token that has a checkpoint (the
 // failed condition returns the item), one UpdateItem, conditional on the token, ends its
@@ -284,7 +285,7 @@ func (s *Store) Release(ctx context.Context, key, token string) error {
 		ExpressionAttributeNames: a.names(phToken, phStatus, phCheckpoint),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":token":      &types.AttributeValueMemberS{Value: token},
-			":inprogress": &types.AttributeValueMemberS{Value: string(idem.StatusInProgress)},
+			":inprogress": &types.AttributeValueMemberS{Value: string(idemstore.StatusInProgress)},
 		},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
@@ -304,7 +305,7 @@ func (s *Store) keepsCheckpoint(item map[string]types.AttributeValue, token stri
 		return true
 	}
 	rec, err := s.decodeRecord(item)
-	return err == nil && rec.LeaseToken == token && rec.Status == idem.StatusInProgress && rec.Checkpoint != ""
+	return err == nil && rec.LeaseToken == token && rec.Status == idemstore.StatusInProgress && rec.Checkpoint != ""
 }
 
 // endLease releases the in-progress record of token for key by ending its lease (setting
@@ -312,7 +313,7 @@ func (s *Store) keepsCheckpoint(item map[string]types.AttributeValue, token stri
 // on the token and the status. The record keeps its checkpoint, which the next claim
 // carries over (see [Store.Claim]).
 //
-// The lease token is replaced too ([idem.ReleasedToken]): a completion of ours still in
+// The lease token is replaced too ([idemstore.ReleasedToken]): a completion of ours still in
 // flight at DynamoDB (a transaction whose answer timed out) is conditional on the token and
 // the status, which the record would otherwise still satisfy, so it could land after the
 // caller was told that nothing committed.
@@ -326,21 +327,21 @@ func (s *Store) endLease(ctx context.Context, key, token string) error {
 		ExpressionAttributeNames: a.names(phLease, phToken, phStatus),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":ended":      encodeEpoch(time.Unix(0, 0), leaseExpiryUnit),
-			":released":   &types.AttributeValueMemberS{Value: idem.ReleasedToken(token)},
+			":released":   &types.AttributeValueMemberS{Value: idemstore.ReleasedToken(token)},
 			":token":      &types.AttributeValueMemberS{Value: token},
-			":inprogress": &types.AttributeValueMemberS{Value: string(idem.StatusInProgress)},
+			":inprogress": &types.AttributeValueMemberS{Value: string(idemstore.StatusInProgress)},
 		},
 	})
 	return s.leaseFail("release", err)
 }
 
-// Extend implements [idem.Store] with one UpdateItem of the lease end, conditional on the
+// Extend implements [idemstore.Store] with one UpdateItem of the lease end, conditional on the
 // lease token and on the record still being in progress.
 func (s *Store) Extend(ctx context.Context, key, token string, leaseExpires time.Time) error {
 	return s.updateOwned(ctx, "extend", key, token, phLease, ":v", encodeEnd(leaseExpires, leaseExpiryUnit))
 }
 
-// SetCheckpoint implements [idem.Store] with one UpdateItem of the checkpoint, conditional
+// SetCheckpoint implements [idemstore.Store] with one UpdateItem of the checkpoint, conditional
 // on the lease token and on the record still being in progress.
 func (s *Store) SetCheckpoint(ctx context.Context, key, token, checkpoint string) error {
 	return s.updateOwned(ctx, "checkpoint", key, token, phCheckpoint, ":v", &types.AttributeValueMemberS{Value: checkpoint})
@@ -359,7 +360,7 @@ func (s *Store) updateOwned(ctx context.Context, op, key, token, ph, value strin
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			value:         v,
 			":token":      &types.AttributeValueMemberS{Value: token},
-			":inprogress": &types.AttributeValueMemberS{Value: string(idem.StatusInProgress)},
+			":inprogress": &types.AttributeValueMemberS{Value: string(idemstore.StatusInProgress)},
 		},
 	})
 	return s.leaseFail(op, err)

@@ -16,29 +16,31 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dynamo"
+	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/internal/ddblocal"
+	"github.com/idemkit/idem/memstore"
 )
 
 // TestClaim checks the claim condition against the in-memory store's semantics, which are
-// those of idem.Record, including at the exact expiry and lease boundaries.
+// those of idemstore.Record, including at the exact expiry and lease boundaries.
 func TestClaim(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	t0 := wallClock()
-	completed := func(now time.Time) *idem.Record {
+	completed := func(now time.Time) *idemstore.Record {
 		r := record("", now, "old")
-		r.Status, r.LeaseExpires, r.Data, r.Encoding, r.Checkpoint = idem.StatusCompleted, time.Time{}, []byte(`{"n":1}`), "json", "cp-done"
+		r.Status, r.LeaseExpires, r.Data, r.Encoding, r.Checkpoint = idemstore.StatusCompleted, time.Time{}, []byte(`{"n":1}`), "json", "cp-done"
 		return r
 	}
-	inProgress := func(now time.Time) *idem.Record { return record("", now, "old") }
-	checkpointed := func(now time.Time) *idem.Record {
+	inProgress := func(now time.Time) *idemstore.Record { return record("", now, "old") }
+	checkpointed := func(now time.Time) *idemstore.Record {
 		r := record("", now, "old")
 		r.Checkpoint = "cp-1"
 		return r
 	}
 	cases := []struct {
 		name        string
-		existing    *idem.Record // nil: no record
+		existing    *idemstore.Record // nil: no record
 		at          time.Duration
 		carry       string // the checkpoint the claim carries
 		wantClaimed bool
@@ -67,7 +69,7 @@ func TestClaim(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			key := "claim/" + tc.name
-			mem := idem.NewMemStore()
+			mem := memstore.New()
 			if tc.existing != nil {
 				existing := *tc.existing
 				existing.Key = key
@@ -104,7 +106,7 @@ func TestClaim(t *testing.T) {
 
 // seed writes rec as it is into an empty key: a claim of an absent key writes its record
 // unchanged, whatever its status.
-func seed(t *testing.T, s idem.Store, rec *idem.Record) {
+func seed(t *testing.T, s idemstore.Store, rec *idemstore.Record) {
 	t.Helper()
 	_, claimed, err := s.Claim(context.Background(), rec, time.Unix(0, 0))
 	require.NoError(t, err)
@@ -121,7 +123,7 @@ func roundUp(t time.Time, unit time.Duration) time.Time {
 
 // assertSameRecord compares records as the store keeps them: expiry in whole seconds, lease
 // end in whole milliseconds, both rounded up (a record never ends early).
-func assertSameRecord(t *testing.T, want, got *idem.Record) {
+func assertSameRecord(t *testing.T, want, got *idemstore.Record) {
 	t.Helper()
 	require.NotNil(t, got)
 	w, g := *want, *got
@@ -169,8 +171,8 @@ func TestComplete(t *testing.T) {
 		{"CompressedIsBinary", []byte{0x1f, 0x8b, 0x08, 0x00}, "json+gzip", "B"},
 		{"OtherCodecIsBinary", []byte("\x82\xa1n\x01"), "msgpack", "B"},
 		{"InvalidUTF8JSONIsBinary", []byte("\"\xff\""), "json", "B"},
-		{"ErrorMessageIsBinary", []byte("card declined"), idem.EncodingError, "B"},
-		{"NoBody", nil, idem.EncodingNone, ""},
+		{"ErrorMessageIsBinary", []byte("card declined"), idemstore.EncodingError, "B"},
+		{"NoBody", nil, idemstore.EncodingNone, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -180,7 +182,7 @@ func TestComplete(t *testing.T) {
 			require.NoError(t, e.store.SetCheckpoint(ctx, rec.Key, "tok", "charged"))
 
 			done := *rec
-			done.Status, done.Data, done.Encoding = idem.StatusCompleted, tc.data, tc.encoding
+			done.Status, done.Data, done.Encoding = idemstore.StatusCompleted, tc.data, tc.encoding
 			done.Expires, done.LeaseExpires = now.Add(2*time.Hour), time.Time{}
 			require.NoError(t, e.store.Complete(ctx, &done, nil))
 
@@ -206,7 +208,7 @@ func TestComplete(t *testing.T) {
 	t.Run("AbsentRecordIsLeaseLost", func(t *testing.T) {
 		t.Parallel()
 		done := record("complete/absent", now, "tok")
-		done.Status = idem.StatusCompleted
+		done.Status = idemstore.StatusCompleted
 		err := e.store.Complete(ctx, done, nil)
 		require.ErrorIs(t, err, idem.ErrLeaseLost)
 		got, err := e.store.Get(ctx, done.Key)
@@ -218,7 +220,7 @@ func TestComplete(t *testing.T) {
 		rec := record("complete/bad-attachment", now, "tok")
 		seed(t, e.store, rec)
 		done := *rec
-		done.Status = idem.StatusCompleted
+		done.Status = idemstore.StatusCompleted
 		err := e.store.Complete(ctx, &done, []any{func() error { return nil }})
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "types.TransactWriteItem")
@@ -255,7 +257,7 @@ func TestRelease(t *testing.T) {
 		require.NoError(t, err)
 		require.NotNil(t, got, "the record stays for its checkpoint")
 		assert.Equal(t, "charged", got.Checkpoint)
-		assert.Equal(t, idem.StatusInProgress, got.Status)
+		assert.Equal(t, idemstore.StatusInProgress, got.Status)
 		assert.True(t, got.LeaseExpires.Equal(time.Unix(0, 0)), "lease ended: %v", got.LeaseExpires)
 
 		now := wallClock()
@@ -272,13 +274,13 @@ func TestRelease(t *testing.T) {
 		rec := record("release/completed", wallClock(), "tok")
 		seed(t, e.store, rec)
 		done := *rec
-		done.Status = idem.StatusCompleted
+		done.Status = idemstore.StatusCompleted
 		require.NoError(t, e.store.Complete(ctx, &done, nil))
 		require.ErrorIs(t, e.store.Release(ctx, rec.Key, "tok"), idem.ErrLeaseLost)
 		got, err := e.store.Get(ctx, rec.Key)
 		require.NoError(t, err)
 		require.NotNil(t, got)
-		assert.Equal(t, idem.StatusCompleted, got.Status)
+		assert.Equal(t, idemstore.StatusCompleted, got.Status)
 	})
 }
 
@@ -303,7 +305,7 @@ func TestExtendAndCheckpoint(t *testing.T) {
 	require.ErrorIs(t, e.store.Extend(ctx, "extend/absent", "tok", later), idem.ErrLeaseLost)
 
 	done := *rec
-	done.Status = idem.StatusCompleted
+	done.Status = idemstore.StatusCompleted
 	require.NoError(t, e.store.Complete(ctx, &done, nil))
 	require.ErrorIs(t, e.store.Extend(ctx, rec.Key, "tok", later), idem.ErrLeaseLost, "a completed record has no lease")
 	require.ErrorIs(t, e.store.SetCheckpoint(ctx, rec.Key, "tok", "x"), idem.ErrLeaseLost)
@@ -337,7 +339,7 @@ func TestFencing(t *testing.T) {
 	assert.Equal(t, "old", prev.LeaseToken)
 
 	lateDone := *old
-	lateDone.Status, lateDone.Data, lateDone.Encoding = idem.StatusCompleted, []byte(`"late"`), "json"
+	lateDone.Status, lateDone.Data, lateDone.Encoding = idemstore.StatusCompleted, []byte(`"late"`), "json"
 	require.ErrorIs(t, e.store.Complete(ctx, &lateDone, nil), idem.ErrLeaseLost)
 	require.ErrorIs(t, e.store.Release(ctx, old.Key, "old"), idem.ErrLeaseLost)
 	require.ErrorIs(t, e.store.Extend(ctx, old.Key, "old", takeoverAt.Add(time.Hour)), idem.ErrLeaseLost)
@@ -365,17 +367,17 @@ func TestTooLarge(t *testing.T) {
 			rec := record("too-large/"+name, wallClock(), "tok")
 			seed(t, e.store, rec)
 			done := *rec
-			done.Status, done.Data, done.Encoding = idem.StatusCompleted, big, "json+gzip"
+			done.Status, done.Data, done.Encoding = idemstore.StatusCompleted, big, "json+gzip"
 			var attached []any
 			if withAttachment {
 				attached = []any{l.add("acct-"+name, 1, false)}
 			}
 			err := e.store.Complete(ctx, &done, attached)
-			require.ErrorIs(t, err, idem.ErrTooLarge)
+			require.ErrorIs(t, err, idemstore.ErrTooLarge)
 			var apiErr smithy.APIError
 			assert.ErrorAs(t, err, &apiErr)
 
-			done.Data, done.Encoding = nil, idem.EncodingNone
+			done.Data, done.Encoding = nil, idemstore.EncodingNone
 			require.NoError(t, e.store.Complete(ctx, &done, attached), "completing without the body fits")
 		})
 	}
@@ -436,7 +438,7 @@ func TestSDKErrorsAreStoreErrors(t *testing.T) {
 	_, _, claimErr := store.Claim(ctx, record("k", now, "tok"), now)
 	_, getErr := store.Get(ctx, "k")
 	done := record("k", now, "tok")
-	done.Status = idem.StatusCompleted
+	done.Status = idemstore.StatusCompleted
 	cases := []struct {
 		op  string
 		err error
@@ -509,7 +511,7 @@ func TestLayouts(t *testing.T) {
 			require.NoError(t, e.store.Extend(ctx, rec.Key, "tok", now.Add(2*time.Minute)))
 
 			done := *rec
-			done.Status, done.Data, done.Encoding, done.LeaseExpires, done.Checkpoint = idem.StatusCompleted, []byte(`{}`), "json", time.Time{}, "cp"
+			done.Status, done.Data, done.Encoding, done.LeaseExpires, done.Checkpoint = idemstore.StatusCompleted, []byte(`{}`), "json", time.Time{}, "cp"
 			require.NoError(t, e.store.Complete(ctx, &done, nil))
 
 			prev, claimed, err = e.store.Claim(ctx, record(rec.Key, now, "tok2"), now)

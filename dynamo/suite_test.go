@@ -8,9 +8,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dynamo"
-	"github.com/idemkit/idem/internal/storetest"
+	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/idemstore/storetest"
 )
 
 // TestBehaviour runs the shared state-machine suite against DynamoDB Local, through Do
@@ -24,17 +24,17 @@ func TestBehaviour(t *testing.T) {
 func runBehaviour(t *testing.T, batch bool) {
 	var (
 		mu   sync.Mutex
-		envs = map[idem.Store]*env{}
+		envs = map[idemstore.Store]*env{}
 	)
 	storetest.Run(t, storetest.Harness{
-		NewStore: func(t *testing.T) idem.Store {
+		NewStore: func(t *testing.T) idemstore.Store {
 			e := newEnv(t)
 			mu.Lock()
 			defer mu.Unlock()
 			envs[e.store] = e
 			return e.store
 		},
-		NewCounter: func(t *testing.T, store idem.Store) (func(context.Context, int, bool) error, func() int) {
+		NewCounter: func(t *testing.T, store idemstore.Store) (func(context.Context, int, bool) error, func() int) {
 			mu.Lock()
 			e := envs[store]
 			mu.Unlock()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/emf"
+	"github.com/idemkit/idem/memstore"
 	"github.com/idemkit/idem/sqs"
 )
 
@@ -23,7 +24,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	guard, err := idem.New(idem.NewMemStore(), "create-order", idem.WithHooks(rec.Hooks()), idem.WithClock(stopped))
+	guard, err := idem.New(memstore.New(), "create-order", idem.WithHooks(rec.Hooks()), idem.WithClock(stopped))
 	if err != nil {
 		panic(err)
 	}
@@ -60,7 +61,7 @@ func ExampleRecorder_SQSHooks() {
 	if err != nil {
 		panic(err)
 	}
-	guard, err := idem.New(idem.NewMemStore(), "create-order")
+	guard, err := idem.New(memstore.New(), "create-order")
 	if err != nil {
 		panic(err)
 	}

@@ -15,7 +15,8 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/emf"
-	"github.com/idemkit/idem/internal/storetest"
+	"github.com/idemkit/idem/idemstore/storetest"
+	"github.com/idemkit/idem/memstore"
 	"github.com/idemkit/idem/sqs"
 )
 
@@ -28,7 +29,7 @@ func TestHooksCountEveryOutcome(t *testing.T) {
 	t.Parallel()
 	var out bytes.Buffer
 	r := newRecorder(t, &out, emf.WithDimension("Service", "orders"))
-	store := storetest.NewFaulty(idem.NewMemStore())
+	store := storetest.NewFaulty(memstore.New())
 	g, err := idem.New(store, "test", idem.WithHooks(r.Hooks()))
 	require.NoError(t, err)
 	ctx := context.Background()
@@ -90,7 +91,7 @@ func TestHooksCountLostLeases(t *testing.T) {
 	t.Parallel()
 	var out bytes.Buffer
 	r := newRecorder(t, &out)
-	store := storetest.NewFaulty(idem.NewMemStore())
+	store := storetest.NewFaulty(memstore.New())
 	g, err := idem.New(store, "test", idem.WithHooks(r.Hooks()))
 	require.NoError(t, err)
 	store.Fail("complete", idem.ErrLeaseLost, false)
@@ -121,7 +122,7 @@ func TestWrapFlushesEachSQSInvocation(t *testing.T) {
 	t.Parallel()
 	var out bytes.Buffer
 	r := newRecorder(t, &out, emf.WithDimension("Service", "credits"))
-	g, err := idem.New(idem.NewMemStore(), "test", idem.WithHooks(r.Hooks()))
+	g, err := idem.New(memstore.New(), "test", idem.WithHooks(r.Hooks()))
 	require.NoError(t, err)
 	h, err := sqs.New(g, func(_ context.Context, m events.SQSMessage) error {
 		if strings.Contains(m.Body, "frozen") {

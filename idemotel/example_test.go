@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemotel"
+	"github.com/idemkit/idem/memstore"
 )
 
 // order is the function's event.
@@ -32,7 +33,7 @@ func Example_otellambda() {
 	if err != nil {
 		panic(err)
 	}
-	guard, err := idem.New(idem.NewMemStore(), "create-order", idem.WithScope("orders"), idem.WithHooks(tracer.Hooks()))
+	guard, err := idem.New(memstore.New(), "create-order", idem.WithScope("orders"), idem.WithHooks(tracer.Hooks()))
 	if err != nil {
 		panic(err)
 	}
@@ -99,7 +100,7 @@ func ExampleNew() {
 	if err != nil {
 		panic(err)
 	}
-	guard, err := idem.New(idem.NewMemStore(), "create-order", idem.WithHooks(tracer.Hooks()))
+	guard, err := idem.New(memstore.New(), "create-order", idem.WithHooks(tracer.Hooks()))
 	if err != nil {
 		panic(err)
 	}

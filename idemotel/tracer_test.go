@@ -18,7 +18,8 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemotel"
-	"github.com/idemkit/idem/internal/storetest"
+	"github.com/idemkit/idem/idemstore/storetest"
+	"github.com/idemkit/idem/memstore"
 )
 
 // rawKey stands for a caller's key that is personal data.
@@ -63,7 +64,7 @@ func newRig(t *testing.T) *rig {
 	var err error
 	r.tracer, err = idemotel.New(idemotel.WithTracerProvider(r.tp), idemotel.WithClock(r.clock))
 	require.NoError(t, err)
-	r.store = storetest.NewFaulty(idem.NewMemStore())
+	r.store = storetest.NewFaulty(memstore.New())
 	r.guard, err = idem.New(r.store, "test", idem.WithScope("orders"), idem.WithClock(r.clock), idem.WithHooks(r.tracer.Hooks()))
 	require.NoError(t, err)
 	return r

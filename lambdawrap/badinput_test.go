@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/lambdawrap"
 )
 
@@ -104,7 +104,7 @@ func TestBadInput(t *testing.T) {
 			opts:   []lambdawrap.Option{lambdawrap.WithHeader("x-request-token")},
 			status: 201, runs: 1, replayed: true},
 	}
-	forEachStore(t, func(t *testing.T, store idem.Store) {
+	forEachStore(t, func(t *testing.T, store idemstore.Store) {
 		for _, name := range baseFixtures() {
 			for _, tc := range tests {
 				t.Run(name+"/"+tc.name, func(t *testing.T) {

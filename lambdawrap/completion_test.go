@@ -15,24 +15,26 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/lambdawrap"
+	"github.com/idemkit/idem/memstore"
 )
 
 // completeFailStore is a working store whose first completions fail with err, as a
 // DynamoDB that stops answering after the claim, or a cancelled transaction, would.
 type completeFailStore struct {
-	idem.Store
+	idemstore.Store
 	err   error
 	fails atomic.Int64 // completions left to fail
 }
 
-func newCompleteFailStore(store idem.Store, err error, fails int64) *completeFailStore {
+func newCompleteFailStore(store idemstore.Store, err error, fails int64) *completeFailStore {
 	s := &completeFailStore{Store: store, err: err}
 	s.fails.Store(fails)
 	return s
 }
 
-func (s *completeFailStore) Complete(ctx context.Context, rec *idem.Record, attached []any) error {
+func (s *completeFailStore) Complete(ctx context.Context, rec *idemstore.Record, attached []any) error {
 	if s.fails.Add(-1) >= 0 {
 		return s.err
 	}
@@ -74,7 +76,7 @@ func (l *logRecords) levels(t testing.TB) []string {
 // progress until its lease ends.
 func TestCompletionFailed(t *testing.T) {
 	t.Parallel()
-	forEachSource(t, func(t *testing.T, store idem.Store, ev *event) {
+	forEachSource(t, func(t *testing.T, store idemstore.Store, ev *event) {
 		var logs logRecords
 		a := &app{}
 		h := a.handler(t, ev.kind, newGuard(t, newCompleteFailStore(store, errUnavailable, 1<<30)), lambdawrap.WithLogger(logs.logger()))
@@ -101,8 +103,8 @@ func TestCompletionFailed(t *testing.T) {
 // the handler again.
 func TestCompletionNotCommitted(t *testing.T) {
 	t.Parallel()
-	notCommitted := fmt.Errorf("store: transaction cancelled: %w", idem.ErrNotCommitted)
-	forEachSource(t, func(t *testing.T, store idem.Store, ev *event) {
+	notCommitted := fmt.Errorf("store: transaction cancelled: %w", idemstore.ErrNotCommitted)
+	forEachSource(t, func(t *testing.T, store idemstore.Store, ev *event) {
 		a := &app{}
 		h := a.handler(t, ev.kind, newGuard(t, newCompleteFailStore(store, notCommitted, 1)))
 		ctx := invokeCtx(t)
@@ -127,7 +129,7 @@ func TestCompletionNotCommitted(t *testing.T) {
 // committed, it returns the error, and the retry runs again.
 func TestWrapCompletionFailed(t *testing.T) {
 	t.Parallel()
-	notCommitted := fmt.Errorf("store: transaction cancelled: %w", idem.ErrNotCommitted)
+	notCommitted := fmt.Errorf("store: transaction cancelled: %w", idemstore.ErrNotCommitted)
 	tests := []struct {
 		name    string
 		err     error
@@ -137,7 +139,7 @@ func TestWrapCompletionFailed(t *testing.T) {
 		runs            int64
 	}{
 		{name: "completion failed", err: errUnavailable, retryInProgress: true, runs: 1},
-		{name: "not committed", err: notCommitted, wantErr: idem.ErrNotCommitted, runs: 2},
+		{name: "not committed", err: notCommitted, wantErr: idemstore.ErrNotCommitted, runs: 2},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -150,7 +152,7 @@ func TestWrapCompletionFailed(t *testing.T) {
 			if tc.err == errUnavailable {
 				fails = 1 << 30 // every resend fails too
 			}
-			g := newGuard(t, newCompleteFailStore(idem.NewMemStore(), tc.err, fails))
+			g := newGuard(t, newCompleteFailStore(memstore.New(), tc.err, fails))
 			h, err := lambdawrap.Wrap(g, c.charge, key, lambdawrap.WithLogger(logs.logger()))
 			require.NoError(t, err)
 			lh := invoker{h: h}
@@ -181,7 +183,7 @@ func TestWrapCompletionFailed(t *testing.T) {
 // cannot be learnt.
 type unreadableStore struct{ *completeFailStore }
 
-func (s unreadableStore) Get(context.Context, string) (*idem.Record, error) {
+func (s unreadableStore) Get(context.Context, string) (*idemstore.Record, error) {
 	return nil, errUnavailable
 }
 
@@ -201,7 +203,7 @@ func TestCompletionWithAttachedWritesUnknown(t *testing.T) {
 		}
 		return events.APIGatewayV2HTTPResponse{StatusCode: 201, Body: fmt.Sprintf(`{"order":"ord-%d"}`, n)}, nil
 	}
-	store := unreadableStore{newCompleteFailStore(idem.NewMemStore(), errUnavailable, 1<<30)}
+	store := unreadableStore{newCompleteFailStore(memstore.New(), errUnavailable, 1<<30)}
 	h, err := lambdawrap.HTTPAPI(newGuard(t, store), handler, lambdawrap.WithLogger(logs.logger()))
 	require.NoError(t, err)
 	ev := loadEvent(t, "apigw-v2-post-with-key")

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/lambdawrap"
 )
 
@@ -30,7 +31,7 @@ func invokeCtx(t testing.TB) context.Context {
 // The pair is kept in <fixture>.golden.json for review.
 func TestFixtures(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, store idem.Store) {
+	forEachStore(t, func(t *testing.T, store idemstore.Store) {
 		for _, name := range fixtures(t) {
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
@@ -86,8 +87,8 @@ func baseFixtures() []string {
 }
 
 // forEachSource runs test for every store and base fixture, in parallel.
-func forEachSource(t *testing.T, test func(t *testing.T, store idem.Store, ev *event)) {
-	forEachStore(t, func(t *testing.T, store idem.Store) {
+func forEachSource(t *testing.T, test func(t *testing.T, store idemstore.Store, ev *event)) {
+	forEachStore(t, func(t *testing.T, store idemstore.Store) {
 		for _, name := range baseFixtures() {
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
@@ -101,7 +102,7 @@ func forEachSource(t *testing.T, test func(t *testing.T, store idem.Store, ev *e
 // Retry-After and the handler runs once; after it completes, a retry replays.
 func TestConcurrentDuplicates(t *testing.T) {
 	t.Parallel()
-	forEachSource(t, func(t *testing.T, store idem.Store, ev *event) {
+	forEachSource(t, func(t *testing.T, store idemstore.Store, ev *event) {
 		a := &app{started: make(chan struct{}, 1), release: make(chan struct{})}
 		h := a.handler(t, ev.kind, newGuard(t, store))
 		ctx := invokeCtx(t)
@@ -148,7 +149,7 @@ func TestConcurrentDuplicates(t *testing.T) {
 // gets either 409 or the replay.
 func TestConcurrentRace(t *testing.T) {
 	t.Parallel()
-	forEachSource(t, func(t *testing.T, store idem.Store, ev *event) {
+	forEachSource(t, func(t *testing.T, store idemstore.Store, ev *event) {
 		a := &app{}
 		h := a.handler(t, ev.kind, newGuard(t, store))
 		ctx := invokeCtx(t)
@@ -187,7 +188,7 @@ func TestConcurrentRace(t *testing.T) {
 // TestKeyReusedWithAnotherBody: 422, and the handler does not run again.
 func TestKeyReusedWithAnotherBody(t *testing.T) {
 	t.Parallel()
-	forEachSource(t, func(t *testing.T, store idem.Store, ev *event) {
+	forEachSource(t, func(t *testing.T, store idemstore.Store, ev *event) {
 		a := &app{}
 		h := a.handler(t, ev.kind, newGuard(t, store))
 		ctx := invokeCtx(t)
@@ -212,7 +213,7 @@ func TestKeyReusedWithAnotherBody(t *testing.T) {
 // other way round mean 1. The second body reuses the key for another request: 422.
 func TestKeyReusedWithCaseFoldKeys(t *testing.T) {
 	t.Parallel()
-	forEachSource(t, func(t *testing.T, store idem.Store, ev *event) {
+	forEachSource(t, func(t *testing.T, store idemstore.Store, ev *event) {
 		a := &app{}
 		h := a.handler(t, ev.kind, newGuard(t, store))
 		ctx := invokeCtx(t)
@@ -239,7 +240,7 @@ func TestKeyReusedWithCaseFoldKeys(t *testing.T) {
 // retry runs the handler again.
 func TestNotStored(t *testing.T) {
 	t.Parallel()
-	forEachSource(t, func(t *testing.T, store idem.Store, ev *event) {
+	forEachSource(t, func(t *testing.T, store idemstore.Store, ev *event) {
 		a := &app{}
 		h := a.handler(t, ev.kind, newGuard(t, store))
 		ctx := invokeCtx(t)
@@ -271,7 +272,7 @@ func TestNotStored(t *testing.T) {
 // the other's response.
 func TestTenants(t *testing.T) {
 	t.Parallel()
-	forEachSource(t, func(t *testing.T, store idem.Store, ev *event) {
+	forEachSource(t, func(t *testing.T, store idemstore.Store, ev *event) {
 		a := &app{}
 		h := a.handler(t, ev.kind, newGuard(t, store))
 		ctx := invokeCtx(t)
@@ -319,7 +320,7 @@ func TestStoreUnavailable(t *testing.T) {
 // after, and the timed-out invocation, should it finish late, cannot overwrite the result.
 func TestLambdaDeadline(t *testing.T) {
 	t.Parallel()
-	forEachSource(t, func(t *testing.T, store idem.Store, ev *event) {
+	forEachSource(t, func(t *testing.T, store idemstore.Store, ev *event) {
 		clock := newClock()
 		g := newGuard(t, store, idem.WithClock(clock), idem.WithLeaseMargin(2*time.Second))
 		a := &app{started: make(chan struct{}, 2), release: make(chan struct{}), hold: 1}

@@ -19,6 +19,7 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dynamo"
 	"github.com/idemkit/idem/lambdawrap"
+	"github.com/idemkit/idem/memstore"
 )
 
 // ordersAPI has an HTTP API handler that is not idempotent on its own: every call creates a
@@ -51,7 +52,7 @@ func orderRequest(key, body string) events.APIGatewayV2HTTPRequest {
 }
 
 func newExampleGuard() *idem.Guard {
-	guard, err := idem.New(idem.NewMemStore(), "create-order", idem.WithScope("orders-api"))
+	guard, err := idem.New(memstore.New(), "create-order", idem.WithScope("orders-api"))
 	if err != nil {
 		panic(err)
 	}

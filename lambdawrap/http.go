@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore"
 )
 
 // ErrNotCacheable is the error a guarded HTTP handler's response presents to the guard when
@@ -213,7 +214,7 @@ func (w *httpWrapper[In, Out]) failure(ctx context.Context, err error, multi boo
 		w.c.logger.ErrorContext(ctx, "lambdawrap: the handler ran, but whether its attached writes committed is unknown", "error", err)
 		return w.reply(problem(http.StatusServiceUnavailable, ProblemOutcomeUnknown,
 			"the request ran, but whether its outcome committed is unknown; retry after Retry-After to learn it", StoreRetryAfter, multi))
-	case errors.Is(err, idem.ErrNotCommitted): // before ErrStore, which it may also satisfy
+	case errors.Is(err, idemstore.ErrNotCommitted): // before ErrStore, which it may also satisfy
 		w.c.logger.ErrorContext(ctx, "lambdawrap: the handler's outcome was not committed; the key was released", "error", err)
 		return w.reply(problem(http.StatusServiceUnavailable, ProblemNotCommitted,
 			"the request ran, but nothing of its outcome was committed; a retry runs it again", StoreRetryAfter, multi))

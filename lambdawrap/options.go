@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
+
+	"github.com/idemkit/idem"
 )
 
 // Defaults of the options.
@@ -72,7 +74,9 @@ func newConfig(opts []Option) (*config, error) {
 	return c, nil
 }
 
-func optErr(name, msg string) error { return fmt.Errorf("lambdawrap: %s: %s", name, msg) }
+func optErr(name, msg string) error {
+	return fmt.Errorf("%w: lambdawrap: %s: %s", idem.ErrInvalidOption, name, msg)
+}
 
 func methodSet(methods []string) map[string]bool {
 	m := make(map[string]bool, len(methods))
@@ -205,7 +209,7 @@ func WithFingerprintJMESPath(expr string) Option {
 	return func(c *config) error {
 		q, err := compileJMESPath(expr)
 		if err != nil {
-			return fmt.Errorf("lambdawrap: WithFingerprintJMESPath: %w", err)
+			return fmt.Errorf("%w: lambdawrap: WithFingerprintJMESPath: %w", idem.ErrInvalidOption, err)
 		}
 		c.fingerprint = q
 		return nil

@@ -41,7 +41,7 @@ const (
 	// so the request was not processed. Retry after Retry-After.
 	ProblemStoreUnavailable = problemBase + "ProblemStoreUnavailable"
 	// ProblemNotCommitted (503): the handler ran, but the store committed nothing of its
-	// outcome (see [idem.ErrNotCommitted]): neither the record nor the writes attached to
+	// outcome (see [idemstore.ErrNotCommitted]): neither the record nor the writes attached to
 	// it (see [idem.Attach]). The key was released, so a retry after Retry-After runs the
 	// handler again.
 	ProblemNotCommitted = problemBase + "ProblemNotCommitted"

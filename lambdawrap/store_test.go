@@ -11,23 +11,25 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dynamo"
+	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/internal/ddblocal"
 	"github.com/idemkit/idem/internal/samtemplate"
+	"github.com/idemkit/idem/memstore"
 )
 
 // storeCase names a Store the behaviour tests run against.
 type storeCase struct {
 	name string
 	// open returns a fresh store that lasts until t ends.
-	open func(t *testing.T) idem.Store
+	open func(t *testing.T) idemstore.Store
 }
 
 // stores are the in-memory store and the DynamoDB store on DynamoDB Local, with the
 // idempotency table of infra/template.yaml (skipped under -short).
 func stores() []storeCase {
 	return []storeCase{
-		{name: "mem", open: func(*testing.T) idem.Store { return idem.NewMemStore() }},
-		{name: "dynamodb", open: func(t *testing.T) idem.Store {
+		{name: "mem", open: func(*testing.T) idemstore.Store { return memstore.New() }},
+		{name: "dynamodb", open: func(t *testing.T) idemstore.Store {
 			client := ddblocal.Client(t)
 			tmpl, err := samtemplate.LoadRepo()
 			require.NoError(t, err)
@@ -41,7 +43,7 @@ func stores() []storeCase {
 
 // forEachStore runs test in a parallel subtest per store. The subtests of test share the
 // store (one table), so each guard gets its own scope (see newGuard).
-func forEachStore(t *testing.T, test func(t *testing.T, store idem.Store)) {
+func forEachStore(t *testing.T, test func(t *testing.T, store idemstore.Store)) {
 	for _, st := range stores() {
 		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
@@ -52,7 +54,7 @@ func forEachStore(t *testing.T, test func(t *testing.T, store idem.Store)) {
 
 // newGuard returns a guard over store, scoped by the test's name so tests sharing a store
 // never share a key.
-func newGuard(t testing.TB, store idem.Store, opts ...idem.Option) *idem.Guard {
+func newGuard(t testing.TB, store idemstore.Store, opts ...idem.Option) *idem.Guard {
 	t.Helper()
 	g, err := idem.New(store, "test", append([]idem.Option{idem.WithScope(t.Name())}, opts...)...)
 	require.NoError(t, err)
@@ -62,7 +64,7 @@ func newGuard(t testing.TB, store idem.Store, opts ...idem.Option) *idem.Guard {
 // memGuard returns a guard over a fresh in-memory store.
 func memGuard(t testing.TB, opts ...idem.Option) *idem.Guard {
 	t.Helper()
-	return newGuard(t, idem.NewMemStore(), opts...)
+	return newGuard(t, memstore.New(), opts...)
 }
 
 // failingStore fails every operation, as an unreachable DynamoDB would.
@@ -70,13 +72,15 @@ type failingStore struct{}
 
 var errUnavailable = errors.New("store: connection refused")
 
-func (failingStore) Claim(context.Context, *idem.Record, time.Time) (*idem.Record, bool, error) {
+func (failingStore) Claim(context.Context, *idemstore.Record, time.Time) (*idemstore.Record, bool, error) {
 	return nil, false, errUnavailable
 }
-func (failingStore) Get(context.Context, string) (*idem.Record, error)       { return nil, errUnavailable }
-func (failingStore) Complete(context.Context, *idem.Record, []any) error     { return errUnavailable }
-func (failingStore) Release(context.Context, string, string) error           { return errUnavailable }
-func (failingStore) Extend(context.Context, string, string, time.Time) error { return errUnavailable }
+func (failingStore) Get(context.Context, string) (*idemstore.Record, error) {
+	return nil, errUnavailable
+}
+func (failingStore) Complete(context.Context, *idemstore.Record, []any) error { return errUnavailable }
+func (failingStore) Release(context.Context, string, string) error            { return errUnavailable }
+func (failingStore) Extend(context.Context, string, string, time.Time) error  { return errUnavailable }
 func (failingStore) SetCheckpoint(context.Context, string, string, string) error {
 	return errUnavailable
 }

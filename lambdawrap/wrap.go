@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore"
 )
 
 // KeyFunc returns the idempotency key of an event. An empty key, or an error, means the
@@ -31,7 +32,7 @@ type KeyFunc[In any] func(In) (string, error)
 // If h succeeded but the store failed to record its outcome, the handler returns h's
 // result and no error, so that Lambda does not retry work that happened, and logs the
 // failure at ERROR ([WithLogger]); a duplicate arriving after the lease ends may run h
-// again. If the store committed nothing ([idem.ErrNotCommitted]), that error is returned:
+// again. If the store committed nothing ([idemstore.ErrNotCommitted]), that error is returned:
 // the key was released, and the retry runs h again. The lease on the key ends at the
 // invocation's deadline plus the guard's margin, so a timed-out invocation does not block
 // its retries for long.
@@ -40,7 +41,7 @@ type KeyFunc[In any] func(In) (string, error)
 // are invalid here. The returned handler is safe for concurrent use.
 func Wrap[In, Out any](g *idem.Guard, h func(context.Context, In) (Out, error), key KeyFunc[In], opts ...Option) (func(context.Context, In) (Out, error), error) {
 	if g == nil || h == nil || key == nil {
-		return nil, errors.New("lambdawrap: Wrap: guard, handler and key function must not be nil")
+		return nil, optErr("Wrap", "guard, handler and key function must not be nil")
 	}
 	c, err := newConfig(opts)
 	if err != nil {
@@ -98,9 +99,9 @@ func Wrap[In, Out any](g *idem.Guard, h func(context.Context, In) (Out, error), 
 
 // notRecorded reports whether err, from [idem.Do], says the handler ran but the store
 // failed to record its outcome, which is then neither committed nor known to be absent.
-// A completion that committed nothing ([idem.ErrNotCommitted]) released the key instead.
+// A completion that committed nothing ([idemstore.ErrNotCommitted]) released the key instead.
 func notRecorded(err error) bool {
-	return isOp(err, opComplete) && !errors.Is(err, idem.ErrNotCommitted)
+	return isOp(err, opComplete) && !errors.Is(err, idemstore.ErrNotCommitted)
 }
 
 // isOp reports whether err is an [idem.StoreError] of operation op.

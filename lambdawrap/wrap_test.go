@@ -241,7 +241,7 @@ func TestWrapConfig(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			h, err := lambdawrap.Wrap(tc.g, c.charge, tc.key, tc.opts...)
-			require.Error(t, err)
+			require.ErrorIs(t, err, idem.ErrInvalidOption)
 			assert.Nil(t, h)
 			assert.Contains(t, err.Error(), tc.want)
 		})
@@ -257,24 +257,25 @@ func TestHTTPConfig(t *testing.T) {
 		opts []lambdawrap.Option
 		want string
 	}{
-		{name: "no methods", opts: []lambdawrap.Option{lambdawrap.WithMethods()}, want: "lambdawrap: WithMethods: must name at least one method"},
-		{name: "bad method", opts: []lambdawrap.Option{lambdawrap.WithMethods("PO ST")}, want: `lambdawrap: WithMethods: "PO ST" is not a method name`},
-		{name: "bad header", opts: []lambdawrap.Option{lambdawrap.WithHeader("Idempotency Key")}, want: `lambdawrap: WithHeader: "Idempotency Key" is not a header name`},
-		{name: "nil cacheable", opts: []lambdawrap.Option{lambdawrap.WithCacheable(nil)}, want: "lambdawrap: WithCacheable: must not be nil"},
-		{name: "nil logger", opts: []lambdawrap.Option{lambdawrap.WithLogger(nil)}, want: "lambdawrap: WithLogger: must not be nil"},
+		{name: "no methods", opts: []lambdawrap.Option{lambdawrap.WithMethods()}, want: "idem: invalid option: lambdawrap: WithMethods: must name at least one method"},
+		{name: "bad method", opts: []lambdawrap.Option{lambdawrap.WithMethods("PO ST")}, want: `idem: invalid option: lambdawrap: WithMethods: "PO ST" is not a method name`},
+		{name: "bad header", opts: []lambdawrap.Option{lambdawrap.WithHeader("Idempotency Key")}, want: `idem: invalid option: lambdawrap: WithHeader: "Idempotency Key" is not a header name`},
+		{name: "nil cacheable", opts: []lambdawrap.Option{lambdawrap.WithCacheable(nil)}, want: "idem: invalid option: lambdawrap: WithCacheable: must not be nil"},
+		{name: "nil logger", opts: []lambdawrap.Option{lambdawrap.WithLogger(nil)}, want: "idem: invalid option: lambdawrap: WithLogger: must not be nil"},
 		{name: "tenant of another shape", opts: []lambdawrap.Option{lambdawrap.WithTenant(lambdawrap.TenantREST)},
-			want: "lambdawrap: WithTenant: takes events.APIGatewayProxyRequest, the handler takes events.APIGatewayV2HTTPRequest"},
+			want: "idem: invalid option: lambdawrap: WithTenant: takes events.APIGatewayProxyRequest, the handler takes events.APIGatewayV2HTTPRequest"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			_, err := lambdawrap.HTTPAPI(g, a.httpAPI, tc.opts...)
-			require.Error(t, err)
+			require.ErrorIs(t, err, idem.ErrInvalidOption)
 			assert.Equal(t, tc.want, err.Error())
 		})
 	}
 	_, err := lambdawrap.REST(nil, a.rest)
-	assert.EqualError(t, err, "lambdawrap: REST: guard and handler must not be nil")
+	require.ErrorIs(t, err, idem.ErrInvalidOption)
+	assert.EqualError(t, err, "idem: invalid option: lambdawrap: REST: guard and handler must not be nil")
 	_, err = lambdawrap.ALB(g, nil)
-	assert.EqualError(t, err, "lambdawrap: ALB: guard and handler must not be nil")
+	assert.EqualError(t, err, "idem: invalid option: lambdawrap: ALB: guard and handler must not be nil")
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/memstore"
 	"github.com/idemkit/idem/sqs"
 )
 
@@ -19,7 +21,7 @@ import (
 type backend struct {
 	name string
 	// open returns a fresh store and a ledger beside it.
-	open func(t *testing.T) (idem.Store, ledger)
+	open func(t *testing.T) (idemstore.Store, ledger)
 	// opts come before a scenario's own handler options: the path under test.
 	opts []sqs.Option
 }
@@ -33,8 +35,8 @@ type ledger interface {
 }
 
 func memBackend() backend {
-	return backend{name: "mem", open: func(*testing.T) (idem.Store, ledger) {
-		return idem.NewMemStore(), &memLedger{balances: map[string]int{}}
+	return backend{name: "mem", open: func(*testing.T) (idemstore.Store, ledger) {
+		return memstore.New(), &memLedger{balances: map[string]int{}}
 	}}
 }
 
@@ -102,7 +104,7 @@ func expectedBalances(t testing.TB, evs ...events.SQSEvent) map[string]int {
 // env is one scenario's world: a store, a ledger, a recording handler and the sqs.Handler
 // around it.
 type env struct {
-	store   idem.Store
+	store   idemstore.Store
 	ledger  ledger
 	rec     *recorder
 	guard   *idem.Guard

@@ -12,7 +12,9 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dynamo"
+	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/internal/ddbcount"
+	"github.com/idemkit/idem/memstore"
 	"github.com/idemkit/idem/sqs"
 )
 
@@ -28,10 +30,10 @@ import (
 func BenchmarkBatch(b *testing.B) {
 	stores := []struct {
 		name string
-		open func(b *testing.B) (idem.Store, *countingAPI)
+		open func(b *testing.B) (idemstore.Store, *countingAPI)
 	}{
-		{"mem", func(*testing.B) (idem.Store, *countingAPI) { return idem.NewMemStore(), nil }},
-		{"dynamodb", func(b *testing.B) (idem.Store, *countingAPI) {
+		{"mem", func(*testing.B) (idemstore.Store, *countingAPI) { return memstore.New(), nil }},
+		{"dynamodb", func(b *testing.B) (idemstore.Store, *countingAPI) {
 			client, idemTable, _ := ddbTables(b)
 			api := ddbcount.New(client)
 			store, err := dynamo.New(api, idemTable)

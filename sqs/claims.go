@@ -91,13 +91,16 @@ func (b *batch) settleWhenLate(ctx context.Context) (stop func()) {
 	return func() { close(done); wg.Wait() }
 }
 
+// errClaimUsed answers a message whose key's claim an earlier message of the batch used.
+var errClaimUsed = fmt.Errorf("sqs: the batch's claim of this key was used before the message started: %w", idem.ErrLeaseLost)
+
 // doClaimed runs message i's handler through the batch's claim of its key. A claim is used
 // by one message only: later messages with its key are duplicates of it, or come after it
 // was settled unstarted.
 func (b *batch) doClaimed(ctx context.Context, i int, fn func(context.Context) (struct{}, error)) (bool, error) {
 	c := b.state[i].claim
 	if b.claimUsed[c] {
-		return false, idem.ErrSettled
+		return false, errClaimUsed
 	}
 	b.claimUsed[c] = true
 	_, replayed, err := idem.DoClaimed(ctx, b.claims, c, fn)

@@ -13,24 +13,26 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/storetest"
+	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/idemstore/storetest"
+	"github.com/idemkit/idem/memstore"
 	"github.com/idemkit/idem/sqs"
 )
 
 // failingCompletions is an in-memory batch store whose batch completion fails for chosen
 // keys, as DynamoDB does for a lost lease or a failed statement.
 type failingCompletions struct {
-	*idem.MemStore
+	*memstore.Store
 
 	mu   sync.Mutex
 	fail map[string]error // stored key → error
 }
 
-func (s *failingCompletions) CompleteMany(ctx context.Context, recs []*idem.Record) []error {
+func (s *failingCompletions) CompleteMany(ctx context.Context, recs []*idemstore.Record) []error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	errs := make([]error, len(recs))
-	var ok []*idem.Record
+	var ok []*idemstore.Record
 	var at []int
 	for i, r := range recs {
 		if err := s.fail[r.Key]; err != nil {
@@ -39,7 +41,7 @@ func (s *failingCompletions) CompleteMany(ctx context.Context, recs []*idem.Reco
 		}
 		ok, at = append(ok, r), append(at, i)
 	}
-	for j, err := range s.MemStore.CompleteMany(ctx, ok) {
+	for j, err := range s.Store.CompleteMany(ctx, ok) {
 		errs[at[j]] = err
 	}
 	return errs
@@ -47,14 +49,14 @@ func (s *failingCompletions) CompleteMany(ctx context.Context, recs []*idem.Reco
 
 // Complete fails for the chosen keys too, so that a guard resending a failed batched
 // completion alone meets the same failure.
-func (s *failingCompletions) Complete(ctx context.Context, rec *idem.Record, attached []any) error {
+func (s *failingCompletions) Complete(ctx context.Context, rec *idemstore.Record, attached []any) error {
 	s.mu.Lock()
 	err := s.fail[rec.Key]
 	s.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	return s.MemStore.Complete(ctx, rec, attached)
+	return s.Store.Complete(ctx, rec, attached)
 }
 
 // TestBatchCompletionFailures fails the recording of a message that ran: it fails with the
@@ -72,7 +74,7 @@ func TestBatchCompletionFailures(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			store := &failingCompletions{MemStore: idem.NewMemStore(), fail: map[string]error{}}
+			store := &failingCompletions{Store: memstore.New(), fail: map[string]error{}}
 			guard, err := idem.New(store, "test")
 			require.NoError(t, err)
 			store.fail[storedKey(t, guard, "order-2042-credit")] = tc.err
@@ -124,7 +126,7 @@ func TestBatchSettlesNearTheDeadline(t *testing.T) {
 				// Until the settle at the margin has recorded message 0.
 				for until := time.Now().Add(30 * time.Second); time.Now().Before(until); time.Sleep(10 * time.Millisecond) {
 					rec, err := e.store.Get(ctx, first)
-					if err == nil && rec != nil && rec.Status == idem.StatusCompleted {
+					if err == nil && rec != nil && rec.Status == idemstore.StatusCompleted {
 						sawFirstDone = true
 						return
 					}
@@ -146,7 +148,7 @@ func TestBatchSettlesNearTheDeadline(t *testing.T) {
 				require.NoError(t, err)
 				if i < 2 {
 					require.NotNil(t, rec, i)
-					assert.Equal(t, idem.StatusCompleted, rec.Status, i)
+					assert.Equal(t, idemstore.StatusCompleted, rec.Status, i)
 				} else {
 					assert.Nil(t, rec, "message %d holds no claim", i)
 				}
@@ -184,7 +186,7 @@ func TestRedeliveredBatchesTakeThePerMessagePath(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			store := &storeCalls{MemStore: idem.NewMemStore()}
+			store := &storeCalls{Store: memstore.New()}
 			guard, err := idem.New(store, "test")
 			require.NoError(t, err)
 			h, err := sqs.New(guard, func(context.Context, events.SQSMessage) error { return nil }, tc.opts...)
@@ -228,7 +230,7 @@ func waitFor(t *testing.T, cond func() bool, msg string) {
 }
 
 // statusOf returns the status of key's record in e's store, or "" when there is none.
-func (e *env) statusOf(t *testing.T, key string) idem.Status {
+func (e *env) statusOf(t *testing.T, key string) idemstore.Status {
 	t.Helper()
 	rec, err := e.store.Get(context.Background(), storedKey(t, e.guard, key))
 	require.NoError(t, err)
@@ -278,7 +280,7 @@ func TestBatchRecordsOutcomesAfterTheEarlySettle(t *testing.T) {
 			clock.Advance(left - margin + time.Second) // the early settle
 			waitFor(t, func() bool { return e.statusOf(t, "c") == "" }, "the early settle released c")
 			finishA()
-			waitFor(t, func() bool { return e.statusOf(t, "a") == idem.StatusCompleted },
+			waitFor(t, func() bool { return e.statusOf(t, "a") == idemstore.StatusCompleted },
 				"a, finished after the early settle, is recorded while b still runs")
 			finishB()
 
@@ -286,7 +288,7 @@ func TestBatchRecordsOutcomesAfterTheEarlySettle(t *testing.T) {
 			rep := e.reports.last(t)
 			assert.Equal(t, 2, rep.Ran)
 			assert.Equal(t, map[sqs.Reason]int{sqs.ReasonNotStarted: 1}, rep.FailedBy())
-			assert.Equal(t, idem.StatusCompleted, e.statusOf(t, "b"))
+			assert.Equal(t, idemstore.StatusCompleted, e.statusOf(t, "b"))
 		})
 	}
 }

@@ -19,7 +19,7 @@
 //
 // On its own, a new message costs two store round trips (claim and complete), a replayed
 // one one, a duplicate within the batch none. With a store that claims and completes many
-// records at once ([idem.BatchStore], such as dynamo.Store), a standard-queue batch is
+// records at once ([idemstore.BatchStore], such as dynamo.Store), a standard-queue batch is
 // claimed in one round trip and its outcomes recorded in one more (see [WithBatchClaims];
 // the outcomes wait for the batch's end only while their leases last until the Lambda
 // deadline): ten new messages cost two DynamoDB calls instead of twenty, ten replays two

@@ -11,8 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dynamo"
+	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/internal/ddbcount"
 	"github.com/idemkit/idem/internal/ddblocal"
 	"github.com/idemkit/idem/internal/samtemplate"
@@ -21,7 +21,7 @@ import (
 // ddbBackend runs on DynamoDB Local, with the idempotency and ledger tables of
 // infra/template.yaml. It skips under -short.
 func ddbBackend() backend {
-	return backend{name: "dynamodb", open: func(t *testing.T) (idem.Store, ledger) {
+	return backend{name: "dynamodb", open: func(t *testing.T) (idemstore.Store, ledger) {
 		t.Helper()
 		client, idemTable, ledgerTable := ddbTables(t)
 		store, err := dynamo.New(client, idemTable)

@@ -14,6 +14,8 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/memstore"
 	"github.com/idemkit/idem/sqs"
 )
 
@@ -39,7 +41,7 @@ func withKey(m events.SQSMessage, key string) events.SQSMessage {
 // A producer sent one credit twice, and SQS later delivered the batch again: the credit
 // is applied once, and nothing is reported for redelivery.
 func Example() {
-	guard, err := idem.New(idem.NewMemStore(), "credit-account", idem.WithScope("credits"))
+	guard, err := idem.New(memstore.New(), "credit-account", idem.WithScope("credits"))
 	if err != nil {
 		panic(err)
 	}
@@ -67,16 +69,16 @@ func Example() {
 }
 
 func ExampleNew() {
-	guard, _ := idem.New(idem.NewMemStore(), "credit-account")
+	guard, _ := idem.New(memstore.New(), "credit-account")
 	_, err := sqs.New(guard, func(context.Context, events.SQSMessage) error { return nil }, sqs.WithConcurrency(0))
 	fmt.Println(err)
-	// Output: sqs: WithConcurrency: must be at least 1
+	// Output: idem: invalid option: sqs: WithConcurrency: must be at least 1
 }
 
 // In a Lambda function, pass Handle to lambda.Start, and enable ReportBatchItemFailures on
 // the event source mapping.
 func ExampleHandler_Handle() {
-	guard, err := idem.New(idem.NewMemStore(), "credit-account") // dynamo.New(client, table) in production
+	guard, err := idem.New(memstore.New(), "credit-account") // dynamo.New(client, table) in production
 	if err != nil {
 		panic(err)
 	}
@@ -91,7 +93,7 @@ func ExampleHandler_Handle() {
 
 // Process reports what became of each message.
 func ExampleHandler_Process() {
-	guard, _ := idem.New(idem.NewMemStore(), "credit-account")
+	guard, _ := idem.New(memstore.New(), "credit-account")
 	h, _ := sqs.New(guard, func(_ context.Context, m events.SQSMessage) error {
 		if m.Body == "" {
 			return errors.New("empty credit")
@@ -137,7 +139,7 @@ func ExampleDefaultKey() {
 
 // On a FIFO queue, a failure holds back the rest of its message group; other groups go on.
 func ExampleWithConcurrency() {
-	guard, _ := idem.New(idem.NewMemStore(), "credit-account")
+	guard, _ := idem.New(memstore.New(), "credit-account")
 	h, _ := sqs.New(guard, func(_ context.Context, m events.SQSMessage) error {
 		if m.MessageId == "a-2" {
 			return errors.New("account locked")
@@ -160,7 +162,7 @@ func ExampleWithConcurrency() {
 
 // A key function can read the key from the body, falling back to the default.
 func ExampleWithKey() {
-	guard, _ := idem.New(idem.NewMemStore(), "credit-account")
+	guard, _ := idem.New(memstore.New(), "credit-account")
 	runs := 0
 	h, _ := sqs.New(guard, func(context.Context, events.SQSMessage) error { runs++; return nil },
 		sqs.WithConcurrency(1),
@@ -180,7 +182,7 @@ func ExampleWithKey() {
 // Fingerprint only the part of the body that matters, or return nil to turn payload
 // validation off.
 func ExampleWithFingerprint() {
-	guard, _ := idem.New(idem.NewMemStore(), "credit-account")
+	guard, _ := idem.New(memstore.New(), "credit-account")
 	h, _ := sqs.New(guard, func(context.Context, events.SQSMessage) error { return nil },
 		sqs.WithFingerprint(func(events.SQSMessage) ([]byte, error) { return nil, nil }))
 	ctx := context.Background()
@@ -193,7 +195,7 @@ func ExampleWithFingerprint() {
 // Messages are not started when less than the margin is left before the deadline; they
 // are reported, and SQS delivers them again.
 func ExampleWithDeadlineMargin() {
-	guard, _ := idem.New(idem.NewMemStore(), "credit-account")
+	guard, _ := idem.New(memstore.New(), "credit-account")
 	h, _ := sqs.New(guard, func(context.Context, events.SQSMessage) error { return nil },
 		sqs.WithDeadlineMargin(30*time.Second))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -205,7 +207,7 @@ func ExampleWithDeadlineMargin() {
 
 // Hooks feed metrics: one call per message, one per batch.
 func ExampleWithHooks() {
-	guard, _ := idem.New(idem.NewMemStore(), "credit-account")
+	guard, _ := idem.New(memstore.New(), "credit-account")
 	h, _ := sqs.New(guard, func(context.Context, events.SQSMessage) error { return nil },
 		sqs.WithConcurrency(1),
 		sqs.WithHooks(sqs.Hooks{
@@ -233,7 +235,7 @@ func ExampleWithLogger() {
 		return a
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{ReplaceAttr: drop}))
-	guard, _ := idem.New(idem.NewMemStore(), "credit-account")
+	guard, _ := idem.New(memstore.New(), "credit-account")
 	h, _ := sqs.New(guard, func(_ context.Context, m events.SQSMessage) error {
 		if m.Body == "" {
 			return errors.New("empty")
@@ -252,7 +254,7 @@ func ExampleWithClock() {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	late := func() time.Time { return deadline.Add(-time.Second) } // one second left
-	guard, _ := idem.New(idem.NewMemStore(), "credit-account")
+	guard, _ := idem.New(memstore.New(), "credit-account")
 	h, _ := sqs.New(guard, func(context.Context, events.SQSMessage) error { return nil },
 		sqs.WithClock(idem.ClockFunc(late)), sqs.WithDeadlineMargin(5*time.Second))
 	resp, _ := h.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{message("m-1", "{}")}})
@@ -262,28 +264,28 @@ func ExampleWithClock() {
 
 // storeCalls is an in-memory store that counts the calls a batch makes.
 type storeCalls struct {
-	*idem.MemStore
+	*memstore.Store
 	single, many atomic.Int32 // messages run concurrently
 }
 
-func (s *storeCalls) Claim(ctx context.Context, rec *idem.Record, now time.Time) (*idem.Record, bool, error) {
+func (s *storeCalls) Claim(ctx context.Context, rec *idemstore.Record, now time.Time) (*idemstore.Record, bool, error) {
 	s.single.Add(1)
-	return s.MemStore.Claim(ctx, rec, now)
+	return s.Store.Claim(ctx, rec, now)
 }
 
-func (s *storeCalls) Complete(ctx context.Context, rec *idem.Record, attached []any) error {
+func (s *storeCalls) Complete(ctx context.Context, rec *idemstore.Record, attached []any) error {
 	s.single.Add(1)
-	return s.MemStore.Complete(ctx, rec, attached)
+	return s.Store.Complete(ctx, rec, attached)
 }
 
-func (s *storeCalls) ClaimMany(ctx context.Context, recs []*idem.Record, now time.Time) []idem.ClaimResult {
+func (s *storeCalls) ClaimMany(ctx context.Context, recs []*idemstore.Record, now time.Time) []idemstore.ClaimResult {
 	s.many.Add(1)
-	return s.MemStore.ClaimMany(ctx, recs, now)
+	return s.Store.ClaimMany(ctx, recs, now)
 }
 
-func (s *storeCalls) CompleteMany(ctx context.Context, recs []*idem.Record) []error {
+func (s *storeCalls) CompleteMany(ctx context.Context, recs []*idemstore.Record) []error {
 	s.many.Add(1)
-	return s.MemStore.CompleteMany(ctx, recs)
+	return s.Store.CompleteMany(ctx, recs)
 }
 
 // Batch claims, on by default, claim a batch's keys in one store call and record its
@@ -295,7 +297,7 @@ func ExampleWithBatchClaims() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // the function timeout
 	defer cancel()
 	for _, on := range []bool{true, false} {
-		store := &storeCalls{MemStore: idem.NewMemStore()}
+		store := &storeCalls{Store: memstore.New()}
 		guard, _ := idem.New(store, "credit-account")
 		h, _ := sqs.New(guard, func(context.Context, events.SQSMessage) error { return nil },
 			sqs.WithBatchClaims(on))

@@ -28,10 +28,10 @@ type Handler struct {
 // return an error naming the option.
 func New(guard *idem.Guard, fn func(context.Context, events.SQSMessage) error, opts ...Option) (*Handler, error) {
 	if guard == nil {
-		return nil, errors.New("sqs: New: guard must not be nil")
+		return nil, optErr("New", "guard must not be nil")
 	}
 	if fn == nil {
-		return nil, errors.New("sqs: New: handler must not be nil")
+		return nil, optErr("New", "handler must not be nil")
 	}
 	cfg := defaultConfig()
 	for _, o := range opts {

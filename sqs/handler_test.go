@@ -13,7 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/internal/storetest"
+	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/idemstore/storetest"
+	"github.com/idemkit/idem/memstore"
 	"github.com/idemkit/idem/sqs"
 )
 
@@ -21,7 +23,7 @@ import (
 
 func TestNewRejectsBadOptions(t *testing.T) {
 	t.Parallel()
-	guard, err := idem.New(idem.NewMemStore(), "test")
+	guard, err := idem.New(memstore.New(), "test")
 	require.NoError(t, err)
 	tests := []struct {
 		name string
@@ -88,10 +90,10 @@ func TestFailureReasons(t *testing.T) {
 		{
 			name: "key in flight elsewhere",
 			before: func(t *testing.T, u *unit) {
-				_, _, err := u.store.Claim(context.Background(), &idem.Record{
-					Key: storedKey(t, u.guard, u.msg.MessageId), Status: idem.StatusInProgress,
+				_, _, err := u.store.Claim(context.Background(), &idemstore.Record{
+					Key: storedKey(t, u.guard, u.msg.MessageId), Status: idemstore.StatusInProgress,
 					Expires: time.Now().Add(time.Hour), LeaseExpires: time.Now().Add(time.Minute),
-					LeaseToken: "other", Version: idem.SchemaVersion,
+					LeaseToken: "other", Version: idemstore.SchemaVersion,
 				}, time.Now())
 				require.NoError(t, err)
 			},
@@ -170,7 +172,7 @@ func TestFailureReasons(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			store := storetest.NewFaulty(idem.NewMemStore())
+			store := storetest.NewFaulty(memstore.New())
 			guard, err := idem.New(store, "test", tc.guardOpts...)
 			require.NoError(t, err)
 			u := &unit{store: store, guard: guard, rec: newRecorder(), msg: loadEvent(t, "sqs-standard-ten").Records[0]}
@@ -375,11 +377,11 @@ func TestMessageDeliveredTwiceInABatchIsReportedOnce(t *testing.T) {
 // cancelingStore ends the invocation's context as the claim arrives, as a Lambda deadline
 // would between the deadline check and the claim.
 type cancelingStore struct {
-	idem.Store
+	idemstore.Store
 	cancel context.CancelFunc
 }
 
-func (s cancelingStore) Claim(ctx context.Context, rec *idem.Record, now time.Time) (*idem.Record, bool, error) {
+func (s cancelingStore) Claim(ctx context.Context, rec *idemstore.Record, now time.Time) (*idemstore.Record, bool, error) {
 	s.cancel()
 	return s.Store.Claim(ctx, rec, now)
 }
@@ -388,7 +390,7 @@ func TestContextEndingAtTheClaimIsNotStarted(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	guard, err := idem.New(cancelingStore{Store: idem.NewMemStore(), cancel: cancel}, "test")
+	guard, err := idem.New(cancelingStore{Store: memstore.New(), cancel: cancel}, "test")
 	require.NoError(t, err)
 	rs, rec := &reports{}, newRecorder()
 	h, err := sqs.New(guard, rec.handle, sqs.WithHooks(rs.hooks()))

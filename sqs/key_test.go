@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/memstore"
 	"github.com/idemkit/idem/sqs"
 )
 
@@ -159,7 +160,7 @@ func FuzzProcess(f *testing.F) {
 		if json.Unmarshal(raw, &ev) != nil {
 			return
 		}
-		guard, err := idem.New(idem.NewMemStore(), "test")
+		guard, err := idem.New(memstore.New(), "test")
 		require.NoError(t, err)
 		rec := newRecorder()
 		h, err := sqs.New(guard, rec.handle)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/jsonlines"
+	"github.com/idemkit/idem/memstore"
 	"github.com/idemkit/idem/sqs"
 )
 
@@ -36,7 +37,7 @@ func TestFailedMessageLogLines(t *testing.T) {
 			t.Parallel()
 			var out bytes.Buffer
 			logger := slog.New(slog.NewJSONHandler(&out, &slog.HandlerOptions{Level: slog.LevelWarn}))
-			guard, err := idem.New(idem.NewMemStore(), "test")
+			guard, err := idem.New(memstore.New(), "test")
 			require.NoError(t, err)
 			h, err := sqs.New(guard, func(_ context.Context, m events.SQSMessage) error {
 				switch m.MessageId {

@@ -43,7 +43,7 @@ func (b *batch) process(ctx context.Context, unit []int, i int) {
 		o.Status = StatusReplayed
 	case err == nil:
 		o.Status = StatusRan
-	case errors.Is(err, idem.ErrSettled):
+	case !ran && errors.Is(err, idem.ErrLeaseLost):
 		// The batch's claims were settled, near the deadline, before this message started.
 		st.tried = false
 		b.fail(o, ReasonNotStarted, fmt.Errorf("%w: %w", ErrNotStarted, err))

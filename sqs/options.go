@@ -52,7 +52,9 @@ func defaultConfig() config {
 	}
 }
 
-func optErr(name, msg string) error { return fmt.Errorf("sqs: %s: %s", name, msg) }
+func optErr(name, msg string) error {
+	return fmt.Errorf("%w: sqs: %s: %s", idem.ErrInvalidOption, name, msg)
+}
 
 // WithConcurrency sets how many messages are processed at once: on a standard queue, up to n
 // messages run concurrently; on a FIFO queue, up to n message groups, each in order. Default
@@ -164,7 +166,7 @@ func WithClock(clock idem.Clock) Option {
 // message then runs (or replays, or fails) as on the per-message path, and the outcome of a
 // handler that ran waits to be recorded with the others once every message has finished,
 // provided its lease lasts until the Lambda deadline (ctx.Deadline()), before which the
-// batch ends. With a store that implements [idem.BatchStore], such as dynamo.Store, a batch
+// batch ends. With a store that implements [idemstore.BatchStore], such as dynamo.Store, a batch
 // of new messages then costs one claim round trip and one completion round trip per store
 // batch (25 messages for DynamoDB) instead of two per message, and a batch of replays two
 // instead of one per message (which the per-message path makes concurrently: one round

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemkit/idem/internal/storetest"
+	"github.com/idemkit/idem/idemstore/storetest"
 	"github.com/idemkit/idem/sqs"
 )
 

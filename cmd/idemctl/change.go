@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore"
 )
 
 // action is a change idemctl can make to a record.
@@ -82,18 +82,18 @@ func (a *app) change(ctx context.Context, act action, args []string) error {
 }
 
 // applies refuses an action that does not fit the record as shown.
-func applies(act action, rec *idem.Record, v view, token string) error {
+func applies(act action, rec *idemstore.Record, v view, token string) error {
 	if token != "" && !strings.HasPrefix(rec.LeaseToken, token) {
 		return fmt.Errorf("%w: the owner token is %s, not %s…: the record is not the one you meant", errRefused, cut(v.OwnerToken), token)
 	}
 	switch {
 	case v.State == stateExpired:
 		return fmt.Errorf("%w: the record has expired and already counts as absent: the next request runs", errRefused)
-	case act == actionRelease && rec.Status != idem.StatusInProgress:
+	case act == actionRelease && rec.Status != idemstore.StatusInProgress:
 		return fmt.Errorf("%w: release ends the lease of an in-progress record; this one is %s (delete forgets a result)", errRefused, rec.Status)
 	case act == actionRelease && v.State == stateLeaseEnded:
 		return fmt.Errorf("%w: the lease has already ended: the next request with the key takes it over, nothing to release", errRefused)
-	case act == actionDelete && rec.Status == idem.StatusInProgress:
+	case act == actionDelete && rec.Status == idemstore.StatusInProgress:
 		return fmt.Errorf("%w: the record is in progress; release a dead owner's lease instead of deleting it", errRefused)
 	}
 	return nil
@@ -164,7 +164,7 @@ func (t *table) apply(ctx context.Context, act action, shown map[string]types.At
 }
 
 // done says what happened and what comes next.
-func done(act action, rec *idem.Record) string {
+func done(act action, rec *idemstore.Record) string {
 	if act == actionDelete {
 		return "Deleted: the next request with this key runs the handler again."
 	}

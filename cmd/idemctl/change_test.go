@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore"
 )
 
 const deadToken = "deadbeefdeadbeefdeadbeefdeadbeef"
@@ -33,7 +34,7 @@ func TestReleaseTakeover(t *testing.T) {
 
 	rec := e.get(t, "order-1")
 	require.NotNil(t, rec)
-	assert.Equal(t, idem.StatusInProgress, rec.Status)
+	assert.Equal(t, idemstore.StatusInProgress, rec.Status)
 	assert.Equal(t, deadToken, rec.LeaseToken)
 	assert.Equal(t, "payment_charged", rec.Checkpoint, "the checkpoint stays")
 	assert.Equal(t, e.now.Truncate(time.Millisecond).UTC(), rec.LeaseExpires, "the lease ends at release")
@@ -61,7 +62,7 @@ func TestChangeConditional(t *testing.T) {
 		action string
 		setup  func(t *testing.T, e *env)
 		race   func(t *testing.T, e *env) // another writer, after the record was shown
-		want   func(t *testing.T, e *env, rec *idem.Record)
+		want   func(t *testing.T, e *env, rec *idemstore.Record)
 	}{
 		{
 			name: "release: owner heartbeat", action: "release",
@@ -69,7 +70,7 @@ func TestChangeConditional(t *testing.T) {
 			race: func(t *testing.T, e *env) {
 				require.NoError(t, e.store.Extend(ctx, e.key(t, "k"), deadToken, e.now.Add(5*time.Minute)))
 			},
-			want: func(t *testing.T, e *env, rec *idem.Record) {
+			want: func(t *testing.T, e *env, rec *idemstore.Record) {
 				assert.Equal(t, e.now.Add(5*time.Minute).Add(time.Millisecond-1).Truncate(time.Millisecond).UTC(), rec.LeaseExpires, "the store writes an end rounded up")
 			},
 		},
@@ -79,16 +80,18 @@ func TestChangeConditional(t *testing.T) {
 			race: func(t *testing.T, e *env) {
 				require.NoError(t, e.store.SetCheckpoint(ctx, e.key(t, "k"), deadToken, "two"))
 			},
-			want: func(t *testing.T, _ *env, rec *idem.Record) { assert.Equal(t, "two", rec.Checkpoint) },
+			want: func(t *testing.T, _ *env, rec *idemstore.Record) { assert.Equal(t, "two", rec.Checkpoint) },
 		},
 		{
 			name: "release: owner completed", action: "release",
 			setup: func(t *testing.T, e *env) { e.claim(t, "k", deadToken, e.now.Add(time.Minute), "") },
 			race: func(t *testing.T, e *env) {
-				require.NoError(t, e.store.Complete(ctx, &idem.Record{Key: e.key(t, "k"), Status: idem.StatusCompleted,
+				require.NoError(t, e.store.Complete(ctx, &idemstore.Record{Key: e.key(t, "k"), Status: idemstore.StatusCompleted,
 					LeaseToken: deadToken, Expires: e.now.Add(time.Hour), Data: []byte(`"ok"`), Encoding: "json", Version: 1}, nil))
 			},
-			want: func(t *testing.T, _ *env, rec *idem.Record) { assert.Equal(t, idem.StatusCompleted, rec.Status) },
+			want: func(t *testing.T, _ *env, rec *idemstore.Record) {
+				assert.Equal(t, idemstore.StatusCompleted, rec.Status)
+			},
 		},
 		{
 			name: "release: taken over by a new owner", action: "release",
@@ -96,12 +99,12 @@ func TestChangeConditional(t *testing.T) {
 			race: func(t *testing.T, e *env) {
 				// Another operator released it, and a new request claimed it.
 				require.NoError(t, e.store.Release(ctx, e.key(t, "k"), deadToken))
-				_, claimed, err := e.store.Claim(ctx, &idem.Record{Key: e.key(t, "k"), Status: idem.StatusInProgress,
+				_, claimed, err := e.store.Claim(ctx, &idemstore.Record{Key: e.key(t, "k"), Status: idemstore.StatusInProgress,
 					LeaseToken: "new-owner", LeaseExpires: e.now.Add(time.Minute), Expires: e.now.Add(time.Hour), Version: 1}, e.now)
 				require.NoError(t, err)
 				require.True(t, claimed)
 			},
-			want: func(t *testing.T, _ *env, rec *idem.Record) { assert.Equal(t, "new-owner", rec.LeaseToken) },
+			want: func(t *testing.T, _ *env, rec *idemstore.Record) { assert.Equal(t, "new-owner", rec.LeaseToken) },
 		},
 		{
 			name: "delete: record replaced by a new run", action: "delete",
@@ -113,7 +116,7 @@ func TestChangeConditional(t *testing.T) {
 				require.NoError(t, err)
 				e.complete(t, "k", map[string]string{"id": "second"})
 			},
-			want: func(t *testing.T, _ *env, rec *idem.Record) { assert.Contains(t, string(rec.Data), "second") },
+			want: func(t *testing.T, _ *env, rec *idemstore.Record) { assert.Contains(t, string(rec.Data), "second") },
 		},
 	}
 	for _, tc := range tests {
@@ -200,7 +203,7 @@ func TestChangeRefused(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			before := map[string]*idem.Record{}
+			before := map[string]*idemstore.Record{}
 			for _, k := range []string{"done", "running", "ended", "expired"} {
 				before[k] = e.get(t, k)
 			}

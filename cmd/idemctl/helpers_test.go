@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dynamo"
+	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/internal/ddblocal"
 )
 
@@ -70,16 +71,16 @@ func (e *env) complete(t *testing.T, raw string, result map[string]string) {
 
 // claim writes an in-progress record of raw, as an owner that then died would leave it:
 // its lease ends at leaseEnd (none when zero), and it has checkpoint if not empty.
-func (e *env) claim(t *testing.T, raw, token string, leaseEnd time.Time, checkpoint string) *idem.Record {
+func (e *env) claim(t *testing.T, raw, token string, leaseEnd time.Time, checkpoint string) *idemstore.Record {
 	t.Helper()
-	rec := &idem.Record{
+	rec := &idemstore.Record{
 		Key:          e.key(t, raw),
-		Status:       idem.StatusInProgress,
+		Status:       idemstore.StatusInProgress,
 		LeaseToken:   token,
 		LeaseExpires: leaseEnd,
 		Expires:      e.now.Add(time.Hour),
 		Fingerprint:  "f00dfeedf00dfeedf00dfeed",
-		Version:      idem.SchemaVersion,
+		Version:      idemstore.SchemaVersion,
 	}
 	_, claimed, err := e.store.Claim(context.Background(), rec, e.now.Add(-time.Hour))
 	require.NoError(t, err)
@@ -98,16 +99,16 @@ func (e *env) claimUnder(t *testing.T, scope, operation, raw string) string {
 	require.NoError(t, err)
 	key, err := g.StoredKey(idem.Request{Key: raw})
 	require.NoError(t, err)
-	_, claimed, err := e.store.Claim(context.Background(), &idem.Record{Key: key, Status: idem.StatusInProgress,
+	_, claimed, err := e.store.Claim(context.Background(), &idemstore.Record{Key: key, Status: idemstore.StatusInProgress,
 		LeaseToken: "0ther" + operation, LeaseExpires: e.now.Add(-time.Minute), Expires: e.now.Add(time.Hour),
-		Version: idem.SchemaVersion}, e.now)
+		Version: idemstore.SchemaVersion}, e.now)
 	require.NoError(t, err)
 	require.True(t, claimed)
 	return key
 }
 
 // get reads the record of raw, nil if there is none.
-func (e *env) get(t *testing.T, raw string) *idem.Record {
+func (e *env) get(t *testing.T, raw string) *idemstore.Record {
 	t.Helper()
 	rec, err := e.store.Get(context.Background(), e.key(t, raw))
 	require.NoError(t, err)

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/memstore"
 )
 
 // keyFlags selects one record: by the caller's raw key (with the scope, operation and
@@ -51,7 +52,7 @@ func (k *keyFlags) resolve() (string, error) {
 // [idem.Guard] as a function would and asks it ([idem.Guard.StoredKey]), so the tool and
 // the library cannot disagree on the scheme; this is the one place idemctl applies it.
 func storedKey(scope, operation, tenant, key string) (string, error) {
-	g, err := idem.New(idem.NewMemStore(), operation, idem.WithScope(scope))
+	g, err := idem.New(memstore.New(), operation, idem.WithScope(scope))
 	if err != nil {
 		return "", usageError("--scope or --operation: %v", err)
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore"
 )
 
 // defaultLimit is how many records list prints unless --limit says otherwise.
@@ -123,7 +123,7 @@ func (t *table) scanInput(prefix string) *dynamodb.ScanInput {
 		"#enc": a.Encoding, "#fp": a.Validation,
 	}
 	values := map[string]types.AttributeValue{
-		":inprogress": &types.AttributeValueMemberS{Value: string(idem.StatusInProgress)},
+		":inprogress": &types.AttributeValueMemberS{Value: string(idemstore.StatusInProgress)},
 	}
 	filter := []string{"#status = :inprogress"}
 	if t.sortKey != "" {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore"
 )
 
 // show prints the record of one key.
@@ -26,7 +26,7 @@ func (a *app) show(ctx context.Context, args []string) error {
 
 // lookup resolves the key, reads its record and returns it with the item as stored. No
 // record is an error wrapping errNotFound.
-func (a *app) lookup(ctx context.Context, c *command, k *keyFlags) (*table, *idem.Record, map[string]types.AttributeValue, error) {
+func (a *app) lookup(ctx context.Context, c *command, k *keyFlags) (*table, *idemstore.Record, map[string]types.AttributeValue, error) {
 	key, err := k.resolve()
 	if err != nil {
 		return nil, nil, nil, err

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore"
 )
 
 func TestShow(t *testing.T) {
@@ -100,5 +101,5 @@ func TestShowJSON(t *testing.T) {
 	require.NotNil(t, v.Expires)
 	assert.True(t, rec.Expires.Equal(*v.Expires))
 	assert.Nil(t, v.LeaseEnd)
-	assert.Equal(t, idem.SchemaVersion, v.Version)
+	assert.Equal(t, idemstore.SchemaVersion, v.Version)
 }

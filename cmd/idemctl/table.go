@@ -10,8 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dynamo"
+	"github.com/idemkit/idem/idemstore"
 )
 
 // API is the DynamoDB client idemctl uses: the store's calls, and Scan for listing. A
@@ -85,7 +85,7 @@ func (t *table) keyAttr() string {
 // read returns the record stored under key, decoded by the dynamo package, and the item as
 // stored, whose values any change is conditional on. It returns nil, nil, nil when there
 // is no record.
-func (t *table) read(ctx context.Context, key string) (*idem.Record, map[string]types.AttributeValue, error) {
+func (t *table) read(ctx context.Context, key string) (*idemstore.Record, map[string]types.AttributeValue, error) {
 	c := &capture{API: t.api}
 	store, err := dynamo.New(c, t.name, t.options()...)
 	if err != nil {
@@ -103,7 +103,7 @@ func (t *table) read(ctx context.Context, key string) (*idem.Record, map[string]
 
 // decode reads an item returned by a Scan with the dynamo package's own decoding, so that
 // a listed record reads exactly as [dynamo.Store.Get] would read it.
-func (t *table) decode(ctx context.Context, item map[string]types.AttributeValue) (*idem.Record, error) {
+func (t *table) decode(ctx context.Context, item map[string]types.AttributeValue) (*idemstore.Record, error) {
 	key, ok := item[t.keyAttr()].(*types.AttributeValueMemberS)
 	if !ok {
 		return nil, fmt.Errorf("item without a string %q attribute", t.keyAttr())

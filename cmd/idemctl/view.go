@@ -6,7 +6,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore"
 )
 
 // tokenPrefix is how many characters of a lease token or fingerprint idemctl shows: enough
@@ -40,7 +40,7 @@ type view struct {
 }
 
 // newView describes rec as of now.
-func newView(rec *idem.Record, now time.Time) view {
+func newView(rec *idemstore.Record, now time.Time) view {
 	v := view{
 		StoredKey:   rec.Key,
 		Status:      string(rec.Status),
@@ -65,13 +65,13 @@ func newView(rec *idem.Record, now time.Time) view {
 
 // state says what a request with rec's key would meet at now, with the same boundaries as
 // idem's claim: a record counts as expired, and a lease as ended, from the stored instant on.
-func state(rec *idem.Record, now time.Time) string {
+func state(rec *idemstore.Record, now time.Time) string {
 	switch {
 	case !rec.Expires.IsZero() && !now.Before(rec.Expires):
 		return stateExpired
-	case rec.Status == idem.StatusCompleted:
+	case rec.Status == idemstore.StatusCompleted:
 		return stateCompleted
-	case rec.Status == idem.StatusFailed:
+	case rec.Status == idemstore.StatusFailed:
 		return stateFailed
 	case rec.LeaseExpires.IsZero():
 		return stateHeld
@@ -102,7 +102,7 @@ func (v *view) write(w io.Writer, now time.Time) {
 	row("status", v.Status+" ("+describe(v.State)+")")
 	if v.LeaseEnd != nil {
 		row("lease end", when(*v.LeaseEnd, now))
-	} else if v.Status == string(idem.StatusInProgress) {
+	} else if v.Status == string(idemstore.StatusInProgress) {
 		row("lease end", "none (held until expiry)")
 	}
 	row("owner token", cut(v.OwnerToken))
@@ -139,7 +139,7 @@ func describe(state string) string {
 
 func result(v *view) string {
 	switch {
-	case v.Encoding == idem.EncodingNone:
+	case v.Encoding == idemstore.EncodingNone:
 		return "none stored (too large or not encodable: a replay gets ErrResultNotStored)"
 	case v.Encoding == "" && v.ResultBytes == 0:
 		return "none"

@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dynamo"
+	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/internal/ddblocal"
 )
 
@@ -133,7 +134,7 @@ func TestCrashAndTakeover(t *testing.T) {
 	fenceLateWrites(t, store, id, token, effects, "after completion")
 	rec, err := store.Get(t.Context(), id)
 	require.NoError(t, err)
-	assert.Equal(t, idem.StatusCompleted, rec.Status, "the record is intact")
+	assert.Equal(t, idemstore.StatusCompleted, rec.Status, "the record is intact")
 	assert.NotEqual(t, token, rec.LeaseToken)
 	assert.Equal(t, 1, counter(t, raw, effects, key), "the business write landed once")
 	got, replayed, err := idem.Do(t.Context(), g, idem.Request{Key: key}, handler)
@@ -147,8 +148,8 @@ func TestCrashAndTakeover(t *testing.T) {
 func fenceLateWrites(t *testing.T, store *dynamo.Store, id, token, effects, when string) {
 	t.Helper()
 	ctx := t.Context()
-	late := &idem.Record{Key: id, Status: idem.StatusCompleted, LeaseToken: token, Data: []byte(`"stale"`),
-		Encoding: "json", Version: idem.SchemaVersion, Expires: time.Now().Add(time.Hour)}
+	late := &idemstore.Record{Key: id, Status: idemstore.StatusCompleted, LeaseToken: token, Data: []byte(`"stale"`),
+		Encoding: "json", Version: idemstore.SchemaVersion, Expires: time.Now().Add(time.Hour)}
 	assert.ErrorIs(t, store.Complete(ctx, late, nil), idem.ErrLeaseLost, "late completion "+when)
 	assert.ErrorIs(t, store.Complete(ctx, late, []any{addOne(effects, "order-42")}), idem.ErrLeaseLost, "late transactional completion "+when)
 	assert.ErrorIs(t, store.SetCheckpoint(ctx, id, token, "stale"), idem.ErrLeaseLost, "late checkpoint "+when)

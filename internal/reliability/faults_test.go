@@ -14,9 +14,10 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dynamo"
+	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/idemstore/storetest"
 	"github.com/idemkit/idem/internal/ddbfault"
 	"github.com/idemkit/idem/internal/ddblocal"
-	"github.com/idemkit/idem/internal/storetest"
 )
 
 var errBoom = errors.New("handler failed")
@@ -199,7 +200,7 @@ func runFaultCase(t *testing.T, raw *dynamodb.Client, table, effects string, tc 
 
 	rec := storedRecord(t, g, store, key)
 	require.NotNil(t, rec, "the completed record is kept")
-	assert.Equal(t, idem.StatusCompleted, rec.Status)
+	assert.Equal(t, idemstore.StatusCompleted, rec.Status)
 	if tc.step == ddbfault.Complete {
 		assert.Equal(t, tc.effects, counter(t, rawClient, effects, key), "attached writes committed")
 	}
@@ -208,7 +209,7 @@ func runFaultCase(t *testing.T, raw *dynamodb.Client, table, effects string, tc 
 // waitThroughFailedPoll holds key in a handler while a second caller waits for it; the
 // waiter's poll (GetItem) meets the armed fault. It returns the waiter's outcome once the
 // owner has completed.
-func waitThroughFailedPoll(t *testing.T, owner *idem.Guard, store idem.Store, key string, handler func(context.Context) (string, error)) (string, error) {
+func waitThroughFailedPoll(t *testing.T, owner *idem.Guard, store idemstore.Store, key string, handler func(context.Context) (string, error)) (string, error) {
 	t.Helper()
 	waiter, err := idem.New(store, "test", idem.WithClock(storetest.NewClock()), idem.WithScope("faults"), idem.WithWait(time.Minute, 5*time.Millisecond))
 	require.NoError(t, err)
@@ -245,7 +246,7 @@ func assertOutcome(t *testing.T, want, key, got string, err error) {
 		require.ErrorIs(t, err, idem.ErrStore)
 	case notCommitted:
 		require.ErrorIs(t, err, idem.ErrStore)
-		require.ErrorIs(t, err, idem.ErrNotCommitted)
+		require.ErrorIs(t, err, idemstore.ErrNotCommitted)
 	case handlerErr:
 		require.ErrorIs(t, err, errBoom)
 	case leaseLost:

@@ -14,9 +14,9 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dynamo"
+	"github.com/idemkit/idem/idemstore/storetest"
 	"github.com/idemkit/idem/internal/ddbfault"
 	"github.com/idemkit/idem/internal/ddblocal"
-	"github.com/idemkit/idem/internal/storetest"
 )
 
 // newProxy starts a proxy in front of the test binary's DynamoDB Local and returns it

@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dynamo"
+	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/internal/ddblocal"
 )
 
@@ -52,7 +53,7 @@ func counter(t *testing.T, client *dynamodb.Client, table, key string) int {
 }
 
 // storedRecord reads the record of req's key through store.
-func storedRecord(t *testing.T, g *idem.Guard, store idem.Store, key string) *idem.Record {
+func storedRecord(t *testing.T, g *idem.Guard, store idemstore.Store, key string) *idemstore.Record {
 	t.Helper()
 	id, err := g.StoredKey(idem.Request{Key: key})
 	require.NoError(t, err)

@@ -13,7 +13,9 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/lambdawrap"
+	"github.com/idemkit/idem/memstore"
 	"github.com/idemkit/idem/sqs"
 )
 
@@ -169,7 +171,7 @@ func (w *world) setup() error {
 		// An interval New refuses (above half the lease it grants, less the margin) is
 		// clamped to the largest it accepts, and the refusal is checked: that refusal is
 		// the fix for heartbeats validated against WithLease alone.
-		if _, err := idem.New(idem.NewMemStore(), "sim", append(opts, idem.WithHeartbeat(p.heartbeat))...); err != nil {
+		if _, err := idem.New(memstore.New(), "sim", append(opts, idem.WithHeartbeat(p.heartbeat))...); err != nil {
 			lease := p.lease
 			if p.maxLease > 0 {
 				lease = min(lease, p.maxLease)
@@ -191,7 +193,7 @@ func (w *world) setup() error {
 	if p.remember {
 		opts = append(opts, idem.WithRememberFailures(func(err error) bool { return errors.Is(err, errPermanent) }))
 	}
-	var st idem.Store = w.store
+	var st idemstore.Store = w.store
 	if p.has(FeatBatchStore) {
 		st = &batchStore{w.store}
 	}
@@ -650,7 +652,7 @@ func (w *world) reported(a *actor, batch []*message, resp events.SQSEventRespons
 				ok = ok || (r.a == a && r.key == m.k.stored && !r.guarded && r.succeeded) // fail-open
 			}
 			for _, c := range ks.completions {
-				if c.status == idem.StatusCompleted && fpCompatible(c.fp, fp) {
+				if c.status == idemstore.StatusCompleted && fpCompatible(c.fp, fp) {
 					ok = true
 				}
 			}
@@ -664,14 +666,14 @@ func (w *world) reported(a *actor, batch []*message, resp events.SQSEventRespons
 			// checkpointed record holds it.
 			other := held[m]
 			for _, c := range ks.completions {
-				other = other || !fpCompatible(c.fp, fp) || c.status == idem.StatusFailed
+				other = other || !fpCompatible(c.fp, fp) || c.status == idemstore.StatusFailed
 			}
 			if !other {
 				l.violate("d.notSettled", ks.name, "the final batch after every lease ended failed message %s", m.id)
 			}
 		}
 		for _, r := range l.runs {
-			if r.a == a && r.key == m.k.stored && r.acked && r.landedStatus == idem.StatusCompleted && fpCompatible(r.fp, fp) {
+			if r.a == a && r.key == m.k.stored && r.acked && r.landedStatus == idemstore.StatusCompleted && fpCompatible(r.fp, fp) {
 				l.violate("f.failedButCompleted", ks.name, "%s reported message %s failed, though its run r%d completed and the store acknowledged it", a, m.id, r.id)
 			}
 		}

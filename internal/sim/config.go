@@ -32,7 +32,7 @@ const (
 	FeatMaxLease                        // WithMaxLease below the deadline
 	FeatFailOpen                        // WithFailOpen
 	FeatExpiry                          // a short WithExpiry
-	FeatBatchStore                      // the store implements idem.BatchStore
+	FeatBatchStore                      // the store implements idemstore.BatchStore
 	FeatDo                              // idem.Do callers
 	FeatBatch                           // Guard.Claim, DoClaimed and Settle callers
 	FeatSQS                             // sqs.Handler on a standard queue

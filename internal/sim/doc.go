@@ -8,7 +8,7 @@
 // A schedule ([Run]) draws a profile from its seed: which features it uses (a subset of
 // [Config.Features]; see [Features]), the guard's options (lease, margin, WithMaxLease,
 // WithHeartbeat, WithWait, WithRememberFailures, WithCache, WithFailOpen, WithExpiry),
-// whether the store implements idem.BatchStore, and the odds of each fault. It then
+// whether the store implements idemstore.BatchStore, and the odds of each fault. It then
 // plans a handful of actors over a handful of keys (one to three per kind of caller):
 //
 //   - do: idem.Do, sometimes with another body for the same key (a payload mismatch);
@@ -66,7 +66,7 @@
 //
 // # The store
 //
-// The simulated store wraps a real *idem.MemStore, the reference semantics, and puts a
+// The simulated store wraps a real *memstore.Store, the reference semantics, and puts a
 // point before every request. There the scheduler may let it apply and answer; fail it
 // without applying (FeatFail); apply it and lose the response (FeatLost), or for a claim
 // apply it, lose the response and let the SDK resend it, which meets its own record;

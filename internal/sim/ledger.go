@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore"
 )
 
 // Violation is one broken invariant.
@@ -61,14 +62,14 @@ type run struct {
 	sentAt        time.Time // first completion request carrying its token
 	sentPastLease bool      // finished within its lease, outcome sent after it
 	landed        bool
-	landedStatus  idem.Status
+	landedStatus  idemstore.Status
 	acked         bool // a completion carrying its token was answered nil
 	lost          bool // its completion met another owner (ErrLeaseLost)
 }
 
 type completion struct {
 	token   string
-	status  idem.Status
+	status  idemstore.Status
 	data    []byte
 	fp      string
 	at      time.Time
@@ -100,7 +101,7 @@ type keyState struct {
 // refusal is a record that refused a claim, the claim's fingerprint, and when, on the
 // claimer's clock.
 type refusal struct {
-	rec idem.Record
+	rec idemstore.Record
 	fp  string
 	at  time.Time
 }
@@ -160,7 +161,7 @@ func fpCompatible(a, b string) bool { return a == "" || b == "" || a == b }
 
 // claimed records a claim that applied, at claimNow on the claimer's clock: a lease granted, or
 // for a final call the record that refused it.
-func (l *ledger) claimed(w *world, a *actor, rec *idem.Record, claimNow time.Time, prev *idem.Record, claimed bool, err error) {
+func (l *ledger) claimed(w *world, a *actor, rec *idemstore.Record, claimNow time.Time, prev *idemstore.Record, claimed bool, err error) {
 	if err == nil && !claimed && a.finisher && prev != nil {
 		l.mu.Lock()
 		l.keys[rec.Key].refusedFinal = &refusal{rec: *prev, fp: rec.Fingerprint, at: claimNow}
@@ -185,7 +186,7 @@ func (l *ledger) claimed(w *world, a *actor, rec *idem.Record, claimNow time.Tim
 	// the record in progress may carry its checkpoint into a record that completed and
 	// expired meanwhile (on the claimer's clock).
 	stale = ks.stale
-	if prev != nil && prev.Status != idem.StatusInProgress && now.Add(l.maxSkew).Before(prev.Expires) {
+	if prev != nil && prev.Status != idemstore.StatusInProgress && now.Add(l.maxSkew).Before(prev.Expires) {
 		l.violate("a.afterComplete", ks.name, "%s claimed the key while its %s record was live until %s",
 			a, prev.Status, prev.Expires.Sub(epoch))
 	}
@@ -282,7 +283,7 @@ func (l *ledger) completeSent(w *world, a *actor, tokens []string) {
 	}
 }
 
-func (l *ledger) completed(w *world, a *actor, rec *idem.Record, err error) {
+func (l *ledger) completed(w *world, a *actor, rec *idemstore.Record, err error) {
 	now := w.trueNow()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -468,7 +469,7 @@ func (l *ledger) observeTime(w *world, now time.Time) {
 
 // decode returns the answer a completion stands for: the result string, or an HTTP body.
 func (ks *keyState) decode(c completion) (string, bool) {
-	if c.status == idem.StatusFailed {
+	if c.status == idemstore.StatusFailed {
 		return string(c.data), true
 	}
 	switch ks.kind {
@@ -495,9 +496,9 @@ func (l *ledger) answer(w *world, a *actor, key, value string, replayed, failed 
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ks := l.keys[key]
-	want := idem.StatusCompleted
+	want := idemstore.StatusCompleted
 	if failed {
-		want = idem.StatusFailed
+		want = idemstore.StatusFailed
 	}
 	if !replayed && !failed {
 		var r *run
@@ -582,13 +583,13 @@ func (l *ledger) finalChecks(w *world) {
 			}
 			seen[at.token] = true
 			r := l.byToken[at.token]
-			if r == nil || !r.landed || r.landedStatus != idem.StatusCompleted {
+			if r == nil || !r.landed || r.landedStatus != idemstore.StatusCompleted {
 				l.violate("e.attachedWithoutRecord", name, "an attached write committed at %.3fs without its COMPLETED record", at.at.Sub(epoch).Seconds())
 			}
 		}
 		completed := 0
 		for _, c := range ks.completions {
-			if c.status == idem.StatusCompleted {
+			if c.status == idemstore.StatusCompleted {
 				completed++
 				if r := l.byToken[c.token]; r != nil && r.attached && !seen[c.token] {
 					l.violate("e.recordWithoutAttached", name, "run r%d's COMPLETED record landed without the write it attached", r.id)

@@ -9,7 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/memstore"
 )
 
 // Result is what one schedule produced.
@@ -82,7 +83,7 @@ func Run(cfg Config) Result {
 		runnable: []metrics.Sample{{Name: "/sched/goroutines/runnable:goroutines"}, {Name: "/sched/goroutines/not-in-go:goroutines"}},
 	}
 	w.led.init()
-	w.store = &store{w: w, mem: idem.NewMemStore(), mutant: cfg.mutant}
+	w.store = &store{w: w, mem: memstore.New(), mutant: cfg.mutant}
 	w.p = drawProfile(w.rng, cfg.Features)
 	w.logf("seed %d: %s", cfg.Seed, &w.p)
 	if err := w.setup(); err != nil {
@@ -163,7 +164,7 @@ func (w *world) settledCheck() {
 	for _, k := range w.allKeys {
 		rec := w.store.truth(k.stored)
 		expired := rec != nil && !w.trueNow().Before(rec.Expires) // it counts as absent
-		if rec != nil && rec.Status == idem.StatusInProgress && !expired && !w.heldForOtherBody(k, k.body) {
+		if rec != nil && rec.Status == idemstore.StatusInProgress && !expired && !w.heldForOtherBody(k, k.body) {
 			w.led.mu.Lock()
 			w.led.violate("d.leftInProgress", k.name, "the key is still INPROGRESS after every lease ended and the final calls returned")
 			w.led.mu.Unlock()
@@ -186,7 +187,7 @@ func (w *world) heldForOtherBody(k *keyInfo, body string) bool {
 	if k.kind == "http" || f == nil || rec == nil || rec.LeaseToken != f.rec.LeaseToken {
 		return false
 	}
-	return f.rec.Status == idem.StatusInProgress && f.rec.Checkpoint != "" && !f.rec.LeaseExpires.After(f.at) &&
+	return f.rec.Status == idemstore.StatusInProgress && f.rec.Checkpoint != "" && !f.rec.LeaseExpires.After(f.at) &&
 		f.at.Before(f.rec.Expires) && f.rec.Fingerprint != fingerprint(body) && f.fp == fingerprint(body)
 }
 

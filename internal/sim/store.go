@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/memstore"
 )
 
 // Errors the simulated store answers with. Both wrap idem.ErrStore, as the Store contract
@@ -18,12 +20,12 @@ var (
 	errShutdown = errors.New("sim: the schedule is over")
 )
 
-// store is the simulated store: a real *idem.MemStore, the reference semantics, with a
+// store is the simulated store: a real *memstore.Store, the reference semantics, with a
 // scheduling point before every request reaches it (where the scheduler may fail it, lose
 // its response, or hold the response back) and the ledger's observations of what applied.
 type store struct {
 	w      *world
-	mem    *idem.MemStore
+	mem    *memstore.Store
 	mutant string // a deliberate store bug, for the test that the invariants catch bugs
 }
 
@@ -34,7 +36,7 @@ const (
 	mutantCompleteLies          = "complete-lies"           // a single completion answers nil without applying
 )
 
-// batchStore is the simulated store with idem.BatchStore.
+// batchStore is the simulated store with idemstore.BatchStore.
 type batchStore struct{ *store }
 
 func (s *store) name(key string) string {
@@ -75,8 +77,8 @@ func (s *store) respond(ctx context.Context, a *actor, d decision, op, keys stri
 	return err
 }
 
-// Claim implements idem.Store.
-func (s *store) Claim(ctx context.Context, rec *idem.Record, now time.Time) (*idem.Record, bool, error) {
+// Claim implements idemstore.Store.
+func (s *store) Claim(ctx context.Context, rec *idemstore.Record, now time.Time) (*idemstore.Record, bool, error) {
 	n := s.name(rec.Key)
 	a, d, err := s.request(ctx, "claim", n)
 	if err != nil {
@@ -89,7 +91,7 @@ func (s *store) Claim(ctx context.Context, rec *idem.Record, now time.Time) (*id
 		return nil, false, errInjected
 	}
 	prev, claimed, err := s.mem.Claim(ctx, rec, now)
-	if s.mutant == mutantClaimIgnoresLeases && err == nil && !claimed && prev.Status == idem.StatusInProgress && prev.LeaseToken != rec.LeaseToken {
+	if s.mutant == mutantClaimIgnoresLeases && err == nil && !claimed && prev.Status == idemstore.StatusInProgress && prev.LeaseToken != rec.LeaseToken {
 		s.mem.Put(*rec)
 		claimed = true
 	}
@@ -131,9 +133,9 @@ func (s *store) call(ctx context.Context, op, n string, apply func() error) (*ac
 	return a, err
 }
 
-// Get implements idem.Store.
-func (s *store) Get(ctx context.Context, key string) (*idem.Record, error) {
-	var rec *idem.Record
+// Get implements idemstore.Store.
+func (s *store) Get(ctx context.Context, key string) (*idemstore.Record, error) {
+	var rec *idemstore.Record
 	_, err := s.call(ctx, "get", s.name(key), func() (err error) {
 		rec, err = s.mem.Get(ctx, key)
 		return err
@@ -144,9 +146,9 @@ func (s *store) Get(ctx context.Context, key string) (*idem.Record, error) {
 	return rec, nil
 }
 
-// Complete implements idem.Store. A lost response is not resent: DynamoDB's transactions
+// Complete implements idemstore.Store. A lost response is not resent: DynamoDB's transactions
 // carry a client token that makes a resend a no-op, which the in-memory store cannot model.
-func (s *store) Complete(ctx context.Context, rec *idem.Record, attached []any) error {
+func (s *store) Complete(ctx context.Context, rec *idemstore.Record, attached []any) error {
 	a := actorOf(ctx)
 	s.w.led.completeSent(s.w, a, []string{rec.LeaseToken})
 	_, err := s.call(ctx, "complete", s.name(rec.Key), func() error {
@@ -166,7 +168,7 @@ func (s *store) Complete(ctx context.Context, rec *idem.Record, attached []any) 
 	return err
 }
 
-// Release implements idem.Store.
+// Release implements idemstore.Store.
 func (s *store) Release(ctx context.Context, key, token string) error {
 	_, err := s.call(ctx, "release", s.name(key), func() error {
 		err := s.mem.Release(ctx, key, token)
@@ -176,7 +178,7 @@ func (s *store) Release(ctx context.Context, key, token string) error {
 	return err
 }
 
-// Extend implements idem.Store.
+// Extend implements idemstore.Store.
 func (s *store) Extend(ctx context.Context, key, token string, leaseExpires time.Time) error {
 	_, err := s.call(ctx, "extend", s.name(key), func() error {
 		err := s.mem.Extend(ctx, key, token, leaseExpires)
@@ -186,7 +188,7 @@ func (s *store) Extend(ctx context.Context, key, token string, leaseExpires time
 	return err
 }
 
-// SetCheckpoint implements idem.Store.
+// SetCheckpoint implements idemstore.Store.
 func (s *store) SetCheckpoint(ctx context.Context, key, token, checkpoint string) error {
 	_, err := s.call(ctx, "checkpoint", s.name(key), func() error {
 		err := s.mem.SetCheckpoint(ctx, key, token, checkpoint)
@@ -196,15 +198,15 @@ func (s *store) SetCheckpoint(ctx context.Context, key, token, checkpoint string
 	return err
 }
 
-// ClaimMany implements idem.BatchStore: one request for the whole batch.
-func (s *batchStore) ClaimMany(ctx context.Context, recs []*idem.Record, now time.Time) []idem.ClaimResult {
+// ClaimMany implements idemstore.BatchStore: one request for the whole batch.
+func (s *batchStore) ClaimMany(ctx context.Context, recs []*idemstore.Record, now time.Time) []idemstore.ClaimResult {
 	keys := make([]string, len(recs))
 	for i, r := range recs {
 		keys[i] = r.Key
 	}
 	n := s.names(keys)
-	fail := func(err error) []idem.ClaimResult {
-		out := make([]idem.ClaimResult, len(recs))
+	fail := func(err error) []idemstore.ClaimResult {
+		out := make([]idemstore.ClaimResult, len(recs))
 		for i := range out {
 			out[i].Err = err
 		}
@@ -220,7 +222,7 @@ func (s *batchStore) ClaimMany(ctx context.Context, recs []*idem.Record, now tim
 	if d.fault == faultBefore {
 		return fail(errInjected)
 	}
-	apply := func() []idem.ClaimResult {
+	apply := func() []idemstore.ClaimResult {
 		out := s.mem.ClaimMany(ctx, recs, now)
 		for i, r := range out {
 			s.w.led.claimed(s.w, a, recs[i], now, r.Prev, r.Claimed, r.Err)
@@ -243,8 +245,8 @@ func (s *batchStore) ClaimMany(ctx context.Context, recs []*idem.Record, now tim
 	return out
 }
 
-// CompleteMany implements idem.BatchStore: one request for the whole batch.
-func (s *batchStore) CompleteMany(ctx context.Context, recs []*idem.Record) []error {
+// CompleteMany implements idemstore.BatchStore: one request for the whole batch.
+func (s *batchStore) CompleteMany(ctx context.Context, recs []*idemstore.Record) []error {
 	keys := make([]string, len(recs))
 	tokens := make([]string, len(recs))
 	for i, r := range recs {
@@ -278,7 +280,7 @@ func (s *batchStore) CompleteMany(ctx context.Context, recs []*idem.Record) []er
 	return out
 }
 
-// ReleaseMany implements idem.BatchStore: one request for the whole batch.
+// ReleaseMany implements idemstore.BatchStore: one request for the whole batch.
 func (s *batchStore) ReleaseMany(ctx context.Context, keys, tokens []string) []error {
 	n := s.names(keys)
 	a, d, err := s.request(ctx, "releaseMany", n)
@@ -313,7 +315,7 @@ func fill(n int, err error) []error {
 }
 
 // truth returns the stored record for key as the table holds it, bypassing the scheduler.
-func (s *store) truth(key string) *idem.Record {
+func (s *store) truth(key string) *idemstore.Record {
 	rec, _ := s.mem.Get(context.Background(), key)
 	return rec
 }

@@ -11,13 +11,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore"
 )
 
 // check reads the table after the load: raw keys absent, leases that ended without a
 // completion counted; then it settles every key that was touched with one more call (no
 // faults now) once the leases have ended, and checks every key completed with the result
 // its callers saw, and that no key ran more often than it was leased.
-func (r *run) check(ctx context.Context, client *dynamodb.Client, store idem.Store, table string) error {
+func (r *run) check(ctx context.Context, client *dynamodb.Client, store idemstore.Store, table string) error {
 	items, err := scan(ctx, client, table)
 	if err != nil {
 		return err
@@ -35,7 +36,7 @@ func (r *run) check(ctx context.Context, client *dynamodb.Client, store idem.Sto
 		if err != nil {
 			return err
 		}
-		if rec != nil && rec.Status == idem.StatusInProgress && !now.Before(rec.LeaseExpires) {
+		if rec != nil && rec.Status == idemstore.StatusInProgress && !now.Before(rec.LeaseExpires) {
 			r.report.ExpiredLeases++
 		}
 	}
@@ -89,7 +90,7 @@ func (r *run) settle(ctx context.Context, i int, k *keyState) {
 }
 
 // verify checks key i's record against what its callers saw.
-func (r *run) verify(ctx context.Context, store idem.Store, i int, k *keyState) {
+func (r *run) verify(ctx context.Context, store idemstore.Store, i int, k *keyState) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	r.report.MaxRunsPerKey = max(r.report.MaxRunsPerKey, k.runs)
@@ -105,7 +106,7 @@ func (r *run) verify(ctx context.Context, store idem.Store, i int, k *keyState) 
 	switch {
 	case err != nil:
 		r.violate("key %d: %v", i, err)
-	case rec == nil || rec.Status != idem.StatusCompleted:
+	case rec == nil || rec.Status != idemstore.StatusCompleted:
 		r.report.StuckKeys++
 		r.violate("key %d: not completed after settling: %+v", i, rec)
 	default:

@@ -1,4 +1,4 @@
-package idem
+package idemstore
 
 import (
 	"context"
@@ -6,21 +6,22 @@ import (
 )
 
 // Store persists idempotency records. Implementations must be safe for concurrent use and
-// make every operation atomic per key; [Guard] relies on that for its guarantees. Every
+// make every operation atomic per key; the guard (package idem) relies on that for its guarantees. Every
 // method must return once its context ends, as the AWS SDK does: the guard stops a lease
 // extension still in flight by cancelling its context, and waits for it before it records
 // the handler's outcome.
 //
 // Errors: a store returns [ErrLeaseLost] (possibly wrapped) when a condition on the lease
 // token fails, [ErrTooLarge] when a record exceeds its size limit, [ErrConditionFailed] when
-// an attached write's condition fails, and wraps any other failure so that
-// errors.Is(err, [ErrStore]) holds and the underlying error stays reachable.
+// an attached write's condition fails, [ErrNotCommitted] when a completion was refused as a
+// whole, [ErrIncompatibleRecord] for an item it cannot decode, and any other failure as it
+// is (see the package's error variables).
 type Store interface {
 	// Claim writes rec (status [StatusInProgress]) if the record for rec.Key at now lets it:
 	// there is none, it is past its Expires, or it is in progress past its LeaseExpires and
 	// its Checkpoint equals rec.Checkpoint (both may be empty). A record with a checkpoint
 	// is thus taken over only by a claim that carries the checkpoint into the new record,
-	// never lost with a claim's answer: [Guard] claims again with the checkpoint of the
+	// never lost with a claim's answer: the guard claims again with the checkpoint of the
 	// lease-ended record a claim returns. On success claimed is true and prev is the record
 	// replaced, if any. Otherwise claimed is false and prev is the record that refused the
 	// claim: a live one (absent, expired or lease-ended records are not live), or one whose
@@ -34,7 +35,7 @@ type Store interface {
 	// Complete replaces the in-progress record rec.Key with rec (status [StatusCompleted]
 	// or [StatusFailed]) if its lease token still equals rec.LeaseToken, else returns
 	// [ErrLeaseLost]. The stored checkpoint is kept, whatever rec.Checkpoint says. Attached
-	// writes (see [Attach]) commit atomically with it or not at all; a store returns an
+	// writes (see idem.Attach) commit atomically with it or not at all; a store returns an
 	// error for attachments of a type it does not support. Complete must be safe to send
 	// again after a failure whose outcome is unknown: if the record is already completed
 	// under rec.LeaseToken, it returns nil and commits no attached write a second time.
@@ -62,3 +63,26 @@ type Store interface {
 // for its checkpoint: not token, so that every write conditional on the releasing owner's
 // token fails from then on, and recognisable in the table by its "released:" prefix.
 func ReleasedToken(token string) string { return "released:" + token }
+
+// BatchStore is an optional extension of [Store] for stores that can claim, complete and
+// release many records in one round trip. The guard's batch claims
+// (idem.Guard.Claim) use it when the store has it.
+// Each method must have exactly the per-record semantics of its single-record counterpart;
+// result i belongs to input i. A store may split large inputs into several round trips.
+type BatchStore interface {
+	Store
+	// ClaimMany makes [Store.Claim] for each record. recs hold distinct keys.
+	ClaimMany(ctx context.Context, recs []*Record, now time.Time) []ClaimResult
+	// CompleteMany makes [Store.Complete], without attached writes, for each record.
+	CompleteMany(ctx context.Context, recs []*Record) []error
+	// ReleaseMany makes [Store.Release] for each key and its token.
+	ReleaseMany(ctx context.Context, keys, tokens []string) []error
+}
+
+// ClaimResult is the outcome of one claim of [BatchStore.ClaimMany], with the meaning of
+// [Store.Claim]'s results.
+type ClaimResult struct {
+	Prev    *Record
+	Claimed bool
+	Err     error
+}

@@ -5,14 +5,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore"
 )
 
 // Faulty wraps a store and fails the operations named in Fail with Err. The operation can
 // also be made to take effect before failing (After), which is how a write whose response
 // was lost looks to the caller. It counts the calls of each operation.
 type Faulty struct {
-	idem.Store
+	idemstore.Store
 
 	mu     sync.Mutex
 	faults map[string]*fault
@@ -28,7 +28,7 @@ type fault struct {
 }
 
 // NewFaulty wraps s.
-func NewFaulty(s idem.Store) *Faulty {
+func NewFaulty(s idemstore.Store) *Faulty {
 	return &Faulty{Store: s, faults: map[string]*fault{}, calls: map[string]int{}}
 }
 
@@ -77,8 +77,8 @@ func (f *Faulty) fault(op string) (error, bool) {
 	return ft.err, ft.applied
 }
 
-// Claim implements idem.Store.
-func (f *Faulty) Claim(ctx context.Context, rec *idem.Record, now time.Time) (*idem.Record, bool, error) {
+// Claim implements idemstore.Store.
+func (f *Faulty) Claim(ctx context.Context, rec *idemstore.Record, now time.Time) (*idemstore.Record, bool, error) {
 	if err, applied := f.fault("claim"); err != nil {
 		if applied {
 			_, _, _ = f.Store.Claim(ctx, rec, now)
@@ -96,16 +96,16 @@ func (f *Faulty) Claim(ctx context.Context, rec *idem.Record, now time.Time) (*i
 	return f.Store.Claim(ctx, rec, now)
 }
 
-// Get implements idem.Store.
-func (f *Faulty) Get(ctx context.Context, key string) (*idem.Record, error) {
+// Get implements idemstore.Store.
+func (f *Faulty) Get(ctx context.Context, key string) (*idemstore.Record, error) {
 	if err, _ := f.fault("get"); err != nil {
 		return nil, err
 	}
 	return f.Store.Get(ctx, key)
 }
 
-// Complete implements idem.Store.
-func (f *Faulty) Complete(ctx context.Context, rec *idem.Record, attached []any) error {
+// Complete implements idemstore.Store.
+func (f *Faulty) Complete(ctx context.Context, rec *idemstore.Record, attached []any) error {
 	if err, applied := f.fault("complete"); err != nil {
 		if applied {
 			_ = f.Store.Complete(ctx, rec, attached)
@@ -115,7 +115,7 @@ func (f *Faulty) Complete(ctx context.Context, rec *idem.Record, attached []any)
 	return f.Store.Complete(ctx, rec, attached)
 }
 
-// Release implements idem.Store.
+// Release implements idemstore.Store.
 func (f *Faulty) Release(ctx context.Context, key, token string) error {
 	if err, applied := f.fault("release"); err != nil {
 		if applied {
@@ -126,7 +126,7 @@ func (f *Faulty) Release(ctx context.Context, key, token string) error {
 	return f.Store.Release(ctx, key, token)
 }
 
-// Extend implements idem.Store.
+// Extend implements idemstore.Store.
 func (f *Faulty) Extend(ctx context.Context, key, token string, leaseExpires time.Time) error {
 	if err, _ := f.fault("extend"); err != nil {
 		return err
@@ -134,7 +134,7 @@ func (f *Faulty) Extend(ctx context.Context, key, token string, leaseExpires tim
 	return f.Store.Extend(ctx, key, token, leaseExpires)
 }
 
-// SetCheckpoint implements idem.Store.
+// SetCheckpoint implements idemstore.Store.
 func (f *Faulty) SetCheckpoint(ctx context.Context, key, token, checkpoint string) error {
 	if err, _ := f.fault("checkpoint"); err != nil {
 		return err

@@ -1,4 +1,4 @@
-package idem
+package idemstore
 
 import "time"
 
@@ -13,7 +13,7 @@ const (
 	// StatusCompleted marks a key whose handler succeeded; its result is replayed.
 	StatusCompleted Status = "COMPLETED"
 	// StatusFailed marks a key whose handler failed with an error that
-	// [WithRememberFailures] called permanent; the error is replayed.
+	// idem.WithRememberFailures called permanent; the error is replayed.
 	StatusFailed Status = "FAILED"
 )
 
@@ -25,7 +25,7 @@ const SchemaVersion = 1
 // Encodings of [Record.Data].
 const (
 	// EncodingNone means the record carries no result body: the result was too large to store,
-	// or could not be encoded. Replaying it yields [ErrResultNotStored].
+	// or could not be encoded. Replaying it yields idem.ErrResultNotStored.
 	EncodingNone = "none"
 	// EncodingError means Data holds the message of a remembered failure.
 	EncodingError = "error"
@@ -57,35 +57,35 @@ type Record struct {
 	// LeaseToken is the random token of the lease owner. Completion, release, lease
 	// extension and checkpoints are conditional on it.
 	LeaseToken string
-	// Checkpoint is the last progress marker the owner recorded with [Checkpoint].
+	// Checkpoint is the last progress marker the owner recorded with idem.Checkpoint.
 	Checkpoint string
 	// Version is the record schema version; see [SchemaVersion].
 	Version int
 }
 
-// expired reports whether the record no longer counts at now.
-func (r *Record) expired(now time.Time) bool {
+// Expired reports whether the record no longer counts at now: it is past its Expires.
+func (r *Record) Expired(now time.Time) bool {
 	return !r.Expires.IsZero() && !now.Before(r.Expires)
 }
 
-// leaseExpired reports whether an in-progress record's lease has ended at now. A record
+// LeaseEnded reports whether an in-progress record's lease has ended at now. A record
 // without a lease end (as other writers may leave) holds its key until it expires.
-func (r *Record) leaseExpired(now time.Time) bool {
+func (r *Record) LeaseEnded(now time.Time) bool {
 	return r.Status == StatusInProgress && !r.LeaseExpires.IsZero() && !now.Before(r.LeaseExpires)
 }
 
-// claimableBy reports whether a claim of rec at now may replace the record: it is absent
-// or expired, or its lease has ended and rec carries its checkpoint (both may be empty).
-// It is the claim condition of [Store.Claim].
-func (r *Record) claimableBy(rec *Record, now time.Time) bool {
-	if r == nil || r.expired(now) {
+// ClaimableBy reports whether a claim of rec at now may replace the record r: r is nil or
+// expired, or its lease has ended and rec carries its checkpoint (both may be empty). It
+// is the claim condition of [Store.Claim], for stores that evaluate it in Go.
+func (r *Record) ClaimableBy(rec *Record, now time.Time) bool {
+	if r == nil || r.Expired(now) {
 		return true
 	}
-	return r.leaseExpired(now) && r.Checkpoint == rec.Checkpoint
+	return r.LeaseEnded(now) && r.Checkpoint == rec.Checkpoint
 }
 
-// live reports whether the record holds its key at now: it exists, has not expired, and is
-// not an in-progress record whose lease has ended. It is the negation of the claim condition.
-func (r *Record) live(now time.Time) bool {
-	return r != nil && !r.expired(now) && !r.leaseExpired(now)
+// Live reports whether the record holds its key at now: it is not nil, has not expired,
+// and is not an in-progress record whose lease has ended.
+func (r *Record) Live(now time.Time) bool {
+	return r != nil && !r.Expired(now) && !r.LeaseEnded(now)
 }

@@ -1,6 +1,3 @@
-// Package storetest is the behaviour suite every idem.Store runs: the same state-machine
-// tests against the in-memory store and against DynamoDB Local. Store conditions take the
-// caller's clock as a parameter, so a fake clock drives both.
 package storetest
 
 import (

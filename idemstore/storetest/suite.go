@@ -16,16 +16,18 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore"
 )
 
-// Harness tells the suite how to make a store and a business counter for it.
+// Harness tells [Run] how to make the store under test. Only NewStore is required.
 type Harness struct {
 	// NewStore returns an empty store (or one whose keys no other test uses).
-	NewStore func(t *testing.T) idem.Store
+	NewStore func(t *testing.T) idemstore.Store
 	// NewCounter returns a fresh business counter for store: add attaches "add n" to the
 	// completion of the guarded call that ctx belongs to (with failCond, a write whose
-	// condition fails), and read returns the committed total.
-	NewCounter func(t *testing.T, store idem.Store) (add func(ctx context.Context, n int, failCond bool) error, read func() int)
+	// condition fails), and read returns the committed total. Nil for a store that
+	// supports no attached writes: the suite then skips only the attached-write tests.
+	NewCounter func(t *testing.T, store idemstore.Store) (add func(ctx context.Context, n int, failCond bool) error, read func() int)
 	// Contention sets the goroutines per key and keys of the race test (defaults 64 and 50).
 	Goroutines, Keys int
 	// Batch routes every call through a one-request [idem.Batch] (Claim, DoClaimed,
@@ -52,7 +54,7 @@ type result struct {
 }
 
 type fixture struct {
-	store idem.Store
+	store idemstore.Store
 	clock *Clock
 	guard *idem.Guard
 }
@@ -73,7 +75,8 @@ func key(t *testing.T) string {
 	return t.Name() + "/" + hex.EncodeToString(b[:])
 }
 
-// Run runs the behaviour suite.
+// Run runs the behaviour suite against the store h makes, as subtests of t. A failure
+// names the guarantee the store broke.
 func Run(t *testing.T, h Harness) {
 	t.Run("NewThenReplay", h.newThenReplay)
 	t.Run("ErrorReleases", h.errorReleases)
@@ -387,8 +390,8 @@ func (h Harness) largeResults(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, huge, v, "the first caller still gets its result")
 		rec := storedRecord(t, f, k)
-		assert.Equal(t, idem.StatusCompleted, rec.Status)
-		assert.Equal(t, idem.EncodingNone, rec.Encoding)
+		assert.Equal(t, idemstore.StatusCompleted, rec.Status)
+		assert.Equal(t, idemstore.EncodingNone, rec.Encoding)
 		_, _, err = do(h, ctx, f.guard, idem.Request{Key: k}, fn)
 		require.ErrorIs(t, err, idem.ErrResultNotStored)
 		assert.Equal(t, 1, runs)
@@ -402,10 +405,10 @@ func (h Harness) incompatible(t *testing.T) {
 		encoding string
 		version  int
 	}{
-		{"UndecodableData", "{not json", "json", idem.SchemaVersion},
-		{"UnknownEncoding", `{"n":1}`, "msgpack", idem.SchemaVersion},
-		{"BadGzip", "not gzip", "json+gzip", idem.SchemaVersion},
-		{"FutureSchema", `{"n":1}`, "json", idem.SchemaVersion + 1},
+		{"UndecodableData", "{not json", "json", idemstore.SchemaVersion},
+		{"UnknownEncoding", `{"n":1}`, "msgpack", idemstore.SchemaVersion},
+		{"BadGzip", "not gzip", "json+gzip", idemstore.SchemaVersion},
+		{"FutureSchema", `{"n":1}`, "json", idemstore.SchemaVersion + 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -420,13 +423,13 @@ func (h Harness) incompatible(t *testing.T) {
 			require.Error(t, err)
 			sk := storedKey(t, f.guard, k)
 			now := f.clock.Now()
-			rec := &idem.Record{Key: sk, Status: idem.StatusInProgress, Expires: now.Add(time.Hour),
-				LeaseExpires: now.Add(time.Minute), LeaseToken: "tok", Version: idem.SchemaVersion}
+			rec := &idemstore.Record{Key: sk, Status: idemstore.StatusInProgress, Expires: now.Add(time.Hour),
+				LeaseExpires: now.Add(time.Minute), LeaseToken: "tok", Version: idemstore.SchemaVersion}
 			_, claimed, err := f.store.Claim(context.Background(), rec, now)
 			require.NoError(t, err)
 			require.True(t, claimed)
 			done := *rec
-			done.Status, done.Data, done.Encoding, done.Version = idem.StatusCompleted, []byte(tc.data), tc.encoding, tc.version
+			done.Status, done.Data, done.Encoding, done.Version = idemstore.StatusCompleted, []byte(tc.data), tc.encoding, tc.version
 			require.NoError(t, f.store.Complete(context.Background(), &done, nil))
 
 			_, _, err = do(h, context.Background(), f.guard, idem.Request{Key: k}, func(context.Context) (result, error) {
@@ -562,7 +565,7 @@ func (h Harness) storeFailures(t *testing.T) {
 		runs := 0
 		fn := func(ctx context.Context) (result, error) { runs++; return result{N: runs}, add(ctx, 1, false) }
 		_, _, err := do(h, ctx, g, idem.Request{Key: k}, fn)
-		require.ErrorIs(t, err, idem.ErrNotCommitted)
+		require.ErrorIs(t, err, idemstore.ErrNotCommitted)
 		require.ErrorIs(t, err, idem.ErrStore)
 		require.ErrorIs(t, err, outage)
 		assert.Equal(t, 0, read(), "nothing committed")
@@ -655,7 +658,7 @@ func (h Harness) transactional(t *testing.T) {
 	})
 }
 
-func storedRecord(t *testing.T, f fixture, k string) *idem.Record {
+func storedRecord(t *testing.T, f fixture, k string) *idemstore.Record {
 	t.Helper()
 	rec, err := f.store.Get(context.Background(), storedKey(t, f.guard, k))
 	require.NoError(t, err)

@@ -1,0 +1,28 @@
+package idemstore
+
+import "errors"
+
+// The errors a [Store] returns for the outcomes the guard acts on. Package idem re-exports
+// those a caller of idem.Do also meets (ErrLeaseLost, ErrConditionFailed,
+// ErrIncompatibleRecord) as the same values, so errors.Is matches either name. Any other
+// failure a store returns as it is, wrapped with %w as the store likes: the guard wraps it
+// in an idem.StoreError naming the operation, and errors.As still reaches the cause.
+var (
+	// ErrLeaseLost means a write conditional on a lease token found another token (or no
+	// in-progress record): another owner took the key over, or it completed.
+	ErrLeaseLost = errors.New("idem: lease lost to another owner")
+	// ErrTooLarge means the record itself exceeds the store's item size limit (an attached
+	// write over it is [ErrNotCommitted]). The guard then records the completion without
+	// the result.
+	ErrTooLarge = errors.New("idem: record too large for the store")
+	// ErrConditionFailed means a write attached to a completion failed its own condition:
+	// neither it nor the completion committed.
+	ErrConditionFailed = errors.New("idem: attached write condition failed")
+	// ErrNotCommitted means a completion committed nothing, its attached writes included:
+	// the store refused it as a whole (a cancelled transaction, an attached write over the
+	// store's size limit). The guard releases the key, so a retry runs again.
+	ErrNotCommitted = errors.New("idem: completion not committed")
+	// ErrIncompatibleRecord means a stored item cannot be read as a [Record]: an unknown
+	// schema version, status or encoding, or attributes of the wrong type.
+	ErrIncompatibleRecord = errors.New("idem: incompatible record")
+)

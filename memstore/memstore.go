@@ -1,0 +1,218 @@
+// Package memstore is an in-memory idempotency store with the semantics of the DynamoDB
+// store, for tests and local runs. Its zero value is ready to use:
+//
+//	var s memstore.Store
+//	g, err := idem.New(&s, "create-order")
+//
+// It passes the same behaviour suite (package storetest) as every store in this
+// repository. Records live in the process only: a guard over it protects nothing across
+// Lambda execution environments.
+package memstore
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/idemkit/idem/idemstore"
+)
+
+// Store is an in-memory [idemstore.Store] and [idemstore.BatchStore]. The zero value is an
+// empty store, ready to use; a Store must not be copied after first use. It is safe for
+// concurrent use. Expired records are treated as absent but kept until overwritten, as
+// DynamoDB's lagging TTL deletion would.
+//
+// Attached writes (idem.Attach) must be of type func() error: they run under the store's lock
+// when the completion's lease condition holds, and an error from one fails the completion
+// with [idemstore.ErrConditionFailed]. Functions that ran before the failing one are not undone, so
+// in-memory atomicity holds only for writes that fail before they change anything.
+type Store struct {
+	mu      sync.Mutex
+	records map[string]idemstore.Record
+}
+
+// New returns an empty store; new(Store) and a Store's zero value do as well.
+func New() *Store { return new(Store) }
+
+// put stores r under its key, making the map on first use. The caller holds s.mu.
+func (s *Store) put(r idemstore.Record) {
+	if s.records == nil {
+		s.records = make(map[string]idemstore.Record)
+	}
+	s.records[r.Key] = r
+}
+
+func clone(r idemstore.Record) *idemstore.Record {
+	r.Data = append([]byte(nil), r.Data...)
+	return &r
+}
+
+// Claim implements [idemstore.Store].
+func (s *Store) Claim(ctx context.Context, rec *idemstore.Record, now time.Time) (*idemstore.Record, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, ok := s.records[rec.Key]
+	if ok && !old.ClaimableBy(rec, now) {
+		return clone(old), false, nil
+	}
+	s.put(*clone(*rec))
+	if !ok {
+		return nil, true, nil
+	}
+	return clone(old), true, nil
+}
+
+// Get implements [idemstore.Store].
+func (s *Store) Get(ctx context.Context, key string) (*idemstore.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r, ok := s.records[key]; ok {
+		return clone(r), nil
+	}
+	return nil, nil
+}
+
+// owned returns the record for key if token owns it. The caller holds s.mu.
+func (s *Store) owned(key, token string, inProgress bool) (idemstore.Record, error) {
+	r, ok := s.records[key]
+	if !ok || r.LeaseToken != token || (inProgress && r.Status != idemstore.StatusInProgress) {
+		return idemstore.Record{}, idemstore.ErrLeaseLost
+	}
+	return r, nil
+}
+
+// Complete implements [idemstore.Store].
+func (s *Store) Complete(ctx context.Context, rec *idemstore.Record, attached []any) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	writes := make([]func() error, len(attached))
+	for i, a := range attached {
+		f, ok := a.(func() error)
+		if !ok {
+			return fmt.Errorf("memstore: attached write %d is %T, want func() error", i, a)
+		}
+		writes[i] = f
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, err := s.owned(rec.Key, rec.LeaseToken, false)
+	if err != nil {
+		return err
+	}
+	if old.Status != idemstore.StatusInProgress {
+		return nil // completed already: a resend, whose writes must not run again
+	}
+	for _, w := range writes {
+		if err := w(); err != nil {
+			return fmt.Errorf("%w: %w", idemstore.ErrConditionFailed, err)
+		}
+	}
+	next := *clone(*rec)
+	next.Checkpoint = old.Checkpoint
+	next.LeaseExpires = time.Time{}
+	s.put(next)
+	return nil
+}
+
+// Release implements [idemstore.Store].
+func (s *Store) Release(ctx context.Context, key, token string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.owned(key, token, true)
+	if err != nil {
+		return err
+	}
+	if r.Checkpoint == "" {
+		delete(s.records, key)
+		return nil
+	}
+	r.LeaseExpires = time.Unix(0, 0) // ended for every clock, as the DynamoDB store writes it
+	r.LeaseToken = idemstore.ReleasedToken(token)
+	s.put(r)
+	return nil
+}
+
+// Extend implements [idemstore.Store].
+func (s *Store) Extend(ctx context.Context, key, token string, leaseExpires time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.owned(key, token, true)
+	if err != nil {
+		return err
+	}
+	r.LeaseExpires = leaseExpires
+	s.put(r)
+	return nil
+}
+
+// SetCheckpoint implements [idemstore.Store].
+func (s *Store) SetCheckpoint(ctx context.Context, key, token, checkpoint string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.owned(key, token, true)
+	if err != nil {
+		return err
+	}
+	r.Checkpoint = checkpoint
+	s.put(r)
+	return nil
+}
+
+// Put writes rec as it is, unconditionally. It is for tests that need a record in a given
+// state (an expired lease, a hostile or outdated record).
+func (s *Store) Put(rec idemstore.Record) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.put(*clone(rec))
+}
+
+// Len returns the number of records held, expired ones included.
+func (s *Store) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.records)
+}
+
+// ClaimMany implements [idemstore.BatchStore] by claiming each record in turn.
+func (s *Store) ClaimMany(ctx context.Context, recs []*idemstore.Record, now time.Time) []idemstore.ClaimResult {
+	out := make([]idemstore.ClaimResult, len(recs))
+	for i, r := range recs {
+		out[i].Prev, out[i].Claimed, out[i].Err = s.Claim(ctx, r, now)
+	}
+	return out
+}
+
+// CompleteMany implements [idemstore.BatchStore] by completing each record in turn.
+func (s *Store) CompleteMany(ctx context.Context, recs []*idemstore.Record) []error {
+	out := make([]error, len(recs))
+	for i, r := range recs {
+		out[i] = s.Complete(ctx, r, nil)
+	}
+	return out
+}
+
+// ReleaseMany implements [idemstore.BatchStore] by releasing each key in turn.
+func (s *Store) ReleaseMany(ctx context.Context, keys, tokens []string) []error {
+	out := make([]error, len(keys))
+	for i := range keys {
+		out[i] = s.Release(ctx, keys[i], tokens[i])
+	}
+	return out
+}
