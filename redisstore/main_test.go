@@ -1,6 +1,7 @@
 package redisstore_test
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"os"
@@ -24,7 +25,17 @@ var (
 // env is the test binary's Redis server.
 var env redistest.Env
 
-func TestMain(m *testing.M) { os.Exit(env.Main(m)) }
+func TestMain(m *testing.M) {
+	// go-redis logs every failed dial; the fault tests make many on purpose, and check
+	// the errors the store returns instead.
+	redis.SetLogger(quiet{})
+	os.Exit(env.Main(m))
+}
+
+// quiet is a go-redis logger that drops everything.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
 
 // prefix returns a key prefix no other test uses, so tests can share one server.
 func prefix() string {
