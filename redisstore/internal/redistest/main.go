@@ -2,9 +2,12 @@ package redistest
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -52,6 +55,9 @@ func (e *Env) Main(m *testing.M) int {
 			e.s.opts = &redis.Options{Addr: e.s.server.Addr}
 		}
 	}
+	if e.s.err == nil {
+		e.s.err = CheckVersion(context.Background(), e.s.opts)
+	}
 	if e.s.err != nil && os.Getenv(EnvRequire) != "" {
 		fmt.Fprintf(os.Stderr, "redistest: no Redis server, and %s is set: %v\n", EnvRequire, e.s.err)
 		return 1
@@ -94,3 +100,27 @@ func (e *Env) Client(tb testing.TB) *redis.Client {
 // Own reports whether the binary started its server itself (rather than using REDIS_URL),
 // so that a test may start servers of its own beside it (cluster, kill and restart).
 func (e *Env) Own() bool { return e.s.server != nil }
+
+// MinMajorVersion is the oldest Redis major version the tests accept.
+const MinMajorVersion = 7
+
+// CheckVersion returns an error unless the server opts names runs Redis (or Valkey) 7 or
+// newer.
+func CheckVersion(ctx context.Context, opts *redis.Options) error {
+	c := redis.NewClient(opts)
+	defer c.Close()
+	info, err := c.Info(ctx, "server").Result()
+	if err != nil {
+		return fmt.Errorf("redistest: INFO server: %w", err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+			major, _, _ := strings.Cut(v, ".")
+			if n, err := strconv.Atoi(major); err != nil || n < MinMajorVersion {
+				return fmt.Errorf("redistest: server runs Redis %s, the tests need %d or newer", v, MinMajorVersion)
+			}
+			return nil
+		}
+	}
+	return errors.New("redistest: INFO server has no redis_version")
+}
