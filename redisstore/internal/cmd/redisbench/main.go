@@ -229,22 +229,31 @@ func (r *result) check(ok bool, format string, args ...any) {
 	}
 }
 
-// newKeys is W1: one sequential invocation per fresh key.
-func (b *bench) newKeys(name string, evs []event) *result {
+// sequential runs op for each event in order, each with a fresh deadline, as one measured
+// region, and returns its result with how many calls op reported as failed.
+func (b *bench) sequential(name string, evs []event, op func(ctx context.Context, ev event) bool) (*result, int) {
 	lat := make([]time.Duration, len(evs))
 	failed := 0
 	m := b.begin()
 	for i, ev := range evs {
 		ctx, cancel := context.WithTimeout(context.Background(), deadline)
 		t0 := time.Now()
-		_, _, err := idem.Do(ctx, b.guard, idem.Request{Key: ev.ID}, b.handler(ev))
+		ok := op(ctx, ev)
 		lat[i] = time.Since(t0)
 		cancel()
-		if err != nil {
+		if !ok {
 			failed++
 		}
 	}
-	r := m.end(name, lat)
+	return m.end(name, lat), failed
+}
+
+// newKeys is W1: one sequential invocation per fresh key.
+func (b *bench) newKeys(name string, evs []event) *result {
+	r, failed := b.sequential(name, evs, func(ctx context.Context, ev event) bool {
+		_, _, err := idem.Do(ctx, b.guard, idem.Request{Key: ev.ID}, b.handler(ev))
+		return err == nil
+	})
 	r.check(failed == 0, "%d invocations failed", failed)
 	r.check(r.HandlerExecutions == int64(len(evs)), "%d executions, want %d", r.HandlerExecutions, len(evs))
 	return r
@@ -252,20 +261,10 @@ func (b *bench) newKeys(name string, evs []event) *result {
 
 // replays is W2: the W1 events again, in order.
 func (b *bench) replays(evs []event) *result {
-	lat := make([]time.Duration, len(evs))
-	failed := 0
-	m := b.begin()
-	for i, ev := range evs {
-		ctx, cancel := context.WithTimeout(context.Background(), deadline)
-		t0 := time.Now()
+	r, failed := b.sequential("W2_replays", evs, func(ctx context.Context, ev event) bool {
 		res, replayed, err := idem.Do(ctx, b.guard, idem.Request{Key: ev.ID}, b.handler(ev))
-		lat[i] = time.Since(t0)
-		cancel()
-		if err != nil || !replayed || res.ID != ev.ID {
-			failed++
-		}
-	}
-	r := m.end("W2_replays", lat)
+		return err == nil && replayed && res.ID == ev.ID
+	})
 	r.check(r.HandlerExecutions == 0, "%d executions, want 0", r.HandlerExecutions)
 	r.check(failed == 0, "%d replays failed or returned another key's result", failed)
 	return r
