@@ -1,0 +1,2 @@
+// Package pgstore is the PostgreSQL [idem.Store].
+package pgstore
