@@ -52,7 +52,8 @@ $(STATICCHECK):
 
 # The DynamoDB Local tests skip only under -short; here even that fails (internal/ddblocal).
 test: export IDEM_REQUIRE_DYNAMODB := 1
-test: deps lint
+test: export IDEM_REQUIRE_POSTGRES := 1
+test: deps pgdeps lint
 	@for m in $(MODULES); do echo "go test -race ($$m)"; (cd "$$m" && go test -race -count=1 ./...) || exit 1; done
 	# Allocation counts are pinned without the race detector, whose sync.Pool drops items.
 	go test -count=1 -run '^TestAllocations$$' .
@@ -175,3 +176,17 @@ bench-e2e: $(DDBLOCAL_STAMP)
 .PHONY: bench-probe
 bench-probe: $(DDBLOCAL_STAMP)
 	go run ./cmd/idem-bench -probe $(BENCH_FLAGS)
+
+# PostgreSQL 15+ for the pgstore module's tests (pgstore/internal/pgtest starts it on
+# 127.0.0.1 as an unprivileged user, or uses DATABASE_URL): installed with apt-get (as root,
+# or through passwordless sudo) when neither DATABASE_URL is set nor initdb is found.
+.PHONY: pgdeps
+pgdeps:
+	@if [ -z "$${DATABASE_URL:-}" ] && ! command -v initdb >/dev/null && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+		if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then sudo=""; \
+		elif command -v apt-get >/dev/null && sudo -n true 2>/dev/null; then sudo="sudo -n"; \
+		else echo "make pgdeps: PostgreSQL is not installed, and apt-get as root is not available to install it: install the postgresql package or set DATABASE_URL" >&2; exit 1; fi; \
+		echo "make pgdeps: installing postgresql with apt-get"; \
+		$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq postgresql >/dev/null \
+			|| { echo "make pgdeps: apt-get could not install postgresql" >&2; exit 1; }; \
+	fi
