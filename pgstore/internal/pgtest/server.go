@@ -257,9 +257,9 @@ func locate() (string, error) {
 		}
 	}
 	if len(found) > 0 {
-		return "", fmt.Errorf("pgtest: PostgreSQL %d or newer is needed; found only %s: install the postgresql package (make deps does as root)", minMajor, strings.Join(found, ", "))
+		return "", fmt.Errorf("pgtest: PostgreSQL %d or newer is needed; found only %s: install the postgresql package (make pgdeps does as root)", minMajor, strings.Join(found, ", "))
 	}
-	return "", errors.New("pgtest: PostgreSQL is not installed (no initdb on PATH or in /usr/lib/postgresql/*/bin): install the postgresql package (make deps does as root), or set DATABASE_URL to a server of yours")
+	return "", errors.New("pgtest: PostgreSQL is not installed (no initdb on PATH or in /usr/lib/postgresql/*/bin): install the postgresql package (make pgdeps does as root), or set DATABASE_URL to a server of yours")
 }
 
 var majorRE = regexp.MustCompile(`(\d+)(\.\d+)?`)
