@@ -189,8 +189,8 @@ func (b *batch) runUnit(ctx context.Context, unit []int) {
 				stopped[o.GroupID] = i
 			}
 		}
-		if b.claims == nil { // else the outcome is final once the claims are settled
-			b.h.reportMessage(ctx, o)
+		if b.claims == nil && o.Failed() { // else the outcome is final once the claims are settled
+			b.h.logFailure(ctx, o)
 		}
 	}
 }

@@ -1,9 +1,11 @@
 package sqs_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -33,8 +35,6 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{"WithKey", sqs.WithKey(nil)},
 		{"WithFingerprint", sqs.WithFingerprint(nil)},
 		{"WithDeadlineMargin", sqs.WithDeadlineMargin(-time.Second)},
-		{"WithLogger", sqs.WithLogger(nil)},
-		{"WithClock", sqs.WithClock(nil)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -173,14 +173,14 @@ func TestFailureReasons(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			store := storetest.NewFaulty(memstore.New())
-			guard, err := idem.New(store, "test", tc.guardOpts...)
+			rs := &reports{}
+			guard, err := idem.New(store, "test", append(tc.guardOpts, idem.WithHooks(rs.hooks()))...)
 			require.NoError(t, err)
 			u := &unit{store: store, guard: guard, rec: newRecorder(), msg: loadEvent(t, "sqs-standard-ten").Records[0]}
 			if tc.before != nil {
 				tc.before(t, u)
 			}
-			rs := &reports{}
-			h, err := sqs.New(guard, u.rec.handle, append(tc.opts, sqs.WithHooks(rs.hooks()))...)
+			h, err := sqs.New(guard, u.rec.handle, tc.opts...)
 			require.NoError(t, err)
 
 			var resp []byte
@@ -390,10 +390,10 @@ func TestContextEndingAtTheClaimIsNotStarted(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	guard, err := idem.New(cancelingStore{Store: memstore.New(), cancel: cancel}, "test")
-	require.NoError(t, err)
 	rs, rec := &reports{}, newRecorder()
-	h, err := sqs.New(guard, rec.handle, sqs.WithHooks(rs.hooks()))
+	guard, err := idem.New(cancelingStore{Store: memstore.New(), cancel: cancel}, "test", idem.WithHooks(rs.hooks()))
+	require.NoError(t, err)
+	h, err := sqs.New(guard, rec.handle)
 	require.NoError(t, err)
 
 	ev := loadEvent(t, "sqs-standard-ten")
@@ -404,4 +404,98 @@ func TestContextEndingAtTheClaimIsNotStarted(t *testing.T) {
 	require.ErrorIs(t, o.Err, sqs.ErrNotStarted)
 	require.ErrorIs(t, o.Err, context.Canceled)
 	assert.Zero(t, rec.total())
+}
+
+// The handler reads the time left before the deadline on the guard's clock: with one
+// second left on it, a message is not started, whatever the wall clock says.
+func TestHandlerTakesTheGuardsClock(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(time.Hour))
+	defer cancel()
+	deadline, _ := ctx.Deadline()
+	late := idem.ClockFunc(func() time.Time { return deadline.Add(-time.Second) })
+	guard, err := idem.New(memstore.New(), "test", idem.WithClock(late))
+	require.NoError(t, err)
+	rec := newRecorder()
+	h, err := sqs.New(guard, rec.handle, sqs.WithDeadlineMargin(5*time.Second))
+	require.NoError(t, err)
+
+	rep, err := h.Process(ctx, events.SQSEvent{Records: []events.SQSMessage{message("m-1", "{}")}})
+	require.NoError(t, err)
+	assert.Equal(t, sqs.ReasonNotStarted, rep.Outcomes[0].Reason)
+	assert.Zero(t, rec.total(), "nothing ran")
+}
+
+// The handler writes its lines to the guard's logger.
+func TestHandlerLogsToTheGuardsLogger(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	guard, err := idem.New(memstore.New(), "test", idem.WithLogger(slog.New(slog.NewJSONHandler(&out, nil))))
+	require.NoError(t, err)
+	h, err := sqs.New(guard, newRecorder().handle)
+	require.NoError(t, err)
+
+	_, err = h.Process(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m-1", "{}")}})
+	require.NoError(t, err)
+	assert.Contains(t, out.String(), `"msg":"sqs: batch processed"`)
+}
+
+// The guard's OnBatch hook gets each batch's report, once, as an idem.BatchEvent: every
+// message's ID, status, reason and error, the counts, FIFO and the duration; and nothing
+// for an event that could not be processed.
+func TestOnBatchMirrorsTheReport(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		event string
+		fail  int // the record whose handler fails
+		fifo  bool
+	}{
+		{"standard", "sqs-standard-same-key", 2, false}, // 0, 1, 3 and 4 share a key and a body
+		{"FIFO", "sqs-fifo-two-groups", 1, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var got []idem.BatchEvent
+			clock := storetest.NewClock()
+			guard, err := idem.New(memstore.New(), "test", idem.WithClock(clock), idem.WithHooks(idem.Hooks{
+				OnBatch: func(_ context.Context, e idem.BatchEvent) { got = append(got, e) },
+			}))
+			require.NoError(t, err)
+			rec := newRecorder()
+			rec.before = func(context.Context, events.SQSMessage) { clock.Advance(time.Millisecond) }
+			h, err := sqs.New(guard, rec.handle, sqs.WithConcurrency(1))
+			require.NoError(t, err)
+			ev := loadEvent(t, tc.event)
+			rec.setFail(ev.Records[tc.fail].MessageId, errors.New("ledger: account frozen"))
+
+			for run := range 2 { // the second run replays what succeeded
+				rep, err := h.Process(context.Background(), ev)
+				require.NoError(t, err)
+				require.Len(t, got, run+1, "one event per batch")
+				e := got[run]
+				assert.Equal(t, tc.fifo, e.FIFO)
+				assert.Equal(t, rep.FIFO, e.FIFO)
+				assert.Equal(t, [4]int{rep.Ran, rep.Replayed, rep.Duplicates, rep.Failed}, [4]int{e.Ran, e.Replayed, e.Duplicates, e.Failed})
+				assert.Equal(t, rep.Duration, e.Duration)
+				assert.Positive(t, e.Duration, "timed on the guard's clock")
+				require.Len(t, e.Items, len(ev.Records))
+				for i, o := range rep.Outcomes {
+					it := e.Items[i]
+					assert.Equal(t, ev.Records[i].MessageId, it.ID)
+					assert.Equal(t, o.MessageID, it.ID)
+					assert.Equal(t, string(o.Status), it.Status, it.ID)
+					assert.Equal(t, string(o.Reason), it.Reason, it.ID)
+					assert.Equal(t, o.Err, it.Err, it.ID)
+				}
+				assert.Positive(t, e.Failed, "the failure is in the event")
+			}
+			assert.Positive(t, got[1].Replayed, "the second run replayed")
+
+			_, err = h.Process(context.Background(), loadEvent(t, "sqs-invalid-no-message-id"))
+			require.ErrorIs(t, err, sqs.ErrInvalidEvent)
+			assert.Len(t, got, 2, "no event for an unusable batch")
+		})
+	}
 }

@@ -37,7 +37,7 @@ func TestFailedMessageLogLines(t *testing.T) {
 			t.Parallel()
 			var out bytes.Buffer
 			logger := slog.New(slog.NewJSONHandler(&out, &slog.HandlerOptions{Level: slog.LevelWarn}))
-			guard, err := idem.New(memstore.New(), "test")
+			guard, err := idem.New(memstore.New(), "test", idem.WithLogger(logger))
 			require.NoError(t, err)
 			h, err := sqs.New(guard, func(_ context.Context, m events.SQSMessage) error {
 				switch m.MessageId {
@@ -47,7 +47,7 @@ func TestFailedMessageLogLines(t *testing.T) {
 					panic("ledger corrupted")
 				}
 				return nil
-			}, append(tc.opts, sqs.WithLogger(logger))...)
+			}, tc.opts...)
 			require.NoError(t, err)
 
 			ev := events.SQSEvent{Records: []events.SQSMessage{
