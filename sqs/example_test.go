@@ -301,6 +301,16 @@ func (s *storeCalls) CompleteMany(ctx context.Context, recs []*idemstore.Record)
 	return s.Store.CompleteMany(ctx, recs)
 }
 
+func (s *storeCalls) Release(ctx context.Context, key, token string) error {
+	s.single.Add(1)
+	return s.Store.Release(ctx, key, token)
+}
+
+func (s *storeCalls) ReleaseMany(ctx context.Context, keys, tokens []string) []error {
+	s.many.Add(1)
+	return s.Store.ReleaseMany(ctx, keys, tokens)
+}
+
 // Batch claims, on by default, claim a batch's keys in one store call and record its
 // outcomes in one more; off, each message makes its own two calls. The context has a
 // deadline, as in Lambda: the outcomes wait for the batch's end only while their leases
