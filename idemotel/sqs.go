@@ -20,11 +20,14 @@ const (
 	AttrMessageID = attribute.Key("messaging.message.id")
 	// AttrFIFO reports whether the batch came from a FIFO queue.
 	AttrFIFO = attribute.Key("idem.sqs.fifo")
-	// AttrRan, AttrReplayed, AttrDuplicates and AttrFailed count the batch's outcomes.
-	AttrRan        = attribute.Key("idem.sqs.ran")
-	AttrReplayed   = attribute.Key("idem.sqs.replayed")
+	// AttrRan counts the batch's messages whose handler ran and succeeded.
+	AttrRan = attribute.Key("idem.sqs.ran")
+	// AttrReplayed counts the batch's messages acknowledged as completed earlier.
+	AttrReplayed = attribute.Key("idem.sqs.replayed")
+	// AttrDuplicates counts the batch's messages acknowledged as duplicates within it.
 	AttrDuplicates = attribute.Key("idem.sqs.duplicates")
-	AttrFailed     = attribute.Key("idem.sqs.failed")
+	// AttrFailed counts the batch's messages reported for redelivery.
+	AttrFailed = attribute.Key("idem.sqs.failed")
 	// AttrReason is a failed message's reason ([idem.BatchItem.Reason], an sqs.Reason), on
 	// its event.
 	AttrReason = attribute.Key("idem.sqs.reason")
