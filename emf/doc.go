@@ -3,10 +3,10 @@
 // Logs extracts metrics without any client call, as Powertools for AWS Lambda's Metrics
 // utility does.
 //
-// A [Recorder] collects what idem's hooks report during an invocation: claims, completions,
-// replays, in-progress refusals, payload mismatches, lost leases, releases, store errors and
-// handler durations ([Recorder.Hooks]), and the outcome of every SQS batch by status and
-// failure reason ([Recorder.SQSHooks]). [Recorder.Flush] writes them as one EMF document and
+// A [Recorder] collects what idem's hooks ([Recorder.Hooks]) report during an invocation:
+// claims, completions, replays, in-progress refusals, payload mismatches, lost leases,
+// releases, store errors and handler durations, and the outcome of every SQS batch by
+// status and failure reason. [Recorder.Flush] writes them as one EMF document and
 // starts over; [Wrap] flushes after every invocation of a Lambda handler. Counts are summed
 // per flush; durations keep every observation (up to [MaxValues] per document, so that
 // CloudWatch computes percentiles).
@@ -15,9 +15,9 @@
 // fixed dimensions given to [New] (such as the service name), so the number of metrics
 // CloudWatch stores does not grow with traffic.
 //
-//	rec, err := emf.New(os.Stdout, "Orders", emf.WithDimension("Service", "orders-api"))
-//	guard, err := idem.New(store, "create-order", idem.WithHooks(rec.Hooks()))
-//	h, err := sqs.New(guard, credit, sqs.WithHooks(rec.SQSHooks()))
+//	rec, err := emf.New(os.Stdout, "Credits", emf.WithDimension("Service", "credits"))
+//	guard, err := idem.New(store, "credit-account", idem.WithHooks(rec.Hooks()))
+//	h, err := sqs.New(guard, credit) // its batches report through the guard's hooks
 //	lambda.Start(emf.Wrap(rec, h.Handle))
 //
 // See the specification,

@@ -55,13 +55,14 @@ func ExampleWrap() {
 	// {"OrdersPlaced":1,"_aws":{"Timestamp":1700000000000,"CloudWatchMetrics":[{"Namespace":"Orders","Dimensions":[[]],"Metrics":[{"Name":"OrdersPlaced","Unit":"Count"}]}]}}
 }
 
-// An SQS batch's outcomes by status and by failure reason.
-func ExampleRecorder_SQSHooks() {
+// An SQS batch's outcomes by status and by failure reason, beside the guarded calls'
+// metrics: the sqs handler reports its batches through the guard's hooks.
+func Example_sqs() {
 	rec, err := emf.New(os.Stdout, "Credits", emf.WithClock(stopped))
 	if err != nil {
 		panic(err)
 	}
-	guard, err := idem.New(memstore.New(), "create-order")
+	guard, err := idem.New(memstore.New(), "credit-account", idem.WithHooks(rec.Hooks()), idem.WithClock(stopped))
 	if err != nil {
 		panic(err)
 	}
@@ -70,7 +71,7 @@ func ExampleRecorder_SQSHooks() {
 			return errors.New("empty body")
 		}
 		return nil
-	}, sqs.WithHooks(rec.SQSHooks()), sqs.WithClock(stopped))
+	}, sqs.WithConcurrency(1)) // one message at a time: the metrics' order is fixed
 	if err != nil {
 		panic(err)
 	}
@@ -80,7 +81,7 @@ func ExampleRecorder_SQSHooks() {
 		{MessageId: "m-2", Body: "", EventSourceARN: queue},
 	}})
 	// Output:
-	// {"SQSBatchDuration":0,"SQSBatches":1,"SQSDuplicates":0,"SQSFailed":1,"SQSFailedHandler":1,"SQSMessages":2,"SQSRan":1,"SQSReplayed":0,"_aws":{"Timestamp":1700000000000,"CloudWatchMetrics":[{"Namespace":"Credits","Dimensions":[[]],"Metrics":[{"Name":"SQSBatches","Unit":"Count"},{"Name":"SQSMessages","Unit":"Count"},{"Name":"SQSRan","Unit":"Count"},{"Name":"SQSReplayed","Unit":"Count"},{"Name":"SQSDuplicates","Unit":"Count"},{"Name":"SQSFailed","Unit":"Count"},{"Name":"SQSFailedHandler","Unit":"Count"},{"Name":"SQSBatchDuration","Unit":"Milliseconds"}]}]}}
+	// {"Claims":2,"Completions":1,"HandlerDuration":[0,0],"Releases":1,"SQSBatchDuration":0,"SQSBatches":1,"SQSDuplicates":0,"SQSFailed":1,"SQSFailedHandler":1,"SQSMessages":2,"SQSRan":1,"SQSReplayed":0,"_aws":{"Timestamp":1700000000000,"CloudWatchMetrics":[{"Namespace":"Credits","Dimensions":[[]],"Metrics":[{"Name":"Claims","Unit":"Count"},{"Name":"Completions","Unit":"Count"},{"Name":"HandlerDuration","Unit":"Milliseconds"},{"Name":"Releases","Unit":"Count"},{"Name":"SQSBatches","Unit":"Count"},{"Name":"SQSMessages","Unit":"Count"},{"Name":"SQSRan","Unit":"Count"},{"Name":"SQSReplayed","Unit":"Count"},{"Name":"SQSDuplicates","Unit":"Count"},{"Name":"SQSFailed","Unit":"Count"},{"Name":"SQSFailedHandler","Unit":"Count"},{"Name":"SQSBatchDuration","Unit":"Milliseconds"}]}]}}
 }
 
 // A metric of the function's own in the same document as idem's.

@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/sqs"
 )
 
-// The metrics of [Recorder.Hooks], one count per hook call unless said otherwise.
+// The metrics of [Recorder.Hooks] for each guarded call, one count per hook call unless
+// said otherwise.
 const (
 	// MetricClaims counts keys claimed: the handler was about to run.
 	MetricClaims = "Claims"
@@ -36,7 +36,8 @@ const (
 	MetricHandlerDuration = "HandlerDuration"
 )
 
-// The metrics of [Recorder.SQSHooks], per batch.
+// The metrics of [Recorder.Hooks] for each SQS batch (package sqs), from the guard's
+// OnBatch hook.
 const (
 	// MetricSQSBatches counts batches processed.
 	MetricSQSBatches = "SQSBatches"
@@ -55,8 +56,13 @@ const (
 	MetricSQSBatchDuration = "SQSBatchDuration"
 )
 
-// Hooks returns the [idem.Hooks] that record the Metric* counts and [MetricHandlerDuration].
-// They record nothing of the event but its kind and duration: never a key.
+// Hooks returns the [idem.Hooks] that record this package's metrics: for each guarded call,
+// the counts from MetricClaims to MetricStoreErrors and [MetricHandlerDuration]; for each
+// SQS batch (OnBatch), the MetricSQS* counts and [MetricSQSBatchDuration], and the failures
+// by reason under [SQSFailedMetric]. The SQS status counts are recorded even when zero, so
+// an alarm on failures sees a value for every batch; a reason's count only when some
+// message failed for it. They record nothing of an event but its kind, counts and
+// duration: never a key or a message ID.
 func (r *Recorder) Hooks() idem.Hooks {
 	count := func(name string) func(context.Context, idem.Event) {
 		return func(context.Context, idem.Event) { _ = r.Count(name, 1) }
@@ -78,37 +84,38 @@ func (r *Recorder) Hooks() idem.Hooks {
 		OnLeaseLost:  count(MetricLeaseLost),
 		OnReleased:   ran(MetricReleases),
 		OnStoreError: count(MetricStoreErrors),
+		OnBatch:      r.batch,
 	}
 }
 
-// SQSHooks returns the [sqs.Hooks] that record, for each batch, the MetricSQS* counts and
-// [MetricSQSBatchDuration], and the failures by reason under [SQSFailedMetric]. The status
-// counts are recorded even when zero, so an alarm on failures sees a value for every batch;
-// a reason's count only when some message failed for it. Message IDs and keys are never
-// recorded.
-func (r *Recorder) SQSHooks() sqs.Hooks {
-	return sqs.Hooks{OnBatch: func(_ context.Context, rep *sqs.Report) {
-		_ = r.Count(MetricSQSBatches, 1)
-		_ = r.Count(MetricSQSMessages, float64(len(rep.Outcomes)))
-		_ = r.Count(MetricSQSRan, float64(rep.Ran))
-		_ = r.Count(MetricSQSReplayed, float64(rep.Replayed))
-		_ = r.Count(MetricSQSDuplicates, float64(rep.Duplicates))
-		_ = r.Count(MetricSQSFailed, float64(rep.Failed))
-		failed := rep.FailedBy()
-		for _, reason := range slices.Sorted(maps.Keys(failed)) {
-			_ = r.Count(SQSFailedMetric(reason), float64(failed[reason]))
+// batch records an SQS batch's metrics.
+func (r *Recorder) batch(_ context.Context, e idem.BatchEvent) {
+	_ = r.Count(MetricSQSBatches, 1)
+	_ = r.Count(MetricSQSMessages, float64(len(e.Items)))
+	_ = r.Count(MetricSQSRan, float64(e.Ran))
+	_ = r.Count(MetricSQSReplayed, float64(e.Replayed))
+	_ = r.Count(MetricSQSDuplicates, float64(e.Duplicates))
+	_ = r.Count(MetricSQSFailed, float64(e.Failed))
+	failed := make(map[string]int)
+	for _, it := range e.Items {
+		if it.Reason != "" {
+			failed[it.Reason]++
 		}
-		_ = r.Observe(MetricSQSBatchDuration, UnitMilliseconds, millis(rep.Duration))
-	}}
+	}
+	for _, reason := range slices.Sorted(maps.Keys(failed)) {
+		_ = r.Count(SQSFailedMetric(reason), float64(failed[reason]))
+	}
+	_ = r.Observe(MetricSQSBatchDuration, UnitMilliseconds, millis(e.Duration))
 }
 
-// SQSFailedMetric returns the name of the count of messages failed for reason: "SQSFailed"
-// followed by the reason in camel case, such as "SQSFailedInProgress" for
-// sqs.ReasonInProgress. Reasons are a closed set, so these names are few.
-func SQSFailedMetric(reason sqs.Reason) string {
+// SQSFailedMetric returns the name of the count of messages failed for reason (an
+// sqs.Reason, as [idem.BatchItem.Reason] carries it): "SQSFailed" followed by the reason in
+// camel case, such as "SQSFailedInProgress" for "in_progress". Reasons are a closed set, so
+// these names are few.
+func SQSFailedMetric(reason string) string {
 	var b strings.Builder
 	b.WriteString(MetricSQSFailed)
-	for _, word := range strings.Split(string(reason), "_") {
+	for _, word := range strings.Split(reason, "_") {
 		if word != "" {
 			b.WriteString(strings.ToUpper(word[:1]) + word[1:])
 		}

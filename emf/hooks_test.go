@@ -7,6 +7,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
@@ -129,7 +130,7 @@ func TestWrapFlushesEachSQSInvocation(t *testing.T) {
 			return errors.New("account frozen")
 		}
 		return nil
-	}, sqs.WithHooks(r.SQSHooks()))
+	}) // its batches report through the guard's hooks
 	require.NoError(t, err)
 	invoke := lambda.NewHandler(emf.Wrap(r, h.Handle))
 
@@ -167,10 +168,71 @@ func TestWrapFlushesEachSQSInvocation(t *testing.T) {
 	}
 }
 
+// OnBatch counts the failures of each reason across the batch's items, and records the
+// status counts even when they are zero.
+func TestHooksRecordBatches(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		event idem.BatchEvent
+		want  map[string]float64
+		none  []string // metrics not written
+	}{
+		{
+			name: "failures of two reasons",
+			event: idem.BatchEvent{
+				Items: []idem.BatchItem{
+					{ID: "m-1", Status: "failed", Reason: "in_progress", Err: idem.ErrInProgress},
+					{ID: "m-2", Status: "ran"},
+					{ID: "m-3", Status: "failed", Reason: "handler", Err: errors.New("frozen")},
+					{ID: "m-4", Status: "failed", Reason: "in_progress", Err: idem.ErrInProgress},
+				},
+				Ran: 1, Failed: 3,
+				Duration: 1500 * time.Microsecond,
+			},
+			want: map[string]float64{
+				emf.MetricSQSBatches: 1, emf.MetricSQSMessages: 4, emf.MetricSQSRan: 1, emf.MetricSQSReplayed: 0,
+				emf.MetricSQSDuplicates: 0, emf.MetricSQSFailed: 3, "SQSFailedInProgress": 2, "SQSFailedHandler": 1,
+				emf.MetricSQSBatchDuration: 1.5,
+			},
+		},
+		{
+			name: "nothing failed",
+			event: idem.BatchEvent{
+				Items:    []idem.BatchItem{{ID: "m-1", Status: "replayed"}, {ID: "m-2", Status: "duplicate"}},
+				Replayed: 1, Duplicates: 1,
+			},
+			want: map[string]float64{
+				emf.MetricSQSBatches: 1, emf.MetricSQSMessages: 2, emf.MetricSQSRan: 0, emf.MetricSQSReplayed: 1,
+				emf.MetricSQSDuplicates: 1, emf.MetricSQSFailed: 0, emf.MetricSQSBatchDuration: 0,
+			},
+			none: []string{"SQSFailedInProgress", "SQSFailedHandler"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var out bytes.Buffer
+			r := newRecorder(t, &out)
+			r.Hooks().OnBatch(context.Background(), tc.event)
+			require.NoError(t, r.Flush())
+			docs := documents(t, out.Bytes())
+			require.Len(t, docs, 1)
+			for name, v := range tc.want {
+				assert.InDelta(t, v, docs[0][name], 0, name)
+			}
+			for _, name := range tc.none {
+				assert.NotContains(t, docs[0], name)
+			}
+			assert.NotContains(t, out.String(), "m-1", "no message ID")
+		})
+	}
+}
+
 func TestSQSFailedMetric(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		reason sqs.Reason
+		reason sqs.Reason // as idem.BatchItem.Reason carries it, a string
 		want   string
 	}{
 		{sqs.ReasonHandler, "SQSFailedHandler"},
@@ -185,7 +247,7 @@ func TestSQSFailedMetric(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(string(tc.reason), func(t *testing.T) {
 			t.Parallel()
-			assert.Equal(t, tc.want, emf.SQSFailedMetric(tc.reason))
+			assert.Equal(t, tc.want, emf.SQSFailedMetric(string(tc.reason)))
 		})
 	}
 }

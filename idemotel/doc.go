@@ -17,8 +17,8 @@
 // across invocations and containers.
 //
 //	tracer, err := idemotel.New() // the global TracerProvider, or WithTracerProvider
-//	guard, err := idem.New(store, "create-order", idem.WithHooks(tracer.Hooks()))
-//	h, err := sqs.New(guard, credit, sqs.WithHooks(tracer.SQSHooks()))
+//	guard, err := idem.New(store, "credit-account", idem.WithHooks(tracer.Hooks()))
+//	h, err := sqs.New(guard, credit) // its batches report through the guard's hooks
 //	lambda.StartHandler(otellambda.WrapHandler(lambda.NewHandler(h.Handle),
 //		otellambda.WithTracerProvider(tp), otellambda.WithFlusher(tp)))
 //

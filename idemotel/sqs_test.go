@@ -39,7 +39,7 @@ func TestSQSBatchSpan(t *testing.T) {
 			return errors.New("account frozen")
 		}
 		return nil
-	}, sqs.WithHooks(r.tracer.SQSHooks()), sqs.WithClock(r.clock), sqs.WithConcurrency(1))
+	}, sqs.WithConcurrency(1)) // the batch span from the guard's hooks, timed on its clock
 	require.NoError(t, err)
 
 	parent := r.invocation(func(ctx context.Context) {

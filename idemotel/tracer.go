@@ -126,7 +126,9 @@ func New(opts ...Option) (*Tracer, error) {
 
 // Hooks returns the [idem.Hooks] that make the spans: [SpanClaim] for claims, replays,
 // refusals and failed claims; [SpanRun] for completions, releases, lost leases and failed
-// completions or releases; [SpanExtend] and [SpanCheckpoint] for their failures. A store
+// completions or releases; [SpanExtend] and [SpanCheckpoint] for their failures;
+// [SpanSQSBatch] for each SQS batch (package sqs reports its batches through the guard's
+// OnBatch hook). A store
 // error or a lost lease sets the span's status to Error and records the error (idem's and
 // the store's messages carry no key); a release sets it to Error with the error's type only
 // ([AttrErrorType]).
@@ -142,6 +144,7 @@ func (t *Tracer) Hooks() idem.Hooks {
 		OnStoreError: func(ctx context.Context, e idem.Event) {
 			t.span(ctx, storeSpan(e.Op), OutcomeStoreError, e)
 		},
+		OnBatch: t.batch,
 	}
 }
 

@@ -23,7 +23,8 @@ type Store interface {
 	// is thus taken over only by a claim that carries the checkpoint into the new record,
 	// never lost with a claim's answer: the guard claims again with the checkpoint of the
 	// lease-ended record a claim returns. On success claimed is true and prev is the record
-	// replaced, if any. Otherwise claimed is false and prev is the record that refused the
+	// replaced, if any and if the store can return it in the same round trip (the guard
+	// does not rely on it; pgstore returns nil). Otherwise claimed is false and prev is the record that refused the
 	// claim: a live one (absent, expired or lease-ended records are not live), or one whose
 	// lease ended with another checkpoint than rec's.
 	Claim(ctx context.Context, rec *Record, now time.Time) (prev *Record, claimed bool, err error)
@@ -51,7 +52,8 @@ type Store interface {
 	Release(ctx context.Context, key, token string) error
 
 	// Extend moves the lease end of the in-progress record for key to leaseExpires if its
-	// lease token equals token, else returns [ErrLeaseLost].
+	// lease token equals token, else returns [ErrLeaseLost]. The guard never asks for an
+	// earlier end than one it stored; a store may keep the later of the two.
 	Extend(ctx context.Context, key, token string, leaseExpires time.Time) error
 
 	// SetCheckpoint records checkpoint on the in-progress record for key if its lease token

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 
@@ -125,16 +126,18 @@ func newEnv(t *testing.T, b backend, opts ...sqs.Option) *env {
 }
 
 // newGuard returns another guard on the env's store, with opts: another Lambda container.
+// Its hooks collect the batch reports of its handlers in e.reports.
 func (e *env) newGuard(t *testing.T, opts ...idem.Option) *idem.Guard {
 	t.Helper()
-	g, err := idem.New(e.store, "test", append([]idem.Option{idem.WithScope("ledger-credits")}, opts...)...)
+	base := []idem.Option{idem.WithScope("ledger-credits"), idem.WithHooks(e.reports.hooks())}
+	g, err := idem.New(e.store, "test", append(base, opts...)...)
 	require.NoError(t, err)
 	return g
 }
 
 func (e *env) newHandler(t *testing.T, g *idem.Guard, opts ...sqs.Option) *sqs.Handler {
 	t.Helper()
-	opts = append(append([]sqs.Option{sqs.WithHooks(e.reports.hooks())}, e.opts...), opts...)
+	opts = append(slices.Clone(e.opts), opts...)
 	h, err := sqs.New(g, e.rec.handle, opts...)
 	require.NoError(t, err)
 	return h

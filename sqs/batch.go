@@ -2,6 +2,7 @@ package sqs
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -72,6 +73,11 @@ func (h *Handler) newBatch(ctx context.Context, msgs []events.SQSMessage, start 
 	}
 	return b
 }
+
+// isFIFO reports whether an event source ARN names a FIFO queue, whose names end in
+// ".fifo". It is the only sign of a FIFO batch that the handler reads: a standard (fair)
+// queue's messages may carry a MessageGroupId too.
+func isFIFO(arn string) bool { return strings.HasSuffix(arn, ".fifo") }
 
 // plan splits the batch into units, each processed in the event's order by one goroutine,
 // different units concurrently. Messages that share a key are one unit, so they are never
@@ -189,8 +195,8 @@ func (b *batch) runUnit(ctx context.Context, unit []int) {
 				stopped[o.GroupID] = i
 			}
 		}
-		if b.claims == nil { // else the outcome is final once the claims are settled
-			b.h.reportMessage(ctx, o)
+		if b.claims == nil && o.Failed() { // else the outcome is final once the claims are settled
+			b.h.logFailure(ctx, o)
 		}
 	}
 }

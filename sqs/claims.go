@@ -75,7 +75,7 @@ func (b *batch) settleWhenLate(ctx context.Context) (stop func()) {
 	if b.claims == nil || !b.hasDeadline {
 		return func() {}
 	}
-	late := b.h.cfg.clock.After(max(b.deadline.Sub(b.h.cfg.clock.Now())-b.margin, 0))
+	late := b.h.clock.After(max(b.deadline.Sub(b.h.clock.Now())-b.margin, 0))
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)

@@ -75,11 +75,11 @@ func TestBatchCompletionFailures(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			store := &failingCompletions{Store: memstore.New(), fail: map[string]error{}}
-			guard, err := idem.New(store, "test")
+			rec, rs := newRecorder(), &reports{}
+			guard, err := idem.New(store, "test", idem.WithHooks(rs.hooks()))
 			require.NoError(t, err)
 			store.fail[storedKey(t, guard, "order-2042-credit")] = tc.err
-			rec, rs := newRecorder(), &reports{}
-			h, err := sqs.New(guard, rec.handle, sqs.WithHooks(rs.hooks()))
+			h, err := sqs.New(guard, rec.handle)
 			require.NoError(t, err)
 
 			ev := loadEvent(t, "sqs-standard-same-key") // records 0, 1, 3, 4 share a key and a body
@@ -108,7 +108,9 @@ func TestBatchSettlesNearTheDeadline(t *testing.T) {
 			// settle's timer is real: it fires left-margin = 4 s after the claims.
 			const left, margin = 8 * time.Second, 4 * time.Second
 			clock := storetest.NewClock()
-			e := newEnv(t, b, sqs.WithConcurrency(1), sqs.WithDeadlineMargin(margin), sqs.WithClock(clock))
+			e := newEnv(t, b)
+			e.guard = e.newGuard(t, idem.WithClock(clock))
+			e.h = e.newHandler(t, e.guard, sqs.WithConcurrency(1), sqs.WithDeadlineMargin(margin))
 			e.rec.effect = nil // a plain handler: on the batch path its completion waits for a settle
 			ev := loadEvent(t, "sqs-standard-ten")
 			keyOf := func(i int) string {
@@ -253,7 +255,7 @@ func TestBatchRecordsOutcomesAfterTheEarlySettle(t *testing.T) {
 			clock := storetest.NewManualClock()
 			e := newEnv(t, b)
 			e.guard = e.newGuard(t, idem.WithClock(clock))
-			e.h = e.newHandler(t, e.guard, sqs.WithConcurrency(2), sqs.WithDeadlineMargin(margin), sqs.WithClock(clock))
+			e.h = e.newHandler(t, e.guard, sqs.WithConcurrency(2), sqs.WithDeadlineMargin(margin))
 			e.rec.effect = nil // a plain handler: on the batch path its completion may wait for a settle
 			aStarted, aGo, bStarted, bGo := make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{})
 			var aOnce, bOnce sync.Once
@@ -307,8 +309,8 @@ func TestBatchRecordsOutcomesBeforeTheirLeasesEnd(t *testing.T) {
 			clock := storetest.NewManualClock()
 			e := newEnv(t, b)
 			e.guard = e.newGuard(t, idem.WithClock(clock), idem.WithMaxLease(time.Minute))
-			e.h = e.newHandler(t, e.guard, sqs.WithConcurrency(1), sqs.WithClock(clock))
-			other := e.newHandler(t, e.newGuard(t, idem.WithClock(clock), idem.WithMaxLease(time.Minute)), sqs.WithClock(clock))
+			e.h = e.newHandler(t, e.guard, sqs.WithConcurrency(1))
+			other := e.newHandler(t, e.newGuard(t, idem.WithClock(clock), idem.WithMaxLease(time.Minute)))
 			e.rec.effect = nil // a plain handler: on the batch path its completion may wait for a settle
 			ev := events.SQSEvent{Records: []events.SQSMessage{message("a", `{"n":1}`), message("b", `{"n":2}`)}}
 			var redelivery *sqs.Report

@@ -27,6 +27,26 @@
 // where each replay is one call, all ten at once: one round trip rather than two in
 // sequence. Handlers that attach their writes still complete each in its own transaction.
 //
+// # FIFO queues
+//
+// A batch is processed as a FIFO queue's when the eventSourceARN of its records ends in
+// ".fifo", the suffix SQS requires of every FIFO queue's name, and only then: a
+// MessageGroupId, a MessageDeduplicationId or a SequenceNumber does not make it one (the
+// messages of a standard fair queue carry a MessageGroupId too). A test event for a FIFO
+// consumer must therefore carry a queue ARN ending in ".fifo", such as
+// "arn:aws:sqs:eu-west-1:123456789012:ledger.fifo"; without it, the batch is processed as
+// a standard queue's: its messages concurrently, no group held back after a failure, and
+// its keys claimed together where [WithBatchClaims] allows. [Report.FIFO] says which way a
+// batch went.
+//
+// A FIFO batch never uses batch claims: each message claims its key and records its
+// outcome on its own, so that it runs only after the one before it in its group has
+// durably completed. With dynamo.Store, a FIFO consumer therefore makes single-item calls
+// only (PutItem, GetItem, UpdateItem, DeleteItem, and TransactWriteItems when it attaches
+// writes), and its role needs none of the PartiQL actions (dynamodb:PartiQLInsert,
+// dynamodb:PartiQLUpdate, dynamodb:PartiQLDelete) nor dynamodb:BatchGetItem, which batch
+// claims on a standard queue use.
+//
 // # Usage
 //
 // This package's name is the same as the AWS SDK's SQS client package; a program that needs

@@ -205,29 +205,42 @@ func ExampleWithDeadlineMargin() {
 	// Output: failed not_started
 }
 
-// Hooks feed metrics: one call per message, one per batch.
-func ExampleWithHooks() {
-	guard, _ := idem.New(memstore.New(), "credit-account")
-	h, _ := sqs.New(guard, func(context.Context, events.SQSMessage) error { return nil },
-		sqs.WithConcurrency(1),
-		sqs.WithHooks(sqs.Hooks{
-			OnMessage: func(_ context.Context, o sqs.Outcome) { fmt.Println(o.MessageID, o.Status) },
-			OnBatch: func(_ context.Context, r *sqs.Report) {
-				fmt.Printf("ran %d, replayed %d, failed %d\n", r.Ran, r.Replayed, r.Failed)
-			},
-		}))
-	batch := events.SQSEvent{Records: []events.SQSMessage{message("m-1", "{}")}}
-	_, _ = h.Handle(context.Background(), batch)
-	_, _ = h.Handle(context.Background(), batch)
+// The guard's hooks report each batch (OnBatch), besides each message that reaches the
+// guard: metrics (package emf) and traces (idemotel) come from them.
+func Example_hooks() {
+	guard, _ := idem.New(memstore.New(), "credit-account", idem.WithHooks(idem.Hooks{
+		OnReplayed: func(context.Context, idem.Event) { fmt.Println("a stored result replayed") },
+		OnBatch: func(_ context.Context, e idem.BatchEvent) {
+			for _, it := range e.Items {
+				if it.Reason != "" {
+					fmt.Println(it.ID, it.Status, it.Reason)
+					continue
+				}
+				fmt.Println(it.ID, it.Status)
+			}
+			fmt.Printf("ran %d, replayed %d, duplicates %d, failed %d\n", e.Ran, e.Replayed, e.Duplicates, e.Failed)
+		},
+	}))
+	h, _ := sqs.New(guard, func(_ context.Context, m events.SQSMessage) error {
+		if m.Body == "" {
+			return errors.New("empty")
+		}
+		return nil
+	}, sqs.WithConcurrency(1))
+	_, _ = h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m-1", "{}"), message("m-2", "")}})
+	_, _ = h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m-1", "{}")}})
 	// Output:
 	// m-1 ran
-	// ran 1, replayed 0, failed 0
+	// m-2 failed handler
+	// ran 1, replayed 0, duplicates 0, failed 1
+	// a stored result replayed
 	// m-1 replayed
-	// ran 0, replayed 1, failed 0
+	// ran 0, replayed 1, duplicates 0, failed 0
 }
 
-// One summary line per batch, WARN when a message failed, after a line per failed message.
-func ExampleWithLogger() {
+// The guard's logger gets one summary line per batch, WARN when a message failed, after a
+// line per failed message.
+func Example_logging() {
 	drop := func(_ []string, a slog.Attr) slog.Attr {
 		if a.Key == slog.TimeKey || a.Key == "duration" {
 			return slog.Attr{}
@@ -235,28 +248,28 @@ func ExampleWithLogger() {
 		return a
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{ReplaceAttr: drop}))
-	guard, _ := idem.New(memstore.New(), "credit-account")
+	guard, _ := idem.New(memstore.New(), "credit-account", idem.WithLogger(logger))
 	h, _ := sqs.New(guard, func(_ context.Context, m events.SQSMessage) error {
 		if m.Body == "" {
 			return errors.New("empty")
 		}
 		return nil
-	}, sqs.WithLogger(logger))
+	})
 	_, _ = h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m-1", "{}"), message("m-2", "")}})
 	// Output:
 	// level=WARN msg="sqs: message failed" message_id=m-2 reason=handler error=empty
 	// level=WARN msg="sqs: batch processed" messages=2 fifo=false ran=1 replayed=0 duplicates=0 failed=1 failed_by.handler=1
 }
 
-// A fake clock drives the deadline margin in tests.
-func ExampleWithClock() {
+// In a test, a fake clock on the guard drives the deadline margin: here one second is left.
+func Example_clock() {
 	deadline := time.Now().Add(time.Hour)
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	late := func() time.Time { return deadline.Add(-time.Second) } // one second left
-	guard, _ := idem.New(memstore.New(), "credit-account")
+	late := func() time.Time { return deadline.Add(-time.Second) }
+	guard, _ := idem.New(memstore.New(), "credit-account", idem.WithClock(idem.ClockFunc(late)))
 	h, _ := sqs.New(guard, func(context.Context, events.SQSMessage) error { return nil },
-		sqs.WithClock(idem.ClockFunc(late)), sqs.WithDeadlineMargin(5*time.Second))
+		sqs.WithDeadlineMargin(5*time.Second))
 	resp, _ := h.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{message("m-1", "{}")}})
 	fmt.Println(resp.BatchItemFailures)
 	// Output: [{m-1}]
@@ -286,6 +299,16 @@ func (s *storeCalls) ClaimMany(ctx context.Context, recs []*idemstore.Record, no
 func (s *storeCalls) CompleteMany(ctx context.Context, recs []*idemstore.Record) []error {
 	s.many.Add(1)
 	return s.Store.CompleteMany(ctx, recs)
+}
+
+func (s *storeCalls) Release(ctx context.Context, key, token string) error {
+	s.single.Add(1)
+	return s.Store.Release(ctx, key, token)
+}
+
+func (s *storeCalls) ReleaseMany(ctx context.Context, keys, tokens []string) []error {
+	s.many.Add(1)
+	return s.Store.ReleaseMany(ctx, keys, tokens)
 }
 
 // Batch claims, on by default, claim a batch's keys in one store call and record its

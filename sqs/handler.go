@@ -20,12 +20,29 @@ type Handler struct {
 	guard *idem.Guard
 	fn    func(context.Context, events.SQSMessage) error
 	cfg   config
+
+	// Taken from the guard, whose settings are fixed once it is made.
+	clock   idem.Clock
+	logger  *slog.Logger
+	onBatch func(context.Context, idem.BatchEvent)
 }
 
 // New returns a Handler that runs fn for each message of a batch, guarded by guard. fn
 // should honour its context: it carries the Lambda deadline, and the lease that
 // [idem.Attach] and [idem.Checkpoint] use. Options are applied in order; invalid settings
 // return an error naming the option.
+//
+// The Handler takes its clock, logger and hooks from guard ([idem.WithClock],
+// [idem.WithLogger], [idem.WithHooks]). The clock reads the time left before the deadline
+// (see [WithDeadlineMargin]) and times the outcomes. The logger gets a summary line per
+// batch (INFO, or WARN when a message failed) and a line per failed message (WARN, with its
+// message ID and [Reason]; ERROR for a handler panic, with its stack); lines carry message
+// IDs, never keys or bodies. The hooks' OnBatch gets each batch's outcomes as an
+// [idem.BatchEvent], and the other hooks fire for every message that reaches the guard.
+//
+// A batch is a FIFO batch when its records' eventSourceARN ends in ".fifo", and only then:
+// a test event for a FIFO consumer must carry such an ARN, or it is processed as a
+// standard queue's (see "FIFO queues" in the package documentation).
 func New(guard *idem.Guard, fn func(context.Context, events.SQSMessage) error, opts ...Option) (*Handler, error) {
 	if guard == nil {
 		return nil, optErr("New", "guard must not be nil")
@@ -42,7 +59,7 @@ func New(guard *idem.Guard, fn func(context.Context, events.SQSMessage) error, o
 			return nil, err
 		}
 	}
-	return &Handler{guard: guard, fn: fn, cfg: cfg}, nil
+	return &Handler{guard: guard, fn: fn, cfg: cfg, clock: guard.Clock(), logger: guard.Logger(), onBatch: guard.Hooks().OnBatch}, nil
 }
 
 // Handle is the Lambda handler: pass h.Handle to lambda.Start, and enable
@@ -76,10 +93,11 @@ func (h *Handler) Handle(ctx context.Context, event events.SQSEvent) (events.SQS
 //     not happen. One with another fingerprint goes through the guard, which refuses it
 //     with idem.ErrPayloadMismatch if the earlier one completed.
 //   - Standard queues: up to [WithConcurrency] messages run at once.
-//   - FIFO queues (event source ARN ending in ".fifo"): the messages of a group run one at a
-//     time in order, up to [WithConcurrency] groups at once. After a failure, the rest of
-//     the group is not started ([ReasonGroupStopped]), so SQS delivers the group again from
-//     the failed message on, in order; other groups go on.
+//   - FIFO queues (event source ARN ending in ".fifo", the only sign read): the messages of
+//     a group run one at a time in order, up to [WithConcurrency] groups at once, each
+//     claiming and completing its key on its own, never with batch claims. After a
+//     failure, the rest of the group is not started ([ReasonGroupStopped]), so SQS delivers
+//     the group again from the failed message on, in order; other groups go on.
 //   - A message not yet started when less than the margin (see [WithDeadlineMargin]) is
 //     left before ctx's deadline, or once ctx has ended, is not started
 //     ([ReasonNotStarted]). A started message runs to completion under ctx.
@@ -90,9 +108,10 @@ func (h *Handler) Handle(ctx context.Context, event events.SQSEvent) (events.SQS
 //     recorded fails ([ReasonLeaseLost], [ReasonStore]).
 //
 // Process returns an error only for an unusable event ([ErrInvalidEvent]), with a nil
-// report. It calls the hooks ([WithHooks]) and writes the summary log line ([WithLogger]).
+// report. Before it returns, it writes the summary line to the guard's logger and calls
+// the guard's OnBatch hook with the report as an [idem.BatchEvent] (see [New]).
 func (h *Handler) Process(ctx context.Context, event events.SQSEvent) (*Report, error) {
-	start := h.cfg.clock.Now()
+	start := h.clock.Now()
 	for i, m := range event.Records {
 		if m.MessageId == "" {
 			return nil, fmt.Errorf("%w: record %d has no messageId", ErrInvalidEvent, i)
@@ -105,16 +124,18 @@ func (h *Handler) Process(ctx context.Context, event events.SQSEvent) (*Report, 
 	b.run(ctx, units)
 	stop()
 	b.settle(ctx)
-	if b.claims != nil {
+	if b.claims != nil { // the outcomes are final now that the claims are settled
 		for i := range b.out {
-			h.reportMessage(ctx, &b.out[i])
+			if b.out[i].Failed() {
+				h.logFailure(ctx, &b.out[i])
+			}
 		}
 	}
-	rep := &Report{Outcomes: b.out, FIFO: b.fifo, Duration: h.cfg.clock.Now().Sub(start)}
+	rep := &Report{Outcomes: b.out, FIFO: b.fifo, Duration: h.clock.Now().Sub(start)}
 	rep.count()
 	h.logBatch(ctx, rep)
-	if h.cfg.hooks.OnBatch != nil {
-		h.cfg.hooks.OnBatch(ctx, rep)
+	if h.onBatch != nil {
+		h.onBatch(ctx, rep.event())
 	}
 	return rep, nil
 }
@@ -126,7 +147,7 @@ func (h *Handler) logBatch(ctx context.Context, rep *Report) {
 	if rep.Failed > 0 {
 		level = slog.LevelWarn
 	}
-	if !h.cfg.logger.Enabled(ctx, level) {
+	if !h.logger.Enabled(ctx, level) {
 		return
 	}
 	attrs := []slog.Attr{
@@ -146,17 +167,7 @@ func (h *Handler) logBatch(ctx context.Context, rep *Report) {
 		}
 		attrs = append(attrs, slog.Group("failed_by", by...))
 	}
-	h.cfg.logger.LogAttrs(ctx, level, "sqs: batch processed", attrs...)
-}
-
-// reportMessage logs a failed message and calls the OnMessage hook with o.
-func (h *Handler) reportMessage(ctx context.Context, o *Outcome) {
-	if o.Failed() {
-		h.logFailure(ctx, o)
-	}
-	if h.cfg.hooks.OnMessage != nil {
-		h.cfg.hooks.OnMessage(ctx, *o)
-	}
+	h.logger.LogAttrs(ctx, level, "sqs: batch processed", attrs...)
 }
 
 // logFailure writes a line for a failed message: ERROR with the stack for a panic, since it
@@ -165,8 +176,8 @@ func (h *Handler) reportMessage(ctx context.Context, o *Outcome) {
 func (h *Handler) logFailure(ctx context.Context, o *Outcome) {
 	var pe *PanicError
 	if errors.As(o.Err, &pe) {
-		h.cfg.logger.ErrorContext(ctx, "sqs: message handler panicked", "message_id", o.MessageID, "error", o.Err, "stack", string(pe.Stack))
+		h.logger.ErrorContext(ctx, "sqs: message handler panicked", "message_id", o.MessageID, "error", o.Err, "stack", string(pe.Stack))
 		return
 	}
-	h.cfg.logger.WarnContext(ctx, "sqs: message failed", "message_id", o.MessageID, "reason", string(o.Reason), "error", o.Err)
+	h.logger.WarnContext(ctx, "sqs: message failed", "message_id", o.MessageID, "reason", string(o.Reason), "error", o.Err)
 }

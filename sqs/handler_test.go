@@ -1,9 +1,11 @@
 package sqs_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -13,332 +15,32 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/idemstore/storetest"
+	"github.com/idemkit/idem/internal/jsonlines"
 	"github.com/idemkit/idem/memstore"
 	"github.com/idemkit/idem/sqs"
 )
 
-// Fast tests of the handler's rules, on the in-memory store.
+// Tests of handler.go: New, Handle and Process, and what they take from the guard.
 
-func TestNewRejectsBadOptions(t *testing.T) {
+func TestNewRejectsNilArguments(t *testing.T) {
 	t.Parallel()
 	guard, err := idem.New(memstore.New(), "test")
 	require.NoError(t, err)
 	tests := []struct {
-		name string
-		opt  sqs.Option
+		name  string
+		guard *idem.Guard
+		fn    func(context.Context, events.SQSMessage) error
 	}{
-		{"WithConcurrency", sqs.WithConcurrency(0)},
-		{"WithKey", sqs.WithKey(nil)},
-		{"WithFingerprint", sqs.WithFingerprint(nil)},
-		{"WithDeadlineMargin", sqs.WithDeadlineMargin(-time.Second)},
-		{"WithLogger", sqs.WithLogger(nil)},
-		{"WithClock", sqs.WithClock(nil)},
+		{"nil guard", nil, newRecorder().handle},
+		{"nil handler", guard, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			h, err := sqs.New(guard, newRecorder().handle, tc.opt)
-			require.Error(t, err)
+			h, err := sqs.New(tc.guard, tc.fn)
+			require.ErrorIs(t, err, idem.ErrInvalidOption)
 			assert.Nil(t, h)
-			assert.Contains(t, err.Error(), tc.name, "the error names the option")
-		})
-	}
-	t.Run("nil guard", func(t *testing.T) {
-		_, err := sqs.New(nil, newRecorder().handle)
-		require.Error(t, err)
-	})
-	t.Run("nil handler", func(t *testing.T) {
-		_, err := sqs.New(guard, nil)
-		require.Error(t, err)
-	})
-}
-
-// unit is a one-message world on the in-memory store, behind a store that fails on demand.
-type unit struct {
-	store *storetest.Faulty
-	guard *idem.Guard
-	rec   *recorder
-	msg   events.SQSMessage
-}
-
-func TestFailureReasons(t *testing.T) {
-	t.Parallel()
-	errLedger := errors.New("ledger: account frozen")
-	errBroken := errors.New("dynamodb: throttled")
-	tests := []struct {
-		name      string
-		guardOpts []idem.Option
-		opts      []sqs.Option
-		before    func(t *testing.T, u *unit) // the state the batch meets
-		runs      int                         // times the batch is delivered; default 1
-		want      sqs.Status
-		reason    sqs.Reason
-		wantErr   error
-	}{
-		{
-			name:   "handler error",
-			before: func(_ *testing.T, u *unit) { u.rec.setFail(u.msg.MessageId, errLedger) },
-			want:   sqs.StatusFailed, reason: sqs.ReasonHandler, wantErr: errLedger,
-		},
-		{
-			name:   "handler panic",
-			before: func(_ *testing.T, u *unit) { u.rec.panicsOn = u.msg.MessageId },
-			want:   sqs.StatusFailed, reason: sqs.ReasonPanic,
-		},
-		{
-			name: "key in flight elsewhere",
-			before: func(t *testing.T, u *unit) {
-				_, _, err := u.store.Claim(context.Background(), &idemstore.Record{
-					Key: storedKey(t, u.guard, u.msg.MessageId), Status: idemstore.StatusInProgress,
-					Expires: time.Now().Add(time.Hour), LeaseExpires: time.Now().Add(time.Minute),
-					LeaseToken: "other", Version: idemstore.SchemaVersion,
-				}, time.Now())
-				require.NoError(t, err)
-			},
-			want: sqs.StatusFailed, reason: sqs.ReasonInProgress, wantErr: idem.ErrInProgress,
-		},
-		{
-			name: "key reused with another body",
-			before: func(t *testing.T, u *unit) {
-				_, _, err := idem.Do(context.Background(), u.guard, idem.Request{Key: u.msg.MessageId, Fingerprint: []byte("other")},
-					func(context.Context) (struct{}, error) { return struct{}{}, nil })
-				require.NoError(t, err)
-			},
-			want: sqs.StatusFailed, reason: sqs.ReasonPayloadMismatch, wantErr: idem.ErrPayloadMismatch,
-		},
-		{
-			name: "key function fails",
-			opts: []sqs.Option{sqs.WithKey(func(events.SQSMessage) (string, error) { return "", errLedger })},
-			want: sqs.StatusFailed, reason: sqs.ReasonKey, wantErr: errLedger,
-		},
-		{
-			name: "empty key attribute",
-			before: func(_ *testing.T, u *unit) {
-				empty := ""
-				u.msg.MessageAttributes = map[string]events.SQSMessageAttribute{sqs.KeyAttribute: {StringValue: &empty, DataType: "String"}}
-			},
-			want: sqs.StatusFailed, reason: sqs.ReasonKey, wantErr: idem.ErrMissingKey,
-		},
-		{
-			name: "key longer than idem accepts",
-			opts: []sqs.Option{sqs.WithKey(func(events.SQSMessage) (string, error) { return string(make([]byte, idem.MaxKeyLength+1)), nil })},
-			want: sqs.StatusFailed, reason: sqs.ReasonKey, wantErr: idem.ErrInvalidKey,
-		},
-		{
-			name: "fingerprint function fails",
-			opts: []sqs.Option{sqs.WithFingerprint(func(events.SQSMessage) ([]byte, error) { return nil, errLedger })},
-			want: sqs.StatusFailed, reason: sqs.ReasonKey, wantErr: errLedger,
-		},
-		{
-			name:   "store fails to claim",
-			before: func(_ *testing.T, u *unit) { u.store.Fail("claim", errBroken, false) },
-			want:   sqs.StatusFailed, reason: sqs.ReasonStore, wantErr: idem.ErrStore,
-		},
-		{
-			name:   "store fails to complete",
-			before: func(_ *testing.T, u *unit) { u.store.Fail("complete", errBroken, false) },
-			want:   sqs.StatusFailed, reason: sqs.ReasonStore, wantErr: errBroken,
-		},
-		{
-			name:   "lease lost before completion",
-			before: func(_ *testing.T, u *unit) { u.store.Fail("complete", idem.ErrLeaseLost, false) },
-			want:   sqs.StatusFailed, reason: sqs.ReasonLeaseLost, wantErr: idem.ErrLeaseLost,
-		},
-		{
-			name:      "permanent failure remembered",
-			guardOpts: []idem.Option{idem.WithRememberFailures(func(err error) bool { return errors.Is(err, errLedger) })},
-			before:    func(_ *testing.T, u *unit) { u.rec.setFail(u.msg.MessageId, errLedger) },
-			runs:      2,
-			want:      sqs.StatusFailed, reason: sqs.ReasonHandler, wantErr: idem.ErrFailed,
-		},
-		{
-			name:      "completed without a stored result",
-			guardOpts: []idem.Option{idem.WithMaxResultSize(1)},
-			runs:      2,
-			want:      sqs.StatusReplayed,
-		},
-		{
-			name: "ran",
-			want: sqs.StatusRan,
-		},
-		{
-			name: "replayed",
-			runs: 2,
-			want: sqs.StatusReplayed,
-		},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			store := storetest.NewFaulty(memstore.New())
-			guard, err := idem.New(store, "test", tc.guardOpts...)
-			require.NoError(t, err)
-			u := &unit{store: store, guard: guard, rec: newRecorder(), msg: loadEvent(t, "sqs-standard-ten").Records[0]}
-			if tc.before != nil {
-				tc.before(t, u)
-			}
-			rs := &reports{}
-			h, err := sqs.New(guard, u.rec.handle, append(tc.opts, sqs.WithHooks(rs.hooks()))...)
-			require.NoError(t, err)
-
-			var resp []byte
-			for range max(tc.runs, 1) {
-				resp = invoke(t, context.Background(), h, events.SQSEvent{Records: []events.SQSMessage{u.msg}})
-			}
-			o := rs.last(t).Outcomes[0]
-			assert.Equal(t, tc.want, o.Status)
-			assert.Equal(t, tc.reason, o.Reason)
-			if tc.want == sqs.StatusFailed {
-				assert.Equal(t, []string{u.msg.MessageId}, failures(t, resp))
-				require.Error(t, o.Err)
-			} else {
-				assert.Empty(t, failures(t, resp))
-				assert.NoError(t, o.Err)
-			}
-			if tc.wantErr != nil {
-				require.ErrorIs(t, o.Err, tc.wantErr)
-			}
-		})
-	}
-}
-
-func storedKey(t *testing.T, g *idem.Guard, key string) string {
-	t.Helper()
-	k, err := g.StoredKey(idem.Request{Key: key})
-	require.NoError(t, err)
-	return k
-}
-
-func TestPanicFailsOnlyItsMessageAndReleasesTheKey(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t, memBackend())
-	ev := loadEvent(t, "sqs-standard-ten")
-	bad := ev.Records[4].MessageId
-	e.rec.panicsOn = bad
-
-	resp := invoke(t, context.Background(), e.h, ev)
-	assert.Equal(t, []string{bad}, failures(t, resp))
-	var pe *sqs.PanicError
-	require.ErrorAs(t, e.reports.last(t).Outcomes[4].Err, &pe)
-	assert.Equal(t, "ledger corrupted", pe.Value)
-	assert.NotEmpty(t, pe.Stack)
-
-	e.rec.panicsOn = ""
-	assert.Empty(t, failures(t, invoke(t, context.Background(), e.h, redeliver(ev, bad))))
-	assert.Equal(t, 2, e.rec.runsOf(bad), "the redelivery ran it again")
-}
-
-func TestDuplicatesShareAFailure(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t, memBackend())
-	ev := loadEvent(t, "sqs-standard-same-key") // records 0, 1, 3, 4 share a key and a body
-	e.rec.setFail(ev.Records[0].MessageId, errors.New("ledger: timeout"))
-
-	resp := invoke(t, context.Background(), e.h, ev)
-	assert.Equal(t, pick(ev, 0, 1, 3, 4), failures(t, resp), "the duplicates go back to the queue with the original")
-	assert.Equal(t, 1, e.rec.runsOfKey("order-2042-credit"))
-	rep := e.reports.last(t)
-	assert.Equal(t, map[sqs.Reason]int{sqs.ReasonHandler: 1, sqs.ReasonDuplicateFailed: 3}, rep.FailedBy())
-	require.ErrorIs(t, rep.Outcomes[4].Err, sqs.ErrDuplicateFailed)
-
-	e.rec.setFail(ev.Records[0].MessageId, nil)
-	resp = invoke(t, context.Background(), e.h, redeliver(ev, pick(ev, 0, 1, 3, 4)...))
-	assert.Empty(t, failures(t, resp))
-	rep = e.reports.last(t)
-	assert.Equal(t, 1, rep.Ran)
-	assert.Equal(t, 3, rep.Duplicates)
-	assert.Equal(t, 4200, e.ledger.balance(t, "acc-7"))
-}
-
-func TestDuplicateKeyWithOtherBodyIsAMismatch(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t, memBackend())
-	ev := loadEvent(t, "sqs-standard-same-key")
-	ev.Records[3].Body = `{"account_id":"acc-7","amount_cents":9999}` // same key, other content
-
-	resp := invoke(t, context.Background(), e.h, ev)
-	assert.Equal(t, pick(ev, 3), failures(t, resp))
-	o := e.reports.last(t).Outcomes[3]
-	assert.Equal(t, sqs.ReasonPayloadMismatch, o.Reason)
-	require.ErrorIs(t, o.Err, idem.ErrPayloadMismatch)
-	assert.Equal(t, 4200, e.ledger.balance(t, "acc-7"))
-}
-
-func TestFIFOGroupsSharingAKeyAreNotRaced(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t, memBackend())
-	ev := loadEvent(t, "sqs-fifo-two-groups")
-	// The second of acc-2 (record 4) repeats the second of acc-1 (record 2): same key, body.
-	ev.Records[4].Attributes["MessageDeduplicationId"] = ev.Records[2].Attributes["MessageDeduplicationId"]
-	ev.Records[4].Body = ev.Records[2].Body
-
-	resp := invoke(t, context.Background(), e.h, ev)
-	assert.Empty(t, failures(t, resp), "no in-progress failure from racing the shared key")
-	assert.Equal(t, sqs.StatusDuplicate, e.reports.last(t).Outcomes[4].Status)
-	assert.Equal(t, pick(ev, 0, 2, 3, 5, 7), e.rec.groupOrder("acc-1"))
-	assert.Equal(t, pick(ev, 1, 6), e.rec.groupOrder("acc-2"))
-}
-
-func TestStandardQueueIgnoresGroupIDs(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t, memBackend())
-	ev := loadEvent(t, "sqs-fifo-two-groups")
-	for i := range ev.Records { // a fair queue: a standard queue whose messages carry groups
-		ev.Records[i].EventSourceARN = "arn:aws:sqs:eu-west-1:123456789012:ledger-credits"
-	}
-	e.rec.setFail(ev.Records[3].MessageId, errors.New("ledger: account acc-1 locked"))
-
-	resp := invoke(t, context.Background(), e.h, ev)
-	assert.Equal(t, pick(ev, 3), failures(t, resp), "no group is stopped on a standard queue")
-	assert.False(t, e.reports.last(t).FIFO)
-}
-
-func TestConcurrency(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name    string
-		opts    []sqs.Option
-		barrier int // handlers wait until this many run at once
-		peak    int
-	}{
-		{name: "default runs ten at once", barrier: 10, peak: 10},
-		{name: "bounded", opts: []sqs.Option{sqs.WithConcurrency(3)}, barrier: 3, peak: 3},
-		{name: "one at a time", opts: []sqs.Option{sqs.WithConcurrency(1)}, barrier: 1, peak: 1},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			e := newEnv(t, memBackend(), tc.opts...)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			arrived := make(chan struct{}, 10)
-			full := make(chan struct{})
-			e.rec.before = func(ctx context.Context, _ events.SQSMessage) {
-				arrived <- struct{}{}
-				select {
-				case <-full:
-				case <-ctx.Done():
-				}
-			}
-			opened := make(chan struct{})
-			go func() { // opens the barrier once enough handlers have arrived
-				defer close(opened)
-				for n := 0; n < tc.barrier; n++ {
-					select {
-					case <-arrived:
-					case <-ctx.Done():
-						return
-					}
-				}
-				close(full)
-			}()
-			resp := invoke(t, ctx, e.h, loadEvent(t, "sqs-standard-ten"))
-			cancel()
-			<-opened
-			assert.Empty(t, failures(t, resp))
-			assert.Equal(t, tc.peak, e.rec.peak)
 		})
 	}
 }
@@ -354,54 +56,162 @@ func TestInvalidEventFailsTheBatch(t *testing.T) {
 	assert.Zero(t, e.rec.total(), "nothing ran")
 }
 
-func TestEmptyBatch(t *testing.T) {
+// The handler reads the time left before the deadline on the guard's clock: with one
+// second left on it, a message is not started, whatever the wall clock says.
+func TestHandlerTakesTheGuardsClock(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, memBackend())
-	out, err := lambda.NewHandler(e.h.Handle).Invoke(context.Background(), []byte(`{"Records":[]}`))
-	require.NoError(t, err)
-	assert.JSONEq(t, `{"batchItemFailures":[]}`, string(out))
-}
-
-func TestMessageDeliveredTwiceInABatchIsReportedOnce(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t, memBackend())
-	ev := loadEvent(t, "sqs-standard-ten")
-	ev.Records = append(ev.Records, ev.Records[2])
-	e.rec.setFail(ev.Records[2].MessageId, errors.New("ledger: timeout"))
-
-	resp := invoke(t, context.Background(), e.h, ev)
-	assert.Equal(t, pick(ev, 2), failures(t, resp))
-	assert.Equal(t, 1, e.rec.runsOf(ev.Records[2].MessageId))
-}
-
-// cancelingStore ends the invocation's context as the claim arrives, as a Lambda deadline
-// would between the deadline check and the claim.
-type cancelingStore struct {
-	idemstore.Store
-	cancel context.CancelFunc
-}
-
-func (s cancelingStore) Claim(ctx context.Context, rec *idemstore.Record, now time.Time) (*idemstore.Record, bool, error) {
-	s.cancel()
-	return s.Store.Claim(ctx, rec, now)
-}
-
-func TestContextEndingAtTheClaimIsNotStarted(t *testing.T) {
-	t.Parallel()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(time.Hour))
 	defer cancel()
-	guard, err := idem.New(cancelingStore{Store: memstore.New(), cancel: cancel}, "test")
+	deadline, _ := ctx.Deadline()
+	late := idem.ClockFunc(func() time.Time { return deadline.Add(-time.Second) })
+	guard, err := idem.New(memstore.New(), "test", idem.WithClock(late))
 	require.NoError(t, err)
-	rs, rec := &reports{}, newRecorder()
-	h, err := sqs.New(guard, rec.handle, sqs.WithHooks(rs.hooks()))
+	rec := newRecorder()
+	h, err := sqs.New(guard, rec.handle, sqs.WithDeadlineMargin(5*time.Second))
 	require.NoError(t, err)
 
-	ev := loadEvent(t, "sqs-standard-ten")
-	ev.Records = ev.Records[:1]
-	assert.Equal(t, pick(ev, 0), failures(t, invoke(t, ctx, h, ev)))
-	o := rs.last(t).Outcomes[0]
-	assert.Equal(t, sqs.ReasonNotStarted, o.Reason)
-	require.ErrorIs(t, o.Err, sqs.ErrNotStarted)
-	require.ErrorIs(t, o.Err, context.Canceled)
-	assert.Zero(t, rec.total())
+	rep, err := h.Process(ctx, events.SQSEvent{Records: []events.SQSMessage{message("m-1", "{}")}})
+	require.NoError(t, err)
+	assert.Equal(t, sqs.ReasonNotStarted, rep.Outcomes[0].Reason)
+	assert.Zero(t, rec.total(), "nothing ran")
+}
+
+// The handler writes its lines to the guard's logger.
+func TestHandlerLogsToTheGuardsLogger(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	guard, err := idem.New(memstore.New(), "test", idem.WithLogger(slog.New(slog.NewJSONHandler(&out, nil))))
+	require.NoError(t, err)
+	h, err := sqs.New(guard, newRecorder().handle)
+	require.NoError(t, err)
+
+	_, err = h.Process(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m-1", "{}")}})
+	require.NoError(t, err)
+	assert.Contains(t, out.String(), `"msg":"sqs: batch processed"`)
+}
+
+// The guard's OnBatch hook gets each batch's report, once, as an idem.BatchEvent: every
+// message's ID, status, reason and error, the counts, FIFO and the duration; and nothing
+// for an event that could not be processed.
+func TestOnBatchMirrorsTheReport(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		event string
+		fail  int // the record whose handler fails
+		fifo  bool
+	}{
+		{"standard", "sqs-standard-same-key", 2, false}, // 0, 1, 3 and 4 share a key and a body
+		{"FIFO", "sqs-fifo-two-groups", 1, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var got []idem.BatchEvent
+			clock := storetest.NewClock()
+			guard, err := idem.New(memstore.New(), "test", idem.WithClock(clock), idem.WithHooks(idem.Hooks{
+				OnBatch: func(_ context.Context, e idem.BatchEvent) { got = append(got, e) },
+			}))
+			require.NoError(t, err)
+			rec := newRecorder()
+			rec.before = func(context.Context, events.SQSMessage) { clock.Advance(time.Millisecond) }
+			h, err := sqs.New(guard, rec.handle, sqs.WithConcurrency(1))
+			require.NoError(t, err)
+			ev := loadEvent(t, tc.event)
+			rec.setFail(ev.Records[tc.fail].MessageId, errors.New("ledger: account frozen"))
+
+			for run := range 2 { // the second run replays what succeeded
+				rep, err := h.Process(context.Background(), ev)
+				require.NoError(t, err)
+				require.Len(t, got, run+1, "one event per batch")
+				e := got[run]
+				assert.Equal(t, tc.fifo, e.FIFO)
+				assert.Equal(t, rep.FIFO, e.FIFO)
+				assert.Equal(t, [4]int{rep.Ran, rep.Replayed, rep.Duplicates, rep.Failed}, [4]int{e.Ran, e.Replayed, e.Duplicates, e.Failed})
+				assert.Equal(t, rep.Duration, e.Duration)
+				assert.Positive(t, e.Duration, "timed on the guard's clock")
+				require.Len(t, e.Items, len(ev.Records))
+				for i, o := range rep.Outcomes {
+					it := e.Items[i]
+					assert.Equal(t, ev.Records[i].MessageId, it.ID)
+					assert.Equal(t, o.MessageID, it.ID)
+					assert.Equal(t, string(o.Status), it.Status, it.ID)
+					assert.Equal(t, string(o.Reason), it.Reason, it.ID)
+					assert.Equal(t, o.Err, it.Err, it.ID)
+				}
+				assert.Positive(t, e.Failed, "the failure is in the event")
+			}
+			assert.Positive(t, got[1].Replayed, "the second run replayed")
+
+			_, err = h.Process(context.Background(), loadEvent(t, "sqs-invalid-no-message-id"))
+			require.ErrorIs(t, err, sqs.ErrInvalidEvent)
+			assert.Len(t, got, 2, "no event for an unusable batch")
+		})
+	}
+}
+
+// At WARN, an operator sees one line per failed message saying which and why, and never
+// its key or body.
+func TestFailedMessageLogLines(t *testing.T) {
+	t.Parallel()
+	const (
+		secretKey  = "customer-4711@example.com"
+		secretBody = `{"card":"4111111111111111"}`
+	)
+	tests := []struct {
+		name string
+		opts []sqs.Option
+	}{
+		{"batch claims", nil},
+		{"per message", []sqs.Option{sqs.WithBatchClaims(false)}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var out bytes.Buffer
+			logger := slog.New(slog.NewJSONHandler(&out, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			guard, err := idem.New(memstore.New(), "test", idem.WithLogger(logger))
+			require.NoError(t, err)
+			h, err := sqs.New(guard, func(_ context.Context, m events.SQSMessage) error {
+				switch m.MessageId {
+				case "m-fails":
+					return errors.New("ledger: account frozen")
+				case "m-panics":
+					panic("ledger corrupted")
+				}
+				return nil
+			}, tc.opts...)
+			require.NoError(t, err)
+
+			ev := events.SQSEvent{Records: []events.SQSMessage{
+				withKey(message("m-ok", secretBody), secretKey+"-1"),
+				withKey(message("m-fails", secretBody), secretKey+"-2"),
+				withKey(message("m-panics", secretBody), secretKey+"-3"),
+			}}
+			_, err = h.Handle(context.Background(), ev)
+			require.NoError(t, err)
+
+			assert.NotContains(t, out.String(), secretKey)
+			assert.NotContains(t, out.String(), "4111111111111111")
+			byMessage := map[string]map[string]any{}
+			var summaries int
+			for _, l := range jsonlines.Parse(t, out.Bytes()) {
+				if l["msg"] == "sqs: batch processed" {
+					summaries++
+					continue
+				}
+				id, _ := l["message_id"].(string)
+				require.NotEmpty(t, id, "a per-message line names its message: %v", l)
+				require.NotContains(t, byMessage, id, "one line per failed message")
+				byMessage[id] = l
+			}
+			assert.Equal(t, 1, summaries)
+			require.Len(t, byMessage, 2, "a line for each failed message, none for m-ok")
+			assert.Equal(t, "WARN", byMessage["m-fails"]["level"])
+			assert.Equal(t, "sqs: message failed", byMessage["m-fails"]["msg"])
+			assert.Equal(t, string(sqs.ReasonHandler), byMessage["m-fails"]["reason"])
+			assert.Equal(t, "ERROR", byMessage["m-panics"]["level"], "a panic is a bug")
+			assert.Contains(t, byMessage["m-panics"], "stack")
+		})
+	}
 }

@@ -96,6 +96,3 @@ func redelivered(m *events.SQSMessage) bool {
 	n, err := strconv.Atoi(m.Attributes[attrReceiveCount])
 	return err == nil && n > 1
 }
-
-// isFIFO reports whether an event source ARN names a FIFO queue, whose names end in ".fifo".
-func isFIFO(arn string) bool { return strings.HasSuffix(arn, ".fifo") }

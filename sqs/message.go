@@ -33,9 +33,9 @@ func (b *batch) process(ctx context.Context, unit []int, i int) {
 		b.fail(o, ReasonNotStarted, err)
 		return
 	}
-	start := b.h.cfg.clock.Now()
+	start := b.h.clock.Now()
 	replayed, ran, handlerErr, err := b.guarded(ctx, i)
-	o.Duration = b.h.cfg.clock.Now().Sub(start)
+	o.Duration = b.h.clock.Now().Sub(start)
 	st.tried = true
 	switch {
 	case err == nil && replayed, errors.Is(err, idem.ErrResultNotStored):
@@ -80,7 +80,7 @@ func (b *batch) mayStart(ctx context.Context) error {
 	if !b.hasDeadline {
 		return nil
 	}
-	if left := b.deadline.Sub(b.h.cfg.clock.Now()); left <= 0 || left < b.margin {
+	if left := b.deadline.Sub(b.h.clock.Now()); left <= 0 || left < b.margin {
 		return fmt.Errorf("%w: %s left, margin %s", ErrNotStarted, left.Round(time.Millisecond), b.margin)
 	}
 	return nil

@@ -2,7 +2,6 @@ package sqs
 
 import (
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -31,9 +30,6 @@ type config struct {
 	fingerprint func(events.SQSMessage) ([]byte, error)
 	margin      time.Duration
 	marginSet   bool
-	hooks       Hooks
-	logger      *slog.Logger
-	clock       idem.Clock
 	batchClaims bool
 	// batchRedeliveries claims batches of redelivered messages together too: for tests
 	// that run redelivery scenarios on the batch path (see export_test.go).
@@ -46,8 +42,6 @@ func defaultConfig() config {
 		key:         DefaultKey,
 		fingerprint: BodyFingerprint,
 		margin:      DefaultDeadlineMargin,
-		logger:      slog.New(slog.DiscardHandler),
-		clock:       idem.ClockFunc(time.Now),
 		batchClaims: true,
 	}
 }
@@ -108,7 +102,7 @@ func WithFingerprint(fingerprint func(events.SQSMessage) ([]byte, error)) Option
 // messages until the context ends. Choose it above the time one message takes, including
 // its two store round trips. Without a context deadline no message is held back.
 //
-// The deadline is read on the handler's clock (see [WithClock]) while Lambda stops the
+// The deadline is read on the guard's clock ([idem.WithClock]) while Lambda stops the
 // function at the deadline by its own: with batch claims, the margin is also how far
 // behind the function's clock may run before an invocation is stopped before it records
 // the outcomes that finished (see [WithBatchClaims]). Lambda's clocks are kept within
@@ -120,41 +114,6 @@ func WithDeadlineMargin(d time.Duration) Option {
 		}
 		c.margin = d
 		c.marginSet = true
-		return nil
-	}
-}
-
-// WithHooks sets callbacks for each message's [Outcome] and each batch's [Report]. Default
-// none; nil fields do nothing.
-func WithHooks(h Hooks) Option {
-	return func(c *config) error {
-		c.hooks = h
-		return nil
-	}
-}
-
-// WithLogger sets the logger for the summary line written after each batch (INFO, or WARN
-// when a message failed) and a line per failed message (WARN, with its message ID and
-// [Reason]; ERROR for a handler panic, with its stack). Lines carry message IDs, never keys or bodies. Default: discard. Must not
-// be nil.
-func WithLogger(l *slog.Logger) Option {
-	return func(c *config) error {
-		if l == nil {
-			return optErr("WithLogger", "must not be nil")
-		}
-		c.logger = l
-		return nil
-	}
-}
-
-// WithClock sets the time source and timers used against the context deadline, for tests.
-// Default: the system clock. Must not be nil.
-func WithClock(clock idem.Clock) Option {
-	return func(c *config) error {
-		if clock == nil {
-			return optErr("WithClock", "must not be nil")
-		}
-		c.clock = clock
 		return nil
 	}
 }
@@ -183,10 +142,9 @@ func WithClock(clock idem.Clock) Option {
 // soon as its handler returns, so a Lambda timeout loses no outcome that finished (as long
 // as the function's clock runs behind Lambda's by less than the margin).
 //
-// Outcomes, reasons and the response are those of the per-message path, but the
-// [Hooks.OnMessage] calls come after the batch is settled, on the goroutine of
-// [Handler.Process], and keys whose outcomes wait stay in progress for other invocations
-// until then.
+// Outcomes, reasons and the response are those of the per-message path, but the log lines
+// of failed messages come after the batch is settled, and keys whose outcomes wait stay in
+// progress for other invocations until then.
 //
 // Off, or on a FIFO queue, or when two messages of the batch carry one key with different
 // fingerprints, each message claims and completes on its own as soon as it runs: a FIFO

@@ -1,10 +1,11 @@
 package sqs
 
 import (
-	"context"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/idemkit/idem"
 )
 
 // Status says what became of one message of a batch.
@@ -155,15 +156,16 @@ func (r *Report) count() {
 	}
 }
 
-// Hooks are optional callbacks for metrics, tracing and logging. A nil field does nothing.
-type Hooks struct {
-	// OnMessage runs once per message with its outcome, as soon as it is known, on the
-	// goroutine that processed the message: it must be quick and safe for concurrent use.
-	// With batch claims ([WithBatchClaims]), an outcome is known once the batch's outcomes
-	// are recorded: OnMessage then runs after every message has finished, in the event's
-	// order, on the goroutine of [Handler.Process].
-	OnMessage func(context.Context, Outcome)
-	// OnBatch runs once per batch, after every message has its outcome and before the
-	// response is returned. The report must not be modified.
-	OnBatch func(context.Context, *Report)
+// event returns the report as the guard's hooks take it: message IDs, statuses, reasons and
+// errors, never keys.
+func (r *Report) event() idem.BatchEvent {
+	items := make([]idem.BatchItem, len(r.Outcomes))
+	for i, o := range r.Outcomes {
+		items[i] = idem.BatchItem{ID: o.MessageID, Status: string(o.Status), Reason: string(o.Reason), Err: o.Err}
+	}
+	return idem.BatchEvent{
+		FIFO: r.FIFO, Items: items,
+		Ran: r.Ran, Replayed: r.Replayed, Duplicates: r.Duplicates, Failed: r.Failed,
+		Duration: r.Duration,
+	}
 }

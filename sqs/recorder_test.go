@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/sqs"
 )
 
@@ -138,18 +139,34 @@ func (r *recorder) groupOrder(group string) []string {
 	return append([]string(nil), r.order[group]...)
 }
 
-// reports collects the batch reports of a handler, through its OnBatch hook.
+// reports collects the batch reports of the handlers on a guard, through the guard's
+// OnBatch hook.
 type reports struct {
 	mu   sync.Mutex
 	list []*sqs.Report
 }
 
-func (rs *reports) hooks() sqs.Hooks {
-	return sqs.Hooks{OnBatch: func(_ context.Context, r *sqs.Report) {
+// hooks returns the guard hooks that collect the reports: each batch event, read back as
+// the sqs.Report it describes, so that the tests check what the hook received.
+func (rs *reports) hooks() idem.Hooks {
+	return idem.Hooks{OnBatch: func(_ context.Context, e idem.BatchEvent) {
 		rs.mu.Lock()
 		defer rs.mu.Unlock()
-		rs.list = append(rs.list, r)
+		rs.list = append(rs.list, reportOf(e))
 	}}
+}
+
+// reportOf reads a batch event back as the sqs.Report it was made from, but for what the
+// event leaves out: keys, groups and per-message durations.
+func reportOf(e idem.BatchEvent) *sqs.Report {
+	rep := &sqs.Report{
+		FIFO: e.FIFO, Ran: e.Ran, Replayed: e.Replayed, Duplicates: e.Duplicates, Failed: e.Failed,
+		Duration: e.Duration, Outcomes: make([]sqs.Outcome, len(e.Items)),
+	}
+	for i, it := range e.Items {
+		rep.Outcomes[i] = sqs.Outcome{MessageID: it.ID, Status: sqs.Status(it.Status), Reason: sqs.Reason(it.Reason), Err: it.Err}
+	}
+	return rep
 }
 
 func (rs *reports) last(t testing.TB) *sqs.Report {

@@ -3,7 +3,6 @@ package sqs_test
 import (
 	"context"
 	"errors"
-	"slices"
 	"testing"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemstore/storetest"
 	"github.com/idemkit/idem/sqs"
 )
@@ -153,14 +153,14 @@ func TestNearDeadlineNothingIsDropped(t *testing.T) {
 		for _, tc := range tests {
 			t.Run(b.name+"/"+tc.name, func(t *testing.T) {
 				t.Parallel()
-				// The clock starts once the backend is ready: creating tables takes time.
+				e := newEnv(t, b, tc.opts...)
+				// The clock is set once the backend is ready: creating tables takes time.
 				var clock *storetest.Clock
-				opts := slices.Clone(tc.opts)
 				if tc.fakeLeft > 0 {
 					clock = storetest.NewClock()
-					opts = append(opts, sqs.WithClock(clock))
+					e.guard = e.newGuard(t, idem.WithClock(clock))
+					e.h = e.newHandler(t, e.guard, tc.opts...)
 				}
-				e := newEnv(t, b, opts...)
 				e.rec.before = func(context.Context, events.SQSMessage) {
 					if clock != nil {
 						clock.Advance(tc.advance)

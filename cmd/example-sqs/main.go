@@ -89,7 +89,8 @@ func run(logger *slog.Logger) error {
 type sqsHandler = func(context.Context, events.SQSEvent) (events.SQSEventResponse, error)
 
 // newHandler wires the ledger: the idempotency store on idemTable, a guard, and the SQS
-// batch handler, whose hooks and the guard's feed metrics (see [emf.Wrap] for flushing).
+// batch handler, which logs and reports its batches through the guard's logger and hooks,
+// so the guard's hooks feed every metric (see [emf.Wrap] for flushing).
 func newHandler(client *dynamodb.Client, idemTable, ledgerTable string, logger *slog.Logger, metrics *emf.Recorder) (*sqs.Handler, error) {
 	store, err := dynamo.New(client, idemTable)
 	if err != nil {
@@ -102,7 +103,7 @@ func newHandler(client *dynamodb.Client, idemTable, ledgerTable string, logger *
 		return nil, err
 	}
 	l := &ledger{table: ledgerTable, now: time.Now}
-	return sqs.New(guard, l.credit, sqs.WithLogger(logger), sqs.WithHooks(metrics.SQSHooks()))
+	return sqs.New(guard, l.credit) // logs and reports its batches through the guard
 }
 
 // runLocal processes one SQS event read from the file args names (or stdin if none, or

@@ -1,211 +1,279 @@
-// Command idem-bench runs the end-to-end benchmark of BENCHMARKS.md: the workloads of
-// ../shared/BENCHMARKS.md against a fresh DynamoDB Local it starts on 127.0.0.1 and stops
-// by PID, printing one JSON line per workload. It exits 1 when a workload's invariant does
-// not hold.
+// Command idem-bench runs the end-to-end benchmark of BENCHMARKS.md: the workloads W1 to
+// W4b through idem and the raw-SDK floor X1 and X2, against a fresh DynamoDB Local that it
+// starts on 127.0.0.1 and stops by PID, printing one JSON line per workload. It exits 1
+// when a workload's "must hold" condition fails.
 //
 //	go run ./cmd/idem-bench                      # or: make bench-e2e
-//	go run ./cmd/idem-bench -table idem_bench    # your own table on AWS: billed
-//	go run ./cmd/idem-bench -endpoint http://127.0.0.1:8000
-//	go run ./cmd/idem-bench -probe               # or: make bench-probe
-//	go run ./cmd/idem-bench -interleaved
-//	go run ./cmd/idem-bench -cpu-share 0.072     # as root: a 128 MB Lambda's CPU
+//	go run ./cmd/idem-bench -short               # a tenth of the sizes: does it work?
+//	go run ./cmd/idem-bench -cpu-share 0.072     # as root: a 128 MB Lambda's CPU share
+//	go run ./cmd/idem-bench -endpoint http://127.0.0.1:8000   # a running DynamoDB Local
 //
-// -probe runs the write cost probe instead of the workloads (see BENCHMARKS.md): after a
-// warmup, 600 rounds of one call of each write request shape (the claim's PutItem, the
-// completion's UpdateItem, ClaimMany and CompleteMany of 10 records as PartiQL, a
-// TransactWriteItems of 10 conditional puts, a BatchWriteItem of 10 plain puts), all on
-// fresh keys, taken in turn. It prints one JSON line per shape with its p50 latency and the
-// client's and DynamoDB Local's CPU per call (and the server's per item), then a
-// probe_summary line comparing the server CPU per record of an SQS batch on the
-// per-message and the batched paths.
-//
-// -interleaved (off by default; the workloads and their lines are the same with it) adds,
-// after the workloads, an overhead check without the drift of DynamoDB Local's JVM, which
-// keeps getting faster over a run and so favours X1 and X2, run last, over W1 and W2. The
-// W1_X1_interleaved line runs 2,000 pairs of one W1 invocation (through the library, on a
-// fresh key) and one X1 put and update (straight from the SDK, on another fresh key), in
-// ABBA order: pair i runs the library first when i%4 is 0 or 3. W2_X2_interleaved then
-// pairs a replay of each of those W1 keys with X2's failing put on each of those X1 keys,
-// in the same order. Each line has both sides' p50_us, p99_us, mean_us and DynamoDB calls
-// per operation, p50_ratio and mean_ratio (library / raw), and the client's and DynamoDB
-// Local's CPU over the whole interleaved region. It adds about 15 to 30 seconds.
-//
-// -cpu-share F runs, instead of the workloads, a comparison of the two SQS paths (batched
-// claims, and per-message with sqs.WithBatchClaims(false)) when the client gets F of one
-// CPU, as a Lambda function does in proportion to its memory (1,769 MB is one vCPU, 128 MB
-// about 0.072), while DynamoDB Local does not. After -cpu-share-warmup (1,000) unthrottled
-// batches of each path, it moves itself (every thread) into a new cpu cgroup,
-// idem-bench-<pid>, a child of its own, with a CFS quota of F × 100 ms per 100 ms period;
-// DynamoDB Local, started before as a child, stays in the parent, which it checks. It then
-// runs -cpu-share-batches (60) batches of 10 fresh messages on each path, alternately in
-// ABBA order (pair i runs the batched path first when i%4 is 0 or 3), moves back and
-// removes the cgroup. It prints a W4_throttled_batched and a W4_throttled_per_message line
-// (the path's p50_us, p99_us and mean_us per batch, DynamoDB calls, the client's and
-// DynamoDB Local's CPU per batch, the cgroup's throttled_periods and throttled_ms, and the
-// path's unthrottled warmup p50 and client CPU) and a W4_throttled_summary line with
-// p50_ratio and mean_ratio (batched / per-message). It needs root and a writable cgroup v1
-// cpu hierarchy (or cgroup v2 with the cpu controller); F is in (0, 2]. It takes about a
-// minute.
+// -cpu-share F confines idem-bench, and not DynamoDB Local, to F of one CPU after the
+// warmup, as BENCHMARKS.md describes.
 package main
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
-	"runtime/pprof"
-	"strings"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/smithy-go/logging"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/dynamo"
+	"github.com/idemkit/idem/internal/ddblocal"
+	"github.com/idemkit/idem/sqs"
 )
 
 func main() {
-	var opts setup
-	flag.StringVar(&opts.endpoint, "endpoint", "", "DynamoDB endpoint to use instead of starting DynamoDB Local")
-	flag.StringVar(&opts.table, "table", defaultTable, "table to create (if missing) and use")
-	flag.BoolVar(&opts.batchClaims, "batch-claims", true, "sqs.WithBatchClaims for W4 and W4b; false measures the per-message path for comparison (not the specified workload)")
-	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file (it slows the run a little)")
-	probe := flag.Bool("probe", false, "run the write cost probe instead of the workloads: the cost of each write request shape, per call and per item")
-	interleaved := flag.Bool("interleaved", false, fmt.Sprintf("after the workloads, measure W1 against X1 and W2 against X2 again in %d interleaved (ABBA) pairs each: two more JSON lines", InterleavedPairs))
-	cpuShare := flag.Float64("cpu-share", 0, "run the SQS path comparison instead of the workloads: batched against per-message batches, in ABBA order, with idem-bench confined to this share of one CPU (a CFS quota cgroup, as root; 0.072 is a 128 MB Lambda, 1 is 1,769 MB) and DynamoDB Local not")
-	cpuShareBatches := flag.Int("cpu-share-batches", CPUShareBatches, "with -cpu-share: the throttled batches of each path")
-	cpuShareWarmup := flag.Int("cpu-share-warmup", CPUShareWarmupBatches, "with -cpu-share: the unthrottled warmup batches of each path")
+	var o options
+	flag.StringVar(&o.endpoint, "endpoint", "", "a running DynamoDB Local to use instead of starting one (its CPU is then not measured)")
+	flag.BoolVar(&o.batchClaims, "batch-claims", true, "sqs.WithBatchClaims for W4 and W4b; false measures the per-message path (not the specified workload)")
+	flag.Float64Var(&o.cpuShare, "cpu-share", 0, "confine idem-bench (not DynamoDB Local) to this share of one CPU after the warmup, in [0.01, 2]; needs root")
+	short := flag.Bool("short", false, "run a tenth of the specified sizes, to check that the benchmark works (the figures are not comparable)")
 	flag.Parse()
-	if *interleaved && *probe {
-		fmt.Fprintln(os.Stderr, "idem-bench: -interleaved adds to the workloads; it does not combine with -probe")
-		os.Exit(2)
-	}
-	shareSet := false
-	flag.Visit(func(f *flag.Flag) { shareSet = shareSet || strings.HasPrefix(f.Name, "cpu-share") })
-	if shareSet {
-		if code := checkCPUShare(*cpuShare, *cpuShareBatches, *cpuShareWarmup, *probe, *interleaved); code != 0 {
-			os.Exit(code)
-		}
-	}
-	// Naming either, even the default table, means the user's own DynamoDB.
-	flag.Visit(func(f *flag.Flag) { opts.own = opts.own || f.Name == "endpoint" || f.Name == "table" })
-	counts := SpecCounts()
-	if *interleaved {
-		counts.InterleavedPairs = InterleavedPairs
-	}
-	do := func() int { return run(context.Background(), opts, counts, os.Stdout, os.Stderr) }
-	if *probe {
-		do = func() int { return runProbe(context.Background(), opts, SpecProbeCounts(), os.Stdout, os.Stderr) }
-	}
-	if shareSet {
-		counts := CPUShareCounts{Share: *cpuShare, WarmupBatches: *cpuShareWarmup, Batches: *cpuShareBatches, BatchSize: 10}
-		do = func() int {
-			return runCPUShare(context.Background(), opts, counts, enterCPUQuota, os.Stdout, os.Stderr)
-		}
-	}
-	if *cpuProfile != "" {
-		stop, err := startProfile(*cpuProfile)
-		if err != nil {
+	if o.cpuShare != 0 {
+		if _, err := quotaUS(o.cpuShare); err != nil {
 			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
+			os.Exit(2)
 		}
-		code := do()
-		stop()
-		os.Exit(code)
+		o.confine = confine
 	}
-	os.Exit(do())
+	c := specCounts
+	if *short {
+		c = shortCounts
+	}
+	os.Exit(run(context.Background(), o, c, os.Stdout, os.Stderr))
 }
 
-// checkCPUShare checks the -cpu-share flags and returns 2 (after saying why) when they
-// are wrong, or 0.
-func checkCPUShare(share float64, batches, warmup int, probe, interleaved bool) int {
-	var msg string
-	switch {
-	case probe || interleaved:
-		msg = "-cpu-share runs its own comparison instead of the workloads; it does not combine with -probe or -interleaved"
-	case !(share > 0 && share <= 2): // also NaN
-		msg = fmt.Sprintf("-cpu-share %g: want a share of one CPU in (0, 2]", share)
-	case share*cfsPeriodUS < minQuotaUS:
-		msg = fmt.Sprintf("-cpu-share %g: below the kernel's minimum CFS quota of %d µs per %d µs", share, minQuotaUS, cfsPeriodUS)
-	case batches < 1:
-		msg = fmt.Sprintf("-cpu-share-batches %d: want at least 1", batches)
-	case warmup < 0:
-		msg = fmt.Sprintf("-cpu-share-warmup %d: want at least 0", warmup)
-	}
-	if msg == "" {
-		return 0
-	}
-	fmt.Fprintln(os.Stderr, "idem-bench: "+msg)
-	return 2
-}
-
-// startProfile starts a CPU profile written to path; stop ends it and closes the file.
-func startProfile(path string) (stop func(), err error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, fmt.Errorf("idem-bench: %w", err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("idem-bench: %w", err)
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		_ = f.Close()
-	}, nil
-}
-
-// run sets up, runs every workload, prints the JSON lines to stdout and returns the exit
-// code: 1 when setup fails or an invariant does not hold.
-func run(ctx context.Context, opts setup, counts Counts, stdout, stderr io.Writer) int {
-	if opts.own {
-		fmt.Fprintf(stderr, "idem-bench: WARNING: using table %q on %s: the run writes about 17,500 items with "+
-			"about 40,000 write requests; on AWS they are billed at your table's prices, and the items stay "+
-			"until TTL deletes them (an hour after the run at the earliest)\n", opts.table, opts.where())
-		if n := counts.InterleavedPairs; n > 0 {
-			fmt.Fprintf(stderr, "idem-bench: WARNING: -interleaved adds about %d items and %d write requests\n", 2*n, 6*n)
-		}
-	}
-	env, err := opts.open(ctx)
-	if err != nil {
+// run sets up, runs the warmup and then (confined with -cpu-share) every workload in the
+// order of BENCHMARKS.md, prints a JSON line each to stdout and returns the exit code: 1
+// when setup or the warmup fails or a condition does not hold.
+func run(ctx context.Context, o options, c counts, stdout, stderr io.Writer) (code int) {
+	fail := func(err error) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	defer env.close(stderr)
-	if !opts.batchClaims {
+	if !o.batchClaims {
 		fmt.Fprintln(stderr, "idem-bench: -batch-claims=false: W4 and W4b use the per-message SQS path, unlike BENCHMARKS.md")
 	}
-	b, err := newBench(counts, env.client, opts.table, env.guard, env.cnt, env.pid, opts.batchClaims)
+	b, err := open(ctx, o, c)
 	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
+		return fail(err)
 	}
-	w := newLineWriter(stdout, stderr)
-	if err := b.run(w.emit); err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
+	defer b.close(stderr)
+	runtime.GC()
+	// The warmup settles the JVM and the client's connections, on keys of its own.
+	for _, r := range []*result{
+		b.newKeys("warmup_new_keys", newEvents(c.warmupInvocations)),
+		b.contention("warmup_contention", c.warmupW3Rounds),
+		b.sqsBatches("warmup_sqs_batch", c.warmupW4Batches),
+	} {
+		if len(r.violations) > 0 {
+			return fail(fmt.Errorf("idem-bench: warmup: %s: %v", r.Name, r.violations))
+		}
 	}
-	if w.failed {
-		return 1
+	if o.confine != nil {
+		undo, err := o.confine(o.cpuShare)
+		if err != nil {
+			return fail(err)
+		}
+		defer func() {
+			if err := undo(); err != nil {
+				code = fail(err)
+			}
+		}()
 	}
-	return 0
+	evs, keys := newEvents(c.invocations), b.newRawKeys(c.invocations)
+	enc := json.NewEncoder(stdout)
+	for _, step := range []func() *result{
+		func() *result { return b.newKeys("W1_new_keys", evs) },
+		func() *result { return b.replays(evs) },
+		func() *result { return b.contention("W3_contention", c.w3Rounds) },
+		func() *result { return b.sqsBatches("W4_sqs_batch", c.w4Batches) },
+		b.sqsInProgress,
+		func() *result { return b.rawPutUpdate(keys) },
+		func() *result { return b.rawPutConflict(keys) },
+	} {
+		runtime.GC()
+		r := step()
+		r.CPUShare = o.cpuShare
+		if err := enc.Encode(r); err != nil {
+			code = fail(err)
+		}
+		for _, v := range r.violations {
+			fmt.Fprintf(stderr, "idem-bench: %s: must hold: %s\n", r.Name, v)
+			code = 1
+		}
+	}
+	return code
 }
 
-// lineWriter prints lines as JSON to stdout and the invariants they broke to stderr;
-// failed says whether there were any, or a line could not be written.
-type lineWriter struct {
-	enc    *json.Encoder
-	stderr io.Writer
-	failed bool
+// Settings of BENCHMARKS.md: the deadline set on every invocation's context (as the Lambda
+// runtime would) makes the lease, and records are kept for expiry.
+const (
+	table    = "idem_bench"
+	deadline = 30 * time.Second
+	expiry   = time.Hour
+	scope    = "bench"
+	// W3's goroutines per key and the messages per SQS batch, at every size.
+	w3Goroutines, batchSize = 50, 10
+)
+
+// counts are the sizes of the workloads.
+type counts struct {
+	warmupInvocations, warmupW3Rounds, warmupW4Batches int
+	invocations                                        int // W1, W2, X1, X2
+	w3Rounds, w4Batches, w4bBatches                    int
 }
 
-func newLineWriter(stdout, stderr io.Writer) *lineWriter {
-	return &lineWriter{enc: json.NewEncoder(stdout), stderr: stderr}
+var (
+	// specCounts are the sizes of BENCHMARKS.md; any other makes the figures incomparable.
+	specCounts = counts{10000, 10, 100, 2000, 20, 200, 50}
+	// shortCounts are a tenth of them (-short), to check that the benchmark runs.
+	shortCounts = counts{1000, 2, 10, 200, 2, 20, 5}
+)
+
+// options say where the benchmark runs and how.
+type options struct {
+	endpoint    string // a running DynamoDB Local, or "" to start one
+	batchClaims bool   // passed to sqs.WithBatchClaims
+	cpuShare    float64
+	// confine, when set, confines this process to cpuShare of one CPU after the warmup;
+	// undo ends the confinement.
+	confine func(share float64) (undo func() error, err error)
 }
 
-func (w *lineWriter) emit(r line) {
-	if err := w.enc.Encode(r); err != nil {
-		fmt.Fprintln(w.stderr, err)
-		w.failed = true
+// bench holds what every workload shares: one client, one guard, one SQS handler.
+type bench struct {
+	counts
+	server     *ddblocal.Server // nil on the user's DynamoDB
+	client     *dynamodb.Client
+	guard      *idem.Guard
+	sqs        *sqs.Handler
+	m          *meter
+	executions atomic.Int64
+}
+
+// open starts DynamoDB Local unless o names an endpoint, and builds the one client
+// (counted by b.m), the table, the guard and the SQS handler.
+func open(ctx context.Context, o options, c counts) (b *bench, err error) {
+	b = &bench{counts: c, m: &meter{}}
+	endpoint := o.endpoint
+	if endpoint == "" {
+		if b.server, err = ddblocal.Start(ctx); err != nil {
+			return nil, err
+		}
+		b.m.serverPID, endpoint = b.server.PID(), b.server.Endpoint()
 	}
-	name, violations := r.broken()
-	for _, v := range violations {
-		fmt.Fprintf(w.stderr, "idem-bench: %s: must hold: %s\n", name, v)
-		w.failed = true
+	defer func() {
+		if err != nil {
+			b.close(io.Discard)
+		}
+	}()
+	// ddblocal's client keeps enough idle connections for W3 and uses the SDK's default
+	// retries. DynamoDB Local sends a CRC32 header of 0 on some error responses, which the
+	// SDK would log as a warning on every failed condition: the logs are dropped.
+	b.client = dynamodb.New(ddblocal.NewClient(endpoint).Options(), func(opt *dynamodb.Options) {
+		opt.APIOptions = append(opt.APIOptions, b.m.apiOption)
+		opt.Logger = logging.Nop{}
+	})
+	if err := dynamo.CreateTable(ctx, b.client, table); err != nil {
+		return nil, err
 	}
+	store, err := dynamo.New(b.client, table)
+	if err != nil {
+		return nil, err
+	}
+	// Cache and payload validation stay off (their defaults); the lease is the remaining
+	// time of each context's deadline, without margin.
+	if b.guard, err = idem.New(store, "bench", idem.WithExpiry(expiry), idem.WithScope(scope), idem.WithLeaseMargin(0)); err != nil {
+		return nil, err
+	}
+	noValidation := func(events.SQSMessage) ([]byte, error) { return nil, nil }
+	b.sqs, err = sqs.New(b.guard, b.handleMessage, sqs.WithFingerprint(noValidation), sqs.WithBatchClaims(o.batchClaims))
+	return b, err
+}
+
+// close stops DynamoDB Local if this run started it.
+func (b *bench) close(stderr io.Writer) {
+	if b.server != nil {
+		if err := b.server.Stop(); err != nil {
+			fmt.Fprintln(stderr, err)
+		}
+	}
+}
+
+// The quota cgroup of -cpu-share: a quota of share × cfsPeriodUS per period, at least the
+// kernel's minimum, in a cgroup at the root of cgroup v1's cpu hierarchy if it is mounted,
+// else of cgroup v2's.
+const (
+	cfsPeriodUS = 100000
+	minQuotaUS  = 1000
+	cgroupV1    = "/sys/fs/cgroup/cpu"
+	cgroupV2    = "/sys/fs/cgroup"
+)
+
+// errNoCgroup is returned when no quota cgroup can be made.
+var errNoCgroup = errors.New("idem-bench: -cpu-share needs a writable cpu cgroup (root)")
+
+// quotaUS returns the CFS quota of share, or an error if the kernel would refuse it or the
+// share is above 2 CPUs.
+func quotaUS(share float64) (int, error) {
+	if !(share*cfsPeriodUS >= minQuotaUS && share <= 2) { // also NaN
+		return 0, fmt.Errorf("idem-bench: -cpu-share %g: want a share of one CPU in [%g, 2]", share, float64(minQuotaUS)/cfsPeriodUS)
+	}
+	return int(math.Round(share * cfsPeriodUS)), nil
+}
+
+// confine moves this process (all its threads) into a new cgroup, idem-bench-<pid>, whose
+// CFS quota is share of one CPU per 100 ms period. Processes started before, such as
+// DynamoDB Local, stay where they are. undo moves this process to the hierarchy's root
+// cgroup and removes the new one.
+func confine(share float64) (undo func() error, err error) {
+	quota, err := quotaUS(share)
+	if err != nil {
+		return nil, err
+	}
+	root := cgroupV1
+	limits := [][2]string{{"cpu.cfs_period_us", strconv.Itoa(cfsPeriodUS)}, {"cpu.cfs_quota_us", strconv.Itoa(quota)}}
+	if _, err := os.Stat(filepath.Join(cgroupV1, "cpu.cfs_quota_us")); err != nil {
+		root, limits = cgroupV2, [][2]string{{"cpu.max", fmt.Sprintf("%d %d", quota, cfsPeriodUS)}}
+		if err := write(root, "cgroup.subtree_control", "+cpu"); err != nil {
+			return nil, fmt.Errorf("%w: %v", errNoCgroup, err)
+		}
+	}
+	pid := strconv.Itoa(os.Getpid())
+	dir := filepath.Join(root, "idem-bench-"+pid)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("%w: %v", errNoCgroup, err)
+	}
+	undo = func() error {
+		return errors.Join(write(root, "cgroup.procs", pid), os.Remove(dir))
+	}
+	for _, l := range append(limits, [2]string{"cgroup.procs", pid}) {
+		if err := write(dir, l[0], l[1]); err != nil {
+			return nil, errors.Join(err, undo())
+		}
+	}
+	return undo, nil
+}
+
+func write(dir, file, value string) error {
+	if err := os.WriteFile(filepath.Join(dir, file), []byte(value), 0); err != nil {
+		return fmt.Errorf("idem-bench: write %q to %s: %w", value, file, err)
+	}
+	return nil
 }

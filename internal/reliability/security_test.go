@@ -98,7 +98,7 @@ func TestNoSecretsInLogsOrTable(t *testing.T) {
 			return errBoom
 		}
 		return nil
-	}, sqs.WithLogger(logger))
+	}) // logs through the guard's logger
 	require.NoError(t, err)
 	msg := func(id, body string) events.SQSMessage {
 		return events.SQSMessage{MessageId: id, Body: body, EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:q",

@@ -507,7 +507,8 @@ func (w *world) sqsBody(a *actor) func(context.Context) {
 	return func(ctx context.Context) {
 		batch := a.batch
 		var opts []sqs.Option
-		opts = append(opts, sqs.WithClock(a.c.clk), sqs.WithConcurrency(a.concurrency), sqs.WithBatchClaims(a.batchClaims))
+		// The handler reads the deadline on the guard's clock, the container's simulated one.
+		opts = append(opts, sqs.WithConcurrency(a.concurrency), sqs.WithBatchClaims(a.batchClaims))
 		if a.margin > 0 {
 			opts = append(opts, sqs.WithDeadlineMargin(a.margin))
 		}

@@ -1,4 +1,4 @@
-package main
+package idem_test
 
 import (
 	"context"
@@ -64,7 +64,7 @@ func itemSize(rec *idemstore.Record) int {
 // units the completed item costs (ceil(size / 1 KB)) and the stored bytes. A 300 KB result
 // uncompressed still fits DynamoDB's 400 KB item. One op is one new key.
 //
-//	go test -run '^$' -bench ResultUnits ./cmd/idem-bench
+//	go test -run '^$' -bench ResultUnits .
 func BenchmarkResultUnits(b *testing.B) {
 	ctx := context.Background()
 	for _, size := range []int{1 << 10, 50 << 10, 300 << 10} {
@@ -77,7 +77,7 @@ func BenchmarkResultUnits(b *testing.B) {
 			}
 			b.Run(fmt.Sprintf("%dKB/gzip=%t", size>>10, compress), func(b *testing.B) {
 				store := memstore.New()
-				g, err := idem.New(store, "test", idem.WithCompression(threshold), idem.WithScope(scope))
+				g, err := idem.New(store, "test", idem.WithCompression(threshold), idem.WithScope("bench"))
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -1,0 +1,103 @@
+// Package pgstore is the PostgreSQL [idemstore.Store], on the pgx v5 driver: one row per
+// idempotency key in one table, every state change one statement conditional on the key's
+// state, so any number of functions can share the table and a key's handler still runs at
+// most once. It lives in a Go module of its own (github.com/idemkit/idem/pgstore), so a
+// DynamoDB-only user never downloads pgx, and its name does not clash with pgx's packages.
+//
+// # Mental model
+//
+// A record moves from absent to INPROGRESS (claimed under a lease) to COMPLETED (the stored
+// result) and, after its expiry, back to absent, exactly as with the DynamoDB store. The
+// claim is one INSERT ... ON CONFLICT (id) DO UPDATE whose WHERE lets it replace only an
+// expired record, or an in-progress one whose lease has ended and whose checkpoint the
+// claim carries. The same statement returns the record that refused the claim: a read of
+// the key, in a second WITH query of the statement, runs only when the upsert changed
+// nothing, and reads FOR SHARE so that it returns the row as the upsert judged it (a plain
+// read would return the statement's snapshot, which can be older). So a replay and an
+// in-flight refusal cost one statement each. Only when the refusing record was created
+// after the statement began (two first claims of one key at once) is it out of the
+// statement's sight; the claim is then sent once more.
+//
+// Completion, release, lease extension and checkpoints are conditional on the random lease
+// token written by the claim (fencing): a worker whose lease ran out and was taken over
+// changes nothing, and learns so from [idem.ErrLeaseLost]. Expiry is judged at read time
+// with the caller's clock, so an expired row counts as absent whether or not it has been
+// deleted; [DeleteExpiredStatement] is the housekeeping to schedule (with pg_cron, say).
+//
+// # Business writes in the completion's transaction
+//
+// [Attach] is the PostgreSQL counterpart of dynamo.Attach: the handler attaches functions of
+// a pgx.Tx, and when it returns, the store runs one transaction: the UPDATE that completes
+// the record (conditional on the lease token and on the record being in progress), then
+// the attached functions with that transaction, then COMMIT. The business rows and the
+// COMPLETED record commit together or not at all. A fenced-off owner's UPDATE matches no
+// row, so its transaction rolls back before its functions even run.
+//
+// The writes are deferred to the completion rather than made in a transaction opened at the
+// claim and held across the handler, for three reasons. A held transaction would keep a
+// pooled connection, and the row locks of whatever the handler wrote, for the handler's
+// whole run, including its calls to other services: behind RDS Proxy or PgBouncer that is a
+// server connection pinned per in-flight request, exactly what the proxy is there to
+// avoid, and long-held locks stall other writers. The guard hands attached writes to
+// [idemstore.Store.Complete] and nowhere else: on a handler error, a panic, a lost lease or a
+// crash they are simply dropped, where an open transaction would have to be found and rolled
+// back on every one of those paths (a crashed Lambda leaves it to the server's idle
+// timeout). And the transaction lasts only as long as its statements, which is all a claim
+// of the same key waits for (the completion holds the record's row lock until COMMIT). The
+// cost: the handler cannot read its own writes before it returns, nor put
+// values the database generates (serial ids) into its result, because the result is
+// recorded with them. Generate ids in Go (UUIDs), and make reads that decide something
+// inside the attached function, where returning an error rolls everything back.
+//
+// # Usage
+//
+//	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+//	// ...
+//	store, err := pgstore.New(pool, "idempotency")
+//	// ...
+//	guard, err := idem.New(store, "create-order")
+//	// ...
+//	order, replayed, err := idem.Do(ctx, guard, req, func(ctx context.Context) (Order, error) {
+//		order := Order{ID: uuid.NewString(), Amount: in.Amount}
+//		err := pgstore.Attach(ctx, func(ctx context.Context, tx pgx.Tx) error {
+//			_, err := tx.Exec(ctx, `INSERT INTO orders (id, amount) VALUES ($1, $2)`, order.ID, order.Amount)
+//			return err
+//		})
+//		return order, err
+//	})
+//
+// The table is the one [Schema] describes; [CreateTable] makes it for tests and local runs.
+//
+// # RDS Proxy, PgBouncer and prepared statements
+//
+// The store keeps no session state: no SET, no temporary tables, no advisory locks, no
+// LISTEN; every operation is one statement in its own implicit transaction, or the one
+// short completion transaction. It runs behind a transaction-mode pooler such as RDS Proxy
+// or PgBouncer. What pins there is pgx's own default: QueryExecModeCacheStatement prepares
+// named statements on each connection and caches them, session state a pooler must either
+// track or pin the client connection for. Configure the pool to send unnamed statements,
+// still one round trip each:
+//
+//	cfg, err := pgxpool.ParseConfig(url)
+//	// ...
+//	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
+//	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+//
+// (QueryExecModeSimpleProtocol also works.) The price is that the server parses and plans
+// every statement: on the benchmark machine (internal/cmd/idem-pgbench) a new key cost
+// about three times the server CPU of the default mode. Without a pooler, keep the default.
+// Every parameter in the store's SQL carries an
+// explicit cast, so the statements need no server-side description in any mode; the
+// behaviour suite runs in both the default mode and QueryExecModeExec. In Lambda, create the
+// pool once per execution environment (outside the handler) and keep MaxConns small: each
+// concurrent invocation needs one connection at a time.
+//
+// # Documentation
+//
+//   - INSERT ... ON CONFLICT: https://www.postgresql.org/docs/current/sql-insert.html#SQL-ON-CONFLICT
+//   - Row locks and READ COMMITTED: https://www.postgresql.org/docs/current/transaction-iso.html#XACT-READ-COMMITTED
+//   - MERGE (release): https://www.postgresql.org/docs/current/sql-merge.html
+//   - RDS Proxy pinning: https://docs.aws.amazon.com/AmazonRDS/latest/UserGuide/rds-proxy-pinning.html
+//   - pgx query exec modes: https://pkg.go.dev/github.com/jackc/pgx/v5#QueryExecMode
+//   - pg_cron: https://github.com/citusdata/pg_cron
+package pgstore

@@ -1,0 +1,89 @@
+package pgstore
+
+import "fmt"
+
+// columns are the record's columns, in the order scanRecord reads them.
+const columns = `id, status, expires_at, lease_expires_at, validation, data, encoding, lease_token, checkpoint, version`
+
+// statements holds the store's SQL for one table. Every parameter carries a cast, so the
+// statements run unchanged in every pgx query mode, QueryExecModeExec and the simple
+// protocol included (see the package documentation on RDS Proxy).
+type statements struct {
+	claim, get, complete, completeOwned, release, extend, checkpoint string
+}
+
+func newStatements(table string) statements {
+	t := quote(table)
+	return statements{
+		// One statement whether it wins or not. The INSERT wins on a free key; on a taken
+		// one, ON CONFLICT locks the record's latest version and replaces it only if the
+		// claim condition holds there: expired, or in progress with its lease ended and
+		// the checkpoint the claim carries ($9, NULL for none). A refused claim updates
+		// nothing, and held then reads the record that refused it in the same statement:
+		// FOR SHARE makes that read follow the row to the version the upsert judged (a
+		// plain read would see the statement's snapshot, which may predate it). Only a
+		// record that did not exist in the snapshot at all (created, or deleted and
+		// created again, by a claim that committed while this one waited) is not found;
+		// the caller then sends the claim again.
+		claim: fmt.Sprintf(`WITH claim AS (
+	INSERT INTO %[1]s AS r (`+columns+`)
+	VALUES ($1::text, $2::text, $3::timestamptz, $4::timestamptz, $5::text, $6::bytea, $7::text, $8::text, $9::text, $10::integer)
+	ON CONFLICT (id) DO UPDATE SET
+		status = excluded.status, expires_at = excluded.expires_at,
+		lease_expires_at = excluded.lease_expires_at, validation = excluded.validation,
+		data = excluded.data, encoding = excluded.encoding, lease_token = excluded.lease_token,
+		checkpoint = excluded.checkpoint, version = excluded.version
+	WHERE r.expires_at <= $11::timestamptz
+		OR (r.status = 'INPROGRESS' AND r.lease_expires_at <= $11::timestamptz
+			AND r.checkpoint IS NOT DISTINCT FROM $9::text)
+	RETURNING 1
+), held AS (
+	SELECT `+columns+` FROM %[1]s
+	WHERE id = $1::text AND NOT EXISTS (SELECT FROM claim)
+	FOR SHARE
+)
+SELECT EXISTS (SELECT FROM claim), held.* FROM (VALUES (1)) AS one LEFT JOIN held ON true`, t),
+
+		get: fmt.Sprintf(`SELECT `+columns+` FROM %s WHERE id = $1::text`, t),
+
+		// A completion without attached writes is conditional on the token alone, so a
+		// resend of one that landed writes the same values again.
+		complete: fmt.Sprintf(`UPDATE %s SET status = $2::text, expires_at = $3::timestamptz,
+	lease_expires_at = NULL, validation = $4::text, data = $5::bytea, encoding = $6::text,
+	version = $7::integer
+WHERE id = $1::text AND lease_token = $8::text`, t),
+
+		// With attached writes the completion also requires the record in progress, so a
+		// resend of a transaction that committed commits nothing; held then reads the
+		// record under our token (FOR SHARE: its latest version) to tell that resend, which
+		// finds it completed, from a lost lease, which finds nothing.
+		completeOwned: fmt.Sprintf(`WITH done AS (
+	UPDATE %[1]s SET status = $2::text, expires_at = $3::timestamptz,
+		lease_expires_at = NULL, validation = $4::text, data = $5::bytea, encoding = $6::text,
+		version = $7::integer
+	WHERE id = $1::text AND lease_token = $8::text AND status = 'INPROGRESS'
+	RETURNING 1
+), held AS (
+	SELECT status FROM %[1]s
+	WHERE id = $1::text AND lease_token = $8::text AND NOT EXISTS (SELECT FROM done)
+	FOR SHARE
+)
+SELECT EXISTS (SELECT FROM done), held.status FROM (VALUES (1)) AS one LEFT JOIN held ON true`, t),
+
+		// A record without a checkpoint is deleted; one with a checkpoint is kept with its
+		// lease ended ($3, the Unix epoch) and its token replaced ($4), so the next claim
+		// resumes from the checkpoint and no late write of the releasing owner lands.
+		release: fmt.Sprintf(`MERGE INTO %s AS r
+USING (VALUES ($1::text)) AS k (id)
+ON r.id = k.id AND r.lease_token = $2::text AND r.status = 'INPROGRESS'
+WHEN MATCHED AND r.checkpoint IS NULL THEN DELETE
+WHEN MATCHED THEN UPDATE SET lease_expires_at = $3::timestamptz, lease_token = $4::text`, t),
+
+		// GREATEST: an extension never shortens the stored lease.
+		extend: fmt.Sprintf(`UPDATE %s SET lease_expires_at = GREATEST(lease_expires_at, $3::timestamptz)
+WHERE id = $1::text AND lease_token = $2::text AND status = 'INPROGRESS'`, t),
+
+		checkpoint: fmt.Sprintf(`UPDATE %s SET checkpoint = $3::text
+WHERE id = $1::text AND lease_token = $2::text AND status = 'INPROGRESS'`, t),
+	}
+}

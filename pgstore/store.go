@@ -1,0 +1,175 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore"
+)
+
+// DB is what the store needs of a connection pool: the pgx methods it calls.
+// *pgxpool.Pool has them (the usual choice), and so does a single *pgx.Conn, which is not
+// safe for concurrent use and so serves only one goroutine.
+type DB interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// claimAttempts bounds the claim's resends when the record that refused it did not exist
+// when the claim began (another claim created it meanwhile), so the statement could not
+// return it.
+const claimAttempts = 3
+
+// Store is the PostgreSQL [idemstore.Store]: one row per record in one table (see [Schema]),
+// every state change one statement conditional on the key's state, so any number of
+// functions can share the table and a key's handler still runs at most once. It is safe
+// for concurrent use when db is (a *pgxpool.Pool is).
+//
+// Statements per operation: a claim is one, whether it wins, replays or meets a key in
+// progress (two in the rare race where the refusing record was created while the claim
+// waited); a completion is one, or, with attached writes ([Attach]), one plus the
+// transaction's BEGIN and COMMIT and the attached writes' own statements; release, extend,
+// checkpoint and get are one each.
+type Store struct {
+	db    DB
+	table string
+	sql   statements
+}
+
+// New returns a Store that keeps records in table (see [Schema]; "schema.name" is
+// accepted) through db. It returns an error for a nil db or an empty table name.
+func New(db DB, table string) (*Store, error) {
+	if db == nil {
+		return nil, errors.New("pgstore: New: db must not be nil")
+	}
+	if table == "" {
+		return nil, errors.New("pgstore: New: table name must not be empty")
+	}
+	return &Store{db: db, table: table, sql: newStatements(table)}, nil
+}
+
+// Table returns the name of the store's table.
+func (s *Store) Table() string { return s.table }
+
+// Claim implements [idemstore.Store] with one statement, an INSERT ... ON CONFLICT DO UPDATE
+// that replaces an existing record only when it is expired, or in progress with its lease
+// ended and carrying rec's checkpoint; when it refuses, the same statement returns the
+// record that refused it (see the package documentation). Times are compared at now, the
+// caller's clock, as with every store; stored ends are rounded up and now down to
+// PostgreSQL's microseconds, so a record is never taken before its end. A claim that wins
+// returns no previous record (PostgreSQL before 18 cannot return a row's old values from an
+// upsert; the guard does not use them). A record that refuses and does not decode yields an
+// error wrapping [idem.ErrIncompatibleRecord].
+func (s *Store) Claim(ctx context.Context, rec *idemstore.Record, now time.Time) (*idemstore.Record, bool, error) {
+	args := []any{rec.Key, string(rec.Status), end(rec.Expires), end(rec.LeaseExpires),
+		text(rec.Fingerprint), rec.Data, text(rec.Encoding), text(rec.LeaseToken),
+		text(rec.Checkpoint), rec.Version, at(now)}
+	for range claimAttempts {
+		var claimed bool
+		var r row
+		err := s.db.QueryRow(ctx, s.sql.claim, args...).Scan(append([]any{&claimed}, r.dest()...)...)
+		if err != nil {
+			return nil, false, s.fail("claim", err)
+		}
+		if claimed {
+			return nil, true, nil
+		}
+		if r.id == nil {
+			continue // created by a claim that committed while ours waited: claim again
+		}
+		prev, err := r.record()
+		if err != nil {
+			return nil, false, err
+		}
+		return prev, false, nil
+	}
+	return nil, false, &idem.StoreError{Op: "claim", Err: fmt.Errorf("pgstore: claim: the conflicting record was out of the statement's sight %d times in a row", claimAttempts)}
+}
+
+// Get implements [idemstore.Store] with one SELECT by key. It returns nil and no error when
+// there is no record, and an error wrapping [idem.ErrIncompatibleRecord] for one that does
+// not decode. It does not interpret expiry.
+func (s *Store) Get(ctx context.Context, key string) (*idemstore.Record, error) {
+	var r row
+	err := s.db.QueryRow(ctx, s.sql.get, key).Scan(r.dest()...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, s.fail("get", err)
+	}
+	return r.record()
+}
+
+// Complete implements [idemstore.Store]. Without attached writes it is one UPDATE of the record
+// to rec's status, result and expiry, conditional on the lease token: a worker whose lease
+// was taken over gets [idem.ErrLeaseLost] and never overwrites the new owner's record. With
+// attached writes see [Attach]: one transaction holds the conditional UPDATE, then the
+// writes, then COMMIT. The checkpoint is kept; the lease end is cleared.
+func (s *Store) Complete(ctx context.Context, rec *idemstore.Record, attached []any) error {
+	if rec.LeaseToken == "" {
+		return errors.New("pgstore: complete: record has no lease token")
+	}
+	if len(attached) > 0 {
+		return s.completeWith(ctx, rec, attached)
+	}
+	tag, err := s.db.Exec(ctx, s.sql.complete, completeArgs(rec)...)
+	return s.owned("complete", tag, err)
+}
+
+// completeArgs returns the parameters of the complete and completeOwned statements.
+func completeArgs(rec *idemstore.Record) []any {
+	return []any{rec.Key, string(rec.Status), end(rec.Expires), text(rec.Fingerprint),
+		rec.Data, text(rec.Encoding), rec.Version, rec.LeaseToken}
+}
+
+// Release implements [idemstore.Store] with one MERGE conditional on the lease token and on the
+// record being in progress: it deletes a record without a checkpoint, and ends the lease of
+// one with a checkpoint (its end set to the Unix epoch, its token to
+// [idemstore.ReleasedToken]), so that the next claim resumes from it and no late completion of
+// ours lands on it.
+func (s *Store) Release(ctx context.Context, key, token string) error {
+	tag, err := s.db.Exec(ctx, s.sql.release, key, token, time.Unix(0, 0).UTC(), idemstore.ReleasedToken(token))
+	return s.owned("release", tag, err)
+}
+
+// Extend implements [idemstore.Store] with one UPDATE of the lease end, conditional on the
+// lease token and on the record being in progress. It never shortens the stored lease: an
+// end before the stored one leaves it as it is.
+func (s *Store) Extend(ctx context.Context, key, token string, leaseExpires time.Time) error {
+	tag, err := s.db.Exec(ctx, s.sql.extend, key, token, end(leaseExpires))
+	return s.owned("extend", tag, err)
+}
+
+// SetCheckpoint implements [idemstore.Store] with one UPDATE of the checkpoint, conditional on
+// the lease token and on the record being in progress.
+func (s *Store) SetCheckpoint(ctx context.Context, key, token, checkpoint string) error {
+	tag, err := s.db.Exec(ctx, s.sql.checkpoint, key, token, text(checkpoint))
+	return s.owned("checkpoint", tag, err)
+}
+
+// owned maps the outcome of a statement conditional on the lease token: no row changed
+// means another owner holds the key, or nobody does.
+func (s *Store) owned(op string, tag pgconn.CommandTag, err error) error {
+	if err != nil {
+		return s.fail(op, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("pgstore: %s: %w", op, idem.ErrLeaseLost)
+	}
+	return nil
+}
+
+// fail wraps a driver error of op in an [*idem.StoreError]; errors.As still reaches the
+// driver's error (a *pgconn.PgError for the server's).
+func (s *Store) fail(op string, err error) error {
+	return &idem.StoreError{Op: op, Err: err}
+}

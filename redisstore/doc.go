@@ -1,0 +1,77 @@
+// Package redisstore is the Redis [idemstore.Store], for Redis 7 or newer and Valkey, standalone
+// or in cluster mode (which ElastiCache Serverless speaks; the tests here run a local
+// standalone server and a local three-master cluster): one hash per idempotency key and
+// one Lua script per state change, so any number of Lambda instances can share a
+// server and a key's handler still runs at most once. Teams pick it for latency, and for
+// results beyond DynamoDB's 400 KB item limit (see [WithMaxRecordSize]).
+//
+// It lives in a module of its own (github.com/idemkit/idem/redisstore), so a DynamoDB-only
+// user of idem never downloads a Redis client, and its package name differs from the
+// client's (redis), so a program that imports both needs no alias.
+//
+// # Mental model
+//
+// A record moves from absent to INPROGRESS (claimed under a lease) to COMPLETED (the stored
+// result) and, at its expiry, back to absent, as with the DynamoDB store. Each move is one
+// script that runs atomically on the server (EVALSHA, with EVAL when the server does not
+// have the script yet). The claim reads the record and, in the same step, writes the new
+// one if nothing holds the key, or returns the record that holds it: a replay or an
+// in-flight refusal costs one round trip. Completion, release, lease extension and
+// checkpoints are conditional on the random lease token the claim wrote (fencing): a
+// worker whose lease ended and was taken over gets [idem.ErrLeaseLost] and never
+// overwrites the new owner's record. Each script touches one key, the record's, so in
+// cluster mode it runs on that key's slot and never needs a cross-slot script.
+//
+// # Time
+//
+// The claim decides with the caller's clock (the now [idem.Guard] passes), never the
+// server's TIME, so that it agrees with the other stores and a test's fake clock drives
+// it; leases already tolerate the skew between Lambda instances (idem.WithLeaseMargin).
+// The server's clock only deletes: each write sets the key's expiry (PEXPIREAT) to the
+// record's Expires, so Redis frees the memory of expired records itself, on its own clock.
+// A record the server has not deleted yet still counts as absent once the caller's clock
+// passes its Expires. A server clock ahead of the callers' by d ends the idempotency
+// window d early (the lease, which ends a whole expiry window before Expires, is not
+// affected unless d exceeds it).
+//
+// # Durability
+//
+// Redis acknowledges a write before it is on disk unless told otherwise. A restart of a
+// server without persistence, or a failover to a replica that had not yet received the
+// last writes (replication is asynchronous, in ElastiCache too), forgets records, and a
+// forgotten key runs again: within the idempotency window the promise holds only as long
+// as the records do. For the strongest form use the append-only file with appendfsync
+// always (self-run Redis; a killed and restarted server then replays every result it
+// acknowledged, as the tests show), or accept that a failover reopens the keys written in
+// its last moments. The DynamoDB store has no such window.
+//
+// # Attached writes
+//
+// There are none: Redis cannot commit a write elsewhere atomically with the record, so a
+// completion that carries writes ([idem.Attach]) is refused before anything is sent, with
+// [ErrAttachUnsupported]; the key is released and the work runs again on a retry. Make
+// the handler's own effects idempotent, or use the DynamoDB store's transactional
+// completion.
+//
+// # Usage
+//
+//	client := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
+//	store, err := redisstore.New(client)
+//	// ...
+//	guard, err := idem.New(store, "render-report",
+//		idem.WithMaxResultSize(redisstore.DefaultMaxRecordSize)) // results up to 16 MiB
+//	// ...
+//	report, replayed, err := idem.Do(ctx, guard, req, render)
+//
+// Use redis.NewClusterClient for cluster mode, and any redis.UniversalClient; point the
+// store at primaries, never at replicas (reads must see the last write).
+//
+// # Documentation
+//
+//   - Scripting with Lua (EVAL, EVALSHA, atomicity, keys in cluster mode):
+//     https://redis.io/docs/latest/develop/interact/programmability/eval-intro/
+//   - Key expiry (PEXPIREAT): https://redis.io/docs/latest/commands/pexpireat/
+//   - Persistence (append-only file, appendfsync):
+//     https://redis.io/docs/latest/operate/oss_and_stack/management/persistence/
+//   - go-redis: https://redis.uptrace.dev/
+package redisstore

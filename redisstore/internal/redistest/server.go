@@ -1,0 +1,162 @@
+// Package redistest starts the Redis servers the redisstore tests run against: redis-server
+// (7 or newer) on 127.0.0.1 at a free port, without persistence unless asked, stopped by
+// process id; or the server REDIS_URL names. It also starts small local clusters.
+package redistest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// startTimeout bounds how long a server may take to answer PING after it started.
+const startTimeout = 20 * time.Second
+
+// Server is one redis-server process this package started.
+type Server struct {
+	// Addr is the server's address, 127.0.0.1:port.
+	Addr string
+	dir  string
+	args []string
+	cmd  *exec.Cmd
+	log  *bytes.Buffer
+	// exited is closed when the running process has exited and been reaped.
+	exited chan struct{}
+}
+
+// Start starts redis-server on 127.0.0.1 at a free port, in a new temporary directory,
+// without persistence (no RDB snapshots, no append-only file), with extra appended to its
+// command line ("--appendonly", "yes", for example). It returns once the server answers
+// PING. Stop it with [Server.Stop].
+func Start(ctx context.Context, extra ...string) (*Server, error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, fmt.Errorf("redistest: redis-server not found (install the Debian package redis-server, `make deps` does as root, or set REDIS_URL): %w", err)
+	}
+	dir, err := os.MkdirTemp("", "idem-redis-")
+	if err != nil {
+		return nil, err
+	}
+	var lastErr error
+	for range 3 { // a free port may be taken between our probe and the server's bind
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		args := append([]string{
+			"--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--dir", dir,
+			"--save", "", "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning",
+		}, extra...)
+		s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, args: append([]string{bin}, args...)}
+		if lastErr = s.start(ctx); lastErr == nil {
+			return s, nil
+		}
+	}
+	_ = os.RemoveAll(dir)
+	return nil, lastErr
+}
+
+// start runs the server's command and waits until it answers PING.
+func (s *Server) start(ctx context.Context) error {
+	s.log = &bytes.Buffer{}
+	cmd := exec.Command(s.args[0], s.args[1:]...)
+	cmd.Stdout, cmd.Stderr = s.log, s.log
+	// The kernel kills the server if the test binary dies without stopping it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("redistest: start redis-server: %w", err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	if err := waitReady(ctx, s.Addr, exited); err != nil {
+		_ = cmd.Process.Kill()
+		<-exited
+		return fmt.Errorf("redistest: redis-server on %s: %w\n%s", s.Addr, err, s.log)
+	}
+	s.cmd, s.exited = cmd, exited
+	return nil
+}
+
+// waitReady polls addr with PING until it answers, the process exits, or startTimeout.
+func waitReady(ctx context.Context, addr string, exited <-chan struct{}) error {
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
+	defer c.Close()
+	for {
+		err := c.Ping(ctx).Err()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-exited:
+			return errors.New("exited before it answered")
+		case <-ctx.Done():
+			return fmt.Errorf("no answer to PING: %w", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// Kill kills the server with SIGKILL, by process id, and waits until it is gone: a crash,
+// with no chance to save anything beyond what its persistence settings already wrote.
+func (s *Server) Kill() error {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return nil
+	}
+	pid := s.cmd.Process.Pid
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("redistest: kill redis-server %d: %w", pid, err)
+	}
+	<-s.exited // reaped by start's goroutine
+	s.cmd = nil
+	return nil
+}
+
+// Restart starts the server again after [Server.Kill], on the same port, in the same
+// directory, with the same settings (so with an append-only file it reloads its data).
+func (s *Server) Restart(ctx context.Context) error {
+	var err error
+	for range 50 { // the killed server's port may take a moment to be free again
+		if err = s.start(ctx); err == nil {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return err
+}
+
+// Stop kills the server and removes its directory.
+func (s *Server) Stop() error {
+	err := s.Kill()
+	return errors.Join(err, os.RemoveAll(s.dir))
+}
+
+// Dir returns the server's working directory.
+func (s *Server) Dir() string { return s.dir }
+
+// freePort returns a TCP port on 127.0.0.1 that was free a moment ago, below 55535 so that
+// a cluster node's bus port (port + 10000) exists too.
+func freePort() (int, error) {
+	for range 20 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		_ = l.Close()
+		if port+10000 <= 65535 {
+			return port, nil
+		}
+	}
+	return 0, errors.New("redistest: no free port below 55535")
+}

@@ -1,0 +1,105 @@
+package redisstore
+
+import "github.com/redis/go-redis/v9"
+
+// The state changes of a record, one Lua script each. A script runs atomically on the
+// server and touches only KEYS[1], the record's own hash, so a cluster routes it to the
+// key's slot and never needs a cross-slot script. Time comes from the caller (ARGV), never
+// from the server's clock: the same instant decides the claim as in the other stores, and a
+// test's fake clock drives it. Expiry and lease ends are epoch milliseconds.
+//
+// Scripts run with redis.Script, which sends EVALSHA and falls back to EVAL (which also
+// caches the script) when the server answers NOSCRIPT.
+
+// claimScript claims KEYS[1] at now ARGV[1] for a record carrying checkpoint ARGV[2],
+// expiring at ARGV[3] (0: never), with the fields ARGV[4...] (name, value pairs). The
+// stored record refuses the claim while it holds the key: it exists, its expiration (if
+// any) has not passed, and it is not an in-progress record whose lease end has passed and
+// whose checkpoint is ARGV[2] (an empty checkpoint and none are alike). It returns
+// {1, old fields} when claimed (no fields for an absent record), else {0, fields of the
+// record that refused}: a refused claim carries the record in the same round trip.
+var claimScript = redis.NewScript(`
+local cur = redis.call('HGETALL', KEYS[1])
+if #cur > 0 then
+  local r = {}
+  for i = 1, #cur, 2 do r[cur[i]] = cur[i + 1] end
+  local now = tonumber(ARGV[1])
+  local exp = tonumber(r['expiration'])
+  if exp == nil or now < exp then
+    local lease = tonumber(r['in_progress_expiration'])
+    local ended = r['status'] == 'INPROGRESS' and lease ~= nil and now >= lease
+    if not ended or (r['checkpoint'] or '') ~= ARGV[2] then
+      return {0, cur}
+    end
+  end
+  redis.call('DEL', KEYS[1])
+end
+redis.call('HSET', KEYS[1], unpack(ARGV, 4))
+if ARGV[2] ~= '' then
+  redis.call('HSET', KEYS[1], 'checkpoint', ARGV[2])
+end
+if ARGV[3] ~= '0' then
+  redis.call('PEXPIREAT', KEYS[1], ARGV[3])
+end
+return {1, cur}
+`)
+
+// completeScript replaces the in-progress record KEYS[1] owned by token ARGV[1] with the
+// fields ARGV[3...], keeping its checkpoint and expiring at ARGV[2] (0: never). It returns
+// 1 when it completed the record, or found it completed already under ARGV[1] (a resend of
+// a completion whose answer was lost: nothing is written twice), and 0 when ARGV[1] does
+// not own it (lease lost).
+var completeScript = redis.NewScript(`
+local cur = redis.call('HMGET', KEYS[1], 'lease_token', 'status', 'checkpoint')
+if cur[1] ~= ARGV[1] then return 0 end
+if cur[2] ~= 'INPROGRESS' then return 1 end
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], unpack(ARGV, 3))
+if cur[3] then
+  redis.call('HSET', KEYS[1], 'checkpoint', cur[3])
+end
+if ARGV[2] ~= '0' then
+  redis.call('PEXPIREAT', KEYS[1], ARGV[2])
+end
+return 1
+`)
+
+// releaseScript gives up the lease of token ARGV[1] on the in-progress record KEYS[1]:
+// without a checkpoint the record is deleted; with one its lease end is set to 0 (the Unix
+// epoch, which every clock has passed) and its token to ARGV[2] (the released token), so the
+// next claim takes it over with the checkpoint and no late write of the releasing owner
+// lands. It returns 1, or 0 when ARGV[1] does not own an in-progress record (lease lost).
+var releaseScript = redis.NewScript(`
+local cur = redis.call('HMGET', KEYS[1], 'lease_token', 'status', 'checkpoint')
+if cur[1] ~= ARGV[1] or cur[2] ~= 'INPROGRESS' then return 0 end
+if not cur[3] or cur[3] == '' then
+  redis.call('DEL', KEYS[1])
+else
+  redis.call('HSET', KEYS[1], 'in_progress_expiration', '0', 'lease_token', ARGV[2])
+end
+return 1
+`)
+
+// extendScript moves the lease end of the in-progress record KEYS[1] owned by token
+// ARGV[1] to ARGV[2], never earlier than it is: an extension delayed in the network behind
+// a later one cannot shorten the lease. It returns 1, or 0 when ARGV[1] does not own an
+// in-progress record (lease lost).
+var extendScript = redis.NewScript(`
+local cur = redis.call('HMGET', KEYS[1], 'lease_token', 'status', 'in_progress_expiration')
+if cur[1] ~= ARGV[1] or cur[2] ~= 'INPROGRESS' then return 0 end
+local old = tonumber(cur[3])
+if old == nil or tonumber(ARGV[2]) > old then
+  redis.call('HSET', KEYS[1], 'in_progress_expiration', ARGV[2])
+end
+return 1
+`)
+
+// checkpointScript sets the checkpoint of the in-progress record KEYS[1] owned by token
+// ARGV[1] to ARGV[2]. It returns 1, or 0 when ARGV[1] does not own an in-progress record
+// (lease lost).
+var checkpointScript = redis.NewScript(`
+local cur = redis.call('HMGET', KEYS[1], 'lease_token', 'status')
+if cur[1] ~= ARGV[1] or cur[2] ~= 'INPROGRESS' then return 0 end
+redis.call('HSET', KEYS[1], 'checkpoint', ARGV[2])
+return 1
+`)

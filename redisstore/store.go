@@ -1,0 +1,240 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore"
+)
+
+// Client is what the store calls on a Redis client: scripts, and HGETALL for [Store.Get].
+// A *redis.Client (standalone or ElastiCache Serverless), a *redis.ClusterClient, a
+// *redis.Ring and any redis.UniversalClient satisfy it.
+type Client interface {
+	redis.Scripter
+	HGetAll(ctx context.Context, key string) *redis.MapStringStringCmd
+}
+
+// Store is the Redis (and Valkey) [idemstore.Store]: one hash per record, under the record's
+// key with the store's prefix, and one Lua script per state change, so each is atomic and
+// one round trip. It is safe for concurrent use.
+//
+// Round trips: a claim is one script whether it wins or meets a live record (the refusing
+// record comes back in the same reply); a completion, a release (with or without a
+// checkpoint to keep), an extension and a checkpoint are one script each; a get is one
+// HGETALL. The first time a script runs on a server (or after it restarted) it costs one
+// more: EVALSHA answers NOSCRIPT and EVAL sends the script itself.
+//
+// Store supports no attached writes ([idem.Attach]): see [ErrAttachUnsupported].
+type Store struct {
+	client Client
+	cfg    config
+}
+
+// New returns a Store that keeps records in Redis through client. It returns an error
+// naming the option for bad options, and for a nil client.
+func New(client Client, opts ...Option) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("redisstore: New: client must not be nil")
+	}
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{client: client, cfg: cfg}, nil
+}
+
+// RedisKey returns the Redis key of the record stored under key: the store's prefix and
+// key.
+func (s *Store) RedisKey(key string) string { return s.cfg.prefix + key }
+
+// Claim implements [idemstore.Store] with one script that reads the record and, in the same
+// atomic step, replaces it when it no longer holds the key for rec (absent, past its
+// expiry, or in progress past its lease end with rec's checkpoint) or returns it. now is
+// the caller's clock, never the server's: see the package documentation. The new record
+// expires (PEXPIREAT) at rec.Expires. A record over the store's size limit yields
+// [idemstore.ErrTooLarge]; a record that does not decode, an error wrapping
+// [idem.ErrIncompatibleRecord].
+func (s *Store) Claim(ctx context.Context, rec *idemstore.Record, now time.Time) (*idemstore.Record, bool, error) {
+	key := s.RedisKey(rec.Key)
+	fields := fieldArgs(rec, true)
+	if err := s.checkSize("claim", key, rec, fields); err != nil {
+		return nil, false, err
+	}
+	args := append([]any{strconv.FormatInt(nowMillis(now), 10), rec.Checkpoint, strconv.FormatInt(expireAt(rec), 10)}, fields...)
+	reply, err := s.run(ctx, claimScript, key, args)
+	if err != nil {
+		return nil, false, s.fail("claim", err)
+	}
+	list, ok := reply.([]any)
+	if !ok || len(list) != 2 {
+		return nil, false, s.fail("claim", fmt.Errorf("redisstore: unexpected claim reply %v", reply))
+	}
+	claimed := list[0] == int64(1)
+	fm, err := pairsToMap(list[1])
+	if err != nil {
+		return nil, false, s.fail("claim", err)
+	}
+	if len(fm) == 0 {
+		if !claimed {
+			return nil, false, s.fail("claim", errors.New("redisstore: claim refused without a record"))
+		}
+		return nil, true, nil
+	}
+	prev, err := decodeRecord(rec.Key, fm)
+	if claimed {
+		// The claim holds already: an old record that does not decode (an expired record of
+		// a newer schema, say) is dropped rather than failing it.
+		if err != nil {
+			return nil, true, nil
+		}
+		return prev, true, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return prev, false, nil
+}
+
+// Get implements [idemstore.Store] with one HGETALL. Redis reads are strongly consistent on the
+// primary the client talks to (do not point the store at a replica). It returns nil and no
+// error when there is no record, and an error wrapping [idem.ErrIncompatibleRecord] for a
+// hash that does not decode.
+func (s *Store) Get(ctx context.Context, key string) (*idemstore.Record, error) {
+	var fields map[string]string
+	err := s.await(ctx, func(ctx context.Context) error {
+		var err error
+		fields, err = s.client.HGetAll(ctx, s.RedisKey(key)).Result()
+		return err
+	})
+	if err != nil {
+		return nil, s.fail("get", err)
+	}
+	if len(fields) == 0 {
+		return nil, nil
+	}
+	return decodeRecord(key, fields)
+}
+
+// Complete implements [idemstore.Store] with one script that replaces the in-progress record
+// with rec if its lease token is still rec.LeaseToken, and expires it (PEXPIREAT) at
+// rec.Expires. The stored checkpoint is kept and the lease end removed. A resend of a
+// completion that landed finds the record completed under rec's token and returns nil
+// without writing it again. A token that no longer owns the record yields
+// [idem.ErrLeaseLost]; a record over the size limit, [idemstore.ErrTooLarge] (nothing is sent).
+//
+// Attached writes are refused before anything is sent, with an error wrapping
+// [ErrAttachUnsupported], [idemstore.ErrNotCommitted] and [idem.ErrStore]: the guard then
+// releases the key, so a retry runs again rather than meeting a stuck record.
+func (s *Store) Complete(ctx context.Context, rec *idemstore.Record, attached []any) error {
+	if len(attached) > 0 {
+		return &idem.StoreError{Op: "complete", Err: fmt.Errorf("redisstore: complete: %w: %w (%d attached, the first a %T)",
+			idemstore.ErrNotCommitted, ErrAttachUnsupported, len(attached), attached[0])}
+	}
+	if rec.LeaseToken == "" {
+		return errors.New("redisstore: complete: record has no lease token")
+	}
+	key := s.RedisKey(rec.Key)
+	fields := fieldArgs(rec, false)
+	if err := s.checkSize("complete", key, rec, fields); err != nil {
+		return err
+	}
+	args := append([]any{rec.LeaseToken, strconv.FormatInt(expireAt(rec), 10)}, fields...)
+	return s.owned(ctx, "complete", completeScript, key, args)
+}
+
+// Release implements [idemstore.Store] with one script: a record without a checkpoint is
+// deleted; one with a checkpoint is kept with its lease ended (its lease end set to the
+// Unix epoch) and its token replaced by [idemstore.ReleasedToken](token). A token that does not
+// own an in-progress record yields [idem.ErrLeaseLost].
+func (s *Store) Release(ctx context.Context, key, token string) error {
+	return s.owned(ctx, "release", releaseScript, s.RedisKey(key), []any{token, idemstore.ReleasedToken(token)})
+}
+
+// Extend implements [idemstore.Store] with one script that moves the lease end of the
+// in-progress record owned by token to leaseExpires, unless the stored end is later
+// already: an extension never shortens a lease. A token that does not own an in-progress
+// record yields [idem.ErrLeaseLost].
+func (s *Store) Extend(ctx context.Context, key, token string, leaseExpires time.Time) error {
+	end := strconv.FormatInt(endMillis(leaseExpires), 10)
+	return s.owned(ctx, "extend", extendScript, s.RedisKey(key), []any{token, end})
+}
+
+// SetCheckpoint implements [idemstore.Store] with one script that sets the checkpoint of the
+// in-progress record owned by token. A token that does not own an in-progress record
+// yields [idem.ErrLeaseLost].
+func (s *Store) SetCheckpoint(ctx context.Context, key, token, checkpoint string) error {
+	return s.owned(ctx, "checkpoint", checkpointScript, s.RedisKey(key), []any{token, checkpoint})
+}
+
+// owned runs script, a write conditional on the lease token that answers 1 when it holds
+// and 0 when it does not, and maps 0 to [idem.ErrLeaseLost].
+func (s *Store) owned(ctx context.Context, op string, script *redis.Script, key string, args []any) error {
+	reply, err := s.run(ctx, script, key, args)
+	if err != nil {
+		return s.fail(op, err)
+	}
+	switch reply {
+	case int64(1):
+		return nil
+	case int64(0):
+		return fmt.Errorf("redisstore: %s: %w", op, idem.ErrLeaseLost)
+	}
+	return s.fail(op, fmt.Errorf("redisstore: unexpected %s reply %v", op, reply))
+}
+
+// run runs script on key with args and returns its reply.
+func (s *Store) run(ctx context.Context, script *redis.Script, key string, args []any) (any, error) {
+	var reply any
+	err := s.await(ctx, func(ctx context.Context) error {
+		var err error
+		reply, err = script.Run(ctx, s.client, []string{key}, args...).Result()
+		return err
+	})
+	return reply, err
+}
+
+// await runs call and returns its error, or ctx's error as soon as ctx ends. go-redis
+// stops a command at its context's deadline only with ContextTimeoutEnabled, and on
+// cancellation never: it waits for the server up to the client's ReadTimeout. The
+// [idemstore.Store] contract wants every method to return once its context ends (the guard
+// cancels a lease extension in flight and waits for it), so call runs in a goroutine that
+// outlives an ended ctx until the client gives up on the command; its outcome is then
+// unknown to the caller, as with any answer that was lost.
+func (s *Store) await(ctx context.Context, call func(context.Context) error) error {
+	if ctx.Done() == nil {
+		return call(ctx)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- call(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// checkSize returns [idemstore.ErrTooLarge] when rec, stored under key with fields, is over the
+// store's size limit.
+func (s *Store) checkSize(op, key string, rec *idemstore.Record, fields []any) error {
+	if n := recordSize(key, rec, fields); n > s.cfg.maxRecordSize {
+		return fmt.Errorf("redisstore: %s: %w: %d bytes, limit %d (WithMaxRecordSize)", op, idemstore.ErrTooLarge, n, s.cfg.maxRecordSize)
+	}
+	return nil
+}
+
+// fail wraps a failure of op as an [*idem.StoreError], so that errors.Is(err,
+// [idem.ErrStore]) holds and errors.As still reaches the client's error.
+func (s *Store) fail(op string, err error) error {
+	return &idem.StoreError{Op: op, Err: err}
+}
