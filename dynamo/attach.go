@@ -43,12 +43,25 @@ func Attach(ctx context.Context, items ...types.TransactWriteItem) error {
 // [MaxAttached] of them in all. Whether the items are otherwise valid (their keys, their
 // expressions) only DynamoDB says, when the completion is sent.
 func (s *Store) CheckAttached(attached []any) error {
-	_, err := transactItems(nil, attached)
-	return err
+	if _, err := transactItems(nil, attached); err != nil {
+		return err
+	}
+	for i, a := range attached {
+		w, ok := a.(types.TransactWriteItem)
+		if !ok {
+			w = *a.(*types.TransactWriteItem)
+		}
+		if err := checkItem(w); err != nil {
+			return fmt.Errorf("dynamo: attached write %d: %w", i, err)
+		}
+	}
+	return nil
 }
 
-// transactItems returns the completion followed by the attached writes, checked as
-// [Store.CheckAttached] says. A nil completion only checks.
+// transactItems returns the completion followed by the attached writes, which must be
+// types.TransactWriteItem values or non-nil pointers to them, at most [MaxAttached]. A nil
+// completion only checks. The items themselves are DynamoDB's to judge when the
+// transaction is sent ([Store.CheckAttached] judges them earlier, at Attach).
 func transactItems(completion *types.Update, attached []any) ([]types.TransactWriteItem, error) {
 	if len(attached) > MaxAttached {
 		return nil, fmt.Errorf("dynamo: %d attached writes, but at most %d fit one transaction with the completion", len(attached), MaxAttached)
@@ -70,9 +83,6 @@ func transactItems(completion *types.Update, attached []any) ([]types.TransactWr
 			w = *v
 		default:
 			return nil, fmt.Errorf("dynamo: attached write %d is %T, want types.TransactWriteItem (use dynamo.Attach)", i, a)
-		}
-		if err := checkItem(w); err != nil {
-			return nil, fmt.Errorf("dynamo: attached write %d: %w", i, err)
 		}
 		if completion != nil {
 			items = append(items, w)
