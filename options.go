@@ -282,8 +282,8 @@ func WithFailOpen(failOpen bool) Option {
 // handler with a deadline ends at the deadline plus [WithLeaseMargin] (capped by
 // [WithMaxLease]), and the time left before it, for the handler's context, [WithWait] and
 // the completion's retries, is the deadline less the clock's Now (package sqs, which holds
-// messages back near the deadline, reads it on the clock of its own WithClock). A deadline
-// from context.WithTimeout is in wall time, so with a clock far from wall time:
+// messages back near the deadline, reads it on the guard's clock too). A deadline from
+// context.WithTimeout is in wall time, so with a clock far from wall time:
 //
 //   - a clock behind wall time (fixed in the past) sees every deadline far ahead: every
 //     lease gets the cap, WithMaxLease plus the margin, and a duplicate's Retry-After is
