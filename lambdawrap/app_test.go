@@ -25,6 +25,9 @@ type app struct {
 	started chan struct{} // when non-nil, each run announces itself on it
 	release chan struct{} // when non-nil, held runs wait for it (or for their context)
 	hold    int64         // the runs held: the first hold runs, or all when 0
+	// checkpoint makes each run record a checkpoint before answering, and return the
+	// error of a failed one, as a handler that checkpoints its progress does.
+	checkpoint bool
 }
 
 var errHandler = errors.New("app: handler failed")
@@ -51,6 +54,11 @@ func (a *app) serve(ctx context.Context, path, body string, b64 bool) (result, e
 	}
 	if a.fail.Load() {
 		return result{}, errHandler
+	}
+	if a.checkpoint {
+		if err := idem.Checkpoint(ctx, "charged"); err != nil {
+			return result{}, err
+		}
 	}
 	status := int(a.status.Load())
 	if status == 0 {
