@@ -128,6 +128,7 @@ func (w *httpWrapper[In, Out]) handle(ctx context.Context, in In) (Out, error) {
 	key, err := parseKey(headerValues(w.c.header, req.headers, req.multiHeaders))
 	if err != nil {
 		if errors.Is(err, idem.ErrMissingKey) && !w.c.keyRequired {
+			reportUnguarded(ctx, w.g, err)
 			return w.h(ctx, in)
 		}
 		return w.reply(refuseKey(err, w.c.header, req.multiValue))
@@ -167,6 +168,9 @@ func (w *httpWrapper[In, Out]) handle(ctx context.Context, in In) (Out, error) {
 	}
 	var he *handlerError
 	if errors.As(err, &he) {
+		if resp, ok := handlerProblem(ctx, w.g.Logger(), he.err, req.multiValue); ok {
+			return w.reply(resp)
+		}
 		var zero Out
 		return zero, he.err
 	}
@@ -201,8 +205,7 @@ func (w *httpWrapper[In, Out]) failure(ctx context.Context, err error, multi boo
 			"this idempotency key was used for a request with a different method, path, query or body", 0, multi))
 	case errors.Is(err, idem.ErrLeaseLost):
 		w.c.logger.WarnContext(ctx, "lambdawrap: lease lost; another request with the key took over", "error", err)
-		return w.reply(problem(http.StatusConflict, ProblemLeaseLost,
-			"another request with this idempotency key took over; retry to get its response", LeaseLostRetryAfter, multi))
+		return w.reply(leaseLostProblem(multi))
 	case errors.Is(err, idem.ErrConditionFailed):
 		return w.reply(problem(http.StatusConflict, ProblemAttachedWriteFailed,
 			"the request conflicts with the current state of the resource", 0, multi))
@@ -220,8 +223,7 @@ func (w *httpWrapper[In, Out]) failure(ctx context.Context, err error, multi boo
 			"the request ran, but nothing of its outcome was committed; a retry runs it again", StoreRetryAfter, multi))
 	case errors.Is(err, idem.ErrStore):
 		w.c.logger.ErrorContext(ctx, "lambdawrap: idempotency store failed", "error", err)
-		return w.reply(problem(http.StatusServiceUnavailable, ProblemStoreUnavailable,
-			"the idempotency store is unavailable; the request was not processed", StoreRetryAfter, multi))
+		return w.reply(storeProblem(multi))
 	case errors.Is(err, idem.ErrMissingKey), errors.Is(err, idem.ErrInvalidKey):
 		return w.reply(refuseKey(err, w.c.header, multi))
 	}

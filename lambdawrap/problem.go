@@ -1,10 +1,15 @@
 package lambdawrap
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/idemkit/idem"
 )
 
 // Problem types: the "type" member of the RFC 9457 problem details the HTTP decorators
@@ -98,4 +103,32 @@ func problem(status int, typ, detail string, retryAfter time.Duration, multi boo
 		r.Headers = headers
 	}
 	return r
+}
+
+// handlerProblem answers an error that a guarded handler returned, when it is one the
+// handler met from idem itself ([idem.Checkpoint] or [idem.Attach] failing) and has an
+// HTTP meaning: a lost lease is answered as a completion that finds its lease lost (409
+// [ProblemLeaseLost]), a store failure as a claim that fails (503
+// [ProblemStoreUnavailable]). Nothing was stored and the key was released, so a retry
+// runs the handler again. Any other error goes back to Lambda.
+func handlerProblem(ctx context.Context, l *slog.Logger, err error, multi bool) (httpResponse, bool) {
+	switch {
+	case errors.Is(err, idem.ErrLeaseLost):
+		l.WarnContext(ctx, "lambdawrap: the handler lost its lease; another request with the key took over", "error", err)
+		return leaseLostProblem(multi), true
+	case errors.Is(err, idem.ErrStore):
+		l.ErrorContext(ctx, "lambdawrap: idempotency store failed", "error", err)
+		return storeProblem(multi), true
+	}
+	return httpResponse{}, false
+}
+
+func leaseLostProblem(multi bool) httpResponse {
+	return problem(http.StatusConflict, ProblemLeaseLost,
+		"another request with this idempotency key took over; retry to get its response", LeaseLostRetryAfter, multi)
+}
+
+func storeProblem(multi bool) httpResponse {
+	return problem(http.StatusServiceUnavailable, ProblemStoreUnavailable,
+		"the idempotency store is unavailable; the request was not processed", StoreRetryAfter, multi)
 }

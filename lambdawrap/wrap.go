@@ -63,14 +63,17 @@ func Wrap[In, Out any](g *idem.Guard, h func(context.Context, In) (Out, error), 
 	return func(ctx context.Context, in In) (Out, error) {
 		k, err := key(in)
 		if err != nil || k == "" {
+			if err != nil {
+				err = fmt.Errorf("lambdawrap: key: %w: %w", idem.ErrMissingKey, err)
+			} else {
+				err = fmt.Errorf("lambdawrap: key: %w", idem.ErrMissingKey)
+			}
 			if !required {
+				reportUnguarded(ctx, g, err)
 				return h(ctx, in)
 			}
 			var zero Out
-			if err != nil {
-				return zero, fmt.Errorf("lambdawrap: key: %w: %w", idem.ErrMissingKey, err)
-			}
-			return zero, fmt.Errorf("lambdawrap: key: %w", idem.ErrMissingKey)
+			return zero, err
 		}
 		req := idem.Request{Key: k, Tenant: tenant(in)}
 		if fingerprint != nil {
