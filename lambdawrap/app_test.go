@@ -137,7 +137,8 @@ func (i invoker) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
 }
 
 // handler decorates the app for kind k and returns it as the Lambda runtime would run it.
-func (a *app) handler(t testing.TB, k kind, g *idem.Guard, opts ...lambdawrap.Option) lambda.Handler {
+// ALB requests are scoped by albTenant.
+func (a *app) handler(t testing.TB, k kind, g *idem.Guard, opts ...lambdawrap.HTTPOption) lambda.Handler {
 	t.Helper()
 	var (
 		h   any
@@ -145,14 +146,25 @@ func (a *app) handler(t testing.TB, k kind, g *idem.Guard, opts ...lambdawrap.Op
 	)
 	switch k {
 	case kindREST:
-		h, err = lambdawrap.REST(g, a.rest, opts...)
+		h, err = lambdawrap.REST(g, a.rest, asOptions[lambdawrap.RESTOption](opts)...)
 	case kindHTTPAPI:
-		h, err = lambdawrap.HTTPAPI(g, a.httpAPI, opts...)
+		h, err = lambdawrap.HTTPAPI(g, a.httpAPI, asOptions[lambdawrap.HTTPAPIOption](opts)...)
 	case kindFunctionURL:
-		h, err = lambdawrap.FunctionURL(g, a.functionURL, opts...)
+		h, err = lambdawrap.FunctionURL(g, a.functionURL, asOptions[lambdawrap.FunctionURLOption](opts)...)
 	case kindALB:
-		h, err = lambdawrap.ALB(g, a.alb, append([]lambdawrap.Option{lambdawrap.WithTenant(albTenant)}, opts...)...)
+		h, err = lambdawrap.ALB(g, a.alb, append([]lambdawrap.ALBOption{lambdawrap.WithTenant(albTenant)},
+			asOptions[lambdawrap.ALBOption](opts)...)...)
 	}
 	require.NoError(t, err)
 	return invoker{h: h}
+}
+
+// asOptions converts HTTP options, which every HTTP decorator takes, to the option type of
+// one decorator, for a variadic call.
+func asOptions[O any](opts []lambdawrap.HTTPOption) []O {
+	out := make([]O, len(opts))
+	for i, o := range opts {
+		out[i] = any(o).(O) // an HTTPOption is every decorator's option
+	}
+	return out
 }

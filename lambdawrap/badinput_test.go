@@ -20,7 +20,7 @@ func TestBadInput(t *testing.T) {
 	tests := []struct {
 		name     string
 		edit     func(e *event)
-		opts     []lambdawrap.Option
+		opts     []lambdawrap.HTTPOption
 		status   int    // of both requests
 		problem  string // type of both answers, for errors
 		runs     int64  // handler runs after both
@@ -31,11 +31,11 @@ func TestBadInput(t *testing.T) {
 	}{
 		{name: "no header", edit: func(e *event) { e.setKey() },
 			status: 400, problem: lambdawrap.ProblemMissingKey},
-		{name: "no header, key optional", edit: func(e *event) { e.setKey() }, opts: []lambdawrap.Option{lambdawrap.WithKeyRequired(false)},
+		{name: "no header, key optional", edit: func(e *event) { e.setKey() }, opts: []lambdawrap.HTTPOption{lambdawrap.WithKeyRequired(false)},
 			status: 201, runs: 2},
 		{name: "empty key", edit: func(e *event) { e.setKey("") },
 			status: 400, problem: lambdawrap.ProblemInvalidKey},
-		{name: "empty key, key optional", edit: func(e *event) { e.setKey("") }, opts: []lambdawrap.Option{lambdawrap.WithKeyRequired(false)},
+		{name: "empty key, key optional", edit: func(e *event) { e.setKey("") }, opts: []lambdawrap.HTTPOption{lambdawrap.WithKeyRequired(false)},
 			status: 400, problem: lambdawrap.ProblemInvalidKey},
 		{name: "blank key", edit: func(e *event) { e.setKey("   ") },
 			status: 400, problem: lambdawrap.ProblemInvalidKey},
@@ -92,7 +92,7 @@ func TestBadInput(t *testing.T) {
 		{name: "PATCH is guarded", edit: func(e *event) { e.setMethod(http.MethodPatch) },
 			status: 201, runs: 1, replayed: true},
 		{name: "PUT guarded by WithMethods", edit: func(e *event) { e.setMethod(http.MethodPut) },
-			opts:   []lambdawrap.Option{lambdawrap.WithMethods("put")},
+			opts:   []lambdawrap.HTTPOption{lambdawrap.WithMethods("put")},
 			status: 201, runs: 1, replayed: true},
 		{name: "invalid base64 body", edit: func(e *event) { e.setBody("not*base64!", true) },
 			status: 400, problem: lambdawrap.ProblemInvalidRequest},
@@ -101,7 +101,7 @@ func TestBadInput(t *testing.T) {
 		{name: "empty base64 body", edit: func(e *event) { e.setBody("", true) },
 			status: 201, runs: 1, replayed: true},
 		{name: "custom header", edit: func(e *event) { e.setKey(); e.setHeader("X-Request-Token", "tok-1") },
-			opts:   []lambdawrap.Option{lambdawrap.WithHeader("x-request-token")},
+			opts:   []lambdawrap.HTTPOption{lambdawrap.WithHeader("x-request-token")},
 			status: 201, runs: 1, replayed: true},
 	}
 	forEachStore(t, func(t *testing.T, store idemstore.Store) {

@@ -79,7 +79,7 @@ func TestCompletionFailed(t *testing.T) {
 	forEachSource(t, func(t *testing.T, store idemstore.Store, ev *event) {
 		var logs logRecords
 		a := &app{}
-		h := a.handler(t, ev.kind, newGuard(t, newCompleteFailStore(store, errUnavailable, 1<<30)), lambdawrap.WithLogger(logs.logger()))
+		h := a.handler(t, ev.kind, newGuard(t, newCompleteFailStore(store, errUnavailable, 1<<30), idem.WithLogger(logs.logger())))
 		ctx := invokeCtx(t)
 
 		first := invoke(ctx, t, h, ev)
@@ -152,8 +152,8 @@ func TestWrapCompletionFailed(t *testing.T) {
 			if tc.err == errUnavailable {
 				fails = 1 << 30 // every resend fails too
 			}
-			g := newGuard(t, newCompleteFailStore(memstore.New(), tc.err, fails))
-			h, err := lambdawrap.Wrap(g, c.charge, key, lambdawrap.WithLogger(logs.logger()))
+			g := newGuard(t, newCompleteFailStore(memstore.New(), tc.err, fails), idem.WithLogger(logs.logger()))
+			h, err := lambdawrap.Wrap(g, c.charge, key)
 			require.NoError(t, err)
 			lh := invoker{h: h}
 			ctx := invokeCtx(t)
@@ -204,7 +204,7 @@ func TestCompletionWithAttachedWritesUnknown(t *testing.T) {
 		return events.APIGatewayV2HTTPResponse{StatusCode: 201, Body: fmt.Sprintf(`{"order":"ord-%d"}`, n)}, nil
 	}
 	store := unreadableStore{newCompleteFailStore(memstore.New(), errUnavailable, 1<<30)}
-	h, err := lambdawrap.HTTPAPI(newGuard(t, store), handler, lambdawrap.WithLogger(logs.logger()))
+	h, err := lambdawrap.HTTPAPI(newGuard(t, store, idem.WithLogger(logs.logger())), handler)
 	require.NoError(t, err)
 	ev := loadEvent(t, "apigw-v2-post-with-key")
 

@@ -113,7 +113,7 @@ func TestUnguardedWrap(t *testing.T) {
 			)
 			g := newGuard(t, memstore.New(), idem.WithHooks(u.hooks()), idem.WithLogger(logs.logger()))
 			c := &charger{}
-			h, err := lambdawrap.Wrap(g, c.charge, tc.key(t), lambdawrap.WithKeyRequired(false))
+			h, err := lambdawrap.Wrap(g, c.charge, lambdawrap.OptionalKey(tc.key(t)))
 			require.NoError(t, err)
 			for range 2 {
 				_, err := h(context.Background(), payment{PaymentID: "p1"})
