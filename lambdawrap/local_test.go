@@ -222,3 +222,198 @@ func TestLocalHandlerErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestLocalHandlerShapes: REST API and load balancer functions run locally as HTTP API
+// functions do: a retried POST is replayed with its status, headers, cookies and body,
+// another query string under the same key is 422, a binary body goes through base64 both
+// ways, and a GET passes through.
+func TestLocalHandlerShapes(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		serve   func(t *testing.T, a *app) http.Handler
+		cookies []string // the app's Set-Cookie headers for this shape
+	}{
+		{name: "HTTP API", cookies: []string{"session=s1; HttpOnly; Secure"}, serve: func(t *testing.T, a *app) http.Handler {
+			h, err := lambdawrap.HTTPAPI(memGuard(t), a.httpAPI)
+			require.NoError(t, err)
+			return lambdawrap.LocalHandler(h)
+		}},
+		{name: "REST", cookies: []string{"a=1; Path=/", "b=2; Path=/"}, serve: func(t *testing.T, a *app) http.Handler {
+			h, err := lambdawrap.REST(memGuard(t), a.rest)
+			require.NoError(t, err)
+			return lambdawrap.LocalHandler(h)
+		}},
+		{name: "ALB", serve: func(t *testing.T, a *app) http.Handler {
+			h, err := lambdawrap.ALB(memGuard(t), a.alb)
+			require.NoError(t, err)
+			return lambdawrap.LocalHandler(h)
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			a := &app{}
+			srv := httptest.NewServer(tc.serve(t, a))
+			t.Cleanup(srv.Close)
+			body := []byte(`{"sku":"MUG-7","quantity":1}`)
+
+			first, firstBody := do(t, http.MethodPost, srv.URL+"/orders?src=web", "k-1", "application/json", body)
+			assert.Equal(t, http.StatusCreated, first.StatusCode)
+			assert.Equal(t, "application/json", first.Header.Get("Content-Type"))
+			assert.Equal(t, "/orders/ord-0001", first.Header.Get("Location"))
+			assert.Equal(t, tc.cookies, first.Header.Values("Set-Cookie"))
+			assert.Contains(t, string(firstBody), `"path":"/orders"`)
+			assert.Empty(t, first.Header.Get(lambdawrap.ReplayedHeader))
+
+			replay, replayBody := do(t, http.MethodPost, srv.URL+"/orders?src=web", "k-1", "application/json", body)
+			assert.Equal(t, http.StatusCreated, replay.StatusCode)
+			assert.Equal(t, "true", replay.Header.Get(lambdawrap.ReplayedHeader))
+			assert.Equal(t, firstBody, replayBody)
+			for _, h := range []string{"Content-Type", "Location", "X-Run", "Set-Cookie"} {
+				assert.Equal(t, first.Header.Values(h), replay.Header.Values(h), h)
+			}
+
+			other, otherBody := do(t, http.MethodPost, srv.URL+"/orders?src=app", "k-1", "application/json", body)
+			assert.Equal(t, http.StatusUnprocessableEntity, other.StatusCode, "another query string is another request")
+			assert.Equal(t, "application/problem+json", other.Header.Get("Content-Type"))
+			assert.Contains(t, string(otherBody), lambdawrap.ProblemKeyReused)
+
+			png := []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe")
+			bin, binBody := do(t, http.MethodPost, srv.URL+"/avatars", "img-1", "image/png", png)
+			assert.Equal(t, http.StatusCreated, bin.StatusCode)
+			assert.Equal(t, png, binBody, "binary echoed through base64 both ways")
+
+			get, _ := do(t, http.MethodGet, srv.URL+"/orders", "k-1", "", nil)
+			assert.Equal(t, http.StatusCreated, get.StatusCode)
+			assert.Empty(t, get.Header.Get(lambdawrap.ReplayedHeader))
+			assert.Equal(t, int64(3), a.runs.Load())
+		})
+	}
+}
+
+// localRequest sends the request the event tests look at.
+func localRequest(t *testing.T, url string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, url+"/a%20b/c?x=1&x=2&y=z%21", strings.NewReader(`{"a":1}`))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", "ev-1")
+	req.Header.Add("X-Repeated", "one")
+	req.Header.Add("X-Repeated", "two")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusAccepted, resp.StatusCode)
+}
+
+// TestLocalHandlerRESTEvent checks the event the adapter builds for a REST API function,
+// as a proxy integration on a {proxy+} resource sends it.
+func TestLocalHandlerRESTEvent(t *testing.T) {
+	t.Parallel()
+	var (
+		got      events.APIGatewayProxyRequest
+		deadline time.Duration
+		lc       *lambdacontext.LambdaContext
+	)
+	srv := httptest.NewServer(lambdawrap.LocalHandler(func(ctx context.Context, e events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
+		got = e
+		dl, _ := ctx.Deadline()
+		deadline = time.Until(dl)
+		lc, _ = lambdacontext.FromContext(ctx)
+		return events.APIGatewayProxyResponse{StatusCode: http.StatusAccepted}, nil
+	}))
+	t.Cleanup(srv.Close)
+	localRequest(t, srv.URL)
+
+	assert.Equal(t, http.MethodPost, got.HTTPMethod)
+	assert.Equal(t, "/a b/c", got.Path)
+	assert.Equal(t, "/{proxy+}", got.Resource)
+	assert.Equal(t, map[string]string{"proxy": "a b/c"}, got.PathParameters)
+	assert.Equal(t, map[string]string{"x": "2", "y": "z!"}, got.QueryStringParameters)
+	assert.Equal(t, map[string][]string{"x": {"1", "2"}, "y": {"z!"}}, got.MultiValueQueryStringParameters)
+	assert.Equal(t, "ev-1", got.Headers["Idempotency-Key"])
+	assert.Equal(t, "two", got.Headers["X-Repeated"], "the last value")
+	assert.Equal(t, []string{"one", "two"}, got.MultiValueHeaders["X-Repeated"])
+	assert.Equal(t, strings.TrimPrefix(srv.URL, "http://"), got.Headers["Host"])
+	assert.Equal(t, `{"a":1}`, got.Body)
+	assert.False(t, got.IsBase64Encoded)
+	assert.Equal(t, http.MethodPost, got.RequestContext.HTTPMethod)
+	assert.Equal(t, "/{proxy+}", got.RequestContext.ResourcePath)
+	assert.Equal(t, "127.0.0.1", got.RequestContext.Identity.SourceIP)
+	assert.NotEmpty(t, got.RequestContext.RequestID)
+	require.NotNil(t, lc)
+	assert.Equal(t, got.RequestContext.RequestID, lc.AwsRequestID)
+	assert.InDelta(t, lambdawrap.LocalTimeout.Seconds(), deadline.Seconds(), 5)
+}
+
+// TestLocalHandlerALBEvent checks the event the adapter builds for a load balancer target,
+// as a target group without multi-value headers sends it: lower-case header names, the
+// last of repeated values, and the query string as it was sent.
+func TestLocalHandlerALBEvent(t *testing.T) {
+	t.Parallel()
+	var got events.ALBTargetGroupRequest
+	srv := httptest.NewServer(lambdawrap.LocalHandler(func(_ context.Context, e events.ALBTargetGroupRequest) (events.ALBTargetGroupResponse, error) {
+		got = e
+		return events.ALBTargetGroupResponse{StatusCode: http.StatusAccepted}, nil
+	}))
+	t.Cleanup(srv.Close)
+	localRequest(t, srv.URL)
+
+	assert.Equal(t, http.MethodPost, got.HTTPMethod)
+	assert.Equal(t, "/a%20b/c", got.Path)
+	assert.Equal(t, map[string]string{"x": "2", "y": "z%21"}, got.QueryStringParameters)
+	assert.Nil(t, got.MultiValueHeaders)
+	assert.Equal(t, "ev-1", got.Headers["idempotency-key"])
+	assert.Equal(t, "two", got.Headers["x-repeated"])
+	for k := range got.Headers {
+		assert.Equal(t, strings.ToLower(k), k)
+	}
+	assert.Equal(t, `{"a":1}`, got.Body)
+	assert.False(t, got.IsBase64Encoded)
+	assert.NotEmpty(t, got.RequestContext.ELB.TargetGroupArn)
+}
+
+// TestLocalHandlerFailures: a failing function gets each integration's own answer.
+func TestLocalHandlerFailures(t *testing.T) {
+	t.Parallel()
+	boom := errors.New("boom")
+	tests := []struct {
+		name    string
+		h       http.Handler
+		status  int
+		body    string
+		content string
+	}{
+		{name: "HTTP API", status: 500, body: `{"message":"Internal Server Error"}`, content: "application/json",
+			h: lambdawrap.LocalHandler(func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+				return events.APIGatewayV2HTTPResponse{}, boom
+			})},
+		{name: "REST", status: 502, body: `{"message": "Internal server error"}`, content: "application/json",
+			h: lambdawrap.LocalHandler(func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
+				return events.APIGatewayProxyResponse{}, boom
+			})},
+		{name: "REST without a status", status: 502, body: `{"message": "Internal server error"}`, content: "application/json",
+			h: lambdawrap.LocalHandler(func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
+				return events.APIGatewayProxyResponse{Body: "ok"}, nil
+			})},
+		{name: "ALB", status: 502, body: albBadGateway, content: "text/html",
+			h: lambdawrap.LocalHandler(func(context.Context, events.ALBTargetGroupRequest) (events.ALBTargetGroupResponse, error) {
+				return events.ALBTargetGroupResponse{}, boom
+			})},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := httptest.NewServer(tc.h)
+			t.Cleanup(srv.Close)
+			resp, body := do(t, http.MethodPost, srv.URL+"/", "", "application/json", []byte(`{}`))
+			assert.Equal(t, tc.status, resp.StatusCode)
+			assert.Equal(t, tc.content, resp.Header.Get("Content-Type"))
+			assert.Equal(t, tc.body, string(body))
+		})
+	}
+}
+
+// albBadGateway is the page a load balancer answers when its Lambda target fails.
+const albBadGateway = "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1></center>\r\n</body>\r\n</html>\r\n"
