@@ -1,8 +1,8 @@
 // Package lambdawrap makes AWS Lambda handlers idempotent with one decorator around the
 // handler already passed to lambda.Start: [Wrap] for any event type, and [HTTPAPI], [REST],
 // [FunctionURL] and [ALB] for HTTP requests through API Gateway, function URLs and load
-// balancers. [LocalHandler] serves an HTTP API handler on localhost for development and
-// tests.
+// balancers. [LocalHandler] serves an HTTP API, REST API or load balancer handler on
+// localhost for development and tests.
 //
 // # Mental model
 //

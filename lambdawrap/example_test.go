@@ -267,6 +267,37 @@ func ExampleLocalHandler() {
 	// 201 {"order_id":"ord-1"} replayed: true
 }
 
+// A REST API function (or a load balancer's) runs locally the same way: the adapter sends
+// it the event its integration would.
+func ExampleLocalHandler_rest() {
+	runs := 0
+	handler, err := lambdawrap.REST(newExampleGuard(), func(_ context.Context, e events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
+		runs++
+		return events.APIGatewayProxyResponse{StatusCode: http.StatusAccepted, Body: e.HTTPMethod + " " + e.Path}, nil
+	})
+	if err != nil {
+		panic(err)
+	}
+	srv := httptest.NewServer(lambdawrap.LocalHandler(handler))
+	defer srv.Close()
+	for range 2 {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/jobs", strings.NewReader(`{"job":"resize"}`))
+		req.Header.Set("Idempotency-Key", "job-7")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			panic(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		fmt.Println(resp.StatusCode, string(body), "replayed:", resp.Header.Get("Idempotent-Replayed") == "true")
+	}
+	fmt.Println("runs:", runs)
+	// Output:
+	// 202 POST /jobs replayed: false
+	// 202 POST /jobs replayed: true
+	// runs: 1
+}
+
 // Without a required key, requests that carry none run unguarded.
 func ExampleWithKeyRequired() {
 	api := &ordersAPI{}
