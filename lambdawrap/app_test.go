@@ -3,8 +3,11 @@ package lambdawrap_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -165,6 +168,35 @@ func asOptions[O any](opts []lambdawrap.HTTPOption) []O {
 	out := make([]O, len(opts))
 	for i, o := range opts {
 		out[i] = any(o).(O) // an HTTPOption is every decorator's option
+	}
+	return out
+}
+
+// logRecords collects what a slog.Logger writes, as JSON objects.
+type logRecords struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logRecords) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logRecords) logger() *slog.Logger { return slog.New(slog.NewJSONHandler(l, nil)) }
+
+// levels returns the level of every record written.
+func (l *logRecords) levels(t testing.TB) []string {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	d := json.NewDecoder(bytes.NewReader(l.buf.Bytes()))
+	for d.More() {
+		var rec map[string]any
+		require.NoError(t, d.Decode(&rec))
+		out = append(out, fmt.Sprint(rec[slog.LevelKey]))
 	}
 	return out
 }

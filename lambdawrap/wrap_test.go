@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,7 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/lambdawrap"
+	"github.com/idemkit/idem/memstore"
 )
 
 type payment struct {
@@ -241,6 +244,61 @@ func TestWrapConfig(t *testing.T) {
 			require.ErrorIs(t, err, idem.ErrInvalidOption)
 			assert.Nil(t, h)
 			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+// TestWrapCompletionFailed: the generic wrapper returns the handler's result when its
+// outcome could not be recorded, so Lambda does not retry work that happened; when nothing
+// committed, it returns the error, and the retry runs again.
+func TestWrapCompletionFailed(t *testing.T) {
+	t.Parallel()
+	notCommitted := fmt.Errorf("store: transaction cancelled: %w", idemstore.ErrNotCommitted)
+	tests := []struct {
+		name    string
+		err     error
+		wantErr error // of the first invocation
+		// retryInProgress: the retry finds the key in progress; otherwise it runs again.
+		retryInProgress bool
+		runs            int64
+	}{
+		{name: "completion failed", err: errUnavailable, retryInProgress: true, runs: 1},
+		{name: "not committed", err: notCommitted, wantErr: idemstore.ErrNotCommitted, runs: 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var logs logRecords
+			c := &charger{}
+			key, err := lambdawrap.KeyFromJMESPath[payment]("payment_id")
+			require.NoError(t, err)
+			fails := int64(1) // a verdict: the guard does not send it again
+			if tc.err == errUnavailable {
+				fails = 1 << 30 // every resend fails too
+			}
+			g := newGuard(t, newCompleteFailStore(memstore.New(), tc.err, fails), idem.WithLogger(logs.logger()))
+			h, err := lambdawrap.Wrap(g, c.charge, key)
+			require.NoError(t, err)
+			lh := invoker{h: h}
+			ctx := invokeCtx(t)
+			payload := []byte(`{"payment_id":"p-9","customer_id":"c-1","amount":250}`)
+
+			out, err := lh.Invoke(ctx, payload)
+			if tc.wantErr != nil {
+				require.ErrorIs(t, err, tc.wantErr)
+			} else {
+				require.NoError(t, err)
+				assert.JSONEq(t, `{"receipt":"rcpt-p-9","run":1}`, string(out))
+				assert.Equal(t, []string{"ERROR"}, logs.levels(t))
+			}
+
+			_, err = lh.Invoke(ctx, payload)
+			if tc.retryInProgress {
+				require.ErrorIs(t, err, idem.ErrInProgress)
+			} else {
+				require.NoError(t, err)
+			}
+			assert.Equal(t, tc.runs, c.runs.Load())
 		})
 	}
 }
