@@ -3,6 +3,7 @@ package lambdawrap_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -127,37 +128,65 @@ func TestUnguardedWrap(t *testing.T) {
 
 // TestUnguardedAttach is the documented way for a handler that attaches its writes to
 // treat an unguarded run: there is no completion to attach to, so idem.Attach returns
-// idem.ErrNoLease, and the handler makes the write itself. Guarded, the write commits
-// once, with the record; unguarded, each run writes.
+// idem.ErrNoLease (as idem.Checkpoint does), and the handler makes the write itself.
+// Guarded, the write commits once, with the record; unguarded, each run writes.
 func TestUnguardedAttach(t *testing.T) {
 	t.Parallel()
-	var rows atomic.Int64
-	insert := func() error { rows.Add(1); return nil } // the in-memory store's attached write
-	handler := func(ctx context.Context, _ events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	// save is the handler's body for both decorators: it attaches an insert (the
+	// in-memory store's attached write), or makes it when unguarded.
+	save := func(ctx context.Context, rows *atomic.Int64) error {
+		insert := func() error { rows.Add(1); return nil }
 		err := idem.Attach(ctx, insert)
 		if errors.Is(err, idem.ErrNoLease) { // unguarded: nothing to attach to
+			if cerr := idem.Checkpoint(ctx, "saved"); !errors.Is(cerr, idem.ErrNoLease) {
+				return fmt.Errorf("checkpoint in an unguarded run: %v", cerr)
+			}
 			err = insert()
 		}
-		if err != nil {
-			return events.APIGatewayV2HTTPResponse{}, err
-		}
-		return events.APIGatewayV2HTTPResponse{StatusCode: 201}, nil
+		return err
 	}
-	h, err := lambdawrap.HTTPAPI(memGuard(t), handler, lambdawrap.WithKeyRequired(false))
-	require.NoError(t, err)
-	ctx := invokeCtx(t)
-
-	for range 2 { // a run and its replay
-		resp, err := h(ctx, orderRequest("row-1", `{}`))
-		require.NoError(t, err)
-		require.Equal(t, 201, resp.StatusCode)
+	tests := []struct {
+		name string
+		// run sends one request, with key or without one when key is "".
+		run func(t *testing.T, rows *atomic.Int64) func(key string) error
+	}{
+		{name: "HTTPAPI", run: func(t *testing.T, rows *atomic.Int64) func(string) error {
+			h, err := lambdawrap.HTTPAPI(memGuard(t), func(ctx context.Context, _ events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+				return events.APIGatewayV2HTTPResponse{StatusCode: 201}, save(ctx, rows)
+			}, lambdawrap.WithKeyRequired(false))
+			require.NoError(t, err)
+			return func(key string) error {
+				resp, err := h(invokeCtx(t), orderRequest(key, `{}`))
+				if err == nil && resp.StatusCode != 201 {
+					err = fmt.Errorf("status %d", resp.StatusCode)
+				}
+				return err
+			}
+		}},
+		{name: "Wrap", run: func(t *testing.T, rows *atomic.Int64) func(string) error {
+			h, err := lambdawrap.Wrap(memGuard(t), func(ctx context.Context, p payment) (string, error) {
+				return p.PaymentID, save(ctx, rows)
+			}, lambdawrap.OptionalKey(paymentKey))
+			require.NoError(t, err)
+			return func(key string) error {
+				_, err := h(invokeCtx(t), payment{PaymentID: key})
+				return err
+			}
+		}},
 	}
-	assert.Equal(t, int64(1), rows.Load(), "guarded: written once, with the completion")
-
-	for range 2 {
-		resp, err := h(ctx, orderRequest("", `{}`))
-		require.NoError(t, err)
-		require.Equal(t, 201, resp.StatusCode)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var rows atomic.Int64
+			send := tc.run(t, &rows)
+			for range 2 { // a run and its replay
+				require.NoError(t, send("row-1"))
+			}
+			assert.Equal(t, int64(1), rows.Load(), "guarded: written once, with the completion")
+			for range 2 {
+				require.NoError(t, send(""))
+			}
+			assert.Equal(t, int64(3), rows.Load(), "unguarded: each run wrote directly")
+		})
 	}
-	assert.Equal(t, int64(3), rows.Load(), "unguarded: each run wrote directly")
 }
