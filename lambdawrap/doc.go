@@ -21,7 +21,7 @@
 // Following the IETF draft "The Idempotency-Key HTTP Header Field":
 //
 //	situation                                              response
-//	guarded method (POST, PATCH; see WithMethods), no key  400, or unguarded if not WithKeyRequired
+//	guarded method (POST, PATCH; see WithMethods), no key  400, or unguarded (and reported) if not WithKeyRequired
 //	key empty, over 255 characters, not printable ASCII,   400
 //	  or two different values for the header
 //	same key, request in flight                            409 with Retry-After (seconds)
@@ -29,6 +29,7 @@
 //	same key, completed                                    the stored response + Idempotent-Replayed: true
 //	handler returns 5xx, 409, 429 (see WithCacheable)      that response; nothing stored, key released
 //	handler returns an error                               the error, to Lambda; nothing stored
+//	handler returns idem's lost lease or store failure     409 or 503 with Retry-After, as elsewhere; key released
 //	store unavailable before the handler ran               503 with Retry-After; the handler did not run
 //	handler ran, store committed nothing of its outcome    503 with Retry-After; key released, a retry runs again
 //	handler ran, store failed to record its outcome        the handler's response, logged at ERROR (see below)
