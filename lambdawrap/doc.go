@@ -38,7 +38,8 @@
 //
 // A store failure is answered by what it means for the client. Before the handler runs,
 // the request was not processed: 503 [ProblemStoreUnavailable]. After it ran, if the store
-// refused the completion as a whole ([idemstore.ErrNotCommitted]: neither the record nor the
+// refused the completion as a whole
+// ([github.com/idemkit/idem/idemstore.ErrNotCommitted]: neither the record nor the
 // writes attached to it committed), the key was released and a retry runs the handler
 // again: 503 [ProblemNotCommitted]. If the completion failed otherwise, the handler's
 // effects happened but the store may not say so: the client gets the handler's own

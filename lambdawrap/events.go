@@ -6,6 +6,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/httpsem"
 )
 
 // HTTPAPI makes an API Gateway HTTP API (payload format 2.0) handler idempotent, with the
@@ -52,15 +53,15 @@ func ALB(g *idem.Guard, h func(context.Context, events.ALBTargetGroupRequest) (e
 // shape converts one event type and its response type to and from the shared form.
 type shape[In, Out any] struct {
 	name     string
-	request  func(*In) httpRequest
+	request  func(*In) httpsem.Request
 	tenant   func(In) string
-	toHTTP   func(*Out) httpResponse
-	fromHTTP func(*httpResponse) Out
+	toHTTP   func(*Out) httpsem.Response
+	fromHTTP func(*httpsem.Response) Out
 }
 
-// httpWrapper adapts the handler of one event shape to the [httpGuard].
+// httpWrapper adapts the handler of one event shape to the [httpsem.Guard].
 type httpWrapper[In, Out any] struct {
-	guard       httpGuard
+	guard       *httpsem.Guard
 	h           func(context.Context, In) (Out, error)
 	s           shape[In, Out]
 	tenant      func(In) string
@@ -72,11 +73,11 @@ func decorate[In, Out, O any](g *idem.Guard, h func(context.Context, In) (Out, e
 	if g == nil || h == nil {
 		return nil, optErr(s.name, "guard and handler must not be nil")
 	}
-	c := httpConfig[In]{http: defaultHTTPSettings()}
+	c := httpConfig[In]{http: httpsem.DefaultSettings(pkg)}
 	if err := apply(&c, opts, set); err != nil {
 		return nil, err
 	}
-	w := &httpWrapper[In, Out]{guard: httpGuard{g: g, s: c.http}, h: h, s: s, tenant: s.tenant, fingerprint: c.event.fingerprint}
+	w := &httpWrapper[In, Out]{guard: httpsem.NewGuard(g, c.http), h: h, s: s, tenant: s.tenant, fingerprint: c.event.fingerprint}
 	if c.event.tenant != nil {
 		w.tenant = c.event.tenant
 	}
@@ -86,11 +87,11 @@ func decorate[In, Out, O any](g *idem.Guard, h func(context.Context, In) (Out, e
 // handle implements the semantics table of the package documentation.
 func (w *httpWrapper[In, Out]) handle(ctx context.Context, in In) (Out, error) {
 	req := w.s.request(&in)
-	key, v, resp := w.guard.admit(ctx, &req)
-	if v == bypassed {
+	key, v, resp := w.guard.Admit(ctx, &req)
+	if v == httpsem.Bypassed {
 		return w.h(ctx, in)
 	}
-	if v == answered {
+	if v == httpsem.Answered {
 		return w.reply(resp)
 	}
 	r := idem.Request{Key: key, Tenant: w.tenant(in)}
@@ -98,21 +99,21 @@ func (w *httpWrapper[In, Out]) handle(ctx context.Context, in In) (Out, error) {
 	if w.fingerprint != nil {
 		r.Fingerprint, err = w.fingerprint(in)
 	} else {
-		r.Fingerprint, err = req.fingerprint()
+		r.Fingerprint, err = req.Fingerprint()
 	}
 	var first Out // exactly what the handler returned
-	v, resp, err = w.guard.run(ctx, &req, r, err, func(ctx context.Context) (httpResponse, error) {
+	v, resp, err = w.guard.Run(ctx, &req, r, err, func(ctx context.Context) (httpsem.Response, error) {
 		out, err := w.h(ctx, in)
 		if err != nil {
-			return httpResponse{}, err
+			return httpsem.Response{}, err
 		}
 		first = out
 		return w.s.toHTTP(&out), nil
 	})
 	switch v {
-	case ran:
+	case httpsem.Ran:
 		return first, nil
-	case answered:
+	case httpsem.Answered:
 		return w.reply(resp)
 	}
 	var zero Out
@@ -120,20 +121,20 @@ func (w *httpWrapper[In, Out]) handle(ctx context.Context, in In) (Out, error) {
 }
 
 // reply answers with r, converted to the event's response type.
-func (w *httpWrapper[In, Out]) reply(r httpResponse) (Out, error) { return w.s.fromHTTP(&r), nil }
+func (w *httpWrapper[In, Out]) reply(r httpsem.Response) (Out, error) { return w.s.fromHTTP(&r), nil }
 
 func httpAPIShape() shape[events.APIGatewayV2HTTPRequest, events.APIGatewayV2HTTPResponse] {
 	return shape[events.APIGatewayV2HTTPRequest, events.APIGatewayV2HTTPResponse]{
 		name: "HTTPAPI",
-		request: func(e *events.APIGatewayV2HTTPRequest) httpRequest {
+		request: func(e *events.APIGatewayV2HTTPRequest) httpsem.Request {
 			return v2Request(e.RequestContext.HTTP.Method, e.RawPath, e.RawQueryString, e.Headers, e.Body, e.IsBase64Encoded)
 		},
 		tenant: TenantHTTPAPI,
-		toHTTP: func(r *events.APIGatewayV2HTTPResponse) httpResponse {
-			return httpResponse{StatusCode: r.StatusCode, Headers: r.Headers, MultiValueHeaders: r.MultiValueHeaders,
+		toHTTP: func(r *events.APIGatewayV2HTTPResponse) httpsem.Response {
+			return httpsem.Response{StatusCode: r.StatusCode, Headers: r.Headers, MultiValueHeaders: r.MultiValueHeaders,
 				Cookies: r.Cookies, Body: r.Body, IsBase64Encoded: r.IsBase64Encoded}
 		},
-		fromHTTP: func(r *httpResponse) events.APIGatewayV2HTTPResponse {
+		fromHTTP: func(r *httpsem.Response) events.APIGatewayV2HTTPResponse {
 			return events.APIGatewayV2HTTPResponse{StatusCode: r.StatusCode, Headers: r.Headers, MultiValueHeaders: r.MultiValueHeaders,
 				Cookies: r.Cookies, Body: r.Body, IsBase64Encoded: r.IsBase64Encoded}
 		},
@@ -143,16 +144,16 @@ func httpAPIShape() shape[events.APIGatewayV2HTTPRequest, events.APIGatewayV2HTT
 func restShape() shape[events.APIGatewayProxyRequest, events.APIGatewayProxyResponse] {
 	return shape[events.APIGatewayProxyRequest, events.APIGatewayProxyResponse]{
 		name: "REST",
-		request: func(e *events.APIGatewayProxyRequest) httpRequest {
+		request: func(e *events.APIGatewayProxyRequest) httpsem.Request {
 			return v1Request(e.HTTPMethod, e.Path, e.QueryStringParameters, e.MultiValueQueryStringParameters,
 				e.Headers, e.MultiValueHeaders, e.Body, e.IsBase64Encoded)
 		},
 		tenant: TenantREST,
-		toHTTP: func(r *events.APIGatewayProxyResponse) httpResponse {
-			return httpResponse{StatusCode: r.StatusCode, Headers: r.Headers, MultiValueHeaders: r.MultiValueHeaders,
+		toHTTP: func(r *events.APIGatewayProxyResponse) httpsem.Response {
+			return httpsem.Response{StatusCode: r.StatusCode, Headers: r.Headers, MultiValueHeaders: r.MultiValueHeaders,
 				Body: r.Body, IsBase64Encoded: r.IsBase64Encoded}
 		},
-		fromHTTP: func(r *httpResponse) events.APIGatewayProxyResponse {
+		fromHTTP: func(r *httpsem.Response) events.APIGatewayProxyResponse {
 			return events.APIGatewayProxyResponse{StatusCode: r.StatusCode, Headers: r.Headers, MultiValueHeaders: r.MultiValueHeaders,
 				Body: r.Body, IsBase64Encoded: r.IsBase64Encoded}
 		},
@@ -162,15 +163,15 @@ func restShape() shape[events.APIGatewayProxyRequest, events.APIGatewayProxyResp
 func functionURLShape() shape[events.LambdaFunctionURLRequest, events.LambdaFunctionURLResponse] {
 	return shape[events.LambdaFunctionURLRequest, events.LambdaFunctionURLResponse]{
 		name: "FunctionURL",
-		request: func(e *events.LambdaFunctionURLRequest) httpRequest {
+		request: func(e *events.LambdaFunctionURLRequest) httpsem.Request {
 			return v2Request(e.RequestContext.HTTP.Method, e.RawPath, e.RawQueryString, e.Headers, e.Body, e.IsBase64Encoded)
 		},
 		tenant: TenantFunctionURL,
-		toHTTP: func(r *events.LambdaFunctionURLResponse) httpResponse {
-			return httpResponse{StatusCode: r.StatusCode, Headers: r.Headers, Cookies: r.Cookies,
+		toHTTP: func(r *events.LambdaFunctionURLResponse) httpsem.Response {
+			return httpsem.Response{StatusCode: r.StatusCode, Headers: r.Headers, Cookies: r.Cookies,
 				Body: r.Body, IsBase64Encoded: r.IsBase64Encoded}
 		},
-		fromHTTP: func(r *httpResponse) events.LambdaFunctionURLResponse {
+		fromHTTP: func(r *httpsem.Response) events.LambdaFunctionURLResponse {
 			return events.LambdaFunctionURLResponse{StatusCode: r.StatusCode, Headers: r.Headers, Cookies: r.Cookies,
 				Body: r.Body, IsBase64Encoded: r.IsBase64Encoded}
 		},
@@ -180,19 +181,19 @@ func functionURLShape() shape[events.LambdaFunctionURLRequest, events.LambdaFunc
 func albShape() shape[events.ALBTargetGroupRequest, events.ALBTargetGroupResponse] {
 	return shape[events.ALBTargetGroupRequest, events.ALBTargetGroupResponse]{
 		name: "ALB",
-		request: func(e *events.ALBTargetGroupRequest) httpRequest {
+		request: func(e *events.ALBTargetGroupRequest) httpsem.Request {
 			r := v1Request(e.HTTPMethod, e.Path, e.QueryStringParameters, e.MultiValueQueryStringParameters,
 				e.Headers, e.MultiValueHeaders, e.Body, e.IsBase64Encoded)
 			// With multi-value headers on, the load balancer sends and reads only those.
-			r.multiValue = e.MultiValueHeaders != nil
+			r.MultiValue = e.MultiValueHeaders != nil
 			return r
 		},
 		tenant: func(events.ALBTargetGroupRequest) string { return "" },
-		toHTTP: func(r *events.ALBTargetGroupResponse) httpResponse {
-			return httpResponse{StatusCode: r.StatusCode, StatusDescription: r.StatusDescription, Headers: r.Headers,
+		toHTTP: func(r *events.ALBTargetGroupResponse) httpsem.Response {
+			return httpsem.Response{StatusCode: r.StatusCode, StatusDescription: r.StatusDescription, Headers: r.Headers,
 				MultiValueHeaders: r.MultiValueHeaders, Body: r.Body, IsBase64Encoded: r.IsBase64Encoded}
 		},
-		fromHTTP: func(r *httpResponse) events.ALBTargetGroupResponse {
+		fromHTTP: func(r *httpsem.Response) events.ALBTargetGroupResponse {
 			return events.ALBTargetGroupResponse{StatusCode: r.StatusCode, StatusDescription: r.StatusDescription, Headers: r.Headers,
 				MultiValueHeaders: r.MultiValueHeaders, Body: r.Body, IsBase64Encoded: r.IsBase64Encoded}
 		},
@@ -201,13 +202,13 @@ func albShape() shape[events.ALBTargetGroupRequest, events.ALBTargetGroupRespons
 
 // v1Request maps the fields of payload format 1.0 events (REST APIs, load balancers).
 func v1Request(method, path string, query map[string]string, multiQuery map[string][]string,
-	headers map[string]string, multiHeaders map[string][]string, body string, base64 bool) httpRequest {
-	return httpRequest{method: method, path: path, query: query, multiQuery: multiQuery,
-		headers: headers, multiHeaders: multiHeaders, body: body, base64: base64}
+	headers map[string]string, multiHeaders map[string][]string, body string, base64 bool) httpsem.Request {
+	return httpsem.Request{Method: method, Path: path, Query: query, MultiQuery: multiQuery,
+		Headers: headers, MultiHeaders: multiHeaders, Body: body, Base64: base64}
 }
 
 // v2Request maps the fields of payload format 2.0 events (HTTP APIs, function URLs).
-func v2Request(method, rawPath, rawQuery string, headers map[string]string, body string, base64 bool) httpRequest {
-	return httpRequest{method: method, path: rawPath, rawQuery: rawQuery,
-		headers: headers, body: body, base64: base64}
+func v2Request(method, rawPath, rawQuery string, headers map[string]string, body string, base64 bool) httpsem.Request {
+	return httpsem.Request{Method: method, Path: rawPath, RawQuery: rawQuery,
+		Headers: headers, Body: body, Base64: base64}
 }

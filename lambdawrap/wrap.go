@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/internal/httpsem"
 )
 
 // KeyFunc returns the idempotency key of an event. An empty key, or an error, means the
@@ -75,8 +75,8 @@ func missingKey(cause error) error {
 // If h succeeded but the store failed to record its outcome, the handler returns h's
 // result and no error, so that Lambda does not retry work that happened; the guard logs
 // the failure at ERROR, and a duplicate arriving after the lease ends may run h again. If
-// the store committed nothing ([idemstore.ErrNotCommitted]), that error is returned: the
-// key was released, and the retry runs h again. The lease on the key ends at the
+// the store committed nothing ([github.com/idemkit/idem/idemstore.ErrNotCommitted]),
+// that error is returned: the key was released, and the retry runs h again. The lease on the key ends at the
 // invocation's deadline plus the guard's margin, so a timed-out invocation does not block
 // its retries for long.
 //
@@ -98,7 +98,7 @@ func Wrap[In, Out any](g *idem.Guard, h func(context.Context, In) (Out, error), 
 		if err != nil || k == "" {
 			var optional *optionalKeyError
 			if errors.As(err, &optional) {
-				reportUnguarded(ctx, g, optional.err)
+				httpsem.ReportUnguarded(ctx, pkg, g, optional.err)
 				return h(ctx, in)
 			}
 			var zero Out
@@ -122,7 +122,7 @@ func Wrap[In, Out any](g *idem.Guard, h func(context.Context, In) (Out, error), 
 			ran = err == nil
 			return out, err
 		})
-		if ran && notRecorded(err) {
+		if ran && httpsem.NotRecorded(err) {
 			// h's effects happened, and the guard logged the failure: an error would make
 			// Lambda retry the event, and the retry would run h again once the lease ends.
 			return out, nil
@@ -130,19 +130,3 @@ func Wrap[In, Out any](g *idem.Guard, h func(context.Context, In) (Out, error), 
 		return out, err
 	}, nil
 }
-
-// notRecorded reports whether err, from [idem.Do], says the handler ran but the store
-// failed to record its outcome, which is then neither committed nor known to be absent.
-// A completion that committed nothing ([idemstore.ErrNotCommitted]) released the key instead.
-func notRecorded(err error) bool {
-	return isOp(err, opComplete) && !errors.Is(err, idemstore.ErrNotCommitted)
-}
-
-// isOp reports whether err is an [idem.StoreError] of operation op.
-func isOp(err error, op string) bool {
-	var se *idem.StoreError
-	return errors.As(err, &se) && se.Op == op
-}
-
-// opComplete is the [idem.StoreError] operation that records a handler's outcome.
-const opComplete = "complete"

@@ -1,4 +1,4 @@
-package lambdawrap
+package httpsem
 
 import (
 	"strings"
@@ -12,7 +12,7 @@ type keyError struct {
 	reason   string
 }
 
-func (e *keyError) Error() string    { return "lambdawrap: " + e.reason }
+func (e *keyError) Error() string    { return e.sentinel.Error() + ": " + e.reason }
 func (e *keyError) Unwrap() error    { return e.sentinel }
 func invalidKey(reason string) error { return &keyError{sentinel: idem.ErrInvalidKey, reason: reason} }
 

@@ -1,4 +1,4 @@
-package lambdawrap
+package httpsem
 
 import (
 	"bytes"

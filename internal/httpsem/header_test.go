@@ -1,4 +1,4 @@
-package lambdawrap
+package httpsem
 
 import (
 	"encoding/json"
@@ -139,7 +139,7 @@ type fixtureEvent struct {
 // fuzz tests.
 func fixtureEvents(tb testing.TB) []fixtureEvent {
 	tb.Helper()
-	paths, err := filepath.Glob(filepath.Join("testdata", "*.json"))
+	paths, err := filepath.Glob(filepath.Join("..", "..", "lambdawrap", "testdata", "*.json"))
 	require.NoError(tb, err)
 	var out []fixtureEvent
 	for _, p := range paths {

@@ -1,4 +1,4 @@
-package lambdawrap
+package httpsem
 
 import (
 	"bytes"
@@ -38,9 +38,9 @@ func TestFingerprintKeyCase(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			a, err := (&httpRequest{method: "POST", path: "/p", body: tc.a}).fingerprint()
+			a, err := (&Request{Method: "POST", Path: "/p", Body: tc.a}).Fingerprint()
 			require.NoError(t, err)
-			b, err := (&httpRequest{method: "POST", path: "/p", body: tc.b}).fingerprint()
+			b, err := (&Request{Method: "POST", Path: "/p", Body: tc.b}).Fingerprint()
 			require.NoError(t, err)
 			if tc.same {
 				assert.Equal(t, string(a), string(b))
@@ -83,14 +83,14 @@ func FuzzFingerprint(f *testing.F) {
 	f.Add(`{"x":[{"Id":1,"k":0,"id":2,"\u212a":3}],"X":{}}`)
 	f.Add("not json")
 	f.Fuzz(func(t *testing.T, body string) {
-		r := httpRequest{method: "POST", path: "/p", body: body}
-		fp, err := r.fingerprint()
+		r := Request{Method: "POST", Path: "/p", Body: body}
+		fp, err := r.Fingerprint()
 		require.NoError(t, err)
 		if !utf8.ValidString(body) || !json.Valid([]byte(body)) {
 			// Not JSON: the body is taken byte for byte, so any change shows.
 			r2 := r
-			r2.body = body + " "
-			fp2, err := r2.fingerprint()
+			r2.Body = body + " "
+			fp2, err := r2.Fingerprint()
 			require.NoError(t, err)
 			assert.NotEqual(t, fp, fp2)
 			return
@@ -107,8 +107,8 @@ func FuzzFingerprint(f *testing.F) {
 
 		var reordered bytes.Buffer
 		writeReordered(t, &reordered, v, true, nil)
-		r.body = reordered.String()
-		got, err := r.fingerprint()
+		r.Body = reordered.String()
+		got, err := r.Fingerprint()
 		require.NoError(t, err)
 		assert.Equal(t, fp, got, "body %s reordered as %s", body, reordered.String())
 
@@ -118,8 +118,8 @@ func FuzzFingerprint(f *testing.F) {
 		if swap {
 			return // no two members with names equal under case folding differ
 		}
-		r.body = swapped.String()
-		got, err = r.fingerprint()
+		r.Body = swapped.String()
+		got, err = r.Fingerprint()
 		require.NoError(t, err)
 		assert.NotEqual(t, fp, got, "body %s with case-fold keys swapped as %s", body, swapped.String())
 	})
@@ -266,4 +266,14 @@ func canonical(t *testing.T, v any) string {
 	var buf bytes.Buffer
 	writeReordered(t, &buf, v, false, nil)
 	return string(canonicalBody(buf.Bytes()))
+}
+
+// decodeJSON decodes a valid JSON document with json.Number for numbers, as encoding/json
+// does before it encodes them back as written.
+func decodeJSON(b []byte) (any, error) {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var v any
+	err := d.Decode(&v)
+	return v, err
 }

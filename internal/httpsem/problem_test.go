@@ -1,4 +1,4 @@
-package lambdawrap
+package httpsem
 
 import (
 	"context"
@@ -15,7 +15,17 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/memstore"
 )
+
+// testGuard returns the semantics of package "lambdawrap" over an in-memory store, logging
+// to l.
+func testGuard(t *testing.T, l slog.Handler) *Guard {
+	t.Helper()
+	g, err := idem.New(memstore.New(), "test", idem.WithLogger(slog.New(l)))
+	require.NoError(t, err)
+	return NewGuard(g, DefaultSettings("lambdawrap"))
+}
 
 // TestProblem: a problem details answer has its status, type, title and detail in a JSON
 // body, Retry-After in whole seconds rounded up, and its headers in the map the
@@ -37,7 +47,7 @@ func TestProblem(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			r := problem(http.StatusConflict, ProblemInProgress, "busy", tc.retryAfter, tc.multi)
+			r := testGuard(t, &countingHandler{}).Problem(http.StatusConflict, ProblemInProgress, "busy", tc.retryAfter, tc.multi)
 			assert.Equal(t, http.StatusConflict, r.StatusCode)
 			assert.Equal(t, "409 Conflict", r.StatusDescription)
 			headers := r.Headers
@@ -55,7 +65,7 @@ func TestProblem(t *testing.T) {
 			assert.Equal(t, tc.want, headers["Retry-After"])
 			var body map[string]any
 			require.NoError(t, json.Unmarshal([]byte(r.Body), &body))
-			assert.Equal(t, map[string]any{"type": ProblemInProgress, "title": "Conflict", "status": float64(409), "detail": "busy"}, body)
+			assert.Equal(t, map[string]any{"type": lambdawrapProblem + ProblemInProgress, "title": "Conflict", "status": float64(409), "detail": "busy"}, body)
 		})
 	}
 }
@@ -93,7 +103,7 @@ func TestGuardProblem(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			var logs countingHandler
-			r, ok := guardProblem(context.Background(), slog.New(&logs), tc.err, DefaultHeader, false)
+			r, ok := testGuard(t, &logs).guardProblem(context.Background(), tc.err, false)
 			if tc.none {
 				assert.False(t, ok)
 				assert.Zero(t, logs.n)
@@ -104,7 +114,7 @@ func TestGuardProblem(t *testing.T) {
 			assert.Equal(t, tc.retry, r.Headers["Retry-After"])
 			var body map[string]any
 			require.NoError(t, json.Unmarshal([]byte(r.Body), &body))
-			assert.Equal(t, tc.typ, body["type"])
+			assert.Equal(t, lambdawrapProblem+tc.typ, body["type"])
 			want := 0
 			if tc.logged {
 				want = 1
@@ -122,10 +132,10 @@ func TestHandlerProblem(t *testing.T) {
 	tests := []struct {
 		name string
 		err  error
-		want httpResponse // zero: not answered
+		want func(*Guard) Response // nil: not answered
 	}{
-		{name: "lease lost", err: fmt.Errorf("charge: %w", idem.ErrLeaseLost), want: leaseLostProblem(false)},
-		{name: "store failed", err: &idem.StoreError{Op: "checkpoint", Err: errors.New("throttled")}, want: storeProblem(false)},
+		{name: "lease lost", err: fmt.Errorf("charge: %w", idem.ErrLeaseLost), want: func(g *Guard) Response { return g.leaseLostProblem(false) }},
+		{name: "store failed", err: &idem.StoreError{Op: "checkpoint", Err: errors.New("throttled")}, want: func(g *Guard) Response { return g.storeProblem(false) }},
 		{name: "no lease", err: idem.ErrNoLease},
 		{name: "in progress elsewhere", err: &idem.InProgressError{RetryAfter: time.Second}},
 		{name: "the handler's own", err: errors.New("card declined")},
@@ -134,13 +144,21 @@ func TestHandlerProblem(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			var logs countingHandler
-			r, ok := handlerProblem(context.Background(), slog.New(&logs), tc.err, false)
-			assert.Equal(t, tc.want.StatusCode != 0, ok)
-			assert.Equal(t, tc.want, r)
+			g := testGuard(t, &logs)
+			r, ok := g.handlerProblem(context.Background(), tc.err, false)
+			var want Response
+			if tc.want != nil {
+				want = tc.want(g)
+			}
+			assert.Equal(t, tc.want != nil, ok)
+			assert.Equal(t, want, r)
 			assert.Equal(t, btoi(ok), logs.n, "logged when answered")
 		})
 	}
 }
+
+// lambdawrapProblem is the prefix of the problem types of package lambdawrap.
+const lambdawrapProblem = "https://pkg.go.dev/github.com/idemkit/idem/lambdawrap#"
 
 func btoi(b bool) int {
 	if b {

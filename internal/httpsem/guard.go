@@ -1,0 +1,134 @@
+package httpsem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/idemkit/idem"
+)
+
+// ErrNotCacheable is the error a guarded handler's response presents to the guard when
+// the settings' Cacheable refuses to store it (by default 5xx, 409 and 429), so the guard
+// releases the key and the next retry runs the handler again. The client still gets the
+// response. It wraps idem.ErrDoNotStore, so even a guard built with
+// idem.WithRememberFailures never stores such a response. Both public packages re-export
+// it as one value.
+var ErrNotCacheable = fmt.Errorf("idem: HTTP response not cacheable: %w", idem.ErrDoNotStore)
+
+// Verdict says how a request is settled by a [Guard].
+type Verdict int
+
+const (
+	// Guarded: [Guard.Admit] found the request's key; run it with [Guard.Run].
+	Guarded Verdict = iota
+	// Bypassed: the guard does not apply (a method it does not guard, or a missing key
+	// that is optional); the caller runs the handler itself, unguarded.
+	Bypassed
+	// Ran: the handler ran, and what it produced is the answer.
+	Ran
+	// Answered: the response returned with the verdict is the answer (a replay or a
+	// refusal).
+	Answered
+	// Failed: the error returned with the verdict has no HTTP meaning; the caller fails
+	// the request its own way.
+	Failed
+)
+
+// Guard applies the HTTP semantics to requests: the one implementation behind every HTTP
+// wrapper. A request goes through [Guard.Admit], which finds its key, then, once the
+// caller has read its tenant and fingerprint, through [Guard.Run]. It is safe for
+// concurrent use.
+type Guard struct {
+	g *idem.Guard
+	s Settings
+}
+
+// NewGuard returns the semantics s applied with g.
+func NewGuard(g *idem.Guard, s Settings) *Guard { return &Guard{g: g, s: s} }
+
+// handlerError carries an error returned by the user's handler through the guard.
+type handlerError struct{ err error }
+
+func (e *handlerError) Error() string { return e.err.Error() }
+func (e *handlerError) Unwrap() error { return e.err }
+
+// Admit returns the key of req and Guarded, or Bypassed for a request the guard does not
+// apply to, or Answered and the refusal of a request whose key is missing or invalid. It
+// reports an unguarded run (see [ReportUnguarded]).
+func (s *Guard) Admit(ctx context.Context, req *Request) (string, Verdict, Response) {
+	if !s.s.Methods[strings.ToUpper(req.Method)] {
+		return "", Bypassed, Response{}
+	}
+	key, err := parseKey(headerValues(s.s.Header, req.Headers, req.MultiHeaders))
+	if err != nil {
+		if errors.Is(err, idem.ErrMissingKey) && !s.s.KeyRequired {
+			ReportUnguarded(ctx, s.s.Package, s.g, err)
+			return "", Bypassed, Response{}
+		}
+		return "", Answered, s.refuseKey(err, req.MultiValue)
+	}
+	return key, Guarded, Response{}
+}
+
+// Run settles an admitted request: r is its key, tenant and fingerprint, and fpErr the
+// error of reading the fingerprint, if any. handler runs the handler and returns its
+// response; it is called at most once, under the guard. A response whose NotStored is set
+// is recorded as completed without its body, whatever its size. On Ran, the caller
+// answers with what the handler produced; on Answered, with the response; on Failed, with
+// the error.
+func (s *Guard) Run(ctx context.Context, req *Request, r idem.Request, fpErr error,
+	handler func(context.Context) (Response, error)) (Verdict, Response, error) {
+	if fpErr != nil {
+		detail := "the request could not be fingerprinted"
+		if errors.Is(fpErr, errBadBase64) {
+			detail = "the request body is marked base64 but does not decode"
+		}
+		return Answered, s.Problem(http.StatusBadRequest, ProblemInvalidRequest, detail, 0, req.MultiValue), nil
+	}
+	handled := false // the handler returned a response
+	resp, replayed, err := idem.Do(ctx, s.g, r, func(ctx context.Context) (Response, error) {
+		resp, err := handler(ctx)
+		if err != nil {
+			return Response{}, &handlerError{err}
+		}
+		handled = true
+		if !s.s.Cacheable(resp.StatusCode) {
+			return resp, ErrNotCacheable
+		}
+		if resp.NotStored {
+			return Response{NotStored: true}, nil
+		}
+		return resp, nil
+	})
+	switch {
+	case err == nil && replayed && resp.NotStored:
+		// Recorded as done without its response, as the guard records a result too large
+		// to store: answered as that is.
+		err = idem.ErrResultNotStored
+	case err == nil && replayed:
+		resp.markReplayed(req.MultiValue)
+		return Answered, resp, nil
+	case err == nil, errors.Is(err, ErrNotCacheable):
+		return Ran, Response{}, nil
+	}
+	var he *handlerError
+	if errors.As(err, &he) {
+		if resp, ok := s.handlerProblem(ctx, he.err, req.MultiValue); ok {
+			return Answered, resp, nil
+		}
+		return Failed, Response{}, he.err
+	}
+	if handled && NotRecorded(err) {
+		// The handler's effects happened, and the guard logged the failure: its response
+		// is the truth, and a 503 would tell the client that nothing ran.
+		return Ran, Response{}, nil
+	}
+	if resp, ok := s.guardProblem(ctx, err, req.MultiValue); ok {
+		return Answered, resp, nil
+	}
+	// No HTTP meaning (a cancelled context, a remembered failure): the caller's to fail.
+	return Failed, Response{}, err
+}
