@@ -76,9 +76,9 @@ func (s *Guard) Admit(ctx context.Context, req *Request) (string, Verdict, Respo
 // Run settles an admitted request: r is its key, tenant and fingerprint, and fpErr the
 // error of reading the fingerprint, if any. handler runs the handler and returns its
 // response; it is called at most once, under the guard. A response whose NotStored is set
-// is recorded as completed without its body, whatever its size. On Ran, the caller
-// answers with what the handler produced; on Answered, with the response; on Failed, with
-// the error.
+// is recorded as such (see [Response]), and answered on replay as a result too large to
+// store. On Ran, the caller answers with what the handler produced; on Answered, with the
+// response; on Failed, with the error.
 func (s *Guard) Run(ctx context.Context, req *Request, r idem.Request, fpErr error,
 	handler func(context.Context) (Response, error)) (Verdict, Response, error) {
 	if fpErr != nil {
@@ -97,9 +97,6 @@ func (s *Guard) Run(ctx context.Context, req *Request, r idem.Request, fpErr err
 		handled = true
 		if !s.s.Cacheable(resp.StatusCode) {
 			return resp, ErrNotCacheable
-		}
-		if resp.NotStored {
-			return Response{NotStored: true}, nil
 		}
 		return resp, nil
 	})

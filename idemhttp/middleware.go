@@ -1,0 +1,121 @@
+package idemhttp
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/httpsem"
+)
+
+// Middleware returns a net/http middleware that makes the handlers it wraps idempotent,
+// with the semantics of the package documentation: a guarded request runs its handler at
+// most once per key within the guard's expiry window, and every retry gets the first
+// response back, byte for byte, with "Idempotent-Replayed: true". The key is in the
+// Idempotency-Key header (see [WithHeader]), scoped by the guard's operation and by the
+// tenant of [WithTenant], if given.
+//
+// It logs and reports through the guard (see idem.WithLogger and idem.WithHooks). It
+// returns an error wrapping idem.ErrInvalidOption if g is nil or an option is invalid.
+// The middleware, and each handler it returns, is safe for concurrent use.
+func Middleware(g *idem.Guard, opts ...Option) (func(http.Handler) http.Handler, error) {
+	c := config{http: httpsem.DefaultSettings(pkg), maxRequest: DefaultMaxRequestBody, maxResponse: DefaultMaxResponseBody}
+	if g == nil {
+		return nil, c.http.OptionError("Middleware", "guard must not be nil")
+	}
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(&c); err != nil {
+			return nil, err
+		}
+	}
+	m := &middleware{g: g, guard: httpsem.NewGuard(g, c.http), c: c}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(next, w, r) })
+	}, nil
+}
+
+// middleware is the configuration a Middleware's handlers share.
+type middleware struct {
+	g     *idem.Guard
+	guard *httpsem.Guard
+	c     config
+}
+
+// serve implements the semantics table of the package documentation for one request.
+func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	req := httpsem.Request{Method: r.Method, Path: r.URL.EscapedPath(), RawQuery: r.URL.RawQuery,
+		MultiHeaders: r.Header, MultiValue: true}
+	key, v, resp := m.guard.Admit(ctx, &req)
+	switch v {
+	case httpsem.Bypassed:
+		next.ServeHTTP(w, r)
+		return
+	case httpsem.Answered:
+		m.write(ctx, w, &resp)
+		return
+	}
+	body, refused := m.readBody(w, r)
+	if refused != nil {
+		m.write(ctx, w, refused)
+		return
+	}
+	ir := idem.Request{Key: key, Fingerprint: req.FingerprintBody(body)}
+	if m.c.tenant != nil {
+		ir.Tenant = m.c.tenant(r)
+	}
+	rec := newRecorder(w, m.c.maxResponse)
+	v, resp, err := m.guard.Run(ctx, &req, ir, nil, func(ctx context.Context) (httpsem.Response, error) {
+		next.ServeHTTP(rec, r.WithContext(ctx))
+		return rec.response()
+	})
+	switch {
+	case rec.hijacked: // the connection is the handler's
+	case v == httpsem.Ran:
+		rec.commit()
+	case rec.passed:
+		// The response went out as it was written, before the outcome was known: what the
+		// outcome means can no longer be answered, so it is logged instead.
+		m.g.Logger().ErrorContext(ctx, pkg+": response already sent as written; the outcome's answer is lost",
+			"key", key, "status", resp.StatusCode, "error", err)
+	case v == httpsem.Answered:
+		m.write(ctx, w, &resp)
+	default: // Failed: an error with no HTTP meaning, a cancelled context say
+		level := slog.LevelError
+		if ctx.Err() != nil {
+			level = slog.LevelWarn // the client went away, or a server timeout ended the request
+		}
+		m.g.Logger().Log(ctx, level, pkg+": request failed", "error", err)
+		p := m.guard.Problem(http.StatusInternalServerError, "", "", 0, true)
+		m.write(ctx, w, &p)
+	}
+}
+
+// readBody reads a guarded request's body to fingerprint it, and puts it back for the
+// handler. A body that is too large or cannot be read is refused with the returned
+// response.
+func (m *middleware) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *httpsem.Response) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, nil
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, m.c.maxRequest))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		p := m.guard.Problem(http.StatusBadRequest, httpsem.ProblemInvalidRequest, "the request body could not be read", 0, true)
+		if errors.As(err, &tooLarge) {
+			p = m.guard.Problem(http.StatusRequestEntityTooLarge, httpsem.ProblemRequestTooLarge,
+				"the request body is larger than "+strconv.FormatInt(m.c.maxRequest, 10)+" bytes, the most read to fingerprint a request", 0, true)
+		}
+		return nil, &p
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return body, nil
+}
