@@ -410,9 +410,7 @@ func TestResultApartGuarded(t *testing.T) {
 		}
 		require.NoError(t, err, tc.name)
 		assert.Equal(t, tc.replayed, replayed, tc.name)
-		var want string
-		require.NoError(t, json.Unmarshal([]byte(result), &want))
-		assert.Equal(t, want, got, tc.name)
+		assert.True(t, got == result, "%s: the result, byte for byte", tc.name)
 	}
 	assert.Equal(t, 1, l.balance(t, "attached"))
 	assert.Equal(t, 0, l.balance(t, "failing"))
@@ -467,6 +465,10 @@ func TestResultApartBatch(t *testing.T) {
 		done = append(done, completedWith(rec, bigData(size+i)))
 	}
 	e.api.Take()
+	for i, err := range e.store.CompleteMany(ctx, []*idemstore.Record{done[0], done[2]}) {
+		require.NoError(t, err, i)
+	}
+	assert.Equal(t, map[string]int{"BatchExecuteStatement": 1}, e.api.Take(), "results inline: the records alone")
 	for i, err := range e.store.CompleteMany(ctx, done) {
 		require.NoError(t, err, i)
 	}

@@ -27,6 +27,9 @@ type Attributes struct {
 	// Data holds the stored result: a string for plain JSON, binary otherwise. Default
 	// "data".
 	Data string
+	// DataRef holds, instead of Data, the key of the item that holds the result when the
+	// result is too large for a record of 1 KB (see [Store.Complete]). Default "data_ref".
+	DataRef string
 	// LeaseToken holds the lease owner's token. Default "lease_token".
 	LeaseToken string
 	// Checkpoint holds the owner's last progress marker. Default "checkpoint".
@@ -46,6 +49,7 @@ func DefaultAttributes() Attributes {
 		InProgressExpiration: "in_progress_expiration",
 		Validation:           "validation",
 		Data:                 "data",
+		DataRef:              "data_ref",
 		LeaseToken:           "lease_token",
 		Checkpoint:           "checkpoint",
 		Version:              "v",
@@ -58,7 +62,7 @@ func (a *Attributes) fields() []struct{ field, name string } {
 	return []struct{ field, name string }{
 		{"ID", a.ID}, {"Status", a.Status}, {"Expiration", a.Expiration},
 		{"InProgressExpiration", a.InProgressExpiration}, {"Validation", a.Validation},
-		{"Data", a.Data}, {"LeaseToken", a.LeaseToken}, {"Checkpoint", a.Checkpoint},
+		{"Data", a.Data}, {"DataRef", a.DataRef}, {"LeaseToken", a.LeaseToken}, {"Checkpoint", a.Checkpoint},
 		{"Version", a.Version}, {"Encoding", a.Encoding},
 	}
 }
@@ -118,6 +122,7 @@ func WithAttributes(a Attributes) Option {
 			InProgressExpiration: cmp.Or(a.InProgressExpiration, d.InProgressExpiration),
 			Validation:           cmp.Or(a.Validation, d.Validation),
 			Data:                 cmp.Or(a.Data, d.Data),
+			DataRef:              cmp.Or(a.DataRef, d.DataRef),
 			LeaseToken:           cmp.Or(a.LeaseToken, d.LeaseToken),
 			Checkpoint:           cmp.Or(a.Checkpoint, d.Checkpoint),
 			Version:              cmp.Or(a.Version, d.Version),
