@@ -14,8 +14,9 @@ import (
 	"github.com/idemkit/idem/idemstore"
 )
 
-// A result too large for a small record is kept in an item of its own, the result's
-// item, which the completed record names in [Attributes.DataRef].
+// A result too large for a small record (1 KB by default, see [WithInlineLimit]) is kept
+// in an item of its own, the result's item, which the completed record names in
+// [Attributes.DataRef].
 //
 // Why: a claim that meets a completed record is a conditional PutItem that fails, and
 // DynamoDB bills a failed conditional write on the size of the item it met, in write
@@ -37,9 +38,6 @@ import (
 //     refuse (idem.ErrIncompatibleRecord) rather than replay it without its result.
 
 const (
-	// maxInlineItem is the size, in bytes, up to which a completed record keeps its result
-	// inline: one write unit.
-	maxInlineItem = 1024
 	// apartVersion is the schema version stored in a record whose result is apart (2). It
 	// is read back as [idemstore.SchemaVersion]: the record is the same, only stored in two
 	// items.
@@ -56,14 +54,14 @@ const (
 // resultKey returns the key of the result's item that the owner of token writes for key.
 func resultKey(key, token string) string { return key + resultSep + token }
 
-// resultApart decides where rec's result goes. If rec's item would be over
-// maxInlineItem with the result inline, it returns the key of the result's item and the
-// item; else "" and nil.
+// resultApart decides where rec's result goes. If rec's item would be over the inline
+// limit ([WithInlineLimit]) with the result inline, it returns the key of the result's
+// item and the item; else "" and nil.
 func (s *Store) resultApart(rec *idemstore.Record) (string, map[string]types.AttributeValue) {
 	if rec.Data == nil || rec.LeaseToken == "" {
 		return "", nil
 	}
-	if s.inlineSize(rec) <= maxInlineItem {
+	if s.inlineSize(rec) <= s.cfg.inlineLimit {
 		return "", nil
 	}
 	ref := resultKey(rec.Key, rec.LeaseToken)

@@ -519,3 +519,38 @@ func TestResultApartSortKey(t *testing.T) {
 	require.False(t, claimed)
 	assertSameRecord(t, done, prev)
 }
+
+// TestInlineLimit: a store whose inline limit is raised keeps results up to it inline, at
+// the round trips of a small result, and keeps larger ones apart.
+func TestInlineLimit(t *testing.T) {
+	t.Parallel()
+	client := ddblocal.Client(t)
+	table := ddblocal.NewTable(t, client)
+	api := ddbcount.New(client)
+	s, err := dynamo.New(api, table, dynamo.WithInlineLimit(16<<10))
+	require.NoError(t, err)
+	ctx := context.Background()
+	g, err := idem.New(s, "test", idem.WithScope("inline-limit"))
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name         string
+		size         int
+		first, again map[string]int
+	}{
+		// Random text gzips to about three quarters: 9 and 23 KB stored.
+		{"UnderTheLimit", 12 << 10, map[string]int{"PutItem": 1, "UpdateItem": 1}, map[string]int{"PutItem": 1}},
+		{"OverTheLimit", 30 << 10, map[string]int{"PutItem": 2, "UpdateItem": 1}, map[string]int{"PutItem": 1, "GetItem": 1}},
+	} {
+		result := randomJSONText(tc.size)
+		fn := func(context.Context) (string, error) { return result, nil }
+		api.Take()
+		_, _, err := idem.Do(ctx, g, idem.Request{Key: tc.name}, fn)
+		require.NoError(t, err, tc.name)
+		assert.Equal(t, tc.first, api.Take(), tc.name)
+		got, replayed, err := idem.Do(ctx, g, idem.Request{Key: tc.name}, fn)
+		require.NoError(t, err, tc.name)
+		assert.True(t, replayed, tc.name)
+		assert.True(t, got == result, tc.name)
+		assert.Equal(t, tc.again, api.Take(), tc.name)
+	}
+}

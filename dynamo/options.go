@@ -72,6 +72,8 @@ type Option func(*config) error
 
 type config struct {
 	attrs Attributes
+	// inlineLimit is the largest record item that keeps its result inline.
+	inlineLimit int
 	// sortKey, when set, names the sort key attribute that holds the record key; the
 	// partition key then holds partitionValue.
 	sortKey        string
@@ -79,7 +81,7 @@ type config struct {
 }
 
 func newConfig(opts []Option) (config, error) {
-	c := config{attrs: DefaultAttributes()}
+	c := config{attrs: DefaultAttributes(), inlineLimit: DefaultInlineLimit}
 	for _, o := range opts {
 		if o == nil {
 			continue
@@ -147,6 +149,28 @@ func WithSortKey(sortKeyAttr, partitionValue string) Option {
 			return fmt.Errorf("%w: dynamo: WithSortKey: partition value must not be empty", idem.ErrInvalidOption)
 		}
 		c.sortKey, c.partitionValue = sortKeyAttr, partitionValue
+		return nil
+	}
+}
+
+// DefaultInlineLimit is the default of [WithInlineLimit]: 1 KB, one write unit.
+const DefaultInlineLimit = 1024
+
+// WithInlineLimit sets the size in bytes, as DynamoDB counts it, up to which a completed
+// record's item holds its result; a result that would make it larger is kept in an item
+// of its own (see [Store.Complete]). Default [DefaultInlineLimit], 1 KB: a replay, whose
+// claim fails on the record and is billed one write unit per KB of it, then costs one
+// write unit plus the read of the result, at one round trip more to store and to replay
+// such results. A higher limit keeps more results inline, at two round trips for a new
+// key and one for a replay, and makes replays of results up to the limit cost one write
+// unit per KB; 409600 (DynamoDB's item size limit) keeps every result inline. It must be
+// between 1024 and 409600.
+func WithInlineLimit(bytes int) Option {
+	return func(c *config) error {
+		if bytes < DefaultInlineLimit || bytes > maxItemSize {
+			return fmt.Errorf("%w: dynamo: WithInlineLimit: %d bytes, must be between %d and %d", idem.ErrInvalidOption, bytes, DefaultInlineLimit, maxItemSize)
+		}
+		c.inlineLimit = bytes
 		return nil
 	}
 }

@@ -193,10 +193,10 @@ func (s *Store) getItem(ctx context.Context, key string) (map[string]types.Attri
 // [idem.ErrStore], [idemstore.ErrNotCommitted] and an [*AttachedWriteError] naming it, so the
 // guard releases the key. The checkpoint is kept; the lease end is removed.
 //
-// A result that would make the record's item larger than 1 KB is kept in an item of its
-// own, "<key>#result#<lease token>" in the record's key attribute, with the record's TTL
-// (plus an hour), written by one PutItem before the completion, which then names it
-// ([Attributes.DataRef]) instead of holding it. A claim that meets the completed record
+// A result that would make the record's item larger than 1 KB (see [WithInlineLimit]) is
+// kept in an item of its own, "<key>#result#<lease token>" in the record's key attribute,
+// with the record's TTL (plus an hour), written by one PutItem before the completion, which
+// then names it ([Attributes.DataRef]) instead of holding it. A claim that meets the completed record
 // thus conflicts on an item under 1 KB: DynamoDB bills a failed conditional write by the
 // item's size, one write unit per KB, so a replay costs one write unit and a strongly
 // consistent read of the result (one read unit per 4 KB) instead of one write unit per KB

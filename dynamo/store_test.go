@@ -581,6 +581,10 @@ func TestNew(t *testing.T) {
 		{"SortKeyClashes", client, "t", []dynamo.Option{dynamo.WithSortKey("id", "p")}, "WithSortKey"},
 		{"EmptySortKey", client, "t", []dynamo.Option{dynamo.WithSortKey("", "p")}, "WithSortKey"},
 		{"EmptyPartitionValue", client, "t", []dynamo.Option{dynamo.WithSortKey("sk", "")}, "WithSortKey"},
+		{"InlineLimitLowest", client, "t", []dynamo.Option{dynamo.WithInlineLimit(1024)}, ""},
+		{"InlineLimitHighest", client, "t", []dynamo.Option{dynamo.WithInlineLimit(400 << 10)}, ""},
+		{"InlineLimitBelowOneUnit", client, "t", []dynamo.Option{dynamo.WithInlineLimit(1023)}, "WithInlineLimit"},
+		{"InlineLimitOverItemLimit", client, "t", []dynamo.Option{dynamo.WithInlineLimit(400<<10 + 1)}, "WithInlineLimit"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -593,6 +597,7 @@ func TestNew(t *testing.T) {
 			}
 			require.Error(t, err)
 			assert.Nil(t, s)
+			assert.ErrorIs(t, err, idem.ErrInvalidOption)
 			assert.Contains(t, err.Error(), "dynamo: "+tc.wantErr)
 		})
 	}
