@@ -240,7 +240,7 @@ func roundTrips(calls map[string]int) int {
 
 // TestWriteUnits measures, on DynamoDB Local, the capacity units of the three paths of a
 // guarded invocation (new key, replay, in flight elsewhere) for results of 100 B, 4 KB,
-// 50 KB and 300 KB of JSON, compressed as the guard does by default, and a 300 KB result
+// 50 KB and 300 KB of JSON, compressed as the guard does by default, and of 4 KB and 300 KB
 // stored uncompressed, and prints them as a table (go test -v -run TestWriteUnits
 // ./dynamo). It holds the budget: a replay costs at most one write unit plus what reading
 // the stored result costs, whatever its size; a result whose record stays under 1 KB
@@ -262,6 +262,7 @@ func TestWriteUnits(t *testing.T) {
 	}{
 		{"100 B", 100, true, true},
 		{"4 KB", 4 << 10, true, false},
+		{"4 KB uncompressed", 4 << 10, false, false},
 		{"50 KB", 50 << 10, true, false},
 		{"300 KB", 300 << 10, true, false},
 		{"300 KB uncompressed", 300 << 10, false, false},
