@@ -425,9 +425,11 @@ func (s *Store) updateStatement(rec *idemstore.Record, ref string) types.BatchSt
 	set(a.Version, &types.AttributeValueMemberN{Value: strconv.Itoa(storedVersion(rec, ref))})
 	remove := []string{a.InProgressExpiration}
 	for _, o := range optionalValues(rec, ref) {
-		if o.v == nil {
+		switch {
+		case o.ph == "":
+		case o.v == nil:
 			remove = append(remove, a.attr(o.ph))
-		} else {
+		default:
 			set(a.attr(o.ph), o.v)
 		}
 	}

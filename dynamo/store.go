@@ -258,7 +258,12 @@ func (s *Store) completion(rec *idemstore.Record, ref string) (*types.Update, er
 	remove := []string{phLease}
 	// Optional attributes are set when present and removed when not, so the item ends up
 	// holding exactly rec (and the checkpoint), whatever the claim wrote.
+	names := []string{phStatus, phVersion, phLease, phToken}
 	for _, o := range optionalValues(rec, ref) {
+		if o.ph == "" {
+			continue
+		}
+		names = append(names, o.ph)
 		if o.v == nil {
 			remove = append(remove, o.ph)
 			continue
@@ -268,18 +273,17 @@ func (s *Store) completion(rec *idemstore.Record, ref string) (*types.Update, er
 		values[value] = o.v
 	}
 	return &types.Update{
-		TableName:           aws.String(s.table),
-		Key:                 s.key(rec.Key),
-		UpdateExpression:    aws.String("SET " + strings.Join(set, ", ") + " REMOVE " + strings.Join(remove, ", ")),
-		ConditionExpression: aws.String(ownedCondition),
-		ExpressionAttributeNames: a.names(phStatus, phVersion, phLease, phExpiration,
-			phEncoding, phData, phDataRef, phValidation, phToken),
+		TableName:                 aws.String(s.table),
+		Key:                       s.key(rec.Key),
+		UpdateExpression:          aws.String("SET " + strings.Join(set, ", ") + " REMOVE " + strings.Join(remove, ", ")),
+		ConditionExpression:       aws.String(ownedCondition),
+		ExpressionAttributeNames:  a.names(names...),
 		ExpressionAttributeValues: values,
 	}, nil
 }
 
 // optionalValue is an optional attribute of a completed record, by placeholder, and its
-// value; nil when the record has none.
+// value; nil when the record has none. An empty placeholder stands for no attribute.
 type optionalValue struct {
 	ph string
 	v  types.AttributeValue
@@ -288,9 +292,11 @@ type optionalValue struct {
 // optionalValues returns rec's optional attributes, with the result inline or, when ref is
 // not empty, the key of its result's item instead. A completion sets those present and
 // removes the others, so the item ends up holding exactly rec (and the checkpoint),
-// whatever the claim wrote.
+// whatever the claim wrote. The key of a result's item appears only when the result is
+// apart: no record in progress has one (a claim replaces the whole item), so a completion
+// with the result inline sends the request it sent before results were kept apart.
 func optionalValues(rec *idemstore.Record, ref string) [5]optionalValue {
-	o := [5]optionalValue{{ph: phExpiration}, {ph: phEncoding}, {ph: phData}, {ph: phDataRef}, {ph: phValidation}}
+	o := [5]optionalValue{{ph: phExpiration}, {ph: phEncoding}, {ph: phData}, {ph: phValidation}}
 	if !rec.Expires.IsZero() {
 		o[0].v = encodeEnd(rec.Expires, expirationUnit)
 	}
@@ -299,12 +305,12 @@ func optionalValues(rec *idemstore.Record, ref string) [5]optionalValue {
 	}
 	switch {
 	case ref != "":
-		o[3].v = &types.AttributeValueMemberS{Value: ref}
+		o[4] = optionalValue{ph: phDataRef, v: &types.AttributeValueMemberS{Value: ref}}
 	case rec.Data != nil:
 		o[2].v = encodeData(rec.Data, rec.Encoding)
 	}
 	if rec.Fingerprint != "" {
-		o[4].v = &types.AttributeValueMemberS{Value: rec.Fingerprint}
+		o[3].v = &types.AttributeValueMemberS{Value: rec.Fingerprint}
 	}
 	return o
 }
