@@ -268,3 +268,49 @@ func TestClaimMeetingATransactionReadsTheRecord(t *testing.T) {
 	assert.Equal(t, "owner", prev.LeaseToken, "the owner completing right now holds the key")
 	assert.Equal(t, 1, api.gets)
 }
+
+// TestCompletionRequest pins the completion's UpdateItem: with the result inline it is the
+// request it was before results could be kept apart (no data_ref named); with the result
+// apart it names the result's item, removes data and stores schema version 2.
+func TestCompletionRequest(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		data  []byte
+		apart bool
+	}{
+		{"Inline", []byte(`{"id":"o-1"}`), false},
+		{"Apart", []byte(strings.Repeat("x", 2048)), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var got *dynamodb.UpdateItemInput
+			api := &fakeAPI{
+				put: func(*dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error) { return &dynamodb.PutItemOutput{}, nil },
+				update: func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+					got = in
+					return &dynamodb.UpdateItemOutput{}, nil
+				},
+			}
+			s, err := dynamo.New(api, "t")
+			require.NoError(t, err)
+			done := record("k", time.Now(), "tok")
+			done.Status, done.Data, done.Encoding = idemstore.StatusCompleted, tc.data, "json"
+			require.NoError(t, s.Complete(context.Background(), done, nil))
+			require.NotNil(t, got)
+			expr := aws.ToString(got.UpdateExpression)
+			if !tc.apart {
+				assert.Zero(t, api.puts)
+				assert.NotContains(t, got.ExpressionAttributeNames, "#dref")
+				assert.Equal(t, "SET #status = :status, #v = :v, #exp = :exp, #enc = :enc, #data = :data, #fp = :fp REMOVE #lease", expr)
+				assert.Equal(t, &types.AttributeValueMemberN{Value: "1"}, got.ExpressionAttributeValues[":v"])
+				return
+			}
+			assert.Equal(t, 1, api.puts, "the result's item, first")
+			assert.Equal(t, "data_ref", got.ExpressionAttributeNames["#dref"])
+			assert.Equal(t, "SET #status = :status, #v = :v, #exp = :exp, #enc = :enc, #fp = :fp, #dref = :dref REMOVE #lease, #data", expr)
+			assert.Equal(t, &types.AttributeValueMemberS{Value: "k#result#tok"}, got.ExpressionAttributeValues[":dref"])
+			assert.Equal(t, &types.AttributeValueMemberN{Value: "2"}, got.ExpressionAttributeValues[":v"])
+		})
+	}
+}
