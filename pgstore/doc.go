@@ -51,19 +51,17 @@
 //
 // # Usage
 //
-//	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
-//	// ...
-//	store, err := pgstore.New(pool, "idempotency")
+//	store, err := pgstore.New(pool, pgstore.DefaultTable)
 //	// ...
 //	guard, err := idem.New(store, "create-order")
 //	// ...
-//	order, replayed, err := idem.Do(ctx, guard, req, func(ctx context.Context) (Order, error) {
-//		order := Order{ID: uuid.NewString(), Amount: in.Amount}
+//	o, replayed, err := idem.Do(ctx, guard, idem.Request{Key: "order-7f3a"}, func(ctx context.Context) (order, error) {
+//		o := order{ID: "ord-42", Amount: 1250}
 //		err := pgstore.Attach(ctx, func(ctx context.Context, tx pgx.Tx) error {
-//			_, err := tx.Exec(ctx, `INSERT INTO orders (id, amount) VALUES ($1, $2)`, order.ID, order.Amount)
+//			_, err := tx.Exec(ctx, `INSERT INTO orders (id, amount) VALUES ($1, $2)`, o.ID, o.Amount)
 //			return err
 //		})
-//		return order, err
+//		return o, err
 //	})
 //
 // The table is the one [Schema] describes; [CreateTable] makes it for tests and local runs.
@@ -78,9 +76,9 @@
 // track or pin the client connection for. Configure the pool to send unnamed statements,
 // still one round trip each:
 //
-//	cfg, err := pgxpool.ParseConfig(url)
+//	cfg, err := pgxpool.ParseConfig(os.Getenv("DATABASE_URL"))
 //	// ...
-//	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
+//	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec // no named prepared statements: RDS Proxy does not pin
 //	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 //
 // (QueryExecModeSimpleProtocol also works.) The price is that the server parses and plans

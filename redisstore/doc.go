@@ -56,12 +56,17 @@
 // # Usage
 //
 //	client := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
+//	// ...
 //	store, err := redisstore.New(client)
 //	// ...
 //	guard, err := idem.New(store, "render-report",
-//		idem.WithMaxResultSize(redisstore.DefaultMaxRecordSize)) // results up to 16 MiB
+//		// The guard's own limit defaults to DynamoDB's 390 KiB: raise it to the store's.
+//		idem.WithMaxResultSize(redisstore.DefaultMaxRecordSize))
 //	// ...
-//	report, replayed, err := idem.Do(ctx, guard, req, render)
+//	rep, replayed, err := idem.Do(ctx, guard, idem.Request{Key: "report-2026-11"},
+//		func(ctx context.Context) (report, error) {
+//			return report{ID: "2026-11", Rows: make([]byte, 4<<20)}, nil
+//		})
 //
 // Use redis.NewClusterClient for cluster mode, and any redis.UniversalClient; point the
 // store at primaries, never at replicas (reads must see the last write).
