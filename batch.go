@@ -144,7 +144,7 @@ func DoClaimed[T any](ctx context.Context, b *Batch, i int, fn func(context.Cont
 	}
 	if it.err != nil {
 		if g.failsOpen(ctx, it.err) {
-			result, err = fn(ctx)
+			result, err = fn(withStoredKey(ctx, it.key))
 			return result, false, err
 		}
 		return result, false, it.err

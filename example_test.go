@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemkit/idem"
@@ -89,6 +90,57 @@ func ExampleAttach() {
 	}
 	fmt.Println("balance:", balance)
 	// Output: balance: 100
+}
+
+// Checkpoints and attached writes together, across a crash. A checkpoint is durable at
+// once, so it marks effects outside the completion (the card charged); an attached write
+// lands only when the handler completes, so every owner attaches it, and no checkpoint
+// ever says it was written. Here the first owner charges, checkpoints, attaches the row
+// and stalls past its lease; the next owner resumes after the charge, attaches the row
+// again, and completes: one charge, one row. The stalled owner's row never lands.
+func ExampleAttach_withCheckpoint() {
+	ctx := context.Background()
+	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	var elapsed atomic.Int64 // moved on to end the first owner's lease
+	clock := idem.ClockFunc(func() time.Time { return start.Add(time.Duration(elapsed.Load())) })
+	guard, _ := idem.New(memstore.New(), "pay", idem.WithClock(clock), idem.WithLease(time.Minute))
+
+	charges := 0
+	var rows []string
+	pay := func(ctx context.Context) (string, error) {
+		if idem.LastCheckpoint(ctx) != "charged" {
+			charges++ // the payment provider, called with a key derived from idem.StoredKey(ctx)
+			if err := idem.Checkpoint(ctx, "charged"); err != nil {
+				return "", err
+			}
+		}
+		// Attached by every owner: a crash loses it, the checkpoint does not mark it.
+		err := idem.Attach(ctx, func() error { rows = append(rows, "payment-7"); return nil })
+		return "paid", err
+	}
+
+	stalled, resume, first := make(chan struct{}), make(chan struct{}), make(chan error)
+	go func() {
+		_, _, err := idem.Do(ctx, guard, idem.Request{Key: "order-7"}, func(ctx context.Context) (string, error) {
+			v, err := pay(ctx)
+			close(stalled)
+			<-resume // stalled past its lease: a crash, as far as the key is concerned
+			return v, err
+		})
+		first <- err
+	}()
+	<-stalled
+	elapsed.Store(int64(2 * time.Minute))
+
+	v, replayed, err := idem.Do(ctx, guard, idem.Request{Key: "order-7"}, pay)
+	fmt.Println("next owner:", v, replayed, err)
+	close(resume)
+	fmt.Println("stalled owner lost its lease:", errors.Is(<-first, idem.ErrLeaseLost))
+	fmt.Println("charges:", charges, "rows:", rows)
+	// Output:
+	// next owner: paid false <nil>
+	// stalled owner lost its lease: true
+	// charges: 1 rows: [payment-7]
 }
 
 func ExampleInProgressError() {

@@ -161,7 +161,7 @@ func (g *Guard) do(ctx context.Context, req Request, run func(context.Context) (
 			if g.failsOpen(ctx, err) {
 				g.cfg.logger.WarnContext(ctx, "idem: store failed, running unguarded (fail-open)", "key", key, "error", err)
 				g.fire(ctx, g.cfg.hooks.OnUnguarded, time.Time{}, Event{Key: key, Op: "claim", Err: err})
-				v, err := run(ctx)
+				v, err := run(withStoredKey(ctx, key))
 				return nil, v, err
 			}
 			return nil, nil, err

@@ -7,7 +7,6 @@ import (
 	"maps"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -381,19 +380,6 @@ func TestAttachOutsideHandler(t *testing.T) {
 	t.Parallel()
 	require.ErrorIs(t, idem.Attach(context.Background(), func() error { return nil }), idem.ErrNoLease)
 	assert.Empty(t, idem.LastCheckpoint(context.Background()))
-}
-
-func TestMemStoreRejectsForeignAttachment(t *testing.T) {
-	t.Parallel()
-	g, err := idem.New(memstore.New(), "test")
-	require.NoError(t, err)
-	var calls atomic.Int32
-	_, _, err = idem.Do(context.Background(), g, idem.Request{Key: "x"}, func(ctx context.Context) (int, error) {
-		calls.Add(1)
-		return 0, idem.Attach(ctx, "not a write")
-	})
-	require.ErrorIs(t, err, idem.ErrStore, "an attachment the store cannot write fails the completion")
-	assert.Equal(t, int32(1), calls.Load())
 }
 
 func TestDoNotStoreBeatsRememberFailures(t *testing.T) {

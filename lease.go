@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/idemkit/idem/idemstore"
 )
 
 // lease is the owner's view of a claimed key. It is also the handler's context: the
@@ -71,10 +73,23 @@ var errAttachLate = fmt.Errorf("%w: the handler already returned", ErrNoLease)
 
 // Attach adds writes to the completion of the key whose handler ctx belongs to. They commit
 // atomically with the completed record, conditional on the lease token, or not at all: a
-// crash before completion, or a lost lease, means none of them lands. The store defines the
-// accepted types (the DynamoDB store takes its own write items, see its Attach helper; the
-// in-memory store takes func() error). Attach is safe for concurrent use. Outside a guarded
-// handler, or after the handler returned, it returns an error wrapping [ErrNoLease].
+// crash before completion, or a lost lease, means none of them lands.
+//
+// The store defines the accepted values: the DynamoDB store takes its own write items (see
+// its Attach helper, and package dynamotest for an in-memory stand-in that takes them too);
+// the in-memory store (package memstore) takes func() error. A store that says what it
+// takes (idemstore.AttachChecker, as both do) has every value checked here, at once: a
+// value it cannot commit is refused with an error wrapping [idemstore.ErrInvalidAttach]
+// that names its type, and nothing of the call is attached.
+//
+// Attached writes land only when the handler completes, and a new owner that takes over an
+// ended lease starts with none: unlike a [Checkpoint], which is durable at once, they are
+// not there after a crash. So an owner attaches every write its request needs, including
+// those a previous owner attached, and a checkpoint never marks an attached write as done
+// (see [Checkpoint] and ExampleAttach_withCheckpoint).
+//
+// Attach is safe for concurrent use. Outside a guarded handler, or after the handler
+// returned, it returns an error wrapping [ErrNoLease].
 func Attach(ctx context.Context, writes ...any) error {
 	l := leaseFrom(ctx)
 	if l == nil {
@@ -84,6 +99,14 @@ func Attach(ctx context.Context, writes ...any) error {
 	defer l.mu.Unlock()
 	if l.closed {
 		return errAttachLate
+	}
+	if c, ok := l.g.store.(idemstore.AttachChecker); ok && len(writes) > 0 {
+		all := append(l.attached[:len(l.attached):len(l.attached)], writes...)
+		if err := c.CheckAttached(all); err != nil {
+			return fmt.Errorf("idem: Attach: %w: %w", idemstore.ErrInvalidAttach, err)
+		}
+		l.attached = all
+		return nil
 	}
 	l.attached = append(l.attached, writes...)
 	return nil
@@ -97,7 +120,14 @@ func Attach(ctx context.Context, writes ...any) error {
 // ended), so the retry runs at once and resumes from it too. A checkpoint lasts until the
 // key completes or expires, through any number of takeovers: each new owner's claim carries
 // it into its own record (one more claim round trip), and a request with another
-// fingerprint gets [ErrPayloadMismatch] rather than take the key over. Checkpoint returns
+// fingerprint gets [ErrPayloadMismatch] rather than take the key over.
+//
+// A checkpoint is durable at once; writes attached with [Attach] land only when the
+// handler completes, and a crash or a lost lease loses them. So a checkpoint marks effects
+// outside the completion (a card charged at a payment provider, an email sent), never an
+// attached write: after a crash, the next owner would find such a checkpoint but not the
+// write, and skip the write for good. Every owner attaches every write its request needs,
+// whatever the checkpoint says (see ExampleAttach_withCheckpoint). Checkpoint returns
 // [ErrLeaseLost] if the lease was taken over, an error wrapping [ErrStore] if the store
 // failed, and an error outside a guarded handler.
 func Checkpoint(ctx context.Context, checkpoint string) error {
@@ -130,4 +160,31 @@ func LastCheckpoint(ctx context.Context) string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.checkpoint
+}
+
+// StoredKey returns the stored key of the request whose guarded handler ctx belongs to: the
+// key its record is stored under, as [Guard.StoredKey] computes it
+// ("<scope>.<operation>#<sha256 hex>", at most len(scope)+len(operation)+66 bytes). It is
+// the request's identity inside the handler, the thing to derive downstream identifiers
+// from: a payment provider's idempotency key, a row id, a deduplication id. It is the same
+// in every run of the request: its retries, a new owner's after a crash, a batch's, a
+// fail-open run's ([WithFailOpen]), and for every form of the key a wrapper accepts
+// (package lambdawrap unquotes an RFC 8941 string, so "k-1" and k-1 are one request); it
+// differs between tenants, operations and scopes, and never reveals the caller's key. It
+// returns "" outside a guarded handler, and in a run without a key (a wrapper's unguarded
+// run).
+func StoredKey(ctx context.Context) string {
+	if l := leaseFrom(ctx); l != nil {
+		return l.key
+	}
+	k, _ := ctx.Value(storedKeyCtxKey{}).(string)
+	return k
+}
+
+type storedKeyCtxKey struct{}
+
+// withStoredKey returns the context of a handler that runs without a lease (fail-open),
+// carrying its stored key for [StoredKey].
+func withStoredKey(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, storedKeyCtxKey{}, key)
 }

@@ -275,8 +275,28 @@ func WithFailOpen(failOpen bool) Option {
 }
 
 // WithClock sets the time source and timers, for tests. Default: the system clock. Must not
-// be nil. A context deadline is compared with this clock's time, so a fake clock far from
-// wall time wants contexts whose deadlines are in its time too.
+// be nil.
+//
+// The guard has one timeline, this clock's: it reads a context's deadline as an instant of
+// it, since ctx.Deadline() does not say which clock it was meant for. The lease of a
+// handler with a deadline ends at the deadline plus [WithLeaseMargin] (capped by
+// [WithMaxLease]), and the time left before it, for the handler's context, [WithWait] and
+// the completion's retries, is the deadline less the clock's Now (package sqs, which holds
+// messages back near the deadline, reads it on the guard's clock too). A deadline from
+// context.WithTimeout is in wall time, so with a clock far from wall time:
+//
+//   - a clock behind wall time (fixed in the past) sees every deadline far ahead: every
+//     lease gets the cap, WithMaxLease plus the margin, and a duplicate's Retry-After is
+//     902 s with the defaults;
+//   - a clock ahead of wall time sees every deadline passed: every lease is the shortest,
+//     1 s.
+//
+// To test with deadlines, keep the clock on wall time's instant (start it at time.Now()
+// and move it forward) and give contexts deadlines in its time
+// (context.WithDeadline(ctx, clock.Now().Add(d))), or use contexts without a deadline,
+// whose leases [WithLease] sets on the clock alone. A context.WithDeadline in the past of
+// wall time has ended already, so a clock fixed far in the past takes contexts without
+// deadlines (or a context type whose Deadline reports the clock's time).
 func WithClock(c Clock) Option {
 	return func(cfg *config) error {
 		if c == nil {

@@ -2,8 +2,10 @@ package dynamo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemkit/idem"
@@ -21,13 +23,12 @@ const MaxAttached = 99
 // may carry its own condition, and if that fails the completion fails with
 // [idem.ErrConditionFailed] and the key is released.
 //
-// Attach returns an error outside a guarded handler and when more than [MaxAttached] items
-// are given; if several calls together attach more, the completion fails. It is safe for
-// concurrent use.
+// Attach returns an error outside a guarded handler, and, wrapping
+// [idemstore.ErrInvalidAttach], for items the completion could not commit (see
+// [Store.CheckAttached]): more than [MaxAttached] in all, over every call, or an item
+// without exactly one action or without its table. Nothing of a refused call is attached.
+// It is safe for concurrent use.
 func Attach(ctx context.Context, items ...types.TransactWriteItem) error {
-	if len(items) > MaxAttached {
-		return fmt.Errorf("dynamo: Attach: %d items, but at most %d fit one transaction with the completion", len(items), MaxAttached)
-	}
 	writes := make([]any, len(items))
 	for i := range items {
 		writes[i] = items[i]
@@ -35,26 +36,84 @@ func Attach(ctx context.Context, items ...types.TransactWriteItem) error {
 	return idem.Attach(ctx, writes...)
 }
 
+// CheckAttached implements [idemstore.AttachChecker], so that idem.Attach (and [Attach])
+// refuse at once what a completion could not commit: every attached write must be a
+// types.TransactWriteItem or a non-nil pointer to one, with exactly one action (Put,
+// Update, Delete or ConditionCheck) naming its table, and there may be at most
+// [MaxAttached] of them in all. Whether the items are otherwise valid (their keys, their
+// expressions) only DynamoDB says, when the completion is sent.
+func (s *Store) CheckAttached(attached []any) error {
+	if _, err := transactItems(nil, attached); err != nil {
+		return err
+	}
+	for i, a := range attached {
+		w, ok := a.(types.TransactWriteItem)
+		if !ok {
+			w = *a.(*types.TransactWriteItem)
+		}
+		if err := checkItem(w); err != nil {
+			return fmt.Errorf("dynamo: attached write %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
 // transactItems returns the completion followed by the attached writes, which must be
-// types.TransactWriteItem values (or pointers to them), as [Attach] adds them.
+// types.TransactWriteItem values or non-nil pointers to them, at most [MaxAttached]. A nil
+// completion only checks. The items themselves are DynamoDB's to judge when the
+// transaction is sent ([Store.CheckAttached] judges them earlier, at Attach).
 func transactItems(completion *types.Update, attached []any) ([]types.TransactWriteItem, error) {
 	if len(attached) > MaxAttached {
-		return nil, fmt.Errorf("dynamo: complete: %d attached writes, but at most %d fit one transaction with the completion", len(attached), MaxAttached)
+		return nil, fmt.Errorf("dynamo: %d attached writes, but at most %d fit one transaction with the completion", len(attached), MaxAttached)
 	}
-	items := make([]types.TransactWriteItem, 0, 1+len(attached))
-	items = append(items, types.TransactWriteItem{Update: completion})
+	var items []types.TransactWriteItem
+	if completion != nil {
+		items = make([]types.TransactWriteItem, 0, 1+len(attached))
+		items = append(items, types.TransactWriteItem{Update: completion})
+	}
 	for i, a := range attached {
-		switch w := a.(type) {
+		var w types.TransactWriteItem
+		switch v := a.(type) {
 		case types.TransactWriteItem:
-			items = append(items, w)
+			w = v
 		case *types.TransactWriteItem:
-			if w == nil {
-				return nil, fmt.Errorf("dynamo: complete: attached write %d is a nil *types.TransactWriteItem", i)
+			if v == nil {
+				return nil, fmt.Errorf("dynamo: attached write %d is a nil *types.TransactWriteItem", i)
 			}
-			items = append(items, *w)
+			w = *v
 		default:
-			return nil, fmt.Errorf("dynamo: complete: attached write %d is %T, want types.TransactWriteItem (use dynamo.Attach)", i, a)
+			return nil, fmt.Errorf("dynamo: attached write %d is %T, want types.TransactWriteItem (use dynamo.Attach)", i, a)
+		}
+		if completion != nil {
+			items = append(items, w)
 		}
 	}
 	return items, nil
+}
+
+// checkItem checks what DynamoDB would refuse the whole transaction for, and the SDK
+// before sending it: an item needs exactly one action, and the action its table.
+func checkItem(w types.TransactWriteItem) error {
+	var tables []*string
+	if w.Put != nil {
+		tables = append(tables, w.Put.TableName)
+	}
+	if w.Update != nil {
+		tables = append(tables, w.Update.TableName)
+	}
+	if w.Delete != nil {
+		tables = append(tables, w.Delete.TableName)
+	}
+	if w.ConditionCheck != nil {
+		tables = append(tables, w.ConditionCheck.TableName)
+	}
+	switch {
+	case len(tables) == 0:
+		return errors.New("no action: set one of Put, Update, Delete or ConditionCheck")
+	case len(tables) > 1:
+		return fmt.Errorf("%d actions: a types.TransactWriteItem holds exactly one of Put, Update, Delete or ConditionCheck", len(tables))
+	case aws.ToString(tables[0]) == "":
+		return errors.New("no TableName")
+	}
+	return nil
 }

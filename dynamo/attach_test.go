@@ -166,3 +166,58 @@ func TestAttachedWriteTooLarge(t *testing.T) {
 	assert.Equal(t, 2, runs)
 	assert.Equal(t, 1, l.balance(t, "acct"))
 }
+
+// TestAttachRefusesWhatTheStoreCannotCommit: idem.Attach and dynamo.Attach refuse at once,
+// naming the problem, a value the DynamoDB store could not commit: another type, a nil
+// pointer, an item without exactly one action or without its table, and a write past
+// DynamoDB's transaction limit counted over every call. Nothing of the refused call is
+// attached; the handler returns the error, and the key is released for the next request.
+func TestAttachRefusesWhatTheStoreCannotCommit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	l := newLedger(t, e.client)
+	ctx := context.Background()
+	g, err := idem.New(e.store, "test", idem.WithScope("attach-refused"))
+	require.NoError(t, err)
+	var nilItem *types.TransactWriteItem
+	full := make([]types.TransactWriteItem, dynamo.MaxAttached)
+	for i := range full {
+		full[i] = l.add(fmt.Sprint("full-", i), 1, false)
+	}
+	add := l.add("acct", 1, false)
+	for _, tc := range []struct {
+		name   string
+		attach func(ctx context.Context) error // the last call must be refused
+		named  string                          // what the error names
+	}{
+		{"MemStoreFunc", func(ctx context.Context) error { return idem.Attach(ctx, func() error { return nil }) }, "func() error"},
+		{"NilPointer", func(ctx context.Context) error { return idem.Attach(ctx, nilItem) }, "nil *types.TransactWriteItem"},
+		{"NoAction", func(ctx context.Context) error { return dynamo.Attach(ctx, types.TransactWriteItem{}) }, "no action"},
+		{"TwoActions", func(ctx context.Context) error {
+			w := add
+			w.Delete = &types.Delete{TableName: aws.String(l.table), Key: add.Update.Key}
+			return dynamo.Attach(ctx, w)
+		}, "2 actions"},
+		{"NoTable", func(ctx context.Context) error {
+			w := l.add("acct", 1, false)
+			w.Update.TableName = nil
+			return dynamo.Attach(ctx, w)
+		}, "TableName"},
+		{"PastTheLimitOverCalls", func(ctx context.Context) error {
+			require.NoError(t, dynamo.Attach(ctx, full...))
+			return dynamo.Attach(ctx, add)
+		}, fmt.Sprint(dynamo.MaxAttached)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := idem.Request{Key: tc.name}
+			_, _, err := idem.Do(ctx, g, req, func(ctx context.Context) (int, error) { return 0, tc.attach(ctx) })
+			require.ErrorIs(t, err, idemstore.ErrInvalidAttach, "refused by Attach")
+			assert.ErrorContains(t, err, tc.named)
+			v, replayed, err := idem.Do(ctx, g, req, func(context.Context) (int, error) { return 1, nil })
+			require.NoError(t, err, "the key was released")
+			assert.False(t, replayed)
+			assert.Equal(t, 1, v)
+		})
+	}
+	assert.Equal(t, 0, l.balance(t, "full-0"), "a refused handler's writes never commit")
+}

@@ -25,4 +25,8 @@ var (
 	// ErrIncompatibleRecord means a stored item cannot be read as a [Record]: an unknown
 	// schema version, status or encoding, or attributes of the wrong type.
 	ErrIncompatibleRecord = errors.New("idem: incompatible record")
+	// ErrInvalidAttach means idem.Attach was given a value the guard's store cannot commit
+	// with a completion: of a type it does not take, malformed, or beyond its limits (see
+	// [AttachChecker]). idem.Attach returns it at once; nothing of the call is attached.
+	ErrInvalidAttach = errors.New("idem: invalid attached write")
 )

@@ -61,6 +61,19 @@ type Store interface {
 	SetCheckpoint(ctx context.Context, key, token, checkpoint string) error
 }
 
+// AttachChecker is an optional extension of [Store] for stores that take writes attached
+// to a completion (idem.Attach). idem.Attach calls CheckAttached with every write attached
+// to the completion so far, the new ones last, and attaches nothing of the call if it
+// returns an error: a value the store could not commit is refused at once, in the handler,
+// rather than failing the completion after the handler's work is done. The error should
+// name the offending value's type (and its position); idem.Attach wraps it with
+// [ErrInvalidAttach]. CheckAttached is called with the lease's lock held: it must not block
+// or do I/O, and must not keep attached. A store without it takes any value at Attach and
+// judges it in [Store.Complete].
+type AttachChecker interface {
+	CheckAttached(attached []any) error
+}
+
 // ReleasedToken is the lease token a store writes into a record that [Store.Release] keeps
 // for its checkpoint: not token, so that every write conditional on the releasing owner's
 // token fails from then on, and recognisable in the table by its "released:" prefix.

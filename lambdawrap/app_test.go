@@ -3,8 +3,11 @@ package lambdawrap_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -25,6 +28,9 @@ type app struct {
 	started chan struct{} // when non-nil, each run announces itself on it
 	release chan struct{} // when non-nil, held runs wait for it (or for their context)
 	hold    int64         // the runs held: the first hold runs, or all when 0
+	// checkpoint makes each run record a checkpoint before answering, and return the
+	// error of a failed one, as a handler that checkpoints its progress does.
+	checkpoint bool
 }
 
 var errHandler = errors.New("app: handler failed")
@@ -51,6 +57,11 @@ func (a *app) serve(ctx context.Context, path, body string, b64 bool) (result, e
 	}
 	if a.fail.Load() {
 		return result{}, errHandler
+	}
+	if a.checkpoint {
+		if err := idem.Checkpoint(ctx, "charged"); err != nil {
+			return result{}, err
+		}
 	}
 	status := int(a.status.Load())
 	if status == 0 {
@@ -129,7 +140,8 @@ func (i invoker) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
 }
 
 // handler decorates the app for kind k and returns it as the Lambda runtime would run it.
-func (a *app) handler(t testing.TB, k kind, g *idem.Guard, opts ...lambdawrap.Option) lambda.Handler {
+// ALB requests are scoped by albTenant.
+func (a *app) handler(t testing.TB, k kind, g *idem.Guard, opts ...lambdawrap.HTTPOption) lambda.Handler {
 	t.Helper()
 	var (
 		h   any
@@ -137,14 +149,54 @@ func (a *app) handler(t testing.TB, k kind, g *idem.Guard, opts ...lambdawrap.Op
 	)
 	switch k {
 	case kindREST:
-		h, err = lambdawrap.REST(g, a.rest, opts...)
+		h, err = lambdawrap.REST(g, a.rest, asOptions[lambdawrap.RESTOption](opts)...)
 	case kindHTTPAPI:
-		h, err = lambdawrap.HTTPAPI(g, a.httpAPI, opts...)
+		h, err = lambdawrap.HTTPAPI(g, a.httpAPI, asOptions[lambdawrap.HTTPAPIOption](opts)...)
 	case kindFunctionURL:
-		h, err = lambdawrap.FunctionURL(g, a.functionURL, opts...)
+		h, err = lambdawrap.FunctionURL(g, a.functionURL, asOptions[lambdawrap.FunctionURLOption](opts)...)
 	case kindALB:
-		h, err = lambdawrap.ALB(g, a.alb, append([]lambdawrap.Option{lambdawrap.WithTenant(albTenant)}, opts...)...)
+		h, err = lambdawrap.ALB(g, a.alb, append([]lambdawrap.ALBOption{lambdawrap.WithTenant(albTenant)},
+			asOptions[lambdawrap.ALBOption](opts)...)...)
 	}
 	require.NoError(t, err)
 	return invoker{h: h}
+}
+
+// asOptions converts HTTP options, which every HTTP decorator takes, to the option type of
+// one decorator, for a variadic call.
+func asOptions[O any](opts []lambdawrap.HTTPOption) []O {
+	out := make([]O, len(opts))
+	for i, o := range opts {
+		out[i] = any(o).(O) // an HTTPOption is every decorator's option
+	}
+	return out
+}
+
+// logRecords collects what a slog.Logger writes, as JSON objects.
+type logRecords struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logRecords) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logRecords) logger() *slog.Logger { return slog.New(slog.NewJSONHandler(l, nil)) }
+
+// levels returns the level of every record written.
+func (l *logRecords) levels(t testing.TB) []string {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	d := json.NewDecoder(bytes.NewReader(l.buf.Bytes()))
+	for d.More() {
+		var rec map[string]any
+		require.NoError(t, d.Decode(&rec))
+		out = append(out, fmt.Sprint(rec[slog.LevelKey]))
+	}
+	return out
 }

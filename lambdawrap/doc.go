@@ -1,8 +1,8 @@
 // Package lambdawrap makes AWS Lambda handlers idempotent with one decorator around the
 // handler already passed to lambda.Start: [Wrap] for any event type, and [HTTPAPI], [REST],
 // [FunctionURL] and [ALB] for HTTP requests through API Gateway, function URLs and load
-// balancers. [LocalHandler] serves an HTTP API handler on localhost for development and
-// tests.
+// balancers. [LocalHandler] serves an HTTP API, REST API or load balancer handler on
+// localhost for development and tests.
 //
 // # Mental model
 //
@@ -21,7 +21,7 @@
 // Following the IETF draft "The Idempotency-Key HTTP Header Field":
 //
 //	situation                                              response
-//	guarded method (POST, PATCH; see WithMethods), no key  400, or unguarded if not WithKeyRequired
+//	guarded method (POST, PATCH; see WithMethods), no key  400, or unguarded (and reported) if not WithKeyRequired
 //	key empty, over 255 characters, not printable ASCII,   400
 //	  or two different values for the header
 //	same key, request in flight                            409 with Retry-After (seconds)
@@ -29,6 +29,7 @@
 //	same key, completed                                    the stored response + Idempotent-Replayed: true
 //	handler returns 5xx, 409, 429 (see WithCacheable)      that response; nothing stored, key released
 //	handler returns an error                               the error, to Lambda; nothing stored
+//	handler returns idem's lost lease or store failure     409 or 503 with Retry-After, as elsewhere; key released
 //	store unavailable before the handler ran               503 with Retry-After; the handler did not run
 //	handler ran, store committed nothing of its outcome    503 with Retry-After; key released, a retry runs again
 //	handler ran, store failed to record its outcome        the handler's response, logged at ERROR (see below)
@@ -41,8 +42,8 @@
 // writes attached to it committed), the key was released and a retry runs the handler
 // again: 503 [ProblemNotCommitted]. If the completion failed otherwise, the handler's
 // effects happened but the store may not say so: the client gets the handler's own
-// response, since a 503 would claim that nothing ran, and the failure is logged at ERROR
-// ([WithLogger]). Until the lease ends a retry gets 409; after it, a retry may run the
+// response, since a 503 would claim that nothing ran, and the guard logs the failure at
+// ERROR. Until the lease ends a retry gets 409; after it, a retry may run the
 // handler again. The exception is a handler that attached its writes to the completion
 // ([idem.Attach]): when the store fails and the record cannot be read back, those writes
 // may not have committed, so the handler's response (an order id, say) may describe
@@ -54,6 +55,24 @@
 // repeated header's values with commas, so a bare key containing a comma reads as two
 // values and is refused; quote it. Errors are RFC 9457 problem details
 // (application/problem+json) whose type is one of the Problem constants.
+//
+// A handler that meets an error of idem itself may simply return it: when
+// [idem.Checkpoint] finds its lease lost or the store failing, the error it returns is
+// answered as the same error is anywhere else, 409 [ProblemLeaseLost] or 503
+// [ProblemStoreUnavailable] with Retry-After, and the key is released.
+//
+// The decorators log and report through their guard: its logger (idem.WithLogger) gets
+// what is answered rather than returned to Lambda (a failing store, a response that cannot
+// be replayed, a run without a key), and its hooks (idem.WithHooks) get, besides the
+// guard's own events, OnUnguarded for every run without a key.
+//
+// # Options
+//
+// An [HTTPOption] ([WithKeyRequired], [WithMethods], [WithCacheable], [WithHeader]) says
+// how a request is guarded whatever its shape, and every HTTP decorator takes it. An
+// [Option] ([WithTenant], [WithFingerprint], [WithFingerprintJMESPath]) reads the event,
+// so its type names the event type: [Wrap] and each HTTP decorator take only the options
+// of their own event type. A wrong option is a compile error, not a failure at start-up.
 //
 // The key is scoped by the caller's identity when the event carries one ([TenantREST],
 // [TenantHTTPAPI], [TenantFunctionURL]), so the same key from two tenants is two records

@@ -10,37 +10,117 @@ import (
 
 // HTTPAPI makes an API Gateway HTTP API (payload format 2.0) handler idempotent, with the
 // semantics of the package documentation. Requests are scoped by the caller's JWT sub, Lambda
-// authorizer principal or IAM identity ([TenantHTTPAPI]). It returns an error if g or h is
-// nil or an option is invalid. The returned handler is safe for concurrent use.
-func HTTPAPI(g *idem.Guard, h func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error), opts ...Option) (func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error), error) {
-	return decorate(g, h, httpAPIShape(), opts)
+// authorizer principal or IAM identity ([TenantHTTPAPI]). It takes [HTTPOption] values and
+// the [Option] values of its event type. It logs and reports through the guard (see
+// idem.WithLogger and idem.WithHooks). It returns an error if g or h is nil or an option is
+// invalid. The returned handler is safe for concurrent use.
+func HTTPAPI(g *idem.Guard, h func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error), opts ...HTTPAPIOption) (func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error), error) {
+	return decorate(g, h, httpAPIShape(), opts, HTTPAPIOption.applyHTTPAPI)
 }
 
 // REST makes an API Gateway REST API (Lambda proxy integration) handler idempotent, with
 // the semantics of the package documentation. Requests are scoped by the caller's authorizer
-// principal, Cognito sub, IAM identity or API key ([TenantREST]). It returns an error if g
-// or h is nil or an option is invalid. The returned handler is safe for concurrent use.
-func REST(g *idem.Guard, h func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error), opts ...Option) (func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error), error) {
-	return decorate(g, h, restShape(), opts)
+// principal, Cognito sub, IAM identity or API key ([TenantREST]). It takes [HTTPOption]
+// values and the [Option] values of its event type. It logs and reports through the guard.
+// It returns an error if g or h is nil or an option is invalid. The returned handler is
+// safe for concurrent use.
+func REST(g *idem.Guard, h func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error), opts ...RESTOption) (func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error), error) {
+	return decorate(g, h, restShape(), opts, RESTOption.applyREST)
 }
 
 // FunctionURL makes a Lambda function URL handler (buffered invoke mode) idempotent, with
 // the semantics of the package documentation. Requests are scoped by the caller's IAM
-// identity when the URL uses IAM auth ([TenantFunctionURL]). It returns an error if g or h
-// is nil or an option is invalid. The returned handler is safe for concurrent use.
-func FunctionURL(g *idem.Guard, h func(context.Context, events.LambdaFunctionURLRequest) (events.LambdaFunctionURLResponse, error), opts ...Option) (func(context.Context, events.LambdaFunctionURLRequest) (events.LambdaFunctionURLResponse, error), error) {
-	return decorate(g, h, functionURLShape(), opts)
+// identity when the URL uses IAM auth ([TenantFunctionURL]). It takes [HTTPOption] values
+// and the [Option] values of its event type. It logs and reports through the guard. It
+// returns an error if g or h is nil or an option is invalid. The returned handler is safe
+// for concurrent use.
+func FunctionURL(g *idem.Guard, h func(context.Context, events.LambdaFunctionURLRequest) (events.LambdaFunctionURLResponse, error), opts ...FunctionURLOption) (func(context.Context, events.LambdaFunctionURLRequest) (events.LambdaFunctionURLResponse, error), error) {
+	return decorate(g, h, functionURLShape(), opts, FunctionURLOption.applyFunctionURL)
 }
 
 // ALB makes an Application Load Balancer target group handler idempotent, with the
 // semantics of the package documentation, with or without multi-value headers. An ALB event
 // carries no verified caller identity, so requests are not scoped by tenant unless
 // [WithTenant] says how (for example from the x-amzn-oidc-identity header, when the listener
-// authenticates users). It returns an error if g or h is nil or an option is invalid. The
-// returned handler is safe for concurrent use.
-func ALB(g *idem.Guard, h func(context.Context, events.ALBTargetGroupRequest) (events.ALBTargetGroupResponse, error), opts ...Option) (func(context.Context, events.ALBTargetGroupRequest) (events.ALBTargetGroupResponse, error), error) {
-	return decorate(g, h, albShape(), opts)
+// authenticates users). It takes [HTTPOption] values and the [Option] values of its event
+// type. It logs and reports through the guard. It returns an error if g or h is nil or an
+// option is invalid. The returned handler is safe for concurrent use.
+func ALB(g *idem.Guard, h func(context.Context, events.ALBTargetGroupRequest) (events.ALBTargetGroupResponse, error), opts ...ALBOption) (func(context.Context, events.ALBTargetGroupRequest) (events.ALBTargetGroupResponse, error), error) {
+	return decorate(g, h, albShape(), opts, ALBOption.applyALB)
 }
+
+// shape converts one event type and its response type to and from the shared form.
+type shape[In, Out any] struct {
+	name     string
+	request  func(*In) httpRequest
+	tenant   func(In) string
+	toHTTP   func(*Out) httpResponse
+	fromHTTP func(*httpResponse) Out
+}
+
+// httpWrapper adapts the handler of one event shape to the [httpGuard].
+type httpWrapper[In, Out any] struct {
+	guard       httpGuard
+	h           func(context.Context, In) (Out, error)
+	s           shape[In, Out]
+	tenant      func(In) string
+	fingerprint func(In) ([]byte, error) // nil: the request's default fingerprint
+}
+
+func decorate[In, Out, O any](g *idem.Guard, h func(context.Context, In) (Out, error), s shape[In, Out], opts []O,
+	set func(O, *httpConfig[In]) error) (func(context.Context, In) (Out, error), error) {
+	if g == nil || h == nil {
+		return nil, optErr(s.name, "guard and handler must not be nil")
+	}
+	c := httpConfig[In]{http: defaultHTTPSettings()}
+	if err := apply(&c, opts, set); err != nil {
+		return nil, err
+	}
+	w := &httpWrapper[In, Out]{guard: httpGuard{g: g, s: c.http}, h: h, s: s, tenant: s.tenant, fingerprint: c.event.fingerprint}
+	if c.event.tenant != nil {
+		w.tenant = c.event.tenant
+	}
+	return w.handle, nil
+}
+
+// handle implements the semantics table of the package documentation.
+func (w *httpWrapper[In, Out]) handle(ctx context.Context, in In) (Out, error) {
+	req := w.s.request(&in)
+	key, v, resp := w.guard.admit(ctx, &req)
+	if v == bypassed {
+		return w.h(ctx, in)
+	}
+	if v == answered {
+		return w.reply(resp)
+	}
+	r := idem.Request{Key: key, Tenant: w.tenant(in)}
+	var err error
+	if w.fingerprint != nil {
+		r.Fingerprint, err = w.fingerprint(in)
+	} else {
+		r.Fingerprint, err = req.fingerprint()
+	}
+	var first Out // exactly what the handler returned
+	v, resp, err = w.guard.run(ctx, &req, r, err, func(ctx context.Context) (httpResponse, error) {
+		out, err := w.h(ctx, in)
+		if err != nil {
+			return httpResponse{}, err
+		}
+		first = out
+		return w.s.toHTTP(&out), nil
+	})
+	switch v {
+	case ran:
+		return first, nil
+	case answered:
+		return w.reply(resp)
+	}
+	var zero Out
+	return zero, err
+}
+
+// reply answers with r, converted to the event's response type.
+func (w *httpWrapper[In, Out]) reply(r httpResponse) (Out, error) { return w.s.fromHTTP(&r), nil }
 
 func httpAPIShape() shape[events.APIGatewayV2HTTPRequest, events.APIGatewayV2HTTPResponse] {
 	return shape[events.APIGatewayV2HTTPRequest, events.APIGatewayV2HTTPResponse]{

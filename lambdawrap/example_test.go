@@ -3,6 +3,7 @@ package lambdawrap_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -266,6 +267,37 @@ func ExampleLocalHandler() {
 	// 201 {"order_id":"ord-1"} replayed: true
 }
 
+// A REST API function (or a load balancer's) runs locally the same way: the adapter sends
+// it the event its integration would.
+func ExampleLocalHandler_rest() {
+	runs := 0
+	handler, err := lambdawrap.REST(newExampleGuard(), func(_ context.Context, e events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
+		runs++
+		return events.APIGatewayProxyResponse{StatusCode: http.StatusAccepted, Body: e.HTTPMethod + " " + e.Path}, nil
+	})
+	if err != nil {
+		panic(err)
+	}
+	srv := httptest.NewServer(lambdawrap.LocalHandler(handler))
+	defer srv.Close()
+	for range 2 {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/jobs", strings.NewReader(`{"job":"resize"}`))
+		req.Header.Set("Idempotency-Key", "job-7")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			panic(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		fmt.Println(resp.StatusCode, string(body), "replayed:", resp.Header.Get("Idempotent-Replayed") == "true")
+	}
+	fmt.Println("runs:", runs)
+	// Output:
+	// 202 POST /jobs replayed: false
+	// 202 POST /jobs replayed: true
+	// runs: 1
+}
+
 // Without a required key, requests that carry none run unguarded.
 func ExampleWithKeyRequired() {
 	api := &ordersAPI{}
@@ -375,7 +407,7 @@ func ExampleWithFingerprintJMESPath() {
 	handler, _ := lambdawrap.Wrap(newExampleGuard(),
 		func(_ context.Context, c charge) (string, error) { return "charged " + c.ID, nil },
 		func(c charge) (string, error) { return c.ID, nil },
-		lambdawrap.WithFingerprintJMESPath("amount"))
+		lambdawrap.WithFingerprintJMESPath[charge]("amount"))
 	_, err := handler(context.Background(), charge{ID: "ch-1", Amount: 100})
 	fmt.Println(err)
 	_, err = handler(context.Background(), charge{ID: "ch-1", Amount: 200})
@@ -385,8 +417,9 @@ func ExampleWithFingerprintJMESPath() {
 	// idem: idempotency key reused with a different request
 }
 
-// Store failures become 503 answers, which Lambda does not log; a logger records them.
-func ExampleWithLogger() {
+// The decorators log through the guard's logger: store failures become 503 answers,
+// which Lambda does not log, so the guard's logger records them.
+func Example_logging() {
 	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
 		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
 			if a.Key == slog.TimeKey {
@@ -395,14 +428,79 @@ func ExampleWithLogger() {
 			return a
 		},
 	}))
-	guard, _ := idem.New(failingStore{}, "create-order")
+	guard, _ := idem.New(failingStore{}, "create-order", idem.WithLogger(logger))
 	api := &ordersAPI{}
-	handler, _ := lambdawrap.HTTPAPI(guard, api.createOrder, lambdawrap.WithLogger(logger))
+	handler, _ := lambdawrap.HTTPAPI(guard, api.createOrder)
 	resp, _ := handler(context.Background(), orderRequest("k-1", `{}`))
 	fmt.Println(resp.StatusCode, resp.Headers["Retry-After"])
 	// Output:
 	// level=ERROR msg="lambdawrap: idempotency store failed" error="idem: store: claim: store: connection refused"
 	// 503 1
+}
+
+// An optional key lets events without one run unguarded, as the Powertools utilities do
+// by default. Each such run is reported through the guard's OnUnguarded hook (and logged
+// at WARN), so a key that is never found does not go unnoticed.
+func ExampleOptionalKey() {
+	type webhook struct {
+		DeliveryID string `json:"delivery_id"`
+	}
+	key, err := lambdawrap.KeyFromJMESPath[webhook]("delivery_id")
+	if err != nil {
+		panic(err)
+	}
+	guard, err := idem.New(memstore.New(), "webhook", idem.WithHooks(idem.Hooks{
+		OnUnguarded: func(_ context.Context, e idem.Event) {
+			fmt.Println("unguarded:", errors.Is(e.Err, idem.ErrMissingKey))
+		},
+	}))
+	if err != nil {
+		panic(err)
+	}
+	runs := 0
+	handle := func(context.Context, webhook) (int, error) { runs++; return runs, nil }
+	handler, err := lambdawrap.Wrap(guard, handle, lambdawrap.OptionalKey(key))
+	if err != nil {
+		panic(err)
+	}
+	for _, delivery := range []string{"d-1", "d-1", "", ""} {
+		run, err := handler(context.Background(), webhook{DeliveryID: delivery})
+		fmt.Println(run, err)
+	}
+	// Output:
+	// 1 <nil>
+	// 1 <nil>
+	// unguarded: true
+	// 2 <nil>
+	// unguarded: true
+	// 3 <nil>
+}
+
+// An Option reads the event, so its type names the event, and a decorator takes only the
+// options of its own event type: handing ALB a tenant function of API Gateway events, or
+// Wrap an HTTPOption such as WithMethods, does not compile. HTTP options go to any HTTP
+// decorator.
+func ExampleOption() {
+	tenant := func(e events.ALBTargetGroupRequest) string { return e.Headers["x-amzn-oidc-identity"] }
+	handler, err := lambdawrap.ALB(newExampleGuard(),
+		func(context.Context, events.ALBTargetGroupRequest) (events.ALBTargetGroupResponse, error) {
+			return events.ALBTargetGroupResponse{StatusCode: http.StatusCreated}, nil
+		},
+		lambdawrap.WithTenant(tenant),              // an Option[events.ALBTargetGroupRequest]
+		lambdawrap.WithMethods(http.MethodPut),     // an HTTPOption
+		lambdawrap.WithHeader("X-Idempotency-Key"), // an HTTPOption
+	)
+	// lambdawrap.ALB(guard, h, lambdawrap.WithTenant(lambdawrap.TenantREST)) does not compile:
+	// Option[events.APIGatewayProxyRequest] does not implement ALBOption.
+	fmt.Println(err)
+	resp, _ := handler(context.Background(), events.ALBTargetGroupRequest{
+		HTTPMethod: http.MethodPut,
+		Headers:    map[string]string{"x-idempotency-key": "k-1", "x-amzn-oidc-identity": "alice"},
+	})
+	fmt.Println(resp.StatusCode)
+	// Output:
+	// <nil>
+	// 201
 }
 
 func ExampleTenantHTTPAPI() {

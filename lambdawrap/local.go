@@ -17,123 +17,134 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 )
 
-// Limits of the local adapter, as API Gateway HTTP APIs have them.
+// Limits of the local adapter, as API Gateway has them.
 const (
 	// LocalTimeout is the deadline [LocalHandler] gives each invocation: API Gateway's
-	// integration timeout.
+	// integration timeout. Load balancer targets get it too.
 	LocalTimeout = 29 * time.Second
 	// LocalMaxBody is the largest request body [LocalHandler] accepts, in bytes: API
-	// Gateway's payload limit. A larger one gets 413.
+	// Gateway's payload limit. A larger one gets 413. (A load balancer allows its Lambda
+	// targets less, 1 MB, which the adapter does not enforce.)
 	LocalMaxBody = 10 << 20
 )
 
-// LocalHandler serves an API Gateway HTTP API handler (payload format 2.0) over plain HTTP,
-// so a function can run on localhost and be tested with any HTTP client. It turns each
-// request into the event API Gateway would send, calls h with a context that ends after
-// [LocalTimeout] and carries a request id (see lambdacontext), and writes h's response back.
-//
-// The event has lower-case header names with repeated headers joined by commas, cookies in
-// Cookies rather than a header, the raw path and query string, and a body that is base64
-// encoded unless its Content-Type is text, JSON, XML or a form. When h fails the client gets
-// 500 {"message":"Internal Server Error"} (503 after the deadline), as from API Gateway.
-// It is safe for concurrent use as long as h is.
-func LocalHandler(h func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error)) http.Handler {
-	return localHandler(h)
+// LocalFunc is the type of a handler [LocalHandler] serves: an API Gateway HTTP API
+// (payload format 2.0), API Gateway REST API (Lambda proxy integration) or load balancer
+// handler, as [HTTPAPI], [REST] and [ALB] return them.
+type LocalFunc interface {
+	func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) |
+		func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) |
+		func(context.Context, events.ALBTargetGroupRequest) (events.ALBTargetGroupResponse, error)
 }
 
-type localHandler func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error)
+// LocalHandler serves a Lambda HTTP handler over plain HTTP, so a function can run on
+// localhost and be tested with any HTTP client. It turns each request into the event its
+// integration would send, calls h with a context that ends after [LocalTimeout] and
+// carries a request id (see lambdacontext), and writes h's response back as the
+// integration would. The event has the raw path and query string, and a body that is
+// base64 encoded unless its Content-Type is text, JSON, XML or a form; besides:
+//
+//   - HTTP API: lower-case header names with repeated headers joined by commas, and cookies
+//     in Cookies rather than a header. When h fails the client gets 500
+//     {"message":"Internal Server Error"} (503 after the deadline).
+//   - REST API: the event of a proxy resource, /{proxy+}, with headers and query
+//     parameters in both the single-value maps (the last value) and the multi-value ones.
+//     When h fails, or answers without a status, the client gets 502 {"message": "Internal
+//     server error"} (504 after the deadline).
+//   - Load balancer: the event of a target group without multi-value headers: lower-case
+//     header names, the last value of a repeated header or query parameter, the query
+//     string as sent, and the target group's ARN. When h fails, or answers without a
+//     status, the client gets the balancer's 502 page (504 after the deadline).
+//
+// It is safe for concurrent use as long as h is.
+func LocalHandler[H LocalFunc](h H) http.Handler {
+	switch h := any(h).(type) {
+	case func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error):
+		return localHandler[events.APIGatewayV2HTTPRequest, events.APIGatewayV2HTTPResponse]{h: h, i: httpAPILocal}
+	case func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error):
+		return localHandler[events.APIGatewayProxyRequest, events.APIGatewayProxyResponse]{h: h, i: restLocal}
+	case func(context.Context, events.ALBTargetGroupRequest) (events.ALBTargetGroupResponse, error):
+		return localHandler[events.ALBTargetGroupRequest, events.ALBTargetGroupResponse]{h: h, i: albLocal}
+	}
+	panic("lambdawrap: LocalHandler: unreachable: LocalFunc admits no other type")
+}
 
-func (h localHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// integration is what the local adapter knows of one way of invoking a function: the
+// event it sends for a request, how it writes the function's response, and what it
+// answers when the function fails.
+type integration[In, Out any] struct {
+	event func(r *http.Request, body []byte, id string, now time.Time) In
+	write func(w http.ResponseWriter, resp *Out)
+	fail  func(w http.ResponseWriter, timedOut bool)
+}
+
+type localHandler[In, Out any] struct {
+	h func(context.Context, In) (Out, error)
+	i integration[In, Out]
+}
+
+func (l localHandler[In, Out]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, LocalMaxBody))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			writeMessage(w, http.StatusRequestEntityTooLarge)
+			writeMessage(w, http.StatusRequestEntityTooLarge, "application/json", `{"message":"Request Entity Too Large"}`)
 			return
 		}
-		writeMessage(w, http.StatusBadRequest)
+		writeMessage(w, http.StatusBadRequest, "application/json", `{"message":"Bad Request"}`)
 		return
 	}
 	id := requestID()
-	ev := localEvent(r, body, id, time.Now())
+	ev := l.i.event(r, body, id, time.Now())
 
 	ctx, cancel := context.WithTimeout(r.Context(), LocalTimeout)
 	defer cancel()
 	ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: id})
-	resp, err := h(ctx, ev)
+	resp, err := l.h(ctx, ev)
 	if err != nil {
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			writeMessage(w, http.StatusServiceUnavailable)
-			return
-		}
-		writeMessage(w, http.StatusInternalServerError)
+		l.i.fail(w, errors.Is(ctx.Err(), context.DeadlineExceeded))
 		return
 	}
-	writeResponse(w, &resp)
+	l.i.write(w, &resp)
 }
 
-// localEvent builds the HTTP API event for r.
-func localEvent(r *http.Request, body []byte, id string, now time.Time) events.APIGatewayV2HTTPRequest {
-	headers := make(map[string]string, len(r.Header)+1)
-	for name, values := range r.Header {
-		name = strings.ToLower(name)
-		if name == "cookie" {
-			continue
+// writeBody writes a response's status and body, decoding the body from base64 when
+// flagged; a body that does not decode fails the response with fail. setHeaders sets the
+// headers. Nothing sets a Content-Type the function did not: the integrations do not sniff.
+func writeBody(w http.ResponseWriter, status int, body string, b64 bool, setHeaders func(http.Header), fail func()) {
+	b := []byte(body)
+	if b64 {
+		d, err := base64.StdEncoding.DecodeString(body)
+		if err != nil {
+			fail()
+			return
 		}
-		headers[name] = strings.Join(values, ",")
+		b = d
 	}
-	headers["host"] = r.Host
-	var cookies []string
-	for _, c := range r.Cookies() {
-		cookies = append(cookies, c.String())
+	h := w.Header()
+	h["Content-Type"] = nil
+	setHeaders(h)
+	w.WriteHeader(status)
+	_, _ = w.Write(b) // the client may be gone; nothing left to tell it
+}
+
+// writeMessage writes an integration's own error answer.
+func writeMessage(w http.ResponseWriter, status int, contentType, body string) {
+	w.Header().Set("Content-Type", contentType)
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, body)
+}
+
+// requestBody returns the event's body and whether it is base64 encoded: text, JSON, XML
+// and forms reach the function as they are, anything else in base64.
+func requestBody(r *http.Request, body []byte) (string, bool) {
+	if len(body) == 0 {
+		return "", false
 	}
-	var query map[string]string
-	if q := r.URL.Query(); len(q) > 0 {
-		query = make(map[string]string, len(q))
-		for k, vs := range q {
-			query[k] = strings.Join(vs, ",")
-		}
+	if isText(r.Header.Get("Content-Type")) {
+		return string(body), false
 	}
-	sourceIP, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		sourceIP = r.RemoteAddr
-	}
-	ev := events.APIGatewayV2HTTPRequest{
-		Version:               "2.0",
-		RouteKey:              "$default",
-		RawPath:               r.URL.EscapedPath(),
-		RawQueryString:        r.URL.RawQuery,
-		Cookies:               cookies,
-		Headers:               headers,
-		QueryStringParameters: query,
-		RequestContext: events.APIGatewayV2HTTPRequestContext{
-			RouteKey:     "$default",
-			AccountID:    "000000000000",
-			Stage:        "$default",
-			RequestID:    id,
-			APIID:        "local",
-			DomainName:   r.Host,
-			DomainPrefix: strings.SplitN(r.Host, ".", 2)[0],
-			Time:         now.UTC().Format("02/Jan/2006:15:04:05 -0700"),
-			TimeEpoch:    now.UnixMilli(),
-			HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{
-				Method:    r.Method,
-				Path:      r.URL.Path,
-				Protocol:  r.Proto,
-				SourceIP:  sourceIP,
-				UserAgent: r.UserAgent(),
-			},
-		},
-	}
-	if len(body) > 0 {
-		if isText(r.Header.Get("Content-Type")) {
-			ev.Body = string(body)
-		} else {
-			ev.Body = base64.StdEncoding.EncodeToString(body)
-			ev.IsBase64Encoded = true
-		}
-	}
-	return ev
+	return base64.StdEncoding.EncodeToString(body), true
 }
 
 // isText reports whether a body of this media type reaches the function as text.
@@ -152,44 +163,13 @@ func isText(contentType string) bool {
 	return false
 }
 
-// writeResponse writes the handler's response as API Gateway would.
-func writeResponse(w http.ResponseWriter, resp *events.APIGatewayV2HTTPResponse) {
-	body := []byte(resp.Body)
-	if resp.IsBase64Encoded {
-		b, err := base64.StdEncoding.DecodeString(resp.Body)
-		if err != nil {
-			writeMessage(w, http.StatusInternalServerError)
-			return
-		}
-		body = b
+// sourceIP returns the client's address without its port.
+func sourceIP(r *http.Request) string {
+	ip, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
 	}
-	h := w.Header()
-	// No Content-Type unless the handler set one: API Gateway does not sniff.
-	h["Content-Type"] = nil
-	for k, v := range resp.Headers {
-		h.Set(k, v)
-	}
-	for k, vs := range resp.MultiValueHeaders {
-		for _, v := range vs {
-			h.Add(k, v)
-		}
-	}
-	for _, c := range resp.Cookies {
-		h.Add("Set-Cookie", c)
-	}
-	status := resp.StatusCode
-	if status == 0 {
-		status = http.StatusOK
-	}
-	w.WriteHeader(status)
-	_, _ = w.Write(body) // the client may be gone; nothing left to tell it
-}
-
-// writeMessage writes API Gateway's own JSON error body for status.
-func writeMessage(w http.ResponseWriter, status int) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = io.WriteString(w, `{"message":"`+http.StatusText(status)+`"}`)
+	return ip
 }
 
 func requestID() string {

@@ -8,13 +8,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -132,63 +129,6 @@ func TestLocalHandlerConcurrent(t *testing.T) {
 	assert.Equal(t, int64(1), a.runs.Load())
 }
 
-// TestLocalHandlerEvent checks the event the adapter builds, as API Gateway would.
-func TestLocalHandlerEvent(t *testing.T) {
-	t.Parallel()
-	var (
-		got      events.APIGatewayV2HTTPRequest
-		deadline time.Duration
-		lc       *lambdacontext.LambdaContext
-	)
-	srv := httptest.NewServer(lambdawrap.LocalHandler(func(ctx context.Context, e events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-		got = e
-		dl, _ := ctx.Deadline()
-		deadline = time.Until(dl)
-		lc, _ = lambdacontext.FromContext(ctx)
-		return events.APIGatewayV2HTTPResponse{StatusCode: 204, MultiValueHeaders: map[string][]string{"X-Multi": {"a", "b"}}}, nil
-	}))
-	t.Cleanup(srv.Close)
-
-	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, srv.URL+"/a%20b/c?x=1&x=2&y=z", strings.NewReader(`{"a":1}`))
-	require.NoError(t, err)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", "ev-1")
-	req.Header.Add("X-Repeated", "one")
-	req.Header.Add("X-Repeated", "two")
-	req.AddCookie(&http.Cookie{Name: "theme", Value: "dark"})
-	req.AddCookie(&http.Cookie{Name: "cart", Value: "c1"})
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	require.NoError(t, resp.Body.Close())
-	assert.Equal(t, http.StatusNoContent, resp.StatusCode)
-	assert.Equal(t, []string{"a", "b"}, resp.Header.Values("X-Multi"))
-	assert.Empty(t, resp.Header.Get("Content-Type"), "no sniffed content type")
-
-	assert.Equal(t, "2.0", got.Version)
-	assert.Equal(t, "/a%20b/c", got.RawPath)
-	assert.Equal(t, "x=1&x=2&y=z", got.RawQueryString)
-	assert.Equal(t, map[string]string{"x": "1,2", "y": "z"}, got.QueryStringParameters)
-	assert.Equal(t, []string{"theme=dark", "cart=c1"}, got.Cookies)
-	assert.Equal(t, "ev-1", got.Headers["idempotency-key"])
-	assert.Equal(t, "one,two", got.Headers["x-repeated"])
-	assert.Equal(t, "application/json", got.Headers["content-type"])
-	assert.NotContains(t, got.Headers, "cookie")
-	assert.Equal(t, strings.TrimPrefix(srv.URL, "http://"), got.Headers["host"])
-	for k := range got.Headers {
-		assert.Equal(t, strings.ToLower(k), k)
-	}
-	assert.Equal(t, `{"a":1}`, got.Body)
-	assert.False(t, got.IsBase64Encoded)
-	assert.Equal(t, http.MethodPost, got.RequestContext.HTTP.Method)
-	assert.Equal(t, "/a b/c", got.RequestContext.HTTP.Path)
-	assert.Equal(t, "127.0.0.1", got.RequestContext.HTTP.SourceIP)
-	assert.Equal(t, "HTTP/1.1", got.RequestContext.HTTP.Protocol)
-	assert.NotEmpty(t, got.RequestContext.RequestID)
-	require.NotNil(t, lc)
-	assert.Equal(t, got.RequestContext.RequestID, lc.AwsRequestID)
-	assert.InDelta(t, lambdawrap.LocalTimeout.Seconds(), deadline.Seconds(), 5)
-}
-
 func TestLocalHandlerErrors(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -219,6 +159,75 @@ func TestLocalHandlerErrors(t *testing.T) {
 			resp, body := do(t, http.MethodPost, srv.URL+"/", "", "application/octet-stream", tc.body)
 			assert.Equal(t, tc.status, resp.StatusCode)
 			assert.Equal(t, tc.want, string(body))
+		})
+	}
+}
+
+// TestLocalHandlerShapes: REST API and load balancer functions run locally as HTTP API
+// functions do: a retried POST is replayed with its status, headers, cookies and body,
+// another query string under the same key is 422, a binary body goes through base64 both
+// ways, and a GET passes through.
+func TestLocalHandlerShapes(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		serve   func(t *testing.T, a *app) http.Handler
+		cookies []string // the app's Set-Cookie headers for this shape
+	}{
+		{name: "HTTP API", cookies: []string{"session=s1; HttpOnly; Secure"}, serve: func(t *testing.T, a *app) http.Handler {
+			h, err := lambdawrap.HTTPAPI(memGuard(t), a.httpAPI)
+			require.NoError(t, err)
+			return lambdawrap.LocalHandler(h)
+		}},
+		{name: "REST", cookies: []string{"a=1; Path=/", "b=2; Path=/"}, serve: func(t *testing.T, a *app) http.Handler {
+			h, err := lambdawrap.REST(memGuard(t), a.rest)
+			require.NoError(t, err)
+			return lambdawrap.LocalHandler(h)
+		}},
+		{name: "ALB", serve: func(t *testing.T, a *app) http.Handler {
+			h, err := lambdawrap.ALB(memGuard(t), a.alb)
+			require.NoError(t, err)
+			return lambdawrap.LocalHandler(h)
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			a := &app{}
+			srv := httptest.NewServer(tc.serve(t, a))
+			t.Cleanup(srv.Close)
+			body := []byte(`{"sku":"MUG-7","quantity":1}`)
+
+			first, firstBody := do(t, http.MethodPost, srv.URL+"/orders?src=web", "k-1", "application/json", body)
+			assert.Equal(t, http.StatusCreated, first.StatusCode)
+			assert.Equal(t, "application/json", first.Header.Get("Content-Type"))
+			assert.Equal(t, "/orders/ord-0001", first.Header.Get("Location"))
+			assert.Equal(t, tc.cookies, first.Header.Values("Set-Cookie"))
+			assert.Contains(t, string(firstBody), `"path":"/orders"`)
+			assert.Empty(t, first.Header.Get(lambdawrap.ReplayedHeader))
+
+			replay, replayBody := do(t, http.MethodPost, srv.URL+"/orders?src=web", "k-1", "application/json", body)
+			assert.Equal(t, http.StatusCreated, replay.StatusCode)
+			assert.Equal(t, "true", replay.Header.Get(lambdawrap.ReplayedHeader))
+			assert.Equal(t, firstBody, replayBody)
+			for _, h := range []string{"Content-Type", "Location", "X-Run", "Set-Cookie"} {
+				assert.Equal(t, first.Header.Values(h), replay.Header.Values(h), h)
+			}
+
+			other, otherBody := do(t, http.MethodPost, srv.URL+"/orders?src=app", "k-1", "application/json", body)
+			assert.Equal(t, http.StatusUnprocessableEntity, other.StatusCode, "another query string is another request")
+			assert.Equal(t, "application/problem+json", other.Header.Get("Content-Type"))
+			assert.Contains(t, string(otherBody), lambdawrap.ProblemKeyReused)
+
+			png := []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe")
+			bin, binBody := do(t, http.MethodPost, srv.URL+"/avatars", "img-1", "image/png", png)
+			assert.Equal(t, http.StatusCreated, bin.StatusCode)
+			assert.Equal(t, png, binBody, "binary echoed through base64 both ways")
+
+			get, _ := do(t, http.MethodGet, srv.URL+"/orders", "k-1", "", nil)
+			assert.Equal(t, http.StatusCreated, get.StatusCode)
+			assert.Empty(t, get.Header.Get(lambdawrap.ReplayedHeader))
+			assert.Equal(t, int64(3), a.runs.Load())
 		})
 	}
 }

@@ -1,10 +1,16 @@
 package lambdawrap
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore"
 )
 
 // Problem types: the "type" member of the RFC 9457 problem details the HTTP decorators
@@ -98,4 +104,84 @@ func problem(status int, typ, detail string, retryAfter time.Duration, multi boo
 		r.Headers = headers
 	}
 	return r
+}
+
+// guardProblem maps an error of the guard to its HTTP answer, or reports false when it has
+// none (a cancelled context, a remembered failure). It logs what the client is answered
+// and no one else logs: a store that failed before the handler ran (the guard returns
+// that error without logging it) and a response that cannot be replayed. The guard
+// itself logs lost leases and failed completions.
+func guardProblem(ctx context.Context, l *slog.Logger, err error, header string, multi bool) (httpResponse, bool) {
+	var inProgress *idem.InProgressError
+	switch {
+	case errors.As(err, &inProgress):
+		return problem(http.StatusConflict, ProblemInProgress,
+			"a request with this idempotency key is being processed", inProgress.RetryAfter, multi), true
+	case errors.Is(err, idem.ErrPayloadMismatch):
+		return problem(http.StatusUnprocessableEntity, ProblemKeyReused,
+			"this idempotency key was used for a request with a different method, path, query or body", 0, multi), true
+	case errors.Is(err, idem.ErrLeaseLost):
+		return leaseLostProblem(multi), true
+	case errors.Is(err, idem.ErrConditionFailed):
+		return problem(http.StatusConflict, ProblemAttachedWriteFailed,
+			"the request conflicts with the current state of the resource", 0, multi), true
+	case errors.Is(err, idem.ErrResultNotStored), errors.Is(err, idem.ErrIncompatibleRecord):
+		l.ErrorContext(ctx, "lambdawrap: completed response cannot be replayed", "error", err)
+		return problem(http.StatusInternalServerError, ProblemNotReplayable,
+			"the request with this idempotency key completed, but its response cannot be replayed", 0, multi), true
+	case isOp(err, idem.OpCommit): // before ErrStore, which it also satisfies
+		return problem(http.StatusServiceUnavailable, ProblemOutcomeUnknown,
+			"the request ran, but whether its outcome committed is unknown; retry after Retry-After to learn it", StoreRetryAfter, multi), true
+	case errors.Is(err, idemstore.ErrNotCommitted): // before ErrStore, which it may also satisfy
+		return problem(http.StatusServiceUnavailable, ProblemNotCommitted,
+			"the request ran, but nothing of its outcome was committed; a retry runs it again", StoreRetryAfter, multi), true
+	case errors.Is(err, idem.ErrStore):
+		l.ErrorContext(ctx, "lambdawrap: idempotency store failed", "error", err)
+		return storeProblem(multi), true
+	case errors.Is(err, idem.ErrMissingKey), errors.Is(err, idem.ErrInvalidKey):
+		return refuseKey(err, header, multi), true
+	}
+	return httpResponse{}, false
+}
+
+// handlerProblem answers an error that a guarded handler returned, when it is one the
+// handler met from idem itself and has an HTTP meaning: a lost lease (from idem.Checkpoint,
+// or a nested guard) is answered as a completion that finds its lease lost (409
+// [ProblemLeaseLost]), a store failure as a claim that fails (503
+// [ProblemStoreUnavailable]). Nothing was stored and the key was released, so a retry runs
+// the handler again. Any other error, [idem.ErrNoLease] included, goes back to Lambda.
+func handlerProblem(ctx context.Context, l *slog.Logger, err error, multi bool) (httpResponse, bool) {
+	switch {
+	case errors.Is(err, idem.ErrLeaseLost):
+		// The guard logs lost leases it finds itself, not one the handler met.
+		l.WarnContext(ctx, "lambdawrap: the handler lost its lease; another request with the key took over", "error", err)
+		return leaseLostProblem(multi), true
+	case errors.Is(err, idem.ErrStore):
+		l.ErrorContext(ctx, "lambdawrap: idempotency store failed", "error", err)
+		return storeProblem(multi), true
+	}
+	return httpResponse{}, false
+}
+
+func leaseLostProblem(multi bool) httpResponse {
+	return problem(http.StatusConflict, ProblemLeaseLost,
+		"another request with this idempotency key took over; retry to get its response", LeaseLostRetryAfter, multi)
+}
+
+func storeProblem(multi bool) httpResponse {
+	return problem(http.StatusServiceUnavailable, ProblemStoreUnavailable,
+		"the idempotency store is unavailable; the request was not processed", StoreRetryAfter, multi)
+}
+
+// refuseKey answers a request whose key is missing or invalid.
+func refuseKey(err error, header string, multi bool) httpResponse {
+	typ, detail := ProblemInvalidKey, "the idempotency key is invalid"
+	if errors.Is(err, idem.ErrMissingKey) {
+		typ, detail = ProblemMissingKey, "this request requires an idempotency key in the "+header+" header"
+	}
+	var ke *keyError
+	if errors.As(err, &ke) && ke.sentinel == idem.ErrInvalidKey {
+		detail = ke.reason
+	}
+	return problem(http.StatusBadRequest, typ, detail, 0, multi)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -121,3 +122,32 @@ func (c deadlineCtx) Deadline() (time.Time, bool) { return c.deadline, true }
 
 // After waits in wall time: the test clock sets the time, not the waits.
 func (c *clock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// completeFailStore is a working store whose first completions fail with err, as a
+// DynamoDB that stops answering after the claim, or a cancelled transaction, would.
+type completeFailStore struct {
+	idemstore.Store
+	err   error
+	fails atomic.Int64 // completions left to fail
+}
+
+func newCompleteFailStore(store idemstore.Store, err error, fails int64) *completeFailStore {
+	s := &completeFailStore{Store: store, err: err}
+	s.fails.Store(fails)
+	return s
+}
+
+func (s *completeFailStore) Complete(ctx context.Context, rec *idemstore.Record, attached []any) error {
+	if s.fails.Add(-1) >= 0 {
+		return s.err
+	}
+	return s.Store.Complete(ctx, rec, attached)
+}
+
+// unreadableStore fails every completion and every read: the outcome of a completion
+// cannot be learnt.
+type unreadableStore struct{ *completeFailStore }
+
+func (s unreadableStore) Get(context.Context, string) (*idemstore.Record, error) {
+	return nil, errUnavailable
+}

@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/lambdawrap"
 )
 
@@ -102,4 +103,31 @@ func TestTenantAssumedRoleSessions(t *testing.T) {
 			assert.Equal(t, int64(2), a.runs.Load())
 		})
 	}
+}
+
+// TestTenants: the same key from two callers is two records, and neither is ever replayed
+// the other's response.
+func TestTenants(t *testing.T) {
+	t.Parallel()
+	forEachSource(t, func(t *testing.T, store idemstore.Store, ev *event) {
+		a := &app{}
+		h := a.handler(t, ev.kind, newGuard(t, store))
+		ctx := invokeCtx(t)
+		bodies := map[string]string{}
+		for _, tenant := range []string{"tenant-a", "tenant-b", "tenant-a", "tenant-b"} {
+			ev.setTenant(tenant)
+			r := invoke(ctx, t, h, ev)
+			require.NoError(t, r.err)
+			require.Equal(t, 201, r.code)
+			if prev, seen := bodies[tenant]; seen {
+				assert.Equal(t, "true", r.header(lambdawrap.ReplayedHeader))
+				assert.Equal(t, prev, r.body(t), tenant)
+				continue
+			}
+			assert.Empty(t, r.header(lambdawrap.ReplayedHeader), tenant)
+			bodies[tenant] = r.body(t)
+		}
+		assert.Equal(t, int64(2), a.runs.Load())
+		assert.NotEqual(t, bodies["tenant-a"], bodies["tenant-b"])
+	})
 }

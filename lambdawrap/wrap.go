@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"strings"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemstore"
@@ -13,66 +11,103 @@ import (
 
 // KeyFunc returns the idempotency key of an event. An empty key, or an error, means the
 // event has none: [Wrap] then refuses it with [idem.ErrMissingKey], or runs it unguarded
-// when the key is optional ([WithKeyRequired]).
+// when the key function came from [OptionalKey].
 type KeyFunc[In any] func(In) (string, error)
+
+// OptionalKey returns key, made optional: when it finds no key in an event (an empty key
+// or an error), [Wrap] runs the handler unguarded instead of refusing the event, as the
+// Powertools utilities do by default. Every such run is reported through the guard's
+// OnUnguarded hook, with an empty Key and an error wrapping [idem.ErrMissingKey] (and the
+// key function's error, if any), and logged at WARN through the guard's logger, so that a
+// key that is never found (a misspelt JMESPath expression) does not go unnoticed. In an
+// unguarded run idem.Attach and idem.Checkpoint return [idem.ErrNoLease]: a handler that
+// attaches its writes makes them itself when it gets that error. Called directly, the
+// returned function answers an event without a key with such an error. OptionalKey(nil)
+// is nil.
+func OptionalKey[In any](key KeyFunc[In]) KeyFunc[In] {
+	if key == nil {
+		return nil
+	}
+	return func(in In) (string, error) {
+		k, err := key(in)
+		if err != nil || k == "" {
+			return "", &optionalKeyError{missingKey(err)}
+		}
+		return k, nil
+	}
+}
+
+// optionalKeyError is the answer of an [OptionalKey] function that found no key; [Wrap]
+// tells it apart from a required key's absence by its type.
+type optionalKeyError struct{ err error }
+
+func (e *optionalKeyError) Error() string { return e.err.Error() }
+func (e *optionalKeyError) Unwrap() error { return e.err }
+
+// missingKey returns the error of an event without a key, wrapping [idem.ErrMissingKey]
+// and cause, the key function's error, if any.
+func missingKey(cause error) error {
+	var opt *optionalKeyError
+	if errors.As(cause, &opt) {
+		return opt.err
+	}
+	if cause != nil {
+		return fmt.Errorf("lambdawrap: key: %w: %w", idem.ErrMissingKey, cause)
+	}
+	return fmt.Errorf("lambdawrap: key: %w", idem.ErrMissingKey)
+}
 
 // Wrap makes a Lambda handler idempotent: the returned handler, of the same type, runs h at
 // most once per key within the guard's expiry window and gives every retry or duplicate
 // the first run's result, which must therefore survive the guard's codec (JSON by default).
 // It is meant to go straight to lambda.Start. The key is key(event) and is scoped by the
 // guard and by [WithTenant], if given; [WithFingerprint] or [WithFingerprintJMESPath]
-// turn on payload validation.
+// turn on payload validation. Its options are typed by the event, so an option for
+// another event, or an [HTTPOption], does not compile.
 //
 // The handler returns what h returns on a first run, and otherwise the errors of
 // [idem.Do]: notably [idem.ErrInProgress] for a duplicate in flight (so Lambda retries it
 // later), [idem.ErrPayloadMismatch], and [idem.ErrStore]; plus [idem.ErrMissingKey] for an
-// event without a key, wrapping the key function's error if there was one. An error from h
-// is returned unchanged and nothing is stored, so the next retry runs h again.
+// event without a key (unless key came from [OptionalKey]), wrapping the key function's
+// error if there was one. An error from h is returned unchanged and nothing is stored, so
+// the next retry runs h again.
 //
 // If h succeeded but the store failed to record its outcome, the handler returns h's
-// result and no error, so that Lambda does not retry work that happened, and logs the
-// failure at ERROR ([WithLogger]); a duplicate arriving after the lease ends may run h
-// again. If the store committed nothing ([idemstore.ErrNotCommitted]), that error is returned:
-// the key was released, and the retry runs h again. The lease on the key ends at the
+// result and no error, so that Lambda does not retry work that happened; the guard logs
+// the failure at ERROR, and a duplicate arriving after the lease ends may run h again. If
+// the store committed nothing ([idemstore.ErrNotCommitted]), that error is returned: the
+// key was released, and the retry runs h again. The lease on the key ends at the
 // invocation's deadline plus the guard's margin, so a timed-out invocation does not block
 // its retries for long.
 //
-// Wrap returns an error if g, h or key is nil or an option is invalid; HTTP-only options
-// are invalid here. The returned handler is safe for concurrent use.
-func Wrap[In, Out any](g *idem.Guard, h func(context.Context, In) (Out, error), key KeyFunc[In], opts ...Option) (func(context.Context, In) (Out, error), error) {
+// Wrap logs and reports through the guard (see idem.WithLogger and idem.WithHooks). It
+// returns an error if g, h or key is nil or an option is invalid. The returned handler is
+// safe for concurrent use.
+func Wrap[In, Out any](g *idem.Guard, h func(context.Context, In) (Out, error), key KeyFunc[In], opts ...Option[In]) (func(context.Context, In) (Out, error), error) {
 	if g == nil || h == nil || key == nil {
 		return nil, optErr("Wrap", "guard, handler and key function must not be nil")
 	}
-	c, err := newConfig(opts)
-	if err != nil {
+	var c eventConfig[In]
+	if err := apply(&c, opts, Option[In].applyWrap); err != nil {
 		return nil, err
 	}
-	if len(c.httpOnly) > 0 {
-		return nil, optErr(strings.Join(c.httpOnly, ", "), "applies to HTTP decorators only")
-	}
-	tenant, err := resolveTenant[In](c, func(In) string { return "" })
-	if err != nil {
-		return nil, err
-	}
-	fingerprint, err := resolveFingerprint[In](c, nil)
-	if err != nil {
-		return nil, err
-	}
-	required, logger := c.keyRequired, c.logger
+	tenant, fingerprint := c.tenant, c.fingerprint
 
 	return func(ctx context.Context, in In) (Out, error) {
 		k, err := key(in)
 		if err != nil || k == "" {
-			if !required {
+			var optional *optionalKeyError
+			if errors.As(err, &optional) {
+				reportUnguarded(ctx, g, optional.err)
 				return h(ctx, in)
 			}
 			var zero Out
-			if err != nil {
-				return zero, fmt.Errorf("lambdawrap: key: %w: %w", idem.ErrMissingKey, err)
-			}
-			return zero, fmt.Errorf("lambdawrap: key: %w", idem.ErrMissingKey)
+			return zero, missingKey(err)
 		}
-		req := idem.Request{Key: k, Tenant: tenant(in)}
+		req := idem.Request{Key: k}
+		if tenant != nil {
+			req.Tenant = tenant(in)
+		}
 		if fingerprint != nil {
 			fp, err := fingerprint(in)
 			if err != nil {
@@ -88,9 +123,8 @@ func Wrap[In, Out any](g *idem.Guard, h func(context.Context, In) (Out, error), 
 			return out, err
 		})
 		if ran && notRecorded(err) {
-			// h's effects happened: an error would make Lambda retry the event, and the
-			// retry would run h again once the lease ends.
-			logNotRecorded(ctx, logger, err)
+			// h's effects happened, and the guard logged the failure: an error would make
+			// Lambda retry the event, and the retry would run h again once the lease ends.
 			return out, nil
 		}
 		return out, err
@@ -112,8 +146,3 @@ func isOp(err error, op string) bool {
 
 // opComplete is the [idem.StoreError] operation that records a handler's outcome.
 const opComplete = "complete"
-
-func logNotRecorded(ctx context.Context, l *slog.Logger, err error) {
-	l.ErrorContext(ctx, "lambdawrap: the handler ran but its outcome was not recorded; "+
-		"a retry after the lease ends may run it again", "error", err)
-}

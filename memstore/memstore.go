@@ -11,6 +11,7 @@ package memstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -23,10 +24,16 @@ import (
 // concurrent use. Expired records are treated as absent but kept until overwritten, as
 // DynamoDB's lagging TTL deletion would.
 //
-// Attached writes (idem.Attach) must be of type func() error: they run under the store's lock
-// when the completion's lease condition holds, and an error from one fails the completion
-// with [idemstore.ErrConditionFailed]. Functions that ran before the failing one are not undone, so
-// in-memory atomicity holds only for writes that fail before they change anything.
+// Attached writes (idem.Attach) must be of type func() error, and idem.Attach refuses any
+// other value at once ([Store.CheckAttached]). They run under the store's lock when the
+// completion's lease condition holds, once per completion (a resent completion runs none),
+// and an error from one fails the completion with [idemstore.ErrConditionFailed] (an error
+// that wraps it, or [idemstore.ErrNotCommitted] for a write refused as a whole, is
+// returned as it is).
+// Functions that ran before the failing one are not undone, so in-memory atomicity holds
+// only for writes that fail before they change anything. A function is the store-neutral
+// write: the store knows no tables. To run a handler that attaches DynamoDB writes in
+// memory, use package dynamotest's MemStore, which applies them to in-memory tables.
 type Store struct {
 	mu      sync.Mutex
 	records map[string]idemstore.Record
@@ -88,18 +95,36 @@ func (s *Store) owned(key, token string, inProgress bool) (idemstore.Record, err
 	return r, nil
 }
 
+// CheckAttached implements [idemstore.AttachChecker]: every attached write must be a
+// func() error (not nil), so idem.Attach refuses anything else at once.
+func (s *Store) CheckAttached(attached []any) error {
+	for i, a := range attached {
+		if f, ok := a.(func() error); !ok || f == nil {
+			return fmt.Errorf("memstore: attached write %d is %s, want a func() error", i, describe(a))
+		}
+	}
+	return nil
+}
+
+// describe names a's type for an error, nil included.
+func describe(a any) string {
+	if f, ok := a.(func() error); ok && f == nil {
+		return "a nil func() error"
+	}
+	return fmt.Sprintf("%T", a)
+}
+
 // Complete implements [idemstore.Store].
 func (s *Store) Complete(ctx context.Context, rec *idemstore.Record, attached []any) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if err := s.CheckAttached(attached); err != nil {
+		return err
+	}
 	writes := make([]func() error, len(attached))
 	for i, a := range attached {
-		f, ok := a.(func() error)
-		if !ok {
-			return fmt.Errorf("memstore: attached write %d is %T, want func() error", i, a)
-		}
-		writes[i] = f
+		writes[i] = a.(func() error)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -112,6 +137,9 @@ func (s *Store) Complete(ctx context.Context, rec *idemstore.Record, attached []
 	}
 	for _, w := range writes {
 		if err := w(); err != nil {
+			if errors.Is(err, idemstore.ErrConditionFailed) || errors.Is(err, idemstore.ErrNotCommitted) {
+				return err // the write says why it refused
+			}
 			return fmt.Errorf("%w: %w", idemstore.ErrConditionFailed, err)
 		}
 	}

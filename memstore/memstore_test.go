@@ -3,8 +3,10 @@ package memstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -65,4 +67,79 @@ func TestZeroValue(t *testing.T) {
 	}
 	assert.Equal(t, 1, runs, "the zero value guards like New's store")
 	assert.Equal(t, 1, s.Len())
+}
+
+// TestCheckAttached: the store takes func() error values only, so idem.Attach refuses any
+// other at once (and a nil func, which would panic at completion); Complete, which a
+// wrapper without CheckAttached reaches directly, refuses them too.
+func TestCheckAttached(t *testing.T) {
+	t.Parallel()
+	var nilFunc func() error
+	for _, tc := range []struct {
+		name     string
+		attached []any
+		ok       bool
+	}{
+		{"None", nil, true},
+		{"Funcs", []any{func() error { return nil }, func() error { return nil }}, true},
+		{"AnotherType", []any{func() error { return nil }, "put row"}, false},
+		{"NilFunc", []any{nilFunc}, false},
+		{"Nil", []any{nil}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := memstore.New()
+			err := s.CheckAttached(tc.attached)
+			if tc.ok {
+				require.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			rec := &idemstore.Record{Key: "k", Status: idemstore.StatusInProgress, LeaseToken: "t", Version: idemstore.SchemaVersion}
+			_, claimed, err := s.Claim(context.Background(), rec, time.Now())
+			require.NoError(t, err)
+			require.True(t, claimed)
+			done := *rec
+			done.Status = idemstore.StatusCompleted
+			require.Error(t, s.Complete(context.Background(), &done, tc.attached))
+			cur, err := s.Get(context.Background(), "k")
+			require.NoError(t, err)
+			assert.Equal(t, idemstore.StatusInProgress, cur.Status, "nothing committed")
+		})
+	}
+}
+
+// TestAttachedWriteErrors: an attached write's error fails the completion with
+// ErrConditionFailed, unless it already says why (ErrConditionFailed, or ErrNotCommitted
+// for a write refused as a whole), which is returned as it is; nothing commits.
+func TestAttachedWriteErrors(t *testing.T) {
+	t.Parallel()
+	errRefused := fmt.Errorf("%w: refused as a whole", idemstore.ErrNotCommitted)
+	for _, tc := range []struct {
+		name    string
+		err     error
+		is, not error
+	}{
+		{"PlainError", errors.New("balance too low"), idemstore.ErrConditionFailed, idemstore.ErrNotCommitted},
+		{"ConditionFailed", fmt.Errorf("row exists: %w", idemstore.ErrConditionFailed), idemstore.ErrConditionFailed, idemstore.ErrNotCommitted},
+		{"NotCommitted", errRefused, idemstore.ErrNotCommitted, idemstore.ErrConditionFailed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := memstore.New()
+			rec := &idemstore.Record{Key: "k", Status: idemstore.StatusInProgress, LeaseToken: "t", Version: idemstore.SchemaVersion}
+			_, claimed, err := s.Claim(context.Background(), rec, time.Now())
+			require.NoError(t, err)
+			require.True(t, claimed)
+			done := *rec
+			done.Status = idemstore.StatusCompleted
+			err = s.Complete(context.Background(), &done, []any{func() error { return tc.err }})
+			require.ErrorIs(t, err, tc.is)
+			require.ErrorIs(t, err, tc.err)
+			assert.NotErrorIs(t, err, tc.not)
+			cur, err := s.Get(context.Background(), "k")
+			require.NoError(t, err)
+			assert.Equal(t, idemstore.StatusInProgress, cur.Status, "nothing committed")
+		})
+	}
 }

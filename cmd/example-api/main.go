@@ -99,7 +99,7 @@ func newHandler(client *dynamodb.Client, idemTable, ordersTable string, logger *
 		return nil, err
 	}
 	o := &orders{db: client, table: ordersTable, now: time.Now, logger: logger}
-	h, err := lambdawrap.HTTPAPI(guard, o.handle, lambdawrap.WithLogger(logger))
+	h, err := lambdawrap.HTTPAPI(guard, o.handle) // logs through the guard's logger
 	if err != nil {
 		return nil, err
 	}

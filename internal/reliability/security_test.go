@@ -82,7 +82,7 @@ func TestNoSecretsInLogsOrTable(t *testing.T) {
 
 	api, err := lambdawrap.HTTPAPI(g, func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 		return events.APIGatewayV2HTTPResponse{StatusCode: 201, Body: secretBody}, nil
-	}, lambdawrap.WithLogger(logger))
+	}) // logs through g's logger
 	require.NoError(t, err)
 	req := httpRequest("/pay", secretKey+"-http", "tenant-a")
 	client.Arm(ddbfault.Claim, ddbfault.ServerError, 1)

@@ -1,16 +1,77 @@
 package lambdawrap_test
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/lambdawrap"
+	"github.com/idemkit/idem/memstore"
 )
+
+// checkpointFailStore is a working store whose checkpoints fail with err.
+type checkpointFailStore struct {
+	idemstore.Store
+	err error
+}
+
+func (s checkpointFailStore) SetCheckpoint(context.Context, string, string, string) error {
+	return s.err
+}
+
+// TestHandlerReturnsGuardError: a handler whose idem.Checkpoint fails returns that error,
+// and the wrapper answers it as it answers the same error met anywhere else: a lost lease
+// as when the completion finds it lost (409, Retry-After), a store failure as when the
+// claim fails (503, Retry-After). Nothing is stored, so a retry runs the handler again.
+func TestHandlerReturnsGuardError(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		err  error
+		// elsewhere builds a guard that meets the same error outside the handler, in a
+		// scope of its own.
+		elsewhere func(t *testing.T, store idemstore.Store) *idem.Guard
+		status    int
+	}{
+		{name: "lease lost", err: idemstore.ErrLeaseLost, status: 409,
+			elsewhere: func(t *testing.T, store idemstore.Store) *idem.Guard {
+				return newGuard(t, newCompleteFailStore(store, idemstore.ErrLeaseLost, 1), idem.WithScope(t.Name()+"/elsewhere"))
+			}},
+		{name: "store failure", err: errUnavailable, status: 503,
+			elsewhere: func(t *testing.T, _ idemstore.Store) *idem.Guard {
+				return newGuard(t, failingStore{})
+			}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			forEachSource(t, func(t *testing.T, store idemstore.Store, ev *event) {
+				ctx := invokeCtx(t)
+				want := invoke(ctx, t, (&app{}).handler(t, ev.kind, tc.elsewhere(t, store)), ev)
+				require.NoError(t, want.err)
+				require.Equal(t, tc.status, want.code, "elsewhere: %s", want.raw)
+
+				a := &app{checkpoint: true}
+				h := a.handler(t, ev.kind, newGuard(t, checkpointFailStore{Store: store, err: tc.err}))
+				for i := range 2 {
+					got := invoke(ctx, t, h, ev)
+					require.NoError(t, got.err, "answered, not an invocation error")
+					assert.Equal(t, want.m, got.m, "request %d", i+1)
+				}
+				assert.Equal(t, int64(2), a.runs.Load(), "nothing stored: the retry ran again")
+			})
+		})
+	}
+}
 
 // TestBadInput is the bad-input table of the package documentation, for every source: each
 // request is sent twice, and the answers and handler runs are what the table prescribes.
@@ -20,7 +81,7 @@ func TestBadInput(t *testing.T) {
 	tests := []struct {
 		name     string
 		edit     func(e *event)
-		opts     []lambdawrap.Option
+		opts     []lambdawrap.HTTPOption
 		status   int    // of both requests
 		problem  string // type of both answers, for errors
 		runs     int64  // handler runs after both
@@ -31,11 +92,11 @@ func TestBadInput(t *testing.T) {
 	}{
 		{name: "no header", edit: func(e *event) { e.setKey() },
 			status: 400, problem: lambdawrap.ProblemMissingKey},
-		{name: "no header, key optional", edit: func(e *event) { e.setKey() }, opts: []lambdawrap.Option{lambdawrap.WithKeyRequired(false)},
+		{name: "no header, key optional", edit: func(e *event) { e.setKey() }, opts: []lambdawrap.HTTPOption{lambdawrap.WithKeyRequired(false)},
 			status: 201, runs: 2},
 		{name: "empty key", edit: func(e *event) { e.setKey("") },
 			status: 400, problem: lambdawrap.ProblemInvalidKey},
-		{name: "empty key, key optional", edit: func(e *event) { e.setKey("") }, opts: []lambdawrap.Option{lambdawrap.WithKeyRequired(false)},
+		{name: "empty key, key optional", edit: func(e *event) { e.setKey("") }, opts: []lambdawrap.HTTPOption{lambdawrap.WithKeyRequired(false)},
 			status: 400, problem: lambdawrap.ProblemInvalidKey},
 		{name: "blank key", edit: func(e *event) { e.setKey("   ") },
 			status: 400, problem: lambdawrap.ProblemInvalidKey},
@@ -92,7 +153,7 @@ func TestBadInput(t *testing.T) {
 		{name: "PATCH is guarded", edit: func(e *event) { e.setMethod(http.MethodPatch) },
 			status: 201, runs: 1, replayed: true},
 		{name: "PUT guarded by WithMethods", edit: func(e *event) { e.setMethod(http.MethodPut) },
-			opts:   []lambdawrap.Option{lambdawrap.WithMethods("put")},
+			opts:   []lambdawrap.HTTPOption{lambdawrap.WithMethods("put")},
 			status: 201, runs: 1, replayed: true},
 		{name: "invalid base64 body", edit: func(e *event) { e.setBody("not*base64!", true) },
 			status: 400, problem: lambdawrap.ProblemInvalidRequest},
@@ -101,7 +162,7 @@ func TestBadInput(t *testing.T) {
 		{name: "empty base64 body", edit: func(e *event) { e.setBody("", true) },
 			status: 201, runs: 1, replayed: true},
 		{name: "custom header", edit: func(e *event) { e.setKey(); e.setHeader("X-Request-Token", "tok-1") },
-			opts:   []lambdawrap.Option{lambdawrap.WithHeader("x-request-token")},
+			opts:   []lambdawrap.HTTPOption{lambdawrap.WithHeader("x-request-token")},
 			status: 201, runs: 1, replayed: true},
 	}
 	forEachStore(t, func(t *testing.T, store idemstore.Store) {
@@ -178,6 +239,111 @@ func TestQuotedKeyIsTheKey(t *testing.T) {
 			r := invoke(ctx, t, h, ev)
 			assert.Equal(t, "true", r.header(lambdawrap.ReplayedHeader))
 			assert.Equal(t, int64(1), a.runs.Load())
+		})
+	}
+}
+
+// TestCompletionFailed: when the store fails to record the outcome after the handler ran,
+// the client gets the handler's own response (its effects happened), never a claim that
+// the store was down and nothing ran; the failure is logged at ERROR once, by the guard
+// through its logger. The key stays in progress until its lease ends.
+func TestCompletionFailed(t *testing.T) {
+	t.Parallel()
+	forEachSource(t, func(t *testing.T, store idemstore.Store, ev *event) {
+		var logs logRecords
+		a := &app{}
+		h := a.handler(t, ev.kind, newGuard(t, newCompleteFailStore(store, errUnavailable, 1<<30), idem.WithLogger(logs.logger())))
+		ctx := invokeCtx(t)
+
+		first := invoke(ctx, t, h, ev)
+		require.NoError(t, first.err)
+		assert.Equal(t, 201, first.code, "the handler's response, body %s", first.body(t))
+		assert.Empty(t, first.header(lambdawrap.ReplayedHeader))
+		assert.Contains(t, first.body(t), "ord-0001")
+		assert.Equal(t, []string{"ERROR"}, logs.levels(t))
+
+		// The outcome was not recorded: until the lease ends, a retry is in progress.
+		retry := invoke(ctx, t, h, ev)
+		require.NoError(t, retry.err)
+		assert.Equal(t, 409, retry.code)
+		assert.Equal(t, lambdawrap.ProblemInProgress, retry.problem(t)["type"])
+		assert.Equal(t, int64(1), a.runs.Load())
+	})
+}
+
+// TestCompletionNotCommitted: when the store commits nothing (a cancelled transaction),
+// the key is released, the client gets 503 with Retry-After saying so, and a retry runs
+// the handler again.
+func TestCompletionNotCommitted(t *testing.T) {
+	t.Parallel()
+	notCommitted := fmt.Errorf("store: transaction cancelled: %w", idemstore.ErrNotCommitted)
+	forEachSource(t, func(t *testing.T, store idemstore.Store, ev *event) {
+		a := &app{}
+		h := a.handler(t, ev.kind, newGuard(t, newCompleteFailStore(store, notCommitted, 1)))
+		ctx := invokeCtx(t)
+
+		first := invoke(ctx, t, h, ev)
+		require.NoError(t, first.err)
+		assert.Equal(t, 503, first.code)
+		assert.Equal(t, "1", first.header("Retry-After"))
+		assert.Equal(t, "application/problem+json", first.header("Content-Type"))
+		assert.Equal(t, lambdawrap.ProblemNotCommitted, first.problem(t)["type"])
+
+		retry := invoke(ctx, t, h, ev)
+		require.NoError(t, retry.err)
+		assert.Equal(t, 201, retry.code)
+		assert.Empty(t, retry.header(lambdawrap.ReplayedHeader))
+		assert.Equal(t, int64(2), a.runs.Load())
+	})
+}
+
+// TestCompletionWithAttachedWritesUnknown: when a completion with attached writes fails and
+// its outcome cannot be read back, the writes may or may not have committed, so the
+// handler's response (an order id that may not exist) is not the truth: the client gets
+// 503 ProblemOutcomeUnknown, and a retry after the lease either replays the committed
+// response or runs again where nothing committed.
+func TestCompletionWithAttachedWritesUnknown(t *testing.T) {
+	t.Parallel()
+	var logs logRecords
+	var runs atomic.Int64
+	handler := func(ctx context.Context, e events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		n := runs.Add(1)
+		if err := idem.Attach(ctx, func() error { return nil }); err != nil {
+			return events.APIGatewayV2HTTPResponse{}, err
+		}
+		return events.APIGatewayV2HTTPResponse{StatusCode: 201, Body: fmt.Sprintf(`{"order":"ord-%d"}`, n)}, nil
+	}
+	store := unreadableStore{newCompleteFailStore(memstore.New(), errUnavailable, 1<<30)}
+	h, err := lambdawrap.HTTPAPI(newGuard(t, store, idem.WithLogger(logs.logger())), handler)
+	require.NoError(t, err)
+	ev := loadEvent(t, "apigw-v2-post-with-key")
+
+	first := invoke(invokeCtx(t), t, invoker{h: h}, ev)
+	require.NoError(t, first.err)
+	assert.Equal(t, 503, first.code, "body %s", first.body(t))
+	assert.Equal(t, lambdawrap.ProblemOutcomeUnknown, first.problem(t)["type"])
+	assert.NotEmpty(t, first.header("Retry-After"))
+	assert.NotContains(t, first.body(t), "ord-1", "an order that may not exist is never announced")
+	assert.Equal(t, []string{"ERROR"}, logs.levels(t))
+	assert.Equal(t, int64(1), runs.Load())
+}
+
+// TestStoreUnavailable: 503 with Retry-After, and the handler does not run.
+func TestStoreUnavailable(t *testing.T) {
+	t.Parallel()
+	for _, name := range baseFixtures() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ev := loadEvent(t, name)
+			g, err := idem.New(failingStore{}, "test")
+			require.NoError(t, err)
+			a := &app{}
+			r := invoke(invokeCtx(t), t, a.handler(t, ev.kind, g), ev)
+			require.NoError(t, r.err)
+			assert.Equal(t, 503, r.code)
+			assert.Equal(t, "1", r.header("Retry-After"))
+			assert.Equal(t, lambdawrap.ProblemStoreUnavailable, r.problem(t)["type"])
+			assert.Equal(t, int64(0), a.runs.Load())
 		})
 	}
 }

