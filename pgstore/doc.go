@@ -31,7 +31,10 @@
 // the record (conditional on the lease token and on the record being in progress), then
 // the attached functions with that transaction, then COMMIT. The business rows and the
 // COMPLETED record commit together or not at all. A fenced-off owner's UPDATE matches no
-// row, so its transaction rolls back before its functions even run.
+// row, so its transaction rolls back before its functions even run. The functions must
+// not end the transaction themselves (no COMMIT or ROLLBACK, no transaction begun on
+// tx.Conn()); the store checks that they did not, and [Attach] says what it reports if one
+// did.
 //
 // The writes are deferred to the completion rather than made in a transaction opened at the
 // claim and held across the handler, for three reasons. A held transaction would keep a
@@ -86,7 +89,8 @@
 // about three times the server CPU of the default mode. Without a pooler, keep the default.
 // Every parameter in the store's SQL carries an
 // explicit cast, so the statements need no server-side description in any mode; the
-// behaviour suite runs in both the default mode and QueryExecModeExec. In Lambda, create the
+// behaviour suite runs in the default mode, QueryExecModeExec and
+// QueryExecModeSimpleProtocol. In Lambda, create the
 // pool once per execution environment (outside the handler) and keep MaxConns small: each
 // concurrent invocation needs one connection at a time.
 //
