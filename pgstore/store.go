@@ -49,10 +49,10 @@ type Store struct {
 // accepted) through db. It returns an error for a nil db or an empty table name.
 func New(db DB, table string) (*Store, error) {
 	if db == nil {
-		return nil, errors.New("pgstore: New: db must not be nil")
+		return nil, fmt.Errorf("%w: pgstore: New: db must not be nil", idem.ErrInvalidOption)
 	}
 	if table == "" {
-		return nil, errors.New("pgstore: New: table name must not be empty")
+		return nil, fmt.Errorf("%w: pgstore: New: table name must not be empty", idem.ErrInvalidOption)
 	}
 	return &Store{db: db, table: table, sql: newStatements(table)}, nil
 }

@@ -3,6 +3,8 @@ package redisstore
 import (
 	"fmt"
 	"time"
+
+	"github.com/idemkit/idem"
 )
 
 // DefaultKeyPrefix is the prefix of every record's Redis key (see [WithKeyPrefix]).
@@ -37,7 +39,9 @@ func newConfig(opts []Option) (config, error) {
 	return c, nil
 }
 
-func optErr(option, msg string) error { return fmt.Errorf("redisstore: %s: %s", option, msg) }
+func optErr(option, msg string) error {
+	return fmt.Errorf("%w: redisstore: %s: %s", idem.ErrInvalidOption, option, msg)
+}
 
 // WithKeyPrefix sets the prefix of every record's Redis key, so that idem's keys can share
 // a database with others and be found with SCAN MATCH prefix*. Default [DefaultKeyPrefix];

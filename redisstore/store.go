@@ -41,7 +41,7 @@ type Store struct {
 // naming the option for bad options, and for a nil client.
 func New(client Client, opts ...Option) (*Store, error) {
 	if client == nil {
-		return nil, errors.New("redisstore: New: client must not be nil")
+		return nil, optErr("New", "client must not be nil")
 	}
 	cfg, err := newConfig(opts)
 	if err != nil {

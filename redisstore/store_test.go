@@ -44,7 +44,7 @@ func TestNew(t *testing.T) {
 				assert.NotNil(t, s)
 				return
 			}
-			require.Error(t, err)
+			require.ErrorIs(t, err, idem.ErrInvalidOption)
 		})
 	}
 }
