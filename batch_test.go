@@ -3,7 +3,6 @@ package idem_test
 import (
 	"context"
 	"errors"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -16,38 +15,6 @@ import (
 	"github.com/idemkit/idem/idemstore/storetest"
 	"github.com/idemkit/idem/memstore"
 )
-
-// countingBatch counts round trips of a BatchStore.
-type countingBatch struct {
-	*counting
-	bs *memstore.Store
-}
-
-func newCountingBatch() *countingBatch {
-	m := memstore.New()
-	return &countingBatch{counting: newCounting(m), bs: m}
-}
-
-func (c *countingBatch) ClaimMany(ctx context.Context, recs []*idemstore.Record, now time.Time) []idemstore.ClaimResult {
-	c.inc("claimMany")
-	return c.bs.ClaimMany(ctx, recs, now)
-}
-func (c *countingBatch) CompleteMany(ctx context.Context, recs []*idemstore.Record) []error {
-	c.inc("completeMany")
-	return c.bs.CompleteMany(ctx, recs)
-}
-func (c *countingBatch) ReleaseMany(ctx context.Context, keys, tokens []string) []error {
-	c.inc("releaseMany")
-	return c.bs.ReleaseMany(ctx, keys, tokens)
-}
-
-func reqs(prefix string, n int) []idem.Request {
-	out := make([]idem.Request, n)
-	for i := range out {
-		out[i] = idem.Request{Key: prefix + strconv.Itoa(i)}
-	}
-	return out
-}
 
 // runBatch claims rs, runs them concurrently, and settles the batch, under a context with
 // a deadline as in Lambda: without one, outcomes are recorded as each request finishes.

@@ -2,7 +2,6 @@ package idem_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -12,9 +11,6 @@ import (
 	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/memstore"
 )
-
-// errConnReset is a store failure that does not come from the caller's context.
-var errConnReset = fmt.Errorf("%w: connection reset", idem.ErrStore)
 
 // endingClaimStore is an in-memory batch store whose claims end the caller's context while
 // they are in flight and then fail with a store error of their own, as a request that was

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -18,65 +17,6 @@ import (
 	"github.com/idemkit/idem/idemstore/storetest"
 	"github.com/idemkit/idem/memstore"
 )
-
-// counting counts store round trips per operation.
-type counting struct {
-	idemstore.Store
-	mu    sync.Mutex
-	calls map[string]int
-}
-
-func newCounting(s idemstore.Store) *counting { return &counting{Store: s, calls: map[string]int{}} }
-
-func (c *counting) inc(op string) {
-	c.mu.Lock()
-	c.calls[op]++
-	c.mu.Unlock()
-}
-
-func (c *counting) total() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for _, v := range c.calls {
-		n += v
-	}
-	return n
-}
-
-func (c *counting) reset() {
-	c.mu.Lock()
-	c.calls = map[string]int{}
-	c.mu.Unlock()
-}
-
-func (c *counting) Claim(ctx context.Context, r *idemstore.Record, now time.Time) (*idemstore.Record, bool, error) {
-	c.inc("claim")
-	return c.Store.Claim(ctx, r, now)
-}
-func (c *counting) Get(ctx context.Context, k string) (*idemstore.Record, error) {
-	c.inc("get")
-	return c.Store.Get(ctx, k)
-}
-func (c *counting) Complete(ctx context.Context, r *idemstore.Record, a []any) error {
-	c.inc("complete")
-	return c.Store.Complete(ctx, r, a)
-}
-func (c *counting) Release(ctx context.Context, k, t string) error {
-	c.inc("release")
-	return c.Store.Release(ctx, k, t)
-}
-func (c *counting) SetCheckpoint(ctx context.Context, k, t, cp string) error {
-	c.inc("checkpoint")
-	return c.Store.SetCheckpoint(ctx, k, t, cp)
-}
-
-// counts returns the calls by operation.
-func (c *counting) counts() map[string]int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return maps.Clone(c.calls)
-}
 
 func TestRoundTrips(t *testing.T) {
 	t.Parallel()

@@ -2,8 +2,6 @@ package idem_test
 
 import (
 	"context"
-	"errors"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,39 +11,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemstore/storetest"
-	"github.com/idemkit/idem/memstore"
 )
-
-var errThrottled = errors.New("throttled")
-
-// extendStore is an in-memory store whose lease extensions succeed okBeats times and then
-// fail with a store error, as a throttled or unreachable DynamoDB would. It reports the
-// outcome of every extension on calls.
-type extendStore struct {
-	*memstore.Store
-	okBeats int
-	calls   chan error
-
-	mu sync.Mutex
-	n  int
-}
-
-func newExtendStore(okBeats int) *extendStore {
-	return &extendStore{Store: memstore.New(), okBeats: okBeats, calls: make(chan error, 1000)}
-}
-
-func (s *extendStore) Extend(ctx context.Context, key, token string, end time.Time) error {
-	s.mu.Lock()
-	s.n++
-	fail := s.n > s.okBeats
-	s.mu.Unlock()
-	err := errThrottled
-	if !fail {
-		err = s.Store.Extend(ctx, key, token, end)
-	}
-	s.calls <- err
-	return err
-}
 
 // TestHeartbeatCancelsBeforeAnUnextendedLeaseEnds makes lease extensions fail with store
 // errors: the handler's context must end, with cause ErrLeaseLost, when the lease last
