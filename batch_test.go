@@ -336,8 +336,8 @@ func TestBatchFailOpenNeverOnCancelledContext(t *testing.T) {
 	}
 }
 
-// Failing tests from the hostile review of the at-most-once fixes (branch review). Each test
-// names the path that breaks the promise, and none fixes library code.
+// Regression tests from the hostile review of the at-most-once fixes: each names a path that
+// broke the promise before its fix (the fix's commit message quotes the failure).
 
 // errReviewThrottled stands for a store call that failed for good after the SDK's own retries
 // (throttling, a 5xx) without applying.

@@ -89,8 +89,8 @@ func TestCompletionOutcomeUnknown(t *testing.T) {
 	}
 }
 
-// Failing tests from the hostile review of the at-most-once fixes (branch review). Each test
-// names the path that breaks the promise, and none fixes library code.
+// Regression tests from the hostile review of the at-most-once fixes: each names a path that
+// broke the promise before its fix (the fix's commit message quotes the failure).
 
 // inflightComplete models a completion transaction that is still in flight at the store
 // when the guard gives up on it: the first Complete returns an error of unknown outcome
