@@ -3,8 +3,8 @@ package idem_test
 import (
 	"context"
 	"errors"
-	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,38 +16,6 @@ import (
 	"github.com/idemkit/idem/idemstore/storetest"
 	"github.com/idemkit/idem/memstore"
 )
-
-// countingBatch counts round trips of a BatchStore.
-type countingBatch struct {
-	*counting
-	bs *memstore.Store
-}
-
-func newCountingBatch() *countingBatch {
-	m := memstore.New()
-	return &countingBatch{counting: newCounting(m), bs: m}
-}
-
-func (c *countingBatch) ClaimMany(ctx context.Context, recs []*idemstore.Record, now time.Time) []idemstore.ClaimResult {
-	c.inc("claimMany")
-	return c.bs.ClaimMany(ctx, recs, now)
-}
-func (c *countingBatch) CompleteMany(ctx context.Context, recs []*idemstore.Record) []error {
-	c.inc("completeMany")
-	return c.bs.CompleteMany(ctx, recs)
-}
-func (c *countingBatch) ReleaseMany(ctx context.Context, keys, tokens []string) []error {
-	c.inc("releaseMany")
-	return c.bs.ReleaseMany(ctx, keys, tokens)
-}
-
-func reqs(prefix string, n int) []idem.Request {
-	out := make([]idem.Request, n)
-	for i := range out {
-		out[i] = idem.Request{Key: prefix + strconv.Itoa(i)}
-	}
-	return out
-}
 
 // runBatch claims rs, runs them concurrently, and settles the batch, under a context with
 // a deadline as in Lambda: without one, outcomes are recorded as each request finishes.
@@ -366,4 +334,153 @@ func TestBatchFailOpenNeverOnCancelledContext(t *testing.T) {
 		})
 		require.ErrorIs(t, err, context.Canceled)
 	}
+}
+
+// Regression tests from the hostile review of the at-most-once fixes: each names a path that
+// broke the promise before its fix (the fix's commit message quotes the failure).
+
+// errReviewThrottled stands for a store call that failed for good after the SDK's own retries
+// (throttling, a 5xx) without applying.
+var errReviewThrottled = errors.New("throttled (injected)")
+
+// flakyCompleteMany is a BatchStore over a MemStore whose first CompleteMany fails, for
+// every record, without applying: a BatchExecuteStatement throttled past the SDK's
+// retries. Later calls go through.
+type flakyCompleteMany struct {
+	*memstore.Store
+	failures atomic.Int32 // CompleteMany calls left to fail
+	calls    atomic.Int32
+}
+
+func (f *flakyCompleteMany) CompleteMany(ctx context.Context, recs []*idemstore.Record) []error {
+	f.calls.Add(1)
+	if f.failures.Add(-1) >= 0 {
+		out := make([]error, len(recs))
+		for i := range out {
+			out[i] = &idem.StoreError{Op: "complete", Err: errReviewThrottled}
+		}
+		return out
+	}
+	return f.Store.CompleteMany(ctx, recs)
+}
+
+// flakyComplete is the single-record counterpart: its first Complete fails without
+// applying.
+type flakyComplete struct {
+	*memstore.Store
+	failures atomic.Int32
+}
+
+func (f *flakyComplete) Complete(ctx context.Context, rec *idemstore.Record, attached []any) error {
+	if f.failures.Add(-1) >= 0 {
+		return &idem.StoreError{Op: "complete", Err: errReviewThrottled}
+	}
+	return f.Store.Complete(ctx, rec, attached)
+}
+
+// REVIEW HOLE 1 (double execution, batch path).
+//
+// Path: Guard.Claim → DoClaimed leaves the outcome pending (the lease outlasts the
+// deadline) → Batch.Settle sends one CompleteMany; it fails once with a store error (a
+// throttled BatchExecuteStatement after the SDK's retries) → Settle hands that error
+// straight to g.completed: no resend with backoff and no strongly consistent read-back, as
+// Guard.complete does for Do. The record stays INPROGRESS, Settle reports a store error
+// (sqs fails the message, SQS redelivers it), and once the lease ends the redelivery takes
+// the key over and runs the handler a second time. The same single transient failure on
+// the Do path (subtest "do") is absorbed by the resend: one run.
+//
+// RELIABILITY.md calls a rerun by design only when "every attempt fails"; here one attempt
+// is all the batch path ever makes.
+func TestReviewSettleDoesNotRetryCompletion(t *testing.T) {
+	t.Parallel()
+	req := idem.Request{Key: "order-1"}
+	handler := func(runs *atomic.Int32) func(context.Context) (int, error) {
+		return func(context.Context) (int, error) { runs.Add(1); return 42, nil }
+	}
+
+	t.Run("do", func(t *testing.T) {
+		t.Parallel()
+		clock := storetest.NewClock()
+		store := &flakyComplete{Store: memstore.New()}
+		store.failures.Store(1)
+		g, err := idem.New(store, "test", idem.WithClock(clock))
+		require.NoError(t, err)
+		var runs atomic.Int32
+		v, _, err := idem.Do(deadlineIn(t, clock, time.Minute), g, req, handler(&runs))
+		require.NoError(t, err, "the resend absorbs one failed completion")
+		assert.Equal(t, 42, v)
+		clock.Advance(2 * time.Minute) // past any lease
+		_, replayed, err := idem.Do(deadlineIn(t, clock, time.Minute), g, req, handler(&runs))
+		require.NoError(t, err)
+		assert.True(t, replayed)
+		assert.Equal(t, int32(1), runs.Load())
+	})
+
+	t.Run("batch", func(t *testing.T) {
+		t.Parallel()
+		clock := storetest.NewClock()
+		store := &flakyCompleteMany{Store: memstore.New()}
+		store.failures.Store(1)
+		g, err := idem.New(store, "test", idem.WithClock(clock))
+		require.NoError(t, err)
+		var runs atomic.Int32
+
+		ctx := deadlineIn(t, clock, time.Minute)
+		b := g.Claim(ctx, []idem.Request{req})
+		v, _, err := idem.DoClaimed(ctx, b, 0, handler(&runs))
+		require.NoError(t, err)
+		assert.Equal(t, 42, v)
+		settleErrs := b.Settle(ctx)
+		assert.Equal(t, int32(1), store.calls.Load(), "Settle made one CompleteMany")
+
+		// The redelivery after the lease (deadline plus margin) ended.
+		clock.Advance(2 * time.Minute)
+		_, replayed, err := idem.Do(deadlineIn(t, clock, time.Minute), g, req, handler(&runs))
+		require.NoError(t, err)
+		assert.NoError(t, settleErrs[0], "one transient completion failure is resent, as on the Do path")
+		assert.True(t, replayed, "the retry replays the first run's result")
+		assert.Equal(t, int32(1), runs.Load(), "the handler ran once per key")
+	})
+}
+
+// TestHoleDoClaimedStartsWithinTheMargin: DoClaimed refuses to start a request whose lease
+// has ended (now >= LeaseExpires), but not one whose lease is within the margin of its end,
+// although the margin is exactly the skew the guard claims to tolerate: a caller whose
+// clock runs ahead by the margin may already have taken the key over. DoClaimed then runs
+// the handler anyway, on a context that has ended before it starts (watch); a handler whose
+// side effect does not look at its context runs a second time.
+//
+// Path: Guard.Claim without a deadline at T0 (lease ends T0+WithLease+margin). The batch
+// reaches request 0 at T0+WithLease+margin/2. Caller B, whose clock is 1.5s ahead
+// (1.5s, within the 2s margin), sees the lease ended and runs the key. Then DoClaimed on the owner:
+// g.now() < it.rec.LeaseExpires, so it runs fn.
+func TestHoleDoClaimedStartsWithinTheMargin(t *testing.T) {
+	t.Parallel()
+	const lease, margin = time.Minute, 2 * time.Second
+	store := memstore.New()
+	clockA := storetest.NewManualClock()
+	clockB := storetest.NewManualClock()
+	clockB.Advance(1500 * time.Millisecond) // B runs ahead of A by 1.5s: within the 2s margin
+	gA, err := idem.New(store, "test", idem.WithClock(clockA), idem.WithLease(lease), idem.WithLeaseMargin(margin))
+	require.NoError(t, err)
+	gB, err := idem.New(store, "test", idem.WithClock(clockB), idem.WithLease(lease), idem.WithLeaseMargin(margin))
+	require.NoError(t, err)
+
+	b := gA.Claim(context.Background(), []idem.Request{{Key: "k"}})
+	clockA.Advance(lease + margin/2)
+	clockB.Advance(lease + margin/2)
+
+	var runs atomic.Int32
+	_, _, errB := idem.Do(context.Background(), gB, idem.Request{Key: "k"}, func(context.Context) (int, error) {
+		runs.Add(1)
+		return 2, nil
+	})
+	var startedOnEndedCtx bool
+	_, _, errA := idem.DoClaimed(context.Background(), b, 0, func(ctx context.Context) (int, error) {
+		startedOnEndedCtx = ctx.Err() != nil
+		runs.Add(1) // a side effect that does not take the context
+		return 1, nil
+	})
+	t.Logf("B: %v; A: %v; A's handler started on an ended context: %v", errB, errA, startedOnEndedCtx)
+	assert.EqualValues(t, 1, runs.Load(), "the guarded handler ran more than once for one key")
 }

@@ -2,12 +2,17 @@ package idem_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/memstore"
 )
 
@@ -63,6 +68,27 @@ func BenchmarkGuard(b *testing.B) {
 			if i%freshStoreEvery == 0 {
 				// A store of millions of records would measure the map's growth and the
 				// garbage collector scanning it, not the guard: start a fresh one, untimed.
+				b.StopTimer()
+				g, _ = idem.New(memstore.New(), "test")
+				b.StartTimer()
+			}
+			if _, _, err := idem.Do(ctx, g, idem.Request{Key: keys[i]}, ok); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	// NewKeyDeadline is NewKey with a context deadline within DefaultMaxLease, as every
+	// Lambda invocation has: the lease then outlasts the context, and no lease watchdog
+	// (a goroutine and its timer, which NewKey pays for) runs.
+	b.Run("NewKeyDeadline", func(b *testing.B) {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+		defer cancel()
+		keys := benchKeys(b.N)
+		var g *idem.Guard
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := range b.N {
+			if i%freshStoreEvery == 0 {
 				b.StopTimer()
 				g, _ = idem.New(memstore.New(), "test")
 				b.StartTimer()
@@ -172,6 +198,103 @@ func BenchmarkResultCodec(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
+			})
+		}
+	}
+}
+
+// orderLines returns a JSON result of about size bytes: order lines with varied SKUs,
+// quantities and prices, so it compresses like real data rather than like one repeated
+// line.
+func orderLines(size int) []orderLine {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var lines []orderLine
+	for n := 2; n < size; {
+		l := orderLine{
+			SKU:        fmt.Sprintf("SKU-%06d", rng.IntN(1_000_000)),
+			Quantity:   1 + rng.IntN(20),
+			PriceCents: 99 + rng.IntN(100_000),
+			Warehouse:  []string{"IAD", "PDX", "DUB", "FRA", "NRT"}[rng.IntN(5)],
+		}
+		b, _ := json.Marshal(l)
+		n += len(b) + 1
+		lines = append(lines, l)
+	}
+	return lines
+}
+
+type orderLine struct {
+	SKU        string `json:"sku"`
+	Quantity   int    `json:"quantity"`
+	PriceCents int    `json:"price_cents"`
+	Warehouse  string `json:"warehouse"`
+}
+
+// itemSize is the DynamoDB size of a completed record's item with the default attribute
+// names: attribute name lengths plus value sizes (strings and binary by their bytes,
+// numbers about one byte per two digits plus one).
+func itemSize(rec *idemstore.Record) int {
+	num := func(v int64) int { return len(strconv.FormatInt(v, 10))/2 + 1 }
+	size := len("id") + len(rec.Key) +
+		len("status") + len(rec.Status) +
+		len("v") + num(int64(rec.Version)) +
+		len("expiration") + num(rec.Expires.Unix()) +
+		len("lease_token") + len(rec.LeaseToken)
+	if rec.Encoding != "" {
+		size += len("enc") + len(rec.Encoding)
+	}
+	if rec.Data != nil {
+		size += len("data") + len(rec.Data)
+	}
+	return size
+}
+
+// BenchmarkResultUnits stores results of 1, 50 and 300 KB of JSON order lines through the
+// guard, with compression at its default threshold and turned off, and reports the write
+// units the completed item costs (ceil(size / 1 KB)) and the stored bytes. A 300 KB result
+// uncompressed still fits DynamoDB's 400 KB item. One op is one new key.
+//
+//	go test -run '^$' -bench ResultUnits .
+func BenchmarkResultUnits(b *testing.B) {
+	ctx := context.Background()
+	for _, size := range []int{1 << 10, 50 << 10, 300 << 10} {
+		result := orderLines(size)
+		raw, _ := json.Marshal(result)
+		for _, compress := range []bool{true, false} {
+			threshold := idem.DefaultCompressionThreshold
+			if !compress {
+				threshold = 1 << 30
+			}
+			b.Run(fmt.Sprintf("%dKB/gzip=%t", size>>10, compress), func(b *testing.B) {
+				store := memstore.New()
+				g, err := idem.New(store, "test", idem.WithCompression(threshold), idem.WithScope("bench"))
+				if err != nil {
+					b.Fatal(err)
+				}
+				fn := func(context.Context) ([]orderLine, error) { return result, nil }
+				b.SetBytes(int64(len(raw)))
+				b.ReportAllocs()
+				var last string
+				for i := 0; b.Loop(); i++ {
+					last = "k" + strconv.Itoa(i)
+					if _, _, err := idem.Do(ctx, g, idem.Request{Key: last}, fn); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				key, _ := g.StoredKey(idem.Request{Key: last})
+				rec, err := store.Get(ctx, key)
+				if err != nil || rec == nil {
+					b.Fatal("no record", err)
+				}
+				got, replayed, err := idem.Do(ctx, g, idem.Request{Key: last}, fn)
+				if err != nil || !replayed || len(got) != len(result) {
+					b.Fatal("replay failed", err)
+				}
+				size := itemSize(rec)
+				b.ReportMetric(float64(size), "item_bytes")
+				b.ReportMetric(float64((size+1023)/1024), "WCU")
+				b.ReportMetric(float64(len(raw)), "json_bytes")
 			})
 		}
 	}

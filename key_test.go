@@ -2,6 +2,7 @@ package idem_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -44,4 +45,42 @@ func TestNewRefusesBadOperations(t *testing.T) {
 	}
 	_, err := idem.New(memstore.New(), "orders.create-v2")
 	assert.NoError(t, err)
+}
+
+func TestKeys(t *testing.T) {
+	t.Parallel()
+	g, err := idem.New(memstore.New(), "test", idem.WithScope("orders"))
+	require.NoError(t, err)
+	cases := []struct {
+		name string
+		req  idem.Request
+		want error
+	}{
+		{"Empty", idem.Request{}, idem.ErrMissingKey},
+		{"TooLong", idem.Request{Key: strings.Repeat("k", idem.MaxKeyLength+1)}, idem.ErrInvalidKey},
+		{"Longest", idem.Request{Key: strings.Repeat("k", idem.MaxKeyLength)}, nil},
+		{"Binary", idem.Request{Key: "a\x00b\xff"}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			sk, err := g.StoredKey(tc.req)
+			if tc.want != nil {
+				require.ErrorIs(t, err, tc.want)
+				return
+			}
+			require.NoError(t, err)
+			assert.True(t, strings.HasPrefix(sk, "orders.test#"))
+			assert.Len(t, sk, len("orders.test#")+64)
+			assert.NotContains(t, sk, tc.req.Key, "raw keys never reach the store")
+		})
+	}
+
+	a, _ := g.StoredKey(idem.Request{Key: "k", Tenant: "alice"})
+	b, _ := g.StoredKey(idem.Request{Key: "k", Tenant: "bob"})
+	c, _ := g.StoredKey(idem.Request{Key: "k"})
+	d, _ := g.StoredKey(idem.Request{Key: "ek", Tenant: "alic"})
+	assert.NotEqual(t, a, b, "tenants never share a record")
+	assert.NotEqual(t, a, c)
+	assert.NotEqual(t, a, d, "tenant and key cannot be shifted into each other")
 }

@@ -255,3 +255,48 @@ func TestCheckpointAndAttachAcrossACrash(t *testing.T) {
 		})
 	}
 }
+
+func TestAttachOutsideHandler(t *testing.T) {
+	t.Parallel()
+	require.ErrorIs(t, idem.Attach(context.Background(), func() error { return nil }), idem.ErrNoLease)
+	assert.Empty(t, idem.LastCheckpoint(context.Background()))
+}
+
+func TestAttachAfterHandlerReturned(t *testing.T) {
+	t.Parallel()
+	g, err := idem.New(memstore.New(), "test")
+	require.NoError(t, err)
+	var leaked context.Context
+	_, _, err = idem.Do(context.Background(), g, idem.Request{Key: "k"}, func(ctx context.Context) (int, error) {
+		leaked = ctx
+		return 1, nil
+	})
+	require.NoError(t, err)
+	require.ErrorIs(t, idem.Attach(leaked, func() error { return nil }), idem.ErrNoLease,
+		"a write attached too late would silently never commit")
+}
+
+// The handler's context is the caller's: values, deadline and cancellation pass through the
+// lease it carries.
+func TestHandlerContextIsTheCallers(t *testing.T) {
+	type ctxKey struct{}
+	g, err := idem.New(memstore.New(), "test")
+	require.NoError(t, err)
+	parent, cancel := context.WithTimeout(context.WithValue(context.Background(), ctxKey{}, "v"), time.Minute)
+	defer cancel()
+	deadline, _ := parent.Deadline()
+	_, _, err = idem.Do(parent, g, idem.Request{Key: "k"}, func(ctx context.Context) (string, error) {
+		require.Equal(t, "v", ctx.Value(ctxKey{}))
+		d, ok := ctx.Deadline()
+		require.True(t, ok)
+		require.Equal(t, deadline, d)
+		require.NoError(t, ctx.Err())
+		child, stop := context.WithCancel(ctx)
+		defer stop()
+		cancel()
+		<-child.Done()
+		require.ErrorIs(t, context.Cause(child), context.Canceled)
+		return "", errors.New("cancelled")
+	})
+	require.EqualError(t, err, "cancelled")
+}

@@ -62,3 +62,81 @@ func TestWithClockReadsDeadlinesOnItsTime(t *testing.T) {
 		})
 	}
 }
+
+func TestOptionsRejectBadValues(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		opt  idem.Option
+	}{
+		{"WithExpiry", idem.WithExpiry(0)},
+		{"WithLease", idem.WithLease(-time.Second)},
+		{"WithLeaseMargin", idem.WithLeaseMargin(-time.Second)},
+		{"WithMaxLease", idem.WithMaxLease(0)},
+		{"WithScope", idem.WithScope("")},
+		{"WithCache", idem.WithCache(-1)},
+		{"WithWait", idem.WithWait(time.Second, 2*time.Second)},
+		{"WithRememberFailures", idem.WithRememberFailures(nil)},
+		{"WithHeartbeat", idem.WithHeartbeat(-1)},
+		{"WithCodec", idem.WithCodec(nil)},
+		{"WithCompression", idem.WithCompression(-1)},
+		{"WithMaxResultSize", idem.WithMaxResultSize(0)},
+		{"WithClock", idem.WithClock(nil)},
+		{"WithLogger", idem.WithLogger(nil)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := idem.New(memstore.New(), "test", tc.opt)
+			require.ErrorIs(t, err, idem.ErrInvalidOption)
+			assert.Contains(t, err.Error(), tc.name, "the error names the option")
+		})
+	}
+	_, err := idem.New(nil, "test")
+	require.ErrorIs(t, err, idem.ErrInvalidOption)
+}
+
+func TestScopeReadsNoEnvironment(t *testing.T) {
+	t.Setenv("AWS_LAMBDA_FUNCTION_NAME", "payments-fn")
+	g, err := idem.New(memstore.New(), "test")
+	require.NoError(t, err)
+	assert.Equal(t, idem.DefaultScope+".test", g.Scope(), "the library reads no environment")
+	g, err = idem.New(memstore.New(), "test", idem.WithScope("payments-fn"))
+	require.NoError(t, err)
+	assert.Equal(t, "payments-fn.test", g.Scope())
+}
+
+// TestHeartbeatMustFitTheLease checks the interval against the lease a claim is granted
+// without a deadline, WithLease capped by WithMaxLease, in whatever order the options come:
+// a beat at most every half of that lease less the margin (the point where the handler's
+// context is cancelled if no extension succeeded), so that one missed beat does not lose it.
+func TestHeartbeatMustFitTheLease(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		opts []idem.Option
+		ok   bool
+	}{
+		{"half of WithLease less the margin", []idem.Option{idem.WithLease(time.Minute), idem.WithHeartbeat(29 * time.Second)}, true},
+		{"half of WithLease", []idem.Option{idem.WithLease(time.Minute), idem.WithHeartbeat(30 * time.Second)}, false},
+		{"half of WithLease, another margin", []idem.Option{idem.WithLease(time.Minute), idem.WithHeartbeat(30 * time.Second), idem.WithLeaseMargin(0)}, true},
+		{"above half of WithLease", []idem.Option{idem.WithLease(time.Minute), idem.WithHeartbeat(40 * time.Second)}, false},
+		{"half of WithLease, above half of the default max lease", []idem.Option{idem.WithLease(40 * time.Minute), idem.WithHeartbeat(20 * time.Minute)}, false},
+		{"half of the default max lease less the margin", []idem.Option{idem.WithLease(40 * time.Minute), idem.WithHeartbeat(7*time.Minute + 29*time.Second)}, true},
+		{"above half of WithMaxLease", []idem.Option{idem.WithHeartbeat(20 * time.Second), idem.WithMaxLease(30 * time.Second)}, false},
+		{"half of WithMaxLease less the margin", []idem.Option{idem.WithHeartbeat(14 * time.Second), idem.WithMaxLease(30 * time.Second)}, true},
+		{"a lease no longer than the margin", []idem.Option{idem.WithHeartbeat(time.Millisecond), idem.WithLease(2 * time.Second)}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := idem.New(memstore.New(), "test", tc.opts...)
+			if tc.ok {
+				require.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "WithHeartbeat")
+		})
+	}
+}

@@ -33,7 +33,9 @@ const MaxBatchStatements = 25
 // call, shared by all such keys (up to 100): a strongly consistent BatchGetItem of their
 // items. An item that would refuse the record's claim (a live one, or an ended lease whose
 // checkpoint the record does not carry: see [Store.Claim]) is the conflict, returned as
-// prev, as a single claim would return it. Any other outcome (an expired item, an ended
+// prev, as a single claim would return it. Completed records whose results are kept apart
+// (see [Store.Complete]) cost a third call, shared by all of them: a BatchGetItem of the
+// results' items. Any other outcome (an expired item, an ended
 // lease the claim may take over, an item that does not decode or has gone since, a
 // statement that failed for another reason such as throttling) falls back to [Store.Claim]
 // for that record alone, so takeovers come back exactly as from a single claim. A batch of
@@ -67,6 +69,8 @@ func (s *Store) ClaimMany(ctx context.Context, recs []*idemstore.Record, now tim
 			keys[j] = recs[i].Key
 		}
 		items, err := s.getMany(ctx, keys)
+		var apart []int
+		var refs []string
 		for j, i := range taken {
 			switch {
 			case err != nil:
@@ -74,13 +78,18 @@ func (s *Store) ClaimMany(ctx context.Context, recs []*idemstore.Record, now tim
 			case items[j] == nil:
 				single = append(single, i) // gone since, or left unprocessed: claim singly
 			default:
-				if prev := s.refusing(items[j], recs[i], now); prev != nil {
-					out[i].Prev = prev
-				} else {
+				prev, ref := s.refusing(items[j], recs[i], now)
+				if prev == nil {
 					single = append(single, i)
+					continue
+				}
+				out[i].Prev = prev
+				if ref != "" {
+					apart, refs = append(apart, i), append(refs, ref)
 				}
 			}
 		}
+		s.readResults(ctx, out, apart, refs)
 	}
 	for _, i := range single {
 		out[i].Prev, out[i].Claimed, out[i].Err = s.Claim(ctx, recs[i], now)
@@ -88,43 +97,77 @@ func (s *Store) ClaimMany(ctx context.Context, recs []*idemstore.Record, now tim
 	return out
 }
 
+// readResults reads the results kept apart of the records out[i].Prev for i in idx, ref
+// j naming the result's item of idx[j], with one BatchGetItem call per 100. A result's
+// item left unprocessed is read alone.
+func (s *Store) readResults(ctx context.Context, out []idemstore.ClaimResult, idx []int, refs []string) {
+	if len(idx) == 0 {
+		return
+	}
+	items, err := s.getMany(ctx, refs)
+	for j, i := range idx {
+		switch {
+		case err != nil:
+			out[i].Prev, out[i].Err = nil, s.fail("claim", err)
+		case items[j] == nil:
+			// Gone, or left unprocessed: one GetItem tells which.
+			err := s.readResult(ctx, "claim", out[i].Prev, refs[j])
+			if err != nil {
+				out[i].Prev, out[i].Err = nil, err
+			}
+		default:
+			if err := s.setResult(out[i].Prev, items[j]); err != nil {
+				out[i].Prev, out[i].Err = nil, err
+			}
+		}
+	}
+}
+
 // refusing returns the record read back if it decodes and would refuse a claim of rec at
 // now, else nil: the caller then claims singly, and the conditional PutItem decides.
 // Judging a refusing record claimable therefore costs a round trip, never a wrong answer;
 // the test below is the negation of claimCondition, with the same rounding (see
-// encodeEpoch).
-func (s *Store) refusing(item map[string]types.AttributeValue, rec *idemstore.Record, now time.Time) *idemstore.Record {
-	prev, err := s.decodeRecord(item)
+// encodeEpoch). It also returns the key of the record's result's item, if its result is
+// kept apart: the record comes back without it.
+func (s *Store) refusing(item map[string]types.AttributeValue, rec *idemstore.Record, now time.Time) (*idemstore.Record, string) {
+	prev, ref, err := s.decodeItem(item)
 	if err != nil {
-		return nil // a single claim reports it, or takes over an expired one
+		return nil, "" // a single claim reports it, or takes over an expired one
 	}
 	if !prev.Expires.IsZero() && !now.Before(prev.Expires) {
-		return nil
+		return nil, ""
 	}
 	leaseEnded := prev.Status == idemstore.StatusInProgress && !prev.LeaseExpires.IsZero() && !now.Before(prev.LeaseExpires)
 	if leaseEnded && prev.Checkpoint == rec.Checkpoint {
-		return nil
+		return nil, ""
 	}
-	return prev
+	return prev, ref
 }
 
 // CompleteMany implements [idemstore.BatchStore]: it completes each record as [Store.Complete]
 // would without attached writes, with one BatchExecuteStatement call of PartiQL UPDATE
 // statements per [MaxBatchStatements] records, each conditional on the record's lease
-// token. A failed condition yields [idem.ErrLeaseLost], an item over DynamoDB's size limit
-// [idemstore.ErrTooLarge], and a failed call an error wrapping [idem.ErrStore]; a statement that
-// failed for another reason (throttling, say) is retried alone with [Store.Complete]. The
-// function's role needs the IAM action dynamodb:PartiQLUpdate on the table.
+// token. Results kept apart (see [Store.Complete]) are written first, with one call of
+// PartiQL INSERT statements per [MaxBatchStatements] of them. A failed condition yields
+// [idem.ErrLeaseLost], an item over DynamoDB's size limit [idemstore.ErrTooLarge], and a
+// failed call an error wrapping [idem.ErrStore]; a statement that failed for another reason
+// (throttling, say, or a result's item that a resend already wrote) is retried alone with
+// [Store.Complete]. The function's role needs the IAM actions dynamodb:PartiQLInsert and
+// dynamodb:PartiQLUpdate on the table.
 func (s *Store) CompleteMany(ctx context.Context, recs []*idemstore.Record) []error {
 	out := make([]error, len(recs))
+	refs, settled := s.putResults(ctx, recs, out)
 	stmts := make([]types.BatchStatementRequest, 0, len(recs))
 	var idx []int
 	for i, rec := range recs {
+		if settled[i] {
+			continue
+		}
 		if rec.LeaseToken == "" {
 			out[i] = errors.New("dynamo: complete: record has no lease token")
 			continue
 		}
-		stmts = append(stmts, s.updateStatement(rec))
+		stmts = append(stmts, s.updateStatement(rec, refs[i]))
 		idx = append(idx, i)
 	}
 	for j, r := range s.execute(ctx, stmts) {
@@ -142,6 +185,39 @@ func (s *Store) CompleteMany(ctx context.Context, recs []*idemstore.Record) []er
 		}
 	}
 	return out
+}
+
+// putResults writes the results of recs that are kept apart, before the completions that
+// name them, and returns the keys of their items by record ("" for a result inline). It
+// settles a record whose result could not be written (its error in out), and one whose
+// INSERT failed for another reason, such as a result's item that a resend already wrote,
+// by completing it alone with [Store.Complete] (its answer in out); settled reports which.
+func (s *Store) putResults(ctx context.Context, recs []*idemstore.Record, out []error) (refs []string, settled []bool) {
+	refs, settled = make([]string, len(recs)), make([]bool, len(recs))
+	var stmts []types.BatchStatementRequest
+	var idx []int
+	for i, rec := range recs {
+		ref, item := s.resultApart(rec)
+		if item == nil {
+			continue
+		}
+		refs[i] = ref
+		stmts = append(stmts, insertItem(s.table, item))
+		idx = append(idx, i)
+	}
+	for j, r := range s.execute(ctx, stmts) {
+		i := idx[j]
+		switch {
+		case r.callErr != nil:
+			out[i], settled[i] = s.fail("complete", r.callErr), true
+		case r.code == "":
+		case r.code == types.BatchStatementErrorCodeEnumValidationError && mentionsItemSize(&r.msg):
+			out[i], settled[i] = fmt.Errorf("dynamo: complete: %w: %w", idemstore.ErrTooLarge, r.err), true
+		default:
+			out[i], settled[i] = s.Complete(ctx, recs[i], nil), true
+		}
+	}
+	return refs, settled
 }
 
 // ReleaseMany implements [idemstore.BatchStore]: it releases each key as [Store.Release] would,
@@ -239,6 +315,9 @@ const maxConcurrentCalls = 8
 func (s *Store) execute(ctx context.Context, stmts []types.BatchStatementRequest) []stmtResult {
 	res := make([]stmtResult, len(stmts))
 	const size = MaxBatchStatements
+	if len(stmts) == 0 {
+		return res // no call: DynamoDB refuses an empty batch
+	}
 	if len(stmts) <= size {
 		s.executeChunk(ctx, stmts, res)
 		return res
@@ -309,11 +388,16 @@ var _ smithy.APIError = (*StatementError)(nil)
 // insertStatement returns the PartiQL INSERT of rec's item, which fails with DuplicateItem
 // when an item with its key exists.
 func (s *Store) insertStatement(rec *idemstore.Record) types.BatchStatementRequest {
-	item := s.encodeRecord(rec)
+	return insertItem(s.table, s.encodeRecord(rec))
+}
+
+// insertItem returns the PartiQL INSERT of item into table, which fails with DuplicateItem
+// when an item with its key exists.
+func insertItem(table string, item map[string]types.AttributeValue) types.BatchStatementRequest {
 	names := slices.Sorted(maps.Keys(item))
 	params := make([]types.AttributeValue, len(names))
 	var b strings.Builder
-	b.WriteString("INSERT INTO " + quoteIdent(s.table) + " VALUE {")
+	b.WriteString("INSERT INTO " + quoteIdent(table) + " VALUE {")
 	for i, name := range names {
 		if i > 0 {
 			b.WriteString(", ")
@@ -325,10 +409,10 @@ func (s *Store) insertStatement(rec *idemstore.Record) types.BatchStatementReque
 	return types.BatchStatementRequest{Statement: aws.String(b.String()), Parameters: params}
 }
 
-// updateStatement returns the PartiQL UPDATE that completes rec, conditional on its lease
-// token: the statement form of [Store.completion], setting and removing the same
-// attributes.
-func (s *Store) updateStatement(rec *idemstore.Record) types.BatchStatementRequest {
+// updateStatement returns the PartiQL UPDATE that completes rec (its result kept apart in
+// the item ref, if not empty), conditional on its lease token: the statement form of
+// [Store.completion], setting and removing the same attributes.
+func (s *Store) updateStatement(rec *idemstore.Record, ref string) types.BatchStatementRequest {
 	a := &s.cfg.attrs
 	var b strings.Builder
 	var params []types.AttributeValue
@@ -338,12 +422,14 @@ func (s *Store) updateStatement(rec *idemstore.Record) types.BatchStatementReque
 		params = append(params, v)
 	}
 	set(a.Status, &types.AttributeValueMemberS{Value: string(rec.Status)})
-	set(a.Version, &types.AttributeValueMemberN{Value: strconv.Itoa(rec.Version)})
+	set(a.Version, &types.AttributeValueMemberN{Value: strconv.Itoa(storedVersion(rec, ref))})
 	remove := []string{a.InProgressExpiration}
-	for _, o := range optionalValues(rec) {
-		if o.v == nil {
+	for _, o := range optionalValues(rec, ref) {
+		switch {
+		case o.ph == "":
+		case o.v == nil:
 			remove = append(remove, a.attr(o.ph))
-		} else {
+		default:
 			set(a.attr(o.ph), o.v)
 		}
 	}

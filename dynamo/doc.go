@@ -1,6 +1,7 @@
-// Package dynamo is the Amazon DynamoDB [idemstore.Store]: it keeps one item per idempotency key
-// and makes every state change a conditional write, so any number of Lambda instances can
-// share one table and a key's handler still runs at most once.
+// Package dynamo is the Amazon DynamoDB [idemstore.Store]: it keeps one item per idempotency
+// key (and one more for a result over 1 KB) and makes every state change a conditional
+// write, so any number of Lambda instances can share one table and a key's handler still
+// runs at most once.
 //
 // # Mental model
 //
@@ -13,6 +14,12 @@
 // cannot overwrite the new owner's record (fencing), and learns so from
 // [idem.ErrLeaseLost]. Expired records count as absent even while they linger in the table,
 // because TTL deletion lags expiry by up to days.
+//
+// A result too large for a record of 1 KB (after compression) is kept in an item of its
+// own, which the completed record names: DynamoDB bills the failed claim of a replay by the
+// size of the item it meets, so a replay then costs one write unit plus the read of the
+// result, not one write unit per KB of it. Such a result costs one call more to store and
+// one more to replay; see [Store.Complete].
 //
 // With [Attach], a handler adds its own writes (an order row, a ledger ADD) to the
 // completion, which then is one TransactWriteItems: the business effect and the record
@@ -33,21 +40,22 @@
 //
 //	cfg, err := config.LoadDefaultConfig(ctx)
 //	// ...
-//	store, err := dynamo.New(dynamodb.NewFromConfig(cfg), os.Getenv("IDEMPOTENCY_TABLE"))
+//	client := dynamodb.NewFromConfig(cfg)
+//	store, err := dynamo.New(client, os.Getenv("IDEMPOTENCY_TABLE"))
 //	// ...
 //	guard, err := idem.New(store, "create-order")
 //	// ...
-//	order, replayed, err := idem.Do(ctx, guard, req, func(ctx context.Context) (Order, error) {
-//		order := newOrder(in)
-//		item, err := attributevalue.MarshalMap(order)
-//		if err != nil {
-//			return Order{}, err
-//		}
-//		err = dynamo.Attach(ctx, types.TransactWriteItem{Put: &types.Put{
-//			TableName: aws.String(ordersTable),
-//			Item:      item,
+//	req := idem.Request{Key: "order-7f3a", Fingerprint: []byte(`{"amount_cents":1299}`)}
+//	o, replayed, err := idem.Do(ctx, guard, req, func(ctx context.Context) (order, error) {
+//		o := order{ID: "o-42", Amount: 1299}
+//		return o, dynamo.Attach(ctx, types.TransactWriteItem{Put: &types.Put{
+//			TableName: aws.String(os.Getenv("ORDERS_TABLE")),
+//			Item: map[string]types.AttributeValue{
+//				"id":           &types.AttributeValueMemberS{Value: o.ID},
+//				"amount_cents": &types.AttributeValueMemberN{Value: fmt.Sprint(o.Amount)},
+//			},
+//			ConditionExpression: aws.String("attribute_not_exists(id)"),
 //		}})
-//		return order, err
 //	})
 //
 // The table needs a string partition key "id" and TTL on "expiration"; [CreateTable]
@@ -63,6 +71,8 @@
 //     https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_TransactWriteItems.html
 //   - Item size limit:
 //     https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ServiceQuotas.html
+//   - Capacity units consumed by reads and writes:
+//     https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/read-write-operations.html
 //   - Batch operations with PartiQL (BatchExecuteStatement):
 //     https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ql-reference.multiplestatements.batching.html
 package dynamo

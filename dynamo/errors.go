@@ -36,17 +36,17 @@ func (s *Store) leaseFail(op string, err error) error {
 	return s.fail(op, err)
 }
 
-// transactFail maps the error of the transaction items, which completes rec.
-// Cancellation reasons come in the order of the request's items, and the completion is
-// item 0.
-func (s *Store) transactFail(rec *idemstore.Record, items []types.TransactWriteItem, err error) error {
+// transactFail maps the error of the transaction items, which completes rec (its result
+// apart in the item ref, if not empty). Cancellation reasons come in the order of the
+// request's items, and the completion is item 0.
+func (s *Store) transactFail(rec *idemstore.Record, ref string, items []types.TransactWriteItem, err error) error {
 	if err == nil {
 		return nil
 	}
 	var tce *types.TransactionCanceledException
 	if !errors.As(err, &tce) {
 		if isItemTooLarge(err) {
-			return s.tooLarge(rec, items, err)
+			return s.tooLarge(rec, ref, items, err)
 		}
 		return s.fail("complete", err)
 	}
@@ -96,8 +96,12 @@ func (s *Store) completedBy(item map[string]types.AttributeValue, rec *idemstore
 // completed record itself is over the limit, that is [idemstore.ErrTooLarge] (the guard then
 // completes without the result); else an attached write is, and nothing committed: the
 // first attached Put over the limit is named, if there is one.
-func (s *Store) tooLarge(rec *idemstore.Record, items []types.TransactWriteItem, err error) error {
-	if itemSize(s.encodeRecord(rec)) > maxItemSize {
+func (s *Store) tooLarge(rec *idemstore.Record, ref string, items []types.TransactWriteItem, err error) error {
+	stored := *rec
+	if ref != "" {
+		stored.Data = []byte(ref) // the record holds the key of its result's item instead
+	}
+	if itemSize(s.encodeRecord(&stored)) > maxItemSize {
 		return fmt.Errorf("dynamo: complete: %w: %w", idemstore.ErrTooLarge, err)
 	}
 	for i := 1; i < len(items); i++ {

@@ -117,6 +117,19 @@ func ExampleWithSortKey() {
 	_ = store
 }
 
+// An HTTP API whose responses are a few KB and rarely retried: keeping results up to 8 KB
+// inline saves the round trip a result kept apart costs when it is stored and replayed,
+// and makes each replay of such a result cost up to 8 write units instead of 1 plus its
+// read.
+func ExampleWithInlineLimit() {
+	var client *dynamodb.Client // from dynamodb.NewFromConfig
+	store, err := dynamo.New(client, "idempotency", dynamo.WithInlineLimit(8<<10))
+	if err != nil {
+		log.Fatal(err)
+	}
+	_ = store
+}
+
 // A table for local runs, against DynamoDB Local on port 8000.
 func ExampleCreateTable() {
 	ctx := context.Background()

@@ -10,6 +10,7 @@ const (
 	phLease      = "#lease"
 	phValidation = "#fp"
 	phData       = "#data"
+	phDataRef    = "#dref"
 	phToken      = "#token"
 	phCheckpoint = "#cp"
 	phVersion    = "#v"
@@ -41,6 +42,8 @@ func (a *Attributes) attr(placeholder string) string {
 		return a.Validation
 	case phData:
 		return a.Data
+	case phDataRef:
+		return a.DataRef
 	case phToken:
 		return a.LeaseToken
 	case phCheckpoint:

@@ -144,36 +144,53 @@ func TestErrorMapping(t *testing.T) {
 	bigData := []byte(strings.Repeat("x", 410*1024))
 	notCommitted := []error{idem.ErrStore, idemstore.ErrNotCommitted}
 	cases := []struct {
-		name     string
-		transact bool
-		data     []byte // the completed record's result
-		sdkErr   error
-		want     []error
-		attached int // the write an *AttachedWriteError names; -2: none
+		name       string
+		transact   bool
+		data       []byte // the completed record's result
+		checkpoint string // the completed record's checkpoint
+		sdkErr     error  // the completion's error; or, with putErr, the result's item's
+		putErr     bool
+		want       []error
+		attached   int // the write an *AttachedWriteError names; -2: none
 	}{
-		{"UpdateConditionIsLeaseLost", false, nil, errCCF, []error{idem.ErrLeaseLost}, -2},
-		{"UpdateTooLarge", false, nil, errTooBig, []error{idemstore.ErrTooLarge}, -2},
-		{"UpdateOutage", false, nil, errOutage, []error{idem.ErrStore}, -2},
-		{"CompletionConditionIsLeaseLost", true, nil, reasons("ConditionalCheckFailed", "None"), []error{idem.ErrLeaseLost}, -2},
-		{"LeaseLostWinsOverAttached", true, nil, reasons("ConditionalCheckFailed", "ConditionalCheckFailed"), []error{idem.ErrLeaseLost}, -2},
-		{"AttachedConditionFails", true, nil, reasons("None", "None", "ConditionalCheckFailed"), []error{idem.ErrConditionFailed}, 1},
-		{"CompletionTooLarge", true, nil, tooBigReason, []error{idemstore.ErrTooLarge}, -2},
-		{"TransactionConflict", true, nil, reasons("TransactionConflict", "None"), notCommitted, -2},
-		{"NoReasons", true, nil, reasons(), notCommitted, -2},
-		// A request-level refusal for size: the record is too large if it is over the limit,
-		// else an attached write is.
-		{"TransactTooLargeRecord", true, bigData, errTooBig, []error{idemstore.ErrTooLarge}, -2},
-		{"TransactTooLargeAttached", true, nil, errTooBig, notCommitted, -1},
-		{"TransactOutage", true, nil, errOutage, []error{idem.ErrStore}, -2},
+		{"UpdateConditionIsLeaseLost", false, nil, "", errCCF, false, []error{idem.ErrLeaseLost}, -2},
+		{"UpdateTooLarge", false, nil, "", errTooBig, false, []error{idemstore.ErrTooLarge}, -2},
+		{"UpdateOutage", false, nil, "", errOutage, false, []error{idem.ErrStore}, -2},
+		{"CompletionConditionIsLeaseLost", true, nil, "", reasons("ConditionalCheckFailed", "None"), false, []error{idem.ErrLeaseLost}, -2},
+		{"LeaseLostWinsOverAttached", true, nil, "", reasons("ConditionalCheckFailed", "ConditionalCheckFailed"), false, []error{idem.ErrLeaseLost}, -2},
+		{"AttachedConditionFails", true, nil, "", reasons("None", "None", "ConditionalCheckFailed"), false, []error{idem.ErrConditionFailed}, 1},
+		{"CompletionTooLarge", true, nil, "", tooBigReason, false, []error{idemstore.ErrTooLarge}, -2},
+		{"TransactionConflict", true, nil, "", reasons("TransactionConflict", "None"), false, notCommitted, -2},
+		{"NoReasons", true, nil, "", reasons(), false, notCommitted, -2},
+		// A request-level refusal for size: the record is too large if it is over the limit
+		// (its result is apart, but its checkpoint is not), else an attached write is.
+		{"TransactTooLargeRecord", true, nil, string(bigData), errTooBig, false, []error{idemstore.ErrTooLarge}, -2},
+		{"TransactTooLargeAttached", true, bigData[:4096], "", errTooBig, false, notCommitted, -1},
+		{"TransactOutage", true, nil, "", errOutage, false, []error{idem.ErrStore}, -2},
+		// A result kept apart whose item DynamoDB refuses is too large, attachments or not;
+		// an outage writing it is a store error, and nothing else is sent.
+		{"ResultTooLarge", false, bigData, "", errTooBig, true, []error{idemstore.ErrTooLarge}, -2},
+		{"ResultTooLargeAttached", true, bigData, "", errTooBig, true, []error{idemstore.ErrTooLarge}, -2},
+		{"ResultOutage", true, bigData, "", errOutage, true, []error{idem.ErrStore}, -2},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			api := &fakeAPI{
+				put: func(in *dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error) {
+					require.Nil(t, in.ConditionExpression, "a result's item is written unconditionally")
+					if tc.putErr {
+						return nil, tc.sdkErr
+					}
+					return &dynamodb.PutItemOutput{}, nil
+				},
 				update: func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) { return nil, tc.sdkErr },
 				transact: func(*dynamodb.TransactWriteItemsInput) (*dynamodb.TransactWriteItemsOutput, error) {
 					return nil, tc.sdkErr
 				},
+			}
+			if tc.putErr {
+				api.update, api.transact = nil, nil // never sent
 			}
 			s, err := dynamo.New(api, "t")
 			require.NoError(t, err)
@@ -182,8 +199,9 @@ func TestErrorMapping(t *testing.T) {
 				attached = []any{types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{}}}
 			}
 			done := record("k", time.Now(), "tok")
-			done.Status, done.Data, done.Encoding = idemstore.StatusCompleted, tc.data, "json+gzip"
+			done.Status, done.Data, done.Encoding, done.Checkpoint = idemstore.StatusCompleted, tc.data, "json+gzip", tc.checkpoint
 			err = s.Complete(context.Background(), done, attached)
+			assert.Equal(t, len(tc.data) > 1024, api.puts == 1, "the result's item is written when the result is apart")
 			for _, want := range tc.want {
 				require.ErrorIs(t, err, want)
 			}
@@ -249,4 +267,50 @@ func TestClaimMeetingATransactionReadsTheRecord(t *testing.T) {
 	require.NotNil(t, prev)
 	assert.Equal(t, "owner", prev.LeaseToken, "the owner completing right now holds the key")
 	assert.Equal(t, 1, api.gets)
+}
+
+// TestCompletionRequest pins the completion's UpdateItem: with the result inline it is the
+// request it was before results could be kept apart (no data_ref named); with the result
+// apart it names the result's item, removes data and stores schema version 2.
+func TestCompletionRequest(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		data  []byte
+		apart bool
+	}{
+		{"Inline", []byte(`{"id":"o-1"}`), false},
+		{"Apart", []byte(strings.Repeat("x", 2048)), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var got *dynamodb.UpdateItemInput
+			api := &fakeAPI{
+				put: func(*dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error) { return &dynamodb.PutItemOutput{}, nil },
+				update: func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+					got = in
+					return &dynamodb.UpdateItemOutput{}, nil
+				},
+			}
+			s, err := dynamo.New(api, "t")
+			require.NoError(t, err)
+			done := record("k", time.Now(), "tok")
+			done.Status, done.Data, done.Encoding = idemstore.StatusCompleted, tc.data, "json"
+			require.NoError(t, s.Complete(context.Background(), done, nil))
+			require.NotNil(t, got)
+			expr := aws.ToString(got.UpdateExpression)
+			if !tc.apart {
+				assert.Zero(t, api.puts)
+				assert.NotContains(t, got.ExpressionAttributeNames, "#dref")
+				assert.Equal(t, "SET #status = :status, #v = :v, #exp = :exp, #enc = :enc, #data = :data, #fp = :fp REMOVE #lease", expr)
+				assert.Equal(t, &types.AttributeValueMemberN{Value: "1"}, got.ExpressionAttributeValues[":v"])
+				return
+			}
+			assert.Equal(t, 1, api.puts, "the result's item, first")
+			assert.Equal(t, "data_ref", got.ExpressionAttributeNames["#dref"])
+			assert.Equal(t, "SET #status = :status, #v = :v, #exp = :exp, #enc = :enc, #fp = :fp, #dref = :dref REMOVE #lease, #data", expr)
+			assert.Equal(t, &types.AttributeValueMemberS{Value: "k#result#tok"}, got.ExpressionAttributeValues[":dref"])
+			assert.Equal(t, &types.AttributeValueMemberN{Value: "2"}, got.ExpressionAttributeValues[":v"])
+		})
+	}
 }

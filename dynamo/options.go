@@ -27,6 +27,9 @@ type Attributes struct {
 	// Data holds the stored result: a string for plain JSON, binary otherwise. Default
 	// "data".
 	Data string
+	// DataRef holds, instead of Data, the key of the item that holds the result when the
+	// result is too large for a record of 1 KB (see [Store.Complete]). Default "data_ref".
+	DataRef string
 	// LeaseToken holds the lease owner's token. Default "lease_token".
 	LeaseToken string
 	// Checkpoint holds the owner's last progress marker. Default "checkpoint".
@@ -46,6 +49,7 @@ func DefaultAttributes() Attributes {
 		InProgressExpiration: "in_progress_expiration",
 		Validation:           "validation",
 		Data:                 "data",
+		DataRef:              "data_ref",
 		LeaseToken:           "lease_token",
 		Checkpoint:           "checkpoint",
 		Version:              "v",
@@ -58,7 +62,7 @@ func (a *Attributes) fields() []struct{ field, name string } {
 	return []struct{ field, name string }{
 		{"ID", a.ID}, {"Status", a.Status}, {"Expiration", a.Expiration},
 		{"InProgressExpiration", a.InProgressExpiration}, {"Validation", a.Validation},
-		{"Data", a.Data}, {"LeaseToken", a.LeaseToken}, {"Checkpoint", a.Checkpoint},
+		{"Data", a.Data}, {"DataRef", a.DataRef}, {"LeaseToken", a.LeaseToken}, {"Checkpoint", a.Checkpoint},
 		{"Version", a.Version}, {"Encoding", a.Encoding},
 	}
 }
@@ -68,6 +72,8 @@ type Option func(*config) error
 
 type config struct {
 	attrs Attributes
+	// inlineLimit is the largest record item that keeps its result inline.
+	inlineLimit int
 	// sortKey, when set, names the sort key attribute that holds the record key; the
 	// partition key then holds partitionValue.
 	sortKey        string
@@ -75,7 +81,7 @@ type config struct {
 }
 
 func newConfig(opts []Option) (config, error) {
-	c := config{attrs: DefaultAttributes()}
+	c := config{attrs: DefaultAttributes(), inlineLimit: DefaultInlineLimit}
 	for _, o := range opts {
 		if o == nil {
 			continue
@@ -118,6 +124,7 @@ func WithAttributes(a Attributes) Option {
 			InProgressExpiration: cmp.Or(a.InProgressExpiration, d.InProgressExpiration),
 			Validation:           cmp.Or(a.Validation, d.Validation),
 			Data:                 cmp.Or(a.Data, d.Data),
+			DataRef:              cmp.Or(a.DataRef, d.DataRef),
 			LeaseToken:           cmp.Or(a.LeaseToken, d.LeaseToken),
 			Checkpoint:           cmp.Or(a.Checkpoint, d.Checkpoint),
 			Version:              cmp.Or(a.Version, d.Version),
@@ -142,6 +149,28 @@ func WithSortKey(sortKeyAttr, partitionValue string) Option {
 			return fmt.Errorf("%w: dynamo: WithSortKey: partition value must not be empty", idem.ErrInvalidOption)
 		}
 		c.sortKey, c.partitionValue = sortKeyAttr, partitionValue
+		return nil
+	}
+}
+
+// DefaultInlineLimit is the default of [WithInlineLimit]: 1 KB, one write unit.
+const DefaultInlineLimit = 1024
+
+// WithInlineLimit sets the size in bytes, as DynamoDB counts it, up to which a completed
+// record's item holds its result; a result that would make it larger is kept in an item
+// of its own (see [Store.Complete]). Default [DefaultInlineLimit], 1 KB: a replay, whose
+// claim fails on the record and is billed one write unit per KB of it, then costs one
+// write unit plus the read of the result, at one round trip more to store and to replay
+// such results. A higher limit keeps more results inline, at two round trips for a new
+// key and one for a replay, and makes replays of results up to the limit cost one write
+// unit per KB; 409600 (DynamoDB's item size limit) keeps every result inline. It must be
+// between 1024 and 409600.
+func WithInlineLimit(bytes int) Option {
+	return func(c *config) error {
+		if bytes < DefaultInlineLimit || bytes > maxItemSize {
+			return fmt.Errorf("%w: dynamo: WithInlineLimit: %d bytes, must be between %d and %d", idem.ErrInvalidOption, bytes, DefaultInlineLimit, maxItemSize)
+		}
+		c.inlineLimit = bytes
 		return nil
 	}
 }

@@ -117,7 +117,16 @@ func encodeData(data []byte, enc string) types.AttributeValue {
 // decodeRecord reads a record item. A missing or mistyped attribute, an unknown status or a
 // schema version above [idemstore.SchemaVersion] is an error wrapping
 // [idem.ErrIncompatibleRecord]; it never panics. An attribute of type NULL counts as absent.
+// A record whose result is kept apart comes back without it: see [Store.withResult] for
+// the record with its result.
 func (s *Store) decodeRecord(item map[string]types.AttributeValue) (*idemstore.Record, error) {
+	rec, _, err := s.decodeItem(item)
+	return rec, err
+}
+
+// decodeItem is decodeRecord that also returns the key of the result's item the record
+// names, or "" when its result (if any) is inline.
+func (s *Store) decodeItem(item map[string]types.AttributeValue) (*idemstore.Record, string, error) {
 	a := &s.cfg.attrs
 	keyAttr := a.ID
 	if s.cfg.sortKey != "" {
@@ -136,18 +145,22 @@ func (s *Store) decodeRecord(item map[string]types.AttributeValue) (*idemstore.R
 		LeaseExpires: d.epoch(a.InProgressExpiration, leaseExpiryUnit),
 		Version:      d.version(a.Version),
 	}
+	ref := d.str(a.DataRef, false)
 	if d.err != nil {
-		return nil, d.err
+		return nil, "", d.err
 	}
 	switch rec.Status {
 	case idemstore.StatusInProgress, idemstore.StatusCompleted, idemstore.StatusFailed:
 	default:
-		return nil, incompatible(a.Status, fmt.Errorf("unknown status %q", rec.Status))
+		return nil, "", incompatible(a.Status, fmt.Errorf("unknown status %q", rec.Status))
 	}
-	if rec.Version < 0 || rec.Version > idemstore.SchemaVersion {
-		return nil, incompatible(a.Version, fmt.Errorf("schema version %d, this package reads up to %d", rec.Version, idemstore.SchemaVersion))
+	if rec.Version < 0 || rec.Version > apartVersion {
+		return nil, "", incompatible(a.Version, fmt.Errorf("schema version %d, this package reads up to %d", rec.Version, apartVersion))
 	}
-	return rec, nil
+	if err := s.checkRef(rec, ref); err != nil {
+		return nil, "", err
+	}
+	return rec, ref, nil
 }
 
 func incompatible(attr string, err error) error {

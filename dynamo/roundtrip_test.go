@@ -75,6 +75,23 @@ func TestRoundTrips(t *testing.T) {
 	}
 	assert.Equal(t, 1, l.balance(t, "guarded"))
 
+	// A result too large for a 1 KB record is kept in an item of its own: one call more to
+	// store it, and one more to read it on a replay, which then costs one write unit rather
+	// than one per KB of the result (see TestWriteUnits).
+	large := randomJSONText(8 << 10)
+	for _, tc := range []struct {
+		name string
+		want map[string]int
+	}{
+		{"NewKeyLargeResult", map[string]int{"PutItem": 2, "UpdateItem": 1}},
+		{"ReplayLargeResult", map[string]int{"PutItem": 1, "GetItem": 1}},
+	} {
+		e.api.Take()
+		_, _, err := idem.Do(ctx, g, idem.Request{Key: "large"}, func(context.Context) (string, error) { return large, nil })
+		require.NoError(t, err, tc.name)
+		assert.Equal(t, tc.want, e.api.Take(), tc.name)
+	}
+
 	// Taking over a dead owner's record that holds a checkpoint costs one more claim, which
 	// carries the checkpoint into the new record (and no separate checkpoint write).
 	dead := record(mustStoredKey(t, g, "takeover"), now, "dead")

@@ -21,12 +21,16 @@ import (
 const claimAttempts = 3
 
 // Store is the DynamoDB [idemstore.Store]: one item per record, written with conditional
-// writes so that every operation is atomic per key. It is safe for concurrent use.
+// writes so that every operation is atomic per key, and for a result too large for a
+// record of 1 KB a second item that holds the result (see [Store.Complete]). It is safe
+// for concurrent use.
 //
 // Round trips: a claim is one PutItem whether it wins or meets a live record; a completion
 // is one UpdateItem, or one TransactWriteItems with attached writes; a release is one
 // DeleteItem, or two calls when the record has a checkpoint to keep; extend, checkpoint and
-// get are one call each. Store is also an [idemstore.BatchStore]: see
+// get are one call each. A result over 1 KB (after compression) costs one call more to
+// store (a PutItem of its item) and one more to read (a GetItem, by a claim that meets the
+// completed record or by Get). Store is also an [idemstore.BatchStore]: see
 // [Store.ClaimMany], [Store.CompleteMany] and [Store.ReleaseMany] for many records in a
 // call.
 type Store struct {
@@ -67,8 +71,11 @@ func (s *Store) Table() string { return s.table }
 // checkpoint into the new item: the checkpoint never lives only in a response that can be
 // lost. When the condition fails, DynamoDB returns the record that refused the claim with
 // the error (ReturnValuesOnConditionCheckFailure), so a conflict costs one round trip too;
-// only a store that omits it costs a strongly consistent GetItem more. A record that does
-// not decode yields an error wrapping [idem.ErrIncompatibleRecord].
+// only a store that omits it costs a strongly consistent GetItem more, and so does a
+// completed record whose result is kept in an item of its own (see [Store.Complete]): the
+// claim then costs one write unit, whatever the result's size, plus the read of the
+// result. A record that does not decode yields an error wrapping
+// [idem.ErrIncompatibleRecord].
 func (s *Store) Claim(ctx context.Context, rec *idemstore.Record, now time.Time) (*idemstore.Record, bool, error) {
 	a := &s.cfg.attrs
 	values := map[string]types.AttributeValue{
@@ -117,7 +124,7 @@ func (s *Store) Claim(ctx context.Context, rec *idemstore.Record, now time.Time)
 				continue // deleted since the put failed: the key is free, claim again
 			}
 		}
-		prev, err := s.decodeRecord(item)
+		prev, err := s.withResult(ctx, "claim", item)
 		if err != nil {
 			return nil, false, err
 		}
@@ -140,9 +147,12 @@ func (s *Store) replaced(item map[string]types.AttributeValue) *idemstore.Record
 	return prev
 }
 
-// Get implements [idemstore.Store] with one strongly consistent GetItem. It returns nil and no
-// error when there is no record, and an error wrapping [idem.ErrIncompatibleRecord] for an
-// item that does not decode.
+// Get implements [idemstore.Store] with one strongly consistent GetItem, and a second for a
+// result kept in an item of its own (see [Store.Complete]). It returns nil and no error
+// when there is no record, and an error wrapping [idem.ErrIncompatibleRecord] for an item
+// that does not decode. A completed record whose result's item is gone (deleted by hand)
+// comes back without its result, as [idemstore.EncodingNone]: a replay of it yields
+// idem.ErrResultNotStored and never runs the handler again.
 func (s *Store) Get(ctx context.Context, key string) (*idemstore.Record, error) {
 	item, err := s.getItem(ctx, key)
 	if err != nil {
@@ -151,7 +161,7 @@ func (s *Store) Get(ctx context.Context, key string) (*idemstore.Record, error) 
 	if item == nil {
 		return nil, nil
 	}
-	return s.decodeRecord(item)
+	return s.withResult(ctx, "get", item)
 }
 
 func (s *Store) getItem(ctx context.Context, key string) (map[string]types.AttributeValue, error) {
@@ -182,10 +192,33 @@ func (s *Store) getItem(ctx context.Context, key string) (map[string]types.Attri
 // size limit yields [idemstore.ErrTooLarge]; an attached write over it, an error wrapping
 // [idem.ErrStore], [idemstore.ErrNotCommitted] and an [*AttachedWriteError] naming it, so the
 // guard releases the key. The checkpoint is kept; the lease end is removed.
+//
+// A result that would make the record's item larger than 1 KB (see [WithInlineLimit]) is
+// kept in an item of its own, "<key>#result#<lease token>" in the record's key attribute,
+// with the record's TTL (plus an hour), written by one PutItem before the completion, which
+// then names it ([Attributes.DataRef]) instead of holding it. A claim that meets the completed record
+// thus conflicts on an item under 1 KB: DynamoDB bills a failed conditional write by the
+// item's size, one write unit per KB, so a replay costs one write unit and a strongly
+// consistent read of the result (one read unit per 4 KB) instead of one write unit per KB
+// of the result. Only the completion that names it makes the result count, and it is
+// conditional on the token: an owner that crashed, or was fenced off, after writing its
+// result leaves an orphan item that nothing names, which TTL removes. A result's item over
+// DynamoDB's 400 KB limit yields [idemstore.ErrTooLarge], and the completion is not sent.
+// Records naming their result are stored at schema version 2, which versions of this
+// package that keep every result inline refuse ([idem.ErrIncompatibleRecord]) rather than
+// replay without it; records with the result inline, whatever their size, are read as
+// before.
 func (s *Store) Complete(ctx context.Context, rec *idemstore.Record, attached []any) error {
-	upd, err := s.completion(rec)
+	ref, result := s.resultApart(rec)
+	upd, err := s.completion(rec, ref)
 	if err != nil {
 		return err
+	}
+	if result != nil {
+		// Before the completion that names it: a completed record's result is always there.
+		if err := s.putResult(ctx, result); err != nil {
+			return err
+		}
 	}
 	if len(attached) == 0 {
 		_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
@@ -206,11 +239,12 @@ func (s *Store) Complete(ctx context.Context, rec *idemstore.Record, attached []
 		return err
 	}
 	_, err = s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
-	return s.transactFail(rec, items, err)
+	return s.transactFail(rec, ref, items, err)
 }
 
-// completion builds the conditional update that completes rec.
-func (s *Store) completion(rec *idemstore.Record) (*types.Update, error) {
+// completion builds the conditional update that completes rec; ref is the key of its
+// result's item when the result is kept apart, else "".
+func (s *Store) completion(rec *idemstore.Record, ref string) (*types.Update, error) {
 	if rec.LeaseToken == "" {
 		return nil, errors.New("dynamo: complete: record has no lease token")
 	}
@@ -218,13 +252,18 @@ func (s *Store) completion(rec *idemstore.Record) (*types.Update, error) {
 	values := map[string]types.AttributeValue{
 		":token":  &types.AttributeValueMemberS{Value: rec.LeaseToken},
 		":status": &types.AttributeValueMemberS{Value: string(rec.Status)},
-		":v":      &types.AttributeValueMemberN{Value: strconv.Itoa(rec.Version)},
+		":v":      &types.AttributeValueMemberN{Value: strconv.Itoa(storedVersion(rec, ref))},
 	}
 	set := []string{phStatus + " = :status", phVersion + " = :v"}
 	remove := []string{phLease}
 	// Optional attributes are set when present and removed when not, so the item ends up
 	// holding exactly rec (and the checkpoint), whatever the claim wrote.
-	for _, o := range optionalValues(rec) {
+	names := []string{phStatus, phVersion, phLease, phToken}
+	for _, o := range optionalValues(rec, ref) {
+		if o.ph == "" {
+			continue
+		}
+		names = append(names, o.ph)
 		if o.v == nil {
 			remove = append(remove, o.ph)
 			continue
@@ -234,41 +273,55 @@ func (s *Store) completion(rec *idemstore.Record) (*types.Update, error) {
 		values[value] = o.v
 	}
 	return &types.Update{
-		TableName:           aws.String(s.table),
-		Key:                 s.key(rec.Key),
-		UpdateExpression:    aws.String("SET " + strings.Join(set, ", ") + " REMOVE " + strings.Join(remove, ", ")),
-		ConditionExpression: aws.String(ownedCondition),
-		ExpressionAttributeNames: a.names(phStatus, phVersion, phLease, phExpiration,
-			phEncoding, phData, phValidation, phToken),
+		TableName:                 aws.String(s.table),
+		Key:                       s.key(rec.Key),
+		UpdateExpression:          aws.String("SET " + strings.Join(set, ", ") + " REMOVE " + strings.Join(remove, ", ")),
+		ConditionExpression:       aws.String(ownedCondition),
+		ExpressionAttributeNames:  a.names(names...),
 		ExpressionAttributeValues: values,
 	}, nil
 }
 
 // optionalValue is an optional attribute of a completed record, by placeholder, and its
-// value; nil when the record has none.
+// value; nil when the record has none. An empty placeholder stands for no attribute.
 type optionalValue struct {
 	ph string
 	v  types.AttributeValue
 }
 
-// optionalValues returns rec's optional attributes. A completion sets those present and
+// optionalValues returns rec's optional attributes, with the result inline or, when ref is
+// not empty, the key of its result's item instead. A completion sets those present and
 // removes the others, so the item ends up holding exactly rec (and the checkpoint),
-// whatever the claim wrote.
-func optionalValues(rec *idemstore.Record) [4]optionalValue {
-	o := [4]optionalValue{{ph: phExpiration}, {ph: phEncoding}, {ph: phData}, {ph: phValidation}}
+// whatever the claim wrote. The key of a result's item appears only when the result is
+// apart: no record in progress has one (a claim replaces the whole item), so a completion
+// with the result inline sends the request it sent before results were kept apart.
+func optionalValues(rec *idemstore.Record, ref string) [5]optionalValue {
+	o := [5]optionalValue{{ph: phExpiration}, {ph: phEncoding}, {ph: phData}, {ph: phValidation}}
 	if !rec.Expires.IsZero() {
 		o[0].v = encodeEnd(rec.Expires, expirationUnit)
 	}
 	if rec.Encoding != "" {
 		o[1].v = &types.AttributeValueMemberS{Value: rec.Encoding}
 	}
-	if rec.Data != nil {
+	switch {
+	case ref != "":
+		o[4] = optionalValue{ph: phDataRef, v: &types.AttributeValueMemberS{Value: ref}}
+	case rec.Data != nil:
 		o[2].v = encodeData(rec.Data, rec.Encoding)
 	}
 	if rec.Fingerprint != "" {
 		o[3].v = &types.AttributeValueMemberS{Value: rec.Fingerprint}
 	}
 	return o
+}
+
+// storedVersion is the schema version stored for rec: apartVersion when its result is
+// kept apart in the item ref.
+func storedVersion(rec *idemstore.Record, ref string) int {
+	if ref != "" {
+		return apartVersion
+	}
+	return rec.Version
 }
 
 // Release implements [idemstore.Store]. A record without a checkpoint is deleted with one

@@ -406,6 +406,15 @@ func TestIncompatibleRecord(t *testing.T) {
 		{"DataNotStringOrBinary", map[string]types.AttributeValue{"status": s("COMPLETED"), "expiration": future, "data": n("1")}},
 		{"LeaseEndNotNumber", map[string]types.AttributeValue{"status": s("INPROGRESS"), "expiration": future, "in_progress_expiration": s("soon")}},
 		{"TokenNotString", map[string]types.AttributeValue{"status": s("INPROGRESS"), "expiration": future, "in_progress_expiration": n(strconv.FormatInt(now.Add(time.Minute).UnixMilli(), 10)), "lease_token": &types.AttributeValueMemberBOOL{Value: true}}},
+		// A result kept apart is named only by a completed record of schema version 2, with
+		// no result inline, and only under the record's own key.
+		{"ResultRefInVersion1", map[string]types.AttributeValue{"status": s("COMPLETED"), "expiration": future, "v": n("1"), "data_ref": s("incompatible/ResultRefInVersion1#result#t")}},
+		{"ResultRefNotString", map[string]types.AttributeValue{"status": s("COMPLETED"), "expiration": future, "v": n("2"), "data_ref": n("1")}},
+		{"ResultRefAndData", map[string]types.AttributeValue{"status": s("COMPLETED"), "expiration": future, "v": n("2"), "data_ref": s("incompatible/ResultRefAndData#result#t"), "data": s("{}")}},
+		{"ResultRefInProgress", map[string]types.AttributeValue{"status": s("INPROGRESS"), "expiration": future, "v": n("2"), "data_ref": s("incompatible/ResultRefInProgress#result#t")}},
+		{"ResultRefOfAnotherKey", map[string]types.AttributeValue{"status": s("COMPLETED"), "expiration": future, "v": n("2"), "data_ref": s("incompatible/other#result#t")}},
+		{"ResultRefWithoutToken", map[string]types.AttributeValue{"status": s("COMPLETED"), "expiration": future, "v": n("2"), "data_ref": s("incompatible/ResultRefWithoutToken#result#")}},
+		{"Version2WithoutResultRef", map[string]types.AttributeValue{"status": s("COMPLETED"), "expiration": future, "v": n("2"), "data": s("{}")}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -572,6 +581,10 @@ func TestNew(t *testing.T) {
 		{"SortKeyClashes", client, "t", []dynamo.Option{dynamo.WithSortKey("id", "p")}, "WithSortKey"},
 		{"EmptySortKey", client, "t", []dynamo.Option{dynamo.WithSortKey("", "p")}, "WithSortKey"},
 		{"EmptyPartitionValue", client, "t", []dynamo.Option{dynamo.WithSortKey("sk", "")}, "WithSortKey"},
+		{"InlineLimitLowest", client, "t", []dynamo.Option{dynamo.WithInlineLimit(1024)}, ""},
+		{"InlineLimitHighest", client, "t", []dynamo.Option{dynamo.WithInlineLimit(400 << 10)}, ""},
+		{"InlineLimitBelowOneUnit", client, "t", []dynamo.Option{dynamo.WithInlineLimit(1023)}, "WithInlineLimit"},
+		{"InlineLimitOverItemLimit", client, "t", []dynamo.Option{dynamo.WithInlineLimit(400<<10 + 1)}, "WithInlineLimit"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -584,6 +597,7 @@ func TestNew(t *testing.T) {
 			}
 			require.Error(t, err)
 			assert.Nil(t, s)
+			assert.ErrorIs(t, err, idem.ErrInvalidOption)
 			assert.Contains(t, err.Error(), "dynamo: "+tc.wantErr)
 		})
 	}

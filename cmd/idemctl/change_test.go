@@ -136,28 +136,41 @@ func TestChangeConditional(t *testing.T) {
 	}
 }
 
-// TestDelete deletes a completed record: the next request runs the handler again.
+// TestDelete deletes a completed record: the next request runs the handler again. A result
+// too large for the record's item is kept in an item of its own: the delete still deletes
+// the record (and leaves that item to expire by TTL).
 func TestDelete(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	e.complete(t, "order-1", map[string]string{"id": "first"})
-	r := e.run(t, e.client, &typing{line: "yes\n"}, true, "delete", "--scope", testScope, "--operation", testOperation, "--key", "order-1")
-	require.Equal(t, exitOK, r.code, r.stderr)
-	assert.Contains(t, r.stdout, "status       COMPLETED")
-	assert.Contains(t, r.stderr, "idem.WithCache")
-	assert.Contains(t, r.stdout, "Deleted: the next request with this key runs the handler again.")
-	assert.Nil(t, e.get(t, "order-1"))
+	for _, tc := range []struct {
+		name   string
+		result map[string]string
+	}{
+		{"small result", map[string]string{"id": "first"}},
+		{"result kept apart", map[string]string{"id": "first", "lines": incompressible(20 << 10)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			e.complete(t, "order-1", tc.result)
+			r := e.run(t, e.client, &typing{line: "yes\n"}, true, "delete", "--scope", testScope, "--operation", testOperation, "--key", "order-1")
+			require.Equal(t, exitOK, r.code, r.stderr)
+			assert.Contains(t, r.stdout, "status       COMPLETED")
+			assert.Contains(t, r.stderr, "idem.WithCache")
+			assert.Contains(t, r.stdout, "Deleted: the next request with this key runs the handler again.")
+			assert.Nil(t, e.get(t, "order-1"))
 
-	runs := 0
-	got, replayed, err := idem.Do(context.Background(), e.guard, idem.Request{Key: "order-1", Fingerprint: []byte("body")},
-		func(context.Context) (map[string]string, error) {
-			runs++
-			return map[string]string{"id": "second"}, nil
+			runs := 0
+			got, replayed, err := idem.Do(context.Background(), e.guard, idem.Request{Key: "order-1", Fingerprint: []byte("body")},
+				func(context.Context) (map[string]string, error) {
+					runs++
+					return map[string]string{"id": "second"}, nil
+				})
+			require.NoError(t, err)
+			assert.False(t, replayed)
+			assert.Equal(t, 1, runs)
+			assert.Equal(t, "second", got["id"])
 		})
-	require.NoError(t, err)
-	assert.False(t, replayed)
-	assert.Equal(t, 1, runs)
-	assert.Equal(t, "second", got["id"])
+	}
 }
 
 // TestChangeRefused covers the changes idemctl will not make; the record stays as it was.

@@ -179,3 +179,18 @@ func (ty *typing) Read(p []byte) (int, error) {
 	}
 	return ty.r.Read(p)
 }
+
+// incompressible returns n bytes of printable text that gzip does not shrink, for results
+// too large for a record's item.
+func incompressible(n int) string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+	b := make([]byte, n)
+	x := uint64(88172645463325252)
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		b[i] = alphabet[x%uint64(len(alphabet))]
+	}
+	return string(b)
+}

@@ -82,24 +82,38 @@ func TestShow(t *testing.T) {
 	}
 }
 
+// TestShowJSON shows a completed record as JSON; a result too large for the record's item,
+// kept in an item of its own, shows as the stored result it is.
 func TestShowJSON(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	e.complete(t, "order-1", map[string]string{"id": "o-1"})
-	r := e.run(t, e.client, nil, false, "show", "--json", "--scope", testScope, "--operation", testOperation, "--key", "order-1")
-	require.Equal(t, exitOK, r.code, r.stderr)
-	var v view
-	require.NoError(t, json.Unmarshal([]byte(r.stdout), &v))
-	rec := e.get(t, "order-1")
-	assert.Equal(t, e.key(t, "order-1"), v.StoredKey)
-	assert.Equal(t, "COMPLETED", v.Status)
-	assert.Equal(t, stateCompleted, v.State)
-	assert.Equal(t, rec.LeaseToken[:tokenPrefix], v.OwnerToken)
-	assert.Len(t, v.Fingerprint, tokenPrefix)
-	assert.Equal(t, len(rec.Data), v.ResultBytes)
-	assert.Equal(t, "json", v.Encoding)
-	require.NotNil(t, v.Expires)
-	assert.True(t, rec.Expires.Equal(*v.Expires))
-	assert.Nil(t, v.LeaseEnd)
-	assert.Equal(t, idemstore.SchemaVersion, v.Version)
+	for _, tc := range []struct {
+		name   string
+		result map[string]string
+	}{
+		{"small result", map[string]string{"id": "o-1"}},
+		{"result kept apart", map[string]string{"id": "o-1", "lines": incompressible(20 << 10)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			e.complete(t, "order-1", tc.result)
+			r := e.run(t, e.client, nil, false, "show", "--json", "--scope", testScope, "--operation", testOperation, "--key", "order-1")
+			require.Equal(t, exitOK, r.code, r.stderr)
+			var v view
+			require.NoError(t, json.Unmarshal([]byte(r.stdout), &v))
+			rec := e.get(t, "order-1")
+			assert.Equal(t, e.key(t, "order-1"), v.StoredKey)
+			assert.Equal(t, "COMPLETED", v.Status)
+			assert.Equal(t, stateCompleted, v.State)
+			assert.Equal(t, rec.LeaseToken[:tokenPrefix], v.OwnerToken)
+			assert.Len(t, v.Fingerprint, tokenPrefix)
+			assert.NotZero(t, v.ResultBytes)
+			assert.Equal(t, len(rec.Data), v.ResultBytes)
+			assert.Contains(t, v.Encoding, "json")
+			require.NotNil(t, v.Expires)
+			assert.True(t, rec.Expires.Equal(*v.Expires))
+			assert.Nil(t, v.LeaseEnd)
+			assert.Equal(t, idemstore.SchemaVersion, v.Version)
+		})
+	}
 }

@@ -119,21 +119,29 @@ func (t *table) decode(ctx context.Context, item map[string]types.AttributeValue
 	return rec, err
 }
 
-// capture is a [dynamo.API] that keeps the item of the last GetItem. With a nil API it
-// answers every GetItem with item itself: [table.decode] uses it to decode an item it
-// already has.
+// capture is a [dynamo.API] that keeps the item of the first GetItem: the record's. (A
+// record whose result is too large for its item names another item that holds the result,
+// which the store reads next.) With a nil API it answers the first GetItem with item
+// itself, and any other with no item: [table.decode] uses it to decode an item it already
+// has, without its result.
 type capture struct {
 	dynamo.API
 	item map[string]types.AttributeValue
+	read bool // the first GetItem was made
 }
 
-// GetItem calls the API (if any) and keeps the item it returns.
+// GetItem calls the API (if any) and keeps the item the first call returns.
 func (c *capture) GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	first := !c.read
+	c.read = true
 	if c.API == nil {
+		if !first {
+			return &dynamodb.GetItemOutput{}, nil
+		}
 		return &dynamodb.GetItemOutput{Item: c.item}, nil
 	}
 	out, err := c.API.GetItem(ctx, in, optFns...)
-	if err == nil {
+	if err == nil && first {
 		c.item = out.Item
 	}
 	return out, err

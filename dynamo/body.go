@@ -1,0 +1,186 @@
+package dynamo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemkit/idem/idemstore"
+)
+
+// A result too large for a small record (1 KB by default, see [WithInlineLimit]) is kept
+// in an item of its own, the result's item, which the completed record names in
+// [Attributes.DataRef].
+//
+// Why: a claim that meets a completed record is a conditional PutItem that fails, and
+// DynamoDB bills a failed conditional write on the size of the item it met, in write
+// units of 1 KB. With the result inline, a replay of a 50 KB result (9 KB gzipped) costs 9
+// write units; with the result apart, the claim meets a record under 1 KB (1 write unit),
+// and the replay reads the result with a strongly consistent GetItem (one read unit per
+// 4 KB): one round trip more, for results that do not fit 1 KB only.
+//
+// Safety rests on three rules:
+//   - The result's item is keyed by the record's key and the lease token of the owner that
+//     wrote it ("<key>#result#<token>"), and written before the completion that names it.
+//     The completion is conditional on the token, so a completed record only ever names a
+//     result its own owner wrote, and that result is already there. A fenced-off owner's
+//     result, or that of an owner that crashed before completing, is named by nothing: an
+//     orphan, which TTL removes.
+//   - A record names only a result's item of its own key (decoding checks it), so no
+//     record can replay another key's result.
+//   - A record that names its result has schema version 2, which readers before this one
+//     refuse (idem.ErrIncompatibleRecord) rather than replay it without its result.
+
+const (
+	// apartVersion is the schema version stored in a record whose result is apart (2). It
+	// is read back as [idemstore.SchemaVersion]: the record is the same, only stored in two
+	// items.
+	apartVersion = idemstore.SchemaVersion + 1
+	// resultSep separates the record's key and the lease token in the key of a result's
+	// item. Stored keys end in a hexadecimal hash, so no record key has this form.
+	resultSep = "#result#"
+	// resultGrace is how much longer than its record a result's item lives before TTL may
+	// remove it, so that no clock skew between a Lambda function and DynamoDB's TTL lets the
+	// result go while the record still counts.
+	resultGrace = time.Hour
+)
+
+// resultKey returns the key of the result's item that the owner of token writes for key.
+func resultKey(key, token string) string { return key + resultSep + token }
+
+// resultApart decides where rec's result goes. If rec's item would be over the inline
+// limit ([WithInlineLimit]) with the result inline, it returns the key of the result's
+// item and the item; else "" and nil.
+func (s *Store) resultApart(rec *idemstore.Record) (string, map[string]types.AttributeValue) {
+	if rec.Data == nil || rec.LeaseToken == "" {
+		return "", nil
+	}
+	if s.inlineSize(rec) <= s.cfg.inlineLimit {
+		return "", nil
+	}
+	ref := resultKey(rec.Key, rec.LeaseToken)
+	item := s.key(ref)
+	item[s.cfg.attrs.Data] = encodeData(rec.Data, rec.Encoding)
+	if !rec.Expires.IsZero() {
+		item[s.cfg.attrs.Expiration] = encodeEnd(rec.Expires.Add(resultGrace), expirationUnit)
+	}
+	return ref, item
+}
+
+// maxNumberSize is the most a number that encodeRecord writes counts (see numberSize): an
+// int64 has at most 19 digits and a sign.
+const maxNumberSize = (19+1)/2 + 1
+
+// inlineSize returns at least the size DynamoDB counts for rec's item (as encodeRecord
+// writes it) with the result inline, at most a few bytes more: the names and the string
+// values by their bytes, each number at its largest. It reckons what encodeRecord would
+// build, without the ten allocations of building it on every completion.
+func (s *Store) inlineSize(rec *idemstore.Record) int {
+	a := &s.cfg.attrs
+	n := len(a.ID) + len(rec.Key)
+	if s.cfg.sortKey != "" {
+		n += len(s.cfg.partitionValue) + len(s.cfg.sortKey)
+	}
+	n += len(a.Status) + len(rec.Status) + len(a.Version) + maxNumberSize
+	for _, attr := range [...]struct{ name, v string }{
+		{a.Validation, rec.Fingerprint}, {a.Encoding, rec.Encoding},
+		{a.LeaseToken, rec.LeaseToken}, {a.Checkpoint, rec.Checkpoint},
+	} {
+		if attr.v != "" {
+			n += len(attr.name) + len(attr.v)
+		}
+	}
+	if !rec.Expires.IsZero() {
+		n += len(a.Expiration) + maxNumberSize
+	}
+	if !rec.LeaseExpires.IsZero() {
+		n += len(a.InProgressExpiration) + maxNumberSize
+	}
+	if rec.Data != nil {
+		n += len(a.Data) + len(rec.Data)
+	}
+	return n
+}
+
+// putResult writes a result's item with one PutItem. It needs no condition: its key is its
+// owner's alone, and a resend writes the same item again. An item over DynamoDB's size
+// limit yields [idemstore.ErrTooLarge], and the guard then completes without the result.
+func (s *Store) putResult(ctx context.Context, item map[string]types.AttributeValue) error {
+	_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item})
+	if err != nil {
+		return s.fail("complete", err)
+	}
+	return nil
+}
+
+// readResult sets rec's result from the result's item ref with one strongly consistent
+// GetItem, a part of op. A result's item that is gone (deleted by hand, or by TTL) leaves
+// rec completed without its result ([idemstore.EncodingNone]): a replay then yields
+// idem.ErrResultNotStored, and never runs the handler again.
+func (s *Store) readResult(ctx context.Context, op string, rec *idemstore.Record, ref string) error {
+	item, err := s.getItem(ctx, ref)
+	if err != nil {
+		return s.fail(op, err)
+	}
+	return s.setResult(rec, item)
+}
+
+// setResult sets rec's result from the result's item, nil if there is none.
+func (s *Store) setResult(rec *idemstore.Record, item map[string]types.AttributeValue) error {
+	if item == nil {
+		rec.Data, rec.Encoding = nil, idemstore.EncodingNone
+		return nil
+	}
+	d := decoder{item: item}
+	data := d.data(s.cfg.attrs.Data)
+	if d.err == nil && data == nil {
+		d.fail(s.cfg.attrs.Data, errors.New("missing in the result's item"))
+	}
+	if d.err != nil {
+		return d.err
+	}
+	rec.Data = data
+	return nil
+}
+
+// checkRef checks the result's item that a decoded record names, if any, and sets the
+// record's version: a record names a result of its own key, and has version apartVersion
+// exactly when it names one.
+func (s *Store) checkRef(rec *idemstore.Record, ref string) error {
+	a := &s.cfg.attrs
+	switch {
+	case ref == "" && rec.Version == apartVersion:
+		return incompatible(a.DataRef, fmt.Errorf("missing in a record of schema version %d", apartVersion))
+	case ref == "":
+		return nil
+	case rec.Version != apartVersion:
+		return incompatible(a.DataRef, fmt.Errorf("in a record of schema version %d", rec.Version))
+	case rec.Data != nil:
+		return incompatible(a.DataRef, fmt.Errorf("in a record that holds %q too", a.Data))
+	case rec.Status == idemstore.StatusInProgress:
+		return incompatible(a.DataRef, errors.New("in a record in progress"))
+	case !strings.HasPrefix(ref, rec.Key+resultSep) || len(ref) == len(rec.Key)+len(resultSep):
+		return incompatible(a.DataRef, fmt.Errorf("names %q, not a result of this record", ref))
+	}
+	rec.Version = idemstore.SchemaVersion
+	return nil
+}
+
+// withResult decodes a record item and, if its result is apart, reads it as a part of op:
+// the record as a replay needs it.
+func (s *Store) withResult(ctx context.Context, op string, item map[string]types.AttributeValue) (*idemstore.Record, error) {
+	rec, ref, err := s.decodeItem(item)
+	if err != nil || ref == "" {
+		return rec, err
+	}
+	if err := s.readResult(ctx, op, rec, ref); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}

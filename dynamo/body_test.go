@@ -1,0 +1,556 @@
+package dynamo_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/dynamo"
+	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/internal/ddbcount"
+	"github.com/idemkit/idem/internal/ddbfault"
+	"github.com/idemkit/idem/internal/ddblocal"
+)
+
+// These tests pin how a result too large for a 1 KB record is kept: in an item of its own,
+// "<key>#result#<lease token>", which the completed record names in its data_ref attribute
+// (schema version 2), so that a claim meeting the record conflicts on a small item and a
+// replay pays one write unit and the read of the result.
+
+// bodyKey is the key of the item holding the result of key's record written under token.
+func bodyKey(key, token string) string { return key + "#result#" + token }
+
+// itemKey is the primary key of key's item in the default layout.
+func itemKey(key string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: key}}
+}
+
+// bigData returns n bytes of result data that do not compress, as the guard would store
+// them after gzip.
+func bigData(n int) []byte {
+	b := []byte(randomJSONText(n))
+	return b
+}
+
+// randomJSONText returns a JSON string literal of about n bytes of printable,
+// incompressible text.
+func randomJSONText(n int) string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+	b := make([]byte, 0, n)
+	b = append(b, '"')
+	x := uint64(88172645463325252)
+	for len(b) < n-1 {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		b = append(b, alphabet[x%uint64(len(alphabet))])
+	}
+	return string(append(b, '"'))
+}
+
+// completedWith returns the completion of rec with data as a plain JSON result.
+func completedWith(rec *idemstore.Record, data []byte) *idemstore.Record {
+	done := *rec
+	done.Status, done.LeaseExpires, done.Data, done.Encoding = idemstore.StatusCompleted, time.Time{}, data, "json"
+	return &done
+}
+
+func attrS(item map[string]types.AttributeValue, name string) (string, bool) {
+	v, ok := item[name].(*types.AttributeValueMemberS)
+	if !ok {
+		return "", false
+	}
+	return v.Value, true
+}
+
+func attrN(t *testing.T, item map[string]types.AttributeValue, name string) int64 {
+	t.Helper()
+	v, ok := item[name].(*types.AttributeValueMemberN)
+	require.True(t, ok, "attribute %q is a number", name)
+	n, err := strconv.ParseInt(v.Value, 10, 64)
+	require.NoError(t, err)
+	return n
+}
+
+// TestResultStoredApart checks where a completed result lands, by its size: inline in a
+// record that stays under 1 KB, else in its own item that the record names, with the TTL
+// of the record (and the record then at schema version 2, which older readers refuse
+// rather than replay it without its body). Either way Get returns the whole record.
+func TestResultStoredApart(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	now := wallClock()
+	cases := []struct {
+		name  string
+		data  []byte
+		apart bool
+	}{
+		{"100B", bigData(100), false},
+		{"600B", bigData(600), false},
+		{"2KB", bigData(2 << 10), true},
+		{"50KB", bigData(50 << 10), true},
+		{"300KB", bigData(300 << 10), true},
+		{"390KB", bigData(390 << 10), true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rec := record("apart/"+tc.name, now, "tok-"+tc.name)
+			rec.Checkpoint = "cp"
+			seed(t, e.store, rec)
+			done := completedWith(rec, tc.data)
+			require.NoError(t, e.store.Complete(ctx, done, nil))
+
+			item := e.rawItem(t, itemKey(rec.Key))
+			body := e.rawItem(t, itemKey(bodyKey(rec.Key, rec.LeaseToken)))
+			ref, hasRef := attrS(item, "data_ref")
+			if tc.apart {
+				assert.NotContains(t, item, "data", "the result is not inline")
+				assert.True(t, hasRef)
+				assert.Equal(t, bodyKey(rec.Key, rec.LeaseToken), ref)
+				assert.Equal(t, int64(2), attrN(t, item, "v"), "schema version 2: older readers refuse it")
+				assert.LessOrEqual(t, dynamo.ItemSize(item), 1024, "the record stays under 1 KB")
+				require.NotEmpty(t, body, "the result's item")
+				assert.Equal(t, tc.data, dataBytes(body["data"]))
+				assert.GreaterOrEqual(t, attrN(t, body, "expiration"), attrN(t, item, "expiration"),
+					"the result's item expires (TTL) no earlier than its record")
+				assert.NotContains(t, body, "status", "the result's item is not a record")
+			} else {
+				assert.Contains(t, item, "data")
+				assert.False(t, hasRef)
+				assert.Equal(t, int64(1), attrN(t, item, "v"))
+				assert.Empty(t, body)
+			}
+			got, err := e.store.Get(ctx, rec.Key)
+			require.NoError(t, err)
+			assertSameRecord(t, done, got)
+		})
+	}
+}
+
+// dataBytes returns the bytes of a data attribute, string or binary.
+func dataBytes(av types.AttributeValue) []byte {
+	switch v := av.(type) {
+	case *types.AttributeValueMemberS:
+		return []byte(v.Value)
+	case *types.AttributeValueMemberB:
+		return v.Value
+	}
+	return nil
+}
+
+// TestResultApartFencing covers a late owner: its lease ended and another took the key
+// over. Whether the late owner's completion comes before or after the new owner's, the
+// record ends up naming the new owner's result, never the late one's, whose item (keyed by
+// its own token) is an orphan that TTL removes.
+func TestResultApartFencing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	now := wallClock()
+	for _, lateFirst := range []bool{true, false} {
+		t.Run("lateFirst="+strconv.FormatBool(lateFirst), func(t *testing.T) {
+			t.Parallel()
+			key := "apart-fencing/" + strconv.FormatBool(lateFirst)
+			late := record(key, now, "late")
+			late.LeaseExpires = now.Add(-time.Minute)
+			seed(t, e.store, late)
+			owner := record(key, now, "owner")
+			_, claimed, err := e.store.Claim(ctx, owner, now)
+			require.NoError(t, err)
+			require.True(t, claimed, "the lease ended: taken over")
+
+			lateData, ownerData := bigData(5<<10), bigData(6<<10)
+			completeLate := func() {
+				err := e.store.Complete(ctx, completedWith(late, lateData), nil)
+				require.ErrorIs(t, err, idem.ErrLeaseLost)
+			}
+			if lateFirst {
+				completeLate()
+			}
+			require.NoError(t, e.store.Complete(ctx, completedWith(owner, ownerData), nil))
+			if !lateFirst {
+				completeLate()
+			}
+			got, err := e.store.Get(ctx, key)
+			require.NoError(t, err)
+			assert.Equal(t, "owner", got.LeaseToken)
+			assert.Equal(t, ownerData, got.Data)
+
+			orphan := e.rawItem(t, itemKey(bodyKey(key, "late")))
+			if len(orphan) > 0 {
+				assert.Contains(t, orphan, "expiration", "an orphan result expires")
+			}
+		})
+	}
+}
+
+// TestResultApartCrashBeforeCompletion: the owner wrote its result's item, then its
+// completion failed (or it crashed). The record stays in progress and names no result;
+// the next owner takes over once the lease ends and its own result is the one kept.
+func TestResultApartCrashBeforeCompletion(t *testing.T) {
+	t.Parallel()
+	client := ddblocal.Client(t)
+	table := ddblocal.NewTable(t, client)
+	ddblocal.DisableTTL(t, client, table)
+	faulty := ddbfault.New(client)
+	s, err := dynamo.New(faulty, table)
+	require.NoError(t, err)
+	e := &env{client: client, table: table, store: s}
+	ctx := context.Background()
+	now := wallClock()
+
+	rec := record("apart-crash", now, "first")
+	seed(t, s, rec)
+	faulty.Arm(ddbfault.Complete, ddbfault.ServerError, -1)
+	require.ErrorIs(t, s.Complete(ctx, completedWith(rec, bigData(8<<10)), nil), idem.ErrStore)
+	faulty.Disarm()
+
+	item := e.rawItem(t, itemKey(rec.Key))
+	assert.Equal(t, "INPROGRESS", item["status"].(*types.AttributeValueMemberS).Value)
+	assert.NotContains(t, item, "data_ref")
+
+	later := now.Add(2 * time.Minute)
+	next := record(rec.Key, later, "second")
+	_, claimed, err := s.Claim(ctx, next, later)
+	require.NoError(t, err)
+	require.True(t, claimed)
+	want := bigData(9 << 10)
+	require.NoError(t, s.Complete(ctx, completedWith(next, want), nil))
+	got, err := s.Get(ctx, rec.Key)
+	require.NoError(t, err)
+	assert.Equal(t, want, got.Data)
+	orphan := e.rawItem(t, itemKey(bodyKey(rec.Key, "first")))
+	require.NotEmpty(t, orphan, "the crashed owner's result item")
+	assert.Contains(t, orphan, "expiration", "it expires by TTL")
+}
+
+// TestResultApartResponseLost: the completion landed and its answer was lost. Sent again
+// it succeeds, writing the same result's item and the same record.
+func TestResultApartResponseLost(t *testing.T) {
+	t.Parallel()
+	client := ddblocal.Client(t)
+	table := ddblocal.NewTable(t, client)
+	faulty := ddbfault.New(client)
+	s, err := dynamo.New(faulty, table)
+	require.NoError(t, err)
+	ctx := context.Background()
+	now := wallClock()
+
+	rec := record("apart-lost", now, "tok")
+	seed(t, s, rec)
+	done := completedWith(rec, bigData(20<<10))
+	faulty.Arm(ddbfault.Complete, ddbfault.ResponseLost, 1)
+	require.Error(t, s.Complete(ctx, done, nil))
+	require.NoError(t, s.Complete(ctx, done, nil), "the resend of a completion that landed")
+	got, err := s.Get(ctx, rec.Key)
+	require.NoError(t, err)
+	assertSameRecord(t, done, got)
+}
+
+// TestResultApartMissing: a completed record whose result's item is gone (deleted by hand,
+// or by TTL under a skewed clock) is never run again: the replay is ErrResultNotStored.
+func TestResultApartMissing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	g, err := idem.New(e.store, "test", idem.WithScope("apart-missing"))
+	require.NoError(t, err)
+	runs := 0
+	fn := func(context.Context) (string, error) { runs++; return randomJSONText(30 << 10), nil }
+	_, _, err = idem.Do(ctx, g, idem.Request{Key: "k"}, fn)
+	require.NoError(t, err)
+	key := mustStoredKey(t, g, "k")
+	rec, err := e.store.Get(ctx, key)
+	require.NoError(t, err)
+	_, err = e.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName: aws.String(e.table), Key: itemKey(bodyKey(key, rec.LeaseToken)),
+	})
+	require.NoError(t, err)
+
+	_, replayed, err := idem.Do(ctx, g, idem.Request{Key: "k"}, fn)
+	require.ErrorIs(t, err, idem.ErrResultNotStored)
+	assert.False(t, replayed)
+	assert.Equal(t, 1, runs, "never run again")
+	got, err := e.store.Get(ctx, key)
+	require.NoError(t, err)
+	assert.Equal(t, idemstore.StatusCompleted, got.Status)
+	assert.Equal(t, idemstore.EncodingNone, got.Encoding)
+	assert.Nil(t, got.Data)
+}
+
+// TestResultApartForeignRef: a record may only name a result's item of its own key, so
+// that no corrupt or hand-edited record can replay another key's (another tenant's)
+// result.
+func TestResultApartForeignRef(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	now := wallClock()
+	other := record("apart-foreign/other", now, "tok")
+	seed(t, e.store, other)
+	require.NoError(t, e.store.Complete(ctx, completedWith(other, bigData(4<<10)), nil))
+	mine := record("apart-foreign/mine", now, "tok")
+	seed(t, e.store, mine)
+	require.NoError(t, e.store.Complete(ctx, completedWith(mine, bigData(4<<10)), nil))
+
+	item := e.rawItem(t, itemKey(mine.Key))
+	item["data_ref"] = &types.AttributeValueMemberS{Value: bodyKey(other.Key, "tok")}
+	e.putRaw(t, item)
+	_, err := e.store.Get(ctx, mine.Key)
+	require.ErrorIs(t, err, idem.ErrIncompatibleRecord)
+	_, claimed, err := e.store.Claim(ctx, record(mine.Key, now, "new"), now)
+	require.ErrorIs(t, err, idem.ErrIncompatibleRecord)
+	assert.False(t, claimed)
+}
+
+// TestCurrentVersionRecordsReplay: records written before results were kept apart (the
+// result inline, schema version 1), however large, still replay.
+func TestCurrentVersionRecordsReplay(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	now := wallClock()
+	g, err := idem.New(e.store, "test", idem.WithScope("inline-v1"))
+	require.NoError(t, err)
+	lines := orderLines(50 << 10)
+	raw, err := json.Marshal(lines)
+	require.NoError(t, err)
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, err = zw.Write(raw)
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	plain := randomJSONText(300 << 10)
+
+	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+	n := func(v int64) types.AttributeValue {
+		return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+	}
+	put := func(key string, data types.AttributeValue, enc string) {
+		e.putRaw(t, map[string]types.AttributeValue{
+			"id": s(mustStoredKey(t, g, key)), "status": s("COMPLETED"), "expiration": n(now.Add(time.Hour).Unix()),
+			"lease_token": s("old-version"), "v": n(1), "enc": s(enc), "data": data,
+		})
+	}
+	put("gzip", &types.AttributeValueMemberB{Value: gz.Bytes()}, "json+gzip")
+	put("plain", s(plain), "json")
+
+	runs := 0
+	got, replayed, err := idem.Do(ctx, g, idem.Request{Key: "gzip"}, func(context.Context) ([]orderLine, error) { runs++; return nil, nil })
+	require.NoError(t, err)
+	assert.True(t, replayed)
+	assert.Equal(t, lines, got)
+	var text string
+	require.NoError(t, json.Unmarshal([]byte(plain), &text))
+	gotText, replayed, err := idem.Do(ctx, g, idem.Request{Key: "plain"}, func(context.Context) (string, error) { runs++; return "", nil })
+	require.NoError(t, err)
+	assert.True(t, replayed)
+	assert.Equal(t, text, gotText)
+	assert.Zero(t, runs)
+}
+
+// TestResultApartGuarded runs the guard over results kept apart, with and without
+// attached writes, and counts the round trips: a new key costs one call more than a small
+// result's (the result's item), a replay one more (its read); a completion whose attached
+// write fails commits nothing and releases the key, its result's item left to TTL.
+func TestResultApartGuarded(t *testing.T) {
+	t.Parallel()
+	client := ddblocal.Client(t)
+	table := ddblocal.NewTable(t, client)
+	ddblocal.DisableTTL(t, client, table)
+	api := ddbcount.New(client)
+	s, err := dynamo.New(api, table)
+	require.NoError(t, err)
+	l := newLedger(t, client)
+	ctx := context.Background()
+	g, err := idem.New(s, "test", idem.WithScope("apart-guarded"))
+	require.NoError(t, err)
+	result := randomJSONText(40 << 10)
+
+	cases := []struct {
+		name     string
+		key      string
+		attach   bool
+		failCond bool
+		want     map[string]int
+		wantErr  error
+		replayed bool
+	}{
+		{"NewKey", "plain", false, false, map[string]int{"PutItem": 2, "UpdateItem": 1}, nil, false},
+		{"Replay", "plain", false, false, map[string]int{"PutItem": 1, "GetItem": 1}, nil, true},
+		{"NewKeyAttached", "attached", true, false, map[string]int{"PutItem": 2, "TransactWriteItems": 1}, nil, false},
+		{"ReplayAttached", "attached", true, false, map[string]int{"PutItem": 1, "GetItem": 1}, nil, true},
+		{"AttachedConditionFails", "failing", true, true, map[string]int{"PutItem": 2, "TransactWriteItems": 1, "DeleteItem": 1}, idem.ErrConditionFailed, false},
+	}
+	for _, tc := range cases {
+		api.Take()
+		got, replayed, err := idem.Do(ctx, g, idem.Request{Key: tc.key}, func(ctx context.Context) (string, error) {
+			if tc.attach {
+				return result, dynamo.Attach(ctx, l.add(tc.key, 1, tc.failCond))
+			}
+			return result, nil
+		})
+		assert.Equal(t, tc.want, api.Take(), tc.name)
+		if tc.wantErr != nil {
+			require.ErrorIs(t, err, tc.wantErr, tc.name)
+			continue
+		}
+		require.NoError(t, err, tc.name)
+		assert.Equal(t, tc.replayed, replayed, tc.name)
+		assert.True(t, got == result, "%s: the result, byte for byte", tc.name)
+	}
+	assert.Equal(t, 1, l.balance(t, "attached"))
+	assert.Equal(t, 0, l.balance(t, "failing"))
+	gone, err := s.Get(ctx, mustStoredKey(t, g, "failing"))
+	require.NoError(t, err)
+	assert.Nil(t, gone, "the key was released")
+}
+
+// TestResultApartExpiredTakeover: a completed record past its expiry is taken over like
+// any other, and the new owner's result is the one replayed.
+func TestResultApartExpiredTakeover(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	now := wallClock()
+	old := record("apart-expired", now.Add(-3*time.Hour), "old")
+	seed(t, e.store, old)
+	require.NoError(t, e.store.Complete(ctx, completedWith(old, bigData(3<<10)), nil))
+
+	rec := record(old.Key, now, "new")
+	prev, claimed, err := e.store.Claim(ctx, rec, now)
+	require.NoError(t, err)
+	require.True(t, claimed, "expired: counts as absent")
+	if prev != nil {
+		assert.Equal(t, "old", prev.LeaseToken)
+	}
+	want := bigData(7 << 10)
+	require.NoError(t, e.store.Complete(ctx, completedWith(rec, want), nil))
+	got, err := e.store.Get(ctx, rec.Key)
+	require.NoError(t, err)
+	assert.Equal(t, want, got.Data)
+	assert.Equal(t, "new", got.LeaseToken)
+}
+
+// TestResultApartBatch: the batch methods keep results apart as the single ones do. A
+// batch completion writes the results' items first, in one call, then the records; a batch
+// claim that meets completed records reads their results' items in one call more.
+func TestResultApartBatch(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	now := wallClock()
+	var recs, done []*idemstore.Record
+	for i := range 4 {
+		rec := record("apart-batch/"+strconv.Itoa(i), now, "tok")
+		seed(t, e.store, rec)
+		recs = append(recs, rec)
+		size := 50
+		if i%2 == 1 {
+			size = 10 << 10 // kept apart
+		}
+		done = append(done, completedWith(rec, bigData(size+i)))
+	}
+	e.api.Take()
+	for i, err := range e.store.CompleteMany(ctx, []*idemstore.Record{done[0], done[2]}) {
+		require.NoError(t, err, i)
+	}
+	assert.Equal(t, map[string]int{"BatchExecuteStatement": 1}, e.api.Take(), "results inline: the records alone")
+	for i, err := range e.store.CompleteMany(ctx, done) {
+		require.NoError(t, err, i)
+	}
+	assert.Equal(t, map[string]int{"BatchExecuteStatement": 2}, e.api.Take(), "the results' items, then the records")
+	for i := range done {
+		got, err := e.store.Get(ctx, done[i].Key)
+		require.NoError(t, err)
+		assertSameRecord(t, done[i], got)
+	}
+
+	claims := make([]*idemstore.Record, len(recs))
+	for i, rec := range recs {
+		claims[i] = record(rec.Key, now, "again")
+	}
+	e.api.Take()
+	res := e.store.ClaimMany(ctx, claims, now)
+	assert.Equal(t, map[string]int{"BatchExecuteStatement": 1, "BatchGetItem": 2}, e.api.Take(),
+		"the records read back, then the results kept apart")
+	for i, r := range res {
+		require.NoError(t, r.Err, i)
+		require.False(t, r.Claimed, i)
+		assertSameRecord(t, done[i], r.Prev)
+	}
+}
+
+// TestResultApartSortKey keeps the result's item in the records' partition of a
+// single-table design.
+func TestResultApartSortKey(t *testing.T) {
+	t.Parallel()
+	opts := []dynamo.Option{dynamo.WithSortKey("sk", "idempotency#fn")}
+	e := newEnv(t, opts...)
+	ctx := context.Background()
+	now := wallClock()
+	rec := record("apart-sk", now, "tok")
+	seed(t, e.store, rec)
+	done := completedWith(rec, bigData(12<<10))
+	require.NoError(t, e.store.Complete(ctx, done, nil))
+	body := e.rawItem(t, map[string]types.AttributeValue{
+		"id": &types.AttributeValueMemberS{Value: "idempotency#fn"},
+		"sk": &types.AttributeValueMemberS{Value: bodyKey(rec.Key, "tok")},
+	})
+	assert.Equal(t, done.Data, dataBytes(body["data"]))
+	got, err := e.store.Get(ctx, rec.Key)
+	require.NoError(t, err)
+	assertSameRecord(t, done, got)
+	prev, claimed, err := e.store.Claim(ctx, record(rec.Key, now, "again"), now)
+	require.NoError(t, err)
+	require.False(t, claimed)
+	assertSameRecord(t, done, prev)
+}
+
+// TestInlineLimit: a store whose inline limit is raised keeps results up to it inline, at
+// the round trips of a small result, and keeps larger ones apart.
+func TestInlineLimit(t *testing.T) {
+	t.Parallel()
+	client := ddblocal.Client(t)
+	table := ddblocal.NewTable(t, client)
+	api := ddbcount.New(client)
+	s, err := dynamo.New(api, table, dynamo.WithInlineLimit(16<<10))
+	require.NoError(t, err)
+	ctx := context.Background()
+	g, err := idem.New(s, "test", idem.WithScope("inline-limit"))
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name         string
+		size         int
+		first, again map[string]int
+	}{
+		// Random text gzips to about three quarters: 9 and 23 KB stored.
+		{"UnderTheLimit", 12 << 10, map[string]int{"PutItem": 1, "UpdateItem": 1}, map[string]int{"PutItem": 1}},
+		{"OverTheLimit", 30 << 10, map[string]int{"PutItem": 2, "UpdateItem": 1}, map[string]int{"PutItem": 1, "GetItem": 1}},
+	} {
+		result := randomJSONText(tc.size)
+		fn := func(context.Context) (string, error) { return result, nil }
+		api.Take()
+		_, _, err := idem.Do(ctx, g, idem.Request{Key: tc.name}, fn)
+		require.NoError(t, err, tc.name)
+		assert.Equal(t, tc.first, api.Take(), tc.name)
+		got, replayed, err := idem.Do(ctx, g, idem.Request{Key: tc.name}, fn)
+		require.NoError(t, err, tc.name)
+		assert.True(t, replayed, tc.name)
+		assert.True(t, got == result, tc.name)
+		assert.Equal(t, tc.again, api.Take(), tc.name)
+	}
+}
