@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -21,14 +20,13 @@ func TestDynamoDB(t *testing.T) {
 	t.Parallel()
 	ddblocal.SkipShort(t)
 	store := dynamotest.NewStore(t)
-	started, finish := make(chan struct{}), make(chan struct{})
+	held := newHold()
 	h := &counter{answer: func(n int64, w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/fail" {
 			w.WriteHeader(http.StatusBadGateway)
 			return
 		}
-		close(started)
-		<-finish
+		held.wait()
 		w.Header().Add("Set-Cookie", "a=1")
 		w.Header().Add("Set-Cookie", "b=2")
 		w.WriteHeader(http.StatusCreated)
@@ -36,25 +34,8 @@ func TestDynamoDB(t *testing.T) {
 	}}
 	srv := serve(t, newGuard(t, store), h)
 
-	first := make(chan response)
-	go func() { first <- send(t, http.MethodPost, srv.URL+"/orders", "k-1", `{"sku":"A"}`) }()
-	<-started
-	var wg sync.WaitGroup
-	dups := make([]response, 4)
-	for i := range dups {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			dups[i] = send(t, http.MethodPost, srv.URL+"/orders", "k-1", `{"sku":"A"}`)
-		}()
-	}
-	wg.Wait()
-	close(finish)
-	got := <-first
-	for _, d := range dups {
-		checkProblem(t, d, http.StatusConflict, idemhttp.ProblemInProgress)
-		assert.NotEmpty(t, d.header.Get("Retry-After"))
-	}
+	got, dups := held.duplicates(t, srv.URL+"/orders", "k-1", `{"sku":"A"}`, 4)
+	checkInProgress(t, dups)
 	assert.Equal(t, http.StatusCreated, got.status)
 
 	replay := send(t, http.MethodPost, srv.URL+"/orders", "k-1", `{ "sku": "A" }`)

@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,11 +24,10 @@ import (
 	"github.com/idemkit/idem/memstore"
 )
 
-// newGuard returns a guard over store, scoped by the test's name so tests sharing a store
-// never share a key.
+// newGuard returns a guard over store, which each test has to itself.
 func newGuard(t testing.TB, store idemstore.Store, opts ...idem.Option) *idem.Guard {
 	t.Helper()
-	g, err := idem.New(store, "test", append([]idem.Option{idem.WithScope(t.Name())}, opts...)...)
+	g, err := idem.New(store, "orders", opts...)
 	require.NoError(t, err)
 	return g
 }
@@ -71,6 +72,51 @@ func created() *counter {
 		w.WriteHeader(http.StatusCreated)
 		_ = json.NewEncoder(w).Encode(map[string]any{"run": n, "got": string(body)})
 	}}
+}
+
+// hold holds a handler's first run until the duplicates sent meanwhile are answered.
+type hold struct{ started, finish chan struct{} }
+
+func newHold() *hold { return &hold{started: make(chan struct{}), finish: make(chan struct{})} }
+
+// wait, called by the handler, holds it; a second call panics, as a second run must not
+// happen.
+func (h *hold) wait() {
+	close(h.started)
+	<-h.finish
+}
+
+// duplicates sends a POST, then n duplicates of it at once while the handler holds the
+// first, and returns the first's response and the duplicates'.
+func (h *hold) duplicates(t testing.TB, url, key, body string, n int) (response, []response) {
+	t.Helper()
+	first := make(chan response)
+	go func() { first <- send(t, http.MethodPost, url, key, body) }()
+	<-h.started
+	var wg sync.WaitGroup
+	dups := make([]response, n)
+	for i := range dups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dups[i] = send(t, http.MethodPost, url, key, body)
+		}()
+	}
+	wg.Wait()
+	close(h.finish)
+	return <-first, dups
+}
+
+// checkInProgress asserts that each duplicate got 409 ProblemInProgress with a
+// Retry-After of whole seconds, at least one.
+func checkInProgress(t testing.TB, dups []response) {
+	t.Helper()
+	for i, d := range dups {
+		checkProblem(t, d, http.StatusConflict, idemhttp.ProblemInProgress)
+		retry, err := strconv.Atoi(d.header.Get("Retry-After"))
+		require.NoError(t, err, "duplicate %d: Retry-After %q", i, d.header.Get("Retry-After"))
+		assert.Positive(t, retry, "duplicate %d", i)
+	}
 }
 
 // response is what the client read.
@@ -128,31 +174,28 @@ func checkProblem(t testing.TB, r response, status int, typ string) {
 	assert.Equal(t, http.StatusText(status), p["title"])
 }
 
-// logRecords collects a guard's JSON log lines.
+// logRecords is a slog.Handler that keeps the level and message of every record.
 type logRecords struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+	mu   sync.Mutex
+	msgs []string
 }
 
-func (l *logRecords) Write(p []byte) (int, error) {
+func (l *logRecords) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logRecords) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logRecords) WithGroup(string) slog.Handler            { return l }
+
+func (l *logRecords) Handle(_ context.Context, r slog.Record) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.buf.Write(p)
+	l.msgs = append(l.msgs, r.Level.String()+" "+r.Message)
+	return nil
 }
 
 // messages returns the level and message of each record.
-func (l *logRecords) messages(t testing.TB) []string {
-	t.Helper()
+func (l *logRecords) messages() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []string
-	d := json.NewDecoder(bytes.NewReader(l.buf.Bytes()))
-	for d.More() {
-		var rec struct{ Level, Msg string }
-		require.NoError(t, d.Decode(&rec))
-		out = append(out, rec.Level+" "+rec.Msg)
-	}
-	return out
+	return append([]string(nil), l.msgs...)
 }
 
 // hookEvents counts a guard's hook events by name.

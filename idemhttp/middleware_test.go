@@ -9,9 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,41 +27,18 @@ import (
 // Retry-After and the handler runs once; once it is done, a retry gets its response.
 func TestConcurrentDuplicates(t *testing.T) {
 	t.Parallel()
-	const n = 8
-	started, finish := make(chan struct{}), make(chan struct{})
+	held := newHold()
 	h := &counter{answer: func(run int64, w http.ResponseWriter, _ *http.Request) {
-		close(started) // a second run would panic here
-		<-finish
+		held.wait()
 		w.WriteHeader(http.StatusCreated)
 		fmt.Fprintf(w, "run %d", run)
 	}}
 	srv := serve(t, memGuard(t), h)
-
-	first := make(chan response)
-	go func() { first <- send(t, http.MethodPost, srv.URL+"/orders", "k-1", `{"sku":"A"}`) }()
-	<-started
-	var wg sync.WaitGroup
-	dups := make([]response, n)
-	for i := range dups {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			dups[i] = send(t, http.MethodPost, srv.URL+"/orders", "k-1", `{"sku":"A"}`)
-		}()
-	}
-	wg.Wait()
-	close(finish)
-	got := <-first
-
+	got, dups := held.duplicates(t, srv.URL+"/orders", "k-1", `{"sku":"A"}`, 8)
 	assert.Equal(t, int64(1), h.runs.Load(), "one run")
 	assert.Equal(t, http.StatusCreated, got.status)
 	assert.Equal(t, "run 1", got.body)
-	for i, d := range dups {
-		checkProblem(t, d, http.StatusConflict, idemhttp.ProblemInProgress)
-		retry, err := strconv.Atoi(d.header.Get("Retry-After"))
-		require.NoError(t, err, "duplicate %d: Retry-After %q", i, d.header.Get("Retry-After"))
-		assert.Positive(t, retry, "duplicate %d", i)
-	}
+	checkInProgress(t, dups)
 	again := send(t, http.MethodPost, srv.URL+"/orders", "k-1", `{"sku":"A"}`)
 	assert.Equal(t, http.StatusCreated, again.status)
 	assert.Equal(t, "run 1", again.body)
@@ -264,7 +239,7 @@ func TestStoreFailures(t *testing.T) {
 			store := storetest.NewFaulty(memstore.New())
 			tc.fail(store)
 			h := created()
-			srv := serve(t, newGuard(t, store, idem.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil)))), h)
+			srv := serve(t, newGuard(t, store, idem.WithLogger(slog.New(&logs))), h)
 			got := send(t, http.MethodPost, srv.URL+"/orders", "k-1", `{}`)
 			assert.Equal(t, tc.runs, h.runs.Load())
 			if tc.typ == "" {
@@ -276,7 +251,7 @@ func TestStoreFailures(t *testing.T) {
 			if tc.status == http.StatusServiceUnavailable || tc.typ == idemhttp.ProblemLeaseLost {
 				assert.Equal(t, "1", got.header.Get("Retry-After"))
 			}
-			assert.NotEmpty(t, logs.messages(t), "the failure is logged")
+			assert.NotEmpty(t, logs.messages(), "the failure is logged")
 		})
 	}
 }
@@ -340,7 +315,7 @@ func TestKeyHeader(t *testing.T) {
 				header = tc.headerName
 				opts = append(opts, idemhttp.WithHeader(header))
 			}
-			g := memGuard(t, idem.WithHooks(hooks.hooks()), idem.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))))
+			g := memGuard(t, idem.WithHooks(hooks.hooks()), idem.WithLogger(slog.New(&logs)))
 			srv := serve(t, g, h, opts...)
 			for range 2 {
 				req, err := http.NewRequest(tc.method, srv.URL+"/orders", strings.NewReader(`{}`))
@@ -364,7 +339,7 @@ func TestKeyHeader(t *testing.T) {
 				assert.Equal(t, []string{
 					"WARN idemhttp: no idempotency key; running the handler unguarded",
 					"WARN idemhttp: no idempotency key; running the handler unguarded",
-				}, logs.messages(t))
+				}, logs.messages())
 			}
 		})
 	}
@@ -492,7 +467,7 @@ func TestFailed(t *testing.T) {
 	}}
 	ctx, cancel := context.WithCancel(t.Context())
 	g := memGuard(t, idem.WithWait(time.Minute, time.Minute),
-		idem.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))),
+		idem.WithLogger(slog.New(&logs)),
 		// The second request, found in flight, is about to wait: its client goes away.
 		idem.WithHooks(idem.Hooks{OnInProgress: func(context.Context, idem.Event) { cancel() }}))
 	mw, err := idemhttp.Middleware(g)
@@ -514,6 +489,6 @@ func TestFailed(t *testing.T) {
 	assert.Equal(t, http.StatusInternalServerError, rec.Code)
 	assert.Equal(t, "application/problem+json", rec.Header().Get("Content-Type"))
 	assert.JSONEq(t, `{"type":"about:blank","title":"Internal Server Error","status":500}`, rec.Body.String())
-	assert.Equal(t, []string{"WARN idemhttp: request failed"}, logs.messages(t))
+	assert.Equal(t, []string{"WARN idemhttp: request failed"}, logs.messages())
 	assert.Equal(t, int64(1), h.runs.Load())
 }

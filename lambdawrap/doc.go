@@ -13,8 +13,9 @@
 // utilities do). The HTTP decorators take it from the Idempotency-Key header and store the
 // whole response (status, headers, cookies, body and its base64 flag), so a replay is the
 // same response byte for byte, plus "Idempotent-Replayed: true". The four event shapes share
-// one implementation. The lease on a key ends at the invocation's deadline plus the guard's
-// margin, so the retry of a timed-out invocation can run again soon after.
+// one implementation, which also serves plain net/http handlers in package idemhttp. The
+// lease on a key ends at the invocation's deadline plus the guard's margin, so the retry of
+// a timed-out invocation can run again soon after.
 //
 // # HTTP semantics
 //
