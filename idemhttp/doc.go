@@ -15,6 +15,13 @@
 // recorded, then sends it; a retry gets the stored response with "Idempotent-Replayed:
 // true" and the handler does not run. Only the handler's own headers are stored: what
 // middleware outside this one sets (a request id, CORS) is set afresh on every response.
+// The stored form is lambdawrap's, so under the same operation and tenant a response that
+// one stored is replayed by the other.
+//
+// A server's request context usually has no deadline, so the lease on a key is the
+// guard's idem.WithLease (a minute by default) plus its margin, and the handler's context
+// ends before the lease does: a handler that may run longer needs a longer lease, or
+// idem.WithHeartbeat.
 //
 // # HTTP semantics
 //
@@ -30,13 +37,11 @@
 //	same key, completed                                    the stored response + Idempotent-Replayed: true
 //	handler answers 5xx, 409, 429 (see WithCacheable)      that response; nothing stored, key released
 //	handler panics                                         the panic goes on; nothing stored, key released
-//	handler returns idem's lost lease or store failure     409 or 503 with Retry-After; key released
-//	  (see below)
 //	store unavailable before the handler ran               503 with Retry-After; the handler did not run
 //	handler ran, store committed nothing of its outcome    503 with Retry-After; key released, a retry runs again
 //	handler ran, store failed to record its outcome        the handler's response, logged at ERROR
 //	same, with attached writes and the record unreadable   503 with Retry-After; the outcome is unknown
-//	response streamed (flushed) or over WithMaxResponseBody  sent as written; recorded without it (see below)
+//	response flushed, or over WithMaxResponseBody          sent as written; recorded without it (see below)
 //	connection hijacked                                    the handler's; nothing stored, key released
 //	other methods (GET, PUT, DELETE, ...)                  the handler, unguarded; the body is not read
 //

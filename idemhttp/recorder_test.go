@@ -13,11 +13,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemhttp"
+	"github.com/idemkit/idem/lambdawrap"
+	"github.com/idemkit/idem/memstore"
 )
 
 // TestPassedThrough: a response that is flushed, or whose body grows over
@@ -286,4 +289,49 @@ func TestWriterContract(t *testing.T) {
 	assert.PanicsWithValue(t, "invalid WriteHeader code 42", func() {
 		run(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(42) })
 	})
+}
+
+// TestReplaysLambdaRecord: one semantics, one stored form: a response that lambdawrap
+// stored (single-value headers and cookies, through an HTTP API) is replayed by the
+// middleware to the same request under the same operation, and the reverse.
+func TestReplaysLambdaRecord(t *testing.T) {
+	t.Parallel()
+	store := memstore.New()
+	lambdaRuns, httpRuns := 0, 0
+	lambdaHandler, err := lambdawrap.HTTPAPI(newGuard(t, store),
+		func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+			lambdaRuns++
+			return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusCreated,
+				Headers: map[string]string{"Content-Type": "application/json"},
+				Cookies: []string{"a=1", "b=2"}, Body: `{"from":"lambda"}`}, nil
+		})
+	require.NoError(t, err)
+	srv := serve(t, newGuard(t, store), &counter{answer: func(_ int64, w http.ResponseWriter, _ *http.Request) {
+		httpRuns++
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = io.WriteString(w, `{"from":"http"}`)
+	}})
+	event := func(key string) events.APIGatewayV2HTTPRequest {
+		return events.APIGatewayV2HTTPRequest{RawPath: "/orders", RawQueryString: "a=1",
+			Headers: map[string]string{"idempotency-key": key}, Body: `{"sku":"A"}`,
+			RequestContext: events.APIGatewayV2HTTPRequestContext{
+				HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: http.MethodPost}}}
+	}
+
+	_, err = lambdaHandler(t.Context(), event("k-lambda"))
+	require.NoError(t, err)
+	got := send(t, http.MethodPost, srv.URL+"/orders?a=1", "k-lambda", `{ "sku": "A" }`)
+	assert.Equal(t, http.StatusCreated, got.status)
+	assert.Equal(t, `{"from":"lambda"}`, got.body)
+	assert.Equal(t, "application/json", got.header.Get("Content-Type"))
+	assert.Equal(t, []string{"a=1", "b=2"}, got.header.Values("Set-Cookie"))
+	assert.Equal(t, "true", got.header.Get("Idempotent-Replayed"))
+
+	assert.Equal(t, http.StatusAccepted, send(t, http.MethodPost, srv.URL+"/orders?a=1", "k-http", `{"sku":"A"}`).status)
+	resp, err := lambdaHandler(t.Context(), event("k-http"))
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusAccepted, resp.StatusCode)
+	assert.Equal(t, `{"from":"http"}`, resp.Body)
+	assert.Equal(t, 1, lambdaRuns)
+	assert.Equal(t, 1, httpRuns)
 }
