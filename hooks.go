@@ -43,8 +43,9 @@ type Hooks struct {
 	// OnStoreError runs when a store operation fails.
 	OnStoreError func(context.Context, Event)
 	// OnUnguarded runs when a handler runs without the guard: a wrapper found no key and
-	// the key is optional (lambdawrap's WithKeyRequired(false)), or [WithFailOpen] let a
-	// store failure through. Event.Key is empty for a missing key.
+	// the key is optional (WithKeyRequired(false) in lambdawrap and idemhttp, lambdawrap's
+	// OptionalKey), or [WithFailOpen] let a store failure through. Event.Key is empty for a
+	// missing key.
 	OnUnguarded func(context.Context, Event)
 	// OnBatch runs once per batch that a batch wrapper processed (package sqs: one SQS
 	// batch), after every message has its outcome and before the response is returned, on
