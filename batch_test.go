@@ -167,7 +167,7 @@ func TestBatchSettleReportsLostLease(t *testing.T) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithDeadline(context.Background(), now.Add(time.Minute)) // in the clock's time
 	defer cancel()
-	b := g.Claim(ctx, []idem.Request{{Key: "k"}})
+	b := g.Claim(ctx, []idem.Request{{Key: "k"}, {Key: "pad"}})
 	_, _, err = idem.DoClaimed(ctx, b, 0, func(context.Context) (int, error) {
 		_, _, err := idem.Do(context.Background(), ahead, idem.Request{Key: "k"}, func(context.Context) (int, error) { return 2, nil })
 		require.NoError(t, err) // to its clock the lease had ended: it took the key and completed
@@ -365,5 +365,39 @@ func TestBatchFailOpenNeverOnCancelledContext(t *testing.T) {
 			return 0, nil
 		})
 		require.ErrorIs(t, err, context.Canceled)
+	}
+}
+
+// TestBatchOfOneKeyClaimsSingly counts store calls: a batch with one key to claim (one
+// request, or one key twice) claims it with the single claim, which returns a refusing
+// record in the same call; from two keys on, the batch claims together.
+func TestBatchOfOneKeyClaimsSingly(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		reqs []idem.Request
+		want map[string]int
+	}{
+		{"one request", reqs("a", 1), map[string]int{"claim": 1, "complete": 1}},
+		{"one key twice", []idem.Request{{Key: "a"}, {Key: "a"}}, map[string]int{"claim": 1, "complete": 1}},
+		{"two keys", reqs("a", 2), map[string]int{"claimMany": 1, "completeMany": 1}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newCountingBatch()
+			g, err := idem.New(s, "test")
+			require.NoError(t, err)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			b := g.Claim(ctx, tc.reqs)
+			for i := range b.Len() { // a duplicate key answers in progress, with no call
+				_, _, _ = idem.DoClaimed(ctx, b, i, func(context.Context) (int, error) { return 1, nil })
+			}
+			for _, err := range b.Settle(ctx) {
+				require.NoError(t, err)
+			}
+			assert.Equal(t, tc.want, s.counts())
+		})
 	}
 }

@@ -107,7 +107,7 @@ func TestReviewSettleDoesNotRetryCompletion(t *testing.T) {
 		var runs atomic.Int32
 
 		ctx := deadlineIn(t, clock, time.Minute)
-		b := g.Claim(ctx, []idem.Request{req})
+		b := g.Claim(ctx, []idem.Request{req, {Key: "pad"}})
 		v, _, err := idem.DoClaimed(ctx, b, 0, handler(&runs))
 		require.NoError(t, err)
 		assert.Equal(t, 42, v)

@@ -38,7 +38,7 @@ func TestHoleHeartbeatShortensTheStoredLease(t *testing.T) {
 		idem.WithLeaseMargin(margin), idem.WithHeartbeat(beat))
 	require.NoError(t, err)
 
-	b := g.Claim(deadlineIn(t, clock, time.Hour), []idem.Request{{Key: "k"}})
+	b := g.Claim(deadlineIn(t, clock, time.Hour), []idem.Request{{Key: "k"}, {Key: "pad"}})
 	claimedAt := clock.Now()
 	sk, _ := g.StoredKey(idem.Request{Key: "k"})
 
@@ -92,7 +92,7 @@ func TestHoleDoClaimedStartsWithinTheMargin(t *testing.T) {
 	gB, err := idem.New(store, "test", idem.WithClock(clockB), idem.WithLease(lease), idem.WithLeaseMargin(margin))
 	require.NoError(t, err)
 
-	b := gA.Claim(context.Background(), []idem.Request{{Key: "k"}})
+	b := gA.Claim(context.Background(), []idem.Request{{Key: "k"}, {Key: "pad"}})
 	clockA.Advance(lease + margin/2)
 	clockB.Advance(lease + margin/2)
 
