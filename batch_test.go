@@ -411,8 +411,7 @@ type attachBatch struct {
 
 	mu                  sync.Mutex
 	calls               map[string]int
-	loseManyAttached    int // the next n CompleteManyAttached calls apply, then fail
-	failManyAttachedFor map[string]error
+	loseManyAttached int // the next n CompleteManyAttached calls apply, then fail
 }
 
 func newAttachBatch() *attachBatch {

@@ -135,7 +135,10 @@ func WithDeadlineMargin(d time.Duration) Option {
 // again): when ctx has no deadline (Lambda always sets one; a test or local run should too,
 // or only the claims are batched), when idem.WithMaxLease caps the lease below the
 // deadline (heartbeat extensions count), and when the handler attaches writes
-// ([idem.Attach]: its own transaction). When less than the margin (see
+// ([idem.Attach]) and the store cannot complete them with others' (no
+// [idemstore.BatchAttachStore]: its own transaction). With dynamo.Store, outcomes with
+// attached writes wait too, and are recorded in as few TransactWriteItems as DynamoDB's
+// limits allow, each completion still conditional on its own lease. When less than the margin (see
 // [WithDeadlineMargin]) is left, the batch records the outcomes finished by then and
 // releases the claims of messages not yet started; every outcome after that is recorded as
 // soon as its handler returns, so a Lambda timeout loses no outcome that finished (as long
