@@ -409,8 +409,8 @@ func TestBatchOfOneKeyClaimsSingly(t *testing.T) {
 type attachBatch struct {
 	*memstore.Store
 
-	mu                  sync.Mutex
-	calls               map[string]int
+	mu               sync.Mutex
+	calls            map[string]int
 	loseManyAttached int // the next n CompleteManyAttached calls apply, then fail
 }
 
