@@ -246,6 +246,8 @@ func TestSimulationCatchesMutants(t *testing.T) {
 	}{
 		{"claim-ignores-leases", "do,http,checkpoint", []string{"a.overlap"}},
 		{"complete-drops-attached", "do,batch,attach", []string{"e.recordWithoutAttached"}},
+		{"complete-drops-attached", "batch,attach,batchstore", []string{"e.recordWithoutAttached"}},
+		{"complete-drops-attached", "sqs,attach,batchstore", []string{"e.recordWithoutAttached"}},
 		{"complete-lies", "do,http", []string{"b.answerNotRecorded", "d.leftInProgress"}},
 		{"complete-lies", "sqs", []string{"f.ackedNotCompleted"}},
 	} {
