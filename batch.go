@@ -273,6 +273,22 @@ func (b *Batch) Settle(ctx context.Context) []error {
 			plain = append(plain, j)
 		}
 	}
+	// Both at once: sent one after the other, the second would wait for the first's answer,
+	// and an invocation killed meanwhile would lose outcomes that finished long before.
+	var wg sync.WaitGroup
+	if len(attached) > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			recs := make([]*idemstore.Record, len(attached))
+			writes := make([][]any, len(attached))
+			for n, j := range attached {
+				recs[n], writes[n] = done[j].done, done[j].attached
+			}
+			results := bs.(idemstore.BatchAttachStore).CompleteManyAttached(cctx, recs, writes)
+			b.recordSettled(ctx, done, doneIdx, attached, results)
+		}()
+	}
 	if len(plain) > 0 {
 		recs := make([]*idemstore.Record, len(plain))
 		for n, j := range plain {
@@ -280,15 +296,7 @@ func (b *Batch) Settle(ctx context.Context) []error {
 		}
 		b.recordSettled(ctx, done, doneIdx, plain, bs.CompleteMany(cctx, recs))
 	}
-	if len(attached) > 0 {
-		recs := make([]*idemstore.Record, len(attached))
-		writes := make([][]any, len(attached))
-		for n, j := range attached {
-			recs[n], writes[n] = done[j].done, done[j].attached
-		}
-		results := bs.(idemstore.BatchAttachStore).CompleteManyAttached(cctx, recs, writes)
-		b.recordSettled(ctx, done, doneIdx, attached, results)
-	}
+	wg.Wait()
 	if len(keys) > 0 {
 		results := bs.ReleaseMany(cctx, keys, toks)
 		for j, s := range released {
