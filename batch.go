@@ -29,8 +29,12 @@ var errSettled = fmt.Errorf("idem: batch settled before the request started: %w"
 // as [Do] does: when the context has no deadline (nothing bounds when Settle runs) or it
 // has passed, when [WithMaxLease] caps the lease below the deadline (it could lapse, and
 // another caller run the key again, before Settle), when the handler attached writes
-// ([Attach]: they complete at once, in their own transaction), and once the batch has been
-// settled.
+// ([Attach]) and the store cannot complete them with others (it is no
+// [idemstore.BatchAttachStore]: they complete at once, in their own transaction), and once
+// the batch has been settled. On a BatchAttachStore an outcome with attached writes waits
+// for Settle under the same rules, and nothing of it (the record nor its writes) commits
+// before: an invocation killed before Settle leaves its keys in progress until their
+// leases end, and a redelivery then runs them again.
 //
 // Settle may run early and more than once, for example when the Lambda deadline nears while
 // handlers still run: it records the outcomes finished by then and releases the requests
@@ -65,6 +69,11 @@ type batchItem struct {
 // the same stored key in one batch are not both claimed: the later one gets an
 // [*InProgressError] from [DoClaimed], so callers should run duplicates from the first's
 // outcome. Claim reports nothing itself: [DoClaimed] returns each request's error.
+//
+// When the batch holds a single key to claim (after duplicates and keys the guard's
+// replay cache answers), Claim claims nothing: that request's DoClaimed behaves exactly as
+// [Do], which costs no more round trips than a batch claim and fewer when the key is
+// recorded or in flight.
 func (g *Guard) Claim(ctx context.Context, reqs []Request) *Batch {
 	b := &Batch{g: g, items: make([]batchItem, len(reqs))}
 	bs, batched := g.store.(idemstore.BatchStore)
@@ -96,6 +105,14 @@ func (g *Guard) Claim(ctx context.Context, reqs []Request) *Batch {
 		seen[it.key] = i
 		recs = append(recs, g.claimRecord(ctx, it.key, token, it.fp, now))
 		idx = append(idx, i)
+	}
+	if len(recs) == 1 {
+		// One key to claim: a single claim costs what a batch claim costs for a new key,
+		// and less for a key that is recorded or in flight (the refusing record comes back
+		// with the failed claim, where a batch claim reads it in a second round trip; see
+		// dynamo.Store.ClaimMany). From two keys on, a batch claim never costs more.
+		b.items[idx[0]].lazy = true
+		return b
 	}
 	if len(recs) == 0 {
 		return b
@@ -171,9 +188,11 @@ func DoClaimed[T any](ctx context.Context, b *Batch, i int, fn func(context.Cont
 	}
 	s := g.runHandler(ctx, it.rec, it.now, func(ctx context.Context) (any, error) { return fn(ctx) })
 	result, _ = s.value.(T)
-	if len(s.attached) > 0 || !g.leaseOutlasts(ctx, s.l) {
-		// Transactional: cannot join a batch. Or the lease may end before Settle records
-		// the outcome, and another caller would then run the key again.
+	_, attachMany := g.store.(idemstore.BatchAttachStore)
+	if (len(s.attached) > 0 && !attachMany) || !g.leaseOutlasts(ctx, s.l) {
+		// Attached writes the store cannot complete with others: their own transaction. Or
+		// the lease may end before Settle records the outcome, and another caller would
+		// then run the key again.
 		return result, false, g.settle(ctx, s)
 	}
 	b.mu.Lock()
@@ -244,31 +263,40 @@ func (b *Batch) Settle(ctx context.Context) []error {
 
 	cctx, cancel := detached(ctx)
 	defer cancel()
-	if len(done) > 0 {
-		recs := make([]*idemstore.Record, len(done))
-		for j, s := range done {
-			recs[j] = s.done
-		}
-		results := bs.CompleteMany(cctx, recs)
-		for j, s := range done {
-			var err error = errCount
-			if len(results) == len(recs) {
-				err = results[j]
-			}
-			st := *s
-			st.runErr = nil // DoClaimed already returned a remembered failure's error
-			if err != nil && retryable(err) {
-				// A store failure of the batched call: resend this completion alone, and
-				// read it back if that fails too, as Do does. Settling it as failed would
-				// leave the work unrecorded and run it again after its lease.
-				err = g.complete(ctx, st)
-			}
-			err = g.completed(ctx, st, err)
-			b.mu.Lock()
-			b.items[doneIdx[j]].settleErr = err
-			b.mu.Unlock()
+	// Outcomes with attached writes (only on a BatchAttachStore: else DoClaimed recorded
+	// them) go in the store's transactions, the others in its plain batch completion.
+	var plain, attached []int
+	for j, s := range done {
+		if len(s.attached) > 0 {
+			attached = append(attached, j)
+		} else {
+			plain = append(plain, j)
 		}
 	}
+	// Both at once: sent one after the other, the second would wait for the first's answer,
+	// and an invocation killed meanwhile would lose outcomes that finished long before.
+	var wg sync.WaitGroup
+	if len(attached) > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			recs := make([]*idemstore.Record, len(attached))
+			writes := make([][]any, len(attached))
+			for n, j := range attached {
+				recs[n], writes[n] = done[j].done, done[j].attached
+			}
+			results := bs.(idemstore.BatchAttachStore).CompleteManyAttached(cctx, recs, writes)
+			b.recordSettled(ctx, done, doneIdx, attached, results)
+		}()
+	}
+	if len(plain) > 0 {
+		recs := make([]*idemstore.Record, len(plain))
+		for n, j := range plain {
+			recs[n] = done[j].done
+		}
+		b.recordSettled(ctx, done, doneIdx, plain, bs.CompleteMany(cctx, recs))
+	}
+	wg.Wait()
 	if len(keys) > 0 {
 		results := bs.ReleaseMany(cctx, keys, toks)
 		for j, s := range released {
@@ -286,6 +314,32 @@ func (b *Batch) Settle(ctx context.Context) []error {
 	}
 	b.mu.Unlock()
 	return errs
+}
+
+// recordSettled interprets results, the store's answers to completing done[j] for j in
+// which, and keeps each request's error.
+func (b *Batch) recordSettled(ctx context.Context, done []*settlement, doneIdx, which []int, results []error) {
+	g := b.g
+	for n, j := range which {
+		var err error = errCount
+		if len(results) == len(which) {
+			err = results[n]
+		}
+		st := *done[j]
+		st.runErr = nil // DoClaimed already returned a remembered failure's error
+		if err != nil && retryable(err) {
+			// A store failure of the batched call, whose outcome is unknown: resend this
+			// completion alone (with its attached writes: a store completes a record
+			// already completed under its token without committing them again), and read
+			// it back if that fails too, as Do does. Settling it as failed would leave the
+			// work unrecorded and run it again after its lease.
+			err = g.complete(ctx, st)
+		}
+		err = g.completed(ctx, st, err)
+		b.mu.Lock()
+		b.items[doneIdx[j]].settleErr = err
+		b.mu.Unlock()
+	}
 }
 
 var errRunTwice = errors.New("idem: DoClaimed called twice for one request")

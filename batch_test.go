@@ -135,7 +135,7 @@ func TestBatchSettleReportsLostLease(t *testing.T) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithDeadline(context.Background(), now.Add(time.Minute)) // in the clock's time
 	defer cancel()
-	b := g.Claim(ctx, []idem.Request{{Key: "k"}})
+	b := g.Claim(ctx, []idem.Request{{Key: "k"}, {Key: "pad"}})
 	_, _, err = idem.DoClaimed(ctx, b, 0, func(context.Context) (int, error) {
 		_, _, err := idem.Do(context.Background(), ahead, idem.Request{Key: "k"}, func(context.Context) (int, error) { return 2, nil })
 		require.NoError(t, err) // to its clock the lease had ended: it took the key and completed
@@ -426,7 +426,7 @@ func TestReviewSettleDoesNotRetryCompletion(t *testing.T) {
 		var runs atomic.Int32
 
 		ctx := deadlineIn(t, clock, time.Minute)
-		b := g.Claim(ctx, []idem.Request{req})
+		b := g.Claim(ctx, []idem.Request{req, {Key: "pad"}})
 		v, _, err := idem.DoClaimed(ctx, b, 0, handler(&runs))
 		require.NoError(t, err)
 		assert.Equal(t, 42, v)
@@ -466,7 +466,7 @@ func TestHoleDoClaimedStartsWithinTheMargin(t *testing.T) {
 	gB, err := idem.New(store, "test", idem.WithClock(clockB), idem.WithLease(lease), idem.WithLeaseMargin(margin))
 	require.NoError(t, err)
 
-	b := gA.Claim(context.Background(), []idem.Request{{Key: "k"}})
+	b := gA.Claim(context.Background(), []idem.Request{{Key: "k"}, {Key: "pad"}})
 	clockA.Advance(lease + margin/2)
 	clockB.Advance(lease + margin/2)
 
@@ -483,4 +483,290 @@ func TestHoleDoClaimedStartsWithinTheMargin(t *testing.T) {
 	})
 	t.Logf("B: %v; A: %v; A's handler started on an ended context: %v", errB, errA, startedOnEndedCtx)
 	assert.EqualValues(t, 1, runs.Load(), "the guarded handler ran more than once for one key")
+}
+
+// TestBatchOfOneKeyClaimsSingly counts store calls: a batch with one key to claim (one
+// request, or one key twice) claims it with the single claim, which returns a refusing
+// record in the same call; from two keys on, the batch claims together.
+func TestBatchOfOneKeyClaimsSingly(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		reqs []idem.Request
+		want map[string]int
+	}{
+		{"one request", reqs("a", 1), map[string]int{"claim": 1, "complete": 1}},
+		{"one key twice", []idem.Request{{Key: "a"}, {Key: "a"}}, map[string]int{"claim": 1, "complete": 1}},
+		{"two keys", reqs("a", 2), map[string]int{"claimMany": 1, "completeMany": 1}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newCountingBatch()
+			g, err := idem.New(s, "test")
+			require.NoError(t, err)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			b := g.Claim(ctx, tc.reqs)
+			for i := range b.Len() { // a duplicate key answers in progress, with no call
+				_, _, _ = idem.DoClaimed(ctx, b, i, func(context.Context) (int, error) { return 1, nil })
+			}
+			for _, err := range b.Settle(ctx) {
+				require.NoError(t, err)
+			}
+			assert.Equal(t, tc.want, s.counts())
+		})
+	}
+}
+
+// attachBatch is an in-memory batch store whose completions with attached writes
+// (idemstore.BatchAttachStore) are counted, and whose answer can be lost: the store
+// applies the call, then returns a store error, as a TransactWriteItems whose response
+// timed out.
+type attachBatch struct {
+	*memstore.Store
+
+	mu               sync.Mutex
+	calls            map[string]int
+	loseManyAttached int // the next n CompleteManyAttached calls apply, then fail
+}
+
+func newAttachBatch() *attachBatch {
+	return &attachBatch{Store: memstore.New(), calls: map[string]int{}}
+}
+
+func (s *attachBatch) inc(op string) {
+	s.mu.Lock()
+	s.calls[op]++
+	s.mu.Unlock()
+}
+
+func (s *attachBatch) count(op string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls[op]
+}
+
+func (s *attachBatch) Complete(ctx context.Context, rec *idemstore.Record, attached []any) error {
+	s.inc("complete")
+	return s.Store.Complete(ctx, rec, attached)
+}
+
+func (s *attachBatch) CompleteMany(ctx context.Context, recs []*idemstore.Record) []error {
+	s.inc("completeMany")
+	return s.Store.CompleteMany(ctx, recs)
+}
+
+func (s *attachBatch) CompleteManyAttached(ctx context.Context, recs []*idemstore.Record, attached [][]any) []error {
+	s.inc("completeManyAttached")
+	errs := s.Store.CompleteManyAttached(ctx, recs, attached)
+	s.mu.Lock()
+	lose := s.loseManyAttached > 0
+	if lose {
+		s.loseManyAttached--
+	}
+	s.mu.Unlock()
+	if lose {
+		for i := range errs {
+			errs[i] = errors.New("connection reset: response lost")
+		}
+	}
+	return errs
+}
+
+// ledger is a business table that attached writes add to: func() error writes, the kind
+// memstore commits with a completion.
+type ledger struct {
+	mu   sync.Mutex
+	sums map[string]int
+	// refuse names the keys whose write's own condition fails.
+	refuse map[string]bool
+}
+
+func (l *ledger) add(ctx context.Context, key string, n int) error {
+	return idem.Attach(ctx, func() error {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.refuse[key] {
+			return idemstore.ErrConditionFailed
+		}
+		if l.sums == nil {
+			l.sums = map[string]int{}
+		}
+		l.sums[key] += n
+		return nil
+	})
+}
+
+func (l *ledger) sum(key string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.sums[key]
+}
+
+// TestBatchAttachedOutcomes settles outcomes with attached writes together, on a store
+// with CompleteManyAttached, and meets the four things that could go wrong with waiting
+// for Settle: a crash before it, its lost answer, a lease lost while the batch runs, a
+// duplicate arriving meanwhile, and one write's own failed condition.
+func TestBatchAttachedOutcomes(t *testing.T) {
+	t.Parallel()
+	type env struct {
+		s     *attachBatch
+		l     *ledger
+		clock *storetest.Clock
+		g     *idem.Guard
+		ctx   context.Context
+		b     *idem.Batch
+	}
+	keys := []string{"a", "b", "c"}
+	setup := func(t *testing.T, opts ...idem.Option) *env {
+		e := &env{s: newAttachBatch(), l: &ledger{}, clock: storetest.NewClock()}
+		var err error
+		e.g, err = idem.New(e.s, "test", append([]idem.Option{idem.WithClock(e.clock)}, opts...)...)
+		require.NoError(t, err)
+		e.ctx = deadlineIn(t, e.clock, 30*time.Second)
+		return e
+	}
+	run := func(t *testing.T, e *env) {
+		var reqs []idem.Request
+		for _, k := range keys {
+			reqs = append(reqs, idem.Request{Key: k})
+		}
+		e.b = e.g.Claim(e.ctx, reqs)
+		for i, k := range keys {
+			_, _, err := idem.DoClaimed(e.ctx, e.b, i, func(ctx context.Context) (int, error) {
+				return i, e.l.add(ctx, k, 10)
+			})
+			require.NoError(t, err)
+		}
+	}
+	status := func(t *testing.T, e *env, k string) idemstore.Status {
+		sk, err := e.g.StoredKey(idem.Request{Key: k})
+		require.NoError(t, err)
+		rec, err := e.s.Get(context.Background(), sk)
+		require.NoError(t, err)
+		if rec == nil {
+			return ""
+		}
+		return rec.Status
+	}
+
+	t.Run("settled together", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t)
+		run(t, e)
+		for _, k := range keys {
+			assert.Zero(t, e.l.sum(k), "%s: nothing committed before Settle", k)
+			assert.Equal(t, idemstore.StatusInProgress, status(t, e, k), k)
+		}
+		for _, err := range e.b.Settle(e.ctx) {
+			require.NoError(t, err)
+		}
+		for _, k := range keys {
+			assert.Equal(t, 10, e.l.sum(k), k)
+			assert.Equal(t, idemstore.StatusCompleted, status(t, e, k), k)
+		}
+		assert.Equal(t, 1, e.s.count("completeManyAttached"))
+		assert.Zero(t, e.s.count("complete"), "no completion of its own")
+	})
+
+	t.Run("crash before Settle", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t)
+		run(t, e) // and the process dies: Settle never runs
+		for _, k := range keys {
+			assert.Zero(t, e.l.sum(k), "%s: nothing committed", k)
+		}
+		e.clock.Advance(2 * time.Minute) // past every lease: the redelivery runs them again
+		for _, k := range keys {
+			_, replayed, err := idem.Do(deadlineIn(t, e.clock, 30*time.Second), e.g, idem.Request{Key: k}, func(ctx context.Context) (int, error) {
+				return 0, e.l.add(ctx, k, 10)
+			})
+			require.NoError(t, err)
+			assert.False(t, replayed)
+			assert.Equal(t, 10, e.l.sum(k), "%s: applied once, by the run that completed", k)
+		}
+	})
+
+	t.Run("answer lost", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t)
+		e.s.loseManyAttached = 1
+		run(t, e)
+		for i, err := range e.b.Settle(e.ctx) {
+			require.NoError(t, err, "request %d: the resend finds it completed under its token", i)
+		}
+		for _, k := range keys {
+			assert.Equal(t, 10, e.l.sum(k), "%s: applied once", k)
+			assert.Equal(t, idemstore.StatusCompleted, status(t, e, k), k)
+		}
+	})
+
+	t.Run("lease lost while the batch runs", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t)
+		ahead, err := idem.New(e.s, "test", idem.WithClock(idem.ClockFunc(func() time.Time { return e.clock.Now().Add(3 * time.Minute) })))
+		require.NoError(t, err)
+		run(t, e)
+		// A caller whose clock runs far ahead takes b over and completes it, its own write
+		// attached.
+		_, _, err = idem.Do(context.Background(), ahead, idem.Request{Key: "b"}, func(ctx context.Context) (int, error) {
+			return 7, e.l.add(ctx, "b", 1)
+		})
+		require.NoError(t, err)
+		errs := e.b.Settle(e.ctx)
+		require.NoError(t, errs[0])
+		require.ErrorIs(t, errs[1], idem.ErrLeaseLost)
+		require.NoError(t, errs[2])
+		assert.Equal(t, 10, e.l.sum("a"))
+		assert.Equal(t, 1, e.l.sum("b"), "only the new owner's write")
+		assert.Equal(t, 10, e.l.sum("c"))
+	})
+
+	t.Run("duplicate meanwhile", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t)
+		other, err := idem.New(e.s, "test", idem.WithClock(e.clock))
+		require.NoError(t, err)
+		run(t, e)
+		ran := false
+		_, _, err = idem.Do(deadlineIn(t, e.clock, 30*time.Second), other, idem.Request{Key: "a"}, func(ctx context.Context) (int, error) {
+			ran = true
+			return 0, e.l.add(ctx, "a", 10)
+		})
+		require.ErrorIs(t, err, idem.ErrInProgress)
+		assert.False(t, ran)
+		for _, err := range e.b.Settle(e.ctx) {
+			require.NoError(t, err)
+		}
+		assert.Equal(t, 10, e.l.sum("a"))
+	})
+
+	t.Run("one write's condition fails", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t)
+		e.l.refuse = map[string]bool{"b": true}
+		run(t, e)
+		errs := e.b.Settle(e.ctx)
+		require.NoError(t, errs[0])
+		require.ErrorIs(t, errs[1], idem.ErrConditionFailed)
+		require.NoError(t, errs[2])
+		assert.Equal(t, 10, e.l.sum("a"))
+		assert.Equal(t, 10, e.l.sum("c"))
+		assert.Empty(t, status(t, e, "b"), "b released: a retry runs it")
+	})
+
+	t.Run("lease shorter than the deadline", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t, idem.WithMaxLease(10*time.Second)) // below the 30 s deadline
+		run(t, e)
+		for _, k := range keys {
+			assert.Equal(t, 10, e.l.sum(k), "%s: recorded at once", k)
+		}
+		assert.Equal(t, 3, e.s.count("complete"))
+		for _, err := range e.b.Settle(e.ctx) {
+			require.NoError(t, err)
+		}
+		assert.Zero(t, e.s.count("completeManyAttached"))
+	})
 }

@@ -559,7 +559,7 @@ func TestFailOpenNeverOnEndedContext(t *testing.T) {
 				return 1, nil
 			}
 			if tc.batch {
-				b := g.Claim(ctx, []idem.Request{{Key: "k"}})
+				b := g.Claim(ctx, []idem.Request{{Key: "k"}, {Key: "pad"}})
 				_, _, err = idem.DoClaimed(ctx, b, 0, fn)
 			} else {
 				_, _, err = idem.Do(ctx, g, idem.Request{Key: "k"}, fn)

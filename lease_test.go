@@ -116,7 +116,7 @@ func TestStoredKeyInTheHandler(t *testing.T) {
 	// Through a batch, for a new request of the same tenant and key: another operation.
 	g2, err := idem.New(store, "refund", idem.WithClock(clock))
 	require.NoError(t, err)
-	b := g2.Claim(ctx, []idem.Request{req})
+	b := g2.Claim(ctx, []idem.Request{req, {Key: "pad"}})
 	other, _, err := idem.DoClaimed(ctx, b, 0, keyOf)
 	require.NoError(t, err)
 	b.Settle(ctx)
@@ -134,7 +134,7 @@ func TestStoredKeyInTheHandler(t *testing.T) {
 
 	downBatch, err := idem.New(downBatchStore{memstore.New()}, "charge", idem.WithFailOpen(true))
 	require.NoError(t, err)
-	b = downBatch.Claim(ctx, []idem.Request{req})
+	b = downBatch.Claim(ctx, []idem.Request{req, {Key: "pad"}})
 	v, _, err = idem.DoClaimed(ctx, b, 0, keyOf)
 	require.NoError(t, err)
 	b.Settle(ctx)

@@ -96,7 +96,7 @@ func TestHandlerNotStartedWithinTheMargin(t *testing.T) {
 	g, err := idem.New(newCountingBatch(), "test", idem.WithClock(clock), idem.WithMaxLease(time.Minute), idem.WithLeaseMargin(margin))
 	require.NoError(t, err)
 	ctx := deadlineIn(t, clock, time.Hour)
-	b := g.Claim(ctx, reqs("k", 1))
+	b := g.Claim(ctx, reqs("k", 2))
 	clock.Advance(time.Minute + time.Second) // past the lease end less the margin, before its end
 	ran := false
 	_, _, err = idem.DoClaimed(ctx, b, 0, func(hctx context.Context) (int, error) {
@@ -123,7 +123,7 @@ func TestHeartbeatFirstBeatCountsFromTheClaim(t *testing.T) {
 		idem.WithLeaseMargin(margin), idem.WithHeartbeat(beat))
 	require.NoError(t, err)
 	ctx := deadlineIn(t, clock, time.Hour)
-	b := g.Claim(ctx, reqs("k", 1))
+	b := g.Claim(ctx, reqs("k", 2))
 	sk, _ := g.StoredKey(reqs("k", 1)[0])
 	clock.Advance(59 * time.Second) // the lease ends at 62 s, its point of loss at 60 s
 	started := clock.Now()
@@ -312,7 +312,7 @@ func TestHoleHeartbeatShortensTheStoredLease(t *testing.T) {
 		idem.WithLeaseMargin(margin), idem.WithHeartbeat(beat))
 	require.NoError(t, err)
 
-	b := g.Claim(deadlineIn(t, clock, time.Hour), []idem.Request{{Key: "k"}})
+	b := g.Claim(deadlineIn(t, clock, time.Hour), []idem.Request{{Key: "k"}, {Key: "pad"}})
 	claimedAt := clock.Now()
 	sk, _ := g.StoredKey(idem.Request{Key: "k"})
 

@@ -64,8 +64,11 @@ func TestReviewSettleCompleteManyFailsOnceRunsTwice(t *testing.T) {
 
 	ctx, cancel := context.WithDeadline(context.Background(), clock.Now().Add(time.Minute))
 	defer cancel()
-	b := g.Claim(ctx, []idem.Request{req})
+	// A second request, completed too: a batch with one key to claim is claimed singly.
+	b := g.Claim(ctx, []idem.Request{req, {Key: "credit-2"}})
 	_, _, err = idem.DoClaimed(ctx, b, 0, fn)
+	require.NoError(t, err)
+	_, _, err = idem.DoClaimed(ctx, b, 1, func(context.Context) (int, error) { return 6, nil })
 	require.NoError(t, err)
 	settleErrs := b.Settle(ctx)
 	assert.Equal(t, int32(1), api.calls.Load(), "Settle made one CompleteMany call and no other")

@@ -94,6 +94,25 @@ type BatchStore interface {
 	ReleaseMany(ctx context.Context, keys, tokens []string) []error
 }
 
+// BatchAttachStore is an optional extension of [BatchStore] for stores that can complete
+// many records, each with its own attached writes (idem.Attach), in fewer round trips than
+// one per record. The guard's batches ([BatchStore]) use it when the store has it: an
+// outcome with attached writes then waits for idem.Batch.Settle, as one without does,
+// instead of being completed at once in a transaction of its own.
+type BatchAttachStore interface {
+	BatchStore
+	// CompleteManyAttached makes [Store.Complete] for each record recs[i] with its attached
+	// writes attached[i] (empty for none); result i belongs to record i. Each record's
+	// completion and its attached writes commit together or not at all, exactly as
+	// Complete's; the writes of several records may commit in one transaction. One
+	// record's failure (its lease lost, a condition of its own attached write, a record too
+	// large) must not fail another: the store then commits the others without it. A failed
+	// call (a store error, not a verdict) may have committed any of them, so the guard
+	// sends each record alone again, with Complete, which must be safe as it says. recs
+	// hold distinct keys.
+	CompleteManyAttached(ctx context.Context, recs []*Record, attached [][]any) []error
+}
+
 // ClaimResult is the outcome of one claim of [BatchStore.ClaimMany], with the meaning of
 // [Store.Claim]'s results.
 type ClaimResult struct {

@@ -19,7 +19,8 @@ import (
 	"github.com/idemkit/idem/idemstore"
 )
 
-// Store is an in-memory [idemstore.Store] and [idemstore.BatchStore]. The zero value is an
+// Store is an in-memory [idemstore.Store], [idemstore.BatchStore] and
+// [idemstore.BatchAttachStore]. The zero value is an
 // empty store, ready to use; a Store must not be copied after first use. It is safe for
 // concurrent use. Expired records are treated as absent but kept until overwritten, as
 // DynamoDB's lagging TTL deletion would.
@@ -232,6 +233,21 @@ func (s *Store) CompleteMany(ctx context.Context, recs []*idemstore.Record) []er
 	out := make([]error, len(recs))
 	for i, r := range recs {
 		out[i] = s.Complete(ctx, r, nil)
+	}
+	return out
+}
+
+// CompleteManyAttached implements [idemstore.BatchAttachStore] by completing each record,
+// with its attached writes, in turn: each as [Store.Complete], atomic per record as far as
+// Complete is, and one record's failure leaves the others as they are.
+func (s *Store) CompleteManyAttached(ctx context.Context, recs []*idemstore.Record, attached [][]any) []error {
+	out := make([]error, len(recs))
+	for i, r := range recs {
+		var a []any
+		if i < len(attached) {
+			a = attached[i]
+		}
+		out[i] = s.Complete(ctx, r, a)
 	}
 	return out
 }

@@ -192,12 +192,6 @@ func backends() []backend {
 			p.opts = []sqs.Option{sqs.WithBatchClaims(batch)}
 			all = append(all, p)
 		}
-		// Batches of redeliveries take the per-message path by default: this one runs
-		// them on the batch path too.
-		p := b
-		p.name = b.name + "/batch=redeliveries"
-		p.opts = []sqs.Option{sqs.WithBatchClaims(true), sqs.WithBatchRedeliveries()}
-		all = append(all, p)
 	}
 	return all
 }

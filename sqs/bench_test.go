@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -128,5 +129,72 @@ func benchBatch(b *testing.B, h *sqs.Handler, api *countingAPI, path string) {
 			calls += n
 		}
 		b.ReportMetric(float64(calls)/float64(b.N), "ddbcalls/batch")
+	}
+}
+
+// BenchmarkBatchAttached measures Handle on DynamoDB Local on a batch of ten new messages
+// whose handler attaches a credit (a DynamoDB ADD) to its completion (one op is one
+// batch): to ten accounts, one each, or to the accounts of the sqs-standard-ten event
+// (two of which it credits three times, which no transaction may touch twice). It reports
+// the median batch time and the calls per batch by operation.
+//
+//	go test -run '^$' -bench BenchmarkBatchAttached -benchtime 200x ./sqs/
+func BenchmarkBatchAttached(b *testing.B) {
+	for _, accounts := range []string{"distinct", "event"} {
+		b.Run("accounts="+accounts, func(b *testing.B) {
+			client, idemTable, ledgerTable := ddbTables(b)
+			api := ddbcount.New(client)
+			store, err := dynamo.New(api, idemTable)
+			if err != nil {
+				b.Fatal(err)
+			}
+			l := &ddbLedger{client: client, table: ledgerTable}
+			guard, err := idem.New(store, "test", idem.WithScope("bench"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			h, err := sqs.New(guard, l.credit)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ev := loadEvent(b, "sqs-standard-ten")
+			for i := range ev.Records {
+				delete(ev.Records[i].MessageAttributes, sqs.KeyAttribute)
+				if accounts == "distinct" {
+					ev.Records[i].Body = fmt.Sprintf(`{"account_id":"acc-%d","amount_cents":1}`, i)
+				}
+			}
+			batch := func(tag string) time.Duration {
+				for j := range ev.Records {
+					ev.Records[j].MessageId = fmt.Sprintf("m%d-%s", j, tag)
+				}
+				// A Lambda-like deadline per invocation, within the default maximum lease:
+				// an outcome waits for Settle only while its lease outlasts the deadline.
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				start := time.Now()
+				resp, err := h.Handle(ctx, ev)
+				d := time.Since(start)
+				if err != nil || len(resp.BatchItemFailures) > 0 {
+					b.Fatal(resp, err)
+				}
+				return d
+			}
+			for i := range 5 {
+				batch("warm" + strconv.Itoa(i))
+			}
+			api.Take()
+			times := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for i := range b.N {
+				times = append(times, batch(strconv.Itoa(i)))
+			}
+			b.StopTimer()
+			slices.Sort(times)
+			b.ReportMetric(float64(times[len(times)/2].Microseconds())/1000, "p50-ms/batch")
+			for op, n := range api.Take() {
+				b.ReportMetric(float64(n)/float64(b.N), op+"/batch")
+			}
+		})
 	}
 }

@@ -21,13 +21,12 @@ import (
 //     must meet the earlier one's recorded outcome (a payload mismatch, or a run after a
 //     release), which a batch records only at its end.
 //
-// It also keeps it, for speed alone, when SQS has delivered every message of the batch
-// before: their keys are most likely recorded already, and a recorded key costs one
-// round trip on the per-message path (the failed claim returns the record), where a batch
-// claim that meets it needs a second to read it (dynamo.Store.ClaimMany).
+// What a batch costs is the guard's to judge: a batch with a single key to claim is claimed
+// as [idem.Do] would claim it (see [idem.Guard.Claim]), since a recorded or in-flight key
+// costs one round trip that way and two in a batch claim; from two keys on a batch claim
+// never costs more round trips than the per-message path, redeliveries or not.
 func (b *batch) claimAll(ctx context.Context) {
-	redeliveries := b.allRedelivered() && !b.h.cfg.batchRedeliveries
-	if !b.h.cfg.batchClaims || b.fifo || redeliveries || b.mayStart(ctx) != nil {
+	if !b.h.cfg.batchClaims || b.fifo || b.mayStart(ctx) != nil {
 		return
 	}
 	type first struct {
@@ -55,16 +54,6 @@ func (b *batch) claimAll(ctx context.Context) {
 	}
 	b.claims = b.h.guard.Claim(ctx, reqs)
 	b.claimUsed = make([]bool, len(reqs))
-}
-
-// allRedelivered reports whether every message of the batch has been delivered before.
-func (b *batch) allRedelivered() bool {
-	for i := range b.msgs {
-		if !redelivered(&b.msgs[i]) {
-			return false
-		}
-	}
-	return len(b.msgs) > 0
 }
 
 // settleWhenLate settles the batch's claims once less than the margin is left before the

@@ -159,13 +159,13 @@ func TestBatchSettlesNearTheDeadline(t *testing.T) {
 	}
 }
 
-// TestRedeliveredBatchesTakeThePerMessagePath counts store calls: a batch whose every
-// message SQS has delivered before claims per message, where a replay is one round trip;
-// one first delivery among them, or no receive count at all, keeps the batch claim.
-func TestRedeliveredBatchesTakeThePerMessagePath(t *testing.T) {
+// TestBatchClaimsTwoKeysOrMore counts store calls: a batch claims its keys together once it
+// holds two distinct keys or more, redelivered or not, and a batch of one key (or of one
+// key many times) claims it as the per-message path does, where a replay is one round trip.
+func TestBatchClaimsTwoKeysOrMore(t *testing.T) {
 	t.Parallel()
-	delivered := func(id, count string) events.SQSMessage {
-		m := message(id, "{}")
+	delivered := func(id, key, count string) events.SQSMessage {
+		m := withKey(message(id, "{}"), key)
 		if count == "" {
 			m.Attributes = nil
 		} else {
@@ -174,16 +174,18 @@ func TestRedeliveredBatchesTakeThePerMessagePath(t *testing.T) {
 		return m
 	}
 	tests := []struct {
-		name         string
-		counts       []string
-		opts         []sqs.Option
-		single, many int32
+		name   string
+		keys   []string
+		counts []string
+		// store calls of the first delivery and of the replays
+		single, many, replaySingle, replayMany int32
 	}{
-		{name: "all redelivered", counts: []string{"2", "5", "3"}, single: 6},
-		{name: "one first delivery", counts: []string{"2", "1", "3"}, many: 2},
-		{name: "no receive counts", counts: []string{"", "", ""}, many: 2},
-		{name: "unparsable counts", counts: []string{"x", "2", "2"}, many: 2},
-		{name: "all redelivered, batched anyway", counts: []string{"2", "2", "2"}, opts: []sqs.Option{sqs.WithBatchRedeliveries()}, many: 2},
+		{name: "all redelivered", keys: []string{"a", "b", "c"}, counts: []string{"2", "5", "3"}, many: 2, replayMany: 1},
+		{name: "one first delivery", keys: []string{"a", "b", "c"}, counts: []string{"2", "1", "3"}, many: 2, replayMany: 1},
+		{name: "no receive counts", keys: []string{"a", "b", "c"}, counts: []string{"", "", ""}, many: 2, replayMany: 1},
+		{name: "two keys", keys: []string{"a", "b"}, counts: []string{"1", "1"}, many: 2, replayMany: 1},
+		{name: "one message", keys: []string{"a"}, counts: []string{"1"}, single: 2, replaySingle: 1},
+		{name: "one key twice", keys: []string{"a", "a"}, counts: []string{"1", "1"}, single: 2, replaySingle: 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -191,19 +193,19 @@ func TestRedeliveredBatchesTakeThePerMessagePath(t *testing.T) {
 			store := &storeCalls{Store: memstore.New()}
 			guard, err := idem.New(store, "test")
 			require.NoError(t, err)
-			h, err := sqs.New(guard, func(context.Context, events.SQSMessage) error { return nil }, tc.opts...)
+			h, err := sqs.New(guard, func(context.Context, events.SQSMessage) error { return nil })
 			require.NoError(t, err)
 			var ev events.SQSEvent
 			for i, c := range tc.counts {
-				ev.Records = append(ev.Records, delivered(fmt.Sprintf("m-%d", i), c))
+				ev.Records = append(ev.Records, delivered(fmt.Sprintf("m-%d", i), tc.keys[i], c))
 			}
 			rep, err := h.Process(lambdaContext(t), ev)
 			require.NoError(t, err)
-			assert.Equal(t, len(tc.counts), rep.Ran)
+			assert.Zero(t, rep.Failed)
 			assert.Equal(t, tc.single, store.single.Load(), "single-key store calls")
 			assert.Equal(t, tc.many, store.many.Load(), "batch store calls")
 
-			// Delivered again, all of them: replays, one store call each.
+			// Delivered again, all of them: replays.
 			store.single.Store(0)
 			store.many.Store(0)
 			for i := range ev.Records {
@@ -211,11 +213,9 @@ func TestRedeliveredBatchesTakeThePerMessagePath(t *testing.T) {
 			}
 			rep, err = h.Process(lambdaContext(t), ev)
 			require.NoError(t, err)
-			assert.Equal(t, len(tc.counts), rep.Replayed)
-			if tc.opts == nil {
-				assert.Equal(t, int32(len(tc.counts)), store.single.Load())
-				assert.Zero(t, store.many.Load())
-			}
+			assert.Zero(t, rep.Failed)
+			assert.Equal(t, tc.replaySingle, store.single.Load(), "single-key store calls, replays")
+			assert.Equal(t, tc.replayMany, store.many.Load(), "batch store calls, replays")
 		})
 	}
 }

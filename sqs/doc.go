@@ -23,9 +23,11 @@
 // claimed in one round trip and its outcomes recorded in one more (see [WithBatchClaims];
 // the outcomes wait for the batch's end only while their leases last until the Lambda
 // deadline): ten new messages cost two DynamoDB calls instead of twenty, ten replays two
-// instead of ten. A batch whose every message SQS has delivered before takes the per-message path,
-// where each replay is one call, all ten at once: one round trip rather than two in
-// sequence. Handlers that attach their writes still complete each in its own transaction.
+// instead of ten. A batch with a single key to claim claims it as a single message would,
+// so that no batch costs more calls than the per-message path. Handlers that attach their
+// writes complete together too, on a store that implements [idemstore.BatchAttachStore]
+// (dynamo.Store): in as few transactions as its limits allow, each completion conditional
+// on its own lease, a failing one reported alone.
 //
 // # FIFO queues
 //

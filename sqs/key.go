@@ -3,7 +3,6 @@ package sqs
 import (
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -23,7 +22,6 @@ const KeyAttribute = "Idempotency-Key"
 const (
 	attrDeduplicationID = "MessageDeduplicationId"
 	attrGroupID         = "MessageGroupId"
-	attrReceiveCount    = "ApproximateReceiveCount"
 )
 
 // DefaultKey returns the idempotency key of m, from the first of these that is present:
@@ -88,11 +86,4 @@ func keyAttribute(attrs map[string]events.SQSMessageAttribute) (key string, foun
 // different body fails with [idem.ErrPayloadMismatch]. It never fails.
 func BodyFingerprint(m events.SQSMessage) ([]byte, error) {
 	return []byte(m.Body), nil
-}
-
-// redelivered reports whether SQS says it has delivered m before. A message without the
-// attribute, or with one that does not parse, counts as a first delivery.
-func redelivered(m *events.SQSMessage) bool {
-	n, err := strconv.Atoi(m.Attributes[attrReceiveCount])
-	return err == nil && n > 1
 }

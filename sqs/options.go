@@ -31,9 +31,6 @@ type config struct {
 	margin      time.Duration
 	marginSet   bool
 	batchClaims bool
-	// batchRedeliveries claims batches of redelivered messages together too: for tests
-	// that run redelivery scenarios on the batch path (see export_test.go).
-	batchRedeliveries bool
 }
 
 func defaultConfig() config {
@@ -128,15 +125,20 @@ func WithDeadlineMargin(d time.Duration) Option {
 // batch ends. With a store that implements [idemstore.BatchStore], such as dynamo.Store, a batch
 // of new messages then costs one claim round trip and one completion round trip per store
 // batch (25 messages for DynamoDB) instead of two per message, and a batch of replays two
-// instead of one per message (which the per-message path makes concurrently: one round
-// trip).
+// instead of one per message. A batch with a single key to claim is claimed as the
+// per-message path claims it (see [idem.Guard.Claim]), so no batch costs more round trips
+// than the per-message path would; the per-message path makes its calls concurrently, so
+// a batch of replays takes two sequential round trips where it takes one.
 //
 // An outcome is instead recorded as soon as its handler returns, as on the per-message
 // path, so that its lease never lapses unrecorded (another invocation would run the message
 // again): when ctx has no deadline (Lambda always sets one; a test or local run should too,
 // or only the claims are batched), when idem.WithMaxLease caps the lease below the
 // deadline (heartbeat extensions count), and when the handler attaches writes
-// ([idem.Attach]: its own transaction). When less than the margin (see
+// ([idem.Attach]) and the store cannot complete them with others' (no
+// [idemstore.BatchAttachStore]: its own transaction). With dynamo.Store, outcomes with
+// attached writes wait too, and are recorded in as few TransactWriteItems as DynamoDB's
+// limits allow, each completion still conditional on its own lease. When less than the margin (see
 // [WithDeadlineMargin]) is left, the batch records the outcomes finished by then and
 // releases the claims of messages not yet started; every outcome after that is recorded as
 // soon as its handler returns, so a Lambda timeout loses no outcome that finished (as long
@@ -148,11 +150,8 @@ func WithDeadlineMargin(d time.Duration) Option {
 //
 // Off, or on a FIFO queue, or when two messages of the batch carry one key with different
 // fingerprints, each message claims and completes on its own as soon as it runs: a FIFO
-// message runs only after the one before it in its group has durably completed. A batch
-// whose every message SQS has delivered before (ApproximateReceiveCount above 1) takes
-// the per-message path too, because its keys are most likely recorded already and their
-// replays are then one round trip rather than two. A store without batch support behaves
-// the same either way.
+// message runs only after the one before it in its group has durably completed. A store
+// without batch support behaves the same either way.
 func WithBatchClaims(on bool) Option {
 	return func(c *config) error {
 		c.batchClaims = on

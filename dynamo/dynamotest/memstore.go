@@ -179,6 +179,21 @@ func (m *MemStore) Complete(ctx context.Context, rec *idemstore.Record, attached
 	}})
 }
 
+// CompleteManyAttached implements [idemstore.BatchAttachStore] by completing each record
+// with its attached writes in turn, as [MemStore.Complete]: one record's failure leaves the
+// others as they are, as dynamo.Store's batched transactions do.
+func (m *MemStore) CompleteManyAttached(ctx context.Context, recs []*idemstore.Record, attached [][]any) []error {
+	out := make([]error, len(recs))
+	for i, r := range recs {
+		var a []any
+		if i < len(attached) {
+			a = attached[i]
+		}
+		out[i] = m.Complete(ctx, r, a)
+	}
+	return out
+}
+
 // asError returns the error DynamoDB's refusal would have become through [dynamo.Store].
 func (e *commitError) asError(n int) error {
 	reasons := make([]types.CancellationReason, 1+n)

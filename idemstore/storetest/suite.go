@@ -30,8 +30,9 @@ type Harness struct {
 	NewCounter func(t *testing.T, store idemstore.Store) (add func(ctx context.Context, n int, failCond bool) error, read func() int)
 	// Contention sets the goroutines per key and keys of the race test (defaults 64 and 50).
 	Goroutines, Keys int
-	// Batch routes every call through a one-request [idem.Batch] (Claim, DoClaimed,
-	// Settle) instead of [idem.Do], to show the batch path keeps Do's semantics.
+	// Batch routes every call through an [idem.Batch] (Claim, DoClaimed, Settle) instead
+	// of [idem.Do], to show the batch path keeps Do's semantics. The batch claims the
+	// request's key with a second one that it never runs and releases at Settle.
 	Batch bool
 }
 
@@ -40,7 +41,11 @@ func do[T any](h Harness, ctx context.Context, g *idem.Guard, req idem.Request, 
 	if !h.Batch {
 		return idem.Do(ctx, g, req, fn)
 	}
-	b := g.Claim(ctx, []idem.Request{req})
+	// A second key, never run: a batch with one key to claim is claimed as Do claims it
+	// (idem.Guard.Claim), and the suite means the batch claim. Settle releases it.
+	pad := req
+	pad.Key += "/pad"
+	b := g.Claim(ctx, []idem.Request{req, pad})
 	v, replayed, err := idem.DoClaimed(ctx, b, 0, fn)
 	if serr := b.Settle(ctx)[0]; err == nil && serr != nil {
 		return v, false, serr
@@ -98,7 +103,49 @@ func Run(t *testing.T, h Harness) {
 	t.Run("StoreFailures", h.storeFailures)
 	if h.NewCounter != nil {
 		t.Run("TransactionalCompletion", h.transactional)
+		if _, ok := h.NewStore(t).(idemstore.BatchAttachStore); ok {
+			t.Run("BatchAttachedCompletion", h.batchAttached)
+		}
 	}
+}
+
+// batchAttached settles a batch whose handlers attach writes on an
+// [idemstore.BatchAttachStore]: the outcomes wait for Settle (the context's deadline lies
+// within every lease), nothing commits before it, and one write whose own condition fails
+// fails its request alone, whose key is released; the others commit once and replay.
+func (h Harness) batchAttached(t *testing.T) {
+	f := h.fixture(t)
+	add, read := h.NewCounter(t, f.store)
+	ctx, cancel := context.WithDeadline(context.Background(), f.clock.Now().Add(30*time.Second))
+	defer cancel()
+	k := key(t)
+	reqs := []idem.Request{{Key: k + "/a"}, {Key: k + "/b"}, {Key: k + "/c"}}
+	b := f.guard.Claim(ctx, reqs)
+	for i := range reqs {
+		_, _, err := idem.DoClaimed(ctx, b, i, func(ctx context.Context) (result, error) {
+			return result{N: i}, add(ctx, 10, i == 1)
+		})
+		require.NoError(t, err, "request %d: its outcome waits for Settle", i)
+	}
+	assert.Equal(t, 0, read(), "nothing commits before Settle")
+	errs := b.Settle(ctx)
+	require.NoError(t, errs[0])
+	require.ErrorIs(t, errs[1], idem.ErrConditionFailed, "the failed write's request alone")
+	require.NoError(t, errs[2])
+	assert.Equal(t, 20, read(), "the others' writes, once each")
+	for i, r := range reqs {
+		v, replayed, err := idem.Do(ctx, f.guard, r, func(ctx context.Context) (result, error) {
+			return result{N: 100}, add(ctx, 1, false)
+		})
+		require.NoError(t, err)
+		if i == 1 {
+			assert.False(t, replayed, "released: it runs again")
+			continue
+		}
+		assert.True(t, replayed, "request %d", i)
+		assert.Equal(t, i, v.N)
+	}
+	assert.Equal(t, 21, read())
 }
 
 func (h Harness) newThenReplay(t *testing.T) {

@@ -212,6 +212,12 @@ var simulationSeeds = []struct {
 	// A batch caller settled only after a handler that overran its deadline.
 	{48238, "batch,batchstore,late,heartbeat,maxlease,skew", "a.outcomePastLease", false},
 	{98862, "batch,batchstore,late,heartbeat,maxlease,skew", "a.outcomePastLease", false},
+	// Settle sent the batch's plain completions, then, once their (late) answer came, the
+	// completions with attached writes (BatchAttachStore): the invocation was killed, or the
+	// lease taken over, before the second call went out. Both are now sent at once.
+	{532448187289, "all", "a.lostOutcome", false},
+	{532448238908, "all", "a.lostOutcome", false},
+	{532448314735, "all", "a.outcomePastLease", false},
 }
 
 // TestSimulationSeeds replays the regression table.
@@ -246,6 +252,8 @@ func TestSimulationCatchesMutants(t *testing.T) {
 	}{
 		{"claim-ignores-leases", "do,http,checkpoint", []string{"a.overlap"}},
 		{"complete-drops-attached", "do,batch,attach", []string{"e.recordWithoutAttached"}},
+		{"complete-drops-attached", "batch,attach,batchstore", []string{"e.recordWithoutAttached"}},
+		{"complete-drops-attached", "sqs,attach,batchstore", []string{"e.recordWithoutAttached"}},
 		{"complete-lies", "do,http", []string{"b.answerNotRecorded", "d.leftInProgress"}},
 		{"complete-lies", "sqs", []string{"f.ackedNotCompleted"}},
 	} {

@@ -36,7 +36,8 @@ const (
 	mutantCompleteLies          = "complete-lies"           // a single completion answers nil without applying
 )
 
-// batchStore is the simulated store with idemstore.BatchStore.
+// batchStore is the simulated store with idemstore.BatchStore and
+// idemstore.BatchAttachStore.
 type batchStore struct{ *store }
 
 func (s *store) name(key string) string {
@@ -272,6 +273,49 @@ func (s *batchStore) CompleteMany(ctx context.Context, recs []*idemstore.Record)
 		return fill(len(recs), errLost)
 	}
 	if err := s.respond(ctx, a, d, "completeMany", n); err != nil {
+		return fill(len(recs), err)
+	}
+	for i, err := range out {
+		s.w.led.completeAnswered(a, recs[i].LeaseToken, err)
+	}
+	return out
+}
+
+// CompleteManyAttached implements idemstore.BatchAttachStore: one request for the whole
+// batch, each record's completion and attached writes applying together or not at all (the
+// reference store completes them one by one). Its faults are those of CompleteMany: a
+// failure before it applies, a lost response after it applied (the guard then resends each
+// record alone with Complete and reads it back), a late answer; the caller may crash at any
+// of its points. The mutant complete-drops-attached drops the attached writes here too.
+func (s *batchStore) CompleteManyAttached(ctx context.Context, recs []*idemstore.Record, attached [][]any) []error {
+	keys := make([]string, len(recs))
+	tokens := make([]string, len(recs))
+	for i, r := range recs {
+		keys[i], tokens[i] = r.Key, r.LeaseToken
+	}
+	n := s.names(keys)
+	s.w.led.completeSent(s.w, actorOf(ctx), tokens)
+	a, d, err := s.request(ctx, "completeManyAttached", n)
+	if err != nil {
+		return fill(len(recs), err)
+	}
+	if d.abort {
+		return fill(len(recs), errShutdown)
+	}
+	if d.fault == faultBefore {
+		return fill(len(recs), errInjected)
+	}
+	if s.mutant == mutantCompleteDropsAttached {
+		attached = nil
+	}
+	out := s.mem.CompleteManyAttached(ctx, recs, attached)
+	for i, err := range out {
+		s.w.led.completed(s.w, a, recs[i], err)
+	}
+	if d.fault == faultLose || d.fault == faultResend {
+		return fill(len(recs), errLost)
+	}
+	if err := s.respond(ctx, a, d, "completeManyAttached", n); err != nil {
 		return fill(len(recs), err)
 	}
 	for i, err := range out {
