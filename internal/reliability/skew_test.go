@@ -61,17 +61,19 @@ func TestClockSkew(t *testing.T) {
 			_, _, err := idem.Do(t.Context(), owner, idem.Request{Key: "warm-" + key}, func(context.Context) (int, error) { return 0, nil })
 			require.NoError(t, err, "a first call warms the client up")
 
-			var ownerRunning, overlap atomic.Bool
+			// The owner works until its deadline, where Lambda freezes it. The caller overlaps
+			// it when its handler starts before that deadline, read on the wall clock: a
+			// goroutine scheduled late on a loaded machine only makes that later, never earlier.
+			var overlap atomic.Bool
+			ownerCtx, cancel := context.WithTimeout(context.Background(), deadline)
+			defer cancel()
+			ownerDeadline, _ := ownerCtx.Deadline()
 			claimed, frozen := make(chan struct{}), make(chan struct{})
 			ownerDone := make(chan error, 1)
 			go func() {
-				ctx, cancel := context.WithTimeout(context.Background(), deadline)
-				defer cancel()
-				_, _, err := idem.Do(ctx, owner, idem.Request{Key: key}, func(ctx context.Context) (string, error) {
-					ownerRunning.Store(true)
+				_, _, err := idem.Do(ownerCtx, owner, idem.Request{Key: key}, func(ctx context.Context) (string, error) {
 					close(claimed)
-					<-ctx.Done() // works until its deadline, where Lambda freezes it
-					ownerRunning.Store(false)
+					<-ctx.Done()
 					<-frozen // no release: only the lease's end frees the key
 					return "", ctx.Err()
 				})
@@ -86,7 +88,7 @@ func TestClockSkew(t *testing.T) {
 			var got string
 			for until := time.Now().Add(10 * time.Second); time.Now().Before(until); time.Sleep(10 * time.Millisecond) {
 				got, _, err = idem.Do(t.Context(), caller, idem.Request{Key: key}, func(context.Context) (string, error) {
-					if ownerRunning.Load() {
+					if time.Now().Before(ownerDeadline) {
 						overlap.Store(true)
 					}
 					return "second", nil
