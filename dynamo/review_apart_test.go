@@ -1,0 +1,179 @@
+package dynamo_test
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/dynamo"
+	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/internal/ddbfault"
+	"github.com/idemkit/idem/internal/ddblocal"
+)
+
+// Review of "results kept apart" (b0a1156..7d4a27c). Each test states a property the
+// change promises (dynamo/body.go, Store.Complete's doc, RELIABILITY.md "Results kept
+// apart") and fails where it does not hold.
+
+// TestReviewApartFailOpenRerunsCompletedKey: a replay of a result kept apart needs a
+// second call (the GetItem of the result's item) after the claim has already met the
+// COMPLETED record. If that read fails, Claim returns an idem.ErrStore, and a guard with
+// WithFailOpen runs the handler unguarded: a key the store has just shown to be completed
+// is run a second time. The same replay with the result inline needs no second call, so
+// the same fault cannot cause it.
+func TestReviewApartFailOpenRerunsCompletedKey(t *testing.T) {
+	t.Parallel()
+	client := ddblocal.Client(t)
+	table := ddblocal.NewTable(t, client)
+	ddblocal.DisableTTL(t, client, table)
+	faulty := ddbfault.New(client)
+	s, err := dynamo.New(faulty, table)
+	require.NoError(t, err)
+	ctx := context.Background()
+	g, err := idem.New(s, "test", idem.WithScope("review-failopen"), idem.WithFailOpen(true))
+	require.NoError(t, err)
+
+	for _, tc := range []struct {
+		name string
+		size int
+	}{{"inline", 200}, {"apart", 30 << 10}} {
+		var runs atomic.Int32
+		result := randomJSONText(tc.size)
+		fn := func(context.Context) (string, error) { runs.Add(1); return result, nil }
+		_, _, err := idem.Do(ctx, g, idem.Request{Key: tc.name}, fn)
+		require.NoError(t, err, tc.name)
+
+		// One failed GetItem (after the SDK's own retries), e.g. a throttled read.
+		faulty.Arm(ddbfault.Get, ddbfault.Throttling, 1)
+		got, replayed, err := idem.Do(ctx, g, idem.Request{Key: tc.name}, fn)
+		faulty.Disarm()
+		t.Logf("%s: replay: replayed=%v err=%v runs=%d", tc.name, replayed, err, runs.Load())
+		assert.Equal(t, int32(1), runs.Load(), "%s: the key is COMPLETED and the claim met it: the handler must not run again", tc.name)
+		assert.True(t, replayed, "%s: replayed", tc.name)
+		assert.NoError(t, err, tc.name)
+		assert.True(t, got == result, "%s: the first run's result", tc.name)
+	}
+}
+
+// TestReviewApartForeignRefThroughScope: body.go's second rule, "a record names only a
+// result's item of its own key (decoding checks it), so no record can replay another key's
+// result", rests on "stored keys end in a hexadecimal hash, so no record key has this
+// form". But WithScope accepts any non-empty string, '#' included, so a record key of one
+// guard can be "<another guard's key>#result#<anything>". checkRef only checks the prefix,
+// not that what follows is a lease token, so a record whose data_ref names such a key (the
+// corruption TestResultApartForeignRef guards against) replays the other tenant's result.
+func TestReviewApartForeignRefThroughScope(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	mine, err := idem.New(e.store, "op", idem.WithScope("review-foreign"))
+	require.NoError(t, err)
+	myKey := mustStoredKey(t, mine, "k")
+	other, err := idem.New(e.store, "op2", idem.WithScope(myKey+"#result#x"))
+	require.NoError(t, err)
+	otherKey := mustStoredKey(t, other, "secret")
+	require.True(t, strings.HasPrefix(otherKey, myKey+"#result#"), "another key's record, of the form of my result's item: %s", otherKey)
+
+	_, _, err = idem.Do(ctx, other, idem.Request{Key: "secret"}, func(context.Context) (string, error) { return "other tenant's secret", nil })
+	require.NoError(t, err)
+	_, _, err = idem.Do(ctx, mine, idem.Request{Key: "k"}, func(context.Context) (string, error) { return randomJSONText(4 << 10), nil })
+	require.NoError(t, err)
+
+	item := e.rawItem(t, itemKey(myKey))
+	item["data_ref"] = &types.AttributeValueMemberS{Value: otherKey}
+	e.putRaw(t, item)
+
+	got, err := e.store.Get(ctx, myKey)
+	if got != nil {
+		t.Logf("Get(%s) = data %q, err %v", myKey, got.Data, err)
+	}
+	require.ErrorIs(t, err, idem.ErrIncompatibleRecord, "a record naming another key's item must not decode")
+}
+
+// TestReviewApartRecompleteWithoutResultBricksKey: idemstore.Store.Complete "must be safe
+// to send again after a failure whose outcome is unknown: if the record is already
+// completed under rec.LeaseToken, it returns nil". The guard's own fallback after
+// ErrTooLarge (owner.go, Guard.completed) sends the completion again with Data nil and
+// EncodingNone. On a record that an earlier attempt completed with its result apart, that
+// completion SETs v=1 and REMOVEs data but never REMOVEs data_ref (optionalValues leaves
+// the slot empty when ref is ""), so the record now holds data_ref at version 1: every
+// Get and every claim of the key fails with ErrIncompatibleRecord until it expires. (I
+// found no interleaving through the guard that produces this pair of completions today;
+// memstore, the reference store, keeps the record readable.)
+func TestReviewApartRecompleteWithoutResultBricksKey(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	now := wallClock()
+	rec := record("review-recomplete", now, "tok")
+	seed(t, e.store, rec)
+	done := completedWith(rec, bigData(8<<10))
+	require.NoError(t, e.store.Complete(ctx, done, nil))
+
+	again := *done
+	again.Data, again.Encoding = nil, idemstore.EncodingNone
+	require.NoError(t, e.store.Complete(ctx, &again, nil), "already completed under the token: nil")
+
+	item := e.rawItem(t, itemKey(rec.Key))
+	t.Logf("stored: v=%v data_ref=%v", item["v"], item["data_ref"])
+	got, err := e.store.Get(ctx, rec.Key)
+	require.NoError(t, err, "the completed record must stay readable")
+	assert.Equal(t, idemstore.StatusCompleted, got.Status)
+	_, claimed, err := e.store.Claim(ctx, record(rec.Key, now, "next"), now)
+	require.NoError(t, err, "a claim meets a completed record, not an unreadable one")
+	assert.False(t, claimed)
+}
+
+// TestReviewApartLongKeyRunsTwice: the result's item is keyed "<key>#result#<token>", 40
+// bytes longer than the record's key. DynamoDB limits a sort key to 1024 bytes (a
+// partition key to 2048), and idem bounds neither the scope nor the stored key. With
+// WithSortKey, a record key of 985 to 1024 bytes is accepted (the claim succeeds, and a
+// store that keeps results inline completes it), but its record item is over 1 KB with any
+// result, so every result goes apart and its item's key is refused: a ValidationException
+// that is not ErrTooLarge, so the guard does not fall back to completing without the
+// result. The record stays in progress, and after the lease the next request runs the
+// handler again, each time.
+func TestReviewApartLongKeyRunsTwice(t *testing.T) {
+	t.Parallel()
+	opts := []dynamo.Option{dynamo.WithSortKey("sk", "idempotency")}
+	e := newEnv(t, opts...)
+	ctx := context.Background()
+	var nowNanos atomic.Int64
+	nowNanos.Store(wallClock().UnixNano())
+	clock := idem.ClockFunc(func() time.Time { return time.Unix(0, nowNanos.Load()).UTC() })
+	scope := strings.Repeat("s", 940)
+
+	// Control: the same key layout, results inline (the behaviour before the change).
+	inline, err := dynamo.New(e.client, e.table, append(opts, dynamo.WithInlineLimit(400<<10))...)
+	require.NoError(t, err)
+	gi, err := idem.New(inline, "op", idem.WithScope(scope), idem.WithClock(clock))
+	require.NoError(t, err)
+	key := mustStoredKey(t, gi, "control")
+	t.Logf("stored key: %d bytes; its result's item: %d bytes", len(key), len(key)+len("#result#")+32)
+	var controlRuns atomic.Int32
+	control := func(context.Context) (string, error) { controlRuns.Add(1); return "ok", nil }
+	_, _, err = idem.Do(ctx, gi, idem.Request{Key: "control"}, control)
+	require.NoError(t, err, "results inline: the key is fine")
+	_, replayed, err := idem.Do(ctx, gi, idem.Request{Key: "control"}, control)
+	require.NoError(t, err)
+	require.True(t, replayed)
+
+	g, err := idem.New(e.store, "op", idem.WithScope(scope), idem.WithClock(clock))
+	require.NoError(t, err)
+	var runs atomic.Int32
+	fn := func(context.Context) (string, error) { runs.Add(1); return "ok", nil }
+	_, _, err = idem.Do(ctx, g, idem.Request{Key: "default"}, fn)
+	t.Logf("first run: err=%v", err)
+	nowNanos.Add(int64(10 * time.Minute)) // past the lease, well within the expiry
+	_, replayed, err = idem.Do(ctx, g, idem.Request{Key: "default"}, fn)
+	t.Logf("retry: replayed=%v err=%v runs=%d", replayed, err, runs.Load())
+	assert.Equal(t, int32(1), runs.Load(), "the handler ran once and succeeded: a retry must not run it again")
+}
+
