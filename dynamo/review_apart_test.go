@@ -176,4 +176,3 @@ func TestReviewApartLongKeyRunsTwice(t *testing.T) {
 	t.Logf("retry: replayed=%v err=%v runs=%d", replayed, err, runs.Load())
 	assert.Equal(t, int32(1), runs.Load(), "the handler ran once and succeeded: a retry must not run it again")
 }
-
