@@ -42,7 +42,7 @@ FUZZTIME ?= 20000x
 # their dependencies out of the root's. test, vet and lint run in each.
 MODULES := $(sort . $(patsubst %/go.mod,%,$(shell git ls-files --cached --others --exclude-standard '*/go.mod')))
 
-.PHONY: deps test lint vet fuzz bench bench-e2e soak sim build run clean shellcheck shellcheck-install redis-server postgresql bench-redis \
+.PHONY: deps test lint vet fuzz bench bench-e2e soak sim build run clean shellcheck shellcheck-install redis-server postgresql bench-redis bench-stores \
 	build-ExampleAPIFunction build-ExampleSQSFunction \
 	localstack-up localstack-deploy localstack-smoke localstack-logs localstack-down
 
@@ -203,6 +203,15 @@ localstack-down:
 # 0.072 (as root: the client confined to a 128 MB Lambda's CPU share), -batch-claims=false.
 bench-e2e: $(DDBLOCAL_STAMP)
 	go run ./cmd/idem-bench $(BENCH_FLAGS)
+
+# W1-W3 on every store, one after the other on this machine, one JSON line per workload
+# (BENCHMARKS.md, "Every store"): DynamoDB Local (idem-bench runs W1-W4b and X1-X2 too),
+# PostgreSQL in both pgx modes, Redis. Each starts its own server on 127.0.0.1.
+bench-stores: $(DDBLOCAL_STAMP) postgresql redis-server
+	go run ./cmd/idem-bench $(BENCH_FLAGS)
+	cd pgstore && go run ./internal/cmd/idem-pgbench -mode exec
+	cd pgstore && go run ./internal/cmd/idem-pgbench -mode cache
+	cd redisstore && go run ./internal/cmd/redisbench
 # PostgreSQL 15+ for the pgstore module's tests (pgstore/internal/pgtest starts it on
 # 127.0.0.1 as an unprivileged user, or uses DATABASE_URL): installed with apt-get (as root,
 # or through passwordless sudo) when neither DATABASE_URL is set nor initdb is found.

@@ -40,21 +40,22 @@
 //
 //	cfg, err := config.LoadDefaultConfig(ctx)
 //	// ...
-//	store, err := dynamo.New(dynamodb.NewFromConfig(cfg), os.Getenv("IDEMPOTENCY_TABLE"))
+//	client := dynamodb.NewFromConfig(cfg)
+//	store, err := dynamo.New(client, os.Getenv("IDEMPOTENCY_TABLE"))
 //	// ...
 //	guard, err := idem.New(store, "create-order")
 //	// ...
-//	order, replayed, err := idem.Do(ctx, guard, req, func(ctx context.Context) (Order, error) {
-//		order := newOrder(in)
-//		item, err := attributevalue.MarshalMap(order)
-//		if err != nil {
-//			return Order{}, err
-//		}
-//		err = dynamo.Attach(ctx, types.TransactWriteItem{Put: &types.Put{
-//			TableName: aws.String(ordersTable),
-//			Item:      item,
+//	req := idem.Request{Key: "order-7f3a", Fingerprint: []byte(`{"amount_cents":1299}`)}
+//	o, replayed, err := idem.Do(ctx, guard, req, func(ctx context.Context) (order, error) {
+//		o := order{ID: "o-42", Amount: 1299}
+//		return o, dynamo.Attach(ctx, types.TransactWriteItem{Put: &types.Put{
+//			TableName: aws.String(os.Getenv("ORDERS_TABLE")),
+//			Item: map[string]types.AttributeValue{
+//				"id":           &types.AttributeValueMemberS{Value: o.ID},
+//				"amount_cents": &types.AttributeValueMemberN{Value: fmt.Sprint(o.Amount)},
+//			},
+//			ConditionExpression: aws.String("attribute_not_exists(id)"),
 //		}})
-//		return order, err
 //	})
 //
 // The table needs a string partition key "id" and TTL on "expiration"; [CreateTable]

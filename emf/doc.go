@@ -16,8 +16,11 @@
 // CloudWatch stores does not grow with traffic.
 //
 //	rec, err := emf.New(os.Stdout, "Credits", emf.WithDimension("Service", "credits"))
+//	// ...
 //	guard, err := idem.New(store, "credit-account", idem.WithHooks(rec.Hooks()))
+//	// ...
 //	h, err := sqs.New(guard, credit) // its batches report through the guard's hooks
+//	// ...
 //	lambda.Start(emf.Wrap(rec, h.Handle))
 //
 // See the specification,

@@ -16,9 +16,12 @@
 // the same for every retry of one logical operation, so one query on it finds them all,
 // across invocations and containers.
 //
-//	tracer, err := idemotel.New() // the global TracerProvider, or WithTracerProvider
+//	tracer, err := idemotel.New(idemotel.WithTracerProvider(tp))
+//	// ...
 //	guard, err := idem.New(store, "credit-account", idem.WithHooks(tracer.Hooks()))
+//	// ...
 //	h, err := sqs.New(guard, credit) // its batches report through the guard's hooks
+//	// ...
 //	lambda.StartHandler(otellambda.WrapHandler(lambda.NewHandler(h.Handle),
 //		otellambda.WithTracerProvider(tp), otellambda.WithFlusher(tp)))
 //

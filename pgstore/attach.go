@@ -14,9 +14,10 @@ import (
 
 // Write is a business write attached to a completion (see [Attach]): it runs in the
 // completion's transaction, after the record was completed in it under the lease token,
-// and commits with it or not at all. It must not commit or roll back tx (those calls
-// return an error); a savepoint (tx.Begin) is fine. An error it returns rolls everything
-// back.
+// and commits with it or not at all. It must not end tx: tx.Commit and tx.Rollback return
+// an error, and a COMMIT or ROLLBACK statement, or a transaction begun on tx.Conn(), is a
+// misuse whose outcome [Attach] describes. A savepoint (tx.Begin) is fine. An error it
+// returns rolls everything back.
 type Write func(ctx context.Context, tx pgx.Tx) error
 
 // Attach adds writes to the completion of the key whose guarded handler ctx belongs to
@@ -32,7 +33,39 @@ type Write func(ctx context.Context, tx pgx.Tx) error
 // with an [*AttachedWriteError] wrapping [idem.ErrConditionFailed] and the write's error;
 // the key is released, so a retry runs again. Use it for a business condition that does
 // not hold (a balance too low, a unique violation). If the connection breaks while writes
-// run, the error wraps [idemstore.ErrNotCommitted] instead (and [idem.ErrStore]).
+// run, the error wraps [idemstore.ErrNotCommitted] instead (and [idem.ErrStore]), as it
+// does when a write returns nil after one of its statements failed (the transaction can
+// then only roll back).
+//
+// A write must not end the completion's transaction: no COMMIT or ROLLBACK statement
+// (END and ABORT included), and no transaction begun on tx.Conn(), as a library that takes
+// a *pgx.Conn does: the server ignores its BEGIN inside the completion's transaction, and
+// its COMMIT or ROLLBACK ends the completion's. The store checks the connection's
+// transaction status after each write and, with its COMMIT, that the transaction it
+// commits is the one that completed the record. If a write ended the transaction, the store
+// runs no write after it, reads the record back, and the error wraps a [*TxEndedError]
+// naming the write:
+//
+//   - Rolled back: nothing committed, the completion included. The error also wraps
+//     [idemstore.ErrNotCommitted] and [idem.ErrStore]; the guard releases the key, and a
+//     retry runs the handler again.
+//   - Committed: the completion is durable, with the writes before the end, and the writes
+//     after it never run. The error is no verdict: the guard sends the completion again,
+//     finds it done, and the guarded call succeeds (retries replay it), though not every
+//     write ran.
+//   - Rolled back, and another transaction begun (found at COMMIT: the record is not
+//     completed in it): the store fails its COMMIT, closing the connection, which rolls the
+//     new transaction back too, and reports a rollback ([TxEndedError.Index] -1).
+//   - Committed, and another transaction begun: the record is completed in it, so the
+//     store's COMMIT commits the rest, and Complete succeeds: every write committed, in two
+//     transactions. Should a later write fail, the store reports
+//     [idem.ErrConditionFailed], though the completion committed; the guard's release,
+//     conditional on the record being in progress, then finds it completed, and the
+//     guarded call succeeds.
+//
+// What runs after a write ended the transaction is outside the store's: statements on
+// their own commit one by one, and a transaction the write began commits if a later write
+// commits it. Nothing undoes them, and after a rollback the retry runs them again.
 //
 // Attach returns an error wrapping [idem.ErrNoLease] outside a guarded handler. It is safe
 // for concurrent use.
@@ -47,24 +80,29 @@ func Attach(ctx context.Context, writes ...Write) error {
 // completeWith completes rec and runs the attached writes in one transaction. The
 // completion statement goes first: it takes the record's row lock, so the writes run only
 // once the lease is known to be ours, and a concurrent claim of the key waits for the
-// commit.
+// commit. After each write the connection's transaction status says whether the write
+// ended the transaction (see [TxEndedError]); the COMMIT is checked to be the store's own
+// transaction's (see [Store.begin]).
 func (s *Store) completeWith(ctx context.Context, rec *idemstore.Record, attached []any) (err error) {
 	writes, err := attachedWrites(attached)
 	if err != nil {
 		return err
 	}
-	tx, err := s.db.Begin(ctx)
+	tx, checked, err := s.begin(ctx, rec)
 	if err != nil {
 		return s.fail("complete", err) // nothing sent: a resend may do it
 	}
-	committed := false
-	defer func() {
-		if !committed {
+	open := true
+	closeTx := func() {
+		if open {
+			open = false
 			// A rollback that fails leaves nothing committed either: the server rolls an
-			// open transaction back when its connection ends.
+			// open transaction back when its connection ends. After a write ended the
+			// transaction, it only returns the connection (the server warns, no more).
 			_ = tx.Rollback(context.WithoutCancel(ctx))
 		}
-	}()
+	}
+	defer closeTx()
 	var done bool
 	var status *string
 	if err := tx.QueryRow(ctx, s.sql.completeOwned, completeArgs(rec)...).Scan(&done, &status); err != nil {
@@ -76,18 +114,52 @@ func (s *Store) completeWith(ctx context.Context, rec *idemstore.Record, attache
 		}
 		return fmt.Errorf("pgstore: complete: %w", idem.ErrLeaseLost)
 	}
+	conn := tx.Conn().PgConn()
 	for i, w := range writes {
-		if err := w(ctx, ownedTx{tx}); err != nil {
+		werr := w(ctx, ownedTx{tx})
+		if conn.TxStatus() == txIdle {
+			// The write committed or rolled back the store's transaction: stop here, and
+			// learn from the record which.
+			closeTx()
+			return s.ended(ctx, rec, &TxEndedError{Index: i, Err: werr})
+		}
+		if werr != nil {
 			if tx.Conn().IsClosed() {
-				return s.notCommitted(&AttachedWriteError{Index: i, Err: err})
+				return s.notCommitted(&AttachedWriteError{Index: i, Err: werr})
 			}
-			return &AttachedWriteError{Index: i, Err: fmt.Errorf("%w: %w", idem.ErrConditionFailed, err)}
+			return &AttachedWriteError{Index: i, Err: fmt.Errorf("%w: %w", idem.ErrConditionFailed, werr)}
+		}
+	}
+	if conn.TxStatus() == txFailed {
+		return s.notCommitted(errTxFailed)
+	}
+	if !checked {
+		ok, err := s.ownedCheck(ctx, tx, rec)
+		if err != nil {
+			return s.notCommitted(err)
+		}
+		if !ok {
+			closeTx()
+			return s.ended(ctx, rec, &TxEndedError{Index: -1})
 		}
 	}
 	err = tx.Commit(ctx)
-	committed = true // or failed: either way a rollback has nothing left to do
+	open = false // committed, or failed: either way a rollback has nothing left to do
+	if isCommitCheck(err) {
+		return s.ended(ctx, rec, &TxEndedError{Index: -1})
+	}
 	return s.commitFail(err)
 }
+
+// The transaction statuses of a connection (pgconn.PgConn.TxStatus) the store tells apart.
+const (
+	txIdle   = 'I' // in no transaction: the store's has ended
+	txFailed = 'E' // in a failed transaction, which can only roll back
+)
+
+// errTxFailed reports a transaction that failed while every attached write returned nil: a
+// write swallowed the error of one of its statements.
+var errTxFailed = errors.New("pgstore: complete: the transaction failed, though every attached write returned nil (one ignored a statement's error)")
 
 // notCommitted reports a failure before COMMIT was sent: the transaction committed nothing.
 func (s *Store) notCommitted(err error) error {

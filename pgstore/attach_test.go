@@ -133,6 +133,22 @@ func TestAttachedWriteFailures(t *testing.T) {
 			check: func(t *testing.T, err error) { require.ErrorIs(t, err, idem.ErrConditionFailed) },
 		},
 		{
+			name: "SwallowsError",
+			write: func(l *ledger) pgstore.Write {
+				return func(ctx context.Context, tx pgx.Tx) error {
+					if err := l.add("acct", 7, false)(ctx, tx); err != nil {
+						return err
+					}
+					_, _ = tx.Exec(ctx, fmt.Sprintf(`UPDATE %s SET balance = -1`, l.table)) // fails its CHECK
+					return nil
+				}
+			},
+			check: func(t *testing.T, err error) {
+				require.ErrorIs(t, err, idemstore.ErrNotCommitted)
+				require.ErrorIs(t, err, idem.ErrStore)
+			},
+		},
+		{
 			name: "ConnectionBreaks",
 			write: func(l *ledger) pgstore.Write {
 				return func(ctx context.Context, tx pgx.Tx) error {

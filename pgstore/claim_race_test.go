@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/pgstore"
 	"github.com/idemkit/idem/pgstore/internal/pgtest"
 )
 
@@ -80,7 +81,8 @@ func TestClaimRefusedByConcurrentWriter(t *testing.T) {
 	}
 }
 
-// waitForLockWait polls until a statement on table waits for a lock.
+// waitForLockWait polls until a statement on table waits for a lock: the store's statement,
+// which the test then lets through by committing the transaction that holds the row.
 func waitForLockWait(t *testing.T, pool *pgxpool.Pool, table string) {
 	t.Helper()
 	for range 1000 {
@@ -92,5 +94,87 @@ func waitForLockWait(t *testing.T, pool *pgxpool.Pool, table string) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatal("the claim never waited for the row lock")
+	t.Fatal("the store's statement never waited for the row lock")
+}
+
+// claimWith returns a claim record of key for token at now carrying checkpoint.
+func claimWith(key, token, checkpoint string, now time.Time) *idemstore.Record {
+	rec := inProgress(key, token, now)
+	rec.Checkpoint = checkpoint
+	return rec
+}
+
+// claimAnswer is what a Claim returned.
+type claimAnswer struct {
+	prev    *idemstore.Record
+	claimed bool
+	err     error
+}
+
+// claimWhileHeld claims rec at now in a goroutine, waits until the claim waits for the row
+// lock tx holds, commits tx, and returns the claim's answer.
+func claimWhileHeld(t *testing.T, s *pgstore.Store, pool *pgxpool.Pool, tx pgx.Tx, rec *idemstore.Record, now time.Time) claimAnswer {
+	t.Helper()
+	ctx := context.Background()
+	done := make(chan claimAnswer, 1)
+	go func() {
+		prev, claimed, err := s.Claim(ctx, rec, now)
+		done <- claimAnswer{prev, claimed, err}
+	}()
+	waitForLockWait(t, pool, s.Table())
+	require.NoError(t, tx.Commit(ctx))
+	return <-done
+}
+
+// TestClaimRefusedByConcurrentCheckpoint: a claim carrying checkpoint c0 waits for the row
+// while the owner moves the checkpoint to c1, its lease ended by the claim's clock. The
+// claim is refused (it does not carry c1), and prev is the record that refused it, with
+// c1, not the statement's older snapshot.
+func TestClaimRefusedByConcurrentCheckpoint(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, pool := newStore(t, nil)
+	claimAt("A", t0)(t, s, "k")
+	require.NoError(t, s.SetCheckpoint(ctx, "k", "A", "c0"))
+
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	txStore, err := pgstore.New(tx, s.Table())
+	require.NoError(t, err)
+	require.NoError(t, txStore.SetCheckpoint(ctx, "k", "A", "c1"))
+
+	now := t0.Add(2 * time.Minute)
+	a := claimWhileHeld(t, s, pool, tx, claimWith("k", "B", "c0", now), now)
+	require.NoError(t, a.err)
+	assert.False(t, a.claimed, "a claim carrying the stale checkpoint took the record over")
+	require.NotNil(t, a.prev)
+	assert.Equal(t, "c1", a.prev.Checkpoint)
+}
+
+// TestClaimRefusedByReinsertedRecord: a claim whose snapshot holds the record of A, which
+// is released (deleted) and claimed again by B while the claim waits. The claim is refused
+// with prev = B's record.
+func TestClaimRefusedByReinsertedRecord(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, pool := newStore(t, nil)
+	claimAt("A", t0)(t, s, "k")
+
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	txStore, err := pgstore.New(tx, s.Table())
+	require.NoError(t, err)
+	require.NoError(t, txStore.Release(ctx, "k", "A"))
+	_, ok, err := txStore.Claim(ctx, inProgress("k", "B", t0.Add(time.Second)), t0.Add(time.Second))
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	now := t0.Add(2 * time.Second)
+	a := claimWhileHeld(t, s, pool, tx, inProgress("k", "C", now), now)
+	require.NoError(t, a.err)
+	assert.False(t, a.claimed, "C took over B's live lease")
+	require.NotNil(t, a.prev)
+	assert.Equal(t, "B", a.prev.LeaseToken)
 }

@@ -31,7 +31,10 @@
 // the record (conditional on the lease token and on the record being in progress), then
 // the attached functions with that transaction, then COMMIT. The business rows and the
 // COMPLETED record commit together or not at all. A fenced-off owner's UPDATE matches no
-// row, so its transaction rolls back before its functions even run.
+// row, so its transaction rolls back before its functions even run. The functions must
+// not end the transaction themselves (no COMMIT or ROLLBACK, no transaction begun on
+// tx.Conn()); the store checks that they did not, and [Attach] says what it reports if one
+// did.
 //
 // The writes are deferred to the completion rather than made in a transaction opened at the
 // claim and held across the handler, for three reasons. A held transaction would keep a
@@ -51,19 +54,17 @@
 //
 // # Usage
 //
-//	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
-//	// ...
-//	store, err := pgstore.New(pool, "idempotency")
+//	store, err := pgstore.New(pool, pgstore.DefaultTable)
 //	// ...
 //	guard, err := idem.New(store, "create-order")
 //	// ...
-//	order, replayed, err := idem.Do(ctx, guard, req, func(ctx context.Context) (Order, error) {
-//		order := Order{ID: uuid.NewString(), Amount: in.Amount}
+//	o, replayed, err := idem.Do(ctx, guard, idem.Request{Key: "order-7f3a"}, func(ctx context.Context) (order, error) {
+//		o := order{ID: "ord-42", Amount: 1250}
 //		err := pgstore.Attach(ctx, func(ctx context.Context, tx pgx.Tx) error {
-//			_, err := tx.Exec(ctx, `INSERT INTO orders (id, amount) VALUES ($1, $2)`, order.ID, order.Amount)
+//			_, err := tx.Exec(ctx, `INSERT INTO orders (id, amount) VALUES ($1, $2)`, o.ID, o.Amount)
 //			return err
 //		})
-//		return order, err
+//		return o, err
 //	})
 //
 // The table is the one [Schema] describes; [CreateTable] makes it for tests and local runs.
@@ -78,9 +79,9 @@
 // track or pin the client connection for. Configure the pool to send unnamed statements,
 // still one round trip each:
 //
-//	cfg, err := pgxpool.ParseConfig(url)
+//	cfg, err := pgxpool.ParseConfig(os.Getenv("DATABASE_URL"))
 //	// ...
-//	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
+//	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec // no named prepared statements: RDS Proxy does not pin
 //	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 //
 // (QueryExecModeSimpleProtocol also works.) The price is that the server parses and plans
@@ -88,7 +89,8 @@
 // about three times the server CPU of the default mode. Without a pooler, keep the default.
 // Every parameter in the store's SQL carries an
 // explicit cast, so the statements need no server-side description in any mode; the
-// behaviour suite runs in both the default mode and QueryExecModeExec. In Lambda, create the
+// behaviour suite runs in the default mode, QueryExecModeExec and
+// QueryExecModeSimpleProtocol. In Lambda, create the
 // pool once per execution environment (outside the handler) and keep MaxConns small: each
 // concurrent invocation needs one connection at a time.
 //

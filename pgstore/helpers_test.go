@@ -124,6 +124,19 @@ func (c *counter) Begin(ctx context.Context) (pgx.Tx, error) {
 	return &countingTx{Tx: tx, c: c}, nil
 }
 
+// BeginTx counts a "begin" and begins through the wrapped db's BeginTx, as the store does
+// with a pool.
+func (c *counter) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error) {
+	c.count("begin")
+	tx, err := c.db.(interface {
+		BeginTx(context.Context, pgx.TxOptions) (pgx.Tx, error)
+	}).BeginTx(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &countingTx{Tx: tx, c: c}, nil
+}
+
 // countingTx counts the statements of a transaction begun through a counter.
 type countingTx struct {
 	pgx.Tx

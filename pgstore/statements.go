@@ -9,7 +9,7 @@ const columns = `id, status, expires_at, lease_expires_at, validation, data, enc
 // statements run unchanged in every pgx query mode, QueryExecModeExec and the simple
 // protocol included (see the package documentation on RDS Proxy).
 type statements struct {
-	claim, get, complete, completeOwned, release, extend, checkpoint string
+	claim, get, complete, completeOwned, ownedCheck, release, extend, checkpoint string
 }
 
 func newStatements(table string) statements {
@@ -69,6 +69,10 @@ WHERE id = $1::text AND lease_token = $8::text`, t),
 	FOR SHARE
 )
 SELECT EXISTS (SELECT FROM done), held.status FROM (VALUES (1)) AS one LEFT JOIN held ON true`, t),
+
+		// Whether the transaction running it has the record completed under the token: the
+		// check before COMMIT through a db without BeginTx (see Store.begin).
+		ownedCheck: fmt.Sprintf(`SELECT EXISTS (SELECT FROM %s WHERE id = $1::text AND lease_token = $2::text AND status = $3::text)`, t),
 
 		// A record without a checkpoint is deleted; one with a checkpoint is kept with its
 		// lease ended ($3, the Unix epoch) and its token replaced ($4), so the next claim

@@ -36,8 +36,9 @@ const claimAttempts = 3
 // Statements per operation: a claim is one, whether it wins, replays or meets a key in
 // progress (two in the rare race where the refusing record was created while the claim
 // waited); a completion is one, or, with attached writes ([Attach]), one plus the
-// transaction's BEGIN and COMMIT and the attached writes' own statements; release, extend,
-// checkpoint and get are one each.
+// transaction's BEGIN and COMMIT and the attached writes' own statements (and, through a
+// db without BeginTx, the check of the transaction that otherwise travels with the
+// COMMIT); release, extend, checkpoint and get are one each.
 type Store struct {
 	db    DB
 	table string
@@ -48,10 +49,10 @@ type Store struct {
 // accepted) through db. It returns an error for a nil db or an empty table name.
 func New(db DB, table string) (*Store, error) {
 	if db == nil {
-		return nil, errors.New("pgstore: New: db must not be nil")
+		return nil, fmt.Errorf("%w: pgstore: New: db must not be nil", idem.ErrInvalidOption)
 	}
 	if table == "" {
-		return nil, errors.New("pgstore: New: table name must not be empty")
+		return nil, fmt.Errorf("%w: pgstore: New: table name must not be empty", idem.ErrInvalidOption)
 	}
 	return &Store{db: db, table: table, sql: newStatements(table)}, nil
 }

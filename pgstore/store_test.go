@@ -243,9 +243,9 @@ func TestCompleteResend(t *testing.T) {
 func TestNew(t *testing.T) {
 	t.Parallel()
 	_, err := pgstore.New(nil, "t")
-	require.Error(t, err)
+	require.ErrorIs(t, err, idem.ErrInvalidOption)
 	_, err = pgstore.New(&pgxpool.Pool{}, "")
-	require.Error(t, err)
+	require.ErrorIs(t, err, idem.ErrInvalidOption)
 	s, err := pgstore.New(&pgxpool.Pool{}, "app.idem")
 	require.NoError(t, err)
 	assert.Equal(t, "app.idem", s.Table())

@@ -18,10 +18,11 @@ import (
 
 // TestBehaviour runs the shared state-machine suite against a real PostgreSQL, through Do
 // and through one-request batches, with pgx's default query mode (cached prepared
-// statements) and with QueryExecModeExec, the mode the package documentation recommends
-// behind RDS Proxy.
+// statements), with QueryExecModeExec, the mode the package documentation recommends
+// behind RDS Proxy, and with QueryExecModeSimpleProtocol, which it says also works.
 func TestBehaviour(t *testing.T) {
-	modes := map[string]pgx.QueryExecMode{"cache": pgx.QueryExecModeCacheStatement, "exec": pgx.QueryExecModeExec}
+	modes := map[string]pgx.QueryExecMode{"cache": pgx.QueryExecModeCacheStatement, "exec": pgx.QueryExecModeExec,
+		"simple": pgx.QueryExecModeSimpleProtocol}
 	for name, mode := range modes {
 		for _, batch := range []bool{false, true} {
 			t.Run(fmt.Sprintf("mode=%s/batch=%t", name, batch), func(t *testing.T) { runBehaviour(t, mode, batch) })

@@ -28,11 +28,19 @@
 // server's TIME, so that it agrees with the other stores and a test's fake clock drives
 // it; leases already tolerate the skew between Lambda instances (idem.WithLeaseMargin).
 // The server's clock only deletes: each write sets the key's expiry (PEXPIREAT) to the
-// record's Expires, so Redis frees the memory of expired records itself, on its own clock.
-// A record the server has not deleted yet still counts as absent once the caller's clock
-// passes its Expires. A server clock ahead of the callers' by d ends the idempotency
-// window d early (the lease, which ends a whole expiry window before Expires, is not
-// affected unless d exceeds it).
+// record's Expires plus a grace ([WithExpiryGrace], [DefaultExpiryGrace] of 5 minutes), so
+// Redis frees the memory of expired records itself, on its own clock. A record the server
+// has not deleted yet counts as absent to a claim once the caller's clock passes its
+// Expires, so the grace changes nothing for claims: it holds memory longer, and a
+// completion that comes after Expires still finds its record if nobody claimed it since,
+// as in the other stores. It is there for a server clock ahead of the callers' by d: the
+// server deletes a record at Expires + grace - d by their clock. With d up to the grace,
+// that is never before Expires, and nothing changes. With d beyond it, the record vanishes
+// d - grace before its Expires: the idempotency window ends that much early, and a lease
+// that would run into that span ends when the record vanishes. A heartbeat extends a lease
+// up to its record's Expires, so a long-running handler's lease is then cut short and a
+// second claim wins while the handler still runs. Keep the grace above the worst skew of
+// the server's clock (a server clock behind the callers' only keeps records longer).
 //
 // # Durability
 //
@@ -56,12 +64,17 @@
 // # Usage
 //
 //	client := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
+//	// ...
 //	store, err := redisstore.New(client)
 //	// ...
 //	guard, err := idem.New(store, "render-report",
-//		idem.WithMaxResultSize(redisstore.DefaultMaxRecordSize)) // results up to 16 MiB
+//		// The guard's own limit defaults to DynamoDB's 390 KiB: raise it to the store's.
+//		idem.WithMaxResultSize(redisstore.DefaultMaxRecordSize))
 //	// ...
-//	report, replayed, err := idem.Do(ctx, guard, req, render)
+//	rep, replayed, err := idem.Do(ctx, guard, idem.Request{Key: "report-2026-11"},
+//		func(ctx context.Context) (report, error) {
+//			return report{ID: "2026-11", Rows: make([]byte, 4<<20)}, nil
+//		})
 //
 // Use redis.NewClusterClient for cluster mode, and any redis.UniversalClient; point the
 // store at primaries, never at replicas (reads must see the last write).

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -81,4 +82,17 @@ func ExampleWithMaxRecordSize() {
 		log.Fatal(err)
 	}
 	_ = guard
+}
+
+// A server whose clock may run up to 15 minutes ahead of the functions' clocks: the server
+// deletes records 15 minutes after their expiry instead of 5, so it never deletes one
+// before its expiry by the functions' clocks.
+func ExampleWithExpiryGrace() {
+	client := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
+	defer client.Close()
+	store, err := redisstore.New(client, redisstore.WithExpiryGrace(15*time.Minute))
+	if err != nil {
+		log.Fatal(err)
+	}
+	_ = store
 }

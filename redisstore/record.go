@@ -88,13 +88,14 @@ func recordSize(key string, rec *idemstore.Record, args []any) int {
 	return n
 }
 
-// expireAt returns the PEXPIREAT argument for rec: its expiry in epoch milliseconds, or 0
-// for a record that never expires.
-func expireAt(rec *idemstore.Record) int64 {
+// expireAt returns the PEXPIREAT argument for rec: its expiry plus grace (see
+// [WithExpiryGrace]) in epoch milliseconds, or 0 for a record that never expires. The
+// record's own expiration field keeps its Expires: that is when it stops counting.
+func expireAt(rec *idemstore.Record, grace time.Duration) int64 {
 	if rec.Expires.IsZero() {
 		return 0
 	}
-	return endMillis(rec.Expires)
+	return endMillis(rec.Expires.Add(grace))
 }
 
 // decodeRecord turns the fields of the hash stored under key into a record. A field that

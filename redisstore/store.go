@@ -41,7 +41,7 @@ type Store struct {
 // naming the option for bad options, and for a nil client.
 func New(client Client, opts ...Option) (*Store, error) {
 	if client == nil {
-		return nil, errors.New("redisstore: New: client must not be nil")
+		return nil, optErr("New", "client must not be nil")
 	}
 	cfg, err := newConfig(opts)
 	if err != nil {
@@ -57,8 +57,8 @@ func (s *Store) RedisKey(key string) string { return s.cfg.prefix + key }
 // Claim implements [idemstore.Store] with one script that reads the record and, in the same
 // atomic step, replaces it when it no longer holds the key for rec (absent, past its
 // expiry, or in progress past its lease end with rec's checkpoint) or returns it. now is
-// the caller's clock, never the server's: see the package documentation. The new record
-// expires (PEXPIREAT) at rec.Expires. A record over the store's size limit yields
+// the caller's clock, never the server's: see the package documentation. The server deletes
+// the new record (PEXPIREAT) at rec.Expires plus the expiry grace ([WithExpiryGrace]). A record over the store's size limit yields
 // [idemstore.ErrTooLarge]; a record that does not decode, an error wrapping
 // [idem.ErrIncompatibleRecord].
 func (s *Store) Claim(ctx context.Context, rec *idemstore.Record, now time.Time) (*idemstore.Record, bool, error) {
@@ -67,7 +67,7 @@ func (s *Store) Claim(ctx context.Context, rec *idemstore.Record, now time.Time)
 	if err := s.checkSize("claim", key, rec, fields); err != nil {
 		return nil, false, err
 	}
-	args := append([]any{strconv.FormatInt(nowMillis(now), 10), rec.Checkpoint, strconv.FormatInt(expireAt(rec), 10)}, fields...)
+	args := append([]any{strconv.FormatInt(nowMillis(now), 10), rec.Checkpoint, strconv.FormatInt(expireAt(rec, s.cfg.expiryGrace), 10)}, fields...)
 	reply, err := s.run(ctx, claimScript, key, args)
 	if err != nil {
 		return nil, false, s.fail("claim", err)
@@ -123,8 +123,8 @@ func (s *Store) Get(ctx context.Context, key string) (*idemstore.Record, error) 
 }
 
 // Complete implements [idemstore.Store] with one script that replaces the in-progress record
-// with rec if its lease token is still rec.LeaseToken, and expires it (PEXPIREAT) at
-// rec.Expires. The stored checkpoint is kept and the lease end removed. A resend of a
+// with rec if its lease token is still rec.LeaseToken, and has the server delete it
+// (PEXPIREAT) at rec.Expires plus the expiry grace ([WithExpiryGrace]). The stored checkpoint is kept and the lease end removed. A resend of a
 // completion that landed finds the record completed under rec's token and returns nil
 // without writing it again. A token that no longer owns the record yields
 // [idem.ErrLeaseLost]; a record over the size limit, [idemstore.ErrTooLarge] (nothing is sent).
@@ -145,7 +145,7 @@ func (s *Store) Complete(ctx context.Context, rec *idemstore.Record, attached []
 	if err := s.checkSize("complete", key, rec, fields); err != nil {
 		return err
 	}
-	args := append([]any{rec.LeaseToken, strconv.FormatInt(expireAt(rec), 10)}, fields...)
+	args := append([]any{rec.LeaseToken, strconv.FormatInt(expireAt(rec, s.cfg.expiryGrace), 10)}, fields...)
 	return s.owned(ctx, "complete", completeScript, key, args)
 }
 

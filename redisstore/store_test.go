@@ -33,6 +33,8 @@ func TestNew(t *testing.T) {
 		{"NilClient", nil, nil, false},
 		{"ZeroMaxRecordSize", client, []redisstore.Option{redisstore.WithMaxRecordSize(0)}, false},
 		{"EmptyPrefix", client, []redisstore.Option{redisstore.WithKeyPrefix("")}, true},
+		{"NegativeExpiryGrace", client, []redisstore.Option{redisstore.WithExpiryGrace(-time.Second)}, false},
+		{"ZeroExpiryGrace", client, []redisstore.Option{redisstore.WithExpiryGrace(0)}, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -42,7 +44,7 @@ func TestNew(t *testing.T) {
 				assert.NotNil(t, s)
 				return
 			}
-			require.Error(t, err)
+			require.ErrorIs(t, err, idem.ErrInvalidOption)
 		})
 	}
 }
@@ -88,8 +90,9 @@ func TestRecordRoundTrip(t *testing.T) {
 }
 
 // TestNativeExpiry shows that each write sets the key's expiry (PEXPIREAT) to the
-// record's Expires, rounded up to the millisecond, and that the server deletes a record
-// whose expiry has passed on its clock.
+// record's Expires plus the expiry grace, rounded up to the millisecond, that the server
+// deletes a record once that has passed on its clock, and that a record past its Expires
+// but not yet deleted counts as absent to a claim.
 func TestNativeExpiry(t *testing.T) {
 	client := env.Client(t)
 	s := newStore(t, client)
@@ -103,7 +106,10 @@ func TestNativeExpiry(t *testing.T) {
 	rec := inProgress("k", "tok", now)
 	_, _, err := s.Claim(ctx, rec, now)
 	require.NoError(t, err)
-	want := rec.Expires.Truncate(time.Millisecond).Add(time.Millisecond).UnixMilli()
+	deleteAt := func(expires time.Time) int64 {
+		return expires.Add(redisstore.DefaultExpiryGrace).Truncate(time.Millisecond).Add(time.Millisecond).UnixMilli()
+	}
+	want := deleteAt(rec.Expires)
 	assert.Equal(t, want, expireTime("k"))
 
 	require.NoError(t, s.SetCheckpoint(ctx, "k", "tok", "cp"))
@@ -119,15 +125,25 @@ func TestNativeExpiry(t *testing.T) {
 	done := *rec2
 	done.Status, done.Expires = idemstore.StatusCompleted, now.Add(48*time.Hour)
 	require.NoError(t, s.Complete(ctx, &done, nil))
-	assert.Equal(t, done.Expires.Truncate(time.Millisecond).Add(time.Millisecond).UnixMilli(), expireTime("k"), "completion sets the result's expiry")
+	assert.Equal(t, deleteAt(done.Expires), expireTime("k"), "completion sets the result's expiry")
+	got, err := s.Get(ctx, "k")
+	require.NoError(t, err)
+	assert.Equal(t, done.Expires.Truncate(time.Millisecond).Add(time.Millisecond).UnixMilli(), got.Expires.UnixMilli(),
+		"the record keeps its own Expires, without the grace")
+
+	// Past its Expires, within the grace: still stored, and absent to a claim.
+	afterExpiry := done.Expires.Add(time.Millisecond)
+	_, claimed, err = s.Claim(ctx, inProgress("k", "tok3", afterExpiry), afterExpiry)
+	require.NoError(t, err)
+	assert.True(t, claimed, "a record past its Expires counts as absent")
 
 	past := inProgress("gone", "tok", now.Add(-2*time.Hour)) // Expires an hour ago
 	_, claimed, err = s.Claim(ctx, past, now.Add(-2*time.Hour))
 	require.NoError(t, err)
 	require.True(t, claimed)
-	got, err := s.Get(ctx, "gone")
+	got, err = s.Get(ctx, "gone")
 	require.NoError(t, err)
-	assert.Nil(t, got, "the server deleted the record at its expiry")
+	assert.Nil(t, got, "the server deleted the record at its expiry plus the grace")
 
 	forever := inProgress("forever", "tok", now)
 	forever.Expires = time.Time{}
@@ -256,4 +272,155 @@ func randomText(n int) string {
 		b[i] = alphabet[int(b[i])%len(alphabet)]
 	}
 	return string(b)
+}
+
+// TestServerClockAhead runs the state a heartbeat leaves a record in once the watchdog has
+// extended its lease to its cap, the record's Expires, with the server's clock ahead of the
+// callers' by lead (the callers' clock here is the wall clock less lead). The owner's
+// handler is still running; a second claim 10 ms later must not win. The server deletes
+// records on its own clock (PEXPIREAT) at Expires plus the expiry grace, so a lead up to the
+// grace changes nothing.
+func TestServerClockAhead(t *testing.T) {
+	cases := []struct {
+		name string
+		lead time.Duration
+		opts []redisstore.Option
+	}{
+		{name: "LeadWithinDefaultGrace", lead: 5 * time.Second},
+		{name: "LeadWithinGrace", lead: 5 * time.Second, opts: []redisstore.Option{redisstore.WithExpiryGrace(10 * time.Second)}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStore(t, env.Client(t), tc.opts...)
+			ctx := context.Background()
+			callerNow := time.Now().Add(-tc.lead)
+			end := callerNow.Add(3 * time.Second)
+			a := &idemstore.Record{Key: "k", Status: idemstore.StatusInProgress, Expires: end, LeaseExpires: end,
+				LeaseToken: "A", Version: idemstore.SchemaVersion}
+			_, ok, err := s.Claim(ctx, a, callerNow)
+			require.NoError(t, err)
+			require.True(t, ok)
+
+			later := callerNow.Add(10 * time.Millisecond)
+			prev, ok, err := s.Claim(ctx, inProgress("k", "B", later), later)
+			require.NoError(t, err)
+			assert.False(t, ok, "a claim took over a live lease: the key's handler runs twice")
+			if assert.NotNil(t, prev) {
+				assert.Equal(t, "A", prev.LeaseToken)
+			}
+		})
+	}
+
+	// The documented limit: a lead beyond the grace deletes the record before its Expires by
+	// the callers' clock, and a claim then wins while the first owner's lease runs.
+	t.Run("LeadBeyondGrace", func(t *testing.T) {
+		s := newStore(t, env.Client(t), redisstore.WithExpiryGrace(time.Second))
+		ctx := context.Background()
+		callerNow := time.Now().Add(-5 * time.Second)
+		end := callerNow.Add(3 * time.Second)
+		a := &idemstore.Record{Key: "k", Status: idemstore.StatusInProgress, Expires: end, LeaseExpires: end,
+			LeaseToken: "A", Version: idemstore.SchemaVersion}
+		_, ok, err := s.Claim(ctx, a, callerNow)
+		require.NoError(t, err)
+		require.True(t, ok)
+		got, err := s.Get(ctx, "k")
+		require.NoError(t, err)
+		assert.Nil(t, got, "deleted by the server's clock, 5s ahead, at Expires+1s")
+	})
+}
+
+// TestClaimAtLeaseEndInstants claims at the boundary instants of a lease whose end is not a
+// whole millisecond: a record's lease never counts as ended before the instant asked for,
+// and does at the stored, rounded-up end.
+func TestClaimAtLeaseEndInstants(t *testing.T) {
+	s := newStore(t, env.Client(t))
+	ctx := context.Background()
+	now := time.Date(2100, 1, 2, 3, 4, 5, 600_000_001, time.UTC)
+	rec := inProgress("k", "A", now)
+	rec.LeaseExpires = now.Add(time.Minute + 500*time.Microsecond)
+	_, ok, err := s.Claim(ctx, rec, now)
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	for _, at := range []time.Time{rec.LeaseExpires.Add(-time.Nanosecond), rec.LeaseExpires} {
+		_, ok, err := s.Claim(ctx, inProgress("k", "B", at), at)
+		require.NoError(t, err)
+		assert.False(t, ok, "claimed at %v, before the stored lease end", at)
+	}
+	stored := time.UnixMilli(rec.LeaseExpires.UnixMilli() + 1)
+	_, ok, err = s.Claim(ctx, inProgress("k", "B", stored), stored)
+	require.NoError(t, err)
+	assert.True(t, ok, "not claimable at the stored (rounded-up) lease end")
+}
+
+// TestFencedOwnerLandsNothing: after a release that keeps a checkpoint, nothing of the
+// releasing owner lands, and the takeover must carry the checkpoint. A completion of a
+// record the server has deleted recreates nothing; one that comes after Expires while the
+// record is still stored (within the expiry grace) lands, as in the other stores.
+func TestFencedOwnerLandsNothing(t *testing.T) {
+	ctx := context.Background()
+	t.Run("AfterRelease", func(t *testing.T) {
+		s := newStore(t, env.Client(t))
+		now := time.Now()
+		_, ok, err := s.Claim(ctx, inProgress("k", "A", now), now)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.NoError(t, s.SetCheckpoint(ctx, "k", "A", "c1"))
+		require.NoError(t, s.Release(ctx, "k", "A"))
+		for name, err := range map[string]error{
+			"checkpoint": s.SetCheckpoint(ctx, "k", "A", "c2"),
+			"extend":     s.Extend(ctx, "k", "A", now.Add(time.Hour)),
+			"release":    s.Release(ctx, "k", "A"),
+			"complete": s.Complete(ctx, &idemstore.Record{Key: "k", Status: idemstore.StatusCompleted,
+				Expires: now.Add(time.Hour), LeaseToken: "A", Version: idemstore.SchemaVersion}, nil),
+		} {
+			assert.ErrorIs(t, err, idem.ErrLeaseLost, name)
+		}
+		got, err := s.Get(ctx, "k")
+		require.NoError(t, err)
+		assert.Equal(t, "c1", got.Checkpoint)
+
+		prev, ok, err := s.Claim(ctx, inProgress("k", "B", now), now)
+		require.NoError(t, err)
+		assert.False(t, ok, "a takeover without the checkpoint")
+		assert.Equal(t, "c1", prev.Checkpoint)
+		b := inProgress("k", "B", now)
+		b.Checkpoint = "c1"
+		_, ok, err = s.Claim(ctx, b, now)
+		require.NoError(t, err)
+		assert.True(t, ok)
+	})
+	t.Run("AfterDeletion", func(t *testing.T) {
+		s := newStore(t, env.Client(t), redisstore.WithExpiryGrace(0))
+		now := time.Now()
+		b := inProgress("k", "B", now)
+		b.Expires = now.Add(300 * time.Millisecond)
+		b.LeaseExpires = b.Expires
+		_, ok, err := s.Claim(ctx, b, now)
+		require.NoError(t, err)
+		require.True(t, ok)
+		time.Sleep(500 * time.Millisecond) // the server deletes the key at Expires (no grace)
+		err = s.Complete(ctx, &idemstore.Record{Key: "k", Status: idemstore.StatusCompleted,
+			Expires: time.Now().Add(time.Hour), LeaseToken: "B", Version: idemstore.SchemaVersion}, nil)
+		require.ErrorIs(t, err, idem.ErrLeaseLost)
+		got, err := s.Get(ctx, "k")
+		require.NoError(t, err)
+		assert.Nil(t, got, "a completion after deletion recreated the record")
+	})
+	t.Run("AfterExpiryWithinGrace", func(t *testing.T) {
+		s := newStore(t, env.Client(t))
+		claimedAt := time.Now().Add(-2 * time.Second)
+		b := inProgress("k", "B", claimedAt)
+		b.Expires = claimedAt.Add(time.Second) // a second ago by every clock
+		b.LeaseExpires = b.Expires
+		_, ok, err := s.Claim(ctx, b, claimedAt)
+		require.NoError(t, err)
+		require.True(t, ok)
+		done := &idemstore.Record{Key: "k", Status: idemstore.StatusCompleted,
+			Expires: time.Now().Add(time.Hour), LeaseToken: "B", Version: idemstore.SchemaVersion}
+		require.NoError(t, s.Complete(ctx, done, nil))
+		got, err := s.Get(ctx, "k")
+		require.NoError(t, err)
+		assert.Equal(t, idemstore.StatusCompleted, got.Status)
+	})
 }

@@ -2,13 +2,11 @@
 // the DynamoDB store, the way net/http/httptest runs an HTTP server: a few lines in a
 // test, and the real store answers on 127.0.0.1.
 //
-//	func TestMain(m *testing.M) { os.Exit(dynamotest.Main(m)) } // optional, see Main
+//	store := dynamotest.NewStore(t) // a table of its own on the shared DynamoDB Local
+//	guard, err := idem.New(store, "create-order")
 //
-//	func TestCreateOrder(t *testing.T) {
-//		store := dynamotest.NewStore(t) // a table of its own on the shared DynamoDB Local
-//		guard, err := idem.New(store, "create-order")
-//		// ...
-//	}
+// in a test function (TestMain may call [Main] to start the server before the tests; see
+// the package example for a handler tested in memory and on DynamoDB Local alike).
 //
 // A test binary starts one DynamoDB Local, in memory, on a free port of 127.0.0.1 only
 // (the jar alone would listen on every interface), when a test first asks for it
