@@ -265,8 +265,12 @@ func WithMaxResultSize(n int) Option {
 
 // WithFailOpen runs the handler unguarded when the store fails to claim the key, instead of
 // failing closed with [ErrStore]. Default false. Only for work whose duplicates are cheap.
-// Never for a caller whose context has ended by the time the claim fails, whatever the
-// store's error: that caller gets the error, and the handler does not run.
+// Only when the store could not learn the key's state: a claim that met the record holding
+// the key but failed to read all of it (a result the DynamoDB store keeps in an item of
+// its own, say) returns the store error, and the handler does not run, since the key may
+// be completed or in progress elsewhere. Never for a caller whose context has ended by the
+// time the claim fails, whatever the store's error: that caller gets the error, and the
+// handler does not run.
 func WithFailOpen(failOpen bool) Option {
 	return func(c *config) error {
 		c.failOpen = failOpen
