@@ -41,9 +41,11 @@ const MaxBatchStatements = 25
 // for that record alone, so takeovers come back exactly as from a single claim. A batch of
 // new keys thus costs one call, a batch of replays two.
 //
-// A failed call fails each of its records with an error wrapping [idem.ErrStore]. The
-// function's role needs the IAM actions dynamodb:PartiQLInsert and dynamodb:BatchGetItem
-// on the table, besides those of [Store.Claim].
+// A failed call fails each of its records with an error wrapping [idem.ErrStore]; a
+// failed read of a result kept apart leaves the record that refused the claim, without its
+// result, in Prev as well, as [Store.Claim] does. The function's role needs the IAM
+// actions dynamodb:PartiQLInsert and dynamodb:BatchGetItem on the table, besides those of
+// [Store.Claim].
 func (s *Store) ClaimMany(ctx context.Context, recs []*idemstore.Record, now time.Time) []idemstore.ClaimResult {
 	out := make([]idemstore.ClaimResult, len(recs))
 	stmts := make([]types.BatchStatementRequest, len(recs))
@@ -99,7 +101,8 @@ func (s *Store) ClaimMany(ctx context.Context, recs []*idemstore.Record, now tim
 
 // readResults reads the results kept apart of the records out[i].Prev for i in idx, ref
 // j naming the result's item of idx[j], with one BatchGetItem call per 100. A result's
-// item left unprocessed is read alone.
+// item left unprocessed is read alone. A result that could not be read leaves its record
+// without it (Data nil) in Prev, with the error in Err, as [Store.Claim] returns it.
 func (s *Store) readResults(ctx context.Context, out []idemstore.ClaimResult, idx []int, refs []string) {
 	if len(idx) == 0 {
 		return
@@ -108,17 +111,12 @@ func (s *Store) readResults(ctx context.Context, out []idemstore.ClaimResult, id
 	for j, i := range idx {
 		switch {
 		case err != nil:
-			out[i].Prev, out[i].Err = nil, s.fail("claim", err)
+			out[i].Err = s.fail("claim", err)
 		case items[j] == nil:
 			// Gone, or left unprocessed: one GetItem tells which.
-			err := s.readResult(ctx, "claim", out[i].Prev, refs[j])
-			if err != nil {
-				out[i].Prev, out[i].Err = nil, err
-			}
+			out[i].Err = s.readResult(ctx, "claim", out[i].Prev, refs[j])
 		default:
-			if err := s.setResult(out[i].Prev, items[j]); err != nil {
-				out[i].Prev, out[i].Err = nil, err
-			}
+			out[i].Err = s.setResult(out[i].Prev, items[j])
 		}
 	}
 }

@@ -173,14 +173,17 @@ func (s *Store) checkRef(rec *idemstore.Record, ref string) error {
 }
 
 // withResult decodes a record item and, if its result is apart, reads it as a part of op:
-// the record as a replay needs it.
+// the record as a replay needs it. If that read fails, it returns the record without its
+// result (Data nil, its encoding as stored) with the error: a claim that met the record
+// returns it as prev (see [idemstore.Store]'s Claim), so that the guard knows the key is
+// held and never fails open.
 func (s *Store) withResult(ctx context.Context, op string, item map[string]types.AttributeValue) (*idemstore.Record, error) {
 	rec, ref, err := s.decodeItem(item)
-	if err != nil || ref == "" {
-		return rec, err
-	}
-	if err := s.readResult(ctx, op, rec, ref); err != nil {
+	if err != nil {
 		return nil, err
 	}
-	return rec, nil
+	if ref == "" {
+		return rec, nil
+	}
+	return rec, s.readResult(ctx, op, rec, ref) // rec.Data stays nil if the read fails
 }

@@ -5,7 +5,10 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"slices"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -553,4 +556,150 @@ func TestInlineLimit(t *testing.T) {
 		assert.True(t, got == result, tc.name)
 		assert.Equal(t, tc.again, api.Take(), tc.name)
 	}
+}
+
+// resultReadFault fails every read of a result's item (a GetItem of one, or a BatchGetItem
+// asking for one) while armed, as a throttled read does once the SDK's retries are used
+// up. Reads of records pass.
+type resultReadFault struct {
+	dynamo.API
+	armed  atomic.Bool
+	failed atomic.Int32
+}
+
+func namesResult(key map[string]types.AttributeValue) bool {
+	for _, v := range key {
+		if s, ok := v.(*types.AttributeValueMemberS); ok && strings.Contains(s.Value, "#result#") {
+			return true
+		}
+	}
+	return false
+}
+
+func (f *resultReadFault) GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	if f.armed.Load() && namesResult(in.Key) {
+		f.failed.Add(1)
+		return nil, ddbfault.Throttling.Err("GetItem")
+	}
+	return f.API.GetItem(ctx, in, optFns...)
+}
+
+func (f *resultReadFault) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	if f.armed.Load() {
+		for _, ka := range in.RequestItems {
+			if slices.ContainsFunc(ka.Keys, namesResult) {
+				f.failed.Add(1)
+				return nil, ddbfault.Throttling.Err("BatchGetItem")
+			}
+		}
+	}
+	return f.API.BatchGetItem(ctx, in, optFns...)
+}
+
+// TestResultApartUnreadClaimReturnsTheRecord: a claim that meets a completed record whose
+// result is apart, and then fails to read the result's item, has learned the key's state:
+// as idemstore.Store's Claim contract asks, it returns the record (without its result) as
+// prev together with the error, through Claim and ClaimMany alike. Get, which has no prev
+// to return, returns the error alone.
+func TestResultApartUnreadClaimReturnsTheRecord(t *testing.T) {
+	t.Parallel()
+	client := ddblocal.Client(t)
+	table := ddblocal.NewTable(t, client)
+	ddblocal.DisableTTL(t, client, table)
+	faulty := &resultReadFault{API: client}
+	s, err := dynamo.New(faulty, table)
+	require.NoError(t, err)
+	ctx := context.Background()
+	now := wallClock()
+	rec := record("apart-unread", now, "tok")
+	seed(t, s, rec)
+	done := completedWith(rec, bigData(8<<10))
+	require.NoError(t, s.Complete(ctx, done, nil))
+
+	faulty.armed.Store(true)
+	met := func(t *testing.T, prev *idemstore.Record, claimed bool, err error) {
+		t.Helper()
+		require.ErrorIs(t, err, idem.ErrStore)
+		assert.False(t, claimed)
+		require.NotNil(t, prev, "the record the claim met comes with the error")
+		assert.Equal(t, idemstore.StatusCompleted, prev.Status)
+		assert.Equal(t, rec.LeaseToken, prev.LeaseToken)
+		assert.Nil(t, prev.Data, "without the result it could not read")
+	}
+	t.Run("Claim", func(t *testing.T) {
+		prev, claimed, err := s.Claim(ctx, record(rec.Key, now, "again"), now)
+		met(t, prev, claimed, err)
+	})
+	t.Run("ClaimMany", func(t *testing.T) {
+		res := s.ClaimMany(ctx, []*idemstore.Record{record(rec.Key, now, "again")}, now)
+		require.Len(t, res, 1)
+		met(t, res[0].Prev, res[0].Claimed, res[0].Err)
+	})
+	t.Run("Get", func(t *testing.T) {
+		got, err := s.Get(ctx, rec.Key)
+		require.ErrorIs(t, err, idem.ErrStore)
+		assert.Nil(t, got)
+	})
+	assert.Equal(t, int32(3), faulty.failed.Load(), "one failed read of the result's item each")
+}
+
+// TestResultApartUnreadNeverFailsOpen: a replay of a result kept apart needs a second read
+// (the result's item) after the claim has met the COMPLETED record. With WithFailOpen, a
+// failure of that read must not run the handler again: the store learned the key's state,
+// so the guard returns the store error (retry later), through Do and DoClaimed, and the
+// retry replays the first run's result. With the result inline there is no second read
+// and the same fault does nothing.
+func TestResultApartUnreadNeverFailsOpen(t *testing.T) {
+	t.Parallel()
+	client := ddblocal.Client(t)
+	table := ddblocal.NewTable(t, client)
+	ddblocal.DisableTTL(t, client, table)
+	faulty := &resultReadFault{API: client}
+	s, err := dynamo.New(faulty, table)
+	require.NoError(t, err)
+	ctx := context.Background()
+	g, err := idem.New(s, "test", idem.WithScope("apart-failopen"), idem.WithFailOpen(true))
+	require.NoError(t, err)
+	do := func(batch bool, req idem.Request, fn func(context.Context) (string, error)) (string, bool, error) {
+		if batch {
+			return idem.DoClaimed(ctx, g.Claim(ctx, []idem.Request{req}), 0, fn)
+		}
+		return idem.Do(ctx, g, req, fn)
+	}
+
+	for _, tc := range []struct {
+		name  string
+		size  int
+		batch bool
+	}{
+		{"Inline", 200, false},
+		{"Apart", 30 << 10, false},
+		{"InlineBatch", 200, true},
+		{"ApartBatch", 30 << 10, true},
+	} {
+		var runs atomic.Int32
+		result := randomJSONText(tc.size)
+		fn := func(context.Context) (string, error) { runs.Add(1); return result, nil }
+		req := idem.Request{Key: tc.name}
+		_, _, err := idem.Do(ctx, g, req, fn)
+		require.NoError(t, err, tc.name)
+
+		faulty.armed.Store(true)
+		got, replayed, err := do(tc.batch, req, fn)
+		faulty.armed.Store(false)
+		assert.Equal(t, int32(1), runs.Load(), "%s: the key is COMPLETED and the claim met it: the handler must not run again", tc.name)
+		if tc.size > 1<<10 {
+			require.ErrorIs(t, err, idem.ErrStore, "%s: the result could not be read: retry later", tc.name)
+			var se *idem.StoreError
+			require.ErrorAs(t, err, &se, tc.name)
+			assert.Equal(t, "claim", se.Op, tc.name)
+			assert.False(t, replayed, tc.name)
+			got, replayed, err = do(tc.batch, req, fn) // the retry, once the store answers
+		}
+		require.NoError(t, err, tc.name)
+		assert.True(t, replayed, "%s: replayed", tc.name)
+		assert.True(t, got == result, "%s: the first run's result", tc.name)
+		assert.Equal(t, int32(1), runs.Load(), "%s: ran once", tc.name)
+	}
+	assert.Equal(t, int32(2), faulty.failed.Load(), "one failed read of a result's item in each Apart case")
 }

@@ -74,8 +74,10 @@ func (s *Store) Table() string { return s.table }
 // only a store that omits it costs a strongly consistent GetItem more, and so does a
 // completed record whose result is kept in an item of its own (see [Store.Complete]): the
 // claim then costs one write unit, whatever the result's size, plus the read of the
-// result. A record that does not decode yields an error wrapping
-// [idem.ErrIncompatibleRecord].
+// result. If that read fails, Claim returns the record it met, without its result, with
+// the error (an [idem.ErrStore]), as [idemstore.Store] asks: the key is held, and the
+// guard does not fail open ([idem.WithFailOpen]). A record that does not decode yields an
+// error wrapping [idem.ErrIncompatibleRecord].
 func (s *Store) Claim(ctx context.Context, rec *idemstore.Record, now time.Time) (*idemstore.Record, bool, error) {
 	a := &s.cfg.attrs
 	values := map[string]types.AttributeValue{
@@ -124,11 +126,9 @@ func (s *Store) Claim(ctx context.Context, rec *idemstore.Record, now time.Time)
 				continue // deleted since the put failed: the key is free, claim again
 			}
 		}
+		// With the record it met, if it could not read its result: see withResult.
 		prev, err := s.withResult(ctx, "claim", item)
-		if err != nil {
-			return nil, false, err
-		}
-		return prev, false, nil
+		return prev, false, err
 	}
 	return nil, false, &idem.StoreError{Op: "claim", Err: fmt.Errorf("dynamo: claim: conflicting record vanished %d times in a row", claimAttempts)}
 }
@@ -161,7 +161,11 @@ func (s *Store) Get(ctx context.Context, key string) (*idemstore.Record, error) 
 	if item == nil {
 		return nil, nil
 	}
-	return s.withResult(ctx, "get", item)
+	rec, err := s.withResult(ctx, "get", item)
+	if err != nil {
+		return nil, err
+	}
+	return rec, nil
 }
 
 func (s *Store) getItem(ctx context.Context, key string) (map[string]types.AttributeValue, error) {
