@@ -31,8 +31,10 @@ import (
 // (schema version 2), so that a claim meeting the record conflicts on a small item and a
 // replay pays one write unit and the read of the result.
 
-// bodyKey is the key of the item holding the result of key's record written under token.
-func bodyKey(key, token string) string { return key + "#result#" + token }
+// bodyKey is the key of the item holding the result of key's record written under token:
+// "<key>#result#<token>" for a token of the guard's form (32 lowercase hex digits), with a
+// hash of the token in its place otherwise.
+func bodyKey(key, token string) string { return dynamo.ResultKey(key, token) }
 
 // itemKey is the primary key of key's item in the default layout.
 func itemKey(key string) map[string]types.AttributeValue {
@@ -702,4 +704,65 @@ func TestResultApartUnreadNeverFailsOpen(t *testing.T) {
 		assert.Equal(t, int32(1), runs.Load(), "%s: ran once", tc.name)
 	}
 	assert.Equal(t, int32(2), faulty.failed.Load(), "one failed read of a result's item in each Apart case")
+}
+
+// TestResultApartRefForm: a record names only the result's item of its own key, of the
+// exact form "<record key>#result#<32 lowercase hex>", so that no record, corrupt, edited
+// by hand or forged, replays another key's (another tenant's) result. Any other data_ref
+// makes the record ErrIncompatibleRecord, through Get and Claim alike. The "Forged" case
+// is the review's attack: a record key that extends mine with "#result#" (as a scope with
+// '#' could make, before WithScope refused it), holding another tenant's result.
+func TestResultApartRefForm(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	now := wallClock()
+	const hex32 = "0123456789abcdef0123456789abcdef"
+	for _, tc := range []struct {
+		name string
+		tail string // what follows "<key>#result#"
+		ok   bool
+	}{
+		{"Token", hex32, true},
+		{"Short", hex32[1:], false},
+		{"Long", hex32 + "0", false},
+		{"UpperCase", strings.ToUpper(hex32), false},
+		{"NotHex", strings.Repeat("x", 32), false},
+		{"Empty", "", false},
+		{"Nested", hex32 + "#result#" + hex32, false},
+		{"Forged", "x.op2#" + hex32 + hex32, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			mine := record("apart-ref/"+tc.name, now, hex32)
+			seed(t, e.store, mine)
+			require.NoError(t, e.store.Complete(ctx, completedWith(mine, bigData(4<<10)), nil))
+			ref := mine.Key + "#result#" + tc.tail
+			if ref != bodyKey(mine.Key, hex32) {
+				// Another record, keyed to look like my result's item, holding a secret.
+				other := record(ref, now, "other")
+				seed(t, e.store, other)
+				require.NoError(t, e.store.Complete(ctx, completedWith(other, []byte(`"other tenant's secret"`)), nil))
+			}
+			item := e.rawItem(t, itemKey(mine.Key))
+			item["data_ref"] = &types.AttributeValueMemberS{Value: ref}
+			e.putRaw(t, item)
+
+			got, err := e.store.Get(ctx, mine.Key)
+			prev, claimed, cerr := e.store.Claim(ctx, record(mine.Key, now, "next"), now)
+			assert.False(t, claimed)
+			if tc.ok {
+				require.NoError(t, err)
+				require.NoError(t, cerr)
+				assert.Equal(t, idemstore.StatusCompleted, got.Status)
+				assert.Equal(t, idemstore.StatusCompleted, prev.Status)
+				return
+			}
+			if got != nil {
+				t.Logf("Get replays %q", got.Data)
+			}
+			require.ErrorIs(t, err, idem.ErrIncompatibleRecord, "data_ref %q", ref)
+			require.ErrorIs(t, cerr, idem.ErrIncompatibleRecord, "data_ref %q", ref)
+		})
+	}
 }

@@ -198,7 +198,8 @@ func TestErrorMapping(t *testing.T) {
 			if tc.transact {
 				attached = []any{types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{}}}
 			}
-			done := record("k", time.Now(), "tok")
+			const token = "0123456789abcdef0123456789abcdef" // as the guard makes them
+			done := record("k", time.Now(), token)
 			done.Status, done.Data, done.Encoding, done.Checkpoint = idemstore.StatusCompleted, tc.data, "json+gzip", tc.checkpoint
 			err = s.Complete(context.Background(), done, attached)
 			assert.Equal(t, len(tc.data) > 1024, api.puts == 1, "the result's item is written when the result is apart")
@@ -294,7 +295,8 @@ func TestCompletionRequest(t *testing.T) {
 			}
 			s, err := dynamo.New(api, "t")
 			require.NoError(t, err)
-			done := record("k", time.Now(), "tok")
+			const token = "0123456789abcdef0123456789abcdef" // as the guard makes them
+			done := record("k", time.Now(), token)
 			done.Status, done.Data, done.Encoding = idemstore.StatusCompleted, tc.data, "json"
 			require.NoError(t, s.Complete(context.Background(), done, nil))
 			require.NotNil(t, got)
@@ -309,7 +311,7 @@ func TestCompletionRequest(t *testing.T) {
 			assert.Equal(t, 1, api.puts, "the result's item, first")
 			assert.Equal(t, "data_ref", got.ExpressionAttributeNames["#dref"])
 			assert.Equal(t, "SET #status = :status, #v = :v, #exp = :exp, #enc = :enc, #fp = :fp, #dref = :dref REMOVE #lease, #data", expr)
-			assert.Equal(t, &types.AttributeValueMemberS{Value: "k#result#tok"}, got.ExpressionAttributeValues[":dref"])
+			assert.Equal(t, &types.AttributeValueMemberS{Value: "k#result#" + token}, got.ExpressionAttributeValues[":dref"])
 			assert.Equal(t, &types.AttributeValueMemberN{Value: "2"}, got.ExpressionAttributeValues[":v"])
 		})
 	}

@@ -198,7 +198,8 @@ func (s *Store) getItem(ctx context.Context, key string) (map[string]types.Attri
 // guard releases the key. The checkpoint is kept; the lease end is removed.
 //
 // A result that would make the record's item larger than 1 KB (see [WithInlineLimit]) is
-// kept in an item of its own, "<key>#result#<lease token>" in the record's key attribute,
+// kept in an item of its own, "<key>#result#<lease token>" in the record's key attribute
+// (for a token not of the guard's form, 32 lowercase hex digits, a hash of it instead),
 // with the record's TTL (plus an hour), written by one PutItem before the completion, which
 // then names it ([Attributes.DataRef]) instead of holding it. A claim that meets the completed record
 // thus conflicts on an item under 1 KB: DynamoDB bills a failed conditional write by the
