@@ -423,11 +423,9 @@ func (s *Store) updateStatement(rec *idemstore.Record, ref string) types.BatchSt
 	set(a.Version, &types.AttributeValueMemberN{Value: strconv.Itoa(storedVersion(rec, ref))})
 	remove := []string{a.InProgressExpiration}
 	for _, o := range optionalValues(rec, ref) {
-		switch {
-		case o.ph == "":
-		case o.v == nil:
+		if o.v == nil {
 			remove = append(remove, a.attr(o.ph))
-		default:
+		} else {
 			set(a.attr(o.ph), o.v)
 		}
 	}

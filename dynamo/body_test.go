@@ -766,3 +766,75 @@ func TestResultApartRefForm(t *testing.T) {
 		})
 	}
 }
+
+// TestResultApartRecompletion: Complete "must be safe to send again after a failure whose
+// outcome is unknown", and the guard does send a completion again, with another body: after
+// ErrTooLarge it completes without the result (owner.go, Guard.completed). Whatever the
+// completions of one token before it, the last one leaves a consistent item: its result
+// inline (data, schema version 1, no data_ref), apart (data_ref, version 2, no data), or
+// none (neither, version 1). Before, a completion without a result apart left the
+// previous one's data_ref at version 1, and every later read of the key failed with
+// ErrIncompatibleRecord until it expired. Through Complete and CompleteMany alike.
+func TestResultApartRecompletion(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	now := wallClock()
+	apart, inline := bigData(8<<10), []byte(`{"id":"o-1"}`)
+	for _, tc := range []struct {
+		name          string
+		first, second []byte // nil: completed without the result
+	}{
+		{"ApartThenNone", apart, nil},
+		{"ApartThenInline", apart, inline},
+		{"InlineThenApart", inline, apart},
+		{"NoneThenApart", nil, apart},
+		{"ApartThenApart", apart, bigData(9 << 10)},
+	} {
+		for _, batch := range []bool{false, true} {
+			t.Run(tc.name+"/batch="+strconv.FormatBool(batch), func(t *testing.T) {
+				t.Parallel()
+				rec := record("apart-recomplete/"+tc.name+"/"+strconv.FormatBool(batch), now, "tok")
+				seed(t, e.store, rec)
+				completion := func(data []byte) *idemstore.Record {
+					done := completedWith(rec, data)
+					if data == nil {
+						done.Encoding = idemstore.EncodingNone
+					}
+					return done
+				}
+				require.NoError(t, e.store.Complete(ctx, completion(tc.first), nil))
+				last := completion(tc.second)
+				if batch {
+					require.NoError(t, e.store.CompleteMany(ctx, []*idemstore.Record{last})[0])
+				} else {
+					require.NoError(t, e.store.Complete(ctx, last, nil), "already completed under the token: nil")
+				}
+
+				item := e.rawItem(t, itemKey(rec.Key))
+				_, hasRef := attrS(item, "data_ref")
+				switch {
+				case len(tc.second) > 1<<10:
+					assert.True(t, hasRef, "the result apart")
+					assert.NotContains(t, item, "data")
+					assert.Equal(t, int64(2), attrN(t, item, "v"))
+				case tc.second != nil:
+					assert.False(t, hasRef, "no data_ref with the result inline")
+					assert.Contains(t, item, "data")
+					assert.Equal(t, int64(1), attrN(t, item, "v"))
+				default:
+					assert.False(t, hasRef, "no data_ref without a result")
+					assert.NotContains(t, item, "data")
+					assert.Equal(t, int64(1), attrN(t, item, "v"))
+				}
+				got, err := e.store.Get(ctx, rec.Key)
+				require.NoError(t, err, "the completed record stays readable")
+				assertSameRecord(t, last, got)
+				prev, claimed, err := e.store.Claim(ctx, record(rec.Key, now, "next"), now)
+				require.NoError(t, err, "a claim meets a completed record, not an unreadable one")
+				assert.False(t, claimed)
+				assertSameRecord(t, last, prev)
+			})
+		}
+	}
+}

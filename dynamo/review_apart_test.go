@@ -12,46 +12,11 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dynamo"
-	"github.com/idemkit/idem/idemstore"
 )
 
 // Review of "results kept apart" (b0a1156..7d4a27c). Each test states a property the
 // change promises (dynamo/body.go, Store.Complete's doc, RELIABILITY.md "Results kept
 // apart") and fails where it does not hold.
-
-// TestReviewApartRecompleteWithoutResultBricksKey: idemstore.Store.Complete "must be safe
-// to send again after a failure whose outcome is unknown: if the record is already
-// completed under rec.LeaseToken, it returns nil". The guard's own fallback after
-// ErrTooLarge (owner.go, Guard.completed) sends the completion again with Data nil and
-// EncodingNone. On a record that an earlier attempt completed with its result apart, that
-// completion SETs v=1 and REMOVEs data but never REMOVEs data_ref (optionalValues leaves
-// the slot empty when ref is ""), so the record now holds data_ref at version 1: every
-// Get and every claim of the key fails with ErrIncompatibleRecord until it expires. (I
-// found no interleaving through the guard that produces this pair of completions today;
-// memstore, the reference store, keeps the record readable.)
-func TestReviewApartRecompleteWithoutResultBricksKey(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	ctx := context.Background()
-	now := wallClock()
-	rec := record("review-recomplete", now, "tok")
-	seed(t, e.store, rec)
-	done := completedWith(rec, bigData(8<<10))
-	require.NoError(t, e.store.Complete(ctx, done, nil))
-
-	again := *done
-	again.Data, again.Encoding = nil, idemstore.EncodingNone
-	require.NoError(t, e.store.Complete(ctx, &again, nil), "already completed under the token: nil")
-
-	item := e.rawItem(t, itemKey(rec.Key))
-	t.Logf("stored: v=%v data_ref=%v", item["v"], item["data_ref"])
-	got, err := e.store.Get(ctx, rec.Key)
-	require.NoError(t, err, "the completed record must stay readable")
-	assert.Equal(t, idemstore.StatusCompleted, got.Status)
-	_, claimed, err := e.store.Claim(ctx, record(rec.Key, now, "next"), now)
-	require.NoError(t, err, "a claim meets a completed record, not an unreadable one")
-	assert.False(t, claimed)
-}
 
 // TestReviewApartLongKeyRunsTwice: the result's item is keyed "<key>#result#<token>", 40
 // bytes longer than the record's key. DynamoDB limits a sort key to 1024 bytes (a

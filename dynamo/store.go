@@ -262,12 +262,10 @@ func (s *Store) completion(rec *idemstore.Record, ref string) (*types.Update, er
 	set := []string{phStatus + " = :status", phVersion + " = :v"}
 	remove := []string{phLease}
 	// Optional attributes are set when present and removed when not, so the item ends up
-	// holding exactly rec (and the checkpoint), whatever the claim wrote.
+	// holding exactly rec (and the checkpoint), whatever the claim or an earlier
+	// completion wrote.
 	names := []string{phStatus, phVersion, phLease, phToken}
 	for _, o := range optionalValues(rec, ref) {
-		if o.ph == "" {
-			continue
-		}
 		names = append(names, o.ph)
 		if o.v == nil {
 			remove = append(remove, o.ph)
@@ -288,7 +286,7 @@ func (s *Store) completion(rec *idemstore.Record, ref string) (*types.Update, er
 }
 
 // optionalValue is an optional attribute of a completed record, by placeholder, and its
-// value; nil when the record has none. An empty placeholder stands for no attribute.
+// value; nil when the record has none.
 type optionalValue struct {
 	ph string
 	v  types.AttributeValue
@@ -297,11 +295,14 @@ type optionalValue struct {
 // optionalValues returns rec's optional attributes, with the result inline or, when ref is
 // not empty, the key of its result's item instead. A completion sets those present and
 // removes the others, so the item ends up holding exactly rec (and the checkpoint),
-// whatever the claim wrote. The key of a result's item appears only when the result is
-// apart: no record in progress has one (a claim replaces the whole item), so a completion
-// with the result inline sends the request it sent before results were kept apart.
+// whatever the claim or an earlier completion wrote. The key of a result's item is removed
+// too when the result is not apart: no record in progress has one (a claim replaces the
+// whole item), but the record may already be completed under the same token, by a
+// completion whose answer was lost, with its result apart; a completion sent again without
+// it (the guard's after [idemstore.ErrTooLarge]) would otherwise leave that data_ref in a
+// record of schema version 1, which no read accepts.
 func optionalValues(rec *idemstore.Record, ref string) [5]optionalValue {
-	o := [5]optionalValue{{ph: phExpiration}, {ph: phEncoding}, {ph: phData}, {ph: phValidation}}
+	o := [5]optionalValue{{ph: phExpiration}, {ph: phEncoding}, {ph: phData}, {ph: phValidation}, {ph: phDataRef}}
 	if !rec.Expires.IsZero() {
 		o[0].v = encodeEnd(rec.Expires, expirationUnit)
 	}
@@ -310,7 +311,7 @@ func optionalValues(rec *idemstore.Record, ref string) [5]optionalValue {
 	}
 	switch {
 	case ref != "":
-		o[4] = optionalValue{ph: phDataRef, v: &types.AttributeValueMemberS{Value: ref}}
+		o[4].v = &types.AttributeValueMemberS{Value: ref}
 	case rec.Data != nil:
 		o[2].v = encodeData(rec.Data, rec.Encoding)
 	}
