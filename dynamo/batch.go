@@ -187,7 +187,8 @@ func (s *Store) CompleteMany(ctx context.Context, recs []*idemstore.Record) []er
 
 // putResults writes the results of recs that are kept apart, before the completions that
 // name them, and returns the keys of their items by record ("" for a result inline). It
-// settles a record whose result could not be written (its error in out), and one whose
+// settles a record whose result could not be written (its error in out: an
+// [idemstore.ErrTooLarge] for an item or key over DynamoDB's limits), and one whose
 // INSERT failed for another reason, such as a result's item that a resend already wrote,
 // by completing it alone with [Store.Complete] (its answer in out); settled reports which.
 func (s *Store) putResults(ctx context.Context, recs []*idemstore.Record, out []error) (refs []string, settled []bool) {
@@ -197,6 +198,10 @@ func (s *Store) putResults(ctx context.Context, recs []*idemstore.Record, out []
 	for i, rec := range recs {
 		ref, item := s.resultApart(rec)
 		if item == nil {
+			continue
+		}
+		if err := s.checkResultKey(ref); err != nil {
+			out[i], settled[i] = err, true
 			continue
 		}
 		refs[i] = ref

@@ -58,6 +58,10 @@ const (
 	// remove it, so that no clock skew between a Lambda function and DynamoDB's TTL lets the
 	// result go while the record still counts.
 	resultGrace = time.Hour
+	// maxPartitionKeySize and maxSortKeySize are DynamoDB's limits on the value of a
+	// partition key and of a sort key, in bytes.
+	maxPartitionKeySize = 2048
+	maxSortKeySize      = 1024
 )
 
 // resultKey returns the key of the result's item that the owner of token writes for key:
@@ -105,6 +109,24 @@ func (s *Store) resultApart(rec *idemstore.Record) (string, map[string]types.Att
 	return ref, item
 }
 
+// checkResultKey returns an error wrapping [idemstore.ErrTooLarge] if ref, the key of a
+// result's item, is longer than DynamoDB allows for the key attribute that holds it (a
+// sort key with [WithSortKey], else the partition key), else nil. Such an item cannot be
+// written (a ValidationException), so the result cannot be kept apart: like a result over
+// the item size limit, the guard then completes the record without it, rather than leave
+// the key in progress to run again after its lease. The guard's keys are at most 322
+// bytes (idem.MaxScopeLength), so only a store used without the guard meets this.
+func (s *Store) checkResultKey(ref string) error {
+	limit := maxPartitionKeySize
+	if s.cfg.sortKey != "" {
+		limit = maxSortKeySize
+	}
+	if len(ref) > limit {
+		return fmt.Errorf("dynamo: complete: %w: the key of the result's item is %d bytes, over DynamoDB's limit of %d", idemstore.ErrTooLarge, len(ref), limit)
+	}
+	return nil
+}
+
 // maxNumberSize is the most a number that encodeRecord writes counts (see numberSize): an
 // int64 has at most 19 digits and a sign.
 const maxNumberSize = (19+1)/2 + 1
@@ -140,10 +162,15 @@ func (s *Store) inlineSize(rec *idemstore.Record) int {
 	return n
 }
 
-// putResult writes a result's item with one PutItem. It needs no condition: its key is its
-// owner's alone, and a resend writes the same item again. An item over DynamoDB's size
-// limit yields [idemstore.ErrTooLarge], and the guard then completes without the result.
-func (s *Store) putResult(ctx context.Context, item map[string]types.AttributeValue) error {
+// putResult writes a result's item, keyed ref, with one PutItem. It needs no condition: its
+// key is its owner's alone, and a resend writes the same item again. An item over
+// DynamoDB's size limit, or whose key is over its limit (see checkResultKey, which sends
+// nothing), yields [idemstore.ErrTooLarge], and the guard then completes without the
+// result.
+func (s *Store) putResult(ctx context.Context, ref string, item map[string]types.AttributeValue) error {
+	if err := s.checkResultKey(ref); err != nil {
+		return err
+	}
 	_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item})
 	if err != nil {
 		return s.fail("complete", err)

@@ -838,3 +838,124 @@ func TestResultApartRecompletion(t *testing.T) {
 		}
 	}
 }
+
+// TestResultApartKeyTooLong: the result's item is keyed "<key>#result#<token>", 40 bytes
+// longer than its record's key. DynamoDB limits a partition key to 2048 bytes and a sort
+// key to 1024: for a record key within the limit whose result's item's key is not (which
+// the guard's keys, at most 322 bytes since idem bounds the scope, never are), the result
+// cannot be kept apart, and Complete reports it as ErrTooLarge, sending neither the
+// result's item nor the completion. The guard then completes without the result, as it
+// does for a result over the item size limit, so the key is recorded done and never runs
+// again; before, the PutItem's ValidationException left the key in progress, and the
+// handler ran again after the lease. At the boundary (a key exactly at the limit) the
+// result is kept apart. Through Complete and CompleteMany alike.
+func TestResultApartKeyTooLong(t *testing.T) {
+	t.Parallel()
+	for _, layout := range []struct {
+		name  string
+		opts  []dynamo.Option
+		limit int
+		key   func(string) map[string]types.AttributeValue
+	}{
+		{"PartitionKey", nil, 2048, itemKey},
+		{"SortKey", []dynamo.Option{dynamo.WithSortKey("sk", "idempotency")}, 1024,
+			func(k string) map[string]types.AttributeValue {
+				return map[string]types.AttributeValue{
+					"id": &types.AttributeValueMemberS{Value: "idempotency"}, "sk": &types.AttributeValueMemberS{Value: k},
+				}
+			}},
+	} {
+		t.Run(layout.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, layout.opts...)
+			ctx := context.Background()
+			now := wallClock()
+			const token = "0123456789abcdef0123456789abcdef"
+			apart := len(bodyKey("", token)) // what the result's item's key adds
+			for _, tc := range []struct {
+				name    string
+				keyLen  int
+				tooLong bool
+			}{
+				{"AtTheLimit", layout.limit - apart, false},
+				{"OneOver", layout.limit - apart + 1, true},
+				{"RecordKeyAtTheLimit", layout.limit, true},
+			} {
+				for _, batch := range []bool{false, true} {
+					name := tc.name + "/batch=" + strconv.FormatBool(batch)
+					t.Run(name, func(t *testing.T) {
+						prefix := layout.name + "/" + name + "/"
+						rec := record(prefix+strings.Repeat("k", tc.keyLen-len(prefix)), now, token)
+						require.Len(t, rec.Key, tc.keyLen)
+						seed(t, e.store, rec)
+						done := completedWith(rec, bigData(4<<10))
+						complete := func(done *idemstore.Record) error {
+							if batch {
+								return e.store.CompleteMany(ctx, []*idemstore.Record{done})[0]
+							}
+							return e.store.Complete(ctx, done, nil)
+						}
+						e.api.Take()
+						err := complete(done)
+						if !tc.tooLong {
+							require.NoError(t, err)
+							got, err := e.store.Get(ctx, rec.Key)
+							require.NoError(t, err)
+							assertSameRecord(t, done, got)
+							return
+						}
+						require.ErrorIs(t, err, idemstore.ErrTooLarge, "the result's item's key is over the limit")
+						assert.Empty(t, e.api.Take(), "neither the result's item nor the completion was sent")
+						item := e.rawItem(t, layout.key(rec.Key))
+						assert.Equal(t, "INPROGRESS", item["status"].(*types.AttributeValueMemberS).Value)
+
+						// The guard's fallback: the completion without the result.
+						done.Data, done.Encoding = nil, idemstore.EncodingNone
+						require.NoError(t, complete(done))
+						got, err := e.store.Get(ctx, rec.Key)
+						require.NoError(t, err)
+						assert.Equal(t, idemstore.StatusCompleted, got.Status)
+						assert.Equal(t, idemstore.EncodingNone, got.Encoding)
+						_, claimed, err := e.store.Claim(ctx, record(rec.Key, now, "next"), now)
+						require.NoError(t, err)
+						assert.False(t, claimed, "recorded done: never run again")
+					})
+				}
+			}
+		})
+	}
+}
+
+// TestResultApartLongestKey: with the longest scope and operation idem accepts, the stored
+// key (322 bytes) and its result's item's key fit DynamoDB's key limits in either layout:
+// a result kept apart is written, and a retry replays it without running the handler.
+func TestResultApartLongestKey(t *testing.T) {
+	t.Parallel()
+	for _, layout := range []struct {
+		name string
+		opts []dynamo.Option
+	}{
+		{"PartitionKey", nil},
+		{"SortKey", []dynamo.Option{dynamo.WithSortKey("sk", "idempotency")}},
+	} {
+		t.Run(layout.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, layout.opts...)
+			ctx := context.Background()
+			g, err := idem.New(e.store, strings.Repeat("o", idem.MaxOperationLength),
+				idem.WithScope(strings.Repeat("s", idem.MaxScopeLength)))
+			require.NoError(t, err)
+			require.Len(t, mustStoredKey(t, g, "k"), 322)
+			var runs atomic.Int32
+			result := randomJSONText(8 << 10)
+			fn := func(context.Context) (string, error) { runs.Add(1); return result, nil }
+			_, _, err = idem.Do(ctx, g, idem.Request{Key: "k"}, fn)
+			require.NoError(t, err)
+			got, replayed, err := idem.Do(ctx, g, idem.Request{Key: "k"}, fn)
+			require.NoError(t, err)
+			assert.True(t, replayed)
+			assert.True(t, got == result, "the result, kept apart")
+			assert.Equal(t, int32(1), runs.Load())
+		})
+	}
+}

@@ -208,7 +208,9 @@ func (s *Store) getItem(ctx context.Context, key string) (map[string]types.Attri
 // of the result. Only the completion that names it makes the result count, and it is
 // conditional on the token: an owner that crashed, or was fenced off, after writing its
 // result leaves an orphan item that nothing names, which TTL removes. A result's item over
-// DynamoDB's 400 KB limit yields [idemstore.ErrTooLarge], and the completion is not sent.
+// DynamoDB's 400 KB limit, or whose key is over DynamoDB's key limit (2048 bytes, 1024
+// with [WithSortKey]: only for a record key within 40 bytes of it, never the guard's),
+// yields [idemstore.ErrTooLarge], and the completion is not sent.
 // Records naming their result are stored at schema version 2, which versions of this
 // package that keep every result inline refuse ([idem.ErrIncompatibleRecord]) rather than
 // replay without it; records with the result inline, whatever their size, are read as
@@ -221,7 +223,7 @@ func (s *Store) Complete(ctx context.Context, rec *idemstore.Record, attached []
 	}
 	if result != nil {
 		// Before the completion that names it: a completed record's result is always there.
-		if err := s.putResult(ctx, result); err != nil {
+		if err := s.putResult(ctx, ref, result); err != nil {
 			return err
 		}
 	}
