@@ -56,7 +56,7 @@ type batchItem struct {
 	key, fp   string
 	now       time.Time
 	err       error             // key or claim error
-	rec       *idemstore.Record // ours when claimed; else the live record found
+	rec       *idemstore.Record // ours when claimed; else the live record found (with err: the record the failed claim met, if any)
 	claimed   bool
 	lazy      bool        // no batch claim was made: DoClaimed runs Do
 	pending   *settlement // outcome waiting for Settle
@@ -160,7 +160,7 @@ func DoClaimed[T any](ctx context.Context, b *Batch, i int, fn func(context.Cont
 		return result, false, errRunTwice
 	}
 	if it.err != nil {
-		if g.failsOpen(ctx, it.err) {
+		if g.failsOpen(ctx, it.rec, it.err) {
 			result, err = fn(withStoredKey(ctx, it.key))
 			return result, false, err
 		}

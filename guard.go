@@ -158,7 +158,7 @@ func (g *Guard) do(ctx context.Context, req Request, run func(context.Context) (
 	for now := start; ; now = g.now() {
 		rec, claimed, err := g.claim(ctx, key, token, fp, now)
 		if err != nil {
-			if g.failsOpen(ctx, err) {
+			if g.failsOpen(ctx, rec, err) {
 				g.cfg.logger.WarnContext(ctx, "idem: store failed, running unguarded (fail-open)", "key", key, "error", err)
 				g.fire(ctx, g.cfg.hooks.OnUnguarded, time.Time{}, Event{Key: key, Op: "claim", Err: err})
 				v, err := run(withStoredKey(ctx, key))
@@ -234,7 +234,9 @@ func (g *Guard) claimRecord(ctx context.Context, key, token, fp string, now time
 const takeoverAttempts = 3
 
 // claimed interprets the store's answer to claiming rec: our record when claimed, else the
-// record that holds the key. A lease-ended record refuses a claim that does not carry its
+// record that holds the key. With an error it returns the record the store met, if the store
+// returned one with the error (it learned the record but could not read all of it, see
+// [idemstore.Store]): the key's state is then known, and [Guard.failsOpen] refuses. A lease-ended record refuses a claim that does not carry its
 // checkpoint (see [idemstore.Store]); claimed then claims again with that checkpoint, so that the new
 // owner resumes from it and the checkpoint lives in the record itself, where a resent claim
 // or a later takeover finds it.
@@ -244,7 +246,7 @@ func (g *Guard) claimed(ctx context.Context, rec *idemstore.Record, now time.Tim
 		if err != nil {
 			err = storeErr("claim", err)
 			g.storeFailed(ctx, key, "claim", now, err)
-			return nil, false, err
+			return prev, false, err
 		}
 		if claimed {
 			g.fire(ctx, g.cfg.hooks.OnClaimed, now, Event{Key: key})
@@ -388,11 +390,14 @@ func (g *Guard) replay(rec *idemstore.Record, out any) error {
 func (g *Guard) now() time.Time { return g.cfg.clock.Now() }
 
 // failsOpen reports whether the claim error err lets the handler run unguarded: only a
-// store failure with [WithFailOpen] set, and never once the caller's context has ended,
-// whatever the store answered (its request may have failed on its own after the deadline
-// passed): nobody would get the result, and the handler would start on an ended context.
-func (g *Guard) failsOpen(ctx context.Context, err error) bool {
-	return g.cfg.failOpen && errors.Is(err, ErrStore) && ctx.Err() == nil &&
+// store failure with [WithFailOpen] set, and only when the store could not learn the key's
+// state: never when it returned the record it met (met) with the error, which holds the
+// key (completed, failed or in progress elsewhere) although the store could not read all
+// of it. Never, either, once the caller's context has ended, whatever the store answered
+// (its request may have failed on its own after the deadline passed): nobody would get the
+// result, and the handler would start on an ended context.
+func (g *Guard) failsOpen(ctx context.Context, met *idemstore.Record, err error) bool {
+	return g.cfg.failOpen && met == nil && errors.Is(err, ErrStore) && ctx.Err() == nil &&
 		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
 

@@ -32,6 +32,10 @@ const (
 	MaxKeyLength = 1024
 	// MaxOperationLength is the longest operation name [New] accepts, in bytes.
 	MaxOperationLength = 128
+	// MaxScopeLength is the longest scope [WithScope] accepts, in bytes. With the longest
+	// operation and the 64-hex-digit hash, a stored key is at most 322 bytes, well within
+	// the key limits of every store (DynamoDB's sort key is the shortest, at 1024 bytes).
+	MaxScopeLength = 128
 )
 
 // Option configures a [Guard]. Options are applied in order by [New].
@@ -131,11 +135,17 @@ func WithMaxLease(d time.Duration) Option {
 // that share a table and may name an operation alike should each set their own scope; in
 // a Lambda function, aws-lambda-go's lambdacontext.FunctionName (read once from
 // AWS_LAMBDA_FUNCTION_NAME when the runtime starts) is the usual choice, and the one the
-// Powertools utilities make. The library itself reads no environment. Must not be empty.
+// Powertools utilities make. The library itself reads no environment. Like the operation,
+// a scope is 1 to [MaxScopeLength] bytes of printable ASCII without spaces or '#' (a Lambda
+// function name always is): the stored key has exactly one '#', before its hash, so no
+// scope can make a key of another form.
 func WithScope(scope string) Option {
 	return func(c *config) error {
-		if scope == "" {
-			return optErr("WithScope", "must not be empty")
+		if scope == "" || len(scope) > MaxScopeLength {
+			return optErr("WithScope", fmt.Sprintf("must be 1 to %d bytes", MaxScopeLength))
+		}
+		if !keyName(scope) {
+			return optErr("WithScope", fmt.Sprintf("%q: printable ASCII without spaces or '#' only", scope))
 		}
 		c.scope = scope
 		return nil
@@ -265,8 +275,12 @@ func WithMaxResultSize(n int) Option {
 
 // WithFailOpen runs the handler unguarded when the store fails to claim the key, instead of
 // failing closed with [ErrStore]. Default false. Only for work whose duplicates are cheap.
-// Never for a caller whose context has ended by the time the claim fails, whatever the
-// store's error: that caller gets the error, and the handler does not run.
+// Only when the store could not learn the key's state: a claim that met the record holding
+// the key but failed to read all of it (a result the DynamoDB store keeps in an item of
+// its own, say) returns the store error, and the handler does not run, since the key may
+// be completed or in progress elsewhere. Never for a caller whose context has ended by the
+// time the claim fails, whatever the store's error: that caller gets the error, and the
+// handler does not run.
 func WithFailOpen(failOpen bool) Option {
 	return func(c *config) error {
 		c.failOpen = failOpen
@@ -364,10 +378,19 @@ func checkOperation(op string) error {
 	if op == "" || len(op) > MaxOperationLength {
 		return fmt.Errorf("%w: New: operation must be 1 to %d bytes", ErrInvalidOption, MaxOperationLength)
 	}
-	for i := 0; i < len(op); i++ {
-		if c := op[i]; c < 0x21 || c > 0x7e || c == '#' {
-			return fmt.Errorf("%w: New: operation %q: printable ASCII without spaces or '#' only", ErrInvalidOption, op)
-		}
+	if !keyName(op) {
+		return fmt.Errorf("%w: New: operation %q: printable ASCII without spaces or '#' only", ErrInvalidOption, op)
 	}
 	return nil
+}
+
+// keyName reports whether s may be a part of a stored key before its hash (the scope or
+// the operation): printable ASCII without spaces or '#'.
+func keyName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x21 || c > 0x7e || c == '#' {
+			return false
+		}
+	}
+	return true
 }

@@ -2,6 +2,7 @@ package idem_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -139,4 +140,61 @@ func TestHeartbeatMustFitTheLease(t *testing.T) {
 			assert.Contains(t, err.Error(), "WithHeartbeat")
 		})
 	}
+}
+
+// TestWithScopeValidates: a scope is validated like the operation, since both make up the
+// stored key "<scope>.<operation>#<sha256 hex>": printable ASCII without spaces or '#' (so
+// that no scope can forge a key of another form, such as the DynamoDB store's
+// "<key>#result#<token>"), 1 to MaxScopeLength bytes (so that a stored key stays within
+// every store's key limits). A bad scope is an error wrapping ErrInvalidOption that names
+// WithScope.
+func TestWithScopeValidates(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		scope string
+		ok    bool
+	}{
+		{"Plain", "orders-api", true},
+		{"FunctionName", "my_Function-1", true},
+		{"Punctuation", "a/b.c:d@e", true},
+		{"Longest", strings.Repeat("s", idem.MaxScopeLength), true},
+		{"Empty", "", false},
+		{"TooLong", strings.Repeat("s", idem.MaxScopeLength+1), false},
+		{"Hash", "a#result#b", false},
+		{"Space", "a b", false},
+		{"Tab", "a\tb", false},
+		{"Control", "a\x00b", false},
+		{"Delete", "a\x7fb", false},
+		{"NonASCII", "café", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			g, err := idem.New(memstore.New(), "test", idem.WithScope(tc.scope))
+			if tc.ok {
+				require.NoError(t, err)
+				key, err := g.StoredKey(idem.Request{Key: "k"})
+				require.NoError(t, err)
+				assert.True(t, strings.HasPrefix(key, tc.scope+".test#"), key)
+				return
+			}
+			require.ErrorIs(t, err, idem.ErrInvalidOption)
+			assert.Contains(t, err.Error(), "WithScope", "the error names the option")
+		})
+	}
+}
+
+// TestStoredKeyLength: with the longest scope and operation, a stored key is
+// MaxScopeLength + 1 + MaxOperationLength + 1 + 64 bytes (322), and has exactly one '#',
+// before its hash.
+func TestStoredKeyLength(t *testing.T) {
+	t.Parallel()
+	g, err := idem.New(memstore.New(), strings.Repeat("o", idem.MaxOperationLength),
+		idem.WithScope(strings.Repeat("s", idem.MaxScopeLength)))
+	require.NoError(t, err)
+	key, err := g.StoredKey(idem.Request{Key: strings.Repeat("k", idem.MaxKeyLength), Tenant: "t"})
+	require.NoError(t, err)
+	assert.Len(t, key, idem.MaxScopeLength+1+idem.MaxOperationLength+1+64)
+	assert.Equal(t, 322, len(key))
+	assert.Equal(t, 1, strings.Count(key, "#"))
 }

@@ -41,9 +41,11 @@ const MaxBatchStatements = 25
 // for that record alone, so takeovers come back exactly as from a single claim. A batch of
 // new keys thus costs one call, a batch of replays two.
 //
-// A failed call fails each of its records with an error wrapping [idem.ErrStore]. The
-// function's role needs the IAM actions dynamodb:PartiQLInsert and dynamodb:BatchGetItem
-// on the table, besides those of [Store.Claim].
+// A failed call fails each of its records with an error wrapping [idem.ErrStore]; a
+// failed read of a result kept apart leaves the record that refused the claim, without its
+// result, in Prev as well, as [Store.Claim] does. The function's role needs the IAM
+// actions dynamodb:PartiQLInsert and dynamodb:BatchGetItem on the table, besides those of
+// [Store.Claim].
 func (s *Store) ClaimMany(ctx context.Context, recs []*idemstore.Record, now time.Time) []idemstore.ClaimResult {
 	out := make([]idemstore.ClaimResult, len(recs))
 	stmts := make([]types.BatchStatementRequest, len(recs))
@@ -99,7 +101,8 @@ func (s *Store) ClaimMany(ctx context.Context, recs []*idemstore.Record, now tim
 
 // readResults reads the results kept apart of the records out[i].Prev for i in idx, ref
 // j naming the result's item of idx[j], with one BatchGetItem call per 100. A result's
-// item left unprocessed is read alone.
+// item left unprocessed is read alone. A result that could not be read leaves its record
+// without it (Data nil) in Prev, with the error in Err, as [Store.Claim] returns it.
 func (s *Store) readResults(ctx context.Context, out []idemstore.ClaimResult, idx []int, refs []string) {
 	if len(idx) == 0 {
 		return
@@ -108,17 +111,12 @@ func (s *Store) readResults(ctx context.Context, out []idemstore.ClaimResult, id
 	for j, i := range idx {
 		switch {
 		case err != nil:
-			out[i].Prev, out[i].Err = nil, s.fail("claim", err)
+			out[i].Err = s.fail("claim", err)
 		case items[j] == nil:
 			// Gone, or left unprocessed: one GetItem tells which.
-			err := s.readResult(ctx, "claim", out[i].Prev, refs[j])
-			if err != nil {
-				out[i].Prev, out[i].Err = nil, err
-			}
+			out[i].Err = s.readResult(ctx, "claim", out[i].Prev, refs[j])
 		default:
-			if err := s.setResult(out[i].Prev, items[j]); err != nil {
-				out[i].Prev, out[i].Err = nil, err
-			}
+			out[i].Err = s.setResult(out[i].Prev, items[j])
 		}
 	}
 }
@@ -189,7 +187,8 @@ func (s *Store) CompleteMany(ctx context.Context, recs []*idemstore.Record) []er
 
 // putResults writes the results of recs that are kept apart, before the completions that
 // name them, and returns the keys of their items by record ("" for a result inline). It
-// settles a record whose result could not be written (its error in out), and one whose
+// settles a record whose result could not be written (its error in out: an
+// [idemstore.ErrTooLarge] for an item or key over DynamoDB's limits), and one whose
 // INSERT failed for another reason, such as a result's item that a resend already wrote,
 // by completing it alone with [Store.Complete] (its answer in out); settled reports which.
 func (s *Store) putResults(ctx context.Context, recs []*idemstore.Record, out []error) (refs []string, settled []bool) {
@@ -199,6 +198,10 @@ func (s *Store) putResults(ctx context.Context, recs []*idemstore.Record, out []
 	for i, rec := range recs {
 		ref, item := s.resultApart(rec)
 		if item == nil {
+			continue
+		}
+		if err := s.checkResultKey(ref); err != nil {
+			out[i], settled[i] = err, true
 			continue
 		}
 		refs[i] = ref
@@ -425,11 +428,9 @@ func (s *Store) updateStatement(rec *idemstore.Record, ref string) types.BatchSt
 	set(a.Version, &types.AttributeValueMemberN{Value: strconv.Itoa(storedVersion(rec, ref))})
 	remove := []string{a.InProgressExpiration}
 	for _, o := range optionalValues(rec, ref) {
-		switch {
-		case o.ph == "":
-		case o.v == nil:
+		if o.v == nil {
 			remove = append(remove, a.attr(o.ph))
-		default:
+		} else {
 			set(a.attr(o.ph), o.v)
 		}
 	}

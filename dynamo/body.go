@@ -2,6 +2,8 @@ package dynamo
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -27,13 +29,17 @@ import (
 //
 // Safety rests on three rules:
 //   - The result's item is keyed by the record's key and the lease token of the owner that
-//     wrote it ("<key>#result#<token>"), and written before the completion that names it.
+//     wrote it ("<key>#result#<token>", see resultKey), and written before the completion
+//     that names it.
 //     The completion is conditional on the token, so a completed record only ever names a
 //     result its own owner wrote, and that result is already there. A fenced-off owner's
 //     result, or that of an owner that crashed before completing, is named by nothing: an
 //     orphan, which TTL removes.
-//   - A record names only a result's item of its own key (decoding checks it), so no
-//     record can replay another key's result.
+//   - A record names only a result's item of its own key, of the exact form
+//     "<key>#result#<32 lowercase hex digits>" (decoding checks it), so no record can
+//     replay another key's result: a stored key has a single '#', before its hash
+//     (idem.WithScope and the operation admit none), so no record key of a guard has
+//     that form.
 //   - A record that names its result has schema version 2, which readers before this one
 //     refuse (idem.ErrIncompatibleRecord) rather than replay it without its result.
 
@@ -43,16 +49,46 @@ const (
 	// items.
 	apartVersion = idemstore.SchemaVersion + 1
 	// resultSep separates the record's key and the lease token in the key of a result's
-	// item. Stored keys end in a hexadecimal hash, so no record key has this form.
+	// item. A stored key has one '#', before its hash, so no record key has this form.
 	resultSep = "#result#"
+	// refTokenLen is the length of the token part of a result's item's key: that of the
+	// guard's lease tokens, 16 random bytes in lowercase hex.
+	refTokenLen = 32
 	// resultGrace is how much longer than its record a result's item lives before TTL may
 	// remove it, so that no clock skew between a Lambda function and DynamoDB's TTL lets the
 	// result go while the record still counts.
 	resultGrace = time.Hour
+	// maxPartitionKeySize and maxSortKeySize are DynamoDB's limits on the value of a
+	// partition key and of a sort key, in bytes.
+	maxPartitionKeySize = 2048
+	maxSortKeySize      = 1024
 )
 
-// resultKey returns the key of the result's item that the owner of token writes for key.
-func resultKey(key, token string) string { return key + resultSep + token }
+// resultKey returns the key of the result's item that the owner of token writes for key:
+// "<key>#result#<token>" for a token of the guard's form (32 lowercase hex digits), else
+// with the first 32 hex digits of the token's SHA-256 in its place (a store used without
+// the guard may pass any token), so that the key always has the one form a record may name
+// (see checkRef). Either way a resend writes the same item again.
+func resultKey(key, token string) string {
+	if !isRefToken(token) {
+		sum := sha256.Sum256([]byte(token))
+		token = hex.EncodeToString(sum[:refTokenLen/2])
+	}
+	return key + resultSep + token
+}
+
+// isRefToken reports whether s is refTokenLen lowercase hex digits.
+func isRefToken(s string) bool {
+	if len(s) != refTokenLen {
+		return false
+	}
+	for i := range len(s) {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
 
 // resultApart decides where rec's result goes. If rec's item would be over the inline
 // limit ([WithInlineLimit]) with the result inline, it returns the key of the result's
@@ -71,6 +107,24 @@ func (s *Store) resultApart(rec *idemstore.Record) (string, map[string]types.Att
 		item[s.cfg.attrs.Expiration] = encodeEnd(rec.Expires.Add(resultGrace), expirationUnit)
 	}
 	return ref, item
+}
+
+// checkResultKey returns an error wrapping [idemstore.ErrTooLarge] if ref, the key of a
+// result's item, is longer than DynamoDB allows for the key attribute that holds it (a
+// sort key with [WithSortKey], else the partition key), else nil. Such an item cannot be
+// written (a ValidationException), so the result cannot be kept apart: like a result over
+// the item size limit, the guard then completes the record without it, rather than leave
+// the key in progress to run again after its lease. The guard's keys are at most 322
+// bytes (idem.MaxScopeLength), so only a store used without the guard meets this.
+func (s *Store) checkResultKey(ref string) error {
+	limit := maxPartitionKeySize
+	if s.cfg.sortKey != "" {
+		limit = maxSortKeySize
+	}
+	if len(ref) > limit {
+		return fmt.Errorf("dynamo: complete: %w: the key of the result's item is %d bytes, over DynamoDB's limit of %d", idemstore.ErrTooLarge, len(ref), limit)
+	}
+	return nil
 }
 
 // maxNumberSize is the most a number that encodeRecord writes counts (see numberSize): an
@@ -108,10 +162,15 @@ func (s *Store) inlineSize(rec *idemstore.Record) int {
 	return n
 }
 
-// putResult writes a result's item with one PutItem. It needs no condition: its key is its
-// owner's alone, and a resend writes the same item again. An item over DynamoDB's size
-// limit yields [idemstore.ErrTooLarge], and the guard then completes without the result.
-func (s *Store) putResult(ctx context.Context, item map[string]types.AttributeValue) error {
+// putResult writes a result's item, keyed ref, with one PutItem. It needs no condition: its
+// key is its owner's alone, and a resend writes the same item again. An item over
+// DynamoDB's size limit, or whose key is over its limit (see checkResultKey, which sends
+// nothing), yields [idemstore.ErrTooLarge], and the guard then completes without the
+// result.
+func (s *Store) putResult(ctx context.Context, ref string, item map[string]types.AttributeValue) error {
+	if err := s.checkResultKey(ref); err != nil {
+		return err
+	}
 	_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item})
 	if err != nil {
 		return s.fail("complete", err)
@@ -165,7 +224,7 @@ func (s *Store) checkRef(rec *idemstore.Record, ref string) error {
 		return incompatible(a.DataRef, fmt.Errorf("in a record that holds %q too", a.Data))
 	case rec.Status == idemstore.StatusInProgress:
 		return incompatible(a.DataRef, errors.New("in a record in progress"))
-	case !strings.HasPrefix(ref, rec.Key+resultSep) || len(ref) == len(rec.Key)+len(resultSep):
+	case !strings.HasPrefix(ref, rec.Key+resultSep) || !isRefToken(ref[len(rec.Key)+len(resultSep):]):
 		return incompatible(a.DataRef, fmt.Errorf("names %q, not a result of this record", ref))
 	}
 	rec.Version = idemstore.SchemaVersion
@@ -173,14 +232,17 @@ func (s *Store) checkRef(rec *idemstore.Record, ref string) error {
 }
 
 // withResult decodes a record item and, if its result is apart, reads it as a part of op:
-// the record as a replay needs it.
+// the record as a replay needs it. If that read fails, it returns the record without its
+// result (Data nil, its encoding as stored) with the error: a claim that met the record
+// returns it as prev (see [idemstore.Store]'s Claim), so that the guard knows the key is
+// held and never fails open.
 func (s *Store) withResult(ctx context.Context, op string, item map[string]types.AttributeValue) (*idemstore.Record, error) {
 	rec, ref, err := s.decodeItem(item)
-	if err != nil || ref == "" {
-		return rec, err
-	}
-	if err := s.readResult(ctx, op, rec, ref); err != nil {
+	if err != nil {
 		return nil, err
 	}
-	return rec, nil
+	if ref == "" {
+		return rec, nil
+	}
+	return rec, s.readResult(ctx, op, rec, ref) // rec.Data stays nil if the read fails
 }

@@ -5,7 +5,10 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"slices"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,8 +31,10 @@ import (
 // (schema version 2), so that a claim meeting the record conflicts on a small item and a
 // replay pays one write unit and the read of the result.
 
-// bodyKey is the key of the item holding the result of key's record written under token.
-func bodyKey(key, token string) string { return key + "#result#" + token }
+// bodyKey is the key of the item holding the result of key's record written under token:
+// "<key>#result#<token>" for a token of the guard's form (32 lowercase hex digits), with a
+// hash of the token in its place otherwise.
+func bodyKey(key, token string) string { return dynamo.ResultKey(key, token) }
 
 // itemKey is the primary key of key's item in the default layout.
 func itemKey(key string) map[string]types.AttributeValue {
@@ -552,5 +557,405 @@ func TestInlineLimit(t *testing.T) {
 		assert.True(t, replayed, tc.name)
 		assert.True(t, got == result, tc.name)
 		assert.Equal(t, tc.again, api.Take(), tc.name)
+	}
+}
+
+// resultReadFault fails every read of a result's item (a GetItem of one, or a BatchGetItem
+// asking for one) while armed, as a throttled read does once the SDK's retries are used
+// up. Reads of records pass.
+type resultReadFault struct {
+	dynamo.API
+	armed  atomic.Bool
+	failed atomic.Int32
+}
+
+func namesResult(key map[string]types.AttributeValue) bool {
+	for _, v := range key {
+		if s, ok := v.(*types.AttributeValueMemberS); ok && strings.Contains(s.Value, "#result#") {
+			return true
+		}
+	}
+	return false
+}
+
+func (f *resultReadFault) GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	if f.armed.Load() && namesResult(in.Key) {
+		f.failed.Add(1)
+		return nil, ddbfault.Throttling.Err("GetItem")
+	}
+	return f.API.GetItem(ctx, in, optFns...)
+}
+
+func (f *resultReadFault) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	if f.armed.Load() {
+		for _, ka := range in.RequestItems {
+			if slices.ContainsFunc(ka.Keys, namesResult) {
+				f.failed.Add(1)
+				return nil, ddbfault.Throttling.Err("BatchGetItem")
+			}
+		}
+	}
+	return f.API.BatchGetItem(ctx, in, optFns...)
+}
+
+// TestResultApartUnreadClaimReturnsTheRecord: a claim that meets a completed record whose
+// result is apart, and then fails to read the result's item, has learned the key's state:
+// as idemstore.Store's Claim contract asks, it returns the record (without its result) as
+// prev together with the error, through Claim and ClaimMany alike. Get, which has no prev
+// to return, returns the error alone.
+func TestResultApartUnreadClaimReturnsTheRecord(t *testing.T) {
+	t.Parallel()
+	client := ddblocal.Client(t)
+	table := ddblocal.NewTable(t, client)
+	ddblocal.DisableTTL(t, client, table)
+	faulty := &resultReadFault{API: client}
+	s, err := dynamo.New(faulty, table)
+	require.NoError(t, err)
+	ctx := context.Background()
+	now := wallClock()
+	rec := record("apart-unread", now, "tok")
+	seed(t, s, rec)
+	done := completedWith(rec, bigData(8<<10))
+	require.NoError(t, s.Complete(ctx, done, nil))
+
+	faulty.armed.Store(true)
+	met := func(t *testing.T, prev *idemstore.Record, claimed bool, err error) {
+		t.Helper()
+		require.ErrorIs(t, err, idem.ErrStore)
+		assert.False(t, claimed)
+		require.NotNil(t, prev, "the record the claim met comes with the error")
+		assert.Equal(t, idemstore.StatusCompleted, prev.Status)
+		assert.Equal(t, rec.LeaseToken, prev.LeaseToken)
+		assert.Nil(t, prev.Data, "without the result it could not read")
+	}
+	t.Run("Claim", func(t *testing.T) {
+		prev, claimed, err := s.Claim(ctx, record(rec.Key, now, "again"), now)
+		met(t, prev, claimed, err)
+	})
+	t.Run("ClaimMany", func(t *testing.T) {
+		res := s.ClaimMany(ctx, []*idemstore.Record{record(rec.Key, now, "again")}, now)
+		require.Len(t, res, 1)
+		met(t, res[0].Prev, res[0].Claimed, res[0].Err)
+	})
+	t.Run("Get", func(t *testing.T) {
+		got, err := s.Get(ctx, rec.Key)
+		require.ErrorIs(t, err, idem.ErrStore)
+		assert.Nil(t, got)
+	})
+	assert.Equal(t, int32(3), faulty.failed.Load(), "one failed read of the result's item each")
+}
+
+// TestResultApartUnreadNeverFailsOpen: a replay of a result kept apart needs a second read
+// (the result's item) after the claim has met the COMPLETED record. With WithFailOpen, a
+// failure of that read must not run the handler again: the store learned the key's state,
+// so the guard returns the store error (retry later), through Do and DoClaimed, and the
+// retry replays the first run's result. With the result inline there is no second read
+// and the same fault does nothing.
+func TestResultApartUnreadNeverFailsOpen(t *testing.T) {
+	t.Parallel()
+	client := ddblocal.Client(t)
+	table := ddblocal.NewTable(t, client)
+	ddblocal.DisableTTL(t, client, table)
+	faulty := &resultReadFault{API: client}
+	s, err := dynamo.New(faulty, table)
+	require.NoError(t, err)
+	ctx := context.Background()
+	g, err := idem.New(s, "test", idem.WithScope("apart-failopen"), idem.WithFailOpen(true))
+	require.NoError(t, err)
+	do := func(batch bool, req idem.Request, fn func(context.Context) (string, error)) (string, bool, error) {
+		if batch {
+			return idem.DoClaimed(ctx, g.Claim(ctx, []idem.Request{req}), 0, fn)
+		}
+		return idem.Do(ctx, g, req, fn)
+	}
+
+	for _, tc := range []struct {
+		name  string
+		size  int
+		batch bool
+	}{
+		{"Inline", 200, false},
+		{"Apart", 30 << 10, false},
+		{"InlineBatch", 200, true},
+		{"ApartBatch", 30 << 10, true},
+	} {
+		var runs atomic.Int32
+		result := randomJSONText(tc.size)
+		fn := func(context.Context) (string, error) { runs.Add(1); return result, nil }
+		req := idem.Request{Key: tc.name}
+		_, _, err := idem.Do(ctx, g, req, fn)
+		require.NoError(t, err, tc.name)
+
+		faulty.armed.Store(true)
+		got, replayed, err := do(tc.batch, req, fn)
+		faulty.armed.Store(false)
+		assert.Equal(t, int32(1), runs.Load(), "%s: the key is COMPLETED and the claim met it: the handler must not run again", tc.name)
+		if tc.size > 1<<10 {
+			require.ErrorIs(t, err, idem.ErrStore, "%s: the result could not be read: retry later", tc.name)
+			var se *idem.StoreError
+			require.ErrorAs(t, err, &se, tc.name)
+			assert.Equal(t, "claim", se.Op, tc.name)
+			assert.False(t, replayed, tc.name)
+			got, replayed, err = do(tc.batch, req, fn) // the retry, once the store answers
+		}
+		require.NoError(t, err, tc.name)
+		assert.True(t, replayed, "%s: replayed", tc.name)
+		assert.True(t, got == result, "%s: the first run's result", tc.name)
+		assert.Equal(t, int32(1), runs.Load(), "%s: ran once", tc.name)
+	}
+	assert.Equal(t, int32(2), faulty.failed.Load(), "one failed read of a result's item in each Apart case")
+}
+
+// TestResultApartRefForm: a record names only the result's item of its own key, of the
+// exact form "<record key>#result#<32 lowercase hex>", so that no record, corrupt, edited
+// by hand or forged, replays another key's (another tenant's) result. Any other data_ref
+// makes the record ErrIncompatibleRecord, through Get and Claim alike. The "Forged" case
+// is the review's attack: a record key that extends mine with "#result#" (as a scope with
+// '#' could make, before WithScope refused it), holding another tenant's result.
+func TestResultApartRefForm(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	now := wallClock()
+	const hex32 = "0123456789abcdef0123456789abcdef"
+	for _, tc := range []struct {
+		name string
+		tail string // what follows "<key>#result#"
+		ok   bool
+	}{
+		{"Token", hex32, true},
+		{"Short", hex32[1:], false},
+		{"Long", hex32 + "0", false},
+		{"UpperCase", strings.ToUpper(hex32), false},
+		{"NotHex", strings.Repeat("x", 32), false},
+		{"Empty", "", false},
+		{"Nested", hex32 + "#result#" + hex32, false},
+		{"Forged", "x.op2#" + hex32 + hex32, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			mine := record("apart-ref/"+tc.name, now, hex32)
+			seed(t, e.store, mine)
+			require.NoError(t, e.store.Complete(ctx, completedWith(mine, bigData(4<<10)), nil))
+			ref := mine.Key + "#result#" + tc.tail
+			if ref != bodyKey(mine.Key, hex32) {
+				// Another record, keyed to look like my result's item, holding a secret.
+				other := record(ref, now, "other")
+				seed(t, e.store, other)
+				require.NoError(t, e.store.Complete(ctx, completedWith(other, []byte(`"other tenant's secret"`)), nil))
+			}
+			item := e.rawItem(t, itemKey(mine.Key))
+			item["data_ref"] = &types.AttributeValueMemberS{Value: ref}
+			e.putRaw(t, item)
+
+			got, err := e.store.Get(ctx, mine.Key)
+			prev, claimed, cerr := e.store.Claim(ctx, record(mine.Key, now, "next"), now)
+			assert.False(t, claimed)
+			if tc.ok {
+				require.NoError(t, err)
+				require.NoError(t, cerr)
+				assert.Equal(t, idemstore.StatusCompleted, got.Status)
+				assert.Equal(t, idemstore.StatusCompleted, prev.Status)
+				return
+			}
+			if got != nil {
+				t.Logf("Get replays %q", got.Data)
+			}
+			require.ErrorIs(t, err, idem.ErrIncompatibleRecord, "data_ref %q", ref)
+			require.ErrorIs(t, cerr, idem.ErrIncompatibleRecord, "data_ref %q", ref)
+		})
+	}
+}
+
+// TestResultApartRecompletion: Complete "must be safe to send again after a failure whose
+// outcome is unknown", and the guard does send a completion again, with another body: after
+// ErrTooLarge it completes without the result (owner.go, Guard.completed). Whatever the
+// completions of one token before it, the last one leaves a consistent item: its result
+// inline (data, schema version 1, no data_ref), apart (data_ref, version 2, no data), or
+// none (neither, version 1). Before, a completion without a result apart left the
+// previous one's data_ref at version 1, and every later read of the key failed with
+// ErrIncompatibleRecord until it expired. Through Complete and CompleteMany alike.
+func TestResultApartRecompletion(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	now := wallClock()
+	apart, inline := bigData(8<<10), []byte(`{"id":"o-1"}`)
+	for _, tc := range []struct {
+		name          string
+		first, second []byte // nil: completed without the result
+	}{
+		{"ApartThenNone", apart, nil},
+		{"ApartThenInline", apart, inline},
+		{"InlineThenApart", inline, apart},
+		{"NoneThenApart", nil, apart},
+		{"ApartThenApart", apart, bigData(9 << 10)},
+	} {
+		for _, batch := range []bool{false, true} {
+			t.Run(tc.name+"/batch="+strconv.FormatBool(batch), func(t *testing.T) {
+				t.Parallel()
+				rec := record("apart-recomplete/"+tc.name+"/"+strconv.FormatBool(batch), now, "tok")
+				seed(t, e.store, rec)
+				completion := func(data []byte) *idemstore.Record {
+					done := completedWith(rec, data)
+					if data == nil {
+						done.Encoding = idemstore.EncodingNone
+					}
+					return done
+				}
+				require.NoError(t, e.store.Complete(ctx, completion(tc.first), nil))
+				last := completion(tc.second)
+				if batch {
+					require.NoError(t, e.store.CompleteMany(ctx, []*idemstore.Record{last})[0])
+				} else {
+					require.NoError(t, e.store.Complete(ctx, last, nil), "already completed under the token: nil")
+				}
+
+				item := e.rawItem(t, itemKey(rec.Key))
+				_, hasRef := attrS(item, "data_ref")
+				switch {
+				case len(tc.second) > 1<<10:
+					assert.True(t, hasRef, "the result apart")
+					assert.NotContains(t, item, "data")
+					assert.Equal(t, int64(2), attrN(t, item, "v"))
+				case tc.second != nil:
+					assert.False(t, hasRef, "no data_ref with the result inline")
+					assert.Contains(t, item, "data")
+					assert.Equal(t, int64(1), attrN(t, item, "v"))
+				default:
+					assert.False(t, hasRef, "no data_ref without a result")
+					assert.NotContains(t, item, "data")
+					assert.Equal(t, int64(1), attrN(t, item, "v"))
+				}
+				got, err := e.store.Get(ctx, rec.Key)
+				require.NoError(t, err, "the completed record stays readable")
+				assertSameRecord(t, last, got)
+				prev, claimed, err := e.store.Claim(ctx, record(rec.Key, now, "next"), now)
+				require.NoError(t, err, "a claim meets a completed record, not an unreadable one")
+				assert.False(t, claimed)
+				assertSameRecord(t, last, prev)
+			})
+		}
+	}
+}
+
+// TestResultApartKeyTooLong: the result's item is keyed "<key>#result#<token>", 40 bytes
+// longer than its record's key. DynamoDB limits a partition key to 2048 bytes and a sort
+// key to 1024: for a record key within the limit whose result's item's key is not (which
+// the guard's keys, at most 322 bytes since idem bounds the scope, never are), the result
+// cannot be kept apart, and Complete reports it as ErrTooLarge, sending neither the
+// result's item nor the completion. The guard then completes without the result, as it
+// does for a result over the item size limit, so the key is recorded done and never runs
+// again; before, the PutItem's ValidationException left the key in progress, and the
+// handler ran again after the lease. At the boundary (a key exactly at the limit) the
+// result is kept apart. Through Complete and CompleteMany alike.
+func TestResultApartKeyTooLong(t *testing.T) {
+	t.Parallel()
+	for _, layout := range []struct {
+		name  string
+		opts  []dynamo.Option
+		limit int
+		key   func(string) map[string]types.AttributeValue
+	}{
+		{"PartitionKey", nil, 2048, itemKey},
+		{"SortKey", []dynamo.Option{dynamo.WithSortKey("sk", "idempotency")}, 1024,
+			func(k string) map[string]types.AttributeValue {
+				return map[string]types.AttributeValue{
+					"id": &types.AttributeValueMemberS{Value: "idempotency"}, "sk": &types.AttributeValueMemberS{Value: k},
+				}
+			}},
+	} {
+		t.Run(layout.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, layout.opts...)
+			ctx := context.Background()
+			now := wallClock()
+			const token = "0123456789abcdef0123456789abcdef"
+			apart := len(bodyKey("", token)) // what the result's item's key adds
+			for _, tc := range []struct {
+				name    string
+				keyLen  int
+				tooLong bool
+			}{
+				{"AtTheLimit", layout.limit - apart, false},
+				{"OneOver", layout.limit - apart + 1, true},
+				{"RecordKeyAtTheLimit", layout.limit, true},
+			} {
+				for _, batch := range []bool{false, true} {
+					name := tc.name + "/batch=" + strconv.FormatBool(batch)
+					t.Run(name, func(t *testing.T) {
+						prefix := layout.name + "/" + name + "/"
+						rec := record(prefix+strings.Repeat("k", tc.keyLen-len(prefix)), now, token)
+						require.Len(t, rec.Key, tc.keyLen)
+						seed(t, e.store, rec)
+						done := completedWith(rec, bigData(4<<10))
+						complete := func(done *idemstore.Record) error {
+							if batch {
+								return e.store.CompleteMany(ctx, []*idemstore.Record{done})[0]
+							}
+							return e.store.Complete(ctx, done, nil)
+						}
+						e.api.Take()
+						err := complete(done)
+						if !tc.tooLong {
+							require.NoError(t, err)
+							got, err := e.store.Get(ctx, rec.Key)
+							require.NoError(t, err)
+							assertSameRecord(t, done, got)
+							return
+						}
+						require.ErrorIs(t, err, idemstore.ErrTooLarge, "the result's item's key is over the limit")
+						assert.Empty(t, e.api.Take(), "neither the result's item nor the completion was sent")
+						item := e.rawItem(t, layout.key(rec.Key))
+						assert.Equal(t, "INPROGRESS", item["status"].(*types.AttributeValueMemberS).Value)
+
+						// The guard's fallback: the completion without the result.
+						done.Data, done.Encoding = nil, idemstore.EncodingNone
+						require.NoError(t, complete(done))
+						got, err := e.store.Get(ctx, rec.Key)
+						require.NoError(t, err)
+						assert.Equal(t, idemstore.StatusCompleted, got.Status)
+						assert.Equal(t, idemstore.EncodingNone, got.Encoding)
+						_, claimed, err := e.store.Claim(ctx, record(rec.Key, now, "next"), now)
+						require.NoError(t, err)
+						assert.False(t, claimed, "recorded done: never run again")
+					})
+				}
+			}
+		})
+	}
+}
+
+// TestResultApartLongestKey: with the longest scope and operation idem accepts, the stored
+// key (322 bytes) and its result's item's key fit DynamoDB's key limits in either layout:
+// a result kept apart is written, and a retry replays it without running the handler.
+func TestResultApartLongestKey(t *testing.T) {
+	t.Parallel()
+	for _, layout := range []struct {
+		name string
+		opts []dynamo.Option
+	}{
+		{"PartitionKey", nil},
+		{"SortKey", []dynamo.Option{dynamo.WithSortKey("sk", "idempotency")}},
+	} {
+		t.Run(layout.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, layout.opts...)
+			ctx := context.Background()
+			g, err := idem.New(e.store, strings.Repeat("o", idem.MaxOperationLength),
+				idem.WithScope(strings.Repeat("s", idem.MaxScopeLength)))
+			require.NoError(t, err)
+			require.Len(t, mustStoredKey(t, g, "k"), 322)
+			var runs atomic.Int32
+			result := randomJSONText(8 << 10)
+			fn := func(context.Context) (string, error) { runs.Add(1); return result, nil }
+			_, _, err = idem.Do(ctx, g, idem.Request{Key: "k"}, fn)
+			require.NoError(t, err)
+			got, replayed, err := idem.Do(ctx, g, idem.Request{Key: "k"}, fn)
+			require.NoError(t, err)
+			assert.True(t, replayed)
+			assert.True(t, got == result, "the result, kept apart")
+			assert.Equal(t, int32(1), runs.Load())
+		})
 	}
 }

@@ -198,7 +198,8 @@ func TestErrorMapping(t *testing.T) {
 			if tc.transact {
 				attached = []any{types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{}}}
 			}
-			done := record("k", time.Now(), "tok")
+			const token = "0123456789abcdef0123456789abcdef" // as the guard makes them
+			done := record("k", time.Now(), token)
 			done.Status, done.Data, done.Encoding, done.Checkpoint = idemstore.StatusCompleted, tc.data, "json+gzip", tc.checkpoint
 			err = s.Complete(context.Background(), done, attached)
 			assert.Equal(t, len(tc.data) > 1024, api.puts == 1, "the result's item is written when the result is apart")
@@ -269,9 +270,10 @@ func TestClaimMeetingATransactionReadsTheRecord(t *testing.T) {
 	assert.Equal(t, 1, api.gets)
 }
 
-// TestCompletionRequest pins the completion's UpdateItem: with the result inline it is the
-// request it was before results could be kept apart (no data_ref named); with the result
-// apart it names the result's item, removes data and stores schema version 2.
+// TestCompletionRequest pins the completion's UpdateItem: with the result inline it sets
+// data and removes data_ref (a completion sent again may find the record completed under
+// its token with the result apart: see TestResultApartRecompletion); with the result apart
+// it names the result's item, removes data and stores schema version 2.
 func TestCompletionRequest(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -294,22 +296,23 @@ func TestCompletionRequest(t *testing.T) {
 			}
 			s, err := dynamo.New(api, "t")
 			require.NoError(t, err)
-			done := record("k", time.Now(), "tok")
+			const token = "0123456789abcdef0123456789abcdef" // as the guard makes them
+			done := record("k", time.Now(), token)
 			done.Status, done.Data, done.Encoding = idemstore.StatusCompleted, tc.data, "json"
 			require.NoError(t, s.Complete(context.Background(), done, nil))
 			require.NotNil(t, got)
 			expr := aws.ToString(got.UpdateExpression)
 			if !tc.apart {
 				assert.Zero(t, api.puts)
-				assert.NotContains(t, got.ExpressionAttributeNames, "#dref")
-				assert.Equal(t, "SET #status = :status, #v = :v, #exp = :exp, #enc = :enc, #data = :data, #fp = :fp REMOVE #lease", expr)
+				assert.Equal(t, "data_ref", got.ExpressionAttributeNames["#dref"])
+				assert.Equal(t, "SET #status = :status, #v = :v, #exp = :exp, #enc = :enc, #data = :data, #fp = :fp REMOVE #lease, #dref", expr)
 				assert.Equal(t, &types.AttributeValueMemberN{Value: "1"}, got.ExpressionAttributeValues[":v"])
 				return
 			}
 			assert.Equal(t, 1, api.puts, "the result's item, first")
 			assert.Equal(t, "data_ref", got.ExpressionAttributeNames["#dref"])
 			assert.Equal(t, "SET #status = :status, #v = :v, #exp = :exp, #enc = :enc, #fp = :fp, #dref = :dref REMOVE #lease, #data", expr)
-			assert.Equal(t, &types.AttributeValueMemberS{Value: "k#result#tok"}, got.ExpressionAttributeValues[":dref"])
+			assert.Equal(t, &types.AttributeValueMemberS{Value: "k#result#" + token}, got.ExpressionAttributeValues[":dref"])
 			assert.Equal(t, &types.AttributeValueMemberN{Value: "2"}, got.ExpressionAttributeValues[":v"])
 		})
 	}

@@ -74,8 +74,10 @@ func (s *Store) Table() string { return s.table }
 // only a store that omits it costs a strongly consistent GetItem more, and so does a
 // completed record whose result is kept in an item of its own (see [Store.Complete]): the
 // claim then costs one write unit, whatever the result's size, plus the read of the
-// result. A record that does not decode yields an error wrapping
-// [idem.ErrIncompatibleRecord].
+// result. If that read fails, Claim returns the record it met, without its result, with
+// the error (an [idem.ErrStore]), as [idemstore.Store] asks: the key is held, and the
+// guard does not fail open ([idem.WithFailOpen]). A record that does not decode yields an
+// error wrapping [idem.ErrIncompatibleRecord].
 func (s *Store) Claim(ctx context.Context, rec *idemstore.Record, now time.Time) (*idemstore.Record, bool, error) {
 	a := &s.cfg.attrs
 	values := map[string]types.AttributeValue{
@@ -124,11 +126,9 @@ func (s *Store) Claim(ctx context.Context, rec *idemstore.Record, now time.Time)
 				continue // deleted since the put failed: the key is free, claim again
 			}
 		}
+		// With the record it met, if it could not read its result: see withResult.
 		prev, err := s.withResult(ctx, "claim", item)
-		if err != nil {
-			return nil, false, err
-		}
-		return prev, false, nil
+		return prev, false, err
 	}
 	return nil, false, &idem.StoreError{Op: "claim", Err: fmt.Errorf("dynamo: claim: conflicting record vanished %d times in a row", claimAttempts)}
 }
@@ -161,7 +161,11 @@ func (s *Store) Get(ctx context.Context, key string) (*idemstore.Record, error) 
 	if item == nil {
 		return nil, nil
 	}
-	return s.withResult(ctx, "get", item)
+	rec, err := s.withResult(ctx, "get", item)
+	if err != nil {
+		return nil, err
+	}
+	return rec, nil
 }
 
 func (s *Store) getItem(ctx context.Context, key string) (map[string]types.AttributeValue, error) {
@@ -194,7 +198,8 @@ func (s *Store) getItem(ctx context.Context, key string) (map[string]types.Attri
 // guard releases the key. The checkpoint is kept; the lease end is removed.
 //
 // A result that would make the record's item larger than 1 KB (see [WithInlineLimit]) is
-// kept in an item of its own, "<key>#result#<lease token>" in the record's key attribute,
+// kept in an item of its own, "<key>#result#<lease token>" in the record's key attribute
+// (for a token not of the guard's form, 32 lowercase hex digits, a hash of it instead),
 // with the record's TTL (plus an hour), written by one PutItem before the completion, which
 // then names it ([Attributes.DataRef]) instead of holding it. A claim that meets the completed record
 // thus conflicts on an item under 1 KB: DynamoDB bills a failed conditional write by the
@@ -203,7 +208,9 @@ func (s *Store) getItem(ctx context.Context, key string) (map[string]types.Attri
 // of the result. Only the completion that names it makes the result count, and it is
 // conditional on the token: an owner that crashed, or was fenced off, after writing its
 // result leaves an orphan item that nothing names, which TTL removes. A result's item over
-// DynamoDB's 400 KB limit yields [idemstore.ErrTooLarge], and the completion is not sent.
+// DynamoDB's 400 KB limit, or whose key is over DynamoDB's key limit (2048 bytes, 1024
+// with [WithSortKey]: only for a record key within 40 bytes of it, never the guard's),
+// yields [idemstore.ErrTooLarge], and the completion is not sent.
 // Records naming their result are stored at schema version 2, which versions of this
 // package that keep every result inline refuse ([idem.ErrIncompatibleRecord]) rather than
 // replay without it; records with the result inline, whatever their size, are read as
@@ -216,7 +223,7 @@ func (s *Store) Complete(ctx context.Context, rec *idemstore.Record, attached []
 	}
 	if result != nil {
 		// Before the completion that names it: a completed record's result is always there.
-		if err := s.putResult(ctx, result); err != nil {
+		if err := s.putResult(ctx, ref, result); err != nil {
 			return err
 		}
 	}
@@ -257,12 +264,10 @@ func (s *Store) completion(rec *idemstore.Record, ref string) (*types.Update, er
 	set := []string{phStatus + " = :status", phVersion + " = :v"}
 	remove := []string{phLease}
 	// Optional attributes are set when present and removed when not, so the item ends up
-	// holding exactly rec (and the checkpoint), whatever the claim wrote.
+	// holding exactly rec (and the checkpoint), whatever the claim or an earlier
+	// completion wrote.
 	names := []string{phStatus, phVersion, phLease, phToken}
 	for _, o := range optionalValues(rec, ref) {
-		if o.ph == "" {
-			continue
-		}
 		names = append(names, o.ph)
 		if o.v == nil {
 			remove = append(remove, o.ph)
@@ -283,7 +288,7 @@ func (s *Store) completion(rec *idemstore.Record, ref string) (*types.Update, er
 }
 
 // optionalValue is an optional attribute of a completed record, by placeholder, and its
-// value; nil when the record has none. An empty placeholder stands for no attribute.
+// value; nil when the record has none.
 type optionalValue struct {
 	ph string
 	v  types.AttributeValue
@@ -292,11 +297,14 @@ type optionalValue struct {
 // optionalValues returns rec's optional attributes, with the result inline or, when ref is
 // not empty, the key of its result's item instead. A completion sets those present and
 // removes the others, so the item ends up holding exactly rec (and the checkpoint),
-// whatever the claim wrote. The key of a result's item appears only when the result is
-// apart: no record in progress has one (a claim replaces the whole item), so a completion
-// with the result inline sends the request it sent before results were kept apart.
+// whatever the claim or an earlier completion wrote. The key of a result's item is removed
+// too when the result is not apart: no record in progress has one (a claim replaces the
+// whole item), but the record may already be completed under the same token, by a
+// completion whose answer was lost, with its result apart; a completion sent again without
+// it (the guard's after [idemstore.ErrTooLarge]) would otherwise leave that data_ref in a
+// record of schema version 1, which no read accepts.
 func optionalValues(rec *idemstore.Record, ref string) [5]optionalValue {
-	o := [5]optionalValue{{ph: phExpiration}, {ph: phEncoding}, {ph: phData}, {ph: phValidation}}
+	o := [5]optionalValue{{ph: phExpiration}, {ph: phEncoding}, {ph: phData}, {ph: phValidation}, {ph: phDataRef}}
 	if !rec.Expires.IsZero() {
 		o[0].v = encodeEnd(rec.Expires, expirationUnit)
 	}
@@ -305,7 +313,7 @@ func optionalValues(rec *idemstore.Record, ref string) [5]optionalValue {
 	}
 	switch {
 	case ref != "":
-		o[4] = optionalValue{ph: phDataRef, v: &types.AttributeValueMemberS{Value: ref}}
+		o[4].v = &types.AttributeValueMemberS{Value: ref}
 	case rec.Data != nil:
 		o[2].v = encodeData(rec.Data, rec.Encoding)
 	}

@@ -27,6 +27,12 @@ type Store interface {
 	// does not rely on it; pgstore returns nil). Otherwise claimed is false and prev is the record that refused the
 	// claim: a live one (absent, expired or lease-ended records are not live), or one whose
 	// lease ended with another checkpoint than rec's.
+	//
+	// A Claim that learned the refusing record but could not read all of it (a result kept
+	// apart, in a second read that failed) returns that record, without what it could not
+	// read, as prev together with the error: the key is held, so the guard never runs the
+	// handler unguarded (idem.WithFailOpen) and returns the error instead. With any other
+	// error prev is nil.
 	Claim(ctx context.Context, rec *Record, now time.Time) (prev *Record, claimed bool, err error)
 
 	// Get reads the record for key with strong consistency. It returns nil and no error
@@ -114,7 +120,8 @@ type BatchAttachStore interface {
 }
 
 // ClaimResult is the outcome of one claim of [BatchStore.ClaimMany], with the meaning of
-// [Store.Claim]'s results.
+// [Store.Claim]'s results: Prev and Err are both set for a claim that learned the refusing
+// record but could not read all of it.
 type ClaimResult struct {
 	Prev    *Record
 	Claimed bool

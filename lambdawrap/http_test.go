@@ -44,7 +44,7 @@ func TestHandlerReturnsGuardError(t *testing.T) {
 	}{
 		{name: "lease lost", err: idemstore.ErrLeaseLost, status: 409,
 			elsewhere: func(t *testing.T, store idemstore.Store) *idem.Guard {
-				return newGuard(t, newCompleteFailStore(store, idemstore.ErrLeaseLost, 1), idem.WithScope(t.Name()+"/elsewhere"))
+				return newGuard(t, newCompleteFailStore(store, idemstore.ErrLeaseLost, 1), idem.WithScope(testScope(t.Name()+"/elsewhere")))
 			}},
 		{name: "store failure", err: errUnavailable, status: 503,
 			elsewhere: func(t *testing.T, _ idemstore.Store) *idem.Guard {

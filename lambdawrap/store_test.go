@@ -2,7 +2,10 @@ package lambdawrap_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -57,9 +60,21 @@ func forEachStore(t *testing.T, test func(t *testing.T, store idemstore.Store)) 
 // never share a key.
 func newGuard(t testing.TB, store idemstore.Store, opts ...idem.Option) *idem.Guard {
 	t.Helper()
-	g, err := idem.New(store, "test", append([]idem.Option{idem.WithScope(t.Name())}, opts...)...)
+	g, err := idem.New(store, "test", append([]idem.Option{idem.WithScope(testScope(t.Name()))}, opts...)...)
 	require.NoError(t, err)
 	return g
+}
+
+// testScope turns a test's name into a scope of its own, as idem.WithScope accepts one: a
+// test name may hold '#' (fuzz seeds, repeated subtest names), which becomes '~', and one
+// longer than idem.MaxScopeLength ends in a hash of the whole name instead.
+func testScope(name string) string {
+	scope := strings.ReplaceAll(name, "#", "~")
+	if len(scope) > idem.MaxScopeLength {
+		sum := sha256.Sum256([]byte(name))
+		scope = scope[:idem.MaxScopeLength-17] + "~" + hex.EncodeToString(sum[:8])
+	}
+	return scope
 }
 
 // memGuard returns a guard over a fresh in-memory store.

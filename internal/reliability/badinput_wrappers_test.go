@@ -142,7 +142,7 @@ func TestBadInputHTTP(t *testing.T) {
 		for _, tc := range tests {
 			t.Run(sh.name+"/"+tc.name, func(t *testing.T) {
 				t.Parallel()
-				g, err := idem.New(store, "test", idem.WithScope("bad-http-"+sh.name))
+				g, err := idem.New(store, "test", idem.WithScope("bad-http-"+strings.ReplaceAll(sh.name, " ", "-")))
 				require.NoError(t, err)
 				var runs atomic.Int32
 				for range 2 {
