@@ -3,7 +3,6 @@ package dynamo_test
 import (
 	"context"
 	"errors"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -30,6 +29,7 @@ type fakeAPI struct {
 	transact func(*dynamodb.TransactWriteItemsInput) (*dynamodb.TransactWriteItemsOutput, error)
 	batch    func(*dynamodb.BatchExecuteStatementInput) (*dynamodb.BatchExecuteStatementOutput, error)
 	batchGet func(*dynamodb.BatchGetItemInput) (*dynamodb.BatchGetItemOutput, error)
+	del      func(*dynamodb.DeleteItemInput) (*dynamodb.DeleteItemOutput, error)
 	puts     int
 	gets     int
 	updates  int
@@ -48,6 +48,10 @@ func (f *fakeAPI) GetItem(_ context.Context, in *dynamodb.GetItemInput, _ ...fun
 func (f *fakeAPI) UpdateItem(_ context.Context, in *dynamodb.UpdateItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
 	f.updates++
 	return f.update(in)
+}
+
+func (f *fakeAPI) DeleteItem(_ context.Context, in *dynamodb.DeleteItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	return f.del(in)
 }
 
 func (f *fakeAPI) BatchExecuteStatement(_ context.Context, in *dynamodb.BatchExecuteStatementInput, _ ...func(*dynamodb.Options)) (*dynamodb.BatchExecuteStatementOutput, error) {
@@ -125,120 +129,6 @@ func TestClaimWithoutReturnedItem(t *testing.T) {
 			assert.Equal(t, tc.wantPuts, tc.api.puts, "PutItem calls")
 			assert.Equal(t, tc.wantGet, tc.api.gets, "GetItem calls")
 		})
-	}
-}
-
-func TestErrorMapping(t *testing.T) {
-	t.Parallel()
-	reasons := func(codes ...string) error {
-		tce := &types.TransactionCanceledException{Message: aws.String("Transaction cancelled")}
-		for _, c := range codes {
-			tce.CancellationReasons = append(tce.CancellationReasons, types.CancellationReason{Code: aws.String(c)})
-		}
-		return tce
-	}
-	tooBigReason := &types.TransactionCanceledException{CancellationReasons: []types.CancellationReason{
-		{Code: aws.String("ValidationError"), Message: aws.String("Item size to update has exceeded the maximum allowed size")},
-		{Code: aws.String("None")},
-	}}
-	bigData := []byte(strings.Repeat("x", 410*1024))
-	notCommitted := []error{idem.ErrStore, idemstore.ErrNotCommitted}
-	cases := []struct {
-		name       string
-		transact   bool
-		data       []byte // the completed record's result
-		checkpoint string // the completed record's checkpoint
-		sdkErr     error  // the completion's error; or, with putErr, the result's item's
-		putErr     bool
-		want       []error
-		attached   int // the write an *AttachedWriteError names; -2: none
-	}{
-		{"UpdateConditionIsLeaseLost", false, nil, "", errCCF, false, []error{idem.ErrLeaseLost}, -2},
-		{"UpdateTooLarge", false, nil, "", errTooBig, false, []error{idemstore.ErrTooLarge}, -2},
-		{"UpdateOutage", false, nil, "", errOutage, false, []error{idem.ErrStore}, -2},
-		{"CompletionConditionIsLeaseLost", true, nil, "", reasons("ConditionalCheckFailed", "None"), false, []error{idem.ErrLeaseLost}, -2},
-		{"LeaseLostWinsOverAttached", true, nil, "", reasons("ConditionalCheckFailed", "ConditionalCheckFailed"), false, []error{idem.ErrLeaseLost}, -2},
-		{"AttachedConditionFails", true, nil, "", reasons("None", "None", "ConditionalCheckFailed"), false, []error{idem.ErrConditionFailed}, 1},
-		{"CompletionTooLarge", true, nil, "", tooBigReason, false, []error{idemstore.ErrTooLarge}, -2},
-		{"TransactionConflict", true, nil, "", reasons("TransactionConflict", "None"), false, notCommitted, -2},
-		{"NoReasons", true, nil, "", reasons(), false, notCommitted, -2},
-		// A request-level refusal for size: the record is too large if it is over the limit
-		// (its result is apart, but its checkpoint is not), else an attached write is.
-		{"TransactTooLargeRecord", true, nil, string(bigData), errTooBig, false, []error{idemstore.ErrTooLarge}, -2},
-		{"TransactTooLargeAttached", true, bigData[:4096], "", errTooBig, false, notCommitted, -1},
-		{"TransactOutage", true, nil, "", errOutage, false, []error{idem.ErrStore}, -2},
-		// A result kept apart whose item DynamoDB refuses is too large, attachments or not;
-		// an outage writing it is a store error, and nothing else is sent.
-		{"ResultTooLarge", false, bigData, "", errTooBig, true, []error{idemstore.ErrTooLarge}, -2},
-		{"ResultTooLargeAttached", true, bigData, "", errTooBig, true, []error{idemstore.ErrTooLarge}, -2},
-		{"ResultOutage", true, bigData, "", errOutage, true, []error{idem.ErrStore}, -2},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			api := &fakeAPI{
-				put: func(in *dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error) {
-					require.Nil(t, in.ConditionExpression, "a result's item is written unconditionally")
-					if tc.putErr {
-						return nil, tc.sdkErr
-					}
-					return &dynamodb.PutItemOutput{}, nil
-				},
-				update: func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) { return nil, tc.sdkErr },
-				transact: func(*dynamodb.TransactWriteItemsInput) (*dynamodb.TransactWriteItemsOutput, error) {
-					return nil, tc.sdkErr
-				},
-			}
-			if tc.putErr {
-				api.update, api.transact = nil, nil // never sent
-			}
-			s, err := dynamo.New(api, "t")
-			require.NoError(t, err)
-			var attached []any
-			if tc.transact {
-				attached = []any{types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{}}}
-			}
-			const token = "0123456789abcdef0123456789abcdef" // as the guard makes them
-			done := record("k", time.Now(), token)
-			done.Status, done.Data, done.Encoding, done.Checkpoint = idemstore.StatusCompleted, tc.data, "json+gzip", tc.checkpoint
-			err = s.Complete(context.Background(), done, attached)
-			assert.Equal(t, len(tc.data) > 1024, api.puts == 1, "the result's item is written when the result is apart")
-			for _, want := range tc.want {
-				require.ErrorIs(t, err, want)
-			}
-			assert.ErrorIs(t, err, tc.sdkErr, "the SDK error stays reachable")
-			for _, other := range []error{idem.ErrLeaseLost, idem.ErrConditionFailed, idemstore.ErrTooLarge, idem.ErrStore, idemstore.ErrNotCommitted} {
-				if !slices.Contains(tc.want, other) {
-					assert.NotErrorIs(t, err, other)
-				}
-			}
-			var awe *dynamo.AttachedWriteError
-			if tc.attached == -2 {
-				assert.False(t, errors.As(err, &awe), "no attached write is blamed")
-			} else if assert.ErrorAs(t, err, &awe) {
-				assert.Equal(t, tc.attached, awe.Index)
-			}
-		})
-	}
-}
-
-func TestCancelledTransactionCommittedNothing(t *testing.T) {
-	t.Parallel()
-	for _, reason := range []string{"TransactionConflict", "ThrottlingError", "None"} {
-		api := &fakeAPI{transact: func(*dynamodb.TransactWriteItemsInput) (*dynamodb.TransactWriteItemsOutput, error) {
-			return nil, &types.TransactionCanceledException{CancellationReasons: []types.CancellationReason{
-				{Code: aws.String(reason)}, {Code: aws.String("None")},
-			}}
-		}}
-		s, err := dynamo.New(api, "t")
-		require.NoError(t, err)
-		done := record("k", time.Now(), "tok")
-		done.Status = idemstore.StatusCompleted
-		err = s.Complete(context.Background(), done, []any{types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{}}})
-		require.ErrorIs(t, err, idemstore.ErrNotCommitted, reason)
-		require.ErrorIs(t, err, idem.ErrStore, reason)
-		var tce *types.TransactionCanceledException
-		assert.ErrorAs(t, err, &tce)
 	}
 }
 

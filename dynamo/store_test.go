@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
@@ -17,7 +16,6 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dynamo"
 	"github.com/idemkit/idem/idemstore"
-	"github.com/idemkit/idem/internal/ddblocal"
 	"github.com/idemkit/idem/memstore"
 )
 
@@ -436,43 +434,6 @@ func TestIncompatibleRecord(t *testing.T) {
 	}
 }
 
-func TestSDKErrorsAreStoreErrors(t *testing.T) {
-	t.Parallel()
-	client := ddblocal.Client(t)
-	store, err := dynamo.New(client, "idem-test-no-such-table")
-	require.NoError(t, err)
-	ctx := context.Background()
-	now := wallClock()
-
-	_, _, claimErr := store.Claim(ctx, record("k", now, "tok"), now)
-	_, getErr := store.Get(ctx, "k")
-	done := record("k", now, "tok")
-	done.Status = idemstore.StatusCompleted
-	cases := []struct {
-		op  string
-		err error
-	}{
-		{"claim", claimErr},
-		{"get", getErr},
-		{"complete", store.Complete(ctx, done, nil)},
-		{"release", store.Release(ctx, "k", "tok")},
-		{"extend", store.Extend(ctx, "k", "tok", now)},
-		{"checkpoint", store.SetCheckpoint(ctx, "k", "tok", "cp")},
-	}
-	for _, tc := range cases {
-		t.Run(tc.op, func(t *testing.T) {
-			require.ErrorIs(t, tc.err, idem.ErrStore)
-			var se *idem.StoreError
-			require.ErrorAs(t, tc.err, &se)
-			assert.Equal(t, tc.op, se.Op)
-			var notFound *types.ResourceNotFoundException
-			assert.ErrorAs(t, tc.err, &notFound)
-			var apiErr smithy.APIError
-			assert.ErrorAs(t, tc.err, &apiErr)
-		})
-	}
-}
-
 // TestLayouts runs a full claim-complete-replay cycle with renamed attributes (including
 // characters that expression placeholders may not hold) and with a sort key.
 func TestLayouts(t *testing.T) {
@@ -601,31 +562,4 @@ func TestNew(t *testing.T) {
 			assert.Contains(t, err.Error(), "dynamo: "+tc.wantErr)
 		})
 	}
-}
-
-func TestCreateTable(t *testing.T) {
-	t.Parallel()
-	client := ddblocal.Client(t)
-	ctx := context.Background()
-	table := ddblocal.NewTable(t, client)
-
-	require.NoError(t, dynamo.CreateTable(ctx, client, table), "creating an existing table is a no-op")
-	ttl, err := client.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(table)})
-	require.NoError(t, err)
-	assert.Equal(t, types.TimeToLiveStatusEnabled, ttl.TimeToLiveDescription.TimeToLiveStatus)
-	assert.Equal(t, "expiration", aws.ToString(ttl.TimeToLiveDescription.AttributeName))
-	desc, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
-	require.NoError(t, err)
-	assert.Equal(t, types.BillingModePayPerRequest, desc.Table.BillingModeSummary.BillingMode)
-
-	err = dynamo.CreateTable(ctx, client, table, dynamo.WithSortKey("sk", "p"))
-	require.Error(t, err, "an existing table with another key schema")
-	assert.Contains(t, err.Error(), "key schema")
-
-	err = dynamo.CreateTable(ctx, client, table, dynamo.WithAttributes(dynamo.Attributes{Expiration: "ttl"}))
-	require.Error(t, err, "an existing table with TTL on another attribute")
-	assert.Contains(t, err.Error(), "TTL")
-
-	err = dynamo.CreateTable(ctx, client, table, dynamo.WithSortKey("", "p"))
-	require.ErrorContains(t, err, "WithSortKey")
 }
