@@ -23,6 +23,13 @@
 // ends before the lease does: a handler that may run longer needs a longer lease, or
 // idem.WithHeartbeat.
 //
+// A client that hangs up stops its request's claim, or its wait for a key in flight, but
+// not a guarded run that has started: the handler's context keeps the request's values
+// and not its cancellation, and ends with the lease as above. So the run finishes (its
+// heartbeat going on) and the client's retry is answered 409 until it does, then replays
+// its result; it never meets a half-done run whose lease was let go
+// (TestClientDisconnectDoesNotEndTheRun).
+//
 // # HTTP semantics
 //
 // Following the IETF draft "The Idempotency-Key HTTP Header Field":

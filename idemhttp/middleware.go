@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/httpsem"
@@ -73,7 +74,10 @@ func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 		ir.Tenant = m.c.tenant(r)
 	}
 	rec := newRecorder(w, m.c.maxResponse)
-	v, resp, err := m.guard.Run(ctx, &req, ir, nil, func(ctx context.Context) (httpsem.Response, error) {
+	runCtx, started, stop := untilStarted(ctx)
+	defer stop()
+	v, resp, err := m.guard.Run(runCtx, &req, ir, nil, func(ctx context.Context) (httpsem.Response, error) {
+		started()
 		next.ServeHTTP(rec, r.WithContext(ctx))
 		return rec.response()
 	})
@@ -118,4 +122,30 @@ func (m *middleware) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	return body, nil
+}
+
+// untilStarted returns a context with ctx's values that ctx's cancellation (the client
+// hanging up) ends only until started is called, when the guarded handler starts: a client
+// that goes away stops a claim or a wait for an in-flight key, but not a run that holds
+// the key. Such a run goes on under its lease (and heartbeat), as it would have, so the
+// client's retry is told 409 and then replays its result, instead of meeting a half-done
+// run whose lease was let go. stop releases the context's resources.
+func untilStarted(ctx context.Context) (run context.Context, started, stop func()) {
+	run, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var once sync.Once
+	detached := make(chan struct{})
+	started = func() { once.Do(func() { close(detached) }) }
+	go func() {
+		select {
+		case <-ctx.Done():
+			select {
+			case <-detached:
+			default:
+				cancel()
+			}
+		case <-detached:
+		case <-run.Done():
+		}
+	}()
+	return run, started, cancel
 }

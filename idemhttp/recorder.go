@@ -58,8 +58,15 @@ func (r *recorder) WriteHeader(code int) {
 		return
 	}
 	if code < 200 && code != http.StatusSwitchingProtocols {
-		copyHeader(r.w.Header(), r.header)
+		// The hint goes out with the headers set so far; net/http keeps its header map after
+		// a 1xx, so it is put back as it was: the final response carries only what the
+		// handler has set when it is written, as its replay does.
+		h := r.w.Header()
+		before := h.Clone()
+		copyHeader(h, r.header)
 		r.w.WriteHeader(code)
+		clear(h)
+		copyHeader(h, before)
 		return
 	}
 	r.status, r.sent = code, r.header.Clone()
