@@ -22,7 +22,7 @@
 //	// ...
 //	h, err := sqs.New(guard, credit) // its batches report through the guard's hooks
 //	// ...
-//	lambda.StartHandler(otellambda.WrapHandler(lambda.NewHandler(h.Handle),
+//	lambda.Start(otellambda.WrapHandler(lambda.NewHandler(h.Handle),
 //		otellambda.WithTracerProvider(tp), otellambda.WithFlusher(tp)))
 //
 // See https://opentelemetry.io/docs/languages/go/ and

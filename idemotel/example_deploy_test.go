@@ -30,7 +30,7 @@ func Example_deploy() {
 		if err != nil {
 			return err
 		}
-		lambda.StartHandler(otellambda.WrapHandler(lambda.NewHandler(h.Handle),
+		lambda.Start(otellambda.WrapHandler(lambda.NewHandler(h.Handle),
 			otellambda.WithTracerProvider(tp), otellambda.WithFlusher(tp)))
 		return nil
 	}

@@ -24,7 +24,7 @@ type order struct {
 
 // A Lambda function instrumented with otellambda, invoked twice with one order: idem's spans
 // are children of each invocation's span, and the retry's replay carries the first run's
-// key hash. In Lambda, lambda.StartHandler takes the instrumented handler and the provider
+// key hash. In Lambda, lambda.Start takes the instrumented handler and the provider
 // exports to a collector; here an in-memory exporter shows the spans.
 func Example_otellambda() {
 	exporter := tracetest.NewInMemoryExporter()
