@@ -27,7 +27,8 @@ type Guard struct {
 // The operation names what the guarded handlers do ("create-order", "credit-account"): it
 // is part of every stored key, beside the scope (see [WithScope]), so two operations of one
 // function never share a record, whatever keys their callers send. It must be non-empty,
-// at most [MaxOperationLength] bytes of printable ASCII, and contain no '#'. Keep it stable
+// at most [MaxOperationLength] bytes of printable ASCII, and contain no space, '#' or '.'
+// (the scope may hold dots: the operation is what follows the key's last one). Keep it stable
 // across deploys: a record is found again only under the same scope and operation.
 //
 // Invalid settings return an error wrapping [ErrInvalidOption] that names the option.

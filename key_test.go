@@ -39,11 +39,11 @@ func TestOperationsNeverShareRecords(t *testing.T) {
 
 func TestNewRefusesBadOperations(t *testing.T) {
 	t.Parallel()
-	for _, op := range []string{"", "has space", "has#hash", "caf\u00e9", string(make([]byte, idem.MaxOperationLength+1))} {
+	for _, op := range []string{"", "has space", "has#hash", "has.dot", "caf\u00e9", string(make([]byte, idem.MaxOperationLength+1))} {
 		_, err := idem.New(memstore.New(), op)
 		assert.Error(t, err, "%q", op)
 	}
-	_, err := idem.New(memstore.New(), "orders.create-v2")
+	_, err := idem.New(memstore.New(), "orders_create-v2")
 	assert.NoError(t, err)
 }
 
@@ -83,4 +83,24 @@ func TestKeys(t *testing.T) {
 	assert.NotEqual(t, a, b, "tenants never share a record")
 	assert.NotEqual(t, a, c)
 	assert.NotEqual(t, a, d, "tenant and key cannot be shifted into each other")
+}
+
+// TestScopeAndOperationNeverShareAKey: the stored key is "<scope>.<operation>#<hash>", so
+// a '.' in the operation would let two guards of different scopes and operations (scope
+// "a" with operation "b.test", scope "a.b" with "test") share every record, and one
+// replay the other's results. The operation may not hold a '.'.
+func TestScopeAndOperationNeverShareAKey(t *testing.T) {
+	t.Parallel()
+	store := memstore.New()
+	_, err := idem.New(store, "b.test", idem.WithScope("a"))
+	require.ErrorIs(t, err, idem.ErrInvalidOption, "an operation with a '.' is refused")
+	g1, err := idem.New(store, "b-test", idem.WithScope("a"))
+	require.NoError(t, err)
+	g2, err := idem.New(store, "test", idem.WithScope("a.b"))
+	require.NoError(t, err)
+	k1, err := g1.StoredKey(idem.Request{Key: "k"})
+	require.NoError(t, err)
+	k2, err := g2.StoredKey(idem.Request{Key: "k"})
+	require.NoError(t, err)
+	assert.NotEqual(t, k1, k2)
 }

@@ -3,6 +3,7 @@ package idem
 import (
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 )
@@ -378,8 +379,11 @@ func checkOperation(op string) error {
 	if op == "" || len(op) > MaxOperationLength {
 		return fmt.Errorf("%w: New: operation must be 1 to %d bytes", ErrInvalidOption, MaxOperationLength)
 	}
-	if !keyName(op) {
-		return fmt.Errorf("%w: New: operation %q: printable ASCII without spaces or '#' only", ErrInvalidOption, op)
+	// No '.': the stored key is "<scope>.<operation>#<hash>" and the scope may hold dots, so
+	// the operation is what follows the key prefix's last '.', and no two (scope, operation)
+	// pairs make one prefix.
+	if !keyName(op) || strings.Contains(op, ".") {
+		return fmt.Errorf("%w: New: operation %q: printable ASCII without spaces, '#' or '.' only", ErrInvalidOption, op)
 	}
 	return nil
 }

@@ -234,3 +234,11 @@ func (e *AttachedWriteError) Error() string {
 
 // Unwrap returns the cause.
 func (e *AttachedWriteError) Unwrap() error { return e.Err }
+
+// CheckAttached implements [idemstore.AttachChecker]: idem.Attach refuses at once, naming
+// its type, a value the completion could not run (anything but a non-nil [Write] or a
+// function of its signature), instead of failing the completion after the handler's work.
+func (s *Store) CheckAttached(attached []any) error {
+	_, err := attachedWrites(attached)
+	return err
+}

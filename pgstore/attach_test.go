@@ -225,7 +225,8 @@ func TestAttachedWriteOfAnotherType(t *testing.T) {
 	_, _, err := idem.Do(ctx, g, idem.Request{Key: "k"}, func(ctx context.Context) (out, error) {
 		return out{N: 1}, idem.Attach(ctx, func() error { return nil })
 	})
-	require.ErrorIs(t, err, idemstore.ErrNotCommitted)
+	require.ErrorIs(t, err, idemstore.ErrInvalidAttach, "refused at Attach, in the handler")
+	assert.Contains(t, err.Error(), "func() error", "the error names the type")
 	_, replayed, err := idem.Do(ctx, g, idem.Request{Key: "k"}, func(context.Context) (out, error) { return out{N: 2}, nil })
 	require.NoError(t, err)
 	assert.False(t, replayed, "the key was released")

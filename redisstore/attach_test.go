@@ -31,8 +31,7 @@ func TestAttachRefused(t *testing.T) {
 		return 1, idem.Attach(ctx, "INCR orders")
 	})
 	require.ErrorIs(t, err, redisstore.ErrAttachUnsupported)
-	require.ErrorIs(t, err, idemstore.ErrNotCommitted)
-	require.ErrorIs(t, err, idem.ErrStore)
+	require.ErrorIs(t, err, idemstore.ErrInvalidAttach, "refused at Attach, in the handler")
 	assert.Equal(t, []string{"evalsha", "evalsha"}, c.take(), "the claim and the release: no completion is sent")
 
 	v, replayed, err := idem.Do(ctx, g, idem.Request{Key: "k"}, func(context.Context) (int, error) {

@@ -55,9 +55,10 @@
 //
 // # Attached writes
 //
-// There are none: Redis cannot commit a write elsewhere atomically with the record, so a
-// completion that carries writes ([idem.Attach]) is refused before anything is sent, with
-// [ErrAttachUnsupported]; the key is released and the work runs again on a retry. Make
+// There are none: Redis cannot commit a write elsewhere atomically with the record, so
+// [idem.Attach] refuses every write at once, in the handler, with an error wrapping
+// [ErrAttachUnsupported] and idemstore.ErrInvalidAttach ([Store.CheckAttached]); a handler
+// that returns it releases the key, and the work runs again on a retry. Make
 // the handler's own effects idempotent, or use the DynamoDB store's transactional
 // completion.
 //

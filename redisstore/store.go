@@ -238,3 +238,13 @@ func (s *Store) checkSize(op, key string, rec *idemstore.Record, fields []any) e
 func (s *Store) fail(op string, err error) error {
 	return &idem.StoreError{Op: op, Err: err}
 }
+
+// CheckAttached implements [idemstore.AttachChecker]: idem.Attach refuses every attached
+// write at once, in the handler, with an error wrapping [ErrAttachUnsupported], rather
+// than failing the completion after the handler's work is done.
+func (s *Store) CheckAttached(attached []any) error {
+	if len(attached) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: attached write %d is %T", ErrAttachUnsupported, len(attached)-1, attached[len(attached)-1])
+}

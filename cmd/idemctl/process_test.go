@@ -65,7 +65,7 @@ func TestProcess(t *testing.T) {
 		{name: "no operation", env: env, args: []string{"show", "--scope", testScope, "--key", "order-1"}, code: exitUsage,
 			stderr: "--operation is required with --key: the operation name given to idem.New"},
 		{name: "bad operation", env: env, args: []string{"show", "--scope", testScope, "--operation", "a#b", "--key", "order-1"}, code: exitUsage,
-			stderr: `--scope or --operation: idem: invalid option: New: operation "a#b": printable ASCII without spaces or '#' only`},
+			stderr: `--scope or --operation: idem: invalid option: New: operation "a#b": printable ASCII without spaces, '#' or '.' only`},
 		{name: "operation without scope", env: env, args: []string{"list", "--operation", testOperation}, code: exitUsage,
 			stderr: "--operation needs --scope"},
 		{name: "no table", env: noEndpoint, args: []string{"show", "--stored-key", stuck}, code: exitUsage,
