@@ -183,8 +183,27 @@ func StoredKey(ctx context.Context) string {
 
 type storedKeyCtxKey struct{}
 
-// withStoredKey returns the context of a handler that runs without a lease (fail-open),
-// carrying its stored key for [StoredKey].
+// withStoredKey returns the context of a handler that runs without a lease (fail-open):
+// its stored key for [StoredKey], and no lease, even inside another guarded handler, so
+// that [Attach] and [Checkpoint] answer [ErrNoLease] rather than reach the enclosing
+// run's record.
 func withStoredKey(ctx context.Context, key string) context.Context {
-	return context.WithValue(ctx, storedKeyCtxKey{}, key)
+	return &unleased{Context: ctx, key: key}
+}
+
+// unleased is the context of a run without a lease; see withStoredKey.
+type unleased struct {
+	context.Context
+	key string
+}
+
+// Value hides any enclosing lease and answers the run's stored key.
+func (u *unleased) Value(k any) any {
+	switch k {
+	case leaseCtxKey{}:
+		return nil
+	case storedKeyCtxKey{}:
+		return u.key
+	}
+	return u.Context.Value(k)
 }

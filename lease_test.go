@@ -300,3 +300,45 @@ func TestHandlerContextIsTheCallers(t *testing.T) {
 	})
 	require.EqualError(t, err, "cancelled")
 }
+
+// TestStoredKeyOfNestedFailOpenRun: a guarded handler (operation "outer") calls a
+// second guard ("inner") whose store fails, with WithFailOpen. The inner handler runs
+// unguarded with withStoredKey(ctx, innerKey), but ctx still carries the outer run's lease,
+// and StoredKey looks at the lease first: the inner run's identity is the outer key. Two
+// inner requests of one outer run then derive the same downstream idempotency key (a
+// payment provider dedups the second payment), and the inner run's Attach and Checkpoint
+// land on the outer record instead of failing with ErrNoLease.
+func TestStoredKeyOfNestedFailOpenRun(t *testing.T) {
+	t.Parallel()
+	outer, err := idem.New(memstore.New(), "outer")
+	require.NoError(t, err)
+	faulty := storetest.NewFaulty(memstore.New())
+	faulty.Fail("claim", errors.New("store down"), false)
+	inner, err := idem.New(faulty, "inner", idem.WithFailOpen(true))
+	require.NoError(t, err)
+
+	innerReq := idem.Request{Key: "inner-1"}
+	wantInner, err := inner.StoredKey(innerReq)
+	require.NoError(t, err)
+	wantOuter, err := outer.StoredKey(idem.Request{Key: "outer-1"})
+	require.NoError(t, err)
+
+	var gotKey string
+	var attachErr, cpErr error
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, _, err = idem.Do(ctx, outer, idem.Request{Key: "outer-1"}, func(ctx context.Context) (int, error) {
+		_, _, err := idem.Do(ctx, inner, innerReq, func(ctx context.Context) (int, error) {
+			gotKey = idem.StoredKey(ctx)
+			attachErr = idem.Attach(ctx, func() error { return nil })
+			cpErr = idem.Checkpoint(ctx, "inner-charged")
+			return 1, nil
+		})
+		return 0, err
+	})
+	require.NoError(t, err)
+	t.Logf("inner StoredKey=%q (inner %q, outer %q); Attach: %v; Checkpoint: %v", gotKey, wantInner, wantOuter, attachErr, cpErr)
+	assert.Equal(t, wantInner, gotKey, "a fail-open run's StoredKey must be its own key, not the enclosing guarded run's")
+	assert.ErrorIs(t, attachErr, idem.ErrNoLease, "an unguarded (fail-open) run has no lease to attach to; it attached to the outer run's")
+	assert.Error(t, cpErr, "an unguarded (fail-open) run's Checkpoint wrote the outer record's checkpoint")
+}

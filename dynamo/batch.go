@@ -76,7 +76,9 @@ func (s *Store) ClaimMany(ctx context.Context, recs []*idemstore.Record, now tim
 		for j, i := range taken {
 			switch {
 			case err != nil:
-				out[i].Err = s.fail("claim", err)
+				// The insert met a record (DuplicateItem) that could not be read: say so
+				// with the error, so that the guard never fails open over it.
+				out[i].Prev, out[i].Err = metUnread(recs[i].Key), s.fail("claim", err)
 			case items[j] == nil:
 				single = append(single, i) // gone since, or left unprocessed: claim singly
 			default:

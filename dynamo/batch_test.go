@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -382,4 +383,44 @@ func TestBatchFallbacks(t *testing.T) {
 		}
 		assert.Equal(t, 2, api.updates)
 	})
+}
+
+// TestBatchClaimMetRecordNeverFailsOpen: a batch claim of two keys whose INSERTs
+// fail with DuplicateItem has met records that hold the keys (completed, say). When the
+// BatchGetItem that should read them fails, ClaimMany returns a bare ErrStore with no Prev,
+// and DoClaimed under WithFailOpen runs the handler unguarded: a second run of a key
+// that is recorded. The single-claim path never fails open here (the failed condition
+// returns the item it met).
+func TestBatchClaimMetRecordNeverFailsOpen(t *testing.T) {
+	t.Parallel()
+	api := &fakeAPI{
+		batch: func(in *dynamodb.BatchExecuteStatementInput) (*dynamodb.BatchExecuteStatementOutput, error) {
+			out := &dynamodb.BatchExecuteStatementOutput{Responses: make([]types.BatchStatementResponse, len(in.Statements))}
+			for i := range out.Responses {
+				code := types.BatchStatementErrorCodeEnumDuplicateItem
+				out.Responses[i].Error = &types.BatchStatementError{Code: code, Message: aws.String(string(code))}
+			}
+			return out, nil
+		},
+		batchGet: func(*dynamodb.BatchGetItemInput) (*dynamodb.BatchGetItemOutput, error) {
+			return nil, errOutage // throttled past the SDK's retries, say
+		},
+	}
+	s, err := dynamo.New(api, "t")
+	require.NoError(t, err)
+	g, err := idem.New(s, "op", idem.WithFailOpen(true))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b := g.Claim(ctx, []idem.Request{{Key: "a"}, {Key: "b"}})
+	var runs atomic.Int32
+	for i := 0; i < b.Len(); i++ {
+		_, _, err := idem.DoClaimed(ctx, b, i, func(context.Context) (int, error) {
+			runs.Add(1)
+			return 1, nil
+		})
+		t.Logf("DoClaimed(%d): %v", i, err)
+	}
+	b.Settle(ctx)
+	assert.Zero(t, runs.Load(), "the handler ran unguarded on keys the batch claim found taken (DuplicateItem)")
 }

@@ -120,7 +120,9 @@ func (s *Store) Claim(ctx context.Context, rec *idemstore.Record, now time.Time)
 		}
 		if len(item) == 0 {
 			if item, err = s.getItem(ctx, rec.Key); err != nil {
-				return nil, false, s.fail("claim", err)
+				// A record holds the key (the owner's transaction is on it): say so with
+				// the error, so that the guard never fails open over it.
+				return metUnread(rec.Key), false, s.fail("claim", err)
 			}
 			if item == nil {
 				continue // deleted since the put failed: the key is free, claim again
@@ -426,3 +428,8 @@ func (s *Store) updateOwned(ctx context.Context, op, key, token, ph, value strin
 	})
 	return s.leaseFail(op, err)
 }
+
+// metUnread is the record a claim met but could not read: only its key is known. Claim
+// returns it with the read's error, as the Store contract asks of a claim that learned a
+// record holds the key, so that the guard answers the error and never fails open.
+func metUnread(key string) *idemstore.Record { return &idemstore.Record{Key: key} }

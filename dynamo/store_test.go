@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
@@ -562,4 +563,29 @@ func TestNew(t *testing.T) {
 			assert.Contains(t, err.Error(), "dynamo: "+tc.wantErr)
 		})
 	}
+}
+
+// TestClaimMetTransactionNeverFailsOpen: a single claim that meets an owner's
+// completion transaction (TransactionConflictException: the item exists and is being
+// completed right now) reads the record; when that read fails, Claim returns a bare
+// ErrStore and Do under WithFailOpen runs the handler while the owner completes.
+func TestClaimMetTransactionNeverFailsOpen(t *testing.T) {
+	t.Parallel()
+	api := &fakeAPI{
+		put: func(*dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error) {
+			return nil, &types.TransactionConflictException{Message: aws.String("Transaction is ongoing for the item")}
+		},
+		get: func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) { return nil, errOutage },
+	}
+	s, err := dynamo.New(api, "t")
+	require.NoError(t, err)
+	g, err := idem.New(s, "op", idem.WithFailOpen(true))
+	require.NoError(t, err)
+	ran := false
+	_, _, err = idem.Do(context.Background(), g, idem.Request{Key: "a"}, func(context.Context) (int, error) {
+		ran = true
+		return 1, nil
+	})
+	t.Logf("Do: %v", err)
+	assert.False(t, ran, "the handler ran unguarded while another owner's transaction held the key")
 }

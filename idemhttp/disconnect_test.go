@@ -3,6 +3,7 @@ package idemhttp_test
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemhttp"
 )
 
 // TestClientDisconnectDoesNotEndTheRun: WithHeartbeat promises to extend the lease
@@ -118,4 +120,29 @@ func TestEarlyHintHeadersStayWithTheHint(t *testing.T) {
 	assert.Equal(t, int64(1), h.runs.Load())
 	assert.Empty(t, first.header.Values("Link"), "the handler removed Link before its final status")
 	assert.Equal(t, first.dump, strings.Replace(replay.dump, "Idempotent-Replayed: true\r\n", "", 1), "replay byte for byte")
+}
+
+// TestRunKeepsTheRequestDeadline: the run no longer ends with the client, but a deadline on
+// the request's context (a server's timeout) still bounds the handler and its lease.
+func TestRunKeepsTheRequestDeadline(t *testing.T) {
+	t.Parallel()
+	g := memGuard(t)
+	mw, err := idemhttp.Middleware(g)
+	require.NoError(t, err)
+	deadline := time.Now().Add(time.Hour)
+	var got time.Time
+	var ok bool
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, ok = r.Context().Deadline()
+		w.WriteHeader(http.StatusCreated)
+	})
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/", nil)
+	req.Header.Set("Idempotency-Key", "k-deadline")
+	rec := httptest.NewRecorder()
+	mw(h).ServeHTTP(rec, req)
+	require.Equal(t, http.StatusCreated, rec.Code)
+	require.True(t, ok, "the handler's context has a deadline")
+	assert.False(t, got.After(deadline), "no later than the request's: %v > %v", got, deadline)
 }

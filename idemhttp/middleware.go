@@ -132,6 +132,13 @@ func (m *middleware) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *
 // run whose lease was let go. stop releases the context's resources.
 func untilStarted(ctx context.Context) (run context.Context, started, stop func()) {
 	run, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	if d, ok := ctx.Deadline(); ok {
+		// A server's deadline (http.TimeoutHandler, say) still bounds the run and its lease.
+		var cancelDeadline context.CancelFunc
+		run, cancelDeadline = context.WithDeadline(run, d)
+		stopBoth := cancel
+		cancel = func() { cancelDeadline(); stopBoth() }
+	}
 	var once sync.Once
 	detached := make(chan struct{})
 	started = func() { once.Do(func() { close(detached) }) }

@@ -28,11 +28,12 @@ type Store interface {
 	// claim: a live one (absent, expired or lease-ended records are not live), or one whose
 	// lease ended with another checkpoint than rec's.
 	//
-	// A Claim that learned the refusing record but could not read all of it (a result kept
-	// apart, in a second read that failed) returns that record, without what it could not
-	// read, as prev together with the error: the key is held, so the guard never runs the
-	// handler unguarded (idem.WithFailOpen) and returns the error instead. With any other
-	// error prev is nil.
+	// A Claim that learned a record holds the key but could not read all of it (a result
+	// kept apart, in a second read that failed) or any of it (a read after a refused
+	// write that failed) returns that record, without what it could not read (at least
+	// its Key), as prev together with the error: the key is held, so the guard never runs
+	// the handler unguarded (idem.WithFailOpen) and returns the error instead. With any
+	// other error prev is nil.
 	Claim(ctx context.Context, rec *Record, now time.Time) (prev *Record, claimed bool, err error)
 
 	// Get reads the record for key with strong consistency. It returns nil and no error
