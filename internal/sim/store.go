@@ -248,37 +248,7 @@ func (s *batchStore) ClaimMany(ctx context.Context, recs []*idemstore.Record, no
 
 // CompleteMany implements idemstore.BatchStore: one request for the whole batch.
 func (s *batchStore) CompleteMany(ctx context.Context, recs []*idemstore.Record) []error {
-	keys := make([]string, len(recs))
-	tokens := make([]string, len(recs))
-	for i, r := range recs {
-		keys[i], tokens[i] = r.Key, r.LeaseToken
-	}
-	n := s.names(keys)
-	s.w.led.completeSent(s.w, actorOf(ctx), tokens)
-	a, d, err := s.request(ctx, "completeMany", n)
-	if err != nil {
-		return fill(len(recs), err)
-	}
-	if d.abort {
-		return fill(len(recs), errShutdown)
-	}
-	if d.fault == faultBefore {
-		return fill(len(recs), errInjected)
-	}
-	out := s.mem.CompleteMany(ctx, recs)
-	for i, err := range out {
-		s.w.led.completed(s.w, a, recs[i], err)
-	}
-	if d.fault == faultLose || d.fault == faultResend {
-		return fill(len(recs), errLost)
-	}
-	if err := s.respond(ctx, a, d, "completeMany", n); err != nil {
-		return fill(len(recs), err)
-	}
-	for i, err := range out {
-		s.w.led.completeAnswered(a, recs[i].LeaseToken, err)
-	}
-	return out
+	return s.completeMany(ctx, "completeMany", recs, func() []error { return s.mem.CompleteMany(ctx, recs) })
 }
 
 // CompleteManyAttached implements idemstore.BatchAttachStore: one request for the whole
@@ -288,6 +258,18 @@ func (s *batchStore) CompleteMany(ctx context.Context, recs []*idemstore.Record)
 // record alone with Complete and reads it back), a late answer; the caller may crash at any
 // of its points. The mutant complete-drops-attached drops the attached writes here too.
 func (s *batchStore) CompleteManyAttached(ctx context.Context, recs []*idemstore.Record, attached [][]any) []error {
+	return s.completeMany(ctx, "completeManyAttached", recs, func() []error {
+		if s.mutant == mutantCompleteDropsAttached {
+			attached = nil
+		}
+		return s.mem.CompleteManyAttached(ctx, recs, attached)
+	})
+}
+
+// completeMany is one batch completion request named op: apply makes it on the reference
+// store once the request has arrived without a fault before it, and the ledger records
+// what was sent, applied and answered, the faults as CompleteMany's doc says.
+func (s *batchStore) completeMany(ctx context.Context, op string, recs []*idemstore.Record, apply func() []error) []error {
 	keys := make([]string, len(recs))
 	tokens := make([]string, len(recs))
 	for i, r := range recs {
@@ -295,7 +277,7 @@ func (s *batchStore) CompleteManyAttached(ctx context.Context, recs []*idemstore
 	}
 	n := s.names(keys)
 	s.w.led.completeSent(s.w, actorOf(ctx), tokens)
-	a, d, err := s.request(ctx, "completeManyAttached", n)
+	a, d, err := s.request(ctx, op, n)
 	if err != nil {
 		return fill(len(recs), err)
 	}
@@ -305,17 +287,14 @@ func (s *batchStore) CompleteManyAttached(ctx context.Context, recs []*idemstore
 	if d.fault == faultBefore {
 		return fill(len(recs), errInjected)
 	}
-	if s.mutant == mutantCompleteDropsAttached {
-		attached = nil
-	}
-	out := s.mem.CompleteManyAttached(ctx, recs, attached)
+	out := apply()
 	for i, err := range out {
 		s.w.led.completed(s.w, a, recs[i], err)
 	}
 	if d.fault == faultLose || d.fault == faultResend {
 		return fill(len(recs), errLost)
 	}
-	if err := s.respond(ctx, a, d, "completeManyAttached", n); err != nil {
+	if err := s.respond(ctx, a, d, op, n); err != nil {
 		return fill(len(recs), err)
 	}
 	for i, err := range out {
