@@ -110,7 +110,9 @@ func TestClaimWithoutReturnedItem(t *testing.T) {
 		{"HolderRead", &fakeAPI{put: putFailsThen(0), get: getReturns(holderItem, nil)}, false, true, nil, 1, 1},
 		{"HolderGoneThenClaimed", &fakeAPI{put: putFailsThen(1), get: getReturns(nil, nil)}, true, false, nil, 2, 1},
 		{"HolderKeepsVanishing", &fakeAPI{put: putFailsThen(0), get: getReturns(nil, nil)}, false, false, idem.ErrStore, 3, 3},
-		{"ReadFails", &fakeAPI{put: putFailsThen(0), get: getReturns(nil, errOutage)}, false, false, idem.ErrStore, 1, 1},
+		// The failed condition says a record holds the key: it comes back (its key only)
+		// with the error, so that the guard never fails open over it.
+		{"ReadFails", &fakeAPI{put: putFailsThen(0), get: getReturns(nil, errOutage)}, false, true, idem.ErrStore, 1, 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
