@@ -26,8 +26,9 @@ import (
 // A failed condition fails the completion with an error wrapping [idem.ErrConditionFailed]
 // and a [*dynamo.AttachedWriteError] naming the write (and, as from DynamoDB, a
 // types.TransactionCanceledException), and the guard releases the key. A write DynamoDB
-// would refuse only when it runs it (arithmetic on a missing or non-number attribute)
-// fails the completion with an error wrapping [idemstore.ErrNotCommitted]. A write that DynamoDB would refuse before running it, and
+// would refuse only when it runs it (arithmetic on a missing or non-number attribute, or
+// whose result DynamoDB cannot store) fails the completion with an error wrapping
+// [idemstore.ErrNotCommitted]. A write that DynamoDB would refuse before running it, and
 // one outside the subset evaluated in memory, is refused by idem.Attach at once: a value
 // DynamoDB refuses, as [dynamo.Store.CheckAttached] refuses it (a number DynamoDB cannot
 // parse or store, an empty set, a set with a member twice, an attribute named "", an

@@ -253,5 +253,9 @@ func arith(op string, a, b types.AttributeValue) (types.AttributeValue, error) {
 	if op == "-" {
 		y.Neg(y)
 	}
-	return &types.AttributeValueMemberN{Value: formatNumber(x.Add(x, y))}, nil
+	// A result DynamoDB cannot store fails the write when it runs, as it does there.
+	if err := attrcheck.CheckNumber(x.Add(x, y)); err != nil {
+		return nil, errValidation{err.Error()}
+	}
+	return &types.AttributeValueMemberN{Value: formatNumber(x)}, nil
 }
