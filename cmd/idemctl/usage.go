@@ -22,7 +22,10 @@ Commands:
            filter keeps, and the count is printed at the end.
   release  End the lease of an in-progress record whose owner is known dead, so that the
            next request takes the key over at once and resumes from its checkpoint. The
-           record, its checkpoint and fingerprint stay. (An UpdateItem of the lease end.)
+           record, its checkpoint and fingerprint stay; the owner's token is replaced, so
+           an owner that was only hung has its next heartbeat, checkpoint or completion
+           refused and cannot take the lease back. (An UpdateItem of the lease end and
+           token.)
            A lease that has already ended needs no release: the next request takes over.
   delete   Delete a completed or failed record, so that the next request with the key runs
            the handler again. (A DeleteItem.)
