@@ -37,6 +37,12 @@ record being as shown (status, owner token, lease end, checkpoint, expiry): if a
 wrote it since, nothing is written and idemctl says so. --token PREFIX also requires the
 owner token to start with PREFIX, as an earlier show printed it.
 
+Stored values (checkpoints, keys, owner tokens, encodings) are printed as they are when
+plain, and Go-quoted otherwise: one with a space, quote, backslash or any character a
+terminal could obey (control characters, bidi overrides, invalid bytes) shows escaped, in
+quotes, so a record never writes to your terminal. --json escapes the same characters as
+\u sequences.
+
 Naming the record:
   --scope S       the guard's scope (idem.WithScope; by default the Lambda function's name)
   --operation O   the guard's operation, the name given to idem.New
