@@ -6,7 +6,8 @@
 //
 // It passes the same behaviour suite (package storetest) as every store in this
 // repository. Records live in the process only: a guard over it protects nothing across
-// Lambda execution environments.
+// Lambda execution environments, and a restart (a new execution environment, a crash)
+// forgets every record, so every key runs again. Use it for tests and local runs.
 package memstore
 
 import (
