@@ -206,6 +206,8 @@ func TestLeaseFail(t *testing.T) {
 				api := &fakeAPI{
 					update: func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) { return nil, tc.sdkErr },
 					del:    func(*dynamodb.DeleteItemInput) (*dynamodb.DeleteItemOutput, error) { return nil, tc.sdkErr },
+					// A refused extension without the item reads it: gone, so the lease is lost.
+					get: func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) { return &dynamodb.GetItemOutput{}, nil },
 				}
 				s, err := dynamo.New(api, "t")
 				require.NoError(t, err)

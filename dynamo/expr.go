@@ -74,6 +74,9 @@ const (
 	// ownedInProgressCondition also requires the lease to be running: a completed record
 	// needs no lease extension or checkpoint, and is never completed again or released.
 	ownedInProgressCondition = ownedCondition + " AND " + phStatus + " = :inprogress"
+	// extendCondition moves the lease end only later (or sets a missing one): a late
+	// extension never lowers it.
+	extendCondition = ownedInProgressCondition + " AND (attribute_not_exists(" + phLease + ") OR " + phLease + " <= :end)"
 	// releaseCondition deletes only a record without a checkpoint: one with a checkpoint is
 	// kept, its lease ended, so the retry resumes from it.
 	releaseCondition = ownedInProgressCondition + " AND attribute_not_exists(" + phCheckpoint + ")"

@@ -92,8 +92,8 @@ func TestExpressions(t *testing.T) {
 			func(ctx context.Context, s *dynamo.Store) error {
 				return s.Extend(ctx, "k", token, time.Now().Add(time.Minute))
 			},
-			owned, "SET #lease = :v",
-			[]string{"#lease", "#token", "#status"}, []string{":v", ":token", ":inprogress"},
+			owned + " AND (attribute_not_exists(#lease) OR #lease <= :end)", "SET #lease = :end",
+			[]string{"#lease", "#token", "#status"}, []string{":end", ":token", ":inprogress"},
 		},
 		{
 			"Checkpoint",

@@ -399,9 +399,61 @@ func (s *Store) endLease(ctx context.Context, key, token string) error {
 }
 
 // Extend implements [idemstore.Store] with one UpdateItem of the lease end, conditional on the
-// lease token and on the record still being in progress.
+// lease token, on the record still being in progress and on the stored end being no later
+// than the new one (or absent): an extension never lowers the stored end. The first
+// attempt of an earlier beat that the SDK resent may land after a later beat, and would
+// otherwise shorten the lease the owner's watchdog counts on. When the condition fails,
+// the record comes back with the error (ReturnValuesOnConditionCheckFailure, no extra
+// round trip): if it is ours, in progress, and its lease ends at or after leaseExpires,
+// the extension succeeds as it is; else it is [idem.ErrLeaseLost]. Only if DynamoDB
+// returns no item does a strongly consistent GetItem decide.
 func (s *Store) Extend(ctx context.Context, key, token string, leaseExpires time.Time) error {
-	return s.updateOwned(ctx, "extend", key, token, phLease, ":v", encodeEnd(leaseExpires, leaseExpiryUnit))
+	a := &s.cfg.attrs
+	end := encodeEnd(leaseExpires, leaseExpiryUnit)
+	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                aws.String(s.table),
+		Key:                      s.key(key),
+		UpdateExpression:         aws.String("SET " + phLease + " = :end"),
+		ConditionExpression:      aws.String(extendCondition),
+		ExpressionAttributeNames: a.names(phLease, phToken, phStatus),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":end":        end,
+			":token":      &types.AttributeValueMemberS{Value: token},
+			":inprogress": &types.AttributeValueMemberS{Value: string(idemstore.StatusInProgress)},
+		},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		item := ccf.Item
+		if len(item) == 0 {
+			if item, err = s.getItem(ctx, key); err != nil {
+				return s.fail("extend", err)
+			}
+		}
+		if s.extendedBeyond(item, token, end) {
+			return nil
+		}
+		return fmt.Errorf("dynamo: extend: %w: %w", idem.ErrLeaseLost, ccf)
+	}
+	if err != nil {
+		return s.fail("extend", err)
+	}
+	return nil
+}
+
+// extendedBeyond reports whether item, met by an extension's failed condition, is the
+// in-progress record of token with a lease that ends at or after end (as stored).
+func (s *Store) extendedBeyond(item map[string]types.AttributeValue, token string, end *types.AttributeValueMemberN) bool {
+	if len(item) == 0 {
+		return false
+	}
+	rec, err := s.decodeRecord(item)
+	if err != nil || rec.LeaseToken != token || rec.Status != idemstore.StatusInProgress || rec.LeaseExpires.IsZero() {
+		return false
+	}
+	want, err := decodeEpoch(end, leaseExpiryUnit)
+	return err == nil && !rec.LeaseExpires.Before(want)
 }
 
 // SetCheckpoint implements [idemstore.Store] with one UpdateItem of the checkpoint, conditional

@@ -59,8 +59,14 @@ type Store interface {
 	Release(ctx context.Context, key, token string) error
 
 	// Extend moves the lease end of the in-progress record for key to leaseExpires if its
-	// lease token equals token, else returns [ErrLeaseLost]. The guard never asks for an
-	// earlier end than one it stored; a store may keep the later of the two.
+	// lease token equals token, else returns [ErrLeaseLost]. It never lowers the stored
+	// end: an extension to an end before the stored one (the first attempt of an earlier
+	// extension, resent by a client and landing after a later one) changes nothing and
+	// returns nil, since the lease is the caller's and ends later still. A store whose
+	// write is conditional on the stored end treats a refused condition on the caller's
+	// own in-progress record with a later end as success. The owner's watchdog counts on
+	// the latest end it was told of, so a lowered end would let another caller take the
+	// key over while the handler still runs.
 	Extend(ctx context.Context, key, token string, leaseExpires time.Time) error
 
 	// SetCheckpoint records checkpoint on the in-progress record for key if its lease token

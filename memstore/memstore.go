@@ -172,7 +172,9 @@ func (s *Store) Release(ctx context.Context, key, token string) error {
 	return nil
 }
 
-// Extend implements [idemstore.Store].
+// Extend implements [idemstore.Store]. It never lowers the stored lease end: an
+// extension to an earlier end (the late first attempt of an earlier beat) succeeds and
+// leaves the later end.
 func (s *Store) Extend(ctx context.Context, key, token string, leaseExpires time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -183,8 +185,10 @@ func (s *Store) Extend(ctx context.Context, key, token string, leaseExpires time
 	if err != nil {
 		return err
 	}
-	r.LeaseExpires = leaseExpires
-	s.put(r)
+	if leaseExpires.After(r.LeaseExpires) {
+		r.LeaseExpires = leaseExpires
+		s.put(r)
+	}
 	return nil
 }
 
