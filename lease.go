@@ -23,6 +23,14 @@ type lease struct {
 	checkpoint string
 	attached   []any
 	closed     bool // the handler returned: later attachments would be lost
+
+	// cpSeq is the number of the last checkpoint write sent (see
+	// [idemstore.Record.CheckpointSeq]), from the claimed record's on.
+	cpSeq int64
+
+	// cpMu serializes the lease's checkpoint writes, so that they are sent in the order of
+	// their numbers, one at a time; it is held across the store call, l.mu is not.
+	cpMu sync.Mutex
 }
 
 type leaseCtxKey struct{}
@@ -58,6 +66,14 @@ func (l *lease) setConfirmedEnd(end time.Time) {
 	l.mu.Lock()
 	l.end = end
 	l.mu.Unlock()
+}
+
+// lastCheckpoint returns the lease's last checkpoint and the number of its last checkpoint
+// write sent.
+func (l *lease) lastCheckpoint() (string, int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.checkpoint, l.cpSeq
 }
 
 func (l *lease) takeAttached() []any {
@@ -127,7 +143,13 @@ func Attach(ctx context.Context, writes ...any) error {
 // outside the completion (a card charged at a payment provider, an email sent), never an
 // attached write: after a crash, the next owner would find such a checkpoint but not the
 // write, and skip the write for good. Every owner attaches every write its request needs,
-// whatever the checkpoint says (see ExampleAttach_withCheckpoint). Checkpoint returns
+// whatever the checkpoint says (see ExampleAttach_withCheckpoint).
+//
+// The checkpoints of one lease are numbered and sent one at a time (concurrent calls wait
+// for each other), and a store never lets a checkpoint write replace one numbered after
+// it: a write whose first attempt reaches the store late, after a client's resend
+// succeeded and a later checkpoint was recorded, changes nothing, so the next owner
+// resumes from the last checkpoint recorded, never an earlier one. Checkpoint returns
 // [ErrLeaseLost] if the lease was taken over, an error wrapping [ErrStore] if the store
 // failed, and an error outside a guarded handler.
 func Checkpoint(ctx context.Context, checkpoint string) error {
@@ -135,8 +157,16 @@ func Checkpoint(ctx context.Context, checkpoint string) error {
 	if l == nil {
 		return ErrNoLease
 	}
+	// Each write gets the next number, whether or not an earlier one failed: a write whose
+	// outcome is unknown may still land, and must not land on a later one.
+	l.cpMu.Lock()
+	defer l.cpMu.Unlock()
+	l.mu.Lock()
+	l.cpSeq++
+	seq := l.cpSeq
+	l.mu.Unlock()
 	start := l.g.now()
-	err := l.g.store.SetCheckpoint(ctx, l.key, l.token, checkpoint)
+	err := l.g.store.SetCheckpoint(ctx, l.key, l.token, checkpoint, seq)
 	if err != nil {
 		err = storeErr("checkpoint", err)
 		l.g.storeFailed(ctx, l.key, "checkpoint", start, err)

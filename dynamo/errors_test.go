@@ -157,7 +157,7 @@ func TestSDKErrorsAreStoreErrors(t *testing.T) {
 		{"complete", store.Complete(ctx, done, nil)},
 		{"release", store.Release(ctx, "k", "tok")},
 		{"extend", store.Extend(ctx, "k", "tok", now)},
-		{"checkpoint", store.SetCheckpoint(ctx, "k", "tok", "cp")},
+		{"checkpoint", store.SetCheckpoint(ctx, "k", "tok", "cp", 1)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.op, func(t *testing.T) {
@@ -186,7 +186,7 @@ func TestLeaseFail(t *testing.T) {
 		{"extend", func(s *dynamo.Store) error {
 			return s.Extend(context.Background(), "k", "tok", time.Now().Add(time.Minute))
 		}},
-		{"checkpoint", func(s *dynamo.Store) error { return s.SetCheckpoint(context.Background(), "k", "tok", "cp") }},
+		{"checkpoint", func(s *dynamo.Store) error { return s.SetCheckpoint(context.Background(), "k", "tok", "cp", 1) }},
 		{"release", func(s *dynamo.Store) error { return s.Release(context.Background(), "k", "tok") }},
 	}
 	cases := []struct {

@@ -456,29 +456,34 @@ func (s *Store) extendedBeyond(item map[string]types.AttributeValue, token strin
 	return err == nil && !rec.LeaseExpires.Before(want)
 }
 
-// SetCheckpoint implements [idemstore.Store] with one UpdateItem of the checkpoint, conditional
-// on the lease token and on the record still being in progress.
-func (s *Store) SetCheckpoint(ctx context.Context, key, token, checkpoint string) error {
-	return s.updateOwned(ctx, "checkpoint", key, token, phCheckpoint, ":v", &types.AttributeValueMemberS{Value: checkpoint})
-}
-
-// updateOwned sets the attribute behind placeholder ph to v, named value in the request,
-// on the in-progress record owned by token.
-func (s *Store) updateOwned(ctx context.Context, op, key, token, ph, value string, v types.AttributeValue) error {
+// SetCheckpoint implements [idemstore.Store] with one UpdateItem of the checkpoint and its
+// number, conditional on the lease token, on the record still being in progress, and on
+// the stored number being below seq (or absent, as in records of the Powertools
+// utilities), or equal to it with the same checkpoint (a resend of a write that landed,
+// which writes the same values again):
+//
+//	#token = :token AND #status = :inprogress AND (attribute_not_exists(#cpseq)
+//	OR #cpseq < :seq OR (#cpseq = :seq AND #cp = :cp))
+//
+// A late first attempt of an earlier checkpoint, resent by the SDK and landing after a
+// later one, thus fails its condition ([idem.ErrLeaseLost], an answer nobody waits for)
+// and never replaces the later checkpoint.
+func (s *Store) SetCheckpoint(ctx context.Context, key, token, checkpoint string, seq int64) error {
 	a := &s.cfg.attrs
 	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                aws.String(s.table),
 		Key:                      s.key(key),
-		UpdateExpression:         aws.String("SET " + ph + " = " + value),
-		ConditionExpression:      aws.String(ownedInProgressCondition),
-		ExpressionAttributeNames: a.names(ph, phToken, phStatus),
+		UpdateExpression:         aws.String("SET " + phCheckpoint + " = :cp, " + phCpSeq + " = :seq"),
+		ConditionExpression:      aws.String(checkpointCondition),
+		ExpressionAttributeNames: a.names(phCheckpoint, phCpSeq, phToken, phStatus),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			value:         v,
+			":cp":         &types.AttributeValueMemberS{Value: checkpoint},
+			":seq":        &types.AttributeValueMemberN{Value: strconv.FormatInt(seq, 10)},
 			":token":      &types.AttributeValueMemberS{Value: token},
 			":inprogress": &types.AttributeValueMemberS{Value: string(idemstore.StatusInProgress)},
 		},
 	})
-	return s.leaseFail(op, err)
+	return s.leaseFail("checkpoint", err)
 }
 
 // metUnread is the record a claim met but could not read: only its key is known. Claim

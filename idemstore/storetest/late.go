@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -57,4 +58,83 @@ func (h Harness) lateExtension(t *testing.T) {
 	rec, err = f.store.Get(ctx, k)
 	require.NoError(t, err)
 	assert.True(t, rec.LeaseExpires.Equal(later), "another token's extension changes nothing")
+}
+
+// lateCheckpoint sends checkpoint writes as an owner's client may deliver them: each
+// resent (the second attempt finds its own write), and earlier ones arriving late, after
+// later ones. A late write never replaces a later checkpoint, even one with the same value
+// as an earlier write (A, B, A: the late B must not land on the second A).
+func (h Harness) lateCheckpoint(t *testing.T) {
+	f := h.fixture(t)
+	ctx := context.Background()
+	now := f.clock.Now()
+	k := ownedRecord(t, f, "tok", now.Add(time.Minute))
+	stored := func() *idemstore.Record {
+		t.Helper()
+		rec, err := f.store.Get(ctx, k)
+		require.NoError(t, err)
+		require.NotNil(t, rec)
+		return rec
+	}
+
+	require.NoError(t, f.store.SetCheckpoint(ctx, k, "tok", "charged", 1))
+	require.NoError(t, f.store.SetCheckpoint(ctx, k, "tok", "charged", 1), "a resend of a write that landed succeeds")
+	require.NoError(t, f.store.SetCheckpoint(ctx, k, "tok", "shipped", 2))
+	err := f.store.SetCheckpoint(ctx, k, "tok", "charged", 1) // the first attempt, late
+	if err != nil {
+		assert.ErrorIs(t, err, idem.ErrLeaseLost, "a late write is refused, not a store failure")
+	}
+	rec := stored()
+	assert.Equal(t, "shipped", rec.Checkpoint, "a late write never replaces a later checkpoint")
+	assert.Equal(t, int64(2), rec.CheckpointSeq)
+
+	require.NoError(t, f.store.SetCheckpoint(ctx, k, "tok", "charged", 3)) // A, B, A
+	_ = f.store.SetCheckpoint(ctx, k, "tok", "shipped", 2)
+	rec = stored()
+	assert.Equal(t, "charged", rec.Checkpoint, "a late B never lands on the second A")
+	assert.Equal(t, int64(3), rec.CheckpointSeq)
+
+	assert.ErrorIs(t, f.store.SetCheckpoint(ctx, k, "other", "forged", 9), idem.ErrLeaseLost)
+	assert.Equal(t, "charged", stored().Checkpoint, "another token's write changes nothing")
+}
+
+// checkpointSeqCarried: a record written without checkpoint numbers (as the Powertools
+// utilities, or this module before them, write it) takes numbered checkpoints, and the
+// number travels with the checkpoint through a takeover, so that the new owner's
+// checkpoints number on from it and its completion keeps it.
+func (h Harness) checkpointSeqCarried(t *testing.T) {
+	f := h.fixture(t, idem.WithLease(time.Minute))
+	ctx := context.Background()
+	now := f.clock.Now()
+	k := ownedRecord(t, f, "tok", now.Add(time.Minute))
+	require.NoError(t, f.store.SetCheckpoint(ctx, k, "tok", "charged", 1), "an absent number counts as 0")
+
+	req := idem.Request{Key: key(t)}
+	_, _, err := do(h, ctx, f.guard, req, func(ctx context.Context) (result, error) {
+		if err := idem.Checkpoint(ctx, "charged"); err != nil {
+			return result{}, err
+		}
+		if err := idem.Checkpoint(ctx, "shipped"); err != nil {
+			return result{}, err
+		}
+		return result{}, errors.New("carrier down") // released, the checkpoint kept
+	})
+	require.Error(t, err)
+	rec := storedRecord(t, f, req.Key)
+	assert.Equal(t, "shipped", rec.Checkpoint)
+	assert.Equal(t, int64(2), rec.CheckpointSeq)
+
+	v, _, err := do(h, ctx, f.guard, req, func(ctx context.Context) (result, error) {
+		last := idem.LastCheckpoint(ctx)
+		if err := idem.Checkpoint(ctx, "delivered"); err != nil {
+			return result{}, err
+		}
+		return result{Msg: last}, nil
+	})
+	require.NoError(t, err)
+	assert.Equal(t, "shipped", v.Msg)
+	rec = storedRecord(t, f, req.Key)
+	assert.Equal(t, idemstore.StatusCompleted, rec.Status)
+	assert.Equal(t, "delivered", rec.Checkpoint)
+	assert.Equal(t, int64(3), rec.CheckpointSeq, "the new owner numbers on from the carried checkpoint")
 }

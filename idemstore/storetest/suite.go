@@ -102,6 +102,8 @@ func Run(t *testing.T, h Harness) {
 	t.Run("IncompatibleRecord", h.incompatible)
 	t.Run("StoreFailures", h.storeFailures)
 	t.Run("LateExtension", h.lateExtension)
+	t.Run("LateCheckpoint", h.lateCheckpoint)
+	t.Run("CheckpointSeqCarried", h.checkpointSeqCarried)
 	if h.NewCounter != nil {
 		t.Run("TransactionalCompletion", h.transactional)
 		if _, ok := h.NewStore(t).(idemstore.BatchAttachStore); ok {
