@@ -3,8 +3,10 @@ package idem
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/idemkit/idem/idemstore"
 )
@@ -84,6 +86,12 @@ func (l *lease) takeAttached() []any {
 	return a
 }
 
+// MaxCheckpointLen is the longest checkpoint [Checkpoint] takes, in bytes: 1 KiB. A
+// checkpoint is a progress marker ("payment_charged"), not state; it lives in the record
+// for as long as the record does, every claim that takes the key over carries it, and on
+// DynamoDB a replay's claim is billed one write unit per KB of the record it meets.
+const MaxCheckpointLen = 1024
+
 // errAttachLate is returned by [Attach] after the handler returned.
 var errAttachLate = fmt.Errorf("%w: the handler already returned", ErrNoLease)
 
@@ -145,6 +153,10 @@ func Attach(ctx context.Context, writes ...any) error {
 // write, and skip the write for good. Every owner attaches every write its request needs,
 // whatever the checkpoint says (see ExampleAttach_withCheckpoint).
 //
+// A checkpoint is kept byte for byte on every store. It must be valid UTF-8 without NUL
+// bytes, not empty, and at most [MaxCheckpointLen] bytes long; Checkpoint refuses any
+// other with an error wrapping [ErrInvalidCheckpoint], and writes nothing.
+//
 // The checkpoints of one lease are numbered and sent one at a time (concurrent calls wait
 // for each other), and a store never lets a checkpoint write replace one numbered after
 // it: a write whose first attempt reaches the store late, after a client's resend
@@ -156,6 +168,9 @@ func Checkpoint(ctx context.Context, checkpoint string) error {
 	l := leaseFrom(ctx)
 	if l == nil {
 		return ErrNoLease
+	}
+	if err := checkCheckpoint(checkpoint); err != nil {
+		return err
 	}
 	// Each write gets the next number, whether or not an earlier one failed: a write whose
 	// outcome is unknown may still land, and must not land on a later one.
@@ -175,6 +190,25 @@ func Checkpoint(ctx context.Context, checkpoint string) error {
 	l.mu.Lock()
 	l.checkpoint = checkpoint
 	l.mu.Unlock()
+	return nil
+}
+
+// checkCheckpoint refuses a checkpoint that some store would not keep exactly: DynamoDB
+// and PostgreSQL take only valid UTF-8 (the SDK turns an invalid byte into U+FFFD, so the
+// next owner would resume from a checkpoint nobody wrote; PostgreSQL fails every run), and
+// PostgreSQL's text no NUL. An empty checkpoint is no checkpoint to some stores and an
+// empty value to others. The length bound is the same on every store.
+func checkCheckpoint(checkpoint string) error {
+	switch {
+	case checkpoint == "":
+		return fmt.Errorf("%w: empty", ErrInvalidCheckpoint)
+	case len(checkpoint) > MaxCheckpointLen:
+		return fmt.Errorf("%w: %d bytes, more than %d", ErrInvalidCheckpoint, len(checkpoint), MaxCheckpointLen)
+	case !utf8.ValidString(checkpoint):
+		return fmt.Errorf("%w: not valid UTF-8", ErrInvalidCheckpoint)
+	case strings.IndexByte(checkpoint, 0) >= 0:
+		return fmt.Errorf("%w: holds a NUL byte", ErrInvalidCheckpoint)
+	}
 	return nil
 }
 

@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -137,4 +138,43 @@ func (h Harness) checkpointSeqCarried(t *testing.T) {
 	assert.Equal(t, idemstore.StatusCompleted, rec.Status)
 	assert.Equal(t, "delivered", rec.Checkpoint)
 	assert.Equal(t, int64(3), rec.CheckpointSeq, "the new owner numbers on from the carried checkpoint")
+}
+
+// checkpointKeptExactly: a checkpoint is kept byte for byte on every store, non-ASCII
+// UTF-8 included, and the next owner reads exactly what the first wrote; what some store
+// could not keep exactly (invalid UTF-8, a NUL byte, an empty or an over-long checkpoint)
+// is refused by idem.Checkpoint itself, on every store alike, before anything is written.
+func (h Harness) checkpointKeptExactly(t *testing.T) {
+	f := h.fixture(t, idem.WithLease(time.Minute))
+	const valid = "paid 12,50 € · ✓ 支払い済み 💳 \u00e9\u0301 \t\"'\\ <&>"
+	invalid := map[string]string{
+		"InvalidUTF8": "charged\xff",
+		"Surrogate":   "charged\xed\xa0\x80",
+		"NUL":         "charged\x00shipped",
+		"Empty":       "",
+		"TooLong":     strings.Repeat("é", idem.MaxCheckpointLen/2+1),
+	}
+	req := idem.Request{Key: key(t)}
+	_, _, err := do(h, context.Background(), f.guard, req, func(ctx context.Context) (result, error) {
+		if err := idem.Checkpoint(ctx, valid); err != nil {
+			return result{}, err
+		}
+		for name, cp := range invalid {
+			err := idem.Checkpoint(ctx, cp)
+			assert.ErrorIs(t, err, idem.ErrInvalidCheckpoint, name)
+			assert.NotErrorIs(t, err, idem.ErrStore, name)
+		}
+		assert.Equal(t, valid, idem.LastCheckpoint(ctx), "a refused checkpoint changes nothing")
+		require.NoError(t, idem.Checkpoint(ctx, strings.Repeat("é", idem.MaxCheckpointLen/2)), "the longest accepted")
+		require.NoError(t, idem.Checkpoint(ctx, valid))
+		return result{}, errors.New("carrier down") // released, the checkpoint kept
+	})
+	require.Error(t, err)
+	assert.Equal(t, valid, storedRecord(t, f, req.Key).Checkpoint)
+
+	v, _, err := do(h, context.Background(), f.guard, req, func(ctx context.Context) (result, error) {
+		return result{Msg: idem.LastCheckpoint(ctx)}, nil
+	})
+	require.NoError(t, err)
+	assert.Equal(t, valid, v.Msg, "the next owner resumes from exactly the checkpoint written")
 }
