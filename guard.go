@@ -290,14 +290,15 @@ func (g *Guard) claimed(ctx context.Context, rec *idemstore.Record, now time.Tim
 // gets [ErrPayloadMismatch]: the key stays with prev's request until it completes or the
 // record expires. A record past its expiry is replaced without its checkpoint.
 func (g *Guard) carryCheckpoint(ctx context.Context, rec, prev *idemstore.Record, now time.Time) error {
-	rec.Checkpoint = ""
+	rec.Checkpoint, rec.CheckpointSeq = "", 0
 	if prev.Expired(now) || prev.Checkpoint == "" {
 		return nil
 	}
 	if err := g.checkFingerprint(ctx, prev, rec.Fingerprint); err != nil {
 		return err
 	}
-	rec.Checkpoint = prev.Checkpoint
+	// With its number: the new owner's checkpoints number on from it.
+	rec.Checkpoint, rec.CheckpointSeq = prev.Checkpoint, prev.CheckpointSeq
 	return nil
 }
 

@@ -68,6 +68,7 @@
 //	})
 //
 // The table is the one [Schema] describes; [CreateTable] makes it for tests and local runs.
+// A table made by a version of schema 1 needs [UpgradeStatement] first.
 //
 // # Durability
 //

@@ -114,7 +114,7 @@ func TestChangeConditional(t *testing.T) {
 			name: "release: owner checkpoint", action: "release",
 			setup: func(t *testing.T, e *env) { e.claim(t, "k", deadToken, e.now.Add(time.Minute), "one") },
 			race: func(t *testing.T, e *env) {
-				require.NoError(t, e.store.SetCheckpoint(ctx, e.key(t, "k"), deadToken, "two"))
+				require.NoError(t, e.store.SetCheckpoint(ctx, e.key(t, "k"), deadToken, "two", 2))
 			},
 			want: func(t *testing.T, _ *env, rec *idemstore.Record) { assert.Equal(t, "two", rec.Checkpoint) },
 		},
