@@ -52,10 +52,9 @@ func TestReleaseTakeover(t *testing.T) {
 	assert.Equal(t, "resumed after payment_charged", got)
 }
 
-// TestReleaseFencesTheOwner releases a hung owner's lease: its next heartbeat or
-// completion (conditional on its token, as its checkpoints are) is refused with
-// ErrLeaseLost, so it can neither take the lease back nor overwrite the record the next
-// request takes over.
+// TestReleaseFencesTheOwner releases a hung owner's lease: its next heartbeat, checkpoint
+// or completion (conditional on its token) is refused with ErrLeaseLost, so it can neither
+// take the lease back nor overwrite the record the next request takes over.
 func TestReleaseFencesTheOwner(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -65,6 +64,9 @@ func TestReleaseFencesTheOwner(t *testing.T) {
 	}{
 		{"heartbeat", func(e *env, key string) error {
 			return e.store.Extend(ctx, key, deadToken, e.now.Add(10*time.Minute))
+		}},
+		{"checkpoint", func(e *env, key string) error {
+			return e.store.SetCheckpoint(ctx, key, deadToken, "shipped", 2)
 		}},
 		{"completion", func(e *env, key string) error {
 			return e.store.Complete(ctx, &idemstore.Record{Key: key, Status: idemstore.StatusCompleted, LeaseToken: deadToken,
