@@ -55,7 +55,8 @@
 // The meaning of each store failure, and of the problem types, is that of lambdawrap. Errors
 // are RFC 9457 problem details (application/problem+json) whose type is one of the Problem
 // constants. The header name is matched in any case; its value may be an RFC 8941 quoted
-// string, which is unquoted; repeated headers must carry the same key.
+// string, which is unquoted, with or without parameters, which are checked and ignored
+// (`"k";v=1` is the key k); repeated headers must carry the same key.
 //
 // An http.Handler returns no error, so a handler that meets idem's own errors tells the
 // middleware by answering with them: a handler whose idem.Checkpoint fails with

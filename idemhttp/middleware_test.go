@@ -297,6 +297,8 @@ func TestKeyHeader(t *testing.T) {
 		{name: "two values", method: http.MethodPost, keys: []string{"a", "b"}, status: 400, typ: idemhttp.ProblemInvalidKey},
 		{name: "two values, optional", method: http.MethodPost, keys: []string{"a", "b"}, optional: true, status: 400, typ: idemhttp.ProblemInvalidKey},
 		{name: "repeated, same", method: http.MethodPost, keys: []string{"a", `"a"`}, status: 201, runs: 1},
+		{name: "parameters are ignored", method: http.MethodPost, keys: []string{`"a";v=1`, "a", `"a"; b=?0;c="x,y"`}, status: 201, runs: 1},
+		{name: "malformed parameters", method: http.MethodPost, keys: []string{`"a";V=1`}, status: 400, typ: idemhttp.ProblemInvalidKey},
 		{name: "longest", method: http.MethodPost, keys: []string{strings.Repeat("k", 255)}, status: 201, runs: 1},
 		{name: "PATCH is guarded", method: http.MethodPatch, keys: []string{"a"}, status: 201, runs: 1},
 		{name: "PUT passes through", method: http.MethodPut, keys: []string{"a"}, status: 201, runs: 2},

@@ -10,7 +10,8 @@ const (
 	// required (see [WithKeyRequired]).
 	ProblemMissingKey = problemBase + httpsem.ProblemMissingKey
 	// ProblemInvalidKey (400): the key is empty, longer than 255 characters, not printable
-	// ASCII, badly quoted, or the header has two different values.
+	// ASCII, badly quoted, with malformed RFC 8941 parameters, or the header has two
+	// different values.
 	ProblemInvalidKey = problemBase + httpsem.ProblemInvalidKey
 	// ProblemInvalidRequest (400): the request body could not be read.
 	ProblemInvalidRequest = problemBase + httpsem.ProblemInvalidRequest

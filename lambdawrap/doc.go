@@ -54,7 +54,8 @@
 // replays the committed response or runs the handler again.
 //
 // The header name is matched in any case, in single- and multi-value header maps; its value
-// may be an RFC 8941 quoted string, which is unquoted. HTTP APIs and function URLs join a
+// may be an RFC 8941 quoted string, which is unquoted, with or without parameters, which
+// are checked and ignored (`"k";v=1` is the key k). HTTP APIs and function URLs join a
 // repeated header's values with commas, so a bare key containing a comma reads as two
 // values and is refused; quote it. Errors are RFC 9457 problem details
 // (application/problem+json) whose type is one of the Problem constants.

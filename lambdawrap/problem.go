@@ -9,7 +9,8 @@ const (
 	// required (see [WithKeyRequired]).
 	ProblemMissingKey = problemBase + httpsem.ProblemMissingKey
 	// ProblemInvalidKey (400): the key is empty, longer than [MaxKeyLength], not printable
-	// ASCII, badly quoted, or the header has two different values.
+	// ASCII, badly quoted, with malformed RFC 8941 parameters, or the header has two
+	// different values.
 	ProblemInvalidKey = problemBase + httpsem.ProblemInvalidKey
 	// ProblemInvalidRequest (400): the request could not be fingerprinted: a body marked
 	// base64 that does not decode, or an error from [WithFingerprint].
