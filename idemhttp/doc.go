@@ -10,7 +10,8 @@
 //
 // The middleware finds the request's key, reads the body to fingerprint the request, and
 // hands the handler to an [idem.Guard], which claims the key, runs the handler, and
-// stores its response: status, headers (every value, Set-Cookie included) and body. The
+// stores its response: status, headers (every value, Set-Cookie included, byte for byte,
+// even a value that is not UTF-8) and body. The
 // handler writes to a ResponseWriter that holds the response back until the outcome is
 // recorded, then sends it; a retry gets the stored response with "Idempotent-Replayed:
 // true" and the handler does not run. Only the handler's own headers are stored: what

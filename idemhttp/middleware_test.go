@@ -101,6 +101,15 @@ func TestReplayByteForByte(t *testing.T) {
 		{name: "client error", answer: func(w http.ResponseWriter) {
 			http.Error(w, "no such sku", http.StatusBadRequest)
 		}},
+		{name: "header values with obs-text", answer: func(w http.ResponseWriter) {
+			// A Latin-1 file name: bytes 0x80-0xFF that are not UTF-8, as RFC 9110's
+			// obs-text allows in a field value.
+			w.Header().Set("Content-Disposition", "attachment; filename=\"caf\xe9 \xa9.txt\"")
+			w.Header().Add("X-Mixed", "plain")
+			w.Header().Add("X-Mixed", "\xff\x80 and \xc3\xa9")
+			w.Header().Set("X-Utf8", "café")
+			_, _ = io.WriteString(w, "file")
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
