@@ -45,6 +45,7 @@
 //	same key, completed                                    the stored response + Idempotent-Replayed: true
 //	handler answers 5xx, 409, 429 (see WithCacheable)      that response; nothing stored, key released
 //	handler panics                                         the panic goes on; nothing stored, key released
+//	handler's context ended and it wrote nothing           503 with Retry-After; nothing stored, key released
 //	store unavailable before the handler ran               503 with Retry-After; the handler did not run
 //	handler ran, store committed nothing of its outcome    503 with Retry-After; key released, a retry runs again
 //	handler ran, store failed to record its outcome        the handler's response, logged at ERROR
@@ -64,6 +65,17 @@
 // idem.ErrLeaseLost or idem.ErrStore answers 409 or 503 itself. The middleware stores no
 // 409 or 5xx (by default), so the key is released and a retry runs again, as lambdawrap
 // answers the same errors when a Lambda handler returns them.
+//
+// # A handler that gives up
+//
+// A handler's context ends when its lease runs out (see above) or at a server's deadline
+// (http.TimeoutHandler, say). A handler that then gives up should do what net/http's
+// idiom says and return without writing anything: that is no answer, so the middleware
+// stores nothing, releases the key and answers 503 [ProblemAborted] with Retry-After, and
+// the client's retry runs the handler again (TestAbortedRunReleasesTheKey). Whatever a
+// handler writes, even a bare 200, is its answer, stored like any other: a handler that
+// did its work should say so. One that cannot tell may answer 503 itself, which is not
+// stored either.
 //
 // # Request bodies
 //

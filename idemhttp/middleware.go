@@ -79,6 +79,11 @@ func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 	v, resp, err := m.guard.Run(runCtx, &req, ir, nil, func(ctx context.Context) (httpsem.Response, error) {
 		started()
 		next.ServeHTTP(rec, r.WithContext(ctx))
+		if ctx.Err() != nil && rec.empty() {
+			// The handler gave up when its context ended, net/http's way: it wrote
+			// nothing. That is no 200 to store; no status tells httpsem so.
+			return httpsem.Response{}, nil
+		}
 		return rec.response()
 	})
 	switch {

@@ -50,6 +50,11 @@ const (
 	// retry gets 409; after it, a retry replays the response if the writes committed, and
 	// runs the handler again if they did not.
 	ProblemOutcomeUnknown = problemBase + httpsem.ProblemOutcomeUnknown
+	// ProblemAborted (503): the handler's context ended (its lease ran out, or a server
+	// deadline such as http.TimeoutHandler's passed) and it returned without writing a
+	// response: the run gave up. Nothing was stored and the key was released, so a retry
+	// after Retry-After runs the handler again.
+	ProblemAborted = problemBase + httpsem.ProblemAborted
 )
 
 // problemBase is the address of this package's documentation, where each problem type is

@@ -137,6 +137,10 @@ func (r *recorder) passThrough() {
 	r.body = bytes.Buffer{}
 }
 
+// empty reports whether the handler wrote nothing: no final status, no body, no flush, no
+// hijack (an informational status is no answer).
+func (r *recorder) empty() bool { return r.status == 0 && !r.hijacked }
+
 // response returns what the guard records of the handler's response: the response, or
 // with NotStored when it was passed through or has trailers (which the stored form does
 // not carry), or errHijacked.

@@ -31,6 +31,7 @@
 //	handler returns 5xx, 409, 429 (see WithCacheable)      that response; nothing stored, key released
 //	handler returns an error                               the error, to Lambda; nothing stored
 //	handler returns idem's lost lease or store failure     409 or 503 with Retry-After, as elsewhere; key released
+//	handler's context ended, it returned a zero response   503 with Retry-After; nothing stored, key released
 //	store unavailable before the handler ran               503 with Retry-After; the handler did not run
 //	authenticated, but no caller identity (see below)      500; the handler did not run
 //	handler ran, store committed nothing of its outcome    503 with Retry-After; key released, a retry runs again
@@ -64,6 +65,13 @@
 // [idem.Checkpoint] finds its lease lost or the store failing, the error it returns is
 // answered as the same error is anywhere else, 409 [ProblemLeaseLost] or 503
 // [ProblemStoreUnavailable] with Retry-After, and the key is released.
+//
+// A handler's context ends at the invocation's deadline, or when its lease runs out (see
+// idem.WithMaxLease). A handler that then gives up should return its context's error
+// (context.Cause(ctx)), which goes to Lambda with nothing stored, or a zero response (no
+// status code): that is no answer, so the decorator stores nothing, releases the key and
+// answers 503 [ProblemAborted] with Retry-After, and a retry runs the handler again. A
+// response with a status is the handler's answer and is stored like any other.
 //
 // The decorators log and report through their guard: its logger (idem.WithLogger) gets
 // what is answered rather than returned to Lambda (a failing store, a response that cannot
