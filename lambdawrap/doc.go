@@ -77,7 +77,9 @@
 // what is answered rather than returned to Lambda (a failing store, a response that cannot
 // be replayed, a run without a key, a caller it cannot identify), and its hooks
 // (idem.WithHooks) get, besides the guard's own events, OnUnguarded for every run without
-// a key and every request refused for an unknown caller.
+// a key and every request refused for an unknown caller. Log lines and events name a
+// request by its stored key (idem.Guard.StoredKey), never by the raw key, which may be
+// personal data; nor do the errors returned to Lambda carry it (TestRawKeyNeverLogged).
 //
 // # Options
 //
