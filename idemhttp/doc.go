@@ -45,6 +45,7 @@
 //	same key, completed                                    the stored response + Idempotent-Replayed: true
 //	handler answers 5xx, 409, 429 (see WithCacheable)      that response; nothing stored, key released
 //	handler panics                                         the panic goes on; nothing stored, key released
+//	  (after part of its response was sent: as streamed, below)
 //	handler's context ended and it wrote nothing           503 with Retry-After; nothing stored, key released
 //	store unavailable before the handler ran               503 with Retry-After; the handler did not run
 //	handler ran, store committed nothing of its outcome    503 with Retry-After; key released, a retry runs again
@@ -105,6 +106,11 @@
 // it cannot be stored for a byte-for-byte replay, nor replaced by a 503 when the store
 // fails to record the outcome (that failure is logged at ERROR instead). A streamed
 // response with a status that is not cacheable (a 5xx) releases the key, as any other.
+// So does a handler that panics once part of its response was sent (a flushed status, say,
+// then panic(http.ErrAbortHandler) to break the stream off): the client has the response,
+// so the run is recorded as above before the panic goes on, and a retry never runs it
+// again (TestReviewFlushedThenPanickedRunsAgain); a panic other than http.ErrAbortHandler
+// is logged at ERROR with its stack, which net/http's own log of it no longer shows.
 // A response that declares trailers is sent with them and recorded the same way, since
 // the stored form has no trailers. A hijacked connection is no HTTP response at all: the
 // guard cannot tell whether the handler succeeded, so, as for a handler error, nothing

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"sync"
 
@@ -78,8 +80,27 @@ func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 	rec := newRecorder(w, m.c.maxResponse)
 	runCtx, started, stop := untilStarted(ctx)
 	defer stop()
-	v, resp, err := m.guard.Run(runCtx, &req, ir, nil, func(ctx context.Context) (httpsem.Response, error) {
+	var panicked any // a panic after the response went out, raised again once recorded
+	v, resp, err := m.guard.Run(runCtx, &req, ir, nil, func(ctx context.Context) (out httpsem.Response, err error) {
 		started()
+		defer func() {
+			p := recover()
+			if p == nil {
+				return
+			}
+			if !rec.passed {
+				panic(p) // nothing sent: the guard releases the key, and the panic goes on
+			}
+			// Part of the response reached the client (it streamed): the run is recorded
+			// as a streamed one, so that a retry never runs it again, and the panic goes
+			// on once it is.
+			panicked = p
+			if p != http.ErrAbortHandler { //nolint:errorlint // net/http compares the value itself
+				m.g.Logger().ErrorContext(ctx, pkg+": the handler panicked after its response was sent; recorded as sent",
+					"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			}
+			out, err = rec.response()
+		}()
 		next.ServeHTTP(rec, r.WithContext(ctx))
 		if ctx.Err() != nil && rec.empty() {
 			// The handler gave up when its context ended, net/http's way: it wrote
@@ -110,6 +131,9 @@ func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 		m.g.Logger().Log(ctx, level, pkg+": request failed", "error", err)
 		p := m.guard.Problem(http.StatusInternalServerError, "", "", 0, true)
 		m.write(ctx, w, &p)
+	}
+	if panicked != nil {
+		panic(panicked)
 	}
 }
 
