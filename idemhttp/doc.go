@@ -47,6 +47,7 @@
 //	handler panics                                         the panic goes on; nothing stored, key released
 //	  (after part of its response was sent: as streamed, below)
 //	handler's context ended and it wrote nothing           503 with Retry-After; nothing stored, key released
+//	  (see "A handler that gives up")
 //	store unavailable before the handler ran               503 with Retry-After; the handler did not run
 //	handler ran, store committed nothing of its outcome    503 with Retry-After; key released, a retry runs again
 //	handler ran, store failed to record its outcome        the handler's response, logged at ERROR
@@ -70,13 +71,30 @@
 // # A handler that gives up
 //
 // A handler's context ends when its lease runs out (see above) or at a server's deadline
-// (http.TimeoutHandler, say). A handler that then gives up should do what net/http's
-// idiom says and return without writing anything: that is no answer, so the middleware
-// stores nothing, releases the key and answers 503 [ProblemAborted] with Retry-After, and
-// the client's retry runs the handler again (TestAbortedRunReleasesTheKey). Whatever a
-// handler writes, even a bare 200, is its answer, stored like any other: a handler that
-// did its work should say so. One that cannot tell may answer 503 itself, which is not
-// stored either.
+// (http.TimeoutHandler around the middleware, say). The middleware cannot tell a handler
+// that did its work and wrote nothing from one that gave up, so the contract, net/http's
+// idiom, is this:
+//
+//   - A handler whose work is done answers with a status (WriteHeader, or a body). That is
+//     its answer, stored like any other, even after its context ended.
+//   - A handler whose context ended and that wrote nothing gave up: the middleware stores
+//     nothing, releases the key and answers 503 [ProblemAborted] with Retry-After, and the
+//     client's retry runs the handler again (TestAbortedRunReleasesTheKey). That holds for
+//     a handler that did its work and then returned without a word
+//     (TestReviewFinishedRunWithoutAnswerIsReleased): its retry does the work again.
+//   - A handler that gives up under a deadline of its own (context.WithTimeout around a
+//     downstream call, or a timeout middleware mounted inside this one), which the
+//     middleware does not see, answers 503 or 504 itself: a 5xx is not stored, so the key
+//     is released and the retry runs again. Writing nothing there is net/http's 200, with
+//     the middleware's context alive, and that is stored and replayed
+//     (TestReviewGiveUpUnderAnInnerDeadlineIsStored).
+//
+// A run that is released leaves behind whatever effects it had: the retry runs the handler
+// again. The safe place for effects is the completion: writes attached to it
+// (idem.Attach; dynamo.Attach, pgstore.Attach) commit with the record or not at all, so a
+// run that gave up left none of them, and the retry makes them once
+// (TestGiveUpWithAttachedWritesLeavesNoEffect). Other effects must be safe to repeat (a
+// downstream call keyed by idem.StoredKey, say).
 //
 // # Request bodies
 //
