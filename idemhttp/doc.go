@@ -17,7 +17,10 @@
 // true" and the handler does not run. Only the handler's own headers are stored: what
 // middleware outside this one sets (a request id, CORS) is set afresh on every response.
 // The stored form is lambdawrap's, so under the same operation and tenant a response that
-// one stored is replayed by the other.
+// one stored is replayed by the other. A header value that is not UTF-8 is stored in a
+// field that releases before it do not know (see the README's "A replay must fit its
+// type"): during a rolling deploy an older instance answers such a record 500
+// [ProblemNotReplayable], and never runs the handler again.
 //
 // A server's request context usually has no deadline, so the lease on a key is the
 // guard's idem.WithLease (a minute by default) plus its margin, and the handler's context

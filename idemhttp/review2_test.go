@@ -30,6 +30,7 @@ import (
 	"github.com/idemkit/idem/idemhttp"
 	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/internal/ddblocal"
+	"github.com/idemkit/idem/internal/httpsem"
 	"github.com/idemkit/idem/memstore"
 )
 
@@ -299,6 +300,87 @@ func TestReviewGiveUpUnderAnInnerDeadlineIsStored(t *testing.T) {
 			assert.Equal(t, http.StatusOK, first.status)
 			assert.Equal(t, http.StatusOK, retry.status)
 			assert.Equal(t, "true", retry.header.Get("Idempotent-Replayed"))
+		})
+	}
+}
+
+// responseBefore12c9cc1 is httpsem.Response as it was before 12c9cc1 added
+// multiValueHeadersBase64: the type a binary deployed before that commit decodes a stored
+// response into (verbatim, `git show 12c9cc1^:internal/httpsem/response.go`).
+type responseBefore12c9cc1 struct {
+	StatusCode        int                 `json:"statusCode"`
+	StatusDescription string              `json:"statusDescription,omitempty"`
+	Headers           map[string]string   `json:"headers"`
+	MultiValueHeaders map[string][]string `json:"multiValueHeaders"`
+	Cookies           []string            `json:"cookies"`
+	Body              string              `json:"body"`
+	IsBase64Encoded   bool                `json:"isBase64Encoded,omitempty"`
+	NotStored         bool                `json:"notStored,omitempty"`
+}
+
+// TestReviewOlderReaderCannotReplayBinaryHeaders: 12c9cc1 stores the bytes of a header
+// value that is not UTF-8 in a new field, multiValueHeadersBase64, and said that a reader
+// predating the field replays what it replayed before. It does not: idem's JSONCodec
+// decodes with DisallowUnknownFields, so during a rolling deploy (or after a rollback) an
+// older instance that meets such a record fails with idem.ErrIncompatibleRecord, which its
+// httpsem answered 500 ProblemNotReplayable (as it does now: httpsem's TestGuardProblem,
+// "incompatible record"), and never runs the handler: no double execution. Old readers
+// cannot be changed, and before 12c9cc1 such a record replayed the header wrongly (as
+// U+FFFD) anyway. What keeps the rest replayable is that the field appears only when a
+// header has bytes that are not UTF-8: every other record is what the older release
+// wrote, and replays there. (The reviewer asserted the binary case replays on the old
+// reader; it cannot.)
+func TestReviewOlderReaderCannotReplayBinaryHeaders(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name        string
+		disposition string
+		replayable  bool // by the older release
+	}{
+		{name: "binary header: 500 on the older release", disposition: "attachment; filename=\"caf\xe9.txt\""}, // Latin-1
+		{name: "UTF-8 headers: no new field, replayed by the older release", disposition: "attachment; filename=\"caf\u00e9.txt\"", replayable: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			store := memstore.New()
+			h := &counter{answer: func(n int64, w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Disposition", tc.disposition)
+				w.WriteHeader(http.StatusCreated)
+				_, _ = w.Write([]byte("file"))
+			}}
+			g := newGuard(t, store)
+			srv := serve(t, g, h)
+			first := send(t, http.MethodPost, srv.URL+"/exports", "k-1", `{"a":1}`)
+			require.Equal(t, http.StatusCreated, first.status)
+			assert.Equal(t, tc.disposition, first.header.Get("Content-Disposition"))
+
+			stored, err := g.StoredKey(idem.Request{Key: "k-1"})
+			require.NoError(t, err)
+			rec, err := store.Get(t.Context(), stored)
+			require.NoError(t, err)
+			require.Equal(t, "json", rec.Encoding, "small enough not to be compressed")
+			assert.Equal(t, !tc.replayable, strings.Contains(string(rec.Data), `"multiValueHeadersBase64"`),
+				"the new field is there only for a header that is not UTF-8: %s", rec.Data)
+
+			// The retry reaches an instance still running the previous release: its guard
+			// (same store, same operation) replays the stored response into the type it knows.
+			req := httpsem.Request{Method: http.MethodPost, Path: "/exports", MultiValue: true}
+			old, replayed, err := idem.Do(t.Context(), newGuard(t, store),
+				idem.Request{Key: "k-1", Fingerprint: req.FingerprintBody([]byte(`{"a":1}`))},
+				func(context.Context) (responseBefore12c9cc1, error) {
+					t.Error("the handler ran again")
+					return responseBefore12c9cc1{}, nil
+				})
+			if !tc.replayable {
+				require.ErrorIs(t, err, idem.ErrIncompatibleRecord, "answered 500 not replayable, never a re-run")
+				assert.False(t, replayed)
+				return
+			}
+			require.NoError(t, err)
+			assert.True(t, replayed)
+			assert.Equal(t, http.StatusCreated, old.StatusCode)
+			assert.Equal(t, []string{tc.disposition}, old.MultiValueHeaders["Content-Disposition"])
+			assert.Equal(t, "file", old.Body)
 		})
 	}
 }
