@@ -34,6 +34,23 @@
 // its result; it never meets a half-done run whose lease was let go
 // (TestClientDisconnectDoesNotEndTheRun).
 //
+// # Where to mount it
+//
+// Mount http.TimeoutHandler, and any wrapper that answers the client while the handler
+// goes on, outside the middleware: TimeoutHandler(Middleware(h)), never
+// Middleware(TimeoutHandler(h)). Inside, its 503 is the answer the middleware records: a
+// 5xx, so the key is released while the handler still runs in TimeoutHandler's goroutine,
+// and the client's retry runs it a second time, concurrently with the first; nothing the
+// middleware sees tells that 503 from a handler's own
+// (TestReviewTimeoutHandlerInsideReleasesARunningHandler). Only attached writes stay
+// safe there: the first run's lease closed when the middleware's run returned, so its later
+// idem.Attach fails with idem.ErrNoLease. Outside, the timeout is the deadline of the
+// handler's context and of its lease: TimeoutHandler answers the client, the middleware
+// still records what the handler does (its answer, or a release if it gives up, see
+// below), and the client's retry meets 409 until then. A per-route timeout of your own
+// inside the middleware is fine as long as it only ends the handler's context and lets the
+// handler answer (see "A handler that gives up").
+//
 // # HTTP semantics
 //
 // Following the IETF draft "The Idempotency-Key HTTP Header Field":

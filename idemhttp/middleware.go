@@ -21,7 +21,9 @@ import (
 // most once per key within the guard's expiry window, and every retry gets the first
 // response back, byte for byte, with "Idempotent-Replayed: true". The key is in the
 // Idempotency-Key header (see [WithHeader]), scoped by the guard's operation and by the
-// tenant of [WithTenant], if given.
+// tenant of [WithTenant], if given. Mount http.TimeoutHandler, and any wrapper that
+// answers while the handler goes on, outside it (see the package doc, "Where to mount
+// it").
 //
 // It logs and reports through the guard (see idem.WithLogger and idem.WithHooks), naming a
 // request by its stored key (idem.Guard.StoredKey), never by the raw key, which may be

@@ -385,6 +385,51 @@ func TestReviewOlderReaderCannotReplayBinaryHeaders(t *testing.T) {
 	}
 }
 
+// TestReviewTimeoutHandlerInsideReleasesARunningHandler: a documented limitation.
+// http.TimeoutHandler mounted inside the middleware (mw(http.TimeoutHandler(h, d, msg)))
+// writes its own 503 when d passes, while h goes on in its own goroutine. The middleware
+// sees a 503, which it does not store: the key is released while h still runs, the retry
+// claims it and runs h a second time, concurrently with the first. Nothing the
+// middleware sees tells that answer from a handler's own 503, so the package doc says to
+// mount TimeoutHandler, or any wrapper that answers while the handler goes on, outside
+// the middleware. Attached writes stay safe even so: the first run's lease closed when
+// the middleware's run returned, so its late idem.Attach fails with idem.ErrNoLease and
+// only the retry's writes commit. (The reviewer asserted one run; this pins what happens.)
+func TestReviewTimeoutHandlerInsideReleasesARunningHandler(t *testing.T) {
+	t.Parallel()
+	var effects, attached atomic.Int64 // outside attached writes, and attached
+	firstDone := make(chan error, 1)   // the first run's late Attach
+	retried := make(chan struct{})
+	inner := &counter{answer: func(n int64, w http.ResponseWriter, r *http.Request) {
+		effects.Add(1)
+		if n == 1 {
+			<-retried // slow: still running when TimeoutHandler has answered
+		}
+		err := idem.Attach(r.Context(), func() error { attached.Add(1); return nil })
+		if n == 1 {
+			firstDone <- err
+			return
+		}
+		assert.NoError(t, err)
+		w.WriteHeader(http.StatusCreated)
+	}}
+	mw, err := idemhttp.Middleware(memGuard(t))
+	require.NoError(t, err)
+	srv := serveHandler(t, mw(http.TimeoutHandler(inner, 200*time.Millisecond, "timed out")))
+
+	first := send(t, http.MethodPost, srv.URL+"/orders", "k-1", `{}`)
+	assert.Equal(t, http.StatusServiceUnavailable, first.status)
+	assert.Equal(t, "timed out", first.body, "TimeoutHandler's own answer")
+	retry := send(t, http.MethodPost, srv.URL+"/orders", "k-1", `{}`)
+	close(retried)
+	assert.Equal(t, http.StatusCreated, retry.status, "the key was released: the retry ran, the first still running")
+	assert.Empty(t, retry.header.Get("Idempotent-Replayed"))
+	require.ErrorIs(t, <-firstDone, idem.ErrNoLease, "the first run's late attach is refused")
+	assert.Equal(t, int64(2), inner.runs.Load(), "the limitation: the handler ran twice")
+	assert.Equal(t, int64(2), effects.Load(), "so did its effects outside attached writes")
+	assert.Equal(t, int64(1), attached.Load(), "attached writes committed once")
+}
+
 // TestReviewFlushedThenPanickedRunsAgain: a handler that streamed its answer (flushed a
 // status and part of its body) has had its response reach the client; if it then panics
 // (panic(http.ErrAbortHandler), net/http's way to break a response off, or any panic),
