@@ -153,7 +153,8 @@
 // the stored form has no trailers. A hijacked connection is no HTTP response at all: the
 // guard cannot tell whether the handler succeeded, so, as for a handler error, nothing
 // is stored and the key is released; WebSocket upgrades are GET requests, which are not
-// guarded by default anyway.
+// guarded by default anyway. A hijack after part of the response was sent (a flush) is
+// recorded as the streamed response it began as.
 //
 // # Tenants
 //

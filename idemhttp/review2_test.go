@@ -437,7 +437,8 @@ func TestReviewTimeoutHandlerInsideReleasesARunningHandler(t *testing.T) {
 // its response (a retry gets 500 ProblemNotReplayable, the handler never runs twice),
 // a 5xx releases it, as for a streamed response that returns. The panic goes on once the
 // outcome is recorded: the client's response is cut off. Before the fix the key was
-// released and the retry ran the handler, and its side effect, again.
+// released and the retry ran the handler, and its side effect, again. So was it when the
+// handler hijacked the connection after the flush (and closed it).
 func TestReviewFlushedThenPanickedRunsAgain(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -450,6 +451,7 @@ func TestReviewFlushedThenPanickedRunsAgain(t *testing.T) {
 		{name: "201, http.ErrAbortHandler", status: http.StatusCreated, panic: http.ErrAbortHandler, runs: 1},
 		{name: "201, other panic", status: http.StatusCreated, panic: "boom", runs: 1, logged: true},
 		{name: "502, released as a streamed 5xx", status: http.StatusBadGateway, panic: http.ErrAbortHandler, runs: 2},
+		{name: "201, then the connection hijacked and closed", status: http.StatusCreated, runs: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -457,8 +459,16 @@ func TestReviewFlushedThenPanickedRunsAgain(t *testing.T) {
 				w.WriteHeader(tc.status)
 				_, _ = w.Write([]byte(`{"order":"ord-1",`))
 				http.NewResponseController(w).Flush() // the client has the status
-				if n == 1 {
+				if n == 1 && tc.panic != nil {
 					panic(tc.panic) // the stream breaks off
+				}
+				if n == 1 { // the stream breaks off another way
+					conn, _, err := http.NewResponseController(w).Hijack()
+					if err != nil {
+						panic(err)
+					}
+					_ = conn.Close()
+					return
 				}
 				_, _ = w.Write([]byte(`"ok":true}`))
 			}}
