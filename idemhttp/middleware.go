@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/httpsem"
@@ -104,7 +105,7 @@ func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 			out, err = rec.response()
 		}()
 		next.ServeHTTP(rec, r.WithContext(ctx))
-		if ctx.Err() != nil && rec.empty() {
+		if ended(ctx) && rec.empty() {
 			// The handler gave up when its context ended, net/http's way: it wrote
 			// nothing. That is no 200 to store; no status tells httpsem so.
 			return httpsem.Response{}, nil
@@ -158,6 +159,18 @@ func (m *middleware) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	return body, nil
+}
+
+// ended reports whether ctx has ended, or its deadline has passed: a context's Err stays
+// nil until the timer of its deadline has run, and an http.TimeoutHandler around the
+// middleware may have answered at that deadline, on a timer of its own, and the handler
+// returned after that answer, before this one ran.
+func ended(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
 }
 
 // untilStarted returns a context with ctx's values that ctx's cancellation (the client
