@@ -84,7 +84,7 @@ func Run(cfg Config) Result {
 		runnable: []metrics.Sample{{Name: "/sched/goroutines/runnable:goroutines"}, {Name: "/sched/goroutines/not-in-go:goroutines"}},
 	}
 	w.led.init()
-	w.store = &store{w: w, mem: memstore.New(), mutant: cfg.mutant}
+	w.store = &store{w: w, mem: memstore.New(), mutant: cfg.mutant, cpSeq: make(map[string]uint64)}
 	w.p = drawProfile(w.rng, w.lrng, cfg.Features)
 	w.logf("seed %d: %s", cfg.Seed, &w.p)
 	if err := w.setup(); err != nil {

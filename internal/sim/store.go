@@ -28,6 +28,17 @@ type store struct {
 	w      *world
 	mem    *memstore.Store
 	mutant string // a deliberate store bug, for the test that the invariants catch bugs
+	// cpSeq is, for variantCheckpointsInOrder, the sequence number of the checkpoint
+	// request each token's record holds.
+	cpSeq map[string]uint64
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // The mutants: deliberate store bugs that the invariants must catch.
@@ -37,6 +48,11 @@ const (
 	mutantCompleteLies          = "complete-lies"           // a single completion answers nil without applying
 	mutantExtendAnyEnd          = "extend-any-end"          // an extension writes the end it carries, even an earlier one
 	mutantCheckpointAnyOrder    = "checkpoint-any-order"    // a checkpoint overwrites whatever the record holds, even a later one
+
+	// Not bugs: the semantics issue 22 items 1 and 2 ask of every store, for the test that
+	// the invariants hold them (no false alarm).
+	variantExtendKeepsLater   = "extend-keeps-later"   // an extension never lowers the stored end (PostgreSQL's GREATEST)
+	variantCheckpointsInOrder = "checkpoints-in-order" // a checkpoint sent before the one the record holds is a no-op
 )
 
 // batchStore is the simulated store with idemstore.BatchStore and
@@ -237,9 +253,12 @@ func (s *store) Release(ctx context.Context, key, token string) error {
 func (s *store) Extend(ctx context.Context, key, token string, leaseExpires time.Time) error {
 	res, err := s.send(ctx, "extend", s.name(key), func(ctx context.Context, at attempt, _ []bool) any {
 		var err error
-		if s.mutant == mutantExtendAnyEnd {
+		switch s.mutant {
+		case mutantExtendAnyEnd:
 			err = s.overwrite(key, token, func(r *idemstore.Record) { r.LeaseExpires = leaseExpires })
-		} else {
+		case variantExtendKeepsLater:
+			err = s.overwrite(key, token, func(r *idemstore.Record) { r.LeaseExpires = later(r.LeaseExpires, leaseExpires) })
+		default:
 			err = s.mem.Extend(ctx, key, token, leaseExpires)
 		}
 		if rec := s.truth(key); err == nil && rec != nil && rec.LeaseToken == token {
@@ -262,9 +281,16 @@ func (s *store) SetCheckpoint(ctx context.Context, key, token, checkpoint string
 	res, err := s.send(ctx, "checkpoint", s.name(key), func(ctx context.Context, at attempt, _ []bool) any {
 		before := s.truth(key)
 		var err error
-		if s.mutant == mutantCheckpointAnyOrder {
+		switch s.mutant {
+		case mutantCheckpointAnyOrder:
 			err = s.overwrite(key, token, func(r *idemstore.Record) { r.Checkpoint = checkpoint })
-		} else {
+		case variantCheckpointsInOrder:
+			err = s.overwrite(key, token, func(r *idemstore.Record) {
+				if s.cpSeq[token] < seq {
+					s.cpSeq[token], r.Checkpoint = seq, checkpoint
+				}
+			})
+		default:
 			err = s.mem.SetCheckpoint(ctx, key, token, checkpoint)
 		}
 		after := s.truth(key)
