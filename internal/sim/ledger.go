@@ -592,7 +592,7 @@ func (l *ledger) effect(w *world, r *run) {
 		if r.id < o.id { // runs are numbered in the order their claims applied
 			early, late = r, o
 		}
-		if !l.tolerated(w, early, late.a) {
+		if !l.tolerated(w, early, late.a) || l.takenBeyondSkew(w, early, late) {
 			l.stats.OverlapBeyondSkew++
 			w.logf("r%d and r%d run %s at once; r%d's claimer (clock skew %s) is beyond the tolerance of r%d's lease (owner's skew %s)", r.id, o.id, ks.name, late.id, late.a.skew(), early.id, early.a.skew())
 			continue
@@ -606,6 +606,19 @@ func (l *ledger) effect(w *world, r *run) {
 		l.violate(r.a.pastLeaseClass(), ks.name, "run r%d (%s) ran its effect at %.3fs, after its lease's point of loss at %.3fs (lease end %.3fs less the margin, true time), with its context still live (%s)",
 			r.id, r.a, now.Sub(epoch).Seconds(), loss.Sub(epoch).Seconds(), r.leaseEnd.Sub(epoch).Seconds(), r.a.leaseWhy())
 	}
+}
+
+// takenBeyondSkew reports whether a claim between early's and late's took the key over
+// from early from a clock beyond the tolerance: from then on early's lease protects
+// nothing, so a later claim (of a key that run released, say) from any clock is a
+// consequence of that skew, not a breach within the tolerance. The caller holds l.mu.
+func (l *ledger) takenBeyondSkew(w *world, early, late *run) bool {
+	for _, m := range l.runs[early.id : late.id-1] {
+		if m.key == early.key && m.guarded && !l.tolerated(w, early, m.a) {
+			return true
+		}
+	}
+	return false
 }
 
 // handlerEnd records that r's handler returned (or panicked).

@@ -222,6 +222,15 @@ var simulationSeeds = []struct {
 	{532448187289, "all", "a.lostOutcome", false},
 	{532448238908, "all", "a.lostOutcome", false},
 	{532448314735, "all", "a.outcomePastLease", false},
+	// Found once handlers could stall (FeatPause), the model lagging again: a stall drawn
+	// longer than the step budget allows beats of a heartbeat clamped to 500 µs (now at
+	// most a hundred beats long); a run taken over from a clock beyond the tolerance, whose
+	// taker then released the key, counted as overlapping a later claim from its own
+	// clock (now counted apart, as the takeover was).
+	{10014, "all", "d.stuck", false},
+	{103051, "all", "a.overlap", false},
+	{114778, "all", "a.overlap", false},
+	{217956, "all", "a.overlap", false},
 }
 
 // lateDeliverySeeds holds the first seeds found to break the classes of issue 22 once the

@@ -716,6 +716,11 @@ func (w *world) decide(p *point) decision {
 			w.logf("%s handler %s starts: %s", p.a, p.key, d.plan)
 		case p.op == "work" && !w.final && w.p.pause > 0 && w.lrng.Float64() < w.p.pause:
 			d.pause = time.Duration(1 + w.lrng.Int64N(int64(2*w.p.lease)))
+			if w.p.heartbeat > 0 {
+				// At most a hundred beats meanwhile, within the step budget (an interval
+				// clamped to what New accepts may be tiny).
+				d.pause = min(d.pause, 100*w.p.heartbeat)
+			}
 			w.logf("%s handler %s work: stalls for %s", p.a, p.key, d.pause)
 		default:
 			w.logf("%s handler %s %s", p.a, p.key, p.op)
