@@ -41,6 +41,7 @@ const (
 	FeatDelay                           // write requests land late: after their resend, or after their caller gave up
 	FeatPause                           // a handler's step stalls for up to twice the lease, ignoring its context, then resumes
 	FeatItemFail                        // some items of a batch request fail while the others apply
+	FeatClockStep                       // a container's wall clock steps once mid-run, staying within the tolerated skew
 	featEnd
 )
 
@@ -50,10 +51,15 @@ const AllFeatures = featEnd - 1
 var featureNames = []string{
 	"fail", "lost", "late", "crash", "kill", "skew", "heartbeat", "wait", "remember",
 	"attach", "cache", "panic", "error", "checkpoint", "maxlease", "failopen", "expiry",
-	"batchstore", "do", "batch", "sqs", "fifo", "http", "delay", "pause", "itemfail",
+	"batchstore", "do", "batch", "sqs", "fifo", "http", "delay", "pause", "itemfail", "clockstep",
 }
 
 const actorFeatures = FeatDo | FeatBatch | FeatSQS | FeatFIFO | FeatHTTP
+
+// baseFeatures counts the features whose draws come from the schedule's main generator:
+// those before FeatDelay. The later ones draw from a generator of their own, so that a
+// schedule without them is what it was before they existed. FeatDelay is 1<<baseFeatures.
+const baseFeatures = 23
 
 // String lists the features by name, separated by commas; "all" for every one.
 func (f Features) String() string {
@@ -150,12 +156,12 @@ type profile struct {
 func (p *profile) has(f Features) bool { return p.on&f != 0 }
 
 // drawProfile draws a profile from rng, and the parts added with the late-delivery faults
-// (FeatDelay, FeatPause, FeatItemFail) from lrng, so that profiles without them are those drawn before
+// (FeatDelay, FeatPause, FeatItemFail, FeatClockStep) from lrng, so that profiles without them are those drawn before
 // they existed.
 func drawProfile(rng, lrng *rand.Rand, allowed Features) profile {
 	var p profile
 	for f := Features(1); f < featEnd; f <<= 1 {
-		if f == FeatDelay || f == FeatPause || f == FeatItemFail {
+		if f == FeatDelay || f == FeatPause || f == FeatItemFail || f == FeatClockStep {
 			continue
 		}
 		if allowed&f != 0 && rng.IntN(100) < 60 {
@@ -174,10 +180,13 @@ func drawProfile(rng, lrng *rand.Rand, allowed Features) profile {
 		p.on |= FeatItemFail
 		p.itemFail = []float64{0.1, 0.2, 0.4}[lrng.IntN(3)]
 	}
+	if allowed&FeatClockStep != 0 && lrng.IntN(100) < 60 {
+		p.on |= FeatClockStep
+	}
 	if p.on&actorFeatures == 0 {
 		kinds := allowed & actorFeatures
 		for {
-			f := Features(1) << rng.IntN(len(featureNames))
+			f := Features(1) << rng.IntN(int(baseFeatures))
 			if kinds&f != 0 {
 				p.on |= f
 				break

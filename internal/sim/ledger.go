@@ -51,6 +51,7 @@ type run struct {
 	// beyond WithMaxLease, an extension), whose stored end is off by the owner's skew;
 	// else the lease ends at the deadline plus the margin, in true time.
 	ownerClock bool
+	skew0      time.Duration   // the owner's clock skew when the lease was granted (FeatClockStep may step it since)
 	hctx       context.Context // the handler's context, once it started
 	expectCp   string          // the checkpoint this owner must see
 	alsoCp     []string        // or one of these: written after it, applied, not acknowledged
@@ -236,7 +237,7 @@ func (l *ledger) claimed(w *world, a *actor, rec *idemstore.Record, claimNow tim
 	r := &run{
 		id: len(l.runs) + 1, key: rec.Key, name: ks.name, token: rec.LeaseToken, a: a,
 		fp: rec.Fingerprint, guarded: true, claimAt: now, leaseEnd: rec.LeaseExpires, confirmed: rec.LeaseExpires,
-		ownerClock: !a.deadlineLease(rec.LeaseExpires), how: "its handler never ran",
+		ownerClock: !a.deadlineLease(rec.LeaseExpires), how: "its handler never ran", skew0: a.skew(),
 	}
 	r.staleCp = stale
 	r.alsoCp = slices.Clone(ks.since)
@@ -344,12 +345,21 @@ func (l *ledger) leaseCheck(w *world, r *run, at attempt) {
 		how, r.id, r.a, r.leaseEnd.Sub(epoch).Seconds(), r.confirmed.Sub(epoch).Seconds())
 }
 
+// lowSkew is the lowest skew r's owner's clock had when it mattered to r: when its
+// invocation started (its context's deadline timer runs from then), when the lease was
+// granted, and now. They differ only after a step of its clock (FeatClockStep).
+func (r *run) lowSkew() time.Duration { return min(r.a.skew0, r.skew0, r.a.skew()) }
+
 // lossAt is the true time by which r's handler context must have ended: when the owner's
 // clock reads the lease end less the margin. A context's deadline is read on the owner's
 // clock too (see simCtx), so with a lease ending at the deadline plus the margin that is
-// when the context ends; otherwise the lease watchdog must end it then.
+// when the context ends; otherwise the lease watchdog must end it then. If the owner's
+// clock stepped (FeatClockStep), its lowest reading counts (lowSkew): timers, a context's
+// deadline among them, wait in monotonic time, which a step of the wall clock does not
+// move; whether a caller then takes the key over within the tolerance is a.overlap's to
+// judge.
 func (l *ledger) lossAt(w *world, r *run) time.Time {
-	return r.leaseEnd.Add(-w.p.margin - r.a.skew())
+	return r.leaseEnd.Add(-w.p.margin - r.lowSkew())
 }
 
 // tolerated reports whether a claim by claimer, over the lease of r, comes from a clock
@@ -358,7 +368,9 @@ func (l *ledger) lossAt(w *world, r *run) time.Time {
 // the margin on its own clock); or, for a lease ending at a deadline that Lambda enforces
 // by killing the owner there in true time, ahead of true time by less than the margin.
 func (l *ledger) tolerated(w *world, r *run, claimer *actor) bool {
-	if claimer.skew()-r.a.skew() < w.p.margin {
+	// After a step of the owner's clock (FeatClockStep), only a claimer within the tolerance
+	// of every reading that mattered (lowSkew).
+	if claimer.skew()-r.lowSkew() < w.p.margin {
 		return true
 	}
 	return !r.ownerClock && r.a.kill && claimer.skew() < w.p.margin

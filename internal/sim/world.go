@@ -91,6 +91,16 @@ type timer struct {
 	c  *clock
 }
 
+// clockStep is a step of one container's wall clock (FeatClockStep): at true time at, its
+// skew becomes to, as NTP stepping a clock would. What the clock reads moves; timers do
+// not (Go's timers use the monotonic clock), nor does the end of a context whose deadline
+// was set before the step (a Go context's deadline is a timer, set when it is made).
+type clockStep struct {
+	at time.Time
+	c  *container
+	to time.Duration
+}
+
 // world is one schedule: the true time, the store, the actors, the ledger, and the
 // scheduler that lets exactly one goroutine of the code under test run at a time.
 type world struct {
@@ -114,6 +124,7 @@ type world struct {
 	wg      sync.WaitGroup
 
 	store    *store
+	step     *clockStep        // the wall-clock step still to come (FeatClockStep), or nil
 	keyNames map[string]string // stored key → short name
 	allKeys  []*keyInfo
 	queue    []*message // the SQS queue's messages
@@ -490,6 +501,9 @@ func (w *world) nextEvent() (time.Time, bool) {
 	if len(w.pending) > 0 {
 		consider(w.pending[0].start)
 	}
+	if w.step != nil {
+		consider(w.step.at)
+	}
 	return t, ok
 }
 
@@ -536,6 +550,18 @@ func (w *world) setNow(t time.Time) {
 // requests landing late, then timers (all due timers at once, so their order never
 // matters), then actor starts.
 func (w *world) fireAt(t time.Time) {
+	if st := w.step; st != nil && !st.at.After(t) {
+		w.step = nil
+		w.mu.Lock()
+		from := st.c.clk.skew
+		st.c.clk.skew = st.to
+		w.mu.Unlock()
+		w.led.mu.Lock()
+		w.led.maxSkew = max(w.led.maxSkew, st.to)
+		w.led.mu.Unlock()
+		w.logf("c%d: its clock steps from skew %s to %s", st.c.id, from, st.to)
+		w.activity.Add(1)
+	}
 	for _, a := range w.actors {
 		if !a.started || a.done || a.dead || !a.ctx.hasDL || a.ctx.expired.Load() {
 			continue
@@ -591,6 +617,7 @@ func (w *world) kill(a *actor, why string) {
 // startActor starts a's goroutine.
 func (w *world) startActor(a *actor) {
 	a.started = true
+	a.skew0 = a.skew()
 	a.ctx = newCtx(a, a.deadline, a.hasDL)
 	if a.hasDL && !a.ctx.endAt.After(w.trueNow()) {
 		// Its clock runs so far ahead that it reads the deadline already.
