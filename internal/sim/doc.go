@@ -22,7 +22,11 @@
 //
 // Each actor is one invocation in one of up to three containers; a container is a guard
 // with its own local cache and its own clock, skewed (FeatSkew) by up to 2 s behind or by
-// less than the lease margin ahead. Lambda actors (sqs, fifo, http) always have a
+// less than the lease margin ahead. With FeatClockStep one container's clock steps once
+// mid-run to another skew in that range, as NTP stepping a wall clock: what it reads
+// moves, its timers and the deadlines of contexts made before do not (Go waits in
+// monotonic time), and the invariants read an owner's clock at its lowest reading that
+// mattered (its invocation's start, its lease's grant, now). Lambda actors (sqs, fifo, http) always have a
 // deadline, do and batch actors usually. A context's deadline is read on its container's
 // clock, as a Go context's on its host: it ends when that clock reads it. With FeatKill an
 // invocation is killed (stops for good) at its deadline in true time, as Lambda does. With

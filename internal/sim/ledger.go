@@ -289,7 +289,7 @@ func (l *ledger) lateClaim(w *world, a *actor, rec *idemstore.Record, claimNow t
 		}
 		r = &run{
 			id: len(l.runs) + 1, key: rec.Key, name: ks.name, token: rec.LeaseToken, a: a, fp: rec.Fingerprint,
-			guarded: true, claimAt: now, orphan: true, how: "no handler runs under it",
+			guarded: true, claimAt: now, orphan: true, how: "no handler runs under it", skew0: a.skew(),
 		}
 		l.runs = append(l.runs, r)
 		l.byToken[r.token] = r
@@ -367,13 +367,14 @@ func (l *ledger) lossAt(w *world, r *run) time.Time {
 // owner's clock by less than the margin (the owner's context ends by its lease end less
 // the margin on its own clock); or, for a lease ending at a deadline that Lambda enforces
 // by killing the owner there in true time, ahead of true time by less than the margin.
-func (l *ledger) tolerated(w *world, r *run, claimer *actor) bool {
-	// After a step of the owner's clock (FeatClockStep), only a claimer within the tolerance
-	// of every reading that mattered (lowSkew).
-	if claimer.skew()-r.lowSkew() < w.p.margin {
+func (l *ledger) tolerated(w *world, r *run, claimer *run) bool {
+	// After a step of either clock (FeatClockStep), only a claimer whose every reading that
+	// mattered is within the tolerance of the owner's (lowSkew): its claim's, and now.
+	cs := max(claimer.skew0, claimer.a.skew())
+	if cs-r.lowSkew() < w.p.margin {
 		return true
 	}
-	return !r.ownerClock && r.a.kill && claimer.skew() < w.p.margin
+	return !r.ownerClock && r.a.kill && cs < w.p.margin
 }
 
 // checkpointSent numbers a checkpoint request as it is sent.
@@ -604,7 +605,7 @@ func (l *ledger) effect(w *world, r *run) {
 		if r.id < o.id { // runs are numbered in the order their claims applied
 			early, late = r, o
 		}
-		if !l.tolerated(w, early, late.a) || l.takenBeyondSkew(w, early, late) {
+		if !l.tolerated(w, early, late) || l.takenBeyondSkew(w, early, late) {
 			l.stats.OverlapBeyondSkew++
 			w.logf("r%d and r%d run %s at once; r%d's claimer (clock skew %s) is beyond the tolerance of r%d's lease (owner's skew %s)", r.id, o.id, ks.name, late.id, late.a.skew(), early.id, early.a.skew())
 			continue
@@ -626,7 +627,7 @@ func (l *ledger) effect(w *world, r *run) {
 // consequence of that skew, not a breach within the tolerance. The caller holds l.mu.
 func (l *ledger) takenBeyondSkew(w *world, early, late *run) bool {
 	for _, m := range l.runs[early.id : late.id-1] {
-		if m.key == early.key && m.guarded && !l.tolerated(w, early, m.a) {
+		if m.key == early.key && m.guarded && !l.tolerated(w, early, m) {
 			return true
 		}
 	}
@@ -760,7 +761,7 @@ func (l *ledger) finalChecks(w *world) {
 		if r.sentPastLease && !r.landed {
 			for _, o := range l.runs {
 				if o.key == r.key && o.guarded && o.claimAt.After(r.claimAt) && !o.claimAt.After(r.sentAt) {
-					if !l.tolerated(w, r, o.a) {
+					if !l.tolerated(w, r, o) {
 						l.stats.OverlapBeyondSkew++
 						break
 					}

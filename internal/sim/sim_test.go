@@ -232,6 +232,10 @@ var simulationSeeds = []struct {
 	{103051, "all,-clockstep", "a.overlap", false},
 	{114778, "all,-clockstep", "a.overlap", false},
 	{217956, "all,-clockstep", "a.overlap", false},
+	// A claimer whose clock stepped back right after its claim judged by its new reading,
+	// within the tolerance, not by the one it claimed with, beyond it (FeatClockStep).
+	{325481, "all", "a.overlap", false},
+	{302188, "all", "a.outcomePastLease", false},
 }
 
 // lateDeliverySeeds holds the first seeds found to break the classes of issue 22 once the
