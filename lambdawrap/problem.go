@@ -9,7 +9,8 @@ const (
 	// required (see [WithKeyRequired]).
 	ProblemMissingKey = problemBase + httpsem.ProblemMissingKey
 	// ProblemInvalidKey (400): the key is empty, longer than [MaxKeyLength], not printable
-	// ASCII, badly quoted, or the header has two different values.
+	// ASCII, badly quoted, with malformed RFC 8941 parameters, or the header has two
+	// different values.
 	ProblemInvalidKey = problemBase + httpsem.ProblemInvalidKey
 	// ProblemInvalidRequest (400): the request could not be fingerprinted: a body marked
 	// base64 that does not decode, or an error from [WithFingerprint].
@@ -32,6 +33,12 @@ const (
 	// replayed: it was too large to store, or the stored record is unreadable. The handler
 	// is not run again; retrying does not help.
 	ProblemNotReplayable = problemBase + httpsem.ProblemNotReplayable
+	// ProblemUnknownCaller (500): the request was authenticated (it carries an authorizer,
+	// JWT or IAM block) but the decorator found no caller identity in it to scope the key
+	// by (see [ErrUnknownCaller]): a configuration fault of the function, which did not
+	// run. Retrying does not help until the function says who its callers are with
+	// [WithTenant].
+	ProblemUnknownCaller = problemBase + httpsem.ProblemUnknownCaller
 	// ProblemStoreUnavailable (503): the idempotency store failed before the handler ran,
 	// so the request was not processed. Retry after Retry-After.
 	ProblemStoreUnavailable = problemBase + httpsem.ProblemStoreUnavailable
@@ -46,6 +53,11 @@ const (
 	// retry gets 409; after it, a retry replays the response if the writes committed, and
 	// runs the handler again if they did not.
 	ProblemOutcomeUnknown = problemBase + httpsem.ProblemOutcomeUnknown
+	// ProblemAborted (503): the handler's context ended (the invocation's deadline, or its
+	// lease ran out) and it returned a zero response, one without a status: the run gave
+	// up. Nothing was stored and the key was released, so a retry after Retry-After runs
+	// the handler again.
+	ProblemAborted = problemBase + httpsem.ProblemAborted
 )
 
 // problemBase is the address of this package's documentation, where each problem type

@@ -101,6 +101,10 @@ func Run(t *testing.T, h Harness) {
 	t.Run("LargeResults", h.largeResults)
 	t.Run("IncompatibleRecord", h.incompatible)
 	t.Run("StoreFailures", h.storeFailures)
+	t.Run("LateExtension", h.lateExtension)
+	t.Run("LateCheckpoint", h.lateCheckpoint)
+	t.Run("CheckpointSeqCarried", h.checkpointSeqCarried)
+	t.Run("CheckpointKeptExactly", h.checkpointKeptExactly)
 	if h.NewCounter != nil {
 		t.Run("TransactionalCompletion", h.transactional)
 		if _, ok := h.NewStore(t).(idemstore.BatchAttachStore); ok {

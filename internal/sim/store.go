@@ -276,7 +276,7 @@ func (s *store) Extend(ctx context.Context, key, token string, leaseExpires time
 // SetCheckpoint implements idemstore.Store. The ledger learns that the checkpoint applied
 // if the record holds it after the request, whatever the store answered: a store may keep
 // a later checkpoint and answer nil.
-func (s *store) SetCheckpoint(ctx context.Context, key, token, checkpoint string) error {
+func (s *store) SetCheckpoint(ctx context.Context, key, token, checkpoint string, n int64) error {
 	seq := s.w.led.checkpointSent()
 	res, err := s.send(ctx, "checkpoint", s.name(key), func(ctx context.Context, at attempt, _ []bool) any {
 		before := s.truth(key)
@@ -291,7 +291,7 @@ func (s *store) SetCheckpoint(ctx context.Context, key, token, checkpoint string
 				}
 			})
 		default:
-			err = s.mem.SetCheckpoint(ctx, key, token, checkpoint)
+			err = s.mem.SetCheckpoint(ctx, key, token, checkpoint, n)
 		}
 		after := s.truth(key)
 		if err == nil && after != nil && after.LeaseToken == token && after.Checkpoint == checkpoint &&
