@@ -25,9 +25,7 @@ var (
 // lateDeliverySeeds to simulationSeeds, so that the simulation holds the fix from then on.
 var knownOpen = map[string]string{
 	// Issue 22, found by the late deliveries (FeatDelay):
-	"a.leaseShortened":      "item 1: an extension landing late lowers the stored lease end below the one the watchdog counts on",
-	"c.checkpointLost.late": "item 2: a checkpoint landing late overwrites a later one",
-	"d.heldByNobody":        "item 18: a claim landing late re-creates a key its owner released",
+	"d.heldByNobody": "item 18: a claim landing late re-creates a key its owner released",
 }
 
 // schedules returns how many schedules TestSimulation runs.
@@ -236,31 +234,37 @@ var simulationSeeds = []struct {
 	// within the tolerance, not by the one it claimed with, beyond it (FeatClockStep).
 	{325481, "all", "a.overlap", false},
 	{302188, "all", "a.outcomePastLease", false},
+
+	// Issue 22, found once the simulation delivered requests late (FeatDelay), on the code
+	// before the fixes of its items 1 and 2; each broke its class then and passes since.
+	// The first of each class is the first seed of `idemsim -start=1 -features=all`, the
+	// others of `idemsim -start=1 -features=<features>`.
+	//
+	// Item 1: an extension's first attempt landed after a later extension and moved the
+	// stored lease end back below the end the watchdog counts on ...
+	{440, "all", "a.leaseShortened", false},
+	{109, "do,heartbeat,delay,pause", "a.leaseShortened", false},
+	// ... and a second caller claimed the key at the shortened end and ran while the
+	// owner's handler, stalled, had a live context: the double execution.
+	{153911, "all", "a.overlap", false},
+	// Item 2: Checkpoint("a")'s first attempt landed after Checkpoint("b") was
+	// acknowledged: the record held "a", and a new owner would have resumed from it.
+	{125, "all", "c.checkpointLost.late", false},
+	{188, "do,checkpoint,delay", "c.checkpointLost.late", false},
 }
 
-// lateDeliverySeeds holds the first seeds found to break the classes of issue 22 once the
-// simulation delivered requests late (FeatDelay): each broke its class on the code before
-// the fixes of items 1, 2 and 18, and passes once they land. The first of each class is
-// the first seed of `idemsim -start=1 -features=all`; the others come from the narrower
-// hunts their features name (`idemsim -start=1 -features=<features>`). When the fixes have
-// landed and the seeds pass, move them to simulationSeeds and their classes out of
-// knownOpen.
+// lateDeliverySeeds holds the first seeds found to break a class of issue 22 once the
+// simulation delivered requests late (FeatDelay) whose fix has not landed yet: each breaks
+// its class on the code before the fix of item 18 (branch tombstone), and passes once it
+// lands. The first of each class is the first seed of `idemsim -start=1 -features=all`;
+// the others come from the narrower hunts their features name (`idemsim -start=1
+// -features=<features>`). When the fix has landed and the seeds pass, move them to
+// simulationSeeds and their class out of knownOpen, as items 1 and 2 were.
 var lateDeliverySeeds = []struct {
 	seed     uint64
 	features string
 	class    string
 }{
-	// Item 1: an extension's first attempt lands after a later extension and moves the
-	// stored lease end back below the end the watchdog counts on.
-	{440, "all", "a.leaseShortened"},
-	{109, "do,heartbeat,delay,pause", "a.leaseShortened"},
-	// ... and the double execution it makes: a second caller claims the key at the
-	// shortened end and runs while the owner's handler, stalled, has a live context.
-	{153911, "all", "a.overlap"},
-	// Item 2: Checkpoint("a")'s first attempt lands after Checkpoint("b") was
-	// acknowledged: the record holds "a", and a new owner would resume from it.
-	{125, "all", "c.checkpointLost.late"},
-	{188, "do,checkpoint,delay", "c.checkpointLost.late"},
 	// Item 18: a claim's first attempt lands after its run failed and released the key,
 	// and holds it in progress for no one until its lease ends.
 	{186, "all", "d.heldByNobody"},
@@ -268,8 +272,8 @@ var lateDeliverySeeds = []struct {
 }
 
 // TestLateDeliverySeeds replays the seeds of lateDeliverySeeds, which must pass: it fails
-// until the fixes of issue 22 items 1, 2 and 18 land (the stores and the guard), and
-// reports the class each seed still breaks.
+// until the fix of issue 22 item 18 lands (the stores' release and claim), and reports the
+// class each seed still breaks.
 func TestLateDeliverySeeds(t *testing.T) {
 	defer sim.Prepare()()
 	for _, tc := range lateDeliverySeeds {
@@ -319,7 +323,7 @@ func TestSimulationCatchesMutants(t *testing.T) {
 		{"complete-drops-attached", "sqs,attach,batchstore", []string{"e.recordWithoutAttached"}, 0},
 		{"complete-lies", "do,http", []string{"b.answerNotRecorded", "d.leftInProgress"}, 0},
 		{"complete-lies", "sqs", []string{"f.ackedNotCompleted"}, 0},
-		// The stores' behaviour before issue 22 items 1 and 2, for when they no longer have it.
+		// The stores' behaviour before the fixes of issue 22 items 1 and 2.
 		{"extend-any-end", "do,heartbeat,delay,pause", []string{"a.leaseShortened"}, 1500},
 		{"checkpoint-any-order", "do,checkpoint,delay", []string{"c.checkpointLost.late"}, 2000},
 	} {

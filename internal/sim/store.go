@@ -273,9 +273,10 @@ func (s *store) Extend(ctx context.Context, key, token string, leaseExpires time
 	return err
 }
 
-// SetCheckpoint implements idemstore.Store. The ledger learns that the checkpoint applied
-// if the record holds it after the request, whatever the store answered: a store may keep
-// a later checkpoint and answer nil.
+// SetCheckpoint implements idemstore.Store; n, the checkpoint's number, goes to the
+// reference store as it is. The ledger learns that the checkpoint applied if the record
+// holds it after the request, whatever the store answered: a store keeps a later
+// checkpoint and answers nil.
 func (s *store) SetCheckpoint(ctx context.Context, key, token, checkpoint string, n int64) error {
 	seq := s.w.led.checkpointSent()
 	res, err := s.send(ctx, "checkpoint", s.name(key), func(ctx context.Context, at attempt, _ []bool) any {
