@@ -103,6 +103,9 @@
 // replayed the first user's response. An HTTP API Lambda authorizer with simple responses
 // whose context names the user otherwise than principalId or sub ({"userId": ...}), and a
 // JWT without a sub claim, are the usual cases: say who the caller is with [WithTenant].
+// So is an authorizer's numeric principalId or sub that a float64 may not hold exactly (an
+// integer beyond 2^53, a fraction): aws-lambda-go decodes the authorizer's context into
+// float64s, and two 64-bit ids can arrive as one. Send such ids as strings.
 // A request that carries no authentication at all is not scoped by caller.
 //
 // # Usage

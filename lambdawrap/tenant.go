@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -22,11 +23,12 @@ const (
 // ErrUnknownCaller is reported when an HTTP decorator refuses a request that is
 // authenticated but carries no caller identity that the decorator's default tenant reads:
 // an HTTP API Lambda authorizer with simple responses whose context has no principalId or
-// sub, a JWT without a sub claim, an IAM block without a caller. Such callers would all
-// share the empty tenant, so one could be replayed another's response; the request is
-// answered 500 [ProblemUnknownCaller] instead, without running the handler, logged at
-// ERROR, and reported through the guard's OnUnguarded hook with an error wrapping
-// ErrUnknownCaller. Say who the callers are with [WithTenant].
+// sub, a JWT without a sub claim, an IAM block without a caller, an authorizer's
+// principalId or sub that is a number a float64 may not hold exactly (see [TenantHTTPAPI]).
+// Such callers would all share one tenant, so one could be replayed another's response;
+// the request is answered 500 [ProblemUnknownCaller] instead, without running the
+// handler, logged at ERROR, and reported through the guard's OnUnguarded hook with an
+// error wrapping ErrUnknownCaller. Say who the callers are with [WithTenant].
 var ErrUnknownCaller = errors.New("lambdawrap: the request is authenticated but carries no caller identity to scope its key by")
 
 // TenantREST returns the caller identity of an API Gateway REST API event, the first that is
@@ -46,6 +48,9 @@ var ErrUnknownCaller = errors.New("lambdawrap: the request is authenticated but 
 // a role are therefore one tenant; where a role's sessions are different people (IAM
 // Identity Center permission sets, web identity federation), scope by session with
 // [WithTenant]. IAM users keep their full ARN.
+//
+// A numeric principalId or claims.sub is an identity only as an integer of magnitude
+// below 2^53 (see [TenantHTTPAPI]); [REST] refuses any other number.
 func TenantREST(e events.APIGatewayProxyRequest) string {
 	t, _ := callerREST(e)
 	return t
@@ -55,11 +60,19 @@ func TenantREST(e events.APIGatewayProxyRequest) string {
 // an authorizer authenticated but that carries no identity.
 func callerREST(e events.APIGatewayProxyRequest) (string, error) {
 	a := e.RequestContext.Authorizer
-	if s := stringOf(a["principalId"]); s != "" {
+	s, ok := identityOf(a["principalId"])
+	if !ok {
+		return "", inexactIdentity("a REST API authorizer's principalId")
+	}
+	if s != "" {
 		return tenantPrincipal + s, nil
 	}
 	if claims, ok := a["claims"].(map[string]any); ok {
-		if s := stringOf(claims["sub"]); s != "" {
+		s, ok := identityOf(claims["sub"])
+		if !ok {
+			return "", inexactIdentity("a REST API authorizer's claims.sub")
+		}
+		if s != "" {
 			return tenantSub + s, nil
 		}
 	}
@@ -87,6 +100,16 @@ func callerREST(e events.APIGatewayProxyRequest) (string, error) {
 // [LocalHandler]'s events. [HTTPAPI] refuses an event with an authorizer block but none of
 // these (see [ErrUnknownCaller]): a Lambda authorizer with simple responses whose context
 // names the user otherwise ({"userId": ...}), or a JWT without sub, needs [WithTenant].
+//
+// A Lambda authorizer's context may hold numbers, and aws-lambda-go decodes it into
+// interface{}, so a numeric principalId or sub arrives as a float64: exact for integers
+// of magnitude below 2^53, whose tenant is fmt.Sprint of the float64 ("principal:42",
+// "principal:1.234567e+06"), but two 64-bit ids beyond it (snowflake ids, database
+// bigints), or two fractions, can arrive as one float64, and the two callers as one
+// tenant. The digits are gone before the decorator sees the event, so [HTTPAPI] refuses
+// such an event (see [ErrUnknownCaller]) and TenantHTTPAPI returns "". Have the
+// authorizer send such ids as strings, decode events with lambda.WithUseNumber (a
+// json.Number keeps its digits), or say who the caller is with [WithTenant].
 func TenantHTTPAPI(e events.APIGatewayV2HTTPRequest) string {
 	t, _ := callerHTTPAPI(e)
 	return t
@@ -102,11 +125,14 @@ func callerHTTPAPI(e events.APIGatewayV2HTTPRequest) (string, error) {
 	if a.JWT != nil && a.JWT.Claims["sub"] != "" {
 		return tenantSub + a.JWT.Claims["sub"], nil
 	}
-	if s := stringOf(a.Lambda["principalId"]); s != "" {
-		return tenantPrincipal + s, nil
-	}
-	if s := stringOf(a.Lambda["sub"]); s != "" {
-		return tenantSub + s, nil
+	for _, f := range []struct{ field, prefix string }{{"principalId", tenantPrincipal}, {"sub", tenantSub}} {
+		s, ok := identityOf(a.Lambda[f.field])
+		if !ok {
+			return "", inexactIdentity("an HTTP API Lambda authorizer context's " + f.field)
+		}
+		if s != "" {
+			return f.prefix + s, nil
+		}
 	}
 	if a.IAM != nil {
 		if s := a.IAM.CognitoIdentity.IdentityID; s != "" {
@@ -178,18 +204,57 @@ func iamIdentity(arn string) string {
 	return arn[:len(arn)-len(role)+i]
 }
 
-// stringOf renders an authorizer context value: authorizers may put numbers or booleans
-// there as well as strings.
-func stringOf(v any) string {
+// identityOf renders an authorizer context value as an identity: authorizers may put
+// numbers or booleans there as well as strings. It reports false for a value holding a
+// number that does not arrive exactly: aws-lambda-go decodes an authorizer's context into
+// interface{}, so a JSON number is a float64 by the time the event reaches the handler,
+// and two 64-bit ids beyond 2^53 (snowflake ids, database bigints) can arrive as one
+// float64, as can two fractions. Such a value names no one caller. Integers of magnitude
+// below 2^53 arrive exactly and keep the rendering they always had (fmt.Sprint of the
+// float64, "1.234567e+06" for 1234567), since stored records are scoped by it; a
+// json.Number (lambda.WithUseNumber) keeps its digits.
+func identityOf(v any) (string, bool) {
+	if !exactNumbers(v) {
+		return "", false
+	}
 	switch v := v.(type) {
 	case nil:
-		return ""
+		return "", true
 	case string:
-		return v
+		return v, true
 	case json.Number, float64, bool:
-		return fmt.Sprint(v)
+		return fmt.Sprint(v), true
 	default:
 		b, _ := json.Marshal(v)
-		return string(b)
+		return string(b), true
 	}
+}
+
+// exactNumbers reports whether every float64 in v, a decoded JSON value, is an integer of
+// magnitude below 2^53, which a float64 holds exactly. 2^53 itself is not: 2^53+1 decodes
+// to it too.
+func exactNumbers(v any) bool {
+	switch v := v.(type) {
+	case float64:
+		return v == math.Trunc(v) && math.Abs(v) < maxExactInt
+	case map[string]any:
+		for _, e := range v {
+			if !exactNumbers(e) {
+				return false
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if !exactNumbers(e) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// inexactIdentity is the error of an event whose identity, what, is a number that did not
+// arrive exactly (see identityOf).
+func inexactIdentity(what string) error {
+	return fmt.Errorf("%w: %s is a number that may not have arrived exactly (an integer beyond 2^53 or a fraction); send it as a string", ErrUnknownCaller, what)
 }

@@ -6,6 +6,7 @@ package lambdawrap_test
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -78,4 +79,52 @@ func TestReviewJMESPathTypeErrorLogsTheKey(t *testing.T) {
 		t.Logf("captured:\n%s", out.String())
 		assert.NotContains(t, out.String(), rawKey, "the body is not in the error the runtime logs")
 	})
+}
+
+// TestReviewLargeNumericPrincipalsShareATenant: a Lambda authorizer's context may carry
+// numbers, and an HTTP API event carries them as JSON numbers
+// (requestContext.authorizer.lambda). aws-lambda-go decodes that map into interface{}, so a
+// number is a float64, and the default tenant was fmt.Sprint of it: two 64-bit user ids
+// (snowflake ids, database bigints) above 2^53 that round to the same float64 were one
+// tenant, "principal:1.2345678901234568e+18", and the second user, sending the first
+// one's key, was replayed the first user's response.
+//
+// Changed from the reviewer's test, which wanted two runs: the digits are lost before
+// lambdawrap sees the event, so no tenant can tell the two users apart; both requests are
+// refused as authenticated without an identity (500 ProblemUnknownCaller, reported through
+// OnUnguarded with ErrUnknownCaller), and the handler never runs.
+func TestReviewLargeNumericPrincipalsShareATenant(t *testing.T) {
+	t.Parallel()
+	for _, field := range []string{"principalId", "sub"} {
+		t.Run(field, func(t *testing.T) {
+			t.Parallel()
+			a := &app{}
+			var u unguardedHooks
+			h := a.handler(t, kindHTTPAPI, memGuard(t, idem.WithHooks(u.hooks())))
+			ctx := invokeCtx(t)
+			ev := loadEvent(t, "apigw-v2-lambda-authorizer")
+			as := func(id string) response {
+				l := ev.obj("requestContext", "authorizer", "lambda")
+				delete(l, "principalId")
+				l[field] = json.Number(id) // sent as the number it is
+				r := invoke(ctx, t, h, ev)
+				require.NoError(t, r.err)
+				return r
+			}
+			first := as("1234567890123456789")
+			second := as("1234567890123456700")
+			t.Logf("user 1234567890123456789: %d %s", first.code, first.body(t))
+			t.Logf("user 1234567890123456700: %d %s replayed=%q", second.code, second.body(t), second.header("Idempotent-Replayed"))
+			assert.Empty(t, second.header("Idempotent-Replayed"), "another user is not replayed the first one's response")
+			for _, r := range []response{first, second} {
+				checkProblem(t, r, 500, lambdawrap.ProblemUnknownCaller)
+			}
+			assert.Equal(t, int64(0), a.runs.Load(), "the handler never runs")
+			events := u.seen()
+			require.Len(t, events, 2, "OnUnguarded calls")
+			for _, e := range events {
+				require.ErrorIs(t, e.Err, lambdawrap.ErrUnknownCaller)
+			}
+		})
+	}
 }

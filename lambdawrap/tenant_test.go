@@ -1,9 +1,12 @@
 package lambdawrap_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -247,4 +250,93 @@ func TestAuthenticatedCallersNeverShareATenant(t *testing.T) {
 			assert.Equal(t, int64(2), a.runs.Load())
 		})
 	}
+}
+
+// TestNumericPrincipals: a Lambda authorizer's numeric principalId or sub, which
+// aws-lambda-go decodes to a float64, is an identity only as an integer of magnitude below
+// 2^53, which a float64 holds exactly; the tenant of such an integer is what it always
+// was (records in the field are scoped by it). Beyond 2^53 (2^53 itself included: 2^53+1
+// decodes to it too) or with a fraction, two callers can arrive as one float64, so the
+// request is refused (TestReviewLargeNumericPrincipalsShareATenant) and the default tenant
+// is "". A json.Number, which lambda.WithUseNumber gives, keeps its digits.
+func TestNumericPrincipals(t *testing.T) {
+	t.Parallel()
+	const maxExact = 1<<53 - 1
+	for _, tc := range []struct {
+		name string
+		id   any
+		want string // the tenant when the id is the principalId; "" when refused
+	}{
+		{name: "small integer", id: float64(42), want: "42"},
+		{name: "zero", id: float64(0), want: "0"},
+		{name: "negative", id: float64(-7), want: "-7"},
+		{name: "integer printed with an exponent", id: float64(1234567), want: "1.234567e+06"},
+		{name: "largest exact integer", id: float64(maxExact), want: "9.007199254740991e+15"},
+		{name: "smallest exact integer", id: float64(-maxExact), want: "-9.007199254740991e+15"},
+		{name: "2^53", id: float64(1 << 53)},
+		{name: "-2^53", id: float64(-(1 << 53))},
+		{name: "64-bit id", id: float64(1234567890123456789)},
+		{name: "fraction", id: 1.5},
+		{name: "huge", id: 1e300},
+		{name: "object holding a 64-bit id", id: map[string]any{"id": float64(1234567890123456789)}},
+		{name: "list holding a fraction", id: []any{"a", 0.1}},
+		{name: "object of exact numbers", id: map[string]any{"id": float64(42)}, want: `{"id":42}`},
+		{name: "json.Number keeps its digits", id: json.Number("1234567890123456789"), want: "1234567890123456789"},
+		{name: "string", id: "1234567890123456789", want: "1234567890123456789"},
+		{name: "bool", id: true, want: "true"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			for _, field := range []struct{ name, prefix string }{{"principalId", "principal:"}, {"sub", "sub:"}} {
+				want := ""
+				if tc.want != "" {
+					want = field.prefix + tc.want
+				}
+				var v2 events.APIGatewayV2HTTPRequest
+				v2.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+					Lambda: map[string]any{field.name: tc.id, "seats": float64(1 << 60)}}
+				assert.Equal(t, want, lambdawrap.TenantHTTPAPI(v2), "HTTP API %s", field.name)
+			}
+			var rest events.APIGatewayProxyRequest
+			rest.RequestContext.Authorizer = map[string]any{"principalId": tc.id, "integrationLatency": 0.5}
+			want := ""
+			if tc.want != "" {
+				want = "principal:" + tc.want
+			}
+			assert.Equal(t, want, lambdawrap.TenantREST(rest), "REST principalId")
+			rest.RequestContext.Authorizer = map[string]any{"claims": map[string]any{"sub": tc.id}}
+			if tc.want != "" {
+				want = "sub:" + tc.want
+			}
+			assert.Equal(t, want, lambdawrap.TenantREST(rest), "REST claims.sub")
+		})
+	}
+}
+
+// TestNumericPrincipalsWithUseNumber: a function whose authorizer sends 64-bit ids as
+// numbers can keep their digits by decoding events with lambda.WithUseNumber (given to
+// lambda.StartWithOptions): each id is
+// then a tenant of its own, and each user's retry replays that user's response.
+func TestNumericPrincipalsWithUseNumber(t *testing.T) {
+	t.Parallel()
+	a := &app{}
+	fn, err := lambdawrap.HTTPAPI(memGuard(t), a.httpAPI)
+	require.NoError(t, err)
+	h := lambda.NewHandlerWithOptions(fn, lambda.WithUseNumber(true))
+	ctx := invokeCtx(t)
+	ev := loadEvent(t, "apigw-v2-lambda-authorizer")
+	as := func(id string) response {
+		ev.obj("requestContext", "authorizer", "lambda")["principalId"] = json.Number(id)
+		out, err := h.Invoke(ctx, ev.payload(t))
+		require.NoError(t, err)
+		return decodeResponse(t, bytes.Clone(out))
+	}
+	first := as("1234567890123456789")
+	second := as("1234567890123456700")
+	assert.Equal(t, 201, second.code)
+	assert.Empty(t, second.header(lambdawrap.ReplayedHeader), "another user is not replayed the first one's response")
+	again := as("1234567890123456789")
+	assert.Equal(t, "true", again.header(lambdawrap.ReplayedHeader))
+	assert.Equal(t, first.body(t), again.body(t))
+	assert.Equal(t, int64(2), a.runs.Load())
 }
