@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -18,13 +19,15 @@ const (
 	tenantCognito   = "cognito:"
 	tenantIAM       = "iam:"
 	tenantAPIKey    = "apikey:"
+	tenantCert      = "cert:"
 )
 
 // ErrUnknownCaller is reported when an HTTP decorator refuses a request that is
 // authenticated but carries no caller identity that the decorator's default tenant reads:
 // an HTTP API Lambda authorizer with simple responses whose context has no principalId or
-// sub, a JWT without a sub claim, an IAM block without a caller, an authorizer's
-// principalId or sub that is a number a float64 may not hold exactly (see [TenantHTTPAPI]).
+// sub, a JWT without a sub claim, an IAM block without a caller, a mutual TLS client
+// certificate without a subject DN, an authorizer's principalId or sub that is a number a
+// float64 may not hold exactly (see [TenantHTTPAPI]).
 // Such callers would all share one tenant, so one could be replayed another's response;
 // the request is answered 500 [ProblemUnknownCaller] instead, without running the
 // handler, logged at ERROR, and reported through the guard's OnUnguarded hook with an
@@ -33,10 +36,14 @@ var ErrUnknownCaller = errors.New("lambdawrap: the request is authenticated but 
 
 // TenantREST returns the caller identity of an API Gateway REST API event, the first that is
 // present of: the Lambda authorizer's principalId, the Cognito user pool authorizer's
-// claims.sub, the Cognito identity id, the IAM caller's identity, and the API key id. Each is
-// prefixed with its kind ("principal:", "sub:", "cognito:", "iam:", "apikey:"). It returns ""
-// when the event carries none. It is the default tenant of [REST], which refuses an event
-// with an authorizer block but none of these (see [ErrUnknownCaller]).
+// claims.sub, the Cognito identity id, the IAM caller's identity, the mutual TLS client
+// certificate (identity.clientCert) when no authorizer ran, and the API key id. Each is
+// prefixed with its kind ("principal:", "sub:", "cognito:", "iam:", "cert:", "apikey:"). It
+// returns "" when the event carries none. It is the default tenant of [REST], which
+// refuses an event with an authorizer block but none of these (see [ErrUnknownCaller]).
+// The client certificate's identity is its subject under its issuer (see
+// [TenantHTTPAPI]); it comes before the API key, which identifies a usage plan's client
+// but is no authentication (a key may be shared, and whoever holds it can send it).
 //
 // The Cognito identity id comes before the IAM caller because an identity pool's users
 // all call through the pool's role: the id tells them apart, the role does not. The IAM
@@ -82,7 +89,15 @@ func callerREST(e events.APIGatewayProxyRequest) (string, error) {
 		return tenantCognito + id.CognitoIdentityID, nil
 	case id.UserArn != "":
 		return tenantIAM + iamIdentity(id.UserArn), nil
-	case id.APIKeyID != "":
+	}
+	if c := id.ClientCert; c != nil && len(a) == 0 {
+		// Without an authorizer: one that names no caller may tell apart callers who
+		// share a certificate, so its event is refused below.
+		if t, ok, err := callerCert(c.IssuerDN, c.SubjectDN, c.SerialNumber, c.ClientCertPem); ok {
+			return t, err
+		}
+	}
+	if id.APIKeyID != "" {
 		return tenantAPIKey + id.APIKeyID, nil
 	}
 	if len(a) > 0 {
@@ -93,13 +108,35 @@ func callerREST(e events.APIGatewayProxyRequest) (string, error) {
 
 // TenantHTTPAPI returns the caller identity of an API Gateway HTTP API event, the first that
 // is present of: the JWT authorizer's sub claim, the Lambda authorizer context's principalId
-// or sub, the IAM caller's Cognito identity id, and the IAM caller's identity: its userArn,
-// or for an assumed role the role's ARN without the session name (see [TenantREST]). Each
-// is prefixed with its kind ("sub:", "principal:", "cognito:", "iam:"). It returns "" when
-// the event carries none. It is the default tenant of [HTTPAPI] and of the
-// [LocalHandler]'s events. [HTTPAPI] refuses an event with an authorizer block but none of
-// these (see [ErrUnknownCaller]): a Lambda authorizer with simple responses whose context
-// names the user otherwise ({"userId": ...}), or a JWT without sub, needs [WithTenant].
+// or sub, the IAM caller's Cognito identity id, the IAM caller's identity: its userArn,
+// or for an assumed role the role's ARN without the session name (see [TenantREST]), and,
+// for an event without an authorizer block, the mutual TLS client certificate
+// (authentication.clientCert). Each is prefixed with its kind ("sub:", "principal:",
+// "cognito:", "iam:", "cert:"). It returns "" when the event carries none. It is the
+// default tenant of [HTTPAPI] and of the [LocalHandler]'s events. [HTTPAPI] refuses an
+// event with an authorizer block but none of these (see [ErrUnknownCaller]): a Lambda
+// authorizer with simple responses whose context names the user otherwise ({"userId":
+// ...}), or a JWT without sub, needs [WithTenant].
+//
+// API Gateway's mutual TLS verifies the client's certificate against the custom domain's
+// truststore and passes it on in the event. Its identity is the certificate's subject DN
+// under its issuer DN, each quoted (so no pair of DNs reads as another), issuer first:
+//
+//	cert:"CN=Example Partner CA,O=Example Corp,C=US" "CN=settlement.partner-a.example,O=Partner A,C=US"
+//
+// It is the subject, not the serial number: a renewed certificate, or another of the
+// caller's instances holding its own certificate, is the same caller, and its retry must
+// get the first response rather than run again. Certificates that one issuer gives the
+// same subject are therefore one tenant; where an issuer names several parties alike,
+// scope by serial number with [WithTenant]. The tenant is only as distinct as the names
+// the truststore's CAs give: any CA trusted there can issue any subject, under whatever
+// issuer name it gives itself, so a truststore holding CAs that callers control (each
+// partner's own CA) needs [WithTenant] over what tells those callers apart. A
+// certificate without a subject DN (its identity in its subject alternative names, which
+// the event does not carry) is refused (see [ErrUnknownCaller]). An authorizer's identity comes before the certificate's, and an
+// event whose authorizer names no caller is refused even with a certificate: the
+// authorizer may tell apart callers who share one certificate (a partner's gateway calling
+// for its users).
 //
 // A Lambda authorizer's context may hold numbers, and aws-lambda-go decodes it into
 // interface{}, so a numeric principalId or sub arrives as a float64: exact for integers
@@ -120,7 +157,9 @@ func TenantHTTPAPI(e events.APIGatewayV2HTTPRequest) string {
 func callerHTTPAPI(e events.APIGatewayV2HTTPRequest) (string, error) {
 	a := e.RequestContext.Authorizer
 	if a == nil {
-		return "", nil
+		c := e.RequestContext.Authentication.ClientCert
+		t, _, err := callerCert(c.IssuerDN, c.SubjectDN, c.SerialNumber, c.ClientCertPem)
+		return t, err
 	}
 	if a.JWT != nil && a.JWT.Claims["sub"] != "" {
 		return tenantSub + a.JWT.Claims["sub"], nil
@@ -177,6 +216,24 @@ func callerFunctionURL(e events.LambdaFunctionURLRequest) (string, error) {
 		return tenantIAM + iamIdentity(a.IAM.UserARN), nil
 	}
 	return "", fmt.Errorf("%w: a function URL event with an authorizer block without userArn", ErrUnknownCaller)
+}
+
+// callerCert returns the tenant of the client certificate that API Gateway's mutual TLS
+// verified, given by its issuer DN, subject DN, serial number and PEM as the event carries
+// them: "cert:" and the quoted issuer and subject DNs (see [TenantHTTPAPI]). ok is false
+// when the event carries no certificate; err wraps [ErrUnknownCaller] for a certificate
+// without a subject DN, whose identity (in its subject alternative names) the event does
+// not name.
+func callerCert(issuer, subject, serial, pem string) (tenant string, ok bool, err error) {
+	switch {
+	case issuer == "" && subject == "" && serial == "" && pem == "":
+		return "", false, nil
+	case subject == "":
+		return "", true, fmt.Errorf("%w: a client certificate without a subject DN", ErrUnknownCaller)
+	}
+	// Quoted, each DN is delimited whatever characters it holds, so no issuer and subject
+	// pair reads as another.
+	return tenantCert + strconv.Quote(issuer) + " " + strconv.Quote(subject), true, nil
 }
 
 // iamIdentity returns the identity an IAM caller's ARN stands for. For an assumed role,

@@ -1,7 +1,7 @@
 package lambdawrap_test
 
-// The tests of review 2 (branch review2, lambdawrap/review2_test.go) for the holes fixed
-// here, copied; where a fix answers otherwise than the reviewer's test assumed, the change
+// The tests of review 2 (branch review2, lambdawrap/review2_test.go) for holes 4, 5 and 8,
+// copied here; where a fix answers otherwise than the reviewer's test assumed, the change
 // is said beside it.
 
 import (
@@ -17,6 +17,56 @@ import (
 	"github.com/idemkit/idem/lambdawrap"
 	"github.com/idemkit/idem/memstore"
 )
+
+// TestReviewMutualTLSCallersShareATenant: API Gateway's mutual TLS (a custom domain with a
+// truststore) authenticates each caller by its client certificate, and the event says who
+// the caller is: requestContext.authentication.clientCert (HTTP API) or
+// requestContext.identity.clientCert (REST API), subject DN and serial number. No
+// authorizer block is involved, so the default tenant found nothing and every mTLS client
+// shared the empty tenant: partner B, sending the key partner A used (same body: a common
+// "create the daily settlement" call), was replayed A's stored response.
+//
+// Changed from the reviewer's test: the REST fixture carries a Lambda authorizer whose
+// principalId ("customer-4711") is the same for both partners, and an authorizer's
+// identity comes before the certificate's (TestClientCertificateTenant), so here the REST
+// event has no authorizer, as a REST API with mutual TLS alone sends it.
+func TestReviewMutualTLSCallersShareATenant(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		fixture string
+		k       kind
+		cert    []string // where the event carries the client certificate
+	}{
+		{fixture: "apigw-v2-post-with-key", k: kindHTTPAPI, cert: []string{"requestContext", "authentication", "clientCert"}},
+		{fixture: "apigw-rest-post-with-key", k: kindREST, cert: []string{"requestContext", "identity", "clientCert"}},
+	} {
+		t.Run(tc.fixture, func(t *testing.T) {
+			t.Parallel()
+			a := &app{}
+			h := a.handler(t, tc.k, memGuard(t))
+			ctx := invokeCtx(t)
+			ev := loadEvent(t, tc.fixture)
+			ev.obj("requestContext")["authorizer"] = nil
+			as := func(subject, serial string) response {
+				c := ev.obj(tc.cert...)
+				c["clientCertPem"] = "-----BEGIN CERTIFICATE-----\nMIIC...\n-----END CERTIFICATE-----"
+				c["subjectDN"] = subject
+				c["issuerDN"] = "C=US,O=Example Corp,CN=Example Partner CA"
+				c["serialNumber"] = serial
+				c["validity"] = map[string]any{"notBefore": "Jan 1 00:00:00 2026 GMT", "notAfter": "Jan 1 00:00:00 2027 GMT"}
+				r := invoke(ctx, t, h, ev)
+				require.NoError(t, r.err)
+				return r
+			}
+			first := as("C=US,O=Partner A,CN=settlement.partner-a.example", "1a:2b:3c")
+			second := as("C=DE,O=Partner B,CN=settlement.partner-b.example", "9f:8e:7d")
+			t.Logf("partner A: %d %s", first.code, first.body(t))
+			t.Logf("partner B: %d %s replayed=%q", second.code, second.body(t), second.header("Idempotent-Replayed"))
+			assert.Empty(t, second.header("Idempotent-Replayed"), "partner B is not replayed partner A's response")
+			assert.NotEqual(t, first.body(t), second.body(t), "partner B is not replayed partner A's response")
+		})
+	}
+}
 
 // TestReviewJMESPathTypeErrorLogsTheKey: a key expression whose function meets an argument
 // of the wrong type fails with go-jmespath's error "invalid type for: %v, expected: ...",
