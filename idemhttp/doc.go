@@ -17,7 +17,10 @@
 // true" and the handler does not run. Only the handler's own headers are stored: what
 // middleware outside this one sets (a request id, CORS) is set afresh on every response.
 // The stored form is lambdawrap's, so under the same operation and tenant a response that
-// one stored is replayed by the other.
+// one stored is replayed by the other. A header value that is not UTF-8 is stored in a
+// field that releases before it do not know (see the README's "A replay must fit its
+// type"): during a rolling deploy an older instance answers such a record 500
+// [ProblemNotReplayable], and never runs the handler again.
 //
 // A server's request context usually has no deadline, so the lease on a key is the
 // guard's idem.WithLease (a minute by default) plus its margin, and the handler's context
@@ -30,6 +33,23 @@
 // heartbeat going on) and the client's retry is answered 409 until it does, then replays
 // its result; it never meets a half-done run whose lease was let go
 // (TestClientDisconnectDoesNotEndTheRun).
+//
+// # Where to mount it
+//
+// Mount http.TimeoutHandler, and any wrapper that answers the client while the handler
+// goes on, outside the middleware: TimeoutHandler(Middleware(h)), never
+// Middleware(TimeoutHandler(h)). Inside, its 503 is the answer the middleware records: a
+// 5xx, so the key is released while the handler still runs in TimeoutHandler's goroutine,
+// and the client's retry runs it a second time, concurrently with the first; nothing the
+// middleware sees tells that 503 from a handler's own
+// (TestReviewTimeoutHandlerInsideReleasesARunningHandler). Only attached writes stay
+// safe there: the first run's lease closed when the middleware's run returned, so its later
+// idem.Attach fails with idem.ErrNoLease. Outside, the timeout is the deadline of the
+// handler's context and of its lease: TimeoutHandler answers the client, the middleware
+// still records what the handler does (its answer, or a release if it gives up, see
+// below), and the client's retry meets 409 until then. A per-route timeout of your own
+// inside the middleware is fine as long as it only ends the handler's context and lets the
+// handler answer (see "A handler that gives up").
 //
 // # HTTP semantics
 //
@@ -45,7 +65,9 @@
 //	same key, completed                                    the stored response + Idempotent-Replayed: true
 //	handler answers 5xx, 409, 429 (see WithCacheable)      that response; nothing stored, key released
 //	handler panics                                         the panic goes on; nothing stored, key released
+//	  (after part of its response was sent: as streamed, below)
 //	handler's context ended and it wrote nothing           503 with Retry-After; nothing stored, key released
+//	  (see "A handler that gives up")
 //	store unavailable before the handler ran               503 with Retry-After; the handler did not run
 //	handler ran, store committed nothing of its outcome    503 with Retry-After; key released, a retry runs again
 //	handler ran, store failed to record its outcome        the handler's response, logged at ERROR
@@ -69,13 +91,30 @@
 // # A handler that gives up
 //
 // A handler's context ends when its lease runs out (see above) or at a server's deadline
-// (http.TimeoutHandler, say). A handler that then gives up should do what net/http's
-// idiom says and return without writing anything: that is no answer, so the middleware
-// stores nothing, releases the key and answers 503 [ProblemAborted] with Retry-After, and
-// the client's retry runs the handler again (TestAbortedRunReleasesTheKey). Whatever a
-// handler writes, even a bare 200, is its answer, stored like any other: a handler that
-// did its work should say so. One that cannot tell may answer 503 itself, which is not
-// stored either.
+// (http.TimeoutHandler around the middleware, say). The middleware cannot tell a handler
+// that did its work and wrote nothing from one that gave up, so the contract, net/http's
+// idiom, is this:
+//
+//   - A handler whose work is done answers with a status (WriteHeader, or a body). That is
+//     its answer, stored like any other, even after its context ended.
+//   - A handler whose context ended and that wrote nothing gave up: the middleware stores
+//     nothing, releases the key and answers 503 [ProblemAborted] with Retry-After, and the
+//     client's retry runs the handler again (TestAbortedRunReleasesTheKey). That holds for
+//     a handler that did its work and then returned without a word
+//     (TestReviewFinishedRunWithoutAnswerIsReleased): its retry does the work again.
+//   - A handler that gives up under a deadline of its own (context.WithTimeout around a
+//     downstream call, or a timeout middleware mounted inside this one), which the
+//     middleware does not see, answers 503 or 504 itself: a 5xx is not stored, so the key
+//     is released and the retry runs again. Writing nothing there is net/http's 200, with
+//     the middleware's context alive, and that is stored and replayed
+//     (TestReviewGiveUpUnderAnInnerDeadlineIsStored).
+//
+// A run that is released leaves behind whatever effects it had: the retry runs the handler
+// again. The safe place for effects is the completion: writes attached to it
+// (idem.Attach; dynamo.Attach, pgstore.Attach) commit with the record or not at all, so a
+// run that gave up left none of them, and the retry makes them once
+// (TestGiveUpWithAttachedWritesLeavesNoEffect). Other effects must be safe to repeat (a
+// downstream call keyed by idem.StoredKey, say).
 //
 // # Request bodies
 //
@@ -105,11 +144,17 @@
 // it cannot be stored for a byte-for-byte replay, nor replaced by a 503 when the store
 // fails to record the outcome (that failure is logged at ERROR instead). A streamed
 // response with a status that is not cacheable (a 5xx) releases the key, as any other.
+// So does a handler that panics once part of its response was sent (a flushed status, say,
+// then panic(http.ErrAbortHandler) to break the stream off): the client has the response,
+// so the run is recorded as above before the panic goes on, and a retry never runs it
+// again (TestReviewFlushedThenPanickedRunsAgain); a panic other than http.ErrAbortHandler
+// is logged at ERROR with its stack, which net/http's own log of it no longer shows.
 // A response that declares trailers is sent with them and recorded the same way, since
 // the stored form has no trailers. A hijacked connection is no HTTP response at all: the
 // guard cannot tell whether the handler succeeded, so, as for a handler error, nothing
 // is stored and the key is released; WebSocket upgrades are GET requests, which are not
-// guarded by default anyway.
+// guarded by default anyway. A hijack after part of the response was sent (a flush) is
+// recorded as the streamed response it began as.
 //
 // # Tenants
 //

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/httpsem"
@@ -19,7 +22,9 @@ import (
 // most once per key within the guard's expiry window, and every retry gets the first
 // response back, byte for byte, with "Idempotent-Replayed: true". The key is in the
 // Idempotency-Key header (see [WithHeader]), scoped by the guard's operation and by the
-// tenant of [WithTenant], if given.
+// tenant of [WithTenant], if given. Mount http.TimeoutHandler, and any wrapper that
+// answers while the handler goes on, outside it (see the package doc, "Where to mount
+// it").
 //
 // It logs and reports through the guard (see idem.WithLogger and idem.WithHooks), naming a
 // request by its stored key (idem.Guard.StoredKey), never by the raw key, which may be
@@ -78,10 +83,29 @@ func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 	rec := newRecorder(w, m.c.maxResponse)
 	runCtx, started, stop := untilStarted(ctx)
 	defer stop()
-	v, resp, err := m.guard.Run(runCtx, &req, ir, nil, func(ctx context.Context) (httpsem.Response, error) {
+	var panicked any // a panic after the response went out, raised again once recorded
+	v, resp, err := m.guard.Run(runCtx, &req, ir, nil, func(ctx context.Context) (out httpsem.Response, err error) {
 		started()
+		defer func() {
+			p := recover()
+			if p == nil {
+				return
+			}
+			if !rec.passed {
+				panic(p) // nothing sent: the guard releases the key, and the panic goes on
+			}
+			// Part of the response reached the client (it streamed): the run is recorded
+			// as a streamed one, so that a retry never runs it again, and the panic goes
+			// on once it is.
+			panicked = p
+			if p != http.ErrAbortHandler { //nolint:errorlint // net/http compares the value itself
+				m.g.Logger().ErrorContext(ctx, pkg+": the handler panicked after its response was sent; recorded as sent",
+					"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			}
+			out, err = rec.response()
+		}()
 		next.ServeHTTP(rec, r.WithContext(ctx))
-		if ctx.Err() != nil && rec.empty() {
+		if ended(ctx) && rec.empty() {
 			// The handler gave up when its context ended, net/http's way: it wrote
 			// nothing. That is no 200 to store; no status tells httpsem so.
 			return httpsem.Response{}, nil
@@ -111,6 +135,9 @@ func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 		p := m.guard.Problem(http.StatusInternalServerError, "", "", 0, true)
 		m.write(ctx, w, &p)
 	}
+	if panicked != nil {
+		panic(panicked)
+	}
 }
 
 // readBody reads a guarded request's body to fingerprint it, and puts it back for the
@@ -132,6 +159,18 @@ func (m *middleware) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	return body, nil
+}
+
+// ended reports whether ctx has ended, or its deadline has passed: a context's Err stays
+// nil until the timer of its deadline has run, and an http.TimeoutHandler around the
+// middleware may have answered at that deadline, on a timer of its own, and the handler
+// returned after that answer, before this one ran.
+func ended(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
 }
 
 // untilStarted returns a context with ctx's values that ctx's cancellation (the client

@@ -51,9 +51,10 @@ const (
 	// runs the handler again if they did not.
 	ProblemOutcomeUnknown = problemBase + httpsem.ProblemOutcomeUnknown
 	// ProblemAborted (503): the handler's context ended (its lease ran out, or a server
-	// deadline such as http.TimeoutHandler's passed) and it returned without writing a
-	// response: the run gave up. Nothing was stored and the key was released, so a retry
-	// after Retry-After runs the handler again.
+	// deadline such as that of an http.TimeoutHandler around the middleware passed) and it
+	// returned without writing a response: the run gave up. Nothing was stored and the key
+	// was released, so a retry after Retry-After runs the handler again; effects the run
+	// had outside its attached writes (idem.Attach) stand.
 	ProblemAborted = problemBase + httpsem.ProblemAborted
 )
 

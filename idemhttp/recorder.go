@@ -110,7 +110,8 @@ func (r *recorder) FlushError() error {
 }
 
 // Hijack gives the handler the connection, if the server's writer allows it. The response
-// is then the handler's own business: nothing is recorded, and the key is released.
+// is then the handler's own business: nothing is recorded, and the key is released, unless
+// part of the response was sent before (see response).
 func (r *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	conn, rw, err := http.NewResponseController(r.w).Hijack()
 	if err == nil {
@@ -143,9 +144,10 @@ func (r *recorder) empty() bool { return r.status == 0 && !r.hijacked }
 
 // response returns what the guard records of the handler's response: the response, or
 // with NotStored when it was passed through or has trailers (which the stored form does
-// not carry), or errHijacked.
+// not carry), or errHijacked. A response passed through before a hijack reached the
+// client: it is recorded as passed through, so that a retry never runs the handler again.
 func (r *recorder) response() (httpsem.Response, error) {
-	if r.hijacked {
+	if r.hijacked && !r.passed {
 		return httpsem.Response{}, errHijacked
 	}
 	if r.status == 0 {

@@ -63,16 +63,69 @@ func TestAbortedRunReleasesTheKey(t *testing.T) {
 	})
 }
 
+// TestZeroStatusIsNeverStored: a response without a status is never a valid answer (API
+// Gateway answers statusCode 0 with 502), so a handler that returns one gave up, whether
+// its own context ended or not: under a deadline of its own (context.WithTimeout around a
+// downstream call, the usual way) or at once. Nothing is stored, the key is released and
+// the answer is 503 ProblemAborted, so the retry runs the handler again. Before the fix it
+// was stored while the decorator's context was alive, and every retry was replayed
+// statusCode 0 (the reviewer's TestReviewZeroResponseUnderAnInnerDeadlineIsStored, branch
+// review2, for the HTTP API).
+func TestZeroStatusIsNeverStored(t *testing.T) {
+	t.Parallel()
+	forEachSource(t, func(t *testing.T, store idemstore.Store, ev *event) {
+		for _, tc := range []struct {
+			name   string
+			giveUp func(ctx context.Context) // what the first run does before its zero response
+		}{
+			{name: "the handler's own deadline", giveUp: func(ctx context.Context) {
+				call, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+				defer cancel()
+				<-call.Done() // the downstream call timed out
+			}},
+			{name: "at once", giveUp: func(context.Context) {}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				var runs atomic.Int64
+				var hooks idem.Hooks
+				completed := atomic.Int64{}
+				hooks.OnCompleted = func(context.Context, idem.Event) { completed.Add(1) }
+				h := zeroResponseHandler(t, ev.kind, newGuard(t, store, idem.WithHooks(hooks)), &runs, tc.giveUp)
+				first := invoke(invokeCtx(t), t, h, ev)
+				require.NoError(t, first.err)
+				checkProblem(t, first, 503, lambdawrap.ProblemAborted)
+				assert.Equal(t, int64(0), completed.Load(), "nothing stored")
+
+				retry := invoke(invokeCtx(t), t, h, ev)
+				require.NoError(t, retry.err)
+				assert.Equal(t, 201, retry.code, "the retry runs again")
+				assert.Empty(t, retry.header(lambdawrap.ReplayedHeader))
+				assert.Equal(t, int64(2), runs.Load())
+			})
+		}
+	})
+}
+
 // giveUpHandler returns the decorated handler of kind k whose first run calls end, waits
 // for the end of its context and returns a zero response, and whose later runs answer 201.
 func giveUpHandler(t *testing.T, k kind, g *idem.Guard, runs *atomic.Int64, end func()) lambda.Handler {
+	t.Helper()
+	return zeroResponseHandler(t, k, g, runs, func(ctx context.Context) {
+		end()
+		<-ctx.Done()
+	})
+}
+
+// zeroResponseHandler returns the decorated handler of kind k whose first run calls giveUp
+// and returns a zero response, and whose later runs answer 201.
+func zeroResponseHandler(t *testing.T, k kind, g *idem.Guard, runs *atomic.Int64, giveUp func(context.Context)) lambda.Handler {
 	t.Helper()
 	gaveUp := func(ctx context.Context) bool {
 		if runs.Add(1) > 1 {
 			return false
 		}
-		end()
-		<-ctx.Done()
+		giveUp(ctx)
 		return true
 	}
 	var (

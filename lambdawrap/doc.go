@@ -31,7 +31,7 @@
 //	handler returns 5xx, 409, 429 (see WithCacheable)      that response; nothing stored, key released
 //	handler returns an error                               the error, to Lambda; nothing stored
 //	handler returns idem's lost lease or store failure     409 or 503 with Retry-After, as elsewhere; key released
-//	handler's context ended, it returned a zero response   503 with Retry-After; nothing stored, key released
+//	handler returned a zero response (no status code)      503 with Retry-After; nothing stored, key released
 //	store unavailable before the handler ran               503 with Retry-After; the handler did not run
 //	authenticated, but no caller identity (see below)      500; the handler did not run
 //	handler ran, store committed nothing of its outcome    503 with Retry-After; key released, a retry runs again
@@ -67,11 +67,16 @@
 // [ProblemStoreUnavailable] with Retry-After, and the key is released.
 //
 // A handler's context ends at the invocation's deadline, or when its lease runs out (see
-// idem.WithMaxLease). A handler that then gives up should return its context's error
-// (context.Cause(ctx)), which goes to Lambda with nothing stored, or a zero response (no
-// status code): that is no answer, so the decorator stores nothing, releases the key and
-// answers 503 [ProblemAborted] with Retry-After, and a retry runs the handler again. A
-// response with a status is the handler's answer and is stored like any other.
+// idem.WithMaxLease). A handler that then gives up, or gives up under a deadline of its
+// own (a downstream call's), should return an error (context.Cause(ctx)), which goes to
+// Lambda with nothing stored, or a zero response (no status code): that is no answer
+// (API Gateway would answer a status 0 with 502), so the decorator stores nothing,
+// releases the key and answers 503 [ProblemAborted] with Retry-After, whether the
+// handler's context ended or not, and a retry runs the handler again
+// (TestZeroStatusIsNeverStored). A response with a status is the handler's answer and is
+// stored like any other. A handler that gives up after doing part of its work leaves
+// that part done: a retry runs it again. Writes attached to the completion
+// ([idem.Attach]) commit only with it, so a run that gave up left none of them.
 //
 // The decorators log and report through their guard: its logger (idem.WithLogger) gets
 // what is answered rather than returned to Lambda (a failing store, a response that cannot

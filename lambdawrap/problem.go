@@ -53,10 +53,10 @@ const (
 	// retry gets 409; after it, a retry replays the response if the writes committed, and
 	// runs the handler again if they did not.
 	ProblemOutcomeUnknown = problemBase + httpsem.ProblemOutcomeUnknown
-	// ProblemAborted (503): the handler's context ended (the invocation's deadline, or its
-	// lease ran out) and it returned a zero response, one without a status: the run gave
-	// up. Nothing was stored and the key was released, so a retry after Retry-After runs
-	// the handler again.
+	// ProblemAborted (503): the handler returned a zero response, one without a status
+	// (its context ended, at the invocation's deadline or its lease's end, or a deadline
+	// of its own passed): the run gave up. Nothing was stored and the key was released, so
+	// a retry after Retry-After runs the handler again.
 	ProblemAborted = problemBase + httpsem.ProblemAborted
 )
 

@@ -49,16 +49,25 @@ type Guard struct {
 // NewGuard returns the semantics s applied with g.
 func NewGuard(g *idem.Guard, s Settings) *Guard { return &Guard{g: g, s: s} }
 
-// abortedError is what a run that gave up presents to the guard: its context ended and it
-// answered nothing (a response without a status). It wraps idem.ErrDoNotStore, so the key
-// is released and nothing is stored, whatever idem.WithRememberFailures says, and the
-// context's cause.
+// abortedError is what a run that gave up presents to the guard: it answered nothing (a
+// response without a status). It wraps idem.ErrDoNotStore, so the key is released and
+// nothing is stored, whatever idem.WithRememberFailures says, and the cause of the
+// handler's context, if it ended.
 type abortedError struct{ cause error }
 
 func (e *abortedError) Error() string {
-	return "idem: the handler's context ended and it answered nothing: " + e.cause.Error()
+	if e.cause == nil {
+		return "idem: the handler answered no status"
+	}
+	return "idem: the handler's context ended and it answered no status: " + e.cause.Error()
 }
-func (e *abortedError) Unwrap() []error { return []error{idem.ErrDoNotStore, e.cause} }
+
+func (e *abortedError) Unwrap() []error {
+	if e.cause == nil {
+		return []error{idem.ErrDoNotStore}
+	}
+	return []error{idem.ErrDoNotStore, e.cause}
+}
 
 // handlerError carries an error returned by the user's handler through the guard.
 type handlerError struct{ err error }
@@ -88,9 +97,10 @@ func (s *Guard) Admit(ctx context.Context, req *Request) (string, Verdict, Respo
 // error of reading the fingerprint, if any. handler runs the handler and returns its
 // response; it is called at most once, under the guard. A response whose NotStored is set
 // is recorded as such (see [Response]), and answered on replay as a result too large to
-// store. A response without a status (StatusCode 0) returned after the handler's context
-// ended means the run gave up: nothing is stored, the key is released, and the answer is
-// 503 [ProblemAborted]. On Ran, the caller answers with what the handler produced; on Answered, with the
+// store. A response without a status (StatusCode 0) means the run gave up, whether the
+// handler's context ended or not (no HTTP response has status 0: API Gateway answers it
+// 502): nothing is stored, the key is released, and the answer is 503 [ProblemAborted].
+// On Ran, the caller answers with what the handler produced; on Answered, with the
 // response; on Failed, with the error.
 func (s *Guard) Run(ctx context.Context, req *Request, r idem.Request, fpErr error,
 	handler func(context.Context) (Response, error)) (Verdict, Response, error) {
@@ -107,11 +117,16 @@ func (s *Guard) Run(ctx context.Context, req *Request, r idem.Request, fpErr err
 		if err != nil {
 			return Response{}, &handlerError{err}
 		}
-		if resp.StatusCode == 0 && ctx.Err() != nil {
-			// The run gave up when its context ended (the lease ran out, a deadline
-			// passed): stored, its empty answer would be replayed as the outcome of work
-			// that was never done.
-			return Response{}, &abortedError{cause: context.Cause(ctx)}
+		if resp.StatusCode == 0 {
+			// No answer: the run gave up (its context ended, the lease ran out or a
+			// deadline of its own passed). Stored, the empty answer would be replayed as
+			// the outcome of work that was never done; and no client can be answered
+			// status 0. idemhttp passes one only when the handler's context ended.
+			var cause error
+			if ctx.Err() != nil {
+				cause = context.Cause(ctx)
+			}
+			return Response{}, &abortedError{cause: cause}
 		}
 		handled = true
 		if !s.s.Cacheable(resp.StatusCode) {
@@ -132,7 +147,7 @@ func (s *Guard) Run(ctx context.Context, req *Request, r idem.Request, fpErr err
 	}
 	var aborted *abortedError
 	if errors.As(err, &aborted) {
-		s.g.Logger().WarnContext(ctx, s.s.Package+": the handler gave up when its context ended; nothing stored, the key released", "error", err)
+		s.g.Logger().WarnContext(ctx, s.s.Package+": the handler gave up, answering no status; nothing stored, the key released", "error", err)
 		return Answered, s.Problem(http.StatusServiceUnavailable, ProblemAborted,
 			"the request's run ended before it answered; nothing was stored, and a retry runs it again", StoreRetryAfter, req.MultiValue), nil
 	}

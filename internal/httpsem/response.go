@@ -18,8 +18,13 @@ type Response struct {
 	// UTF-8 (obs-text, RFC 9110 section 5.5: a Latin-1 file name, say), which a JSON string
 	// cannot carry: for each such name, every value in order, base64-encoded (standard
 	// encoding). They replace the name's values in MultiValueHeaders, which holds them as
-	// JSON stores them (invalid bytes as U+FFFD) for a reader that predates this field;
-	// records written before it have none, and replay as they were stored. Only idemhttp
+	// JSON stores them (invalid bytes as U+FFFD). It is written only when a header has
+	// such bytes, so every other record is what a release before the field wrote; records
+	// written before it have none, and replay as they were stored. A release before the
+	// field decodes records strictly (idem.JSONCodec refuses unknown fields), so it answers
+	// a record that has the field 500 (not replayable: idem.ErrIncompatibleRecord) and
+	// never runs the handler again; before the field such a header replayed as U+FFFD
+	// anyway (TestReviewOlderReaderCannotReplayBinaryHeaders in idemhttp). Only idemhttp
 	// writes and reads it: a Lambda response is JSON, so its header values are UTF-8.
 	MultiValueHeadersBase64 map[string][]string `json:"multiValueHeadersBase64,omitempty"`
 	// NotStored, set by a wrapper whose response reached the client as it was written
