@@ -288,7 +288,8 @@ func (g *Guard) releaseUncommitted(ctx context.Context, s settlement) error {
 // all.
 var errCompletedAfterAll = errors.New("idem: completed after all")
 
-// release deletes the record so a retry runs again. Failing to release is logged, not
+// release gives up the key so a retry runs again (the store keeps the record as a
+// tombstone: see [idemstore.Store]). Failing to release is logged, not
 // returned: the caller's error is the handler's, and the lease ends on its own.
 func (g *Guard) release(ctx context.Context, l *lease, start time.Time, cause error) {
 	cctx, cancel := detached(ctx)

@@ -238,10 +238,16 @@ func TestRelease(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, got, "a wrong token deletes nothing")
 
+	e.api.Take()
 	require.NoError(t, e.store.Release(ctx, rec.Key, "tok"))
+	assert.Equal(t, map[string]int{"UpdateItem": 1}, e.api.Take(), "one write, as the DeleteItem it replaces")
 	got, err = e.store.Get(ctx, rec.Key)
 	require.NoError(t, err)
-	assert.Nil(t, got)
+	require.NotNil(t, got, "kept as a tombstone, never deleted")
+	assert.Equal(t, idemstore.StatusInProgress, got.Status)
+	assert.Equal(t, idemstore.ReleasedToken("tok"), got.LeaseToken)
+	assert.True(t, got.LeaseExpires.Equal(time.Unix(0, 0)), "lease ended: %v", got.LeaseExpires)
+	assert.Equal(t, rec.Expires, got.Expires, "it expires (TTL) when the record would have")
 	require.ErrorIs(t, e.store.Release(ctx, rec.Key, "tok"), idem.ErrLeaseLost, "nothing left to release")
 
 	t.Run("KeepsCheckpoint", func(t *testing.T) {
@@ -251,7 +257,7 @@ func TestRelease(t *testing.T) {
 		require.ErrorIs(t, e.store.Release(ctx, rec.Key, "other"), idem.ErrLeaseLost)
 		e.api.Take()
 		require.NoError(t, e.store.Release(ctx, rec.Key, "tok"))
-		assert.Equal(t, map[string]int{"DeleteItem": 1, "UpdateItem": 1}, e.api.Take(), "the delete is refused, the lease ended")
+		assert.Equal(t, map[string]int{"UpdateItem": 1}, e.api.Take(), "one write ends the lease")
 		got, err := e.store.Get(ctx, rec.Key)
 		require.NoError(t, err)
 		require.NotNil(t, got, "the record stays for its checkpoint")
@@ -492,7 +498,7 @@ func TestLayouts(t *testing.T) {
 			assert.NotEmpty(t, e.rawItem(t, tc.key(rec.Key)), "the item sits under the configured key")
 
 			// A release keeps a record with a checkpoint, lease ended; the claim carrying the
-			// checkpoint takes it over, and a release without one deletes it.
+			// checkpoint takes it over, and a release without one keeps a tombstone.
 			later := now.Add(2 * time.Hour)
 			next := record(rec.Key, later, "tok3")
 			_, claimed, err = e.store.Claim(ctx, next, later)
@@ -520,7 +526,9 @@ func TestLayouts(t *testing.T) {
 			require.NoError(t, e.store.Release(ctx, fresh.Key, "tok5"))
 			got, err = e.store.Get(ctx, fresh.Key)
 			require.NoError(t, err)
-			assert.Nil(t, got, "without a checkpoint the record is deleted")
+			require.NotNil(t, got, "without a checkpoint too, the record is kept as a tombstone")
+			assert.Equal(t, idemstore.ReleasedToken("tok5"), got.LeaseToken)
+			assert.False(t, got.Live(later))
 		})
 	}
 }

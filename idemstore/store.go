@@ -18,8 +18,13 @@ import (
 // is (see the package's error variables).
 type Store interface {
 	// Claim writes rec (status [StatusInProgress]) if the record for rec.Key at now lets it:
-	// there is none, it is past its Expires, or it is in progress past its LeaseExpires and
-	// its Checkpoint equals rec.Checkpoint (both may be empty). A record with a checkpoint
+	// there is none, it is past its Expires, or it is in progress past its LeaseExpires, its
+	// Checkpoint equals rec.Checkpoint (both may be empty) and its LeaseToken is not
+	// [ReleasedToken](rec.LeaseToken) (see [Record.ClaimableBy]). The last rule refuses a
+	// claim whose owner has released the key since, which a network can deliver late (the
+	// AWS SDK resends a request whose connection broke, and its first attempt may still
+	// land after the resend's owner ran, failed and released): it must not hold the key
+	// again for a lease nobody owns. A record with a checkpoint
 	// is thus taken over only by a claim that carries the checkpoint into the new record,
 	// never lost with a claim's answer: the guard claims again with the checkpoint of the
 	// lease-ended record a claim returns. On success claimed is true and prev is the record
@@ -50,12 +55,16 @@ type Store interface {
 	Complete(ctx context.Context, rec *Record, attached []any) error
 
 	// Release gives up the lease of token on the in-progress record for key, so that a
-	// retry runs again. A record without a checkpoint is deleted. A record with one is kept,
-	// its lease ended (its LeaseExpires set to a time every clock has passed; the stores here
-	// use the Unix epoch) and its lease token replaced by [ReleasedToken](token), so that
-	// the next claim takes it over and resumes from the checkpoint, and no late write of the
-	// releasing owner (a completion still in flight) can land on it. If token does not own an in-progress record for key (another owner took
-	// it over, or it completed), Release changes nothing and returns [ErrLeaseLost].
+	// retry runs again. The record is kept, never deleted, as a tombstone: its lease ended
+	// (its LeaseExpires set to a time every clock has passed; the stores here use the Unix
+	// epoch), its lease token replaced by [ReleasedToken](token), everything else as it was
+	// (its checkpoint, its Expires). The next claim takes it over at once, and resumes from
+	// the checkpoint if it has one; no late write of the releasing owner (a completion
+	// still in flight) can land on it, and a late attempt of the releasing owner's own
+	// claim is refused (see Claim) rather than hold the key again. A tombstone stays until
+	// its Expires, as any record does. If token does not own an in-progress record for key
+	// (another owner took it over, or it completed), Release changes nothing and returns
+	// [ErrLeaseLost].
 	Release(ctx context.Context, key, token string) error
 
 	// Extend moves the lease end of the in-progress record for key to leaseExpires if its
@@ -81,9 +90,10 @@ type AttachChecker interface {
 	CheckAttached(attached []any) error
 }
 
-// ReleasedToken is the lease token a store writes into a record that [Store.Release] keeps
-// for its checkpoint: not token, so that every write conditional on the releasing owner's
-// token fails from then on, and recognisable in the table by its "released:" prefix.
+// ReleasedToken is the lease token a store writes into the record [Store.Release] keeps:
+// not token, so that every write conditional on the releasing owner's token fails from
+// then on, and a claim of token is refused by it ([Record.ClaimableBy]); recognisable in
+// the table by its "released:" prefix.
 func ReleasedToken(token string) string { return "released:" + token }
 
 // BatchStore is an optional extension of [Store] for stores that can claim, complete and

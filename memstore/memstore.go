@@ -162,10 +162,7 @@ func (s *Store) Release(ctx context.Context, key, token string) error {
 	if err != nil {
 		return err
 	}
-	if r.Checkpoint == "" {
-		delete(s.records, key)
-		return nil
-	}
+	// Kept, never deleted: the record refuses a late attempt of token's own claim.
 	r.LeaseExpires = time.Unix(0, 0) // ended for every clock, as the DynamoDB store writes it
 	r.LeaseToken = idemstore.ReleasedToken(token)
 	s.put(r)

@@ -184,12 +184,15 @@ func TestRelease(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, _ := newStore(t, nil)
-	t.Run("WithoutCheckpointDeletes", func(t *testing.T) {
+	t.Run("WithoutCheckpointKeepsTombstone", func(t *testing.T) {
 		claimAt("a", t0)(t, s, "rel1")
 		require.NoError(t, s.Release(ctx, "rel1", "a"))
 		got, err := s.Get(ctx, "rel1")
 		require.NoError(t, err)
-		assert.Nil(t, got)
+		require.NotNil(t, got, "kept, so that a late attempt of a's claim is refused")
+		assert.Equal(t, idemstore.ReleasedToken("a"), got.LeaseToken)
+		assert.Equal(t, time.Unix(0, 0).UTC(), got.LeaseExpires)
+		assert.Empty(t, got.Checkpoint)
 		require.ErrorIs(t, s.Release(ctx, "rel1", "a"), idem.ErrLeaseLost, "nothing left to release")
 	})
 	t.Run("WithCheckpointKeeps", func(t *testing.T) {

@@ -109,7 +109,7 @@ func TestRoundTrips(t *testing.T) {
 		}, []string{"evalsha"}},
 		{"SetCheckpoint", func(t *testing.T) { require.NoError(t, s.SetCheckpoint(ctx, "a", "ta", "charged")) }, []string{"evalsha"}},
 		{"Extend", func(t *testing.T) { require.NoError(t, s.Extend(ctx, "a", "ta", now.Add(5*time.Minute))) }, []string{"evalsha"}},
-		{"ReleaseKeepingCheckpoint", func(t *testing.T) { require.NoError(t, s.Release(ctx, "a", "ta")) }, []string{"evalsha"}},
+		{"ReleaseWithCheckpoint", func(t *testing.T) { require.NoError(t, s.Release(ctx, "a", "ta")) }, []string{"evalsha"}},
 		{"ClaimTakeover", func(t *testing.T) {
 			_, claimed, err := s.Claim(ctx, claim("a", "tc", "charged"), now)
 			require.NoError(t, err)
@@ -125,7 +125,7 @@ func TestRoundTrips(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, idemstore.StatusCompleted, rec.Status)
 		}, []string{"hgetall"}},
-		{"ReleaseDeleting", func(t *testing.T) {
+		{"ReleaseWithoutCheckpoint", func(t *testing.T) {
 			_, _, err := s.Claim(ctx, claim("b", "tb", ""), now)
 			require.NoError(t, err)
 			c.take()

@@ -101,6 +101,9 @@ func Run(t *testing.T, h Harness) {
 	t.Run("LargeResults", h.largeResults)
 	t.Run("IncompatibleRecord", h.incompatible)
 	t.Run("StoreFailures", h.storeFailures)
+	t.Run("LateClaimAfterRelease", h.lateClaimAfterRelease)
+	t.Run("LateClaimAfterTwoReleases", h.lateClaimAfterTwoReleases)
+	t.Run("LateClaimThroughGuard", h.lateClaimThroughGuard)
 	if h.NewCounter != nil {
 		t.Run("TransactionalCompletion", h.transactional)
 		if _, ok := h.NewStore(t).(idemstore.BatchAttachStore); ok {
