@@ -101,8 +101,10 @@ func TestBatchMixed(t *testing.T) {
 	require.ErrorIs(t, err, idem.ErrMissingKey)
 	_, _, err = idem.DoClaimed(ctx, b, 4, func(context.Context) (int, error) { return 0, boom })
 	require.ErrorIs(t, err, boom)
-	_, _, err = idem.DoClaimed(ctx, b, 5, func(context.Context) (int, error) { return 0, nil })
-	require.ErrorIs(t, err, idem.ErrInProgress, "a duplicate within the batch is not claimed twice")
+	v, replayed, err = idem.DoClaimed(ctx, b, 5, func(context.Context) (int, error) { return 0, nil })
+	require.NoError(t, err, "a duplicate within the batch is not claimed twice")
+	assert.True(t, replayed, "it replays the first's result, waiting for Settle")
+	assert.Equal(t, 3, v)
 	// Request 6 is never run.
 	s.reset()
 	for i, err := range b.Settle(ctx) {
@@ -769,4 +771,53 @@ func TestBatchAttachedOutcomes(t *testing.T) {
 		}
 		assert.Zero(t, e.s.count("completeManyAttached"))
 	})
+}
+
+// TestBatchDuplicateTakesTheRunsEnd: a duplicate in a batch takes what the key's run
+// ended in, a remembered failure or a panic too, and never runs.
+func TestBatchDuplicateTakesTheRunsEnd(t *testing.T) {
+	t.Parallel()
+	declined := errors.New("declined")
+	tests := []struct {
+		name string
+		fn   func(context.Context) (int, error)
+		want func(t *testing.T, err error)
+	}{
+		{
+			name: "remembered failure",
+			fn:   func(context.Context) (int, error) { return 0, declined },
+			want: func(t *testing.T, err error) {
+				var fe *idem.FailedError
+				require.ErrorAs(t, err, &fe, "replayed as a retry would")
+				assert.Equal(t, "declined", fe.Message)
+			},
+		},
+		{
+			name: "panic",
+			fn:   func(context.Context) (int, error) { panic("boom") },
+			want: func(t *testing.T, err error) {
+				require.Error(t, err)
+				assert.ErrorContains(t, err, "panicked")
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			g, err := idem.New(newCountingBatch(), "test", idem.WithRememberFailures(func(err error) bool { return errors.Is(err, declined) }))
+			require.NoError(t, err)
+			ctx := context.Background()
+			b := g.Claim(ctx, []idem.Request{{Key: "k"}, {Key: "k"}, {Key: "other"}})
+			func() {
+				defer func() { _ = recover() }()
+				_, _, _ = idem.DoClaimed(ctx, b, 0, tc.fn)
+			}()
+			_, replayed, err := idem.DoClaimed(ctx, b, 1, func(context.Context) (int, error) {
+				t.Error("the duplicate ran")
+				return 0, nil
+			})
+			assert.False(t, replayed)
+			tc.want(t, err)
+		})
+	}
 }
