@@ -24,14 +24,15 @@ type Store interface {
 	// claim whose owner has released the key since, which a network can deliver late (the
 	// AWS SDK resends a request whose connection broke, and its first attempt may still
 	// land after the resend's owner ran, failed and released): it must not hold the key
-	// again for a lease nobody owns. A record with a checkpoint
-	// is thus taken over only by a claim that carries the checkpoint into the new record,
-	// never lost with a claim's answer: the guard claims again with the checkpoint of the
-	// lease-ended record a claim returns. On success claimed is true and prev is the record
-	// replaced, if any and if the store can return it in the same round trip (the guard
-	// does not rely on it; pgstore returns nil). Otherwise claimed is false and prev is the record that refused the
-	// claim: a live one (absent, expired or lease-ended records are not live), or one whose
-	// lease ended with another checkpoint than rec's.
+	// again for a lease nobody owns. A record with a checkpoint is thus taken over only by
+	// a claim that carries the checkpoint into the new record, never lost with a claim's
+	// answer: the guard claims again with the checkpoint of the lease-ended record a claim
+	// returns. On success claimed is true and prev is the record replaced, if any and if
+	// the store can return it in the same round trip (the guard does not rely on it;
+	// pgstore returns nil). Otherwise claimed is false and prev is the record that refused
+	// the claim: a live one (absent, expired or lease-ended records are not live), one
+	// whose lease ended with another checkpoint than rec's, or the tombstone of the release
+	// of rec's own token.
 	//
 	// A Claim that learned a record holds the key but could not read all of it (a result
 	// kept apart, in a second read that failed) or any of it (a read after a refused
