@@ -821,3 +821,47 @@ func TestBatchDuplicateTakesTheRunsEnd(t *testing.T) {
 		})
 	}
 }
+
+// TestBatchDuplicatesConcurrent runs many requests of one key at once, racing an early
+// Settle: the key runs at most once, and every other request replays that run's result,
+// or, when Settle released the key before any started, none runs and all get
+// ErrLeaseLost.
+func TestBatchDuplicatesConcurrent(t *testing.T) {
+	t.Parallel()
+	for round := range 20 {
+		g, err := idem.New(newCountingBatch(), "test")
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		reqs := []idem.Request{{Key: "other"}}
+		for range 8 {
+			reqs = append(reqs, idem.Request{Key: "k"})
+		}
+		b := g.Claim(ctx, reqs)
+		var runs atomic.Int32
+		vals, errs := make([]int, len(reqs)), make([]error, len(reqs))
+		replayed := make([]bool, len(reqs))
+		var wg sync.WaitGroup
+		for i := 1; i < len(reqs); i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				vals[i], replayed[i], errs[i] = idem.DoClaimed(ctx, b, i, func(context.Context) (int, error) {
+					return int(runs.Add(1)) * 10, nil
+				})
+			}()
+		}
+		b.Settle(ctx)
+		wg.Wait()
+		b.Settle(ctx)
+		cancel()
+		require.LessOrEqual(t, runs.Load(), int32(1), "round %d", round)
+		for i := 1; i < len(reqs); i++ {
+			if runs.Load() == 0 {
+				require.ErrorIs(t, errs[i], idem.ErrLeaseLost, "round %d, request %d", round, i)
+				continue
+			}
+			require.NoError(t, errs[i], "round %d, request %d", round, i)
+			assert.Equal(t, 10, vals[i], "round %d, request %d", round, i)
+		}
+	}
+}
