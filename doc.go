@@ -21,7 +21,9 @@
 //
 // A new key costs two store round trips (claim, complete), a replay or an in-flight
 // duplicate one, and a warm local-cache replay ([WithCache]) none. Stored keys are
-// "<scope>.<operation>#<sha256 hex>": raw keys never reach the store.
+// "<scope>.<operation>#<sha256 hex>": raw keys never reach the store. The scope is the
+// Lambda function's name unless [WithScope] sets it ([DefaultScope] outside Lambda), so two
+// functions sharing a table never share records.
 //
 // # Usage
 //

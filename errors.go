@@ -22,7 +22,8 @@ import (
 // message), [ErrResultNotStored], [ErrIncompatibleRecord].
 //
 // From the handler's own side: [ErrConditionFailed] (an attached write's condition
-// failed), [ErrNoLease] ([Attach] or [Checkpoint] outside a guarded run), and
+// failed), [ErrNoLease] ([Attach] or [Checkpoint] outside a guarded run),
+// [ErrInvalidCheckpoint] (a checkpoint not every store keeps exactly), and
 // [ErrDoNotStore], which a handler returns. [ErrInvalidOption] comes from constructors.
 var (
 	// ErrMissingKey means the request carried no idempotency key.
@@ -60,6 +61,10 @@ var (
 	ErrConditionFailed = idemstore.ErrConditionFailed
 	// ErrNoLease means [Attach] or [Checkpoint] was called outside a guarded handler.
 	ErrNoLease = errors.New("idem: no lease in context: call from inside a guarded handler")
+	// ErrInvalidCheckpoint means [Checkpoint] was given a checkpoint that not every store
+	// keeps exactly: empty, not valid UTF-8, holding a NUL byte, or longer than
+	// [MaxCheckpointLen] bytes. Nothing was written; the error says which rule it broke.
+	ErrInvalidCheckpoint = errors.New("idem: invalid checkpoint")
 	// ErrDoNotStore, returned by a guarded handler (possibly wrapped), releases the key
 	// without storing anything, whatever [WithRememberFailures] says, and [Do] returns the
 	// handler's result and error as they are. HTTP wrappers use it for responses that must

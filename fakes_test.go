@@ -69,9 +69,9 @@ func (c *counting) Release(ctx context.Context, k, t string) error {
 	return c.Store.Release(ctx, k, t)
 }
 
-func (c *counting) SetCheckpoint(ctx context.Context, k, t, cp string) error {
+func (c *counting) SetCheckpoint(ctx context.Context, k, t, cp string, seq int64) error {
 	c.inc("checkpoint")
-	return c.Store.SetCheckpoint(ctx, k, t, cp)
+	return c.Store.SetCheckpoint(ctx, k, t, cp, seq)
 }
 
 // counts returns the calls by operation.

@@ -31,6 +31,10 @@ type Guard struct {
 // (the scope may hold dots: the operation is what follows the key's last one). Keep it stable
 // across deploys: a record is found again only under the same scope and operation.
 //
+// Without [WithScope], the scope is the Lambda function's name: New reads it from the
+// environment variable AWS_LAMBDA_FUNCTION_NAME, the one environment read of package idem
+// (outside Lambda, where it is unset, the scope is [DefaultScope]).
+//
 // Invalid settings return an error wrapping [ErrInvalidOption] that names the option.
 func New(store idemstore.Store, operation string, opts ...Option) (*Guard, error) {
 	if store == nil {
@@ -44,7 +48,6 @@ func New(store idemstore.Store, operation string, opts ...Option) (*Guard, error
 		lease:         DefaultLease,
 		leaseMargin:   DefaultLeaseMargin,
 		maxLease:      DefaultMaxLease,
-		scope:         DefaultScope,
 		codec:         JSONCodec{},
 		compressAbove: DefaultCompressionThreshold,
 		maxResult:     DefaultMaxResultSize,
@@ -62,6 +65,13 @@ func New(store idemstore.Store, operation string, opts ...Option) (*Guard, error
 	}
 	if err := cfg.checkHeartbeat(); err != nil {
 		return nil, err
+	}
+	if cfg.scope == "" { // no WithScope
+		scope, err := defaultScope()
+		if err != nil {
+			return nil, err
+		}
+		cfg.scope = scope
 	}
 	if cfg.logger == nil {
 		cfg.logger = slog.New(slog.DiscardHandler) // formats nothing
@@ -291,14 +301,15 @@ func (g *Guard) claimed(ctx context.Context, rec *idemstore.Record, now time.Tim
 // gets [ErrPayloadMismatch]: the key stays with prev's request until it completes or the
 // record expires. A record past its expiry is replaced without its checkpoint.
 func (g *Guard) carryCheckpoint(ctx context.Context, rec, prev *idemstore.Record, now time.Time) error {
-	rec.Checkpoint = ""
+	rec.Checkpoint, rec.CheckpointSeq = "", 0
 	if prev.Expired(now) || prev.Checkpoint == "" {
 		return nil
 	}
 	if err := g.checkFingerprint(ctx, prev, rec.Fingerprint); err != nil {
 		return err
 	}
-	rec.Checkpoint = prev.Checkpoint
+	// With its number: the new owner's checkpoints number on from it.
+	rec.Checkpoint, rec.CheckpointSeq = prev.Checkpoint, prev.CheckpointSeq
 	return nil
 }
 

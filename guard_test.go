@@ -421,7 +421,7 @@ type movingCheckpoint struct {
 func (s *movingCheckpoint) Claim(ctx context.Context, rec *idemstore.Record, now time.Time) (*idemstore.Record, bool, error) {
 	if s.moved < s.moves {
 		s.moved++
-		if err := s.SetCheckpoint(ctx, rec.Key, "dead", fmt.Sprintf("step-%d", s.moved)); err != nil {
+		if err := s.SetCheckpoint(ctx, rec.Key, "dead", fmt.Sprintf("step-%d", s.moved), int64(s.moved)); err != nil {
 			return nil, false, err
 		}
 	}

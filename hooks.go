@@ -45,7 +45,10 @@ type Hooks struct {
 	// OnUnguarded runs when a handler runs without the guard: a wrapper found no key and
 	// the key is optional (WithKeyRequired(false) in lambdawrap and idemhttp, lambdawrap's
 	// OptionalKey), or [WithFailOpen] let a store failure through. Event.Key is empty for a
-	// missing key.
+	// missing key. It also runs when a wrapper refuses a request because its configuration
+	// cannot guard it (lambdawrap: an authenticated request without a caller identity to
+	// scope its key by, with Event.Err wrapping lambdawrap.ErrUnknownCaller and an empty
+	// Key); the handler does not run then.
 	OnUnguarded func(context.Context, Event)
 	// OnBatch runs once per batch that a batch wrapper processed (package sqs: one SQS
 	// batch), after every message has its outcome and before the response is returned, on

@@ -37,6 +37,30 @@ func TestOperationsNeverShareRecords(t *testing.T) {
 	assert.Equal(t, 2, store.Len())
 }
 
+// Two Lambda functions sharing a table, each with a guard of the same operation and
+// default options, never share a record: each function's name scopes its keys.
+func TestFunctionsNeverShareRecords(t *testing.T) {
+	ctx := context.Background()
+	store := memstore.New()
+	guards := map[string]*idem.Guard{}
+	for _, fn := range []string{"orders-api", "refunds-api"} {
+		t.Setenv("AWS_LAMBDA_FUNCTION_NAME", fn)
+		g, err := idem.New(store, "create")
+		require.NoError(t, err)
+		guards[fn] = g
+	}
+	runs := map[string]int{}
+	for range 2 {
+		for fn, g := range guards {
+			got, _, err := idem.Do(ctx, g, idem.Request{Key: "k-1"}, func(context.Context) (string, error) { runs[fn]++; return fn, nil })
+			require.NoError(t, err)
+			assert.Equal(t, fn, got, "no replay of another function's result")
+		}
+	}
+	assert.Equal(t, map[string]int{"orders-api": 1, "refunds-api": 1}, runs)
+	assert.Equal(t, 2, store.Len())
+}
+
 func TestNewRefusesBadOperations(t *testing.T) {
 	t.Parallel()
 	for _, op := range []string{"", "has space", "has#hash", "has.dot", "caf\u00e9", string(make([]byte, idem.MaxOperationLength+1))} {

@@ -3,6 +3,7 @@ package idem
 import (
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -27,7 +28,8 @@ const (
 	// DefaultMaxResultSize is the largest stored result in bytes, after compression (see
 	// [WithMaxResultSize]): DynamoDB's 400 KB item limit less room for the other attributes.
 	DefaultMaxResultSize = 390 * 1024
-	// DefaultScope is the key scope when [WithScope] is not given.
+	// DefaultScope is the key scope outside Lambda when [WithScope] is not given (in
+	// Lambda, the function's name is).
 	DefaultScope = "default"
 	// MaxKeyLength is the longest caller key accepted, in bytes.
 	MaxKeyLength = 1024
@@ -132,25 +134,59 @@ func WithMaxLease(d time.Duration) Option {
 }
 
 // WithScope sets the key scope: the first part of every stored key, before the operation
-// (see [New]). Default [DefaultScope]: the operation alone separates records. Functions
-// that share a table and may name an operation alike should each set their own scope; in
-// a Lambda function, aws-lambda-go's lambdacontext.FunctionName (read once from
-// AWS_LAMBDA_FUNCTION_NAME when the runtime starts) is the usual choice, and the one the
-// Powertools utilities make. The library itself reads no environment. Like the operation,
-// a scope is 1 to [MaxScopeLength] bytes of printable ASCII without spaces or '#' (a Lambda
-// function name always is): the stored key has exactly one '#', before its hash, so no
-// scope can make a key of another form.
+// (see [New]), so that functions sharing a table never share records. Default: in a Lambda
+// function, the function's name, which [New] reads from AWS_LAMBDA_FUNCTION_NAME (as
+// aws-lambda-go's lambdacontext.FunctionName does, and as the Powertools utilities scope
+// keys); elsewhere [DefaultScope]. Set it to keep records apart that the function's name
+// would not (two functions of one name in two stacks sharing a table), or to keep the
+// keys of a function renamed since. Like the operation, a scope is 1 to [MaxScopeLength]
+// bytes of printable ASCII without spaces or '#' (a Lambda function name always is): the
+// stored key has exactly one '#', before its hash, so no scope can make a key of another
+// form.
 func WithScope(scope string) Option {
 	return func(c *config) error {
-		if scope == "" || len(scope) > MaxScopeLength {
-			return optErr("WithScope", fmt.Sprintf("must be 1 to %d bytes", MaxScopeLength))
+		if scope == "" {
+			return optErr("WithScope", "must not be empty (lambdacontext.FunctionName is empty outside Lambda): "+
+				"leave WithScope out to scope by the function's name in Lambda and by DefaultScope elsewhere")
 		}
-		if !keyName(scope) {
-			return optErr("WithScope", fmt.Sprintf("%q: printable ASCII without spaces or '#' only", scope))
+		if msg := checkScope(scope); msg != "" {
+			return optErr("WithScope", msg)
 		}
 		c.scope = scope
 		return nil
 	}
+}
+
+// functionNameVar is the environment variable in which the Lambda runtime gives the
+// function's name.
+const functionNameVar = "AWS_LAMBDA_FUNCTION_NAME"
+
+// defaultScope returns the scope of a guard without [WithScope]: the Lambda function's
+// name, else [DefaultScope]. It is the one environment read of package idem (see
+// README's design decisions): a per-function default cannot come from aws-lambda-go,
+// which idem does not import, and every user who calls [New] must get it, wrapper or not.
+// A name that is no valid scope (set by hand outside Lambda) is an error, never a silent
+// fallback to a scope other functions share.
+func defaultScope() (string, error) {
+	name := os.Getenv(functionNameVar)
+	if name == "" {
+		return DefaultScope, nil
+	}
+	if msg := checkScope(name); msg != "" {
+		return "", optErr("WithScope", fmt.Sprintf("not given, and the function name in %s is no scope (%s): give WithScope", functionNameVar, msg))
+	}
+	return name, nil
+}
+
+// checkScope says what is wrong with a non-empty scope, "" if nothing.
+func checkScope(scope string) string {
+	if len(scope) > MaxScopeLength {
+		return fmt.Sprintf("%d bytes, more than %d", len(scope), MaxScopeLength)
+	}
+	if !keyName(scope) {
+		return fmt.Sprintf("%q: printable ASCII without spaces or '#' only", scope)
+	}
+	return ""
 }
 
 // WithCache keeps up to size completed records in a local LRU cache, so a warm replay

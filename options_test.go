@@ -97,14 +97,59 @@ func TestOptionsRejectBadValues(t *testing.T) {
 	require.ErrorIs(t, err, idem.ErrInvalidOption)
 }
 
-func TestScopeReadsNoEnvironment(t *testing.T) {
-	t.Setenv("AWS_LAMBDA_FUNCTION_NAME", "payments-fn")
-	g, err := idem.New(memstore.New(), "test")
-	require.NoError(t, err)
-	assert.Equal(t, idem.DefaultScope+".test", g.Scope(), "the library reads no environment")
-	g, err = idem.New(memstore.New(), "test", idem.WithScope("payments-fn"))
-	require.NoError(t, err)
-	assert.Equal(t, "payments-fn.test", g.Scope())
+// TestDefaultScope: without WithScope, a guard in Lambda (AWS_LAMBDA_FUNCTION_NAME set, as
+// aws-lambda-go's lambdacontext.FunctionName reads it) scopes its keys by the function's
+// name, and elsewhere by DefaultScope; WithScope wins over both. A function name that is
+// not a valid scope is an error naming both, never a silent fallback.
+func TestDefaultScope(t *testing.T) {
+	longest := strings.Repeat("Fn-_9", 12) + "abcd" // Lambda's longest name: 64 of [A-Za-z0-9-_]
+	tests := []struct {
+		name     string
+		function string // AWS_LAMBDA_FUNCTION_NAME; "" is outside Lambda
+		opts     []idem.Option
+		want     string
+	}{
+		{name: "outside Lambda", want: idem.DefaultScope + ".test"},
+		{name: "in Lambda", function: "payments-fn", want: "payments-fn.test"},
+		{name: "longest function name", function: longest, want: longest + ".test"},
+		{name: "WithScope in Lambda", function: "payments-fn", opts: []idem.Option{idem.WithScope("orders")}, want: "orders.test"},
+		{name: "WithScope outside Lambda", opts: []idem.Option{idem.WithScope("orders")}, want: "orders.test"},
+		{name: "WithScope of the function's name", function: "payments-fn", opts: []idem.Option{idem.WithScope("payments-fn")}, want: "payments-fn.test"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("AWS_LAMBDA_FUNCTION_NAME", tc.function)
+			g, err := idem.New(memstore.New(), "test", tc.opts...)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, g.Scope())
+		})
+	}
+	invalid := []struct{ name, function string }{
+		{"space", "has space"},
+		{"hash", "has#hash"},
+		{"too long", strings.Repeat("f", idem.MaxScopeLength+1)},
+	}
+	for _, tc := range invalid {
+		t.Run("function name with "+tc.name, func(t *testing.T) {
+			t.Setenv("AWS_LAMBDA_FUNCTION_NAME", tc.function)
+			_, err := idem.New(memstore.New(), "test")
+			require.ErrorIs(t, err, idem.ErrInvalidOption)
+			assert.Contains(t, err.Error(), "AWS_LAMBDA_FUNCTION_NAME")
+			assert.Contains(t, err.Error(), "WithScope")
+			g, err := idem.New(memstore.New(), "test", idem.WithScope("orders"))
+			require.NoError(t, err, "WithScope replaces the function's name")
+			assert.Equal(t, "orders.test", g.Scope())
+		})
+	}
+}
+
+// TestEmptyScopeSaysWhy: WithScope("") is what WithScope(lambdacontext.FunctionName) is
+// outside Lambda; the error says so, and what to do instead.
+func TestEmptyScopeSaysWhy(t *testing.T) {
+	t.Parallel()
+	_, err := idem.New(memstore.New(), "test", idem.WithScope(""))
+	require.ErrorIs(t, err, idem.ErrInvalidOption)
+	assert.Contains(t, err.Error(), "lambdacontext.FunctionName is empty outside Lambda")
 }
 
 // TestHeartbeatMustFitTheLease checks the interval against the lease a claim is granted

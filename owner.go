@@ -41,7 +41,7 @@ func (g *Guard) runOwned(ctx context.Context, rec *idemstore.Record, claimedAt t
 // the panic goes on.
 func (g *Guard) runHandler(ctx context.Context, rec *idemstore.Record, claimedAt time.Time, run func(context.Context) (any, error)) settlement {
 	start := g.hookStart()
-	l := &lease{g: g, key: rec.Key, token: rec.LeaseToken, end: rec.LeaseExpires, checkpoint: rec.Checkpoint}
+	l := &lease{g: g, key: rec.Key, token: rec.LeaseToken, end: rec.LeaseExpires, checkpoint: rec.Checkpoint, cpSeq: rec.CheckpointSeq}
 	hctx, stopWatch := g.watch(withLease(ctx, l), l, rec.Expires, claimedAt)
 
 	finished := false
@@ -60,7 +60,7 @@ func (g *Guard) runHandler(ctx context.Context, rec *idemstore.Record, claimedAt
 	s := settlement{l: l, start: start, value: v, runErr: runErr}
 	if runErr != nil {
 		if g.cfg.rememberFail != nil && !errors.Is(runErr, ErrDoNotStore) && g.cfg.rememberFail(runErr) {
-			s.done = g.completedRecord(rec, LastCheckpoint(l), idemstore.StatusFailed, []byte(runErr.Error()), idemstore.EncodingError)
+			s.done = g.completedRecord(rec, l, idemstore.StatusFailed, []byte(runErr.Error()), idemstore.EncodingError)
 		}
 		return s // attached writes of a failed handler never commit
 	}
@@ -68,7 +68,7 @@ func (g *Guard) runHandler(ctx context.Context, rec *idemstore.Record, claimedAt
 	if encErr != nil {
 		g.cfg.logger.ErrorContext(ctx, "idem: result not encodable; completing without it", "key", rec.Key, "error", encErr)
 	}
-	s.done = g.completedRecord(rec, LastCheckpoint(l), idemstore.StatusCompleted, data, enc)
+	s.done = g.completedRecord(rec, l, idemstore.StatusCompleted, data, enc)
 	s.attached = attached
 	return s
 }
@@ -235,20 +235,23 @@ func detached(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), completionTimeout)
 }
 
-// completedRecord returns the record that completes the claim rec. It carries the lease's
-// last checkpoint, which the store keeps anyway, so that the record is what will be stored
-// (a store may need its size).
-func (g *Guard) completedRecord(rec *idemstore.Record, checkpoint string, status idemstore.Status, data []byte, enc string) *idemstore.Record {
+// completedRecord returns the record that completes the claim rec under the lease l. It
+// carries the lease's last checkpoint and the number of its last checkpoint write, which
+// the store keeps anyway, so that the record is what will be stored (a store may need its
+// size).
+func (g *Guard) completedRecord(rec *idemstore.Record, l *lease, status idemstore.Status, data []byte, enc string) *idemstore.Record {
+	checkpoint, seq := l.lastCheckpoint()
 	return &idemstore.Record{
-		Key:         rec.Key,
-		Status:      status,
-		Expires:     g.now().Add(g.cfg.expiry),
-		Fingerprint: rec.Fingerprint,
-		Data:        data,
-		Encoding:    enc,
-		LeaseToken:  rec.LeaseToken,
-		Checkpoint:  checkpoint,
-		Version:     idemstore.SchemaVersion,
+		Key:           rec.Key,
+		Status:        status,
+		Expires:       g.now().Add(g.cfg.expiry),
+		Fingerprint:   rec.Fingerprint,
+		Data:          data,
+		Encoding:      enc,
+		LeaseToken:    rec.LeaseToken,
+		Checkpoint:    checkpoint,
+		CheckpointSeq: seq,
+		Version:       idemstore.SchemaVersion,
 	}
 }
 

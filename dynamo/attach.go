@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/dynamo/internal/attrcheck"
 )
 
 // MaxAttached is the most writes that can be attached to one completion: DynamoDB's limit
@@ -25,8 +26,10 @@ const MaxAttached = 99
 //
 // Attach returns an error outside a guarded handler, and, wrapping
 // [idemstore.ErrInvalidAttach], for items the completion could not commit (see
-// [Store.CheckAttached]): more than [MaxAttached] in all, over every call, or an item
-// without exactly one action or without its table. Nothing of a refused call is attached.
+// [Store.CheckAttached]): more than [MaxAttached] in all, over every call, an item
+// without exactly one action or without its table, or one holding a value DynamoDB
+// refuses (a number it cannot parse or store, an empty set, an empty key value, ...).
+// Nothing of a refused call is attached.
 // It is safe for concurrent use.
 func Attach(ctx context.Context, items ...types.TransactWriteItem) error {
 	writes := make([]any, len(items))
@@ -40,8 +43,17 @@ func Attach(ctx context.Context, items ...types.TransactWriteItem) error {
 // refuse at once what a completion could not commit: every attached write must be a
 // types.TransactWriteItem or a non-nil pointer to one, with exactly one action (Put,
 // Update, Delete or ConditionCheck) naming its table, and there may be at most
-// [MaxAttached] of them in all. Whether the items are otherwise valid (their keys, their
-// expressions) only DynamoDB says, when the completion is sent.
+// [MaxAttached] of them in all. The values and names a write holds (its item, its key,
+// its expression attribute names and values, and what they contain) must be ones DynamoDB
+// takes: no number DynamoDB cannot parse (0x10, 1/3, " 1") or store (more than 38
+// significant digits, a magnitude above 9.9999999999999999999999999999999999999E+125 or,
+// unless zero, below 1E-130), no empty set, no set with a member twice, no attribute named
+// "", no empty string or binary value in a Key, no NULL that is not true, no nil binary
+// value, no empty ExpressionAttributeNames or ExpressionAttributeValues map. The store does
+// not know the tables' key schemas, so an empty string or binary key attribute in a Put's
+// Item, and whatever else needs the table (its key types, its indexes) or the expressions
+// parsed, only DynamoDB refuses, when the completion is sent: the completion then fails
+// with [idemstore.ErrNotCommitted], and the key is released.
 func (s *Store) CheckAttached(attached []any) error {
 	if _, err := transactItems(nil, attached); err != nil {
 		return err
@@ -92,7 +104,8 @@ func transactItems(completion *types.Update, attached []any) ([]types.TransactWr
 }
 
 // checkItem checks what DynamoDB would refuse the whole transaction for, and the SDK
-// before sending it: an item needs exactly one action, and the action its table.
+// before sending it: an item needs exactly one action, and the action its table; and its
+// values and names must be ones DynamoDB takes (see package attrcheck).
 func checkItem(w types.TransactWriteItem) error {
 	var tables []*string
 	if w.Put != nil {
@@ -115,5 +128,5 @@ func checkItem(w types.TransactWriteItem) error {
 	case aws.ToString(tables[0]) == "":
 		return errors.New("no TableName")
 	}
-	return nil
+	return attrcheck.Write(w)
 }

@@ -163,7 +163,7 @@ func TestClaimManyRoundTrips(t *testing.T) {
 
 	// An ended lease with a checkpoint refuses a claim that does not carry it: the read-back
 	// shows it, so no single claim is made; the guard claims again, carrying it.
-	require.NoError(t, e.store.SetCheckpoint(ctx, "rt/01", "tok", "charged"))
+	require.NoError(t, e.store.SetCheckpoint(ctx, "rt/01", "tok", "charged", 1))
 	e.api.Take()
 	res = e.store.ClaimMany(ctx, []*idemstore.Record{record("rt/01", later, "tok4")}, later)
 	require.NoError(t, res[0].Err)
@@ -239,7 +239,7 @@ func TestCompleteManyAndReleaseMany(t *testing.T) {
 	withCP, plain := record("cm/checkpoint", now, "tok"), record("cm/plain", now, "tok")
 	seed(t, e.store, withCP)
 	seed(t, e.store, plain)
-	require.NoError(t, e.store.SetCheckpoint(ctx, withCP.Key, "tok", "charged"))
+	require.NoError(t, e.store.SetCheckpoint(ctx, withCP.Key, "tok", "charged", 1))
 	e.api.Take()
 	errs = e.store.ReleaseMany(ctx, []string{withCP.Key, done[9].Key, plain.Key}, []string{"tok", "tok", "tok"})
 	assert.Equal(t, map[string]int{"BatchExecuteStatement": 1}, e.api.Take(), "one call, checkpoints or not")

@@ -150,6 +150,9 @@ func (s *Store) inlineSize(rec *idemstore.Record) int {
 			n += len(attr.name) + len(attr.v)
 		}
 	}
+	if rec.CheckpointSeq != 0 {
+		n += len(a.CheckpointSeq) + maxNumberSize
+	}
 	if !rec.Expires.IsZero() {
 		n += len(a.Expiration) + maxNumberSize
 	}

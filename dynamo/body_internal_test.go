@@ -21,7 +21,7 @@ func TestInlineSize(t *testing.T) {
 		Key: "orders.create#" + strings.Repeat("9f", 32), Status: idemstore.StatusCompleted,
 		Expires: now.Add(time.Hour), LeaseExpires: now.Add(time.Minute), Fingerprint: strings.Repeat("ab", 32),
 		Data: []byte(`{"id":"o-1"}`), Encoding: "json+gzip", LeaseToken: strings.Repeat("cd", 16),
-		Checkpoint: "charged", Version: idemstore.SchemaVersion,
+		Checkpoint: "charged", CheckpointSeq: 3, Version: idemstore.SchemaVersion,
 	}
 	bare := &idemstore.Record{Key: "k", Status: idemstore.StatusInProgress}
 	stores := map[string][]Option{

@@ -35,6 +35,26 @@
 // shared with functions in other languages; [WithAttributes] renames them and
 // [WithSortKey] fits the records into a single-table design.
 //
+// # Durability
+//
+// At most once holds only while every write the store was told succeeded stays: a lost
+// claim lets a second caller run the handler beside the first, a lost completion lets a
+// retry run it again, a lost checkpoint makes the next owner resume from an earlier one.
+// A DynamoDB table in one Region keeps every write it acknowledged (it replicates each
+// across Availability Zones), so the store needs nothing more. What loses writes:
+//
+//   - Global tables in their default mode, multi-Region eventual consistency, written in
+//     more than one Region. Replication is asynchronous (usually within a second), a
+//     conditional write is judged against the local replica only, and concurrent writes
+//     resolve by last writer wins: callers in two Regions can both claim a key and both
+//     run the handler, and a key completed in one Region runs again in another that has
+//     not received the record yet. The items of one transaction replicate one by one, so
+//     another Region may see attached writes without their completed record. Send a key's
+//     requests to one Region at a time, and accept that keys written there in the last
+//     moments before a failover may run again in the next.
+//   - Restoring the table (point-in-time recovery, a backup): records written after the
+//     restore point are gone, and their keys run again.
+//
 // # Usage
 //
 //	cfg, err := config.LoadDefaultConfig(ctx)
@@ -68,6 +88,8 @@
 //     https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/TTL.html
 //   - TransactWriteItems:
 //     https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_TransactWriteItems.html
+//   - Global tables, consistency modes and conflict resolution:
+//     https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/V2globaltables_HowItWorks.html
 //   - Item size limit:
 //     https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ServiceQuotas.html
 //   - Capacity units consumed by reads and writes:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -157,7 +158,7 @@ func TestSDKErrorsAreStoreErrors(t *testing.T) {
 		{"complete", store.Complete(ctx, done, nil)},
 		{"release", store.Release(ctx, "k", "tok")},
 		{"extend", store.Extend(ctx, "k", "tok", now)},
-		{"checkpoint", store.SetCheckpoint(ctx, "k", "tok", "cp")},
+		{"checkpoint", store.SetCheckpoint(ctx, "k", "tok", "cp", 1)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.op, func(t *testing.T) {
@@ -186,7 +187,7 @@ func TestLeaseFail(t *testing.T) {
 		{"extend", func(s *dynamo.Store) error {
 			return s.Extend(context.Background(), "k", "tok", time.Now().Add(time.Minute))
 		}},
-		{"checkpoint", func(s *dynamo.Store) error { return s.SetCheckpoint(context.Background(), "k", "tok", "cp") }},
+		{"checkpoint", func(s *dynamo.Store) error { return s.SetCheckpoint(context.Background(), "k", "tok", "cp", 1) }},
 		{"release", func(s *dynamo.Store) error { return s.Release(context.Background(), "k", "tok") }},
 	}
 	cases := []struct {
@@ -206,6 +207,8 @@ func TestLeaseFail(t *testing.T) {
 				api := &fakeAPI{
 					update: func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) { return nil, tc.sdkErr },
 					del:    func(*dynamodb.DeleteItemInput) (*dynamodb.DeleteItemOutput, error) { return nil, tc.sdkErr },
+					// A refused extension without the item reads it: gone, so the lease is lost.
+					get: func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) { return &dynamodb.GetItemOutput{}, nil },
 				}
 				s, err := dynamo.New(api, "t")
 				require.NoError(t, err)
@@ -250,6 +253,62 @@ func TestAttachedWriteError(t *testing.T) {
 			var ccf *types.ConditionalCheckFailedException
 			assert.ErrorAs(t, tc.err, &ccf, "the SDK error stays reachable")
 			assert.Same(t, cause, errors.Unwrap(tc.err))
+		})
+	}
+}
+
+// TestExtendRefusedByALaterEnd: an extension whose condition fails reads the item
+// returned with the refusal, in the same round trip: our own in-progress record whose
+// lease ends at or after the requested end (a later extension of ours landed first) is
+// success; any other record is ErrLeaseLost. Only a refusal without the item costs a read.
+func TestExtendRefusedByALaterEnd(t *testing.T) {
+	t.Parallel()
+	end := time.Date(2100, 3, 1, 12, 5, 0, 0, time.UTC)
+	item := func(token, status string, leaseMillis int64) map[string]types.AttributeValue {
+		it := map[string]types.AttributeValue{
+			"id":          &types.AttributeValueMemberS{Value: "k"},
+			"status":      &types.AttributeValueMemberS{Value: status},
+			"lease_token": &types.AttributeValueMemberS{Value: token},
+		}
+		if leaseMillis != 0 {
+			it["in_progress_expiration"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(leaseMillis, 10)}
+		}
+		return it
+	}
+	ms := end.UnixMilli()
+	cases := []struct {
+		name  string
+		item  map[string]types.AttributeValue
+		want  error
+		reads int
+	}{
+		{"ours, later end", item("tok", "INPROGRESS", ms+60_000), nil, 0},
+		{"ours, same end", item("tok", "INPROGRESS", ms), nil, 0},
+		{"another token", item("other", "INPROGRESS", ms+60_000), idem.ErrLeaseLost, 0},
+		{"ours, completed", item("tok", "COMPLETED", 0), idem.ErrLeaseLost, 0},
+		{"ours, no lease end", item("tok", "INPROGRESS", 0), idem.ErrLeaseLost, 0},
+		{"no item returned: read, gone", nil, idem.ErrLeaseLost, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			api := &fakeAPI{
+				update: func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+					return nil, &types.ConditionalCheckFailedException{Message: aws.String("The conditional request failed"), Item: tc.item}
+				},
+				get: func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) { return &dynamodb.GetItemOutput{}, nil },
+			}
+			s, err := dynamo.New(api, "t")
+			require.NoError(t, err)
+			err = s.Extend(context.Background(), "k", "tok", end)
+			if tc.want == nil {
+				assert.NoError(t, err)
+			} else {
+				assert.ErrorIs(t, err, tc.want)
+				assert.NotErrorIs(t, err, idem.ErrStore)
+			}
+			assert.Equal(t, 1, api.updates)
+			assert.Equal(t, tc.reads, api.gets, "reads beyond the refused update")
 		})
 	}
 }

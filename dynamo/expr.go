@@ -13,6 +13,7 @@ const (
 	phDataRef    = "#dref"
 	phToken      = "#token"
 	phCheckpoint = "#cp"
+	phCpSeq      = "#cpseq"
 	phVersion    = "#v"
 	phEncoding   = "#enc"
 )
@@ -48,6 +49,8 @@ func (a *Attributes) attr(placeholder string) string {
 		return a.LeaseToken
 	case phCheckpoint:
 		return a.Checkpoint
+	case phCpSeq:
+		return a.CheckpointSeq
 	case phVersion:
 		return a.Version
 	case phEncoding:
@@ -78,4 +81,11 @@ const (
 	// ownedInProgressCondition also requires the lease to be running: a completed record
 	// needs no lease extension or checkpoint, and is never completed again or released.
 	ownedInProgressCondition = ownedCondition + " AND " + phStatus + " = :inprogress"
+	// extendCondition moves the lease end only later (or sets a missing one): a late
+	// extension never lowers it.
+	extendCondition = ownedInProgressCondition + " AND (attribute_not_exists(" + phLease + ") OR " + phLease + " <= :end)"
+	// checkpointCondition writes checkpoint number :seq only over a lower number (or none),
+	// or over itself (a resend): a late write never replaces a later checkpoint.
+	checkpointCondition = ownedInProgressCondition + " AND (attribute_not_exists(" + phCpSeq + ") OR " +
+		phCpSeq + " < :seq OR (" + phCpSeq + " = :seq AND " + phCheckpoint + " = :cp))"
 )

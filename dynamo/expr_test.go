@@ -93,20 +93,21 @@ func TestExpressions(t *testing.T) {
 			func(ctx context.Context, s *dynamo.Store) error {
 				return s.Extend(ctx, "k", token, time.Now().Add(time.Minute))
 			},
-			owned, "SET #lease = :v",
-			[]string{"#lease", "#token", "#status"}, []string{":v", ":token", ":inprogress"},
+			owned + " AND (attribute_not_exists(#lease) OR #lease <= :end)", "SET #lease = :end",
+			[]string{"#lease", "#token", "#status"}, []string{":end", ":token", ":inprogress"},
 		},
 		{
 			"Checkpoint",
-			func(ctx context.Context, s *dynamo.Store) error { return s.SetCheckpoint(ctx, "k", token, "step-3") },
-			owned, "SET #cp = :v",
-			[]string{"#cp", "#token", "#status"}, []string{":v", ":token", ":inprogress"},
+			func(ctx context.Context, s *dynamo.Store) error { return s.SetCheckpoint(ctx, "k", token, "step-3", 1) },
+			owned + " AND (attribute_not_exists(#cpseq) OR #cpseq < :seq OR (#cpseq = :seq AND #cp = :cp))",
+			"SET #cp = :cp, #cpseq = :seq",
+			[]string{"#cp", "#cpseq", "#token", "#status"}, []string{":cp", ":seq", ":token", ":inprogress"},
 		},
 	}
 	renamed := dynamo.Attributes{
 		ID: "pk", Status: "idem.status", Expiration: "ttl", InProgressExpiration: "lease-end",
 		Validation: "fp hash", Data: "body", DataRef: "body#ref", LeaseToken: "owner:token",
-		Checkpoint: "cp[0]", Version: "schema", Encoding: "content-encoding",
+		Checkpoint: "cp[0]", CheckpointSeq: "cp seq", Version: "schema", Encoding: "content-encoding",
 	}
 	layouts := []struct {
 		name  string
@@ -120,7 +121,7 @@ func TestExpressions(t *testing.T) {
 		byPlaceholder := map[string]string{
 			"#id": l.attrs.ID, "#status": l.attrs.Status, "#exp": l.attrs.Expiration,
 			"#lease": l.attrs.InProgressExpiration, "#fp": l.attrs.Validation, "#data": l.attrs.Data,
-			"#dref": l.attrs.DataRef, "#token": l.attrs.LeaseToken, "#cp": l.attrs.Checkpoint,
+			"#dref": l.attrs.DataRef, "#token": l.attrs.LeaseToken, "#cp": l.attrs.Checkpoint, "#cpseq": l.attrs.CheckpointSeq,
 			"#v": l.attrs.Version, "#enc": l.attrs.Encoding,
 		}
 		for _, op := range ops {

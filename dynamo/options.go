@@ -34,6 +34,9 @@ type Attributes struct {
 	LeaseToken string
 	// Checkpoint holds the owner's last progress marker. Default "checkpoint".
 	Checkpoint string
+	// CheckpointSeq holds the number of the checkpoint ([idemstore.Record.CheckpointSeq]),
+	// absent (read as 0) until the first numbered checkpoint. Default "checkpoint_seq".
+	CheckpointSeq string
 	// Version holds the record schema version. Default "v".
 	Version string
 	// Encoding holds the result encoding, such as "json" or "json+gzip". Default "enc".
@@ -52,6 +55,7 @@ func DefaultAttributes() Attributes {
 		DataRef:              "data_ref",
 		LeaseToken:           "lease_token",
 		Checkpoint:           "checkpoint",
+		CheckpointSeq:        "checkpoint_seq",
 		Version:              "v",
 		Encoding:             "enc",
 	}
@@ -63,6 +67,7 @@ func (a *Attributes) fields() []struct{ field, name string } {
 		{"ID", a.ID}, {"Status", a.Status}, {"Expiration", a.Expiration},
 		{"InProgressExpiration", a.InProgressExpiration}, {"Validation", a.Validation},
 		{"Data", a.Data}, {"DataRef", a.DataRef}, {"LeaseToken", a.LeaseToken}, {"Checkpoint", a.Checkpoint},
+		{"CheckpointSeq", a.CheckpointSeq},
 		{"Version", a.Version}, {"Encoding", a.Encoding},
 	}
 }
@@ -127,6 +132,7 @@ func WithAttributes(a Attributes) Option {
 			DataRef:              cmp.Or(a.DataRef, d.DataRef),
 			LeaseToken:           cmp.Or(a.LeaseToken, d.LeaseToken),
 			Checkpoint:           cmp.Or(a.Checkpoint, d.Checkpoint),
+			CheckpointSeq:        cmp.Or(a.CheckpointSeq, d.CheckpointSeq),
 			Version:              cmp.Or(a.Version, d.Version),
 			Encoding:             cmp.Or(a.Encoding, d.Encoding),
 		}

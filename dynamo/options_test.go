@@ -23,7 +23,7 @@ func TestDefaultAttributes(t *testing.T) {
 	assert.Equal(t, dynamo.Attributes{
 		ID: "id", Status: "status", Expiration: "expiration", InProgressExpiration: "in_progress_expiration",
 		Validation: "validation", Data: "data", DataRef: "data_ref", LeaseToken: "lease_token",
-		Checkpoint: "checkpoint", Version: "v", Encoding: "enc",
+		Checkpoint: "checkpoint", CheckpointSeq: "checkpoint_seq", Version: "v", Encoding: "enc",
 	}, dynamo.DefaultAttributes())
 }
 

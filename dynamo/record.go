@@ -93,6 +93,9 @@ func (s *Store) encodeRecord(rec *idemstore.Record) map[string]types.AttributeVa
 	putString(a.Encoding, rec.Encoding)
 	putString(a.LeaseToken, rec.LeaseToken)
 	putString(a.Checkpoint, rec.Checkpoint)
+	if rec.CheckpointSeq != 0 {
+		item[a.CheckpointSeq] = &types.AttributeValueMemberN{Value: strconv.FormatInt(rec.CheckpointSeq, 10)}
+	}
 	if !rec.Expires.IsZero() {
 		item[a.Expiration] = encodeEnd(rec.Expires, expirationUnit)
 	}
@@ -134,16 +137,17 @@ func (s *Store) decodeItem(item map[string]types.AttributeValue) (*idemstore.Rec
 	}
 	d := decoder{item: item}
 	rec := &idemstore.Record{
-		Key:          d.str(keyAttr, true),
-		Status:       idemstore.Status(d.str(a.Status, true)),
-		Fingerprint:  d.str(a.Validation, false),
-		Encoding:     d.str(a.Encoding, false),
-		LeaseToken:   d.str(a.LeaseToken, false),
-		Checkpoint:   d.str(a.Checkpoint, false),
-		Data:         d.data(a.Data),
-		Expires:      d.epoch(a.Expiration, expirationUnit),
-		LeaseExpires: d.epoch(a.InProgressExpiration, leaseExpiryUnit),
-		Version:      d.version(a.Version),
+		Key:           d.str(keyAttr, true),
+		Status:        idemstore.Status(d.str(a.Status, true)),
+		Fingerprint:   d.str(a.Validation, false),
+		Encoding:      d.str(a.Encoding, false),
+		LeaseToken:    d.str(a.LeaseToken, false),
+		Checkpoint:    d.str(a.Checkpoint, false),
+		CheckpointSeq: d.seq(a.CheckpointSeq),
+		Data:          d.data(a.Data),
+		Expires:       d.epoch(a.Expiration, expirationUnit),
+		LeaseExpires:  d.epoch(a.InProgressExpiration, leaseExpiryUnit),
+		Version:       d.version(a.Version),
 	}
 	ref := d.str(a.DataRef, false)
 	if d.err != nil {
@@ -249,6 +253,25 @@ func (d *decoder) version(name string) int {
 		return 0
 	}
 	return int(v)
+}
+
+// seq reads a checkpoint number: a whole number, 0 when absent.
+func (d *decoder) seq(name string) int64 {
+	av := d.get(name, false)
+	if av == nil {
+		return 0
+	}
+	num, ok := av.(*types.AttributeValueMemberN)
+	if !ok {
+		d.fail(name, fmt.Errorf("want a number, got %s", typeName(av)))
+		return 0
+	}
+	v, err := strconv.ParseInt(num.Value, 10, 64)
+	if err != nil || v < 0 {
+		d.fail(name, fmt.Errorf("bad checkpoint number %q", num.Value))
+		return 0
+	}
+	return v
 }
 
 // typeName names an attribute value's DynamoDB type for error messages.

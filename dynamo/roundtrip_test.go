@@ -134,3 +134,25 @@ func mustStoredKey(t *testing.T, g *idem.Guard, key string) string {
 	require.NoError(t, err)
 	return sk
 }
+
+// TestLateWritesRoundTrips: on DynamoDB Local, an extension met by a later end of ours and
+// a late checkpoint write each cost the one refused UpdateItem: the refused extension
+// decides from the item its refusal returns, never from a read.
+func TestLateWritesRoundTrips(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	now := wallClock()
+	rec := record("rt/late", now, "tok")
+	seed(t, e.store, rec)
+	require.NoError(t, e.store.Extend(ctx, rec.Key, "tok", now.Add(10*time.Minute)))
+	require.NoError(t, e.store.SetCheckpoint(ctx, rec.Key, "tok", "shipped", 2))
+	e.api.Take()
+
+	require.NoError(t, e.store.Extend(ctx, rec.Key, "tok", now.Add(5*time.Minute)))
+	assert.Equal(t, map[string]int{"UpdateItem": 1}, e.api.Take(), "a late extension")
+	require.ErrorIs(t, e.store.SetCheckpoint(ctx, rec.Key, "tok", "charged", 1), idem.ErrLeaseLost)
+	assert.Equal(t, map[string]int{"UpdateItem": 1}, e.api.Take(), "a late checkpoint")
+	require.NoError(t, e.store.SetCheckpoint(ctx, rec.Key, "tok", "shipped", 2))
+	assert.Equal(t, map[string]int{"UpdateItem": 1}, e.api.Take(), "a resent checkpoint")
+}

@@ -372,34 +372,91 @@ func (s *Store) Release(ctx context.Context, key, token string) error {
 }
 
 // Extend implements [idemstore.Store] with one UpdateItem of the lease end, conditional on the
-// lease token and on the record still being in progress.
+// lease token, on the record still being in progress and on the stored end being no later
+// than the new one (or absent): an extension never lowers the stored end. The first
+// attempt of an earlier beat that the SDK resent may land after a later beat, and would
+// otherwise shorten the lease the owner's watchdog counts on. When the condition fails,
+// the record comes back with the error (ReturnValuesOnConditionCheckFailure, no extra
+// round trip): if it is ours, in progress, and its lease ends at or after leaseExpires,
+// the extension succeeds as it is; else it is [idem.ErrLeaseLost]. Only if DynamoDB
+// returns no item does a strongly consistent GetItem decide.
 func (s *Store) Extend(ctx context.Context, key, token string, leaseExpires time.Time) error {
-	return s.updateOwned(ctx, "extend", key, token, phLease, ":v", encodeEnd(leaseExpires, leaseExpiryUnit))
+	a := &s.cfg.attrs
+	end := encodeEnd(leaseExpires, leaseExpiryUnit)
+	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                aws.String(s.table),
+		Key:                      s.key(key),
+		UpdateExpression:         aws.String("SET " + phLease + " = :end"),
+		ConditionExpression:      aws.String(extendCondition),
+		ExpressionAttributeNames: a.names(phLease, phToken, phStatus),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":end":        end,
+			":token":      &types.AttributeValueMemberS{Value: token},
+			":inprogress": &types.AttributeValueMemberS{Value: string(idemstore.StatusInProgress)},
+		},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		item := ccf.Item
+		if len(item) == 0 {
+			if item, err = s.getItem(ctx, key); err != nil {
+				return s.fail("extend", err)
+			}
+		}
+		if s.extendedBeyond(item, token, end) {
+			return nil
+		}
+		return fmt.Errorf("dynamo: extend: %w: %w", idem.ErrLeaseLost, ccf)
+	}
+	if err != nil {
+		return s.fail("extend", err)
+	}
+	return nil
 }
 
-// SetCheckpoint implements [idemstore.Store] with one UpdateItem of the checkpoint, conditional
-// on the lease token and on the record still being in progress.
-func (s *Store) SetCheckpoint(ctx context.Context, key, token, checkpoint string) error {
-	return s.updateOwned(ctx, "checkpoint", key, token, phCheckpoint, ":v", &types.AttributeValueMemberS{Value: checkpoint})
+// extendedBeyond reports whether item, met by an extension's failed condition, is the
+// in-progress record of token with a lease that ends at or after end (as stored).
+func (s *Store) extendedBeyond(item map[string]types.AttributeValue, token string, end *types.AttributeValueMemberN) bool {
+	if len(item) == 0 {
+		return false
+	}
+	rec, err := s.decodeRecord(item)
+	if err != nil || rec.LeaseToken != token || rec.Status != idemstore.StatusInProgress || rec.LeaseExpires.IsZero() {
+		return false
+	}
+	want, err := decodeEpoch(end, leaseExpiryUnit)
+	return err == nil && !rec.LeaseExpires.Before(want)
 }
 
-// updateOwned sets the attribute behind placeholder ph to v, named value in the request,
-// on the in-progress record owned by token.
-func (s *Store) updateOwned(ctx context.Context, op, key, token, ph, value string, v types.AttributeValue) error {
+// SetCheckpoint implements [idemstore.Store] with one UpdateItem of the checkpoint and its
+// number, conditional on the lease token, on the record still being in progress, and on
+// the stored number being below seq (or absent, as in records of the Powertools
+// utilities), or equal to it with the same checkpoint (a resend of a write that landed,
+// which writes the same values again):
+//
+//	#token = :token AND #status = :inprogress AND (attribute_not_exists(#cpseq)
+//	OR #cpseq < :seq OR (#cpseq = :seq AND #cp = :cp))
+//
+// A late first attempt of an earlier checkpoint, resent by the SDK and landing after a
+// later one, thus fails its condition ([idem.ErrLeaseLost], an answer nobody waits for)
+// and never replaces the later checkpoint.
+func (s *Store) SetCheckpoint(ctx context.Context, key, token, checkpoint string, seq int64) error {
 	a := &s.cfg.attrs
 	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                aws.String(s.table),
 		Key:                      s.key(key),
-		UpdateExpression:         aws.String("SET " + ph + " = " + value),
-		ConditionExpression:      aws.String(ownedInProgressCondition),
-		ExpressionAttributeNames: a.names(ph, phToken, phStatus),
+		UpdateExpression:         aws.String("SET " + phCheckpoint + " = :cp, " + phCpSeq + " = :seq"),
+		ConditionExpression:      aws.String(checkpointCondition),
+		ExpressionAttributeNames: a.names(phCheckpoint, phCpSeq, phToken, phStatus),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			value:         v,
+			":cp":         &types.AttributeValueMemberS{Value: checkpoint},
+			":seq":        &types.AttributeValueMemberN{Value: strconv.FormatInt(seq, 10)},
 			":token":      &types.AttributeValueMemberS{Value: token},
 			":inprogress": &types.AttributeValueMemberS{Value: string(idemstore.StatusInProgress)},
 		},
 	})
-	return s.leaseFail(op, err)
+	return s.leaseFail("checkpoint", err)
 }
 
 // metUnread is the record a claim met but could not read: only its key is known. Claim

@@ -178,7 +178,7 @@ func TestComplete(t *testing.T) {
 			t.Parallel()
 			rec := record("complete/"+tc.name, now, "tok")
 			seed(t, e.store, rec)
-			require.NoError(t, e.store.SetCheckpoint(ctx, rec.Key, "tok", "charged"))
+			require.NoError(t, e.store.SetCheckpoint(ctx, rec.Key, "tok", "charged", 1))
 
 			done := *rec
 			done.Status, done.Data, done.Encoding = idemstore.StatusCompleted, tc.data, tc.encoding
@@ -187,7 +187,7 @@ func TestComplete(t *testing.T) {
 
 			got, err := e.store.Get(ctx, rec.Key)
 			require.NoError(t, err)
-			done.Checkpoint = "charged" // kept from the lease
+			done.Checkpoint, done.CheckpointSeq = "charged", 1 // kept from the lease
 			assertSameRecord(t, &done, got)
 			assert.True(t, got.LeaseExpires.IsZero(), "the lease end is removed")
 
@@ -253,7 +253,7 @@ func TestRelease(t *testing.T) {
 	t.Run("KeepsCheckpoint", func(t *testing.T) {
 		rec := record("release/checkpoint", wallClock(), "tok")
 		seed(t, e.store, rec)
-		require.NoError(t, e.store.SetCheckpoint(ctx, rec.Key, "tok", "charged"))
+		require.NoError(t, e.store.SetCheckpoint(ctx, rec.Key, "tok", "charged", 1))
 		require.ErrorIs(t, e.store.Release(ctx, rec.Key, "other"), idem.ErrLeaseLost)
 		e.api.Take()
 		require.NoError(t, e.store.Release(ctx, rec.Key, "tok"))
@@ -299,21 +299,21 @@ func TestExtendAndCheckpoint(t *testing.T) {
 
 	later := now.Add(5*time.Minute + 250*time.Millisecond)
 	require.NoError(t, e.store.Extend(ctx, rec.Key, "tok", later))
-	require.NoError(t, e.store.SetCheckpoint(ctx, rec.Key, "tok", "step-2"))
+	require.NoError(t, e.store.SetCheckpoint(ctx, rec.Key, "tok", "step-2", 1))
 	got, err := e.store.Get(ctx, rec.Key)
 	require.NoError(t, err)
 	assert.True(t, later.Equal(got.LeaseExpires), "lease end %v", got.LeaseExpires)
 	assert.Equal(t, "step-2", got.Checkpoint)
 
 	require.ErrorIs(t, e.store.Extend(ctx, rec.Key, "other", later), idem.ErrLeaseLost)
-	require.ErrorIs(t, e.store.SetCheckpoint(ctx, rec.Key, "other", "x"), idem.ErrLeaseLost)
+	require.ErrorIs(t, e.store.SetCheckpoint(ctx, rec.Key, "other", "x", 1), idem.ErrLeaseLost)
 	require.ErrorIs(t, e.store.Extend(ctx, "extend/absent", "tok", later), idem.ErrLeaseLost)
 
 	done := *rec
 	done.Status = idemstore.StatusCompleted
 	require.NoError(t, e.store.Complete(ctx, &done, nil))
 	require.ErrorIs(t, e.store.Extend(ctx, rec.Key, "tok", later), idem.ErrLeaseLost, "a completed record has no lease")
-	require.ErrorIs(t, e.store.SetCheckpoint(ctx, rec.Key, "tok", "x"), idem.ErrLeaseLost)
+	require.ErrorIs(t, e.store.SetCheckpoint(ctx, rec.Key, "tok", "x", 1), idem.ErrLeaseLost)
 }
 
 // TestFencing takes over an expired lease and checks that nothing the old owner does can
@@ -325,7 +325,7 @@ func TestFencing(t *testing.T) {
 	now := wallClock()
 	old := record("fencing/k", now, "old")
 	seed(t, e.store, old)
-	require.NoError(t, e.store.SetCheckpoint(ctx, old.Key, "old", "payment_charged"))
+	require.NoError(t, e.store.SetCheckpoint(ctx, old.Key, "old", "payment_charged", 1))
 
 	takeoverAt := old.LeaseExpires.Add(time.Second)
 	mine := record(old.Key, takeoverAt, "new")
@@ -348,7 +348,7 @@ func TestFencing(t *testing.T) {
 	require.ErrorIs(t, e.store.Complete(ctx, &lateDone, nil), idem.ErrLeaseLost)
 	require.ErrorIs(t, e.store.Release(ctx, old.Key, "old"), idem.ErrLeaseLost)
 	require.ErrorIs(t, e.store.Extend(ctx, old.Key, "old", takeoverAt.Add(time.Hour)), idem.ErrLeaseLost)
-	require.ErrorIs(t, e.store.SetCheckpoint(ctx, old.Key, "old", "late"), idem.ErrLeaseLost)
+	require.ErrorIs(t, e.store.SetCheckpoint(ctx, old.Key, "old", "late", 1), idem.ErrLeaseLost)
 
 	var ccf *types.ConditionalCheckFailedException
 	assert.ErrorAs(t, e.store.Release(ctx, old.Key, "old"), &ccf, "the SDK error stays reachable")
@@ -484,11 +484,12 @@ func TestLayouts(t *testing.T) {
 			require.NoError(t, err)
 			require.True(t, claimed)
 			assert.Nil(t, prev)
-			require.NoError(t, e.store.SetCheckpoint(ctx, rec.Key, "tok", "cp"))
+			require.NoError(t, e.store.SetCheckpoint(ctx, rec.Key, "tok", "cp", 1))
 			require.NoError(t, e.store.Extend(ctx, rec.Key, "tok", now.Add(2*time.Minute)))
 
 			done := *rec
 			done.Status, done.Data, done.Encoding, done.LeaseExpires, done.Checkpoint = idemstore.StatusCompleted, []byte(`{}`), "json", time.Time{}, "cp"
+			done.CheckpointSeq = 1
 			require.NoError(t, e.store.Complete(ctx, &done, nil))
 
 			prev, claimed, err = e.store.Claim(ctx, record(rec.Key, now, "tok2"), now)
@@ -504,7 +505,7 @@ func TestLayouts(t *testing.T) {
 			_, claimed, err = e.store.Claim(ctx, next, later)
 			require.NoError(t, err)
 			require.True(t, claimed, "the completed record expired")
-			require.NoError(t, e.store.SetCheckpoint(ctx, rec.Key, "tok3", "cp"))
+			require.NoError(t, e.store.SetCheckpoint(ctx, rec.Key, "tok3", "cp", 1))
 			require.NoError(t, e.store.Release(ctx, rec.Key, "tok3"))
 			got, err := e.store.Get(ctx, rec.Key)
 			require.NoError(t, err)

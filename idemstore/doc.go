@@ -6,7 +6,10 @@
 // A store keeps one [Record] per stored key and makes each operation atomic per key: a
 // conditional claim (absent, expired, or lease-ended with the same checkpoint), and
 // completion, release, lease extension and checkpoints conditional on the owner's lease
-// token. The stores in this repository (dynamo, memstore, pgstore, redisstore) implement
+// token. Writes of one owner may arrive late, after later ones (a client's resend applies
+// and its first attempt lands afterwards), so the two an owner repeats never go back: an
+// extension never lowers the stored lease end, and a checkpoint write never replaces a
+// checkpoint with a higher number ([Record.CheckpointSeq]). The stores in this repository (dynamo, memstore, pgstore, redisstore) implement
 // it; package storetest holds the behaviour suite that proves a store keeps the contract,
 // run from the store's own test (see storetest.Run's example):
 //

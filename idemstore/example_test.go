@@ -12,7 +12,7 @@ import (
 func ExampleRecord_ClaimableBy() {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	held := &idemstore.Record{
-		Key:          "default.create-order#9f86d081",
+		Key:          "orders-api.create-order#9f86d081",
 		Status:       idemstore.StatusInProgress,
 		Expires:      now.Add(time.Hour),
 		LeaseExpires: now.Add(30 * time.Second),

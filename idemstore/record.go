@@ -59,6 +59,12 @@ type Record struct {
 	LeaseToken string
 	// Checkpoint is the last progress marker the owner recorded with idem.Checkpoint.
 	Checkpoint string
+	// CheckpointSeq numbers Checkpoint among the checkpoints written to the record: each
+	// checkpoint a lease writes has the next number, and a claim that carries a checkpoint
+	// carries its number too. A checkpoint write with a lower number than the stored one
+	// (a late first attempt of an earlier write) never replaces it (see
+	// [Store.SetCheckpoint]). Zero, as in records of the Powertools utilities, when absent.
+	CheckpointSeq int64
 	// Version is the record schema version; see [SchemaVersion].
 	Version int
 }

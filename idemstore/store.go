@@ -69,13 +69,29 @@ type Store interface {
 	Release(ctx context.Context, key, token string) error
 
 	// Extend moves the lease end of the in-progress record for key to leaseExpires if its
-	// lease token equals token, else returns [ErrLeaseLost]. The guard never asks for an
-	// earlier end than one it stored; a store may keep the later of the two.
+	// lease token equals token, else returns [ErrLeaseLost]. It never lowers the stored
+	// end: an extension to an end before the stored one (the first attempt of an earlier
+	// extension, resent by a client and landing after a later one) changes nothing and
+	// returns nil, since the lease is the caller's and ends later still. A store whose
+	// write is conditional on the stored end treats a refused condition on the caller's
+	// own in-progress record with a later end as success. The owner's watchdog counts on
+	// the latest end it was told of, so a lowered end would let another caller take the
+	// key over while the handler still runs.
 	Extend(ctx context.Context, key, token string, leaseExpires time.Time) error
 
-	// SetCheckpoint records checkpoint on the in-progress record for key if its lease token
-	// equals token, else returns [ErrLeaseLost].
-	SetCheckpoint(ctx context.Context, key, token, checkpoint string) error
+	// SetCheckpoint records checkpoint as checkpoint number seq ([Record.CheckpointSeq])
+	// on the in-progress record for key, if its lease token equals token and its stored
+	// number is below seq (an absent number counts as 0). A record that holds checkpoint
+	// at seq already is left as it is and SetCheckpoint returns nil: that is a resend of
+	// a write that landed. Anything else returns [ErrLeaseLost] and writes nothing:
+	// another token, no in-progress record, or a higher stored number, which a write of
+	// this token meets only when it arrives late, after a later checkpoint of the same
+	// owner (the guard numbers an owner's checkpoints in order and sends one at a time,
+	// so nobody waits for that answer). A checkpoint write thus never replaces one the
+	// guard recorded after it, even when a client's resend applies first and its first
+	// attempt lands afterwards; a condition on the stored value would not do, since
+	// values repeat (A, B, A: a late B would land on the second A).
+	SetCheckpoint(ctx context.Context, key, token, checkpoint string, seq int64) error
 }
 
 // AttachChecker is an optional extension of [Store] for stores that take writes attached

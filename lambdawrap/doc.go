@@ -32,6 +32,7 @@
 //	handler returns an error                               the error, to Lambda; nothing stored
 //	handler returns idem's lost lease or store failure     409 or 503 with Retry-After, as elsewhere; key released
 //	store unavailable before the handler ran               503 with Retry-After; the handler did not run
+//	authenticated, but no caller identity (see below)      500; the handler did not run
 //	handler ran, store committed nothing of its outcome    503 with Retry-After; key released, a retry runs again
 //	handler ran, store failed to record its outcome        the handler's response, logged at ERROR (see below)
 //	same, with attached writes and the record unreadable   503 with Retry-After; the outcome is unknown
@@ -65,8 +66,9 @@
 //
 // The decorators log and report through their guard: its logger (idem.WithLogger) gets
 // what is answered rather than returned to Lambda (a failing store, a response that cannot
-// be replayed, a run without a key), and its hooks (idem.WithHooks) get, besides the
-// guard's own events, OnUnguarded for every run without a key.
+// be replayed, a run without a key, a caller it cannot identify), and its hooks
+// (idem.WithHooks) get, besides the guard's own events, OnUnguarded for every run without
+// a key and every request refused for an unknown caller.
 //
 // # Options
 //
@@ -81,6 +83,16 @@
 // and no tenant is ever replayed another's response. An IAM caller that assumed a role is
 // the role, whatever its session name, so a service retrying from another task, instance
 // or container is the same tenant. [WithTenant] overrides it.
+//
+// A request that is authenticated (its event carries an authorizer, JWT or IAM block) but
+// in which the default tenant finds no identity is refused with 500
+// [ProblemUnknownCaller], logged at ERROR and reported through OnUnguarded with
+// [ErrUnknownCaller], and the handler does not run: scoped by no one, every such caller
+// would share one tenant, and a second user who sent the first user's key would be
+// replayed the first user's response. An HTTP API Lambda authorizer with simple responses
+// whose context names the user otherwise than principalId or sub ({"userId": ...}), and a
+// JWT without a sub claim, are the usual cases: say who the caller is with [WithTenant].
+// A request that carries no authentication at all is not scoped by caller.
 //
 // # Usage
 //

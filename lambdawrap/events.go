@@ -2,6 +2,7 @@ package lambdawrap
 
 import (
 	"context"
+	"net/http"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -11,27 +12,31 @@ import (
 
 // HTTPAPI makes an API Gateway HTTP API (payload format 2.0) handler idempotent, with the
 // semantics of the package documentation. Requests are scoped by the caller's JWT sub, Lambda
-// authorizer principal or IAM identity ([TenantHTTPAPI]). It takes [HTTPOption] values and
-// the [Option] values of its event type. It logs and reports through the guard (see
-// idem.WithLogger and idem.WithHooks). It returns an error if g or h is nil or an option is
-// invalid. The returned handler is safe for concurrent use.
+// authorizer principal or IAM identity ([TenantHTTPAPI]); an authenticated request without
+// any of them is refused (see [ErrUnknownCaller]) unless [WithTenant] says who the caller
+// is. It takes [HTTPOption] values and the [Option] values of its event type. It logs and
+// reports through the guard (see idem.WithLogger and idem.WithHooks). It returns an error
+// if g or h is nil or an option is invalid. The returned handler is safe for concurrent
+// use.
 func HTTPAPI(g *idem.Guard, h func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error), opts ...HTTPAPIOption) (func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error), error) {
 	return decorate(g, h, httpAPIShape(), opts, HTTPAPIOption.applyHTTPAPI)
 }
 
 // REST makes an API Gateway REST API (Lambda proxy integration) handler idempotent, with
 // the semantics of the package documentation. Requests are scoped by the caller's authorizer
-// principal, Cognito sub, IAM identity or API key ([TenantREST]). It takes [HTTPOption]
-// values and the [Option] values of its event type. It logs and reports through the guard.
-// It returns an error if g or h is nil or an option is invalid. The returned handler is
-// safe for concurrent use.
+// principal, Cognito sub, IAM identity or API key ([TenantREST]); an authenticated request
+// without any of them is refused (see [ErrUnknownCaller]) unless [WithTenant] says who the
+// caller is. It takes [HTTPOption] values and the [Option] values of its event type. It
+// logs and reports through the guard. It returns an error if g or h is nil or an option is
+// invalid. The returned handler is safe for concurrent use.
 func REST(g *idem.Guard, h func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error), opts ...RESTOption) (func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error), error) {
 	return decorate(g, h, restShape(), opts, RESTOption.applyREST)
 }
 
 // FunctionURL makes a Lambda function URL handler (buffered invoke mode) idempotent, with
 // the semantics of the package documentation. Requests are scoped by the caller's IAM
-// identity when the URL uses IAM auth ([TenantFunctionURL]). It takes [HTTPOption] values
+// identity when the URL uses IAM auth ([TenantFunctionURL]); a request with an authorizer
+// block but no caller is refused (see [ErrUnknownCaller]). It takes [HTTPOption] values
 // and the [Option] values of its event type. It logs and reports through the guard. It
 // returns an error if g or h is nil or an option is invalid. The returned handler is safe
 // for concurrent use.
@@ -54,17 +59,18 @@ func ALB(g *idem.Guard, h func(context.Context, events.ALBTargetGroupRequest) (e
 type shape[In, Out any] struct {
 	name     string
 	request  func(*In) httpsem.Request
-	tenant   func(In) string
+	tenant   func(In) (string, error) // the default: an error wraps ErrUnknownCaller
 	toHTTP   func(*Out) httpsem.Response
 	fromHTTP func(*httpsem.Response) Out
 }
 
 // httpWrapper adapts the handler of one event shape to the [httpsem.Guard].
 type httpWrapper[In, Out any] struct {
+	g           *idem.Guard
 	guard       *httpsem.Guard
 	h           func(context.Context, In) (Out, error)
 	s           shape[In, Out]
-	tenant      func(In) string
+	tenant      func(In) (string, error)
 	fingerprint func(In) ([]byte, error) // nil: the request's default fingerprint
 }
 
@@ -77,9 +83,10 @@ func decorate[In, Out, O any](g *idem.Guard, h func(context.Context, In) (Out, e
 	if err := apply(&c, opts, set); err != nil {
 		return nil, err
 	}
-	w := &httpWrapper[In, Out]{guard: httpsem.NewGuard(g, c.http), h: h, s: s, tenant: s.tenant, fingerprint: c.event.fingerprint}
-	if c.event.tenant != nil {
-		w.tenant = c.event.tenant
+	w := &httpWrapper[In, Out]{g: g, guard: httpsem.NewGuard(g, c.http), h: h, s: s, tenant: s.tenant, fingerprint: c.event.fingerprint}
+	if t := c.event.tenant; t != nil {
+		// The user's own reading of the caller: trusted, an empty tenant included.
+		w.tenant = func(in In) (string, error) { return t(in), nil }
 	}
 	return w.handle, nil
 }
@@ -94,8 +101,11 @@ func (w *httpWrapper[In, Out]) handle(ctx context.Context, in In) (Out, error) {
 	if v == httpsem.Answered {
 		return w.reply(resp)
 	}
-	r := idem.Request{Key: key, Tenant: w.tenant(in)}
-	var err error
+	tenant, err := w.tenant(in)
+	if err != nil {
+		return w.reply(w.unknownCaller(ctx, &req, err))
+	}
+	r := idem.Request{Key: key, Tenant: tenant}
 	if w.fingerprint != nil {
 		r.Fingerprint, err = w.fingerprint(in)
 	} else {
@@ -120,6 +130,20 @@ func (w *httpWrapper[In, Out]) handle(ctx context.Context, in In) (Out, error) {
 	return zero, err
 }
 
+// unknownCaller refuses an authenticated request without a caller identity: scoped by the
+// empty tenant, it would share its records with every other such caller, so that one
+// could be replayed another's response. It is the function's configuration that is at
+// fault, so the answer is 500 and the refusal is logged at ERROR and reported through the
+// guard's OnUnguarded hook.
+func (w *httpWrapper[In, Out]) unknownCaller(ctx context.Context, req *httpsem.Request, err error) httpsem.Response {
+	w.g.Logger().ErrorContext(ctx, pkg+": refusing an authenticated request without a caller identity; scope requests with WithTenant", "error", err)
+	if on := w.g.Hooks().OnUnguarded; on != nil {
+		on(ctx, idem.Event{Err: err})
+	}
+	return w.guard.Problem(http.StatusInternalServerError, httpsem.ProblemUnknownCaller,
+		"the request is authenticated, but the function finds no caller identity in it to scope its idempotency key by", 0, req.MultiValue)
+}
+
 // reply answers with r, converted to the event's response type.
 func (w *httpWrapper[In, Out]) reply(r httpsem.Response) (Out, error) { return w.s.fromHTTP(&r), nil }
 
@@ -129,7 +153,7 @@ func httpAPIShape() shape[events.APIGatewayV2HTTPRequest, events.APIGatewayV2HTT
 		request: func(e *events.APIGatewayV2HTTPRequest) httpsem.Request {
 			return v2Request(e.RequestContext.HTTP.Method, e.RawPath, e.RawQueryString, e.Headers, e.Body, e.IsBase64Encoded)
 		},
-		tenant: TenantHTTPAPI,
+		tenant: callerHTTPAPI,
 		toHTTP: func(r *events.APIGatewayV2HTTPResponse) httpsem.Response {
 			return httpsem.Response{StatusCode: r.StatusCode, Headers: r.Headers, MultiValueHeaders: r.MultiValueHeaders,
 				Cookies: r.Cookies, Body: r.Body, IsBase64Encoded: r.IsBase64Encoded}
@@ -148,7 +172,7 @@ func restShape() shape[events.APIGatewayProxyRequest, events.APIGatewayProxyResp
 			return v1Request(e.HTTPMethod, e.Path, e.QueryStringParameters, e.MultiValueQueryStringParameters,
 				e.Headers, e.MultiValueHeaders, e.Body, e.IsBase64Encoded)
 		},
-		tenant: TenantREST,
+		tenant: callerREST,
 		toHTTP: func(r *events.APIGatewayProxyResponse) httpsem.Response {
 			return httpsem.Response{StatusCode: r.StatusCode, Headers: r.Headers, MultiValueHeaders: r.MultiValueHeaders,
 				Body: r.Body, IsBase64Encoded: r.IsBase64Encoded}
@@ -166,7 +190,7 @@ func functionURLShape() shape[events.LambdaFunctionURLRequest, events.LambdaFunc
 		request: func(e *events.LambdaFunctionURLRequest) httpsem.Request {
 			return v2Request(e.RequestContext.HTTP.Method, e.RawPath, e.RawQueryString, e.Headers, e.Body, e.IsBase64Encoded)
 		},
-		tenant: TenantFunctionURL,
+		tenant: callerFunctionURL,
 		toHTTP: func(r *events.LambdaFunctionURLResponse) httpsem.Response {
 			return httpsem.Response{StatusCode: r.StatusCode, Headers: r.Headers, Cookies: r.Cookies,
 				Body: r.Body, IsBase64Encoded: r.IsBase64Encoded}
@@ -188,7 +212,7 @@ func albShape() shape[events.ALBTargetGroupRequest, events.ALBTargetGroupRespons
 			r.MultiValue = e.MultiValueHeaders != nil
 			return r
 		},
-		tenant: func(events.ALBTargetGroupRequest) string { return "" },
+		tenant: func(events.ALBTargetGroupRequest) (string, error) { return "", nil },
 		toHTTP: func(r *events.ALBTargetGroupResponse) httpsem.Response {
 			return httpsem.Response{StatusCode: r.StatusCode, StatusDescription: r.StatusDescription, Headers: r.Headers,
 				MultiValueHeaders: r.MultiValueHeaders, Body: r.Body, IsBase64Encoded: r.IsBase64Encoded}

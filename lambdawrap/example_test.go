@@ -376,6 +376,47 @@ func ExampleWithTenant() {
 	// Output: runs: 2
 }
 
+// An HTTP API Lambda authorizer with simple responses passes the user in its context, under
+// a name of its own: the decorator cannot tell its callers apart, so it refuses their
+// requests (500 ProblemUnknownCaller) rather than let one be replayed another's response,
+// until WithTenant says who the caller is.
+func ExampleWithTenant_lambdaAuthorizer() {
+	userID := func(e events.APIGatewayV2HTTPRequest) string {
+		if a := e.RequestContext.Authorizer; a != nil {
+			if id, _ := a.Lambda["userId"].(string); id != "" {
+				return "user:" + id
+			}
+		}
+		return ""
+	}
+	as := func(user string) events.APIGatewayV2HTTPRequest {
+		e := orderRequest("k-1", `{"sku":"MUG-7"}`)
+		e.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+			Lambda: map[string]any{"userId": user},
+		}
+		return e
+	}
+	api := &ordersAPI{}
+	refusing, _ := lambdawrap.HTTPAPI(newExampleGuard(), api.createOrder)
+	resp, _ := refusing(context.Background(), as("alice"))
+	fmt.Println("default:", resp.StatusCode)
+
+	guard, createOrder := newExampleGuard(), api.createOrder
+	handler, err := lambdawrap.HTTPAPI(guard, createOrder, lambdawrap.WithTenant(userID))
+	if err != nil {
+		panic(err)
+	}
+	for _, user := range []string{"alice", "bob", "alice"} {
+		resp, _ := handler(context.Background(), as(user))
+		fmt.Println(user+":", resp.StatusCode, resp.Body, "replayed:", resp.Headers[lambdawrap.ReplayedHeader] == "true")
+	}
+	// Output:
+	// default: 500
+	// alice: 201 {"order_id":"ord-1"} replayed: false
+	// bob: 201 {"order_id":"ord-2"} replayed: false
+	// alice: 201 {"order_id":"ord-1"} replayed: true
+}
+
 // Fingerprint only what matters: here the reused key with a different "note" is still the
 // same request.
 func ExampleWithFingerprint() {

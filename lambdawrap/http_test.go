@@ -24,7 +24,7 @@ type checkpointFailStore struct {
 	err error
 }
 
-func (s checkpointFailStore) SetCheckpoint(context.Context, string, string, string) error {
+func (s checkpointFailStore) SetCheckpoint(context.Context, string, string, string, int64) error {
 	return s.err
 }
 

@@ -39,9 +39,11 @@ type LocalFunc interface {
 
 // LocalHandler serves a Lambda HTTP handler over plain HTTP, so a function can run on
 // localhost and be tested with any HTTP client. It turns each request into the event its
-// integration would send, calls h with a context that ends after [LocalTimeout] and
-// carries a request id (see lambdacontext), and writes h's response back as the
-// integration would. The event has the raw path and query string, and a body that is
+// integration would send, calls h with a context that ends after [LocalTimeout] (or at
+// the request context's deadline, if sooner) and carries a request id (see
+// lambdacontext), and writes h's response back as the integration would. A client that
+// hangs up does not end the invocation, as it does not in API Gateway: a guarded run goes
+// on and records its result, which the client's retry replays. The event has the raw path and query string, and a body that is
 // base64 encoded unless its Content-Type is text, JSON, XML or a form; besides:
 //
 //   - HTTP API: lower-case header names with repeated headers joined by commas, and cookies
@@ -97,7 +99,7 @@ func (l localHandler[In, Out]) ServeHTTP(w http.ResponseWriter, r *http.Request)
 	id := requestID()
 	ev := l.i.event(r, body, id, time.Now())
 
-	ctx, cancel := context.WithTimeout(r.Context(), LocalTimeout)
+	ctx, cancel := invocationContext(r.Context())
 	defer cancel()
 	ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: id})
 	resp, err := l.h(ctx, ev)
@@ -106,6 +108,20 @@ func (l localHandler[In, Out]) ServeHTTP(w http.ResponseWriter, r *http.Request)
 		return
 	}
 	l.i.write(w, &resp)
+}
+
+// invocationContext returns the context of one invocation: the request's values and
+// deadline, bounded by [LocalTimeout], but not its cancellation. API Gateway and load
+// balancers never cancel an invocation when the client goes away, so neither does the
+// adapter: a run that holds a key goes on, and the client's retry is told the key is in
+// flight and then replays the run's result, instead of running the handler again after a
+// release the hang-up caused.
+func invocationContext(r context.Context) (context.Context, context.CancelFunc) {
+	deadline := time.Now().Add(LocalTimeout)
+	if d, ok := r.Deadline(); ok && d.Before(deadline) {
+		deadline = d // a server's deadline (http.TimeoutHandler, say) still bounds it
+	}
+	return context.WithDeadline(context.WithoutCancel(r), deadline)
 }
 
 // writeBody writes a response's status and body, decoding the body from base64 when

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/assert"
@@ -230,4 +231,96 @@ func TestLocalHandlerShapes(t *testing.T) {
 			assert.Equal(t, int64(3), a.runs.Load())
 		})
 	}
+}
+
+// TestLocalHandlerClientHangsUp: API Gateway never cancels an invocation when its client
+// goes away, and neither does the local adapter. A client that hangs up mid-run leaves the
+// run going under its key: a retry meanwhile is told the key is in flight, and a retry
+// after it ends replays its result. The handler runs once.
+func TestLocalHandlerClientHangsUp(t *testing.T) {
+	t.Parallel()
+	a := &app{started: make(chan struct{}, 2), release: make(chan struct{}), hold: 1}
+	h, err := lambdawrap.HTTPAPI(memGuard(t), a.httpAPI)
+	require.NoError(t, err)
+	local := lambdawrap.LocalHandler(h)
+	gone := make(chan struct{})   // the server saw the first client hang up
+	served := make(chan struct{}) // the first request's ServeHTTP returned
+	var first sync.Once
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		isFirst := false
+		first.Do(func() { isFirst = true })
+		if !isFirst {
+			local.ServeHTTP(w, r)
+			return
+		}
+		defer close(served)
+		ctx := r.Context()
+		go func() {
+			select {
+			case <-ctx.Done():
+				close(gone)
+			case <-served:
+			}
+		}()
+		local.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	body := []byte(`{"sku":"MUG-7"}`)
+
+	ctx, hangUp := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/orders", bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Idempotency-Key", "k-gone")
+	req.Header.Set("Content-Type", "application/json")
+	clientErr := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		clientErr <- err
+	}()
+	<-a.started
+	hangUp()
+	require.ErrorIs(t, <-clientErr, context.Canceled)
+	<-gone
+
+	inFlight, inFlightBody := do(t, http.MethodPost, srv.URL+"/orders", "k-gone", "application/json", body)
+	assert.Equal(t, http.StatusConflict, inFlight.StatusCode, "the run goes on: %s", inFlightBody)
+	assert.Contains(t, string(inFlightBody), lambdawrap.ProblemInProgress)
+
+	close(a.release)
+	<-served
+	replay, replayBody := do(t, http.MethodPost, srv.URL+"/orders", "k-gone", "application/json", body)
+	assert.Equal(t, http.StatusCreated, replay.StatusCode)
+	assert.Equal(t, "true", replay.Header.Get(lambdawrap.ReplayedHeader))
+	assert.JSONEq(t, `{"order":"ord-0001","path":"/orders"}`, string(replayBody))
+	assert.Equal(t, int64(1), a.runs.Load(), "the handler ran once")
+}
+
+// TestLocalHandlerKeepsTheRequestDeadline: the invocation no longer ends with the client,
+// but a deadline on the request's context (a server's timeout) still bounds it, and the
+// request's values reach the handler.
+func TestLocalHandlerKeepsTheRequestDeadline(t *testing.T) {
+	t.Parallel()
+	type key struct{}
+	deadline := time.Now().Add(time.Second)
+	var (
+		got   time.Time
+		ok    bool
+		value any
+	)
+	h := func(ctx context.Context, _ events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		got, ok = ctx.Deadline()
+		value = ctx.Value(key{})
+		return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusNoContent}, nil
+	}
+	ctx, cancel := context.WithDeadline(context.WithValue(context.Background(), key{}, "v"), deadline)
+	defer cancel()
+	rec := httptest.NewRecorder()
+	lambdawrap.LocalHandler(h).ServeHTTP(rec, httptest.NewRequestWithContext(ctx, http.MethodPost, "/", nil))
+	require.Equal(t, http.StatusNoContent, rec.Code)
+	require.True(t, ok, "the handler's context has a deadline")
+	assert.False(t, got.After(deadline), "no later than the request's: %v > %v", got, deadline)
+	assert.Equal(t, "v", value)
 }

@@ -51,7 +51,9 @@ func (o eventOption[In]) applyALB(c *httpConfig[In]) error { return o(&c.event) 
 // tenants is two separate records, so no tenant can ever be replayed another's response;
 // an empty tenant means the key is not scoped by caller. Default: for the HTTP decorators,
 // the identity the event carries (see the package documentation for the order in which it
-// is looked up); for [Wrap], none. Must not be nil.
+// is looked up), and a refusal of an authenticated event that carries none (see
+// [ErrUnknownCaller]); for [Wrap], none. The function given replaces the default whole:
+// what it returns, "" included, is the tenant. Must not be nil.
 func WithTenant[In any](tenant func(In) string) Option[In] {
 	return eventOption[In](func(c *eventConfig[In]) error {
 		if tenant == nil {

@@ -32,6 +32,12 @@ const (
 	// replayed: it was too large to store, or the stored record is unreadable. The handler
 	// is not run again; retrying does not help.
 	ProblemNotReplayable = problemBase + httpsem.ProblemNotReplayable
+	// ProblemUnknownCaller (500): the request was authenticated (it carries an authorizer,
+	// JWT or IAM block) but the decorator found no caller identity in it to scope the key
+	// by (see [ErrUnknownCaller]): a configuration fault of the function, which did not
+	// run. Retrying does not help until the function says who its callers are with
+	// [WithTenant].
+	ProblemUnknownCaller = problemBase + httpsem.ProblemUnknownCaller
 	// ProblemStoreUnavailable (503): the idempotency store failed before the handler ran,
 	// so the request was not processed. Retry after Retry-After.
 	ProblemStoreUnavailable = problemBase + httpsem.ProblemStoreUnavailable

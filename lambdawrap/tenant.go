@@ -2,6 +2,7 @@ package lambdawrap
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -18,11 +19,22 @@ const (
 	tenantAPIKey    = "apikey:"
 )
 
+// ErrUnknownCaller is reported when an HTTP decorator refuses a request that is
+// authenticated but carries no caller identity that the decorator's default tenant reads:
+// an HTTP API Lambda authorizer with simple responses whose context has no principalId or
+// sub, a JWT without a sub claim, an IAM block without a caller. Such callers would all
+// share the empty tenant, so one could be replayed another's response; the request is
+// answered 500 [ProblemUnknownCaller] instead, without running the handler, logged at
+// ERROR, and reported through the guard's OnUnguarded hook with an error wrapping
+// ErrUnknownCaller. Say who the callers are with [WithTenant].
+var ErrUnknownCaller = errors.New("lambdawrap: the request is authenticated but carries no caller identity to scope its key by")
+
 // TenantREST returns the caller identity of an API Gateway REST API event, the first that is
 // present of: the Lambda authorizer's principalId, the Cognito user pool authorizer's
 // claims.sub, the Cognito identity id, the IAM caller's identity, and the API key id. Each is
 // prefixed with its kind ("principal:", "sub:", "cognito:", "iam:", "apikey:"). It returns ""
-// when the event carries none. It is the default tenant of [REST].
+// when the event carries none. It is the default tenant of [REST], which refuses an event
+// with an authorizer block but none of these (see [ErrUnknownCaller]).
 //
 // The Cognito identity id comes before the IAM caller because an identity pool's users
 // all call through the pool's role: the id tells them apart, the role does not. The IAM
@@ -35,25 +47,35 @@ const (
 // Identity Center permission sets, web identity federation), scope by session with
 // [WithTenant]. IAM users keep their full ARN.
 func TenantREST(e events.APIGatewayProxyRequest) string {
+	t, _ := callerREST(e)
+	return t
+}
+
+// callerREST is [TenantREST], with an error wrapping [ErrUnknownCaller] for an event that
+// an authorizer authenticated but that carries no identity.
+func callerREST(e events.APIGatewayProxyRequest) (string, error) {
 	a := e.RequestContext.Authorizer
 	if s := stringOf(a["principalId"]); s != "" {
-		return tenantPrincipal + s
+		return tenantPrincipal + s, nil
 	}
 	if claims, ok := a["claims"].(map[string]any); ok {
 		if s := stringOf(claims["sub"]); s != "" {
-			return tenantSub + s
+			return tenantSub + s, nil
 		}
 	}
 	id := e.RequestContext.Identity
 	switch {
 	case id.CognitoIdentityID != "":
-		return tenantCognito + id.CognitoIdentityID
+		return tenantCognito + id.CognitoIdentityID, nil
 	case id.UserArn != "":
-		return tenantIAM + iamIdentity(id.UserArn)
+		return tenantIAM + iamIdentity(id.UserArn), nil
 	case id.APIKeyID != "":
-		return tenantAPIKey + id.APIKeyID
+		return tenantAPIKey + id.APIKeyID, nil
 	}
-	return ""
+	if len(a) > 0 {
+		return "", fmt.Errorf("%w: a REST API authorizer context without principalId or claims.sub", ErrUnknownCaller)
+	}
+	return "", nil
 }
 
 // TenantHTTPAPI returns the caller identity of an API Gateway HTTP API event, the first that
@@ -62,41 +84,73 @@ func TenantREST(e events.APIGatewayProxyRequest) string {
 // or for an assumed role the role's ARN without the session name (see [TenantREST]). Each
 // is prefixed with its kind ("sub:", "principal:", "cognito:", "iam:"). It returns "" when
 // the event carries none. It is the default tenant of [HTTPAPI] and of the
-// [LocalHandler]'s events.
+// [LocalHandler]'s events. [HTTPAPI] refuses an event with an authorizer block but none of
+// these (see [ErrUnknownCaller]): a Lambda authorizer with simple responses whose context
+// names the user otherwise ({"userId": ...}), or a JWT without sub, needs [WithTenant].
 func TenantHTTPAPI(e events.APIGatewayV2HTTPRequest) string {
+	t, _ := callerHTTPAPI(e)
+	return t
+}
+
+// callerHTTPAPI is [TenantHTTPAPI], with an error wrapping [ErrUnknownCaller] for an event
+// that an authorizer authenticated but that carries no identity.
+func callerHTTPAPI(e events.APIGatewayV2HTTPRequest) (string, error) {
 	a := e.RequestContext.Authorizer
 	if a == nil {
-		return ""
+		return "", nil
 	}
 	if a.JWT != nil && a.JWT.Claims["sub"] != "" {
-		return tenantSub + a.JWT.Claims["sub"]
+		return tenantSub + a.JWT.Claims["sub"], nil
 	}
 	if s := stringOf(a.Lambda["principalId"]); s != "" {
-		return tenantPrincipal + s
+		return tenantPrincipal + s, nil
 	}
 	if s := stringOf(a.Lambda["sub"]); s != "" {
-		return tenantSub + s
+		return tenantSub + s, nil
 	}
 	if a.IAM != nil {
 		if s := a.IAM.CognitoIdentity.IdentityID; s != "" {
-			return tenantCognito + s
+			return tenantCognito + s, nil
 		}
 		if a.IAM.UserARN != "" {
-			return tenantIAM + iamIdentity(a.IAM.UserARN)
+			return tenantIAM + iamIdentity(a.IAM.UserARN), nil
 		}
 	}
-	return ""
+	var what string
+	switch {
+	case a.JWT != nil:
+		what = "a JWT authorizer's claims without sub"
+	case a.IAM != nil:
+		what = "an IAM authorizer block without userArn"
+	case a.Lambda != nil:
+		what = "a Lambda authorizer context without principalId or sub"
+	default:
+		what = "an empty authorizer block"
+	}
+	return "", fmt.Errorf("%w: an HTTP API event with %s", ErrUnknownCaller, what)
 }
 
 // TenantFunctionURL returns the caller identity of a Lambda function URL event: when the URL
 // uses IAM auth, the IAM caller's identity, prefixed "iam:": its userArn, or for an assumed
 // role the role's ARN without the session name (see [TenantREST]); else "". It is the
-// default tenant of [FunctionURL].
+// default tenant of [FunctionURL], which refuses an event with an authorizer block but no
+// userArn (see [ErrUnknownCaller]).
 func TenantFunctionURL(e events.LambdaFunctionURLRequest) string {
-	if a := e.RequestContext.Authorizer; a != nil && a.IAM != nil && a.IAM.UserARN != "" {
-		return tenantIAM + iamIdentity(a.IAM.UserARN)
+	t, _ := callerFunctionURL(e)
+	return t
+}
+
+// callerFunctionURL is [TenantFunctionURL], with an error wrapping [ErrUnknownCaller] for
+// an event that IAM authenticated but that names no caller.
+func callerFunctionURL(e events.LambdaFunctionURLRequest) (string, error) {
+	a := e.RequestContext.Authorizer
+	if a == nil {
+		return "", nil
 	}
-	return ""
+	if a.IAM != nil && a.IAM.UserARN != "" {
+		return tenantIAM + iamIdentity(a.IAM.UserARN), nil
+	}
+	return "", fmt.Errorf("%w: a function URL event with an authorizer block without userArn", ErrUnknownCaller)
 }
 
 // iamIdentity returns the identity an IAM caller's ARN stands for. For an assumed role,

@@ -3,9 +3,11 @@ package lambdawrap_test
 import (
 	"testing"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/lambdawrap"
 )
@@ -130,4 +132,119 @@ func TestTenants(t *testing.T) {
 		assert.Equal(t, int64(2), a.runs.Load())
 		assert.NotEqual(t, bodies["tenant-a"], bodies["tenant-b"])
 	})
+}
+
+// unidentifiedCases are requests that an authorizer or IAM authenticated but that carry no
+// identity the decorators read: the fixtures of API Gateway's shapes as they arrive, and
+// others edited to lose their identity.
+var unidentifiedCases = []struct {
+	name    string
+	fixture string
+	edit    func(e *event)
+}{
+	{name: "HTTP API Lambda authorizer, simple response", fixture: "apigw-v2-lambda-authorizer-simple-response"},
+	{name: "HTTP API JWT authorizer, no sub claim", fixture: "apigw-v2-jwt-authorizer-without-sub"},
+	{name: "REST API Lambda authorizer context, no principalId", fixture: "apigw-rest-lambda-authorizer-context",
+		edit: func(e *event) { delete(e.obj("requestContext", "authorizer"), "principalId") }},
+	{name: "REST API Cognito authorizer, no sub claim", fixture: "apigw-rest-cognito-claims",
+		edit: func(e *event) { delete(e.obj("requestContext", "authorizer", "claims"), "sub") }},
+	{name: "HTTP API IAM, no caller", fixture: "apigw-v2-iam",
+		edit: func(e *event) { delete(e.obj("requestContext", "authorizer", "iam"), "userArn") }},
+	{name: "function URL IAM, no caller", fixture: "function-url-iam-cn",
+		edit: func(e *event) { delete(e.obj("requestContext", "authorizer", "iam"), "userArn") }},
+}
+
+// TestUnidentifiedCallerIsRefused: a request that is authenticated (an authorizer, JWT or
+// IAM block is present) but carries no identity to scope its key by is refused with 500
+// ProblemUnknownCaller, a configuration fault, instead of being scoped to the one empty
+// tenant that every such caller would share. The handler does not run; each refusal is
+// logged at ERROR and reported through OnUnguarded with ErrUnknownCaller.
+func TestUnidentifiedCallerIsRefused(t *testing.T) {
+	t.Parallel()
+	for _, tc := range unidentifiedCases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ev := loadEvent(t, tc.fixture)
+			if tc.edit != nil {
+				tc.edit(ev)
+			}
+			var u unguardedHooks
+			var logs logRecords
+			a := &app{}
+			h := a.handler(t, ev.kind, memGuard(t, idem.WithHooks(u.hooks()), idem.WithLogger(logs.logger())))
+			for range 2 {
+				r := invoke(invokeCtx(t), t, h, ev)
+				require.NoError(t, r.err)
+				assert.Equal(t, 500, r.code)
+				assert.Equal(t, "application/problem+json", r.header("Content-Type"))
+				assert.Equal(t, lambdawrap.ProblemUnknownCaller, r.problem(t)["type"])
+			}
+			assert.Equal(t, int64(0), a.runs.Load(), "the handler never runs")
+			events := u.seen()
+			require.Len(t, events, 2, "OnUnguarded calls")
+			for _, e := range events {
+				require.ErrorIs(t, e.Err, lambdawrap.ErrUnknownCaller)
+				assert.Empty(t, e.Key)
+			}
+			assert.Equal(t, []string{"ERROR", "ERROR"}, logs.levels(t))
+		})
+	}
+}
+
+// TestAuthenticatedCallersNeverShareATenant: two users behind an HTTP API Lambda authorizer
+// with simple responses ({"userId": ...}) send the same key. The second user must never be
+// replayed the first user's response: by default both are refused (see
+// TestUnidentifiedCallerIsRefused); with WithTenant reading the authorizer's userId, each
+// is a tenant of its own, and each one's retry replays its own response.
+func TestAuthenticatedCallersNeverShareATenant(t *testing.T) {
+	t.Parallel()
+	userID := func(e events.APIGatewayV2HTTPRequest) string {
+		if a := e.RequestContext.Authorizer; a != nil {
+			if id, ok := a.Lambda["userId"].(string); ok {
+				return "user:" + id
+			}
+		}
+		return ""
+	}
+	for _, tc := range []struct {
+		name string
+		opts []lambdawrap.HTTPAPIOption
+	}{
+		{name: "default tenant"},
+		{name: "WithTenant", opts: []lambdawrap.HTTPAPIOption{lambdawrap.WithTenant(userID)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			a := &app{}
+			fn, err := lambdawrap.HTTPAPI(memGuard(t), a.httpAPI, tc.opts...)
+			require.NoError(t, err)
+			h := invoker{h: fn}
+			ctx := invokeCtx(t)
+			ev := loadEvent(t, "apigw-v2-lambda-authorizer-simple-response")
+			as := func(user string) response {
+				ev.obj("requestContext", "authorizer", "lambda")["userId"] = user
+				r := invoke(ctx, t, h, ev)
+				require.NoError(t, r.err)
+				return r
+			}
+			first := as("usr_alice")
+			second := as("usr_bob")
+			assert.Empty(t, second.header(lambdawrap.ReplayedHeader), "bob is not replayed alice's response")
+			if first.code == 201 {
+				assert.NotEqual(t, first.body(t), second.body(t), "bob is not replayed alice's response")
+			}
+			if tc.opts == nil {
+				assert.Equal(t, 500, first.code)
+				assert.Equal(t, 500, second.code)
+				assert.Equal(t, int64(0), a.runs.Load())
+				return
+			}
+			assert.Equal(t, 201, first.code)
+			assert.Equal(t, 201, second.code)
+			again := as("usr_alice")
+			assert.Equal(t, "true", again.header(lambdawrap.ReplayedHeader))
+			assert.Equal(t, first.body(t), again.body(t))
+			assert.Equal(t, int64(2), a.runs.Load())
+		})
+	}
 }

@@ -6,7 +6,8 @@
 //
 // It passes the same behaviour suite (package storetest) as every store in this
 // repository. Records live in the process only: a guard over it protects nothing across
-// Lambda execution environments.
+// Lambda execution environments, and a restart (a new execution environment, a crash)
+// forgets every record, so every key runs again. Use it for tests and local runs.
 package memstore
 
 import (
@@ -145,7 +146,7 @@ func (s *Store) Complete(ctx context.Context, rec *idemstore.Record, attached []
 		}
 	}
 	next := *clone(*rec)
-	next.Checkpoint = old.Checkpoint
+	next.Checkpoint, next.CheckpointSeq = old.Checkpoint, old.CheckpointSeq
 	next.LeaseExpires = time.Time{}
 	s.put(next)
 	return nil
@@ -169,7 +170,9 @@ func (s *Store) Release(ctx context.Context, key, token string) error {
 	return nil
 }
 
-// Extend implements [idemstore.Store].
+// Extend implements [idemstore.Store]. It never lowers the stored lease end: an
+// extension to an earlier end (the late first attempt of an earlier beat) succeeds and
+// leaves the later end.
 func (s *Store) Extend(ctx context.Context, key, token string, leaseExpires time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -180,13 +183,17 @@ func (s *Store) Extend(ctx context.Context, key, token string, leaseExpires time
 	if err != nil {
 		return err
 	}
-	r.LeaseExpires = leaseExpires
-	s.put(r)
+	if leaseExpires.After(r.LeaseExpires) {
+		r.LeaseExpires = leaseExpires
+		s.put(r)
+	}
 	return nil
 }
 
-// SetCheckpoint implements [idemstore.Store].
-func (s *Store) SetCheckpoint(ctx context.Context, key, token, checkpoint string) error {
+// SetCheckpoint implements [idemstore.Store]: a write numbered below the stored
+// checkpoint's (a late one) changes nothing, and one that finds its own checkpoint at its
+// own number (a resend) succeeds.
+func (s *Store) SetCheckpoint(ctx context.Context, key, token, checkpoint string, seq int64) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -196,7 +203,13 @@ func (s *Store) SetCheckpoint(ctx context.Context, key, token, checkpoint string
 	if err != nil {
 		return err
 	}
-	r.Checkpoint = checkpoint
+	switch {
+	case r.CheckpointSeq == seq && r.Checkpoint == checkpoint:
+		return nil
+	case r.CheckpointSeq >= seq:
+		return idemstore.ErrLeaseLost
+	}
+	r.Checkpoint, r.CheckpointSeq = checkpoint, seq
 	s.put(r)
 	return nil
 }

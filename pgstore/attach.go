@@ -33,9 +33,12 @@ type Write func(ctx context.Context, tx pgx.Tx) error
 // with an [*AttachedWriteError] wrapping [idem.ErrConditionFailed] and the write's error;
 // the key is released, so a retry runs again. Use it for a business condition that does
 // not hold (a balance too low, a unique violation). If the connection breaks while writes
-// run, the error wraps [idemstore.ErrNotCommitted] instead (and [idem.ErrStore]), as it
-// does when a write returns nil after one of its statements failed (the transaction can
-// then only roll back).
+// run, or a write's error wraps a [*pgconn.PgError] of a serialization failure (SQLSTATE
+// 40001) or a deadlock (40P01), which say nothing of the business condition and may not
+// recur, the error wraps [idemstore.ErrNotCommitted] instead (and [idem.ErrStore]: a
+// retryable failure, which the HTTP wrappers answer 503 with Retry-After), as it does when
+// a write returns nil after one of its statements failed (the transaction can then only
+// roll back).
 //
 // A write must not end the completion's transaction: no COMMIT or ROLLBACK statement
 // (END and ABORT included), and no transaction begun on tx.Conn(), as a library that takes
@@ -124,7 +127,7 @@ func (s *Store) completeWith(ctx context.Context, rec *idemstore.Record, attache
 			return s.ended(ctx, rec, &TxEndedError{Index: i, Err: werr})
 		}
 		if werr != nil {
-			if tx.Conn().IsClosed() {
+			if tx.Conn().IsClosed() || isRetryable(werr) {
 				return s.notCommitted(&AttachedWriteError{Index: i, Err: werr})
 			}
 			return &AttachedWriteError{Index: i, Err: fmt.Errorf("%w: %w", idem.ErrConditionFailed, werr)}
@@ -150,6 +153,21 @@ func (s *Store) completeWith(ctx context.Context, rec *idemstore.Record, attache
 	}
 	return s.commitFail(err)
 }
+
+// isRetryable reports whether err, an attached write's, is the server cancelling the
+// transaction for another one's sake: a serialization failure (SQLSTATE 40001) or a
+// deadlock (40P01). Nothing committed, and the same work may succeed when run again, as
+// after DynamoDB's TransactionConflict: no verdict on the business condition.
+func isRetryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == sqlstateSerializationFailure || pe.Code == sqlstateDeadlock)
+}
+
+// The SQLSTATE codes of the server cancelling a transaction for another one's sake.
+const (
+	sqlstateSerializationFailure = "40001"
+	sqlstateDeadlock             = "40P01"
+)
 
 // The transaction statuses of a connection (pgconn.PgConn.TxStatus) the store tells apart.
 const (
@@ -218,8 +236,10 @@ func (ownedTx) Rollback(context.Context) error { return errOwnedTx }
 
 // AttachedWriteError names the write attached to a completion (see [Attach]) that failed.
 // Nothing committed, the completion included, and the guard released the key. Err wraps
-// [idem.ErrConditionFailed] and the write's own error, which errors.Is and errors.As
-// reach.
+// the write's own error, which errors.Is and errors.As reach, and [idem.ErrConditionFailed]
+// unless the failure is retryable (the connection broke, a serialization failure, a
+// deadlock): the AttachedWriteError then comes inside an error wrapping
+// [idemstore.ErrNotCommitted] (see [Attach]).
 type AttachedWriteError struct {
 	// Index is the write's position among the attached writes, from 0.
 	Index int

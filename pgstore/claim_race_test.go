@@ -135,14 +135,14 @@ func TestClaimRefusedByConcurrentCheckpoint(t *testing.T) {
 	ctx := context.Background()
 	s, pool := newStore(t, nil)
 	claimAt("A", t0)(t, s, "k")
-	require.NoError(t, s.SetCheckpoint(ctx, "k", "A", "c0"))
+	require.NoError(t, s.SetCheckpoint(ctx, "k", "A", "c0", 1))
 
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(ctx) }()
 	txStore, err := pgstore.New(tx, s.Table())
 	require.NoError(t, err)
-	require.NoError(t, txStore.SetCheckpoint(ctx, "k", "A", "c1"))
+	require.NoError(t, txStore.SetCheckpoint(ctx, "k", "A", "c1", 2))
 
 	now := t0.Add(2 * time.Minute)
 	a := claimWhileHeld(t, s, pool, tx, claimWith("k", "B", "c0", now), now)

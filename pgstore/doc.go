@@ -68,6 +68,29 @@
 //	})
 //
 // The table is the one [Schema] describes; [CreateTable] makes it for tests and local runs.
+// A table made by a version of schema 1 needs [UpgradeStatement] first.
+//
+// # Durability
+//
+// At most once holds only while every write PostgreSQL reported committed stays: a lost
+// claim lets a second caller run the handler beside the first, a lost completion lets a
+// retry run it again, a lost checkpoint makes the next owner resume from an earlier one.
+// Attached writes share the completion's transaction, so they are lost with the record,
+// never apart from it; but the caller was already answered, and the retry runs the
+// handler again. A single server with the defaults (fsync and synchronous_commit on)
+// loses nothing it acknowledged. What loses commits:
+//
+//   - synchronous_commit off, for the server, the database, the role or the pool's
+//     sessions: a crash loses the commits of its last moments (up to three times
+//     wal_writer_delay), and their keys run again, as the package's tests show;
+//     fsync off loses more, on a crash of the machine.
+//   - A failover to a standby that had not confirmed every commit: asynchronous streaming
+//     replication (no synchronous_standby_names, or synchronous_commit local), or a read
+//     replica promoted by hand. What the old primary committed last is gone.
+//
+// Point the store at the primary, with synchronous replication where a failover must
+// not reopen keys, or accept that a crash or failover may run the handlers of its last
+// moments' keys again.
 //
 // # RDS Proxy, PgBouncer and prepared statements
 //
@@ -99,6 +122,8 @@
 //   - INSERT ... ON CONFLICT: https://www.postgresql.org/docs/current/sql-insert.html#SQL-ON-CONFLICT
 //   - Row locks and READ COMMITTED: https://www.postgresql.org/docs/current/transaction-iso.html#XACT-READ-COMMITTED
 //   - MERGE (release): https://www.postgresql.org/docs/current/sql-merge.html
+//   - Asynchronous commit: https://www.postgresql.org/docs/current/wal-async-commit.html
+//   - Synchronous replication: https://www.postgresql.org/docs/current/warm-standby.html#SYNCHRONOUS-REPLICATION
 //   - RDS Proxy pinning: https://docs.aws.amazon.com/AmazonRDS/latest/UserGuide/rds-proxy-pinning.html
 //   - pgx query exec modes: https://pkg.go.dev/github.com/jackc/pgx/v5#QueryExecMode
 //   - pg_cron: https://github.com/citusdata/pg_cron

@@ -64,7 +64,7 @@ func Example() {
 func ExampleSchema() {
 	fmt.Print(pgstore.Schema(pgstore.DefaultTable))
 	// Output:
-	// -- idem pgstore schema 1
+	// -- idem pgstore schema 2
 	// CREATE TABLE IF NOT EXISTS "idempotency" (
 	//     id               text        PRIMARY KEY, -- "<scope>.<operation>#<sha256 hex>": never the caller's raw key
 	//     status           text        NOT NULL,    -- INPROGRESS, COMPLETED or FAILED
@@ -75,11 +75,20 @@ func ExampleSchema() {
 	//     encoding         text,                    -- json, json+gzip, none, error
 	//     lease_token      text,                    -- the lease owner's random token (fencing)
 	//     checkpoint       text,                    -- the owner's last progress marker
-	//     version          integer     NOT NULL     -- record schema version
+	//     version          integer     NOT NULL,    -- record schema version
+	//     checkpoint_seq   bigint      NOT NULL DEFAULT 0 -- the checkpoint's number: late writes never replace a later one
 	// );
-	// COMMENT ON TABLE "idempotency" IS 'idem pgstore schema 1';
+	// COMMENT ON TABLE "idempotency" IS 'idem pgstore schema 2';
 	// -- Only for deleting expired records (see DeleteExpired); claims and reads use the key.
 	// CREATE INDEX IF NOT EXISTS "idempotency_expires_at" ON "idempotency" (expires_at);
+}
+
+// ExampleUpgradeStatement prints the migration a table of schema 1 needs.
+func ExampleUpgradeStatement() {
+	fmt.Print(pgstore.UpgradeStatement(pgstore.DefaultTable))
+	// Output:
+	// ALTER TABLE "idempotency" ADD COLUMN IF NOT EXISTS checkpoint_seq bigint NOT NULL DEFAULT 0;
+	// COMMENT ON TABLE "idempotency" IS 'idem pgstore schema 2';
 }
 
 // ExampleDeleteExpiredStatement prints the housekeeping statement to schedule.

@@ -15,12 +15,13 @@ type row struct {
 	validation, encoding, token, cpt *string
 	data                             []byte
 	version                          *int32
+	cpSeq                            *int64
 }
 
 // dest returns the scan destinations in the order of columns.
 func (r *row) dest() []any {
 	return []any{&r.id, &r.status, &r.expires, &r.leaseExpires, &r.validation, &r.data,
-		&r.encoding, &r.token, &r.cpt, &r.version}
+		&r.encoding, &r.token, &r.cpt, &r.version, &r.cpSeq}
 }
 
 // record decodes the row. A row without a status or version (written by hand, or by
@@ -31,22 +32,30 @@ func (r *row) record() (*idemstore.Record, error) {
 		return nil, fmt.Errorf("pgstore: record %q: %w: status or version is NULL", str(r.id), idem.ErrIncompatibleRecord)
 	}
 	return &idemstore.Record{
-		Key:          str(r.id),
-		Status:       idemstore.Status(*r.status),
-		Expires:      utc(r.expires),
-		LeaseExpires: utc(r.leaseExpires),
-		Fingerprint:  str(r.validation),
-		Data:         r.data,
-		Encoding:     str(r.encoding),
-		LeaseToken:   str(r.token),
-		Checkpoint:   str(r.cpt),
-		Version:      int(*r.version),
+		Key:           str(r.id),
+		Status:        idemstore.Status(*r.status),
+		Expires:       utc(r.expires),
+		LeaseExpires:  utc(r.leaseExpires),
+		Fingerprint:   str(r.validation),
+		Data:          r.data,
+		Encoding:      str(r.encoding),
+		LeaseToken:    str(r.token),
+		Checkpoint:    str(r.cpt),
+		CheckpointSeq: seq(r.cpSeq),
+		Version:       int(*r.version),
 	}, nil
 }
 
 func str(p *string) string {
 	if p == nil {
 		return ""
+	}
+	return *p
+}
+
+func seq(p *int64) int64 {
+	if p == nil {
+		return 0
 	}
 	return *p
 }

@@ -29,7 +29,7 @@ func TestReleaseRaces(t *testing.T) {
 			// it, its lease ended and its token replaced.
 			name: "CheckpointCommitsFirst",
 			hold: func(t *testing.T, txStore *pgstore.Store) {
-				require.NoError(t, txStore.SetCheckpoint(context.Background(), "k", "A", "c1"))
+				require.NoError(t, txStore.SetCheckpoint(context.Background(), "k", "A", "c1", 1))
 			},
 			check: func(t *testing.T, err error, got *idemstore.Record) {
 				require.NoError(t, err)

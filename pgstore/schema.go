@@ -12,7 +12,9 @@ import (
 // SchemaVersion is the version of the table layout [Schema] creates, recorded in the
 // table's comment. It changes only with the layout; a record's own schema version is the
 // version column.
-const SchemaVersion = 1
+//
+// Schema 2 added the column checkpoint_seq; see [UpgradeStatement] for a table of schema 1.
+const SchemaVersion = 2
 
 // DefaultTable is the table name the documentation and examples use.
 const DefaultTable = "idempotency"
@@ -20,7 +22,7 @@ const DefaultTable = "idempotency"
 // Schema returns the statements that create the records table and its index, for table
 // (a name, or "schema.name"; quoted as an identifier). For [DefaultTable] they read:
 //
-//	-- idem pgstore schema 1
+//	-- idem pgstore schema 2
 //	CREATE TABLE IF NOT EXISTS "idempotency" (
 //	    id               text        PRIMARY KEY, -- "<scope>.<operation>#<sha256 hex>": never the caller's raw key
 //	    status           text        NOT NULL,    -- INPROGRESS, COMPLETED or FAILED
@@ -31,14 +33,18 @@ const DefaultTable = "idempotency"
 //	    encoding         text,                    -- json, json+gzip, none, error
 //	    lease_token      text,                    -- the lease owner's random token (fencing)
 //	    checkpoint       text,                    -- the owner's last progress marker
-//	    version          integer     NOT NULL     -- record schema version
+//	    version          integer     NOT NULL,    -- record schema version
+//	    checkpoint_seq   bigint      NOT NULL DEFAULT 0 -- the checkpoint's number: late writes never replace a later one
 //	);
-//	COMMENT ON TABLE "idempotency" IS 'idem pgstore schema 1';
+//	COMMENT ON TABLE "idempotency" IS 'idem pgstore schema 2';
 //	-- Only for deleting expired records (see DeleteExpired); claims and reads use the key.
 //	CREATE INDEX IF NOT EXISTS "idempotency_expires_at" ON "idempotency" (expires_at);
 //
 // The only index besides the primary key serves [DeleteExpiredStatement]. Every claim,
 // completion, release and read goes by primary key.
+//
+// A table of schema 1 (without checkpoint_seq) needs one statement, [UpgradeStatement], before
+// this version of the store uses it; existing rows read their checkpoint number as 0.
 func Schema(table string) string {
 	t := quote(table)
 	index := quote(lastPart(table) + "_expires_at")
@@ -53,12 +59,29 @@ CREATE TABLE IF NOT EXISTS %[1]s (
     encoding         text,                    -- json, json+gzip, none, error
     lease_token      text,                    -- the lease owner's random token (fencing)
     checkpoint       text,                    -- the owner's last progress marker
-    version          integer     NOT NULL     -- record schema version
+    version          integer     NOT NULL,    -- record schema version
+    checkpoint_seq   bigint      NOT NULL DEFAULT 0 -- the checkpoint's number: late writes never replace a later one
 );
 COMMENT ON TABLE %[1]s IS 'idem pgstore schema %[3]d';
 -- Only for deleting expired records (see DeleteExpired); claims and reads use the key.
 CREATE INDEX IF NOT EXISTS %[2]s ON %[1]s (expires_at);
 `, t, index, SchemaVersion)
+}
+
+// UpgradeStatement returns the statement that brings a table of schema 1 to the layout
+// [Schema] creates (schema 2): it adds the column checkpoint_seq, the number of a record's
+// checkpoint, which lets a checkpoint write that arrives late (after a later one) change
+// nothing. For [DefaultTable] it reads:
+//
+//	ALTER TABLE "idempotency" ADD COLUMN IF NOT EXISTS checkpoint_seq bigint NOT NULL DEFAULT 0;
+//	COMMENT ON TABLE "idempotency" IS 'idem pgstore schema 2';
+//
+// Adding a column with a constant default rewrites no rows (PostgreSQL 11+) and takes a
+// brief ACCESS EXCLUSIVE lock. Run it before deploying this version: without the column
+// every statement of the store fails.
+func UpgradeStatement(table string) string {
+	t := quote(table)
+	return fmt.Sprintf("ALTER TABLE %[1]s ADD COLUMN IF NOT EXISTS checkpoint_seq bigint NOT NULL DEFAULT 0;\nCOMMENT ON TABLE %[1]s IS 'idem pgstore schema %[2]d';\n", t, SchemaVersion)
 }
 
 // Executor runs a statement; *pgxpool.Pool, *pgx.Conn and pgx.Tx have this method.

@@ -3,7 +3,7 @@ package pgstore
 import "fmt"
 
 // columns are the record's columns, in the order scanRecord reads them.
-const columns = `id, status, expires_at, lease_expires_at, validation, data, encoding, lease_token, checkpoint, version`
+const columns = `id, status, expires_at, lease_expires_at, validation, data, encoding, lease_token, checkpoint, version, checkpoint_seq`
 
 // statements holds the store's SQL for one table. Every parameter carries a cast, so the
 // statements run unchanged in every pgx query mode, QueryExecModeExec and the simple
@@ -19,7 +19,7 @@ func newStatements(table string) statements {
 		// one, ON CONFLICT locks the record's latest version and replaces it only if the
 		// claim condition holds there: expired, or in progress with its lease ended, the
 		// checkpoint the claim carries ($9, NULL for none), and not the tombstone of the
-		// release of the claim's own token ($12, idemstore.ReleasedToken of it: a late
+		// release of the claim's own token ($13, idemstore.ReleasedToken of it: a late
 		// attempt of a claim whose owner released the key since). A refused claim updates
 		// nothing, and held then reads the record that refused it in the same statement:
 		// FOR SHARE makes that read follow the row to the version the upsert judged (a
@@ -29,16 +29,17 @@ func newStatements(table string) statements {
 		// the caller then sends the claim again.
 		claim: fmt.Sprintf(`WITH claim AS (
 	INSERT INTO %[1]s AS r (`+columns+`)
-	VALUES ($1::text, $2::text, $3::timestamptz, $4::timestamptz, $5::text, $6::bytea, $7::text, $8::text, $9::text, $10::integer)
+	VALUES ($1::text, $2::text, $3::timestamptz, $4::timestamptz, $5::text, $6::bytea, $7::text, $8::text, $9::text, $10::integer, $12::bigint)
 	ON CONFLICT (id) DO UPDATE SET
 		status = excluded.status, expires_at = excluded.expires_at,
 		lease_expires_at = excluded.lease_expires_at, validation = excluded.validation,
 		data = excluded.data, encoding = excluded.encoding, lease_token = excluded.lease_token,
-		checkpoint = excluded.checkpoint, version = excluded.version
+		checkpoint = excluded.checkpoint, version = excluded.version,
+		checkpoint_seq = excluded.checkpoint_seq
 	WHERE r.expires_at <= $11::timestamptz
 		OR (r.status = 'INPROGRESS' AND r.lease_expires_at <= $11::timestamptz
 			AND r.checkpoint IS NOT DISTINCT FROM $9::text
-			AND r.lease_token IS DISTINCT FROM $12::text)
+			AND r.lease_token IS DISTINCT FROM $13::text)
 	RETURNING 1
 ), held AS (
 	SELECT `+columns+` FROM %[1]s
@@ -88,7 +89,11 @@ WHERE id = $1::text AND lease_token = $2::text AND status = 'INPROGRESS'`, t),
 		extend: fmt.Sprintf(`UPDATE %s SET lease_expires_at = GREATEST(lease_expires_at, $3::timestamptz)
 WHERE id = $1::text AND lease_token = $2::text AND status = 'INPROGRESS'`, t),
 
-		checkpoint: fmt.Sprintf(`UPDATE %s SET checkpoint = $3::text
-WHERE id = $1::text AND lease_token = $2::text AND status = 'INPROGRESS'`, t),
+		// Checkpoint number $4 only over a lower number, or over itself with the same
+		// checkpoint (a resend): a late write never replaces a later checkpoint.
+		checkpoint: fmt.Sprintf(`UPDATE %s SET checkpoint = $3::text, checkpoint_seq = $4::bigint
+WHERE id = $1::text AND lease_token = $2::text AND status = 'INPROGRESS'
+	AND (checkpoint_seq < $4::bigint
+		OR (checkpoint_seq = $4::bigint AND checkpoint IS NOT DISTINCT FROM $3::text))`, t),
 	}
 }

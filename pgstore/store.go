@@ -73,7 +73,7 @@ func (s *Store) Table() string { return s.table }
 func (s *Store) Claim(ctx context.Context, rec *idemstore.Record, now time.Time) (*idemstore.Record, bool, error) {
 	args := []any{rec.Key, string(rec.Status), end(rec.Expires), end(rec.LeaseExpires),
 		text(rec.Fingerprint), rec.Data, text(rec.Encoding), text(rec.LeaseToken),
-		text(rec.Checkpoint), rec.Version, at(now), idemstore.ReleasedToken(rec.LeaseToken)}
+		text(rec.Checkpoint), rec.Version, at(now), rec.CheckpointSeq, idemstore.ReleasedToken(rec.LeaseToken)}
 	for range claimAttempts {
 		var claimed bool
 		var r row
@@ -153,10 +153,12 @@ func (s *Store) Extend(ctx context.Context, key, token string, leaseExpires time
 	return s.owned("extend", tag, err)
 }
 
-// SetCheckpoint implements [idemstore.Store] with one UPDATE of the checkpoint, conditional on
-// the lease token and on the record being in progress.
-func (s *Store) SetCheckpoint(ctx context.Context, key, token, checkpoint string) error {
-	tag, err := s.db.Exec(ctx, s.sql.checkpoint, key, token, text(checkpoint))
+// SetCheckpoint implements [idemstore.Store] with one UPDATE of the checkpoint and its
+// number, conditional on the lease token, on the record being in progress, and on the
+// stored number being below seq, or equal to it with the same checkpoint (a resend): a
+// late write of an earlier checkpoint changes nothing and yields [idem.ErrLeaseLost].
+func (s *Store) SetCheckpoint(ctx context.Context, key, token, checkpoint string, seq int64) error {
+	tag, err := s.db.Exec(ctx, s.sql.checkpoint, key, token, text(checkpoint), seq)
 	return s.owned("checkpoint", tag, err)
 }
 

@@ -100,7 +100,7 @@ func checkpointAt(token, cp string, at time.Time) func(*testing.T, *pgstore.Stor
 	return func(t *testing.T, s *pgstore.Store, key string) {
 		t.Helper()
 		claimAt(token, at)(t, s, key)
-		require.NoError(t, s.SetCheckpoint(context.Background(), key, token, cp))
+		require.NoError(t, s.SetCheckpoint(context.Background(), key, token, cp, 1))
 	}
 }
 
@@ -129,7 +129,7 @@ func TestRecordRoundTrip(t *testing.T) {
 	want.Expires, want.LeaseExpires = now.Add(time.Hour).Add(211*time.Nanosecond), now.Add(time.Minute).Add(211*time.Nanosecond)
 	assert.Equal(t, &want, got)
 
-	require.NoError(t, s.SetCheckpoint(ctx, "rt", "tok", "step-1"))
+	require.NoError(t, s.SetCheckpoint(ctx, "rt", "tok", "step-1", 1))
 	done := completed(rec, now)
 	done.Data = []byte{0, 1, 2, 0xff} // bytes, not text
 	require.NoError(t, s.Complete(ctx, done, nil))
@@ -157,7 +157,7 @@ func TestFencing(t *testing.T) {
 		{"Complete", func(key, token string) error { return s.Complete(ctx, completed(inProgress(key, token, t0), t0), nil) }},
 		{"Release", func(key, token string) error { return s.Release(ctx, key, token) }},
 		{"Extend", func(key, token string) error { return s.Extend(ctx, key, token, t0.Add(time.Hour)) }},
-		{"SetCheckpoint", func(key, token string) error { return s.SetCheckpoint(ctx, key, token, "x") }},
+		{"SetCheckpoint", func(key, token string) error { return s.SetCheckpoint(ctx, key, token, "x", 1) }},
 	}
 	for _, op := range ops {
 		t.Run(op.name, func(t *testing.T) {

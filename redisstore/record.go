@@ -21,6 +21,7 @@ const (
 	fieldEncoding   = "enc"
 	fieldToken      = "lease_token"
 	fieldCheckpoint = "checkpoint"
+	fieldCpSeq      = "checkpoint_seq"
 	fieldVersion    = "v"
 )
 
@@ -69,6 +70,9 @@ func fieldArgs(rec *idemstore.Record, lease bool) []any {
 	}
 	if rec.LeaseToken != "" {
 		args = append(args, fieldToken, rec.LeaseToken)
+	}
+	if rec.CheckpointSeq != 0 {
+		args = append(args, fieldCpSeq, strconv.FormatInt(rec.CheckpointSeq, 10))
 	}
 	return args
 }
@@ -123,6 +127,11 @@ func decodeRecord(key string, fields map[string]string) (*idemstore.Record, erro
 	}
 	if rec.LeaseExpires, err = decodeMillis(fields, fieldLease); err != nil {
 		return nil, fmt.Errorf("redisstore: record %s: %w: %w", key, idem.ErrIncompatibleRecord, err)
+	}
+	if v, ok := fields[fieldCpSeq]; ok {
+		if rec.CheckpointSeq, err = strconv.ParseInt(v, 10, 64); err != nil {
+			return nil, fmt.Errorf("redisstore: record %s: %w: checkpoint number: %w", key, idem.ErrIncompatibleRecord, err)
+		}
 	}
 	if v, ok := fields[fieldVersion]; ok {
 		if rec.Version, err = strconv.Atoi(v); err != nil {

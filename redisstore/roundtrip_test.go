@@ -82,7 +82,7 @@ func TestRoundTrips(t *testing.T) {
 	warm := claim("warm", "t0", "")
 	_, _, err := s.Claim(ctx, warm, now)
 	require.NoError(t, err)
-	require.NoError(t, s.SetCheckpoint(ctx, "warm", "t0", "cp"))
+	require.NoError(t, s.SetCheckpoint(ctx, "warm", "t0", "cp", 1))
 	require.NoError(t, s.Extend(ctx, "warm", "t0", now.Add(2*time.Minute)))
 	require.NoError(t, s.Release(ctx, "warm", "t0"))
 	_, _, err = s.Claim(ctx, claim("warm2", "t1", ""), now)
@@ -107,7 +107,7 @@ func TestRoundTrips(t *testing.T) {
 			require.NotNil(t, prev)
 			assert.Equal(t, "ta", prev.LeaseToken)
 		}, []string{"evalsha"}},
-		{"SetCheckpoint", func(t *testing.T) { require.NoError(t, s.SetCheckpoint(ctx, "a", "ta", "charged")) }, []string{"evalsha"}},
+		{"SetCheckpoint", func(t *testing.T) { require.NoError(t, s.SetCheckpoint(ctx, "a", "ta", "charged", 1)) }, []string{"evalsha"}},
 		{"Extend", func(t *testing.T) { require.NoError(t, s.Extend(ctx, "a", "ta", now.Add(5*time.Minute))) }, []string{"evalsha"}},
 		{"ReleaseWithCheckpoint", func(t *testing.T) { require.NoError(t, s.Release(ctx, "a", "ta")) }, []string{"evalsha"}},
 		{"ClaimTakeover", func(t *testing.T) {

@@ -47,18 +47,24 @@ return {1, cur}
 `)
 
 // completeScript replaces the in-progress record KEYS[1] owned by token ARGV[1] with the
-// fields ARGV[3...], keeping its checkpoint and expiring at ARGV[2] (0: never). It returns
+// fields ARGV[3...], keeping its checkpoint and the checkpoint's number and expiring at
+// ARGV[2] (0: never). It returns
 // 1 when it completed the record, or found it completed already under ARGV[1] (a resend of
 // a completion whose answer was lost: nothing is written twice), and 0 when ARGV[1] does
 // not own it (lease lost).
 var completeScript = redis.NewScript(`
-local cur = redis.call('HMGET', KEYS[1], 'lease_token', 'status', 'checkpoint')
+local cur = redis.call('HMGET', KEYS[1], 'lease_token', 'status', 'checkpoint', 'checkpoint_seq')
 if cur[1] ~= ARGV[1] then return 0 end
 if cur[2] ~= 'INPROGRESS' then return 1 end
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], unpack(ARGV, 3))
 if cur[3] then
   redis.call('HSET', KEYS[1], 'checkpoint', cur[3])
+end
+if cur[4] then
+  redis.call('HSET', KEYS[1], 'checkpoint_seq', cur[4])
+else
+  redis.call('HDEL', KEYS[1], 'checkpoint_seq')
 end
 if ARGV[2] ~= '0' then
   redis.call('PEXPIREAT', KEYS[1], ARGV[2])
@@ -94,11 +100,16 @@ return 1
 `)
 
 // checkpointScript sets the checkpoint of the in-progress record KEYS[1] owned by token
-// ARGV[1] to ARGV[2]. It returns 1, or 0 when ARGV[1] does not own an in-progress record
-// (lease lost).
+// ARGV[1] to ARGV[2], numbered ARGV[3], if the stored number (absent: 0) is below it. It
+// returns 1, also when the record holds ARGV[2] at ARGV[3] already (a resend), or 0 when
+// ARGV[1] does not own an in-progress record (lease lost) or holds a checkpoint numbered
+// as high or higher (a late write, which must not replace a later checkpoint).
 var checkpointScript = redis.NewScript(`
-local cur = redis.call('HMGET', KEYS[1], 'lease_token', 'status')
+local cur = redis.call('HMGET', KEYS[1], 'lease_token', 'status', 'checkpoint_seq', 'checkpoint')
 if cur[1] ~= ARGV[1] or cur[2] ~= 'INPROGRESS' then return 0 end
-redis.call('HSET', KEYS[1], 'checkpoint', ARGV[2])
+local stored, seq = tonumber(cur[3]) or 0, tonumber(ARGV[3])
+if stored == seq and (cur[4] or '') == ARGV[2] then return 1 end
+if stored >= seq then return 0 end
+redis.call('HSET', KEYS[1], 'checkpoint', ARGV[2], 'checkpoint_seq', ARGV[3])
 return 1
 `)

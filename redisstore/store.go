@@ -171,10 +171,12 @@ func (s *Store) Extend(ctx context.Context, key, token string, leaseExpires time
 }
 
 // SetCheckpoint implements [idemstore.Store] with one script that sets the checkpoint of the
-// in-progress record owned by token. A token that does not own an in-progress record
-// yields [idem.ErrLeaseLost].
-func (s *Store) SetCheckpoint(ctx context.Context, key, token, checkpoint string) error {
-	return s.owned(ctx, "checkpoint", checkpointScript, s.RedisKey(key), []any{token, checkpoint})
+// in-progress record owned by token, and its number seq, if the stored number is below
+// seq; a record that holds checkpoint at seq already (a resend) is success. A token that
+// does not own an in-progress record, or a late write that meets a checkpoint numbered as
+// high or higher, yields [idem.ErrLeaseLost] and changes nothing.
+func (s *Store) SetCheckpoint(ctx context.Context, key, token, checkpoint string, seq int64) error {
+	return s.owned(ctx, "checkpoint", checkpointScript, s.RedisKey(key), []any{token, checkpoint, strconv.FormatInt(seq, 10)})
 }
 
 // owned runs script, a write conditional on the lease token that answers 1 when it holds

@@ -112,7 +112,7 @@ func TestNativeExpiry(t *testing.T) {
 	want := deleteAt(rec.Expires)
 	assert.Equal(t, want, expireTime("k"))
 
-	require.NoError(t, s.SetCheckpoint(ctx, "k", "tok", "cp"))
+	require.NoError(t, s.SetCheckpoint(ctx, "k", "tok", "cp", 1))
 	require.NoError(t, s.Extend(ctx, "k", "tok", now.Add(30*time.Minute)))
 	require.NoError(t, s.Release(ctx, "k", "tok"))
 	assert.Equal(t, want, expireTime("k"), "writes under the lease keep the expiry")
@@ -365,10 +365,10 @@ func TestFencedOwnerLandsNothing(t *testing.T) {
 		_, ok, err := s.Claim(ctx, inProgress("k", "A", now), now)
 		require.NoError(t, err)
 		require.True(t, ok)
-		require.NoError(t, s.SetCheckpoint(ctx, "k", "A", "c1"))
+		require.NoError(t, s.SetCheckpoint(ctx, "k", "A", "c1", 1))
 		require.NoError(t, s.Release(ctx, "k", "A"))
 		for name, err := range map[string]error{
-			"checkpoint": s.SetCheckpoint(ctx, "k", "A", "c2"),
+			"checkpoint": s.SetCheckpoint(ctx, "k", "A", "c2", 2),
 			"extend":     s.Extend(ctx, "k", "A", now.Add(time.Hour)),
 			"release":    s.Release(ctx, "k", "A"),
 			"complete": s.Complete(ctx, &idemstore.Record{Key: "k", Status: idemstore.StatusCompleted,

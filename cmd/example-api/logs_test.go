@@ -5,12 +5,16 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"regexp"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -26,9 +30,10 @@ import (
 // new, retried (a replay, which DynamoDB Local refuses with an error response), reused for
 // another body, and once more with the idempotency table gone. The log lines are JSON with
 // the invocation's request ID, never show the key or the SDK's checksum warning, and each
-// invocation writes one metrics document.
+// invocation writes one metrics document. The function's name scopes its stored keys.
 func TestOperatorView(t *testing.T) {
 	proctest.Setenv(t, ddblocal.Endpoint(t))
+	t.Setenv("AWS_LAMBDA_FUNCTION_NAME", "example-api")
 	t.Setenv(lambdaenv.LogLevelVar, "")
 	var logs, metricsOut bytes.Buffer
 	logger := lambdaenv.Logger(&logs)
@@ -80,10 +85,26 @@ func TestOperatorView(t *testing.T) {
 	assert.Equal(t, "lambdawrap: idempotency store failed", lines[0]["message"])
 	assert.Equal(t, "req-store-down", lines[0][lambdaenv.RequestIDKey])
 
+	assertStoredKeys(t, client, idemTable, "example-api.create-order#")
+
 	docs := jsonlines.Parse(t, metricsOut.Bytes())
 	require.Len(t, docs, len(tests), "one metrics document per invocation")
 	for i, tc := range tests {
 		assert.InDelta(t, 1.0, docs[i][tc.metric], 0, "%s: %s", tc.request, tc.metric)
 		assert.Equal(t, "example-api", docs[i]["Service"])
+	}
+}
+
+// assertStoredKeys checks that table holds records, each under a key of the form
+// prefix<sha256 hex>.
+func assertStoredKeys(t *testing.T, client *dynamodb.Client, table, prefix string) {
+	t.Helper()
+	out, err := client.Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String(table)})
+	require.NoError(t, err)
+	require.NotEmpty(t, out.Items)
+	for _, item := range out.Items {
+		id, ok := item["id"].(*types.AttributeValueMemberS)
+		require.True(t, ok, "a string id")
+		assert.Regexp(t, "^"+regexp.QuoteMeta(prefix)+"[0-9a-f]{64}$", id.Value)
 	}
 }

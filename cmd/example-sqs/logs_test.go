@@ -10,6 +10,9 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -24,10 +27,12 @@ import (
 // environment), delivers the fixture twice through the Lambda runtime's handler path, and
 // reads what an operator reads: JSON log lines that each carry the invocation's request ID,
 // say which message failed and why, and never show a key, a body or the SDK's checksum
-// warning; and one metrics document per invocation.
+// warning; and one metrics document per invocation. The function's name scopes its
+// stored keys.
 func TestOperatorView(t *testing.T) {
 	endpoint := ddblocal.Endpoint(t)
 	proctest.Setenv(t, endpoint)
+	t.Setenv("AWS_LAMBDA_FUNCTION_NAME", "example-sqs")
 	first, err := os.ReadFile(filepath.Join("testdata", "sqs-credits-with-duplicates.json"))
 	require.NoError(t, err)
 	// SQS counts deliveries: the redelivery takes the per-message path, whose replays are
@@ -74,6 +79,15 @@ func TestOperatorView(t *testing.T) {
 					assert.Equal(t, "sqs: batch processed", l["message"])
 					assert.Equal(t, map[string]any{"handler": 1.0}, l["failed_by"])
 				}
+			}
+
+			out, err := client.Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String(idemTable)})
+			require.NoError(t, err)
+			require.NotEmpty(t, out.Items)
+			for _, item := range out.Items {
+				id, ok := item["id"].(*types.AttributeValueMemberS)
+				require.True(t, ok, "a string id")
+				assert.Regexp(t, `^example-sqs\.credit-account#[0-9a-f]{64}$`, id.Value)
 			}
 
 			docs := jsonlines.Parse(t, metricsOut.Bytes())

@@ -84,13 +84,13 @@ func (a *app) change(ctx context.Context, act action, args []string) error {
 // applies refuses an action that does not fit the record as shown.
 func applies(act action, rec *idemstore.Record, v view, token string) error {
 	if token != "" && !strings.HasPrefix(rec.LeaseToken, token) {
-		return fmt.Errorf("%w: the owner token is %s, not %s…: the record is not the one you meant", errRefused, cut(v.OwnerToken), token)
+		return fmt.Errorf("%w: the owner token is %s, not %s…: the record is not the one you meant", errRefused, cut(v.OwnerToken), display(token))
 	}
 	switch {
 	case v.State == stateExpired:
 		return fmt.Errorf("%w: the record has expired and already counts as absent: the next request runs", errRefused)
 	case act == actionRelease && rec.Status != idemstore.StatusInProgress:
-		return fmt.Errorf("%w: release ends the lease of an in-progress record; this one is %s (delete forgets a result)", errRefused, rec.Status)
+		return fmt.Errorf("%w: release ends the lease of an in-progress record; this one is %s (delete forgets a result)", errRefused, display(string(rec.Status)))
 	case act == actionRelease && v.State == stateLeaseEnded:
 		return fmt.Errorf("%w: the lease has already ended: the next request with the key takes it over, nothing to release", errRefused)
 	case act == actionDelete && rec.Status == idemstore.StatusInProgress:
@@ -133,13 +133,18 @@ func (t *table) apply(ctx context.Context, act action, shown map[string]types.At
 	case actionRelease:
 		// The lease ends now; the record, its checkpoint and fingerprint stay, so the next
 		// request with the key takes it over (as after a crash) and resumes from the
-		// checkpoint. The lease end is in epoch milliseconds, as dynamo stores it.
+		// checkpoint. The lease end is in epoch milliseconds, as dynamo stores it. The
+		// owner's token is replaced, as the guard's own release does: an owner that was
+		// hung, not dead, then has every heartbeat, checkpoint and completion refused
+		// (ErrLeaseLost), instead of taking the lease back with its next beat.
 		names["#end"] = t.attrs.InProgressExpiration
+		names["#tok"] = t.attrs.LeaseToken
 		values[":end"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(now.UnixMilli(), 10)}
+		values[":released"] = &types.AttributeValueMemberS{Value: idemstore.ReleasedToken(ownerToken(shown, t.attrs.LeaseToken))}
 		_, err = t.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName:                 aws.String(t.name),
 			Key:                       t.primaryKey(shown),
-			UpdateExpression:          aws.String("SET #end = :end"),
+			UpdateExpression:          aws.String("SET #end = :end, #tok = :released"),
 			ConditionExpression:       aws.String(cond),
 			ExpressionAttributeNames:  names,
 			ExpressionAttributeValues: values,
@@ -161,6 +166,14 @@ func (t *table) apply(ctx context.Context, act action, shown map[string]types.At
 		return fmt.Errorf("%s: %w", act, err)
 	}
 	return nil
+}
+
+// ownerToken returns the lease token of item as stored, "" if it has none.
+func ownerToken(item map[string]types.AttributeValue, attr string) string {
+	if s, ok := item[attr].(*types.AttributeValueMemberS); ok {
+		return s.Value
+	}
+	return ""
 }
 
 // done says what happened and what comes next.

@@ -35,7 +35,7 @@ func TestReleaseTakeover(t *testing.T) {
 	rec := e.get(t, "order-1")
 	require.NotNil(t, rec)
 	assert.Equal(t, idemstore.StatusInProgress, rec.Status)
-	assert.Equal(t, deadToken, rec.LeaseToken)
+	assert.Equal(t, idemstore.ReleasedToken(deadToken), rec.LeaseToken, "the owner's token is replaced, as the guard's own release does")
 	assert.Equal(t, "payment_charged", rec.Checkpoint, "the checkpoint stays")
 	assert.Equal(t, e.now.Truncate(time.Millisecond).UTC(), rec.LeaseExpires, "the lease ends at release")
 
@@ -50,6 +50,44 @@ func TestReleaseTakeover(t *testing.T) {
 	assert.False(t, replayed)
 	assert.Equal(t, 1, runs)
 	assert.Equal(t, "resumed after payment_charged", got)
+}
+
+// TestReleaseFencesTheOwner releases a hung owner's lease: its next heartbeat, checkpoint
+// or completion (conditional on its token) is refused with ErrLeaseLost, so it can neither
+// take the lease back nor overwrite the record the next request takes over.
+func TestReleaseFencesTheOwner(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tests := []struct {
+		name  string
+		write func(e *env, key string) error
+	}{
+		{"heartbeat", func(e *env, key string) error {
+			return e.store.Extend(ctx, key, deadToken, e.now.Add(10*time.Minute))
+		}},
+		{"checkpoint", func(e *env, key string) error {
+			return e.store.SetCheckpoint(ctx, key, deadToken, "shipped", 2)
+		}},
+		{"completion", func(e *env, key string) error {
+			return e.store.Complete(ctx, &idemstore.Record{Key: key, Status: idemstore.StatusCompleted, LeaseToken: deadToken,
+				Expires: e.now.Add(time.Hour), Data: []byte(`"late"`), Encoding: "json", Version: idemstore.SchemaVersion}, nil)
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			e.claim(t, "k", deadToken, e.now.Add(5*time.Minute), "charged")
+			r := e.run(t, e.client, nil, false, "release", "--yes", "--scope", testScope, "--operation", testOperation, "--key", "k")
+			require.Equal(t, exitOK, r.code, r.stderr)
+			before := e.get(t, "k")
+			require.NotNil(t, before)
+
+			err := tc.write(e, e.key(t, "k"))
+			require.ErrorIs(t, err, idemstore.ErrLeaseLost, "the released owner's %s is fenced off", tc.name)
+			assert.Equal(t, before, e.get(t, "k"), "the record is as the release left it")
+		})
+	}
 }
 
 // TestChangeConditional changes the record between what idemctl showed and the
@@ -78,7 +116,7 @@ func TestChangeConditional(t *testing.T) {
 			name: "release: owner checkpoint", action: "release",
 			setup: func(t *testing.T, e *env) { e.claim(t, "k", deadToken, e.now.Add(time.Minute), "one") },
 			race: func(t *testing.T, e *env) {
-				require.NoError(t, e.store.SetCheckpoint(ctx, e.key(t, "k"), deadToken, "two"))
+				require.NoError(t, e.store.SetCheckpoint(ctx, e.key(t, "k"), deadToken, "two", 2))
 			},
 			want: func(t *testing.T, _ *env, rec *idemstore.Record) { assert.Equal(t, "two", rec.Checkpoint) },
 		},

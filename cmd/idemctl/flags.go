@@ -40,7 +40,7 @@ func (c *command) keyFlags() *keyFlags {
 	c.fs.StringVar(&k.operation, "operation", "", "the guard's operation, as given to idem.New")
 	c.fs.StringVar(&k.key, "key", "", "the caller's raw idempotency key")
 	c.fs.StringVar(&k.tenant, "tenant", "", `the tenant the key was scoped by, as the wrapper derived it ("sub:…", "iam:arn:…")`)
-	c.fs.StringVar(&k.storedKey, "stored-key", "", "the stored key itself, <scope>#<sha256 hex>, as logs print it")
+	c.fs.StringVar(&k.storedKey, "stored-key", "", "the stored key itself, <scope>.<operation>#<sha256 hex>, as logs print it")
 	return k
 }
 

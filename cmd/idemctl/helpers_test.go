@@ -86,7 +86,7 @@ func (e *env) claim(t *testing.T, raw, token string, leaseEnd time.Time, checkpo
 	require.NoError(t, err)
 	require.True(t, claimed)
 	if checkpoint != "" {
-		require.NoError(t, e.store.SetCheckpoint(context.Background(), rec.Key, token, checkpoint))
+		require.NoError(t, e.store.SetCheckpoint(context.Background(), rec.Key, token, checkpoint, 1))
 	}
 	return rec
 }

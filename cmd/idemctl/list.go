@@ -88,7 +88,7 @@ func (a *app) scan(ctx context.Context, t *table, prefix, want string, limit int
 	for {
 		page, err := t.api.Scan(ctx, in)
 		if err != nil {
-			return listing{}, fmt.Errorf("scan table %s: %w", t.name, err)
+			return listing{}, fmt.Errorf("scan table %s: %w", display(t.name), err)
 		}
 		out.Scanned += page.ScannedCount
 		if cc := page.ConsumedCapacity; cc != nil && cc.CapacityUnits != nil {
@@ -98,7 +98,7 @@ func (a *app) scan(ctx context.Context, t *table, prefix, want string, limit int
 		for i, item := range page.Items {
 			rec, err := t.decode(ctx, item)
 			if err != nil {
-				return listing{}, fmt.Errorf("scan table %s: %w", t.name, err)
+				return listing{}, fmt.Errorf("scan table %s: %w", display(t.name), err)
 			}
 			v := newView(rec, now)
 			if v.State != stateLeaseRunning && v.State != stateLeaseEnded && v.State != stateHeld {

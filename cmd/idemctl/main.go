@@ -129,6 +129,6 @@ func (a *app) exit(err error) int {
 	case errors.Is(err, errRefused):
 		code = exitRefused
 	}
-	fmt.Fprintln(a.stderr, "idemctl:", err)
+	fmt.Fprintln(a.stderr, "idemctl:", escaped(err.Error()))
 	return code
 }

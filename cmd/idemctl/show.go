@@ -37,10 +37,10 @@ func (a *app) lookup(ctx context.Context, c *command, k *keyFlags) (*table, *ide
 	}
 	rec, item, err := t.read(ctx, key)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("read %s from table %s: %w", key, t.name, err)
+		return nil, nil, nil, fmt.Errorf("read %s from table %s: %w", display(key), display(t.name), err)
 	}
 	if rec == nil {
-		return nil, nil, nil, fmt.Errorf("%w: no record under %s in table %s", errNotFound, key, t.name)
+		return nil, nil, nil, fmt.Errorf("%w: no record under %s in table %s", errNotFound, display(key), display(t.name))
 	}
 	return t, rec, item, nil
 }
@@ -54,9 +54,13 @@ func (a *app) print(c *command, v view) error {
 	return nil
 }
 
-// writeJSON writes v as one indented JSON document on stdout.
+// writeJSON writes v as one indented JSON document on stdout, with every character a
+// terminal could obey escaped ([escapeJSON]).
 func writeJSON(a *app, v any) error {
-	enc := json.NewEncoder(a.stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	doc, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = a.stdout.Write(append(escapeJSON(doc), '\n'))
+	return err
 }

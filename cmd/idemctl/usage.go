@@ -24,7 +24,10 @@ Commands:
            filter keeps, and the count is printed at the end.
   release  End the lease of an in-progress record whose owner is known dead, so that the
            next request takes the key over at once and resumes from its checkpoint. The
-           record, its checkpoint and fingerprint stay. (An UpdateItem of the lease end.)
+           record, its checkpoint and fingerprint stay; the owner's token is replaced, so
+           an owner that was only hung has its next heartbeat, checkpoint or completion
+           refused and cannot take the lease back. (An UpdateItem of the lease end and
+           token.)
            A lease that has already ended needs no release: the next request takes over.
   delete   Delete a completed or failed record, so that the next request with the key runs
            the handler again. (A DeleteItem.)
@@ -35,6 +38,12 @@ not apply to, and ask you to type yes on the terminal; --yes skips the question,
 record being as shown (status, owner token, lease end, checkpoint, expiry): if anything
 wrote it since, nothing is written and idemctl says so. --token PREFIX also requires the
 owner token to start with PREFIX, as an earlier show printed it.
+
+Stored values (checkpoints, keys, owner tokens, encodings) are printed as they are when
+plain, and Go-quoted otherwise: one with a space, quote, backslash or any character a
+terminal could obey (control characters, bidi overrides, invalid bytes) shows escaped, in
+quotes, so a record never writes to your terminal. --json escapes the same characters as
+\u sequences.
 
 Naming the record:
   --scope S       the guard's scope (idem.WithScope; by default the Lambda function's name)

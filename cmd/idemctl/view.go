@@ -86,20 +86,20 @@ func prefix(s string) string {
 	return s[:min(len(s), tokenPrefix)]
 }
 
-// cut prints a prefix as one: with an ellipsis.
+// cut prints a prefix as one: with an ellipsis, escaped as [display] does.
 func cut(prefix string) string {
 	if prefix == "" {
 		return "none"
 	}
-	return prefix + "…"
+	return display(prefix) + "…"
 }
 
 // write prints v as a list of fields.
 func (v *view) write(w io.Writer, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(name, value string) { fmt.Fprintf(tw, "%s\t%s\n", name, value) }
-	row("stored key", v.StoredKey)
-	row("status", v.Status+" ("+describe(v.State)+")")
+	row("stored key", display(v.StoredKey))
+	row("status", display(v.Status)+" ("+describe(v.State)+")")
 	if v.LeaseEnd != nil {
 		row("lease end", when(*v.LeaseEnd, now))
 	} else if v.Status == string(idemstore.StatusInProgress) {
@@ -164,11 +164,16 @@ func relative(t, now time.Time) string {
 	return "now"
 }
 
+// orNone prints a stored value escaped as [display] does, "none" if it is empty (and a
+// value "none" quoted, so the two never look alike).
 func orNone(s string) string {
-	if s == "" {
+	switch s {
+	case "":
 		return "none"
+	case "none":
+		return `"none"`
 	}
-	return s
+	return display(s)
 }
 
 // writeList prints views as a table, one line each.
@@ -180,7 +185,7 @@ func writeList(w io.Writer, views []view, now time.Time) {
 		if v.LeaseEnd != nil {
 			lease = v.LeaseEnd.Format(time.RFC3339) + " (" + relative(*v.LeaseEnd, now) + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", v.State, v.StoredKey, lease, cut(v.OwnerToken), orNone(v.Checkpoint))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", v.State, display(v.StoredKey), lease, cut(v.OwnerToken), orNone(v.Checkpoint))
 	}
 	_ = tw.Flush()
 }

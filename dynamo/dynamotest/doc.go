@@ -48,7 +48,12 @@
 // expressions as DynamoDB does. The handler's code is the same on both, so one test
 // function can run on either (see the example). MemStore evaluates a documented subset of
 // DynamoDB's expressions and refuses the rest when the write is attached, never silently:
-// TestAttachedWritesAsOnDynamoDB runs every case of the subset on both and compares.
+// TestAttachedWritesAsOnDynamoDB runs every case of the subset on both and compares. Values
+// DynamoDB refuses (a number it cannot parse or store, an empty or duplicated set, an
+// empty attribute name, an empty string in a Key) both stores refuse at Attach, and
+// MemStore an empty key value in a Put too (dynamo.Store does not know the key schema):
+// TestAttachValidationAsOnDynamoDB sends each to DynamoDB Local, which answers a
+// ValidationException.
 //
 // Why in-memory tables, rather than a store-neutral write type that every store would
 // translate: an attached write is the store's own (a DynamoDB TransactWriteItem, a SQL

@@ -26,11 +26,15 @@ import (
 // A failed condition fails the completion with an error wrapping [idem.ErrConditionFailed]
 // and a [*dynamo.AttachedWriteError] naming the write (and, as from DynamoDB, a
 // types.TransactionCanceledException), and the guard releases the key. A write DynamoDB
-// would refuse only when it runs it (arithmetic on a missing or non-number attribute) fails
-// the completion with an error wrapping [idemstore.ErrNotCommitted]. A write that DynamoDB
-// would refuse before running it, and one outside the subset evaluated in memory, is
-// refused by idem.Attach at once: a reserved word as a bare attribute name, an undefined
-// or unused placeholder, a key attribute updated, two writes to one item, a missing table.
+// would refuse only when it runs it (arithmetic on a missing or non-number attribute, or
+// whose result DynamoDB cannot store) fails the completion with an error wrapping
+// [idemstore.ErrNotCommitted]. A write that DynamoDB would refuse before running it, and
+// one outside the subset evaluated in memory, is refused by idem.Attach at once: a value
+// DynamoDB refuses, as [dynamo.Store.CheckAttached] refuses it (a number DynamoDB cannot
+// parse or store, an empty set, a set with a member twice, an attribute named "", an
+// empty string or binary key value, a Put's included), a reserved word as a bare
+// attribute name, an undefined or unused placeholder, a key attribute updated, two writes
+// to one item, a missing table.
 //
 // The subset evaluated in memory is: Put, Update, Delete and ConditionCheck on top-level
 // attributes; conditions with = <> < <= > >=, BETWEEN, IN, attribute_exists,
@@ -38,7 +42,8 @@ import (
 // value, a sum or difference of two, or if_not_exists), REMOVE, and ADD of a number.
 // Nested paths, size, contains, attribute_type, list_append, sets in ADD and DELETE are
 // refused as "not supported in memory": test such writes on DynamoDB Local ([NewStore]).
-// Item sizes and the other limits of DynamoDB beyond 99 attached writes are not checked.
+// Item sizes, and DynamoDB's limits other than 99 attached writes and those of numbers,
+// are not checked.
 //
 // The zero value is ready to use; a MemStore must not be copied after first use. It is
 // safe for concurrent use.

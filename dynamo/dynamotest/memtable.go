@@ -9,6 +9,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemkit/idem/dynamo/internal/attrcheck"
 )
 
 // tables are MemStore's in-memory DynamoDB tables, each a map from encoded key to item.
@@ -40,8 +42,8 @@ func (t *tables) get(name string) (*table, error) {
 }
 
 // itemKey returns the encoded key of item (a full item, or only its key attributes):
-// every key attribute must be there, of its declared type, and a key map (exact true) may
-// hold nothing else.
+// every key attribute must be there, of its declared type, not empty, and a key map
+// (exact true) may hold nothing else.
 func (tbl *table) itemKey(item map[string]types.AttributeValue, exact bool) (string, error) {
 	var b strings.Builder
 	for _, k := range tbl.keys {
@@ -51,6 +53,9 @@ func (tbl *table) itemKey(item map[string]types.AttributeValue, exact bool) (str
 		}
 		if typeName(v) != k.typ {
 			return "", fmt.Errorf("type mismatch for key %s: expected %s, got %s (table %q)", k.name, k.typ, typeName(v), tbl.name)
+		}
+		if err := attrcheck.KeyValue(k.name, v); err != nil {
+			return "", fmt.Errorf("%w (table %q)", err, tbl.name)
 		}
 		s := ""
 		switch v := v.(type) {
@@ -153,6 +158,9 @@ func (t *tables) prepareOne(item types.TransactWriteItem) (write, error) {
 	}
 	if n != 1 {
 		return write{}, fmt.Errorf("%d actions: a types.TransactWriteItem holds exactly one of Put, Update, Delete or ConditionCheck", n)
+	}
+	if err := attrcheck.Write(item); err != nil {
+		return write{}, err
 	}
 	var (
 		tableName, condExpr, updExpr *string

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemkit/idem/dynamo/internal/attrcheck"
 )
 
 // typeName returns DynamoDB's name for v's type: S, N, B, BOOL, NULL, SS, NS, BS, L, M.
@@ -37,26 +39,33 @@ func typeName(v types.AttributeValue) string {
 	return fmt.Sprintf("%T", v)
 }
 
-// number parses a DynamoDB number.
+// number parses a DynamoDB number as DynamoDB does (attrcheck.ParseNumber): not as
+// big.Rat does, which takes "0x10" and "1/3".
 func number(s string) (*big.Rat, bool) {
-	return new(big.Rat).SetString(strings.TrimSpace(s))
+	r, err := attrcheck.ParseNumber(s)
+	return r, err == nil
 }
 
 // formatNumber writes r as DynamoDB does: the shortest exact decimal, without exponent.
+// A DynamoDB number has at most 130 + 37 digits after the point (1E-130 with 38
+// significant digits), and so has a sum of two.
 func formatNumber(r *big.Rat) string {
 	if r.IsInt() {
 		return r.Num().String()
 	}
 	ten := big.NewRat(10, 1)
 	x := new(big.Rat).Set(r)
-	for scale := 1; scale <= 40; scale++ {
+	for scale := 1; scale <= maxScale; scale++ {
 		x.Mul(x, ten)
 		if x.IsInt() {
 			return r.FloatString(scale)
 		}
 	}
-	return r.FloatString(40)
+	return r.FloatString(maxScale)
 }
+
+// maxScale is the most digits after the point a DynamoDB number has.
+const maxScale = 130 + 37
 
 // normalize returns v with its numbers written as DynamoDB stores them ("1.50" as "1.5"),
 // deep-copied so that the caller's later changes to its item do not reach the table.
@@ -244,5 +253,9 @@ func arith(op string, a, b types.AttributeValue) (types.AttributeValue, error) {
 	if op == "-" {
 		y.Neg(y)
 	}
-	return &types.AttributeValueMemberN{Value: formatNumber(x.Add(x, y))}, nil
+	// A result DynamoDB cannot store fails the write when it runs, as it does there.
+	if err := attrcheck.CheckNumber(x.Add(x, y)); err != nil {
+		return nil, errValidation{err.Error()}
+	}
+	return &types.AttributeValueMemberN{Value: formatNumber(x)}, nil
 }

@@ -135,9 +135,9 @@ func (f *Faulty) Extend(ctx context.Context, key, token string, leaseExpires tim
 }
 
 // SetCheckpoint implements idemstore.Store.
-func (f *Faulty) SetCheckpoint(ctx context.Context, key, token, checkpoint string) error {
+func (f *Faulty) SetCheckpoint(ctx context.Context, key, token, checkpoint string, seq int64) error {
 	if err, _ := f.fault("checkpoint"); err != nil {
 		return err
 	}
-	return f.Store.SetCheckpoint(ctx, key, token, checkpoint)
+	return f.Store.SetCheckpoint(ctx, key, token, checkpoint, seq)
 }

@@ -25,6 +25,7 @@ const (
 	ProblemAttachedWriteFailed = "ProblemAttachedWriteFailed" // 409: an attached write's condition failed
 	ProblemKeyReused           = "ProblemKeyReused"           // 422: the key was used for another request
 	ProblemNotReplayable       = "ProblemNotReplayable"       // 500: completed, but not replayable
+	ProblemUnknownCaller       = "ProblemUnknownCaller"       // 500: authenticated, but no caller identity
 	ProblemStoreUnavailable    = "ProblemStoreUnavailable"    // 503: the handler did not run
 	ProblemNotCommitted        = "ProblemNotCommitted"        // 503: ran, nothing committed
 	ProblemOutcomeUnknown      = "ProblemOutcomeUnknown"      // 503: ran, outcome unknown

@@ -190,9 +190,9 @@ func (s *store) Extend(ctx context.Context, key, token string, leaseExpires time
 }
 
 // SetCheckpoint implements idemstore.Store.
-func (s *store) SetCheckpoint(ctx context.Context, key, token, checkpoint string) error {
+func (s *store) SetCheckpoint(ctx context.Context, key, token, checkpoint string, seq int64) error {
 	_, err := s.call(ctx, "checkpoint", s.name(key), func() error {
-		err := s.mem.SetCheckpoint(ctx, key, token, checkpoint)
+		err := s.mem.SetCheckpoint(ctx, key, token, checkpoint, seq)
 		s.w.led.checkpointed(s.w, key, token, checkpoint, err)
 		return err
 	})
