@@ -233,7 +233,8 @@ func LastCheckpoint(ctx context.Context) string {
 // from: a payment provider's idempotency key, a row id, a deduplication id. It is the same
 // in every run of the request: its retries, a new owner's after a crash, a batch's, a
 // fail-open run's ([WithFailOpen]), and for every form of the key a wrapper accepts
-// (package lambdawrap unquotes an RFC 8941 string, so "k-1" and k-1 are one request); it
+// (packages lambdawrap and idemhttp unquote an RFC 8941 string and ignore its parameters,
+// so "k-1", "k-1";v=1 and k-1 are one request); it
 // differs between tenants, operations and scopes, and never reveals the caller's key. It
 // returns "" outside a guarded handler, and in a run without a key (a wrapper's unguarded
 // run).

@@ -10,7 +10,8 @@
 //
 // The middleware finds the request's key, reads the body to fingerprint the request, and
 // hands the handler to an [idem.Guard], which claims the key, runs the handler, and
-// stores its response: status, headers (every value, Set-Cookie included) and body. The
+// stores its response: status, headers (every value, Set-Cookie included, byte for byte,
+// even a value that is not UTF-8) and body. The
 // handler writes to a ResponseWriter that holds the response back until the outcome is
 // recorded, then sends it; a retry gets the stored response with "Idempotent-Replayed:
 // true" and the handler does not run. Only the handler's own headers are stored: what
@@ -44,6 +45,7 @@
 //	same key, completed                                    the stored response + Idempotent-Replayed: true
 //	handler answers 5xx, 409, 429 (see WithCacheable)      that response; nothing stored, key released
 //	handler panics                                         the panic goes on; nothing stored, key released
+//	handler's context ended and it wrote nothing           503 with Retry-After; nothing stored, key released
 //	store unavailable before the handler ran               503 with Retry-After; the handler did not run
 //	handler ran, store committed nothing of its outcome    503 with Retry-After; key released, a retry runs again
 //	handler ran, store failed to record its outcome        the handler's response, logged at ERROR
@@ -55,13 +57,25 @@
 // The meaning of each store failure, and of the problem types, is that of lambdawrap. Errors
 // are RFC 9457 problem details (application/problem+json) whose type is one of the Problem
 // constants. The header name is matched in any case; its value may be an RFC 8941 quoted
-// string, which is unquoted; repeated headers must carry the same key.
+// string, which is unquoted, with or without parameters, which are checked and ignored
+// (`"k";v=1` is the key k); repeated headers must carry the same key.
 //
 // An http.Handler returns no error, so a handler that meets idem's own errors tells the
 // middleware by answering with them: a handler whose idem.Checkpoint fails with
 // idem.ErrLeaseLost or idem.ErrStore answers 409 or 503 itself. The middleware stores no
 // 409 or 5xx (by default), so the key is released and a retry runs again, as lambdawrap
 // answers the same errors when a Lambda handler returns them.
+//
+// # A handler that gives up
+//
+// A handler's context ends when its lease runs out (see above) or at a server's deadline
+// (http.TimeoutHandler, say). A handler that then gives up should do what net/http's
+// idiom says and return without writing anything: that is no answer, so the middleware
+// stores nothing, releases the key and answers 503 [ProblemAborted] with Retry-After, and
+// the client's retry runs the handler again (TestAbortedRunReleasesTheKey). Whatever a
+// handler writes, even a bare 200, is its answer, stored like any other: a handler that
+// did its work should say so. One that cannot tell may answer 503 itself, which is not
+// stored either.
 //
 // # Request bodies
 //

@@ -15,7 +15,7 @@ import (
 
 // TestDynamoDB: the middleware on the DynamoDB store (DynamoDB Local): concurrent
 // duplicates run the handler once and get 409 with Retry-After, the retry is replayed byte
-// for byte, the key reused with another body is 422, and a 5xx is not stored.
+// for byte (a header value that is not UTF-8 included), the key reused with another body is 422, and a 5xx is not stored.
 func TestDynamoDB(t *testing.T) {
 	t.Parallel()
 	ddblocal.SkipShort(t)
@@ -29,6 +29,7 @@ func TestDynamoDB(t *testing.T) {
 		held.wait()
 		w.Header().Add("Set-Cookie", "a=1")
 		w.Header().Add("Set-Cookie", "b=2")
+		w.Header().Set("Content-Disposition", "attachment; filename=\"caf\xe9.json\"") // obs-text
 		w.WriteHeader(http.StatusCreated)
 		fmt.Fprintf(w, `{"run":%d,"pad":%q}`, n, strings.Repeat("x", 3000)) // compressed when stored
 	}}

@@ -21,7 +21,9 @@ import (
 // Idempotency-Key header (see [WithHeader]), scoped by the guard's operation and by the
 // tenant of [WithTenant], if given.
 //
-// It logs and reports through the guard (see idem.WithLogger and idem.WithHooks). It
+// It logs and reports through the guard (see idem.WithLogger and idem.WithHooks), naming a
+// request by its stored key (idem.Guard.StoredKey), never by the raw key, which may be
+// personal data (TestRawKeyNeverLogged). It
 // returns an error wrapping idem.ErrInvalidOption if g is nil or an option is invalid.
 // The middleware, and each handler it returns, is safe for concurrent use.
 func Middleware(g *idem.Guard, opts ...Option) (func(http.Handler) http.Handler, error) {
@@ -79,6 +81,11 @@ func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 	v, resp, err := m.guard.Run(runCtx, &req, ir, nil, func(ctx context.Context) (httpsem.Response, error) {
 		started()
 		next.ServeHTTP(rec, r.WithContext(ctx))
+		if ctx.Err() != nil && rec.empty() {
+			// The handler gave up when its context ended, net/http's way: it wrote
+			// nothing. That is no 200 to store; no status tells httpsem so.
+			return httpsem.Response{}, nil
+		}
 		return rec.response()
 	})
 	switch {
@@ -87,9 +94,12 @@ func (m *middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 		rec.commit()
 	case rec.passed:
 		// The response went out as it was written, before the outcome was known: what the
-		// outcome means can no longer be answered, so it is logged instead.
+		// outcome means can no longer be answered, so it is logged instead, under the
+		// stored key as the guard logs it: a raw key (which may be personal data) never
+		// reaches a log line.
+		stored, _ := m.g.StoredKey(ir) // the guard accepted this key
 		m.g.Logger().ErrorContext(ctx, pkg+": response already sent as written; the outcome's answer is lost",
-			"key", key, "status", resp.StatusCode, "error", err)
+			"key", stored, "status", resp.StatusCode, "error", err)
 	case v == httpsem.Answered:
 		m.write(ctx, w, &resp)
 	default: // Failed: an error with no HTTP meaning, a cancelled context say

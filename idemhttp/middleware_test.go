@@ -101,6 +101,15 @@ func TestReplayByteForByte(t *testing.T) {
 		{name: "client error", answer: func(w http.ResponseWriter) {
 			http.Error(w, "no such sku", http.StatusBadRequest)
 		}},
+		{name: "header values with obs-text", answer: func(w http.ResponseWriter) {
+			// A Latin-1 file name: bytes 0x80-0xFF that are not UTF-8, as RFC 9110's
+			// obs-text allows in a field value.
+			w.Header().Set("Content-Disposition", "attachment; filename=\"caf\xe9 \xa9.txt\"")
+			w.Header().Add("X-Mixed", "plain")
+			w.Header().Add("X-Mixed", "\xff\x80 and \xc3\xa9")
+			w.Header().Set("X-Utf8", "café")
+			_, _ = io.WriteString(w, "file")
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -297,6 +306,8 @@ func TestKeyHeader(t *testing.T) {
 		{name: "two values", method: http.MethodPost, keys: []string{"a", "b"}, status: 400, typ: idemhttp.ProblemInvalidKey},
 		{name: "two values, optional", method: http.MethodPost, keys: []string{"a", "b"}, optional: true, status: 400, typ: idemhttp.ProblemInvalidKey},
 		{name: "repeated, same", method: http.MethodPost, keys: []string{"a", `"a"`}, status: 201, runs: 1},
+		{name: "parameters are ignored", method: http.MethodPost, keys: []string{`"a";v=1`, "a", `"a"; b=?0;c="x,y"`}, status: 201, runs: 1},
+		{name: "malformed parameters", method: http.MethodPost, keys: []string{`"a";V=1`}, status: 400, typ: idemhttp.ProblemInvalidKey},
 		{name: "longest", method: http.MethodPost, keys: []string{strings.Repeat("k", 255)}, status: 201, runs: 1},
 		{name: "PATCH is guarded", method: http.MethodPatch, keys: []string{"a"}, status: 201, runs: 1},
 		{name: "PUT passes through", method: http.MethodPut, keys: []string{"a"}, status: 201, runs: 2},

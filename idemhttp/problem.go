@@ -10,7 +10,8 @@ const (
 	// required (see [WithKeyRequired]).
 	ProblemMissingKey = problemBase + httpsem.ProblemMissingKey
 	// ProblemInvalidKey (400): the key is empty, longer than 255 characters, not printable
-	// ASCII, badly quoted, or the header has two different values.
+	// ASCII, badly quoted, with malformed RFC 8941 parameters, or the header has two
+	// different values.
 	ProblemInvalidKey = problemBase + httpsem.ProblemInvalidKey
 	// ProblemInvalidRequest (400): the request body could not be read.
 	ProblemInvalidRequest = problemBase + httpsem.ProblemInvalidRequest
@@ -49,6 +50,11 @@ const (
 	// retry gets 409; after it, a retry replays the response if the writes committed, and
 	// runs the handler again if they did not.
 	ProblemOutcomeUnknown = problemBase + httpsem.ProblemOutcomeUnknown
+	// ProblemAborted (503): the handler's context ended (its lease ran out, or a server
+	// deadline such as http.TimeoutHandler's passed) and it returned without writing a
+	// response: the run gave up. Nothing was stored and the key was released, so a retry
+	// after Retry-After runs the handler again.
+	ProblemAborted = problemBase + httpsem.ProblemAborted
 )
 
 // problemBase is the address of this package's documentation, where each problem type is

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -136,6 +137,10 @@ func (r *recorder) passThrough() {
 	r.body = bytes.Buffer{}
 }
 
+// empty reports whether the handler wrote nothing: no final status, no body, no flush, no
+// hijack (an informational status is no answer).
+func (r *recorder) empty() bool { return r.status == 0 && !r.hijacked }
+
 // response returns what the guard records of the handler's response: the response, or
 // with NotStored when it was passed through or has trailers (which the stored form does
 // not carry), or errHijacked.
@@ -149,7 +154,7 @@ func (r *recorder) response() (httpsem.Response, error) {
 	if r.passed || r.hasTrailers() {
 		return httpsem.Response{StatusCode: r.status, NotStored: true}, nil
 	}
-	resp := httpsem.Response{StatusCode: r.status, MultiValueHeaders: r.sent}
+	resp := httpsem.Response{StatusCode: r.status, MultiValueHeaders: r.sent, MultiValueHeadersBase64: binaryHeaders(r.sent)}
 	if b := r.body.Bytes(); utf8.Valid(b) {
 		resp.Body = string(b)
 	} else {
@@ -157,6 +162,27 @@ func (r *recorder) response() (httpsem.Response, error) {
 		resp.Body, resp.IsBase64Encoded = base64.StdEncoding.EncodeToString(b), true
 	}
 	return resp, nil
+}
+
+// binaryHeaders returns the headers of h that have a value that is not UTF-8, each value
+// base64-encoded, so that they are stored byte for byte (see
+// httpsem.Response.MultiValueHeadersBase64); nil when every value is UTF-8.
+func binaryHeaders(h http.Header) map[string][]string {
+	var out map[string][]string
+	for k, vs := range h {
+		if !slices.ContainsFunc(vs, func(v string) bool { return !utf8.ValidString(v) }) {
+			continue
+		}
+		if out == nil {
+			out = make(map[string][]string, 1)
+		}
+		enc := make([]string, len(vs))
+		for i, v := range vs {
+			enc[i] = base64.StdEncoding.EncodeToString([]byte(v))
+		}
+		out[k] = enc
+	}
+	return out
 }
 
 // commit sends the response held back, or ends one passed through with its trailers.
@@ -199,19 +225,30 @@ func (r *recorder) writeTrailers() {
 	}
 }
 
-// write sends a stored or built response: a replay or a problem. A body marked base64
-// that does not decode (a corrupt record: its JSON decoded) is answered as a record that
-// cannot be replayed.
+// write sends a stored or built response: a replay or a problem. A body or header value
+// stored as base64 that does not decode (a corrupt record: its JSON decoded) is answered
+// as a record that cannot be replayed.
 func (m *middleware) write(ctx context.Context, w http.ResponseWriter, resp *httpsem.Response) {
+	h, body, err := decodeResponse(resp)
+	if err != nil {
+		m.g.Logger().ErrorContext(ctx, pkg+": completed response cannot be replayed", "error", err)
+		p := m.guard.Problem(http.StatusInternalServerError, httpsem.ProblemNotReplayable,
+			"the request with this idempotency key completed, but its response cannot be replayed", 0, true)
+		h, body, _ = decodeResponse(&p)
+		resp = &p
+	}
+	writeResponse(w, h, resp.StatusCode, body)
+}
+
+// decodeResponse returns the headers and body of a stored or built response, with the
+// bytes that its JSON form carries in base64. It fails on base64 that does not decode (a
+// corrupt record: its JSON decoded).
+func decodeResponse(resp *httpsem.Response) (http.Header, []byte, error) {
 	body := []byte(resp.Body)
 	if resp.IsBase64Encoded {
 		var err error
 		if body, err = base64.StdEncoding.DecodeString(resp.Body); err != nil {
-			m.g.Logger().ErrorContext(ctx, pkg+": completed response cannot be replayed", "error", err)
-			p := m.guard.Problem(http.StatusInternalServerError, httpsem.ProblemNotReplayable,
-				"the request with this idempotency key completed, but its response cannot be replayed", 0, true)
-			resp = &p
-			body = []byte(p.Body)
+			return nil, nil, fmt.Errorf("idemhttp: body: %w", err)
 		}
 	}
 	h := make(http.Header, len(resp.Headers)+len(resp.MultiValueHeaders)+1)
@@ -219,10 +256,21 @@ func (m *middleware) write(ctx context.Context, w http.ResponseWriter, resp *htt
 		h[k] = []string{v}
 	}
 	copyHeader(h, resp.MultiValueHeaders)
+	for k, enc := range resp.MultiValueHeadersBase64 {
+		vs := make([]string, len(enc))
+		for i, e := range enc {
+			v, err := base64.StdEncoding.DecodeString(e)
+			if err != nil {
+				return nil, nil, fmt.Errorf("idemhttp: header %s: %w", k, err)
+			}
+			vs[i] = string(v)
+		}
+		h[k] = vs
+	}
 	for _, c := range resp.Cookies {
 		h.Add("Set-Cookie", c)
 	}
-	writeResponse(w, h, resp.StatusCode, body)
+	return h, body, nil
 }
 
 // writeResponse sends a whole response: header's values replace any the server's writer

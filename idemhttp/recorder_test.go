@@ -3,6 +3,7 @@ package idemhttp_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -334,4 +335,43 @@ func TestReplaysLambdaRecord(t *testing.T) {
 	assert.Equal(t, `{"from":"http"}`, resp.Body)
 	assert.Equal(t, 1, lambdaRuns)
 	assert.Equal(t, 1, httpRuns)
+}
+
+// TestReplaysStoredHeaders: a record written before header values were kept byte for byte
+// (its values as JSON stored them, a Latin-1 byte as U+FFFD) replays as it was stored;
+// one whose base64 header value does not decode is answered 500 ProblemNotReplayable, as
+// a corrupt body is, and the handler does not run.
+func TestReplaysStoredHeaders(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		stored string // the response as the guard stored it
+		check  func(t *testing.T, got response)
+	}{
+		{name: "written before", stored: `{"statusCode":200,"headers":null,"multiValueHeaders":{"Content-Disposition":["attachment; filename=\"caf\ufffd.txt\""]},"cookies":null,"body":"file"}`,
+			check: func(t *testing.T, got response) {
+				assert.Equal(t, http.StatusOK, got.status)
+				assert.Equal(t, "attachment; filename=\"caf\ufffd.txt\"", got.header.Get("Content-Disposition"))
+				assert.Equal(t, "file", got.body)
+				assert.Equal(t, "true", got.header.Get("Idempotent-Replayed"))
+			}},
+		{name: "base64 header that does not decode", stored: `{"statusCode":200,"headers":null,"multiValueHeaders":{"X-A":["\ufffd"]},"multiValueHeadersBase64":{"X-A":["%%%"]},"cookies":null,"body":"file"}`,
+			check: func(t *testing.T, got response) {
+				checkProblem(t, got, http.StatusInternalServerError, idemhttp.ProblemNotReplayable)
+				assert.Empty(t, got.header.Values("X-A"))
+			}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			store := memstore.New()
+			_, _, err := idem.Do(t.Context(), newGuard(t, store), idem.Request{Key: "k-1"},
+				func(context.Context) (json.RawMessage, error) { return json.RawMessage(tc.stored), nil })
+			require.NoError(t, err)
+			h := created()
+			srv := serve(t, newGuard(t, store), h)
+			tc.check(t, send(t, http.MethodPost, srv.URL+"/orders", "k-1", `{}`))
+			assert.Equal(t, int64(0), h.runs.Load())
+		})
+	}
 }

@@ -31,6 +31,7 @@
 //	handler returns 5xx, 409, 429 (see WithCacheable)      that response; nothing stored, key released
 //	handler returns an error                               the error, to Lambda; nothing stored
 //	handler returns idem's lost lease or store failure     409 or 503 with Retry-After, as elsewhere; key released
+//	handler's context ended, it returned a zero response   503 with Retry-After; nothing stored, key released
 //	store unavailable before the handler ran               503 with Retry-After; the handler did not run
 //	authenticated, but no caller identity (see below)      500; the handler did not run
 //	handler ran, store committed nothing of its outcome    503 with Retry-After; key released, a retry runs again
@@ -54,7 +55,8 @@
 // replays the committed response or runs the handler again.
 //
 // The header name is matched in any case, in single- and multi-value header maps; its value
-// may be an RFC 8941 quoted string, which is unquoted. HTTP APIs and function URLs join a
+// may be an RFC 8941 quoted string, which is unquoted, with or without parameters, which
+// are checked and ignored (`"k";v=1` is the key k). HTTP APIs and function URLs join a
 // repeated header's values with commas, so a bare key containing a comma reads as two
 // values and is refused; quote it. Errors are RFC 9457 problem details
 // (application/problem+json) whose type is one of the Problem constants.
@@ -64,11 +66,20 @@
 // answered as the same error is anywhere else, 409 [ProblemLeaseLost] or 503
 // [ProblemStoreUnavailable] with Retry-After, and the key is released.
 //
+// A handler's context ends at the invocation's deadline, or when its lease runs out (see
+// idem.WithMaxLease). A handler that then gives up should return its context's error
+// (context.Cause(ctx)), which goes to Lambda with nothing stored, or a zero response (no
+// status code): that is no answer, so the decorator stores nothing, releases the key and
+// answers 503 [ProblemAborted] with Retry-After, and a retry runs the handler again. A
+// response with a status is the handler's answer and is stored like any other.
+//
 // The decorators log and report through their guard: its logger (idem.WithLogger) gets
 // what is answered rather than returned to Lambda (a failing store, a response that cannot
 // be replayed, a run without a key, a caller it cannot identify), and its hooks
 // (idem.WithHooks) get, besides the guard's own events, OnUnguarded for every run without
-// a key and every request refused for an unknown caller.
+// a key and every request refused for an unknown caller. Log lines and events name a
+// request by its stored key (idem.Guard.StoredKey), never by the raw key, which may be
+// personal data; nor do the errors returned to Lambda carry it (TestRawKeyNeverLogged).
 //
 // # Options
 //

@@ -122,7 +122,11 @@ func TestBadInput(t *testing.T) {
 			status: 201, runs: 1, replayed: true},
 		{name: "unterminated quote", edit: func(e *event) { e.setKey(`"order-7`) },
 			status: 400, problem: lambdawrap.ProblemInvalidKey},
-		{name: "text after quote", edit: func(e *event) { e.setKey(`"order-7";v=1`) },
+		{name: "quoted key with parameters", edit: func(e *event) { e.setKey(`"order-7";v=1;trace=:aGk=:`) },
+			status: 201, runs: 1, replayed: true},
+		{name: "malformed parameters", edit: func(e *event) { e.setKey(`"order-7";V=1`) },
+			status: 400, problem: lambdawrap.ProblemInvalidKey},
+		{name: "text after quote", edit: func(e *event) { e.setKey(`"order-7"x`) },
 			status: 400, problem: lambdawrap.ProblemInvalidKey},
 		{name: "stray quote", edit: func(e *event) { e.setKey(`order"7`) },
 			status: 400, problem: lambdawrap.ProblemInvalidKey},
@@ -223,7 +227,8 @@ func addHeader(e *event, name, value string) {
 	}
 }
 
-// TestQuotedKeyIsTheKey: a quoted key and the same key bare are one key.
+// TestQuotedKeyIsTheKey: a quoted key, the same key with RFC 8941 parameters (which are
+// ignored) and the same key bare are one key.
 func TestQuotedKeyIsTheKey(t *testing.T) {
 	t.Parallel()
 	for _, name := range baseFixtures() {
@@ -235,9 +240,12 @@ func TestQuotedKeyIsTheKey(t *testing.T) {
 			ctx := invokeCtx(t)
 			ev.setKey(`"order-9"`)
 			require.Equal(t, 201, invoke(ctx, t, h, ev).code)
-			ev.setKey("order-9")
-			r := invoke(ctx, t, h, ev)
-			assert.Equal(t, "true", r.header(lambdawrap.ReplayedHeader))
+			for _, key := range []string{"order-9", `"order-9";v=1`, `"order-9"; a;b="x,y"`} {
+				ev.setKey(key)
+				r := invoke(ctx, t, h, ev)
+				require.NoError(t, r.err)
+				assert.Equal(t, "true", r.header(lambdawrap.ReplayedHeader), "key %s", key)
+			}
 			assert.Equal(t, int64(1), a.runs.Load())
 		})
 	}

@@ -16,8 +16,8 @@ import (
 )
 
 // TestStoredKeyIsOneForEveryFormOfTheKey: the handler's idem.StoredKey, the id it derives
-// downstream keys from, is one for a key sent as an RFC 8941 quoted string ("k-1") and
-// bare (k-1), on the HTTP API and the REST decorators alike, and another for another key.
+// downstream keys from, is one for a key sent as an RFC 8941 quoted string ("k-1"), with
+// parameters ("k-1";v=1) and bare (k-1), on the HTTP API and the REST decorators alike, and another for another key.
 // The handler answers 500, so the key is released and every request runs it.
 func TestStoredKeyIsOneForEveryFormOfTheKey(t *testing.T) {
 	t.Parallel()
@@ -69,9 +69,11 @@ func TestStoredKeyIsOneForEveryFormOfTheKey(t *testing.T) {
 			require.NoError(t, err)
 			quoted := tc.invoke(t, g, `"k-1"`)
 			bare := tc.invoke(t, g, "k-1")
+			withParams := tc.invoke(t, g, `"k-1";v=1`)
 			other := tc.invoke(t, g, "k-2")
 			require.NotEmpty(t, quoted)
 			assert.Equal(t, quoted, bare, `"k-1" and k-1 are one request`)
+			assert.Equal(t, quoted, withParams, `"k-1";v=1 and "k-1" are one request`)
 			assert.NotEqual(t, quoted, other)
 			assert.NotContains(t, quoted, "k-1", "the raw key never shows")
 		})

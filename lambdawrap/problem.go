@@ -9,7 +9,8 @@ const (
 	// required (see [WithKeyRequired]).
 	ProblemMissingKey = problemBase + httpsem.ProblemMissingKey
 	// ProblemInvalidKey (400): the key is empty, longer than [MaxKeyLength], not printable
-	// ASCII, badly quoted, or the header has two different values.
+	// ASCII, badly quoted, with malformed RFC 8941 parameters, or the header has two
+	// different values.
 	ProblemInvalidKey = problemBase + httpsem.ProblemInvalidKey
 	// ProblemInvalidRequest (400): the request could not be fingerprinted: a body marked
 	// base64 that does not decode, or an error from [WithFingerprint].
@@ -52,6 +53,11 @@ const (
 	// retry gets 409; after it, a retry replays the response if the writes committed, and
 	// runs the handler again if they did not.
 	ProblemOutcomeUnknown = problemBase + httpsem.ProblemOutcomeUnknown
+	// ProblemAborted (503): the handler's context ended (the invocation's deadline, or its
+	// lease ran out) and it returned a zero response, one without a status: the run gave
+	// up. Nothing was stored and the key was released, so a retry after Retry-After runs
+	// the handler again.
+	ProblemAborted = problemBase + httpsem.ProblemAborted
 )
 
 // problemBase is the address of this package's documentation, where each problem type

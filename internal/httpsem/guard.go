@@ -49,6 +49,17 @@ type Guard struct {
 // NewGuard returns the semantics s applied with g.
 func NewGuard(g *idem.Guard, s Settings) *Guard { return &Guard{g: g, s: s} }
 
+// abortedError is what a run that gave up presents to the guard: its context ended and it
+// answered nothing (a response without a status). It wraps idem.ErrDoNotStore, so the key
+// is released and nothing is stored, whatever idem.WithRememberFailures says, and the
+// context's cause.
+type abortedError struct{ cause error }
+
+func (e *abortedError) Error() string {
+	return "idem: the handler's context ended and it answered nothing: " + e.cause.Error()
+}
+func (e *abortedError) Unwrap() []error { return []error{idem.ErrDoNotStore, e.cause} }
+
 // handlerError carries an error returned by the user's handler through the guard.
 type handlerError struct{ err error }
 
@@ -77,7 +88,9 @@ func (s *Guard) Admit(ctx context.Context, req *Request) (string, Verdict, Respo
 // error of reading the fingerprint, if any. handler runs the handler and returns its
 // response; it is called at most once, under the guard. A response whose NotStored is set
 // is recorded as such (see [Response]), and answered on replay as a result too large to
-// store. On Ran, the caller answers with what the handler produced; on Answered, with the
+// store. A response without a status (StatusCode 0) returned after the handler's context
+// ended means the run gave up: nothing is stored, the key is released, and the answer is
+// 503 [ProblemAborted]. On Ran, the caller answers with what the handler produced; on Answered, with the
 // response; on Failed, with the error.
 func (s *Guard) Run(ctx context.Context, req *Request, r idem.Request, fpErr error,
 	handler func(context.Context) (Response, error)) (Verdict, Response, error) {
@@ -93,6 +106,12 @@ func (s *Guard) Run(ctx context.Context, req *Request, r idem.Request, fpErr err
 		resp, err := handler(ctx)
 		if err != nil {
 			return Response{}, &handlerError{err}
+		}
+		if resp.StatusCode == 0 && ctx.Err() != nil {
+			// The run gave up when its context ended (the lease ran out, a deadline
+			// passed): stored, its empty answer would be replayed as the outcome of work
+			// that was never done.
+			return Response{}, &abortedError{cause: context.Cause(ctx)}
 		}
 		handled = true
 		if !s.s.Cacheable(resp.StatusCode) {
@@ -110,6 +129,12 @@ func (s *Guard) Run(ctx context.Context, req *Request, r idem.Request, fpErr err
 		return Answered, resp, nil
 	case err == nil, errors.Is(err, ErrNotCacheable):
 		return Ran, Response{}, nil
+	}
+	var aborted *abortedError
+	if errors.As(err, &aborted) {
+		s.g.Logger().WarnContext(ctx, s.s.Package+": the handler gave up when its context ended; nothing stored, the key released", "error", err)
+		return Answered, s.Problem(http.StatusServiceUnavailable, ProblemAborted,
+			"the request's run ended before it answered; nothing was stored, and a retry runs it again", StoreRetryAfter, req.MultiValue), nil
 	}
 	var he *handlerError
 	if errors.As(err, &he) {

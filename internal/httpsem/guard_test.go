@@ -2,6 +2,7 @@ package httpsem
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"testing"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/memstore"
 )
 
 // TestAdmit: a request is guarded with its key, bypassed when its method is not guarded
@@ -82,6 +84,56 @@ func TestRunNotStored(t *testing.T) {
 				assert.Contains(t, resp.Body, ProblemNotReplayable)
 				assert.Equal(t, 1, logs.n)
 			}
+		})
+	}
+}
+
+// TestRunAborted: a response without a status after the handler's context ended is a run
+// that gave up: answered 503 ProblemAborted, logged once at WARN, and never stored, even by
+// a guard that remembers every failure; the next request runs the handler again. Without
+// an ended context, the same response is the handler's answer (control).
+func TestRunAborted(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		ended   bool
+		verdict Verdict
+		runs    int
+	}{
+		{name: "context ended", ended: true, verdict: Answered, runs: 2},
+		{name: "context alive (control)", verdict: Ran, runs: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var logs countingHandler
+			ig, err := idem.New(memstore.New(), "test", idem.WithLogger(slog.New(&logs)),
+				idem.WithRememberFailures(func(error) bool { return true }))
+			require.NoError(t, err)
+			g := NewGuard(ig, DefaultSettings("idemhttp"))
+			req := &Request{Method: http.MethodPost, MultiValue: true}
+			runs := 0
+			ctx, cancel := context.WithCancel(context.Background()) // the first request's
+			defer cancel()
+			handler := func(ctx context.Context) (Response, error) {
+				runs++
+				if runs == 1 && tc.ended {
+					cancel() // its deadline, say
+					<-ctx.Done()
+				}
+				return Response{}, nil
+			}
+			v, resp, err := g.Run(ctx, req, idem.Request{Key: "k"}, nil, handler)
+			require.NoError(t, err)
+			assert.Equal(t, tc.verdict, v)
+			if tc.ended {
+				assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+				assert.Contains(t, resp.Body, ProblemAborted)
+				assert.Equal(t, []string{"1"}, resp.MultiValueHeaders["Retry-After"])
+				assert.Equal(t, 1, logs.n)
+			}
+			_, _, err = g.Run(context.Background(), req, idem.Request{Key: "k"}, nil, handler)
+			require.NoError(t, err)
+			assert.Equal(t, tc.runs, runs)
 		})
 	}
 }

@@ -38,8 +38,9 @@ func headerValues(name string, single map[string]string, multi map[string][]stri
 
 // parseKey returns the idempotency key carried by the values of its header.
 //
-// The header is an RFC 8941 structured field whose value is a string, so a quoted key is
-// unquoted; most clients send the key bare, and that is accepted too. API Gateway HTTP APIs
+// The header is an RFC 8941 structured field whose value is a string Item, so a quoted key
+// is unquoted and its parameters, if any, are ignored; most clients send the key bare, and
+// that is accepted too. API Gateway HTTP APIs
 // and function URLs join repeated headers with commas, so each value is split into
 // comma-separated members outside quotes: every member must be the same key, or the request
 // is ambiguous and refused. A key must be 1 to [MaxKeyLength] printable ASCII characters.
@@ -103,7 +104,10 @@ func nextMember(s string) (member string, more int, err error) {
 func trimOWS(s string) string { return strings.Trim(s, " \t") }
 
 // parseMember returns the key in one member: an sf-string (RFC 8941, section 3.3.3),
-// unquoted, or a bare key.
+// unquoted, or a bare key. An sf-string may carry parameters (an Item's, section 3.1.2:
+// `"k";v=1`), which are checked and ignored: the key is the string alone, so `"k";v=1`
+// and `"k"` are one key. A bare key is not a structured field, so it is taken as it is,
+// semicolons included.
 func parseMember(m string) (string, error) {
 	if strings.HasPrefix(m, `"`) {
 		return parseQuoted(m)
@@ -138,8 +142,8 @@ func parseQuoted(m string) (string, error) {
 			}
 			b.WriteByte(m[i])
 		case c == '"':
-			if i != len(m)-1 {
-				return "", invalidKey("the idempotency key has characters after its closing quote")
+			if !checkParameters(m[i+1:]) {
+				return "", invalidKey("the idempotency key has characters after its closing quote that are not RFC 8941 parameters")
 			}
 			k := b.String()
 			switch {

@@ -47,7 +47,33 @@ func TestParseKey(t *testing.T) {
 		{name: "unterminated", values: []string{`"abc`}, wantErr: idem.ErrInvalidKey},
 		{name: "bad escape", values: []string{`"a\nb"`}, wantErr: idem.ErrInvalidKey},
 		{name: "trailing backslash", values: []string{`"a\`}, wantErr: idem.ErrInvalidKey},
-		{name: "parameters", values: []string{`"a";x=1`}, wantErr: idem.ErrInvalidKey},
+		{name: "parameter", values: []string{`"k";v=1`}, want: "k"},
+		{name: "parameters of every type", values: []string{`"k";a;b=?0;c=?1;d=-12;e=3.141;f="x,\"y\"";g=:aGk=:;h=tok/x:y*;*i=*;j-k.l_m=1`}, want: "k"},
+		{name: "parameter after space", values: []string{`"k"; v=1`}, want: "k"},
+		{name: "parameters, repeated with and without", values: []string{`"k";v=1`, "k", `"k";v=2`}, want: "k"},
+		{name: "parameters, joined", values: []string{`"k";v="a,b", "k"`}, want: "k"},
+		{name: "parameters on a bare key are part of it", values: []string{"k;v=1"}, want: "k;v=1"},
+		{name: "parameters, different keys", values: []string{`"a";v=1, "b";v=1`}, wantErr: idem.ErrInvalidKey},
+		{name: "parameter without key", values: []string{`"k";`}, wantErr: idem.ErrInvalidKey},
+		{name: "parameter without value", values: []string{`"k";v=`}, wantErr: idem.ErrInvalidKey},
+		{name: "parameter key upper case", values: []string{`"k";V=1`}, wantErr: idem.ErrInvalidKey},
+		{name: "parameter key starts with digit", values: []string{`"k";1v=1`}, wantErr: idem.ErrInvalidKey},
+		{name: "space before parameter", values: []string{`"k" ;v=1`}, wantErr: idem.ErrInvalidKey},
+		{name: "tab after semicolon", values: []string{"\"k\";\tv=1"}, wantErr: idem.ErrInvalidKey},
+		{name: "parameter integer too long", values: []string{`"k";v=1234567890123456`}, wantErr: idem.ErrInvalidKey},
+		{name: "parameter decimal too precise", values: []string{`"k";v=1.2345`}, wantErr: idem.ErrInvalidKey},
+		{name: "parameter decimal without fraction", values: []string{`"k";v=1.`}, wantErr: idem.ErrInvalidKey},
+		{name: "parameter decimal integer part too long", values: []string{`"k";v=1234567890123.1`}, wantErr: idem.ErrInvalidKey},
+		{name: "parameter minus alone", values: []string{`"k";v=-`}, wantErr: idem.ErrInvalidKey},
+		{name: "parameter bad boolean", values: []string{`"k";v=?2`}, wantErr: idem.ErrInvalidKey},
+		{name: "parameter unterminated byte sequence", values: []string{`"k";v=:aGk=`}, wantErr: idem.ErrInvalidKey},
+		{name: "parameter bad byte sequence", values: []string{`"k";v=:a!:`}, wantErr: idem.ErrInvalidKey},
+		{name: "parameter string with a bad escape", values: []string{`"k";v="a\nb"`}, wantErr: idem.ErrInvalidKey},
+		{name: "parameter string not printable", values: []string{"\"k\";v=\"\x01\""}, wantErr: idem.ErrInvalidKey},
+		{name: "parameter token with a bad character", values: []string{`"k";v=a(b`}, wantErr: idem.ErrInvalidKey},
+		{name: "parameter is an inner list", values: []string{`"k";v=(1 2)`}, wantErr: idem.ErrInvalidKey},
+		{name: "characters after the parameters", values: []string{`"k";v=1 x`}, wantErr: idem.ErrInvalidKey},
+		{name: "characters after the quote", values: []string{`"k"x`}, wantErr: idem.ErrInvalidKey},
 		{name: "stray quote", values: []string{`a"b`}, wantErr: idem.ErrInvalidKey},
 	}
 	for _, tc := range tests {
@@ -76,13 +102,15 @@ func TestHeaderValues(t *testing.T) {
 }
 
 // FuzzParseKey checks that header parsing never panics, accepts only what the header
-// grammar allows, and reads a key the same bare, quoted, or repeated. It is seeded with the
+// grammar allows, and reads a key the same bare, quoted (with or without parameters), or
+// repeated; malformed parameters are refused. It is seeded with the
 // header values of every fixture in testdata.
 func FuzzParseKey(f *testing.F) {
 	for _, v := range fixtureKeyValues(f) {
 		f.Add(v)
 	}
-	for _, v := range []string{"", `""`, `"a\"b"`, "a, b", `"a,b", "a,b"`, "\x00", "é", strings.Repeat("k", 256)} {
+	for _, v := range []string{"", `""`, `"a\"b"`, "a, b", `"a,b", "a,b"`, "\x00", "é", strings.Repeat("k", 256),
+		`"k";v=1`, `"k";a;b=?1;c="x,y";d=:aGk=:;e=tok/x:y;f=-1.5`, `"k";`, `"k";v=1.2345`} {
 		f.Add(v)
 	}
 	f.Fuzz(func(t *testing.T, v string) {
@@ -100,6 +128,15 @@ func FuzzParseKey(f *testing.F) {
 		again, err := parseKey([]string{sfString(k)})
 		require.NoError(t, err, "quoted %q", sfString(k))
 		assert.Equal(t, k, again, "quoted form")
+		for _, params := range []string{";v=1", `; a;b="x,\"y";c=?0;d=-1.25;e=:aGk=:;f=t/x:*`} {
+			withParams, err := parseKey([]string{sfString(k) + params})
+			require.NoError(t, err, "quoted %q with parameters %q", k, params)
+			assert.Equal(t, k, withParams, "parameters are ignored")
+		}
+		for _, params := range []string{";", ";V=1", " ;v=1", ";v=", ";v=1.2345", `;v="`, ";v=:a"} {
+			_, err := parseKey([]string{sfString(k) + params})
+			require.ErrorIs(t, err, idem.ErrInvalidKey, "quoted %q with malformed parameters %q", k, params)
+		}
 		twice, err := parseKey([]string{v, v})
 		require.NoError(t, err)
 		assert.Equal(t, k, twice, "repeated header")

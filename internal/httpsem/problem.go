@@ -29,6 +29,7 @@ const (
 	ProblemStoreUnavailable    = "ProblemStoreUnavailable"    // 503: the handler did not run
 	ProblemNotCommitted        = "ProblemNotCommitted"        // 503: ran, nothing committed
 	ProblemOutcomeUnknown      = "ProblemOutcomeUnknown"      // 503: ran, outcome unknown
+	ProblemAborted             = "ProblemAborted"             // 503: the run gave up, nothing stored
 )
 
 // ProblemBase is the address of the problem types of a public package: its documentation.

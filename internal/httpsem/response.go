@@ -14,6 +14,14 @@ type Response struct {
 	Cookies           []string            `json:"cookies"`
 	Body              string              `json:"body"`
 	IsBase64Encoded   bool                `json:"isBase64Encoded,omitempty"`
+	// MultiValueHeadersBase64 keeps the exact bytes of headers whose values are not all
+	// UTF-8 (obs-text, RFC 9110 section 5.5: a Latin-1 file name, say), which a JSON string
+	// cannot carry: for each such name, every value in order, base64-encoded (standard
+	// encoding). They replace the name's values in MultiValueHeaders, which holds them as
+	// JSON stores them (invalid bytes as U+FFFD) for a reader that predates this field;
+	// records written before it have none, and replay as they were stored. Only idemhttp
+	// writes and reads it: a Lambda response is JSON, so its header values are UTF-8.
+	MultiValueHeadersBase64 map[string][]string `json:"multiValueHeadersBase64,omitempty"`
 	// NotStored, set by a wrapper whose response reached the client as it was written
 	// (streamed, or too large to hold), records the key as completed without a response:
 	// the handler never runs again for the key, and a replay is answered as one of a
@@ -31,6 +39,11 @@ func (r *Response) markReplayed(multi bool) {
 		}
 		if r.MultiValueHeaders == nil {
 			r.MultiValueHeaders = make(map[string][]string, 1)
+		}
+		for k := range r.MultiValueHeadersBase64 {
+			if strings.EqualFold(k, ReplayedHeader) {
+				delete(r.MultiValueHeadersBase64, k)
+			}
 		}
 		r.MultiValueHeaders[ReplayedHeader] = []string{"true"}
 		return
