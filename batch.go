@@ -385,7 +385,7 @@ func (b *Batch) Settle(ctx context.Context) []error {
 	}
 	wg.Wait()
 	if len(keys) > 0 {
-		results := bs.ReleaseMany(cctx, keys, toks)
+		results := bs.ReleaseMany(cctx, keys, toks, g.now())
 		for j, s := range released {
 			var err error = errCount
 			if len(results) == len(keys) {

@@ -293,7 +293,7 @@ func (g *Guard) completeResult(ctx context.Context, l *lease, rec *idemstore.Rec
 func (g *Guard) releaseUncommitted(ctx context.Context, s settlement) error {
 	cctx, cancel := detached(ctx)
 	defer cancel()
-	err := g.store.Release(cctx, s.l.key, s.l.token)
+	err := g.store.Release(cctx, s.l.key, s.l.token, g.now())
 	if errors.Is(err, ErrLeaseLost) {
 		cur, gerr := g.store.Get(cctx, s.l.key)
 		if gerr == nil && cur != nil && cur.LeaseToken == s.done.LeaseToken && cur.Status == s.done.Status {
@@ -319,7 +319,7 @@ var errCompletedAfterAll = errors.New("idem: completed after all")
 func (g *Guard) release(ctx context.Context, l *lease, start time.Time, cause error) {
 	cctx, cancel := detached(ctx)
 	defer cancel()
-	g.released(ctx, l, start, cause, g.store.Release(cctx, l.key, l.token))
+	g.released(ctx, l, start, cause, g.store.Release(cctx, l.key, l.token, g.now()))
 }
 
 // released interprets the store's answer err to releasing l's key.

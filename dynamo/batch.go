@@ -236,7 +236,7 @@ func (s *Store) putResults(ctx context.Context, recs []*idemstore.Record, out []
 // does). A statement that failed for another reason (throttling, say) is retried alone
 // with [Store.Release]. The function's role needs the IAM action dynamodb:PartiQLUpdate
 // on the table.
-func (s *Store) ReleaseMany(ctx context.Context, keys, tokens []string) []error {
+func (s *Store) ReleaseMany(ctx context.Context, keys, tokens []string, now time.Time) []error {
 	out := make([]error, len(keys))
 	if len(tokens) != len(keys) {
 		for i := range out {
@@ -246,7 +246,7 @@ func (s *Store) ReleaseMany(ctx context.Context, keys, tokens []string) []error 
 	}
 	stmts := make([]types.BatchStatementRequest, len(keys))
 	for i := range keys {
-		stmts[i] = s.releaseStatement(keys[i], tokens[i])
+		stmts[i] = s.releaseStatement(keys[i], tokens[i], now)
 	}
 	for i, r := range s.execute(ctx, stmts) {
 		switch {
@@ -256,7 +256,7 @@ func (s *Store) ReleaseMany(ctx context.Context, keys, tokens []string) []error 
 		case r.code == types.BatchStatementErrorCodeEnumConditionalCheckFailed:
 			out[i] = fmt.Errorf("dynamo: release: %w: %w", idem.ErrLeaseLost, r.err)
 		default:
-			out[i] = s.Release(ctx, keys[i], tokens[i])
+			out[i] = s.Release(ctx, keys[i], tokens[i], now)
 		}
 	}
 	return out
@@ -444,13 +444,13 @@ func (s *Store) updateStatement(rec *idemstore.Record, ref string) types.BatchSt
 }
 
 // releaseStatement returns the PartiQL UPDATE that releases key's record as
-// [Store.Release] does: its lease ended and its token replaced by
+// [Store.Release] does: its lease ended at now and its token replaced by
 // [idemstore.ReleasedToken], conditional on token and on the record being in progress.
-func (s *Store) releaseStatement(key, token string) types.BatchStatementRequest {
+func (s *Store) releaseStatement(key, token string, now time.Time) types.BatchStatementRequest {
 	a := &s.cfg.attrs
 	where, keyParams := s.whereKey(key)
 	params := []types.AttributeValue{
-		encodeEpoch(time.Unix(0, 0), leaseExpiryUnit),
+		encodeEpoch(now, leaseExpiryUnit), // as Release: rounded down
 		&types.AttributeValueMemberS{Value: idemstore.ReleasedToken(token)},
 	}
 	params = append(append(params, keyParams...), &types.AttributeValueMemberS{Value: token},

@@ -221,7 +221,7 @@ func TestCompleteManyAndReleaseMany(t *testing.T) {
 
 	keys := []string{recs[3].Key, recs[5].Key, "cm/absent"}
 	toks := []string{"tok", "stale", "tok"}
-	errs = e.store.ReleaseMany(ctx, keys, toks)
+	errs = e.store.ReleaseMany(ctx, keys, toks, now)
 	require.NoError(t, errs[0], "in progress, ours: released")
 	require.ErrorIs(t, errs[1], idem.ErrLeaseLost, "another owner's token")
 	require.ErrorIs(t, errs[2], idem.ErrLeaseLost, "a record already gone: nothing to release, as Release says")
@@ -229,7 +229,7 @@ func TestCompleteManyAndReleaseMany(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, got, "kept as a tombstone")
 	assert.Equal(t, idemstore.ReleasedToken("tok"), got.LeaseToken)
-	assert.True(t, got.LeaseExpires.Equal(time.Unix(0, 0)), "lease ended: %v", got.LeaseExpires)
+	assert.True(t, got.LeaseEnded(time.Now()), "lease ended at the release: %v", got.LeaseExpires)
 	got, err = e.store.Get(ctx, recs[5].Key)
 	require.NoError(t, err)
 	assert.NotNil(t, got, "a wrong token deletes nothing")
@@ -241,7 +241,7 @@ func TestCompleteManyAndReleaseMany(t *testing.T) {
 	seed(t, e.store, plain)
 	require.NoError(t, e.store.SetCheckpoint(ctx, withCP.Key, "tok", "charged", 1))
 	e.api.Take()
-	errs = e.store.ReleaseMany(ctx, []string{withCP.Key, done[9].Key, plain.Key}, []string{"tok", "tok", "tok"})
+	errs = e.store.ReleaseMany(ctx, []string{withCP.Key, done[9].Key, plain.Key}, []string{"tok", "tok", "tok"}, now)
 	assert.Equal(t, map[string]int{"BatchExecuteStatement": 1}, e.api.Take(), "one call, checkpoints or not")
 	require.NoError(t, errs[0], "released, checkpoint kept")
 	require.ErrorIs(t, errs[1], idem.ErrLeaseLost, "completed: not released")
@@ -250,12 +250,12 @@ func TestCompleteManyAndReleaseMany(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, got, "kept as a tombstone")
 	assert.Equal(t, idemstore.ReleasedToken("tok"), got.LeaseToken)
-	assert.True(t, got.LeaseExpires.Equal(time.Unix(0, 0)), "lease ended: %v", got.LeaseExpires)
+	assert.True(t, got.LeaseEnded(time.Now()), "lease ended at the release: %v", got.LeaseExpires)
 	got, err = e.store.Get(ctx, withCP.Key)
 	require.NoError(t, err)
 	require.NotNil(t, got)
 	assert.Equal(t, "charged", got.Checkpoint)
-	assert.True(t, got.LeaseExpires.Equal(time.Unix(0, 0)), "lease ended: %v", got.LeaseExpires)
+	assert.True(t, got.LeaseEnded(time.Now()), "lease ended at the release: %v", got.LeaseExpires)
 	got, err = e.store.Get(ctx, done[9].Key)
 	require.NoError(t, err)
 	require.NotNil(t, got)
@@ -298,12 +298,12 @@ func TestBatchLayouts(t *testing.T) {
 			require.NoError(t, err)
 			assertSameRecord(t, &done, got)
 
-			require.NoError(t, e.store.ReleaseMany(ctx, []string{b.Key}, []string{"tok"})[0])
+			require.NoError(t, e.store.ReleaseMany(ctx, []string{b.Key}, []string{"tok"}, now)[0])
 			got, err = e.store.Get(ctx, b.Key)
 			require.NoError(t, err)
 			require.NotNil(t, got, "kept as a tombstone")
 			assert.Equal(t, idemstore.ReleasedToken("tok"), got.LeaseToken)
-			assert.True(t, got.LeaseExpires.Equal(time.Unix(0, 0)), "lease ended: %v", got.LeaseExpires)
+			assert.True(t, got.LeaseEnded(time.Now()), "lease ended at the release: %v", got.LeaseExpires)
 			assert.False(t, strings.Contains(fmt.Sprint(e.api.Take()), "PutItem"), "no fallback to single claims")
 		})
 	}
@@ -373,7 +373,7 @@ func TestBatchFallbacks(t *testing.T) {
 		for _, err := range s.CompleteMany(context.Background(), recs) {
 			require.ErrorIs(t, err, idem.ErrStore)
 		}
-		for _, err := range s.ReleaseMany(context.Background(), []string{"a"}, []string{"tok"}) {
+		for _, err := range s.ReleaseMany(context.Background(), []string{"a"}, []string{"tok"}, time.Now()) {
 			require.ErrorIs(t, err, idem.ErrStore)
 		}
 	})

@@ -84,7 +84,7 @@ func TestExpressions(t *testing.T) {
 		},
 		{
 			"Release",
-			func(ctx context.Context, s *dynamo.Store) error { return s.Release(ctx, "k", token) },
+			func(ctx context.Context, s *dynamo.Store) error { return s.Release(ctx, "k", token, time.Now()) },
 			owned, "SET #lease = :ended, #token = :released",
 			[]string{"#lease", "#token", "#status"}, []string{":ended", ":released", ":token", ":inprogress"},
 		},

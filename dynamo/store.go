@@ -340,9 +340,10 @@ func storedVersion(rec *idemstore.Record, ref string) int {
 
 // Release implements [idemstore.Store] with one UpdateItem, conditional on the lease token
 // and on the record being in progress, that keeps the record as a tombstone: its lease
-// ended (its end set to the Unix epoch, which every clock has passed) and its token
-// replaced by [idemstore.ReleasedToken](token). The next claim takes it over at once, with
-// its checkpoint if it has one (see [Store.Claim]).
+// ended at now (the caller's clock, rounded down to the millisecond as a claim's now is,
+// so that a claim at or after now takes it over) and
+// its token replaced by [idemstore.ReleasedToken](token). A claim made from then on takes
+// it over at once, with its checkpoint if it has one (see [Store.Claim]).
 //
 // The record is never deleted, because of two writes that may still be in flight at
 // DynamoDB when the caller releases. A completion of ours (a transaction whose answer
@@ -350,10 +351,13 @@ func storedVersion(rec *idemstore.Record, ref string) int {
 // still satisfy, so it could land after the caller was told that nothing committed. And
 // the first attempt of our own claim, which the SDK resent after a broken connection,
 // would find no item and put the in-progress record again, holding the key for a lease
-// nobody owns; the tombstone refuses it. An UpdateItem costs the write units a
-// DeleteItem of the same item would (both are billed by the item's size); the tombstone
-// stays until TTL deletes it at the record's expiry, as a completed record would.
-func (s *Store) Release(ctx context.Context, key, token string) error {
+// nobody owns; the tombstone refuses it, by its token. It refuses as well the first
+// attempt of a claim of an earlier owner that released the key before we took it over,
+// by the lease end: that claim was sent before our release, and at its now our lease has
+// not ended. An UpdateItem costs the write units a DeleteItem of the same item would (both
+// are billed by the item's size); the tombstone stays until TTL deletes it at the
+// record's expiry, as a completed record would.
+func (s *Store) Release(ctx context.Context, key, token string, now time.Time) error {
 	a := &s.cfg.attrs
 	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                aws.String(s.table),
@@ -362,7 +366,7 @@ func (s *Store) Release(ctx context.Context, key, token string) error {
 		ConditionExpression:      aws.String(ownedInProgressCondition),
 		ExpressionAttributeNames: a.names(phLease, phToken, phStatus),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":ended":      encodeEpoch(time.Unix(0, 0), leaseExpiryUnit),
+			":ended":      encodeEpoch(now, leaseExpiryUnit),
 			":released":   &types.AttributeValueMemberS{Value: idemstore.ReleasedToken(token)},
 			":token":      &types.AttributeValueMemberS{Value: token},
 			":inprogress": &types.AttributeValueMemberS{Value: string(idemstore.StatusInProgress)},

@@ -55,18 +55,24 @@ type Store interface {
 	// under rec.LeaseToken, it returns nil and commits no attached write a second time.
 	Complete(ctx context.Context, rec *Record, attached []any) error
 
-	// Release gives up the lease of token on the in-progress record for key, so that a
-	// retry runs again. The record is kept, never deleted, as a tombstone: its lease ended
-	// (its LeaseExpires set to a time every clock has passed; the stores here use the Unix
-	// epoch), its lease token replaced by [ReleasedToken](token), everything else as it was
-	// (its checkpoint, its Expires). The next claim takes it over at once, and resumes from
-	// the checkpoint if it has one; no late write of the releasing owner (a completion
-	// still in flight) can land on it, and a late attempt of the releasing owner's own
-	// claim is refused (see Claim) rather than hold the key again. A tombstone stays until
-	// its Expires, as any record does. If token does not own an in-progress record for key
+	// Release gives up the lease of token on the in-progress record for key at now (the
+	// caller's clock, as Claim's now), so that a retry runs again. The record is kept,
+	// never deleted, as a tombstone: its lease ended at now (its LeaseExpires set to now),
+	// its lease token replaced by [ReleasedToken](token), everything else as it was (its
+	// checkpoint, its Expires). A claim made from then on takes it over at once, and
+	// resumes from the checkpoint if it has one. No late write of the releasing owner (a
+	// completion still in flight) can land on it. A claim sent before the release and
+	// delivered late (the AWS SDK resends a request whose connection broke, and its first
+	// attempt may land after the resend's owner ran, failed and released) is refused rather
+	// than hold the key again for a lease nobody owns: one of the releasing owner's own by
+	// its token (see Claim), and any other, of an owner that took the key over and
+	// released it in between, by its time: at its now the tombstone's lease has not ended.
+	// A caller whose clock runs behind the releaser's may be refused for as long as the
+	// skew, and is told the key is in progress until then. A tombstone stays until its
+	// Expires, as any record does. If token does not own an in-progress record for key
 	// (another owner took it over, or it completed), Release changes nothing and returns
 	// [ErrLeaseLost].
-	Release(ctx context.Context, key, token string) error
+	Release(ctx context.Context, key, token string, now time.Time) error
 
 	// Extend moves the lease end of the in-progress record for key to leaseExpires if its
 	// lease token equals token, else returns [ErrLeaseLost]. It never lowers the stored
@@ -124,8 +130,8 @@ type BatchStore interface {
 	ClaimMany(ctx context.Context, recs []*Record, now time.Time) []ClaimResult
 	// CompleteMany makes [Store.Complete], without attached writes, for each record.
 	CompleteMany(ctx context.Context, recs []*Record) []error
-	// ReleaseMany makes [Store.Release] for each key and its token.
-	ReleaseMany(ctx context.Context, keys, tokens []string) []error
+	// ReleaseMany makes [Store.Release] for each key and its token at now.
+	ReleaseMany(ctx context.Context, keys, tokens []string, now time.Time) []error
 }
 
 // BatchAttachStore is an optional extension of [BatchStore] for stores that can complete

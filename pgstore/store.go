@@ -134,14 +134,16 @@ func completeArgs(rec *idemstore.Record) []any {
 }
 
 // Release implements [idemstore.Store] with one UPDATE conditional on the lease token and on
-// the record being in progress, which keeps the record as a tombstone: its lease ended (its
-// end set to the Unix epoch) and its token replaced by [idemstore.ReleasedToken]. The next
-// claim takes it over at once, resuming from its checkpoint if it has one; no late
-// completion of ours lands on it, and a late attempt of our own claim (a statement the
-// network delivers after the release) is refused rather than hold the key again. Tombstones
+// the record being in progress, which keeps the record as a tombstone: its lease ended at
+// now and its token replaced by [idemstore.ReleasedToken]. A claim made from then on takes
+// it over at once, resuming from its checkpoint if it has one; no late completion of ours
+// lands on it, and a claim sent before the release that the network delivers after it
+// (ours, or an owner's that took the key over and released it in between) is refused
+// rather than hold the key again. Tombstones
 // stay until their expiry, as completed records do (see [Store.DeleteExpired]).
-func (s *Store) Release(ctx context.Context, key, token string) error {
-	tag, err := s.db.Exec(ctx, s.sql.release, key, token, time.Unix(0, 0).UTC(), idemstore.ReleasedToken(token))
+func (s *Store) Release(ctx context.Context, key, token string, now time.Time) error {
+	// Rounded down, as a claim's now is: a claim at or after now takes the tombstone over.
+	tag, err := s.db.Exec(ctx, s.sql.release, key, token, at(now), idemstore.ReleasedToken(token))
 	return s.owned("release", tag, err)
 }
 

@@ -73,15 +73,15 @@ return 1
 `)
 
 // releaseScript gives up the lease of token ARGV[1] on the in-progress record KEYS[1],
-// keeping it as a tombstone (it keeps its expiry): its lease end is set to 0 (the Unix
-// epoch, which every clock has passed) and its token to ARGV[2] (the released token), so
-// the next claim takes it over (with its checkpoint, if any), no late write of the
-// releasing owner lands, and a late attempt of its own claim is refused. It returns 1, or 0
+// keeping it as a tombstone (it keeps its expiry): its lease end is set to ARGV[3] (the
+// release's now) and its token to ARGV[2] (the released token), so a claim made from then
+// on takes it over (with its checkpoint, if any), no late write of the releasing owner
+// lands, and a claim sent before the release and delivered after it is refused. It returns 1, or 0
 // when ARGV[1] does not own an in-progress record (lease lost).
 var releaseScript = redis.NewScript(`
 local cur = redis.call('HMGET', KEYS[1], 'lease_token', 'status')
 if cur[1] ~= ARGV[1] or cur[2] ~= 'INPROGRESS' then return 0 end
-redis.call('HSET', KEYS[1], 'in_progress_expiration', '0', 'lease_token', ARGV[2])
+redis.call('HSET', KEYS[1], 'in_progress_expiration', ARGV[3], 'lease_token', ARGV[2])
 return 1
 `)
 

@@ -152,13 +152,13 @@ func (s *Store) Complete(ctx context.Context, rec *idemstore.Record, attached []
 }
 
 // Release implements [idemstore.Store] with one script that keeps the record as a
-// tombstone, never deleting it: its lease ended (its lease end set to the Unix epoch) and
-// its token replaced by [idemstore.ReleasedToken](token), its checkpoint and its server-side
-// expiry as they were. The next claim takes it over at once; a late attempt of the
-// releasing owner's own claim is refused rather than hold the key again. A token that does
+// tombstone, never deleting it: its lease ended at now and its token replaced by
+// [idemstore.ReleasedToken](token), its checkpoint and its server-side expiry as they were.
+// A claim made from then on takes it over at once; a claim sent before the release and
+// delivered after it is refused rather than hold the key again. A token that does
 // not own an in-progress record yields [idem.ErrLeaseLost].
-func (s *Store) Release(ctx context.Context, key, token string) error {
-	return s.owned(ctx, "release", releaseScript, s.RedisKey(key), []any{token, idemstore.ReleasedToken(token)})
+func (s *Store) Release(ctx context.Context, key, token string, now time.Time) error {
+	return s.owned(ctx, "release", releaseScript, s.RedisKey(key), []any{token, idemstore.ReleasedToken(token), strconv.FormatInt(nowMillis(now), 10)})
 }
 
 // Extend implements [idemstore.Store] with one script that moves the lease end of the

@@ -29,7 +29,7 @@ func TestList(t *testing.T) {
 	// Released after a failure, without a checkpoint: the tombstone holds nothing, as the
 	// record a release deleted before.
 	rel := e.claim(t, "released", "77777777abababab", e.now.Add(time.Minute), "")
-	require.NoError(t, e.store.Release(context.Background(), rel.Key, rel.LeaseToken))
+	require.NoError(t, e.store.Release(context.Background(), rel.Key, rel.LeaseToken, e.now))
 	// The key "ended-1" of another scope, and of another operation of the scope, its lease
 	// ended too.
 	otherKey := e.claimUnder(t, "other-fn", testOperation, "ended-1")

@@ -56,10 +56,10 @@ func (h Harness) lateClaimAfterRelease(t *testing.T) {
 			release := func(token string) {
 				t.Helper()
 				if !tc.batch {
-					require.NoError(t, s.Release(ctx, k, token))
+					require.NoError(t, s.Release(ctx, k, token, now))
 					return
 				}
-				errs := bs.ReleaseMany(ctx, []string{k, k + "/other"}, []string{token, token})
+				errs := bs.ReleaseMany(ctx, []string{k, k + "/other"}, []string{token, token}, now)
 				require.Len(t, errs, 2)
 				require.NoError(t, errs[0])
 			}
@@ -77,7 +77,7 @@ func (h Harness) lateClaimAfterRelease(t *testing.T) {
 			cur, err := s.Get(ctx, k)
 			require.NoError(t, err)
 			assert.False(t, cur.Live(at), "the late claim left the key free")
-			require.ErrorIs(t, s.Release(ctx, k, "A"), idem.ErrLeaseLost, "the released token owns nothing")
+			require.ErrorIs(t, s.Release(ctx, k, "A", at), idem.ErrLeaseLost, "the released token owns nothing")
 
 			_, claimed = claim("B", at)
 			assert.True(t, claimed, "any other claim takes the key at once")
@@ -90,10 +90,10 @@ func (h Harness) lateClaimAfterRelease(t *testing.T) {
 	}
 }
 
-// lateClaimAfterTwoReleases pins the bound of what the tombstone cannot catch: owner A
-// releases, owner B takes the key over and releases too, and only then does A's late
-// claim land. The tombstone now names B, so A's claim may write a record; it holds the
-// key no longer than A's own lease, and a claim at its end succeeds.
+// lateClaimAfterTwoReleases: owner A releases, owner B takes the key over and releases
+// too, and only then does A's late claim land. The tombstone names B now, so A's token
+// does not refuse it; its time does: a release ends the lease at the releaser's now, and
+// A's claim was sent before. The key stays free for everybody else.
 func (h Harness) lateClaimAfterTwoReleases(t *testing.T) {
 	s := h.NewStore(t)
 	ctx := context.Background()
@@ -103,18 +103,23 @@ func (h Harness) lateClaimAfterTwoReleases(t *testing.T) {
 	_, claimed, err := s.Claim(ctx, late, now)
 	require.NoError(t, err)
 	require.True(t, claimed)
-	require.NoError(t, s.Release(ctx, k, "A"))
-	_, claimed, err = s.Claim(ctx, inProgress(k, "B", "", now.Add(time.Second)), now.Add(time.Second))
+	require.NoError(t, s.Release(ctx, k, "A", now.Add(100*time.Millisecond)))
+	bAt := now.Add(200 * time.Millisecond)
+	_, claimed, err = s.Claim(ctx, inProgress(k, "B", "", bAt), bAt)
 	require.NoError(t, err)
 	require.True(t, claimed)
-	require.NoError(t, s.Release(ctx, k, "B"))
+	require.NoError(t, s.Release(ctx, k, "B", bAt.Add(100*time.Millisecond)))
 
-	_, _, err = s.Claim(ctx, late, now.Add(2*time.Second))
+	prev, claimed, err := s.Claim(ctx, late, now) // A's claim as it was sent, landing now
 	require.NoError(t, err)
-	at := late.LeaseExpires
+	assert.False(t, claimed, "a claim sent before the release is refused, whoever released")
+	if prev != nil {
+		assert.Equal(t, idemstore.ReleasedToken("B"), prev.LeaseToken)
+	}
+	at := bAt.Add(time.Second)
 	_, claimed, err = s.Claim(ctx, inProgress(k, "C", "", at), at)
 	require.NoError(t, err)
-	assert.True(t, claimed, "a late claim holds the key at most until its own lease ends")
+	assert.True(t, claimed, "a claim made after the release takes the key at once")
 }
 
 // inProgress returns the record a claim of key by token at now writes: a one-minute lease,
@@ -197,8 +202,8 @@ func (s *lateClaims) Claim(ctx context.Context, rec *idemstore.Record, now time.
 	return s.Store.Claim(ctx, rec, now)
 }
 
-func (s *lateClaims) Release(ctx context.Context, key, token string) error {
-	err := s.Store.Release(ctx, key, token)
+func (s *lateClaims) Release(ctx context.Context, key, token string, now time.Time) error {
+	err := s.Store.Release(ctx, key, token, now)
 	s.land(ctx, token)
 	return err
 }
@@ -220,8 +225,8 @@ func (s *lateBatchClaims) CompleteMany(ctx context.Context, recs []*idemstore.Re
 	return s.batch.CompleteMany(ctx, recs)
 }
 
-func (s *lateBatchClaims) ReleaseMany(ctx context.Context, keys, tokens []string) []error {
-	errs := s.batch.ReleaseMany(ctx, keys, tokens)
+func (s *lateBatchClaims) ReleaseMany(ctx context.Context, keys, tokens []string, now time.Time) []error {
+	errs := s.batch.ReleaseMany(ctx, keys, tokens, now)
 	for _, tok := range tokens {
 		s.land(ctx, tok)
 	}

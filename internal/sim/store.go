@@ -170,9 +170,9 @@ func (s *store) Complete(ctx context.Context, rec *idemstore.Record, attached []
 }
 
 // Release implements idemstore.Store.
-func (s *store) Release(ctx context.Context, key, token string) error {
+func (s *store) Release(ctx context.Context, key, token string, now time.Time) error {
 	_, err := s.call(ctx, "release", s.name(key), func() error {
-		err := s.mem.Release(ctx, key, token)
+		err := s.mem.Release(ctx, key, token, now)
 		s.w.led.released(s.w, key, token, err)
 		return err
 	})
@@ -304,7 +304,7 @@ func (s *batchStore) completeMany(ctx context.Context, op string, recs []*idemst
 }
 
 // ReleaseMany implements idemstore.BatchStore: one request for the whole batch.
-func (s *batchStore) ReleaseMany(ctx context.Context, keys, tokens []string) []error {
+func (s *batchStore) ReleaseMany(ctx context.Context, keys, tokens []string, now time.Time) []error {
 	n := s.names(keys)
 	a, d, err := s.request(ctx, "releaseMany", n)
 	if err != nil {
@@ -316,7 +316,7 @@ func (s *batchStore) ReleaseMany(ctx context.Context, keys, tokens []string) []e
 	if d.fault == faultBefore {
 		return fill(len(keys), errInjected)
 	}
-	out := s.mem.ReleaseMany(ctx, keys, tokens)
+	out := s.mem.ReleaseMany(ctx, keys, tokens, now)
 	for i, err := range out {
 		s.w.led.released(s.w, keys[i], tokens[i], err)
 	}
