@@ -96,8 +96,9 @@ soak: $(DDBLOCAL_STAMP)
 
 # The deterministic simulation (internal/sim, see RELIABILITY.md): fresh seeds for SIM_TIME,
 # ending with one line "N schedules, M violations"; SEED=<n> replays one schedule with its
-# trace. SIM_FEATURES narrows what schedules vary (all,-crash; sqs,kill,late; see
-# sim.ParseFeatures). `make test` runs a few thousand fixed seeds (TestSimulation).
+# trace. SIM_FEATURES narrows what schedules vary (all,-crash; sqs,kill,late;
+# do,checkpoint,delay; see sim.ParseFeatures). `make test` runs a few thousand fixed seeds
+# (TestSimulation).
 SIM_TIME ?= 60s
 SIM_FEATURES ?= all
 sim:

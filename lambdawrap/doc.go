@@ -93,17 +93,24 @@
 // [TenantHTTPAPI], [TenantFunctionURL]), so the same key from two tenants is two records
 // and no tenant is ever replayed another's response. An IAM caller that assumed a role is
 // the role, whatever its session name, so a service retrying from another task, instance
-// or container is the same tenant. [WithTenant] overrides it.
+// or container is the same tenant. A caller that API Gateway's mutual TLS authenticated
+// is its client certificate's subject under the certificate's issuer, so a renewed
+// certificate is the same tenant; an authorizer's identity comes before it. [WithTenant]
+// overrides it.
 //
-// A request that is authenticated (its event carries an authorizer, JWT or IAM block) but
-// in which the default tenant finds no identity is refused with 500
-// [ProblemUnknownCaller], logged at ERROR and reported through OnUnguarded with
+// A request that is authenticated (its event carries an authorizer, JWT or IAM block, or
+// a client certificate) but in which the default tenant finds no identity is refused with
+// 500 [ProblemUnknownCaller], logged at ERROR and reported through OnUnguarded with
 // [ErrUnknownCaller], and the handler does not run: scoped by no one, every such caller
 // would share one tenant, and a second user who sent the first user's key would be
 // replayed the first user's response. An HTTP API Lambda authorizer with simple responses
 // whose context names the user otherwise than principalId or sub ({"userId": ...}), and a
 // JWT without a sub claim, are the usual cases: say who the caller is with [WithTenant].
-// A request that carries no authentication at all is not scoped by caller.
+// So are an authorizer's numeric principalId or sub that a float64 may not hold exactly
+// (an integer beyond 2^53, a fraction: aws-lambda-go decodes the authorizer's context
+// into float64s, and two 64-bit ids can arrive as one; send such ids as strings), and a
+// client certificate without a subject DN. A request that carries no authentication at
+// all is not scoped by caller.
 //
 // # Usage
 //

@@ -12,23 +12,24 @@ import (
 
 // HTTPAPI makes an API Gateway HTTP API (payload format 2.0) handler idempotent, with the
 // semantics of the package documentation. Requests are scoped by the caller's JWT sub, Lambda
-// authorizer principal or IAM identity ([TenantHTTPAPI]); an authenticated request without
-// any of them is refused (see [ErrUnknownCaller]) unless [WithTenant] says who the caller
-// is. It takes [HTTPOption] values and the [Option] values of its event type. It logs and
-// reports through the guard (see idem.WithLogger and idem.WithHooks). It returns an error
-// if g or h is nil or an option is invalid. The returned handler is safe for concurrent
-// use.
+// authorizer principal, IAM identity or mutual TLS client certificate ([TenantHTTPAPI]);
+// an authenticated request without any of them is refused (see [ErrUnknownCaller]) unless
+// [WithTenant] says who the caller is. It takes [HTTPOption] values and the [Option]
+// values of its event type. It logs and reports through the guard (see idem.WithLogger
+// and idem.WithHooks). It returns an error if g or h is nil or an option is invalid. The
+// returned handler is safe for concurrent use.
 func HTTPAPI(g *idem.Guard, h func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error), opts ...HTTPAPIOption) (func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error), error) {
 	return decorate(g, h, httpAPIShape(), opts, HTTPAPIOption.applyHTTPAPI)
 }
 
 // REST makes an API Gateway REST API (Lambda proxy integration) handler idempotent, with
 // the semantics of the package documentation. Requests are scoped by the caller's authorizer
-// principal, Cognito sub, IAM identity or API key ([TenantREST]); an authenticated request
-// without any of them is refused (see [ErrUnknownCaller]) unless [WithTenant] says who the
-// caller is. It takes [HTTPOption] values and the [Option] values of its event type. It
-// logs and reports through the guard. It returns an error if g or h is nil or an option is
-// invalid. The returned handler is safe for concurrent use.
+// principal, Cognito sub, IAM identity, mutual TLS client certificate or API key
+// ([TenantREST]); an authenticated request without any of them is refused (see
+// [ErrUnknownCaller]) unless [WithTenant] says who the caller is. It takes [HTTPOption]
+// values and the [Option] values of its event type. It logs and reports through the
+// guard. It returns an error if g or h is nil or an option is invalid. The returned
+// handler is safe for concurrent use.
 func REST(g *idem.Guard, h func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error), opts ...RESTOption) (func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error), error) {
 	return decorate(g, h, restShape(), opts, RESTOption.applyREST)
 }

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -28,8 +29,15 @@ const maxInflated = 16 << 20
 // Besides the standard functions, the expression may use the Powertools ones:
 // powertools_json(s) decodes a JSON string (for example an API Gateway body),
 // powertools_base64(s) decodes base64, and powertools_base64_gzip(s) decodes base64 and
-// inflates gzip. Integers too large for a float64 keep their exact digits. It returns an error if expr does not
-// compile. The returned function is safe for concurrent use.
+// inflates gzip. Integers too large for a float64 keep their exact digits. It returns an
+// error if expr does not compile. The returned function is safe for concurrent use.
+//
+// An expression that fails over an event (a function meeting an argument of the wrong
+// type, powertools_json meeting a string that is not JSON) makes the returned function
+// return an error that names the expression and the kind of failure only, never a value
+// of the event: the raw key and the body stay out of the logs, hooks and Lambda errors
+// that carry it. A typed cause (a [*json.SyntaxError], a [base64.CorruptInputError], the
+// error of the event's own MarshalJSON) stays reachable through errors.Is and errors.As.
 func KeyFromJMESPath[In any](expr string) (KeyFunc[In], error) {
 	q, err := compileJMESPath(expr)
 	if err != nil {
@@ -44,7 +52,10 @@ func KeyFromJMESPath[In any](expr string) (KeyFunc[In], error) {
 			return s, nil
 		}
 		b, err := json.Marshal(v)
-		return string(b), err
+		if err != nil {
+			return "", &jmespathError{expr: q.expr, what: fmt.Sprintf("the selected value does not encode as JSON (%T)", err), cause: err}
+		}
+		return string(b), nil
 	}, nil
 }
 
@@ -62,19 +73,20 @@ func compileJMESPath(expr string) (*jmespathQuery, error) {
 	return &jmespathQuery{expr: expr, q: q}, nil
 }
 
-// search evaluates the expression over v's JSON encoding.
+// search evaluates the expression over v's JSON encoding. Its errors are
+// [*jmespathError]s, which never print the event.
 func (j *jmespathQuery) search(v any) (any, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return nil, fmt.Errorf("lambdawrap: jmespath %q: %w", j.expr, err)
+		return nil, &jmespathError{expr: j.expr, what: fmt.Sprintf("the event does not encode as JSON (%T)", err), cause: err}
 	}
 	doc, err := decodeJSON(b)
 	if err != nil {
-		return nil, fmt.Errorf("lambdawrap: jmespath %q: %w", j.expr, err)
+		return nil, &jmespathError{expr: j.expr, what: "the event's JSON encoding does not decode", cause: err}
 	}
 	out, err := j.q.Search(toSearchable(doc))
 	if err != nil {
-		return nil, fmt.Errorf("lambdawrap: jmespath %q: %w", j.expr, err)
+		return nil, evalError(j.expr, err)
 	}
 	return out, nil
 }
@@ -85,7 +97,11 @@ func (j *jmespathQuery) fingerprint(v any) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(out) // encoding/json sorts map keys: the encoding is canonical
+	b, err := json.Marshal(out) // encoding/json sorts map keys: the encoding is canonical
+	if err != nil {
+		return nil, &jmespathError{expr: j.expr, what: fmt.Sprintf("the selected value does not encode as JSON (%T)", err), cause: err}
+	}
+	return b, nil
 }
 
 // decodeJSON decodes b with json.Number for numbers, so large integers keep their digits.
@@ -150,35 +166,102 @@ func isAbsent(v any) bool {
 }
 
 // powertoolsFunctions are the JMESPath functions the Powertools utilities add, so that
-// expressions written for them work here unchanged.
+// expressions written for them work here unchanged. Their errors are [*functionError]s,
+// which name the function and the failure, never the argument.
 func powertoolsFunctions() []jmespath.FunctionEntry {
 	str := []jmespath.ArgSpec{{Types: []jmespath.JpType{jmespath.JpString}}}
 	return []jmespath.FunctionEntry{
 		{Name: "powertools_json", Arguments: str, Handler: func(args []any) (any, error) {
 			v, err := decodeJSON([]byte(args[0].(string)))
-			return toSearchable(v), err
+			if err != nil {
+				return nil, &functionError{fn: "powertools_json", what: "the string is not one JSON value", cause: err}
+			}
+			return toSearchable(v), nil
 		}},
 		{Name: "powertools_base64", Arguments: str, Handler: func(args []any) (any, error) {
 			b, err := base64.StdEncoding.DecodeString(args[0].(string))
-			return string(b), err
+			if err != nil {
+				return nil, &functionError{fn: "powertools_base64", what: "the string is not base64", cause: err}
+			}
+			return string(b), nil
 		}},
 		{Name: "powertools_base64_gzip", Arguments: str, Handler: func(args []any) (any, error) {
+			const fn = "powertools_base64_gzip"
 			b, err := base64.StdEncoding.DecodeString(args[0].(string))
 			if err != nil {
-				return nil, err
+				return nil, &functionError{fn: fn, what: "the string is not base64", cause: err}
 			}
 			zr, err := gzip.NewReader(bytes.NewReader(b))
 			if err != nil {
-				return nil, err
+				return nil, &functionError{fn: fn, what: "the data is not gzip", cause: err}
 			}
 			out, err := io.ReadAll(io.LimitReader(zr, maxInflated+1))
 			if err != nil {
-				return nil, err
+				return nil, &functionError{fn: fn, what: "the gzip data does not inflate", cause: err}
 			}
 			if len(out) > maxInflated {
-				return nil, fmt.Errorf("powertools_base64_gzip: inflates beyond %d bytes", maxInflated)
+				return nil, &functionError{fn: fn, what: fmt.Sprintf("the data inflates beyond %d bytes", maxInflated)}
 			}
 			return string(out), nil
 		}},
 	}
+}
+
+// jmespathError is the error of an expression that could not be evaluated over an event.
+// Its text names the expression and the kind of failure only, never a value: go-jmespath's
+// own errors print the argument a function refused ("invalid type for: <argument>"), which
+// may be the whole event, its body and the raw idempotency key in it, and this error
+// reaches the guard's log, its OnUnguarded hook and the Lambda runtime's log. A typed
+// cause (an event's MarshalJSON error, a [*json.SyntaxError] of powertools_json, a
+// [base64.CorruptInputError]) stays reachable through errors.Is and errors.As, but is
+// never printed; go-jmespath's errors, which are text only, are dropped.
+type jmespathError struct {
+	expr  string
+	what  string // the kind of failure
+	cause error  // nil, or a typed cause (see evalError)
+}
+
+func (e *jmespathError) Error() string {
+	return fmt.Sprintf("lambdawrap: jmespath %q: %s", e.expr, e.what)
+}
+
+func (e *jmespathError) Unwrap() error { return e.cause }
+
+// functionError is the error of a Powertools function: fn is its name and what the kind
+// of failure, and cause, if any, the decoder's error, which is never printed.
+type functionError struct {
+	fn    string
+	what  string
+	cause error
+}
+
+func (e *functionError) Error() string { return e.fn + ": " + e.what }
+
+func (e *functionError) Unwrap() error { return e.cause }
+
+// evalError returns the error of evaluating expr that failed with err, without err's
+// text. A Powertools function's error keeps its cause; go-jmespath's errors are plain
+// text, so only the kind of failure is kept, read from the start of the message (which
+// names a kind before any value).
+func evalError(expr string, err error) error {
+	var fe *functionError
+	if errors.As(err, &fe) {
+		return &jmespathError{expr: expr, what: fe.Error(), cause: fe}
+	}
+	what := "the expression failed on the event"
+	msg := err.Error()
+	for _, k := range []struct{ prefix, what string }{
+		{"invalid type", "a function's argument has the wrong type"},
+		{"invalid value", "a function's argument has a value it does not take"},
+		{"invalid arity", "a function has the wrong number of arguments"},
+		{"unknown function", "the expression calls an unknown function"},
+		{"variable not defined", "the expression uses an undefined variable"},
+		{"invalid slice", "the expression slices with a step of 0"},
+	} {
+		if strings.HasPrefix(msg, k.prefix) {
+			what = k.what
+			break
+		}
+	}
+	return &jmespathError{expr: expr, what: what}
 }

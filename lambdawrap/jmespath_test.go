@@ -3,8 +3,10 @@ package lambdawrap_test
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -85,6 +87,71 @@ func TestKeyFromJMESPathErrors(t *testing.T) {
 	require.NoError(t, err)
 	_, err = b64(events.SQSMessage{Body: "*"})
 	require.Error(t, err)
+}
+
+// unencodable is an event whose JSON encoding fails with errUnencodable.
+type unencodable struct{}
+
+var errUnencodable = errors.New("app: cannot encode SECRET-body")
+
+func (unencodable) MarshalJSON() ([]byte, error) { return nil, errUnencodable }
+
+// TestJMESPathErrorsPrintNoValue: an expression that fails over an event fails with an
+// error naming the expression and the kind of failure only, never the value it failed on
+// (go-jmespath's own errors print the argument a function refused: the body, the raw key
+// in it), while a typed cause stays reachable through errors.Is and errors.As.
+func TestJMESPathErrorsPrintNoValue(t *testing.T) {
+	t.Parallel()
+	const secret = "SECRET-4242"
+	for _, tc := range []struct {
+		name  string
+		expr  string
+		event any
+		check func(t *testing.T, err error) // the cause that must stay reachable
+	}{
+		{name: "argument of the wrong type", expr: "powertools_json(body).id",
+			event: map[string]any{"body": map[string]any{"id": secret}}},
+		{name: "number function on a string", expr: "abs(id)", event: map[string]any{"id": secret}},
+		{name: "powertools_json on no JSON", expr: "powertools_json(body).id", event: map[string]any{"body": "{" + secret},
+			check: func(t *testing.T, err error) {
+				var syntax *json.SyntaxError
+				assert.ErrorAs(t, err, &syntax)
+			}},
+		{name: "powertools_base64 on no base64", expr: "powertools_base64(body)", event: map[string]any{"body": secret + "*"},
+			check: func(t *testing.T, err error) {
+				var corrupt base64.CorruptInputError
+				assert.ErrorAs(t, err, &corrupt)
+			}},
+		{name: "powertools_base64_gzip on no gzip", expr: "powertools_base64_gzip(body)",
+			event: map[string]any{"body": base64.StdEncoding.EncodeToString([]byte(secret))},
+			check: func(t *testing.T, err error) { assert.ErrorIs(t, err, gzip.ErrHeader) }},
+		{name: "an event that does not encode", expr: "id", event: map[string]any{"id": unencodable{}},
+			check: func(t *testing.T, err error) { assert.ErrorIs(t, err, errUnencodable) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			key, err := lambdawrap.KeyFromJMESPath[map[string]any](tc.expr)
+			require.NoError(t, err)
+			_, err = key(tc.event.(map[string]any))
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.expr, "the expression is named")
+			assert.NotContains(t, err.Error(), "SECRET")
+			if tc.check != nil {
+				tc.check(t, err)
+			}
+
+			fp := lambdawrap.WithFingerprintJMESPath[map[string]any](tc.expr)
+			h, err := lambdawrap.Wrap(memGuard(t), func(context.Context, map[string]any) (string, error) { return "ok", nil },
+				func(map[string]any) (string, error) { return "k-1", nil }, fp)
+			require.NoError(t, err)
+			_, err = h(invokeCtx(t), tc.event.(map[string]any))
+			require.Error(t, err)
+			assert.NotContains(t, err.Error(), "SECRET", "the fingerprint's error")
+			if tc.check != nil {
+				tc.check(t, err)
+			}
+		})
+	}
 }
 
 // TestKeyFromJMESPathAPIGateway keys on a field of an API Gateway body, as the Powertools

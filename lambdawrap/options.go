@@ -88,7 +88,9 @@ func WithFingerprint[In any](fingerprint func(In) ([]byte, error)) Option[In] {
 // canonicalised, for parity with the Powertools utilities' payload validation. The
 // Powertools functions powertools_json, powertools_base64 and powertools_base64_gzip are
 // available (see [KeyFromJMESPath]). In, the event type, is given explicitly, as for
-// [KeyFromJMESPath]. The expression must compile.
+// [KeyFromJMESPath]. The expression must compile. An expression that fails over an event
+// fails the invocation with an error that names the expression, never the event's values
+// (see [KeyFromJMESPath]).
 func WithFingerprintJMESPath[In any](expr string) Option[In] {
 	q, err := compileJMESPath(expr)
 	return eventOption[In](func(c *eventConfig[In]) error {

@@ -163,10 +163,35 @@ func TestRawKeyNeverLogged(t *testing.T) {
 			guard  []idem.Option
 			fail   func(s *storetest.Faulty)
 			h      func(ctx context.Context, o order) (string, error)
+			key    string // the key's JMESPath expression; "key" when empty
+			opt    bool   // the key is optional (OptionalKey)
 			opts   []lambdawrap.Option[order]
 			run    func(t *testing.T, do func(o order) error)
 			logged string
 		}{
+			// go-jmespath's errors print the argument a function refused: the raw key here,
+			// and the whole body when the body is the argument.
+			{name: "key expression meets the wrong type", key: "abs(key)", run: func(t *testing.T, do func(o order) error) {
+				require.ErrorIs(t, do(order{Key: rawKey}), idem.ErrMissingKey)
+			}},
+			{name: "optional key expression meets the wrong type", key: "abs(key)", opt: true, logged: "OnUnguarded",
+				run: func(t *testing.T, do func(o order) error) { require.NoError(t, do(order{Key: rawKey})) }},
+			{name: "key expression's powertools_base64 meets no base64", key: "powertools_base64(key)",
+				run: func(t *testing.T, do func(o order) error) {
+					require.ErrorIs(t, do(order{Key: rawKey}), idem.ErrMissingKey)
+				}},
+			{name: "optional key expression's powertools_json meets no JSON", key: "powertools_json(key).id", opt: true, logged: "OnUnguarded",
+				run: func(t *testing.T, do func(o order) error) { require.NoError(t, do(order{Key: rawKey})) }},
+			{name: "fingerprint expression meets the wrong type",
+				opts: []lambdawrap.Option[order]{lambdawrap.WithFingerprintJMESPath[order]("abs(body)")},
+				run: func(t *testing.T, do func(o order) error) {
+					require.Error(t, do(order{Key: "k-1", Body: `{"order_id":"` + rawKey + `"}`}))
+				}},
+			{name: "fingerprint expression's powertools_json meets no JSON",
+				opts: []lambdawrap.Option[order]{lambdawrap.WithFingerprintJMESPath[order]("powertools_json(body)")},
+				run: func(t *testing.T, do func(o order) error) {
+					require.Error(t, do(order{Key: "k-1", Body: "{" + rawKey}))
+				}},
 			{name: "key too long", run: func(t *testing.T, do func(o order) error) {
 				require.ErrorIs(t, do(order{Key: rawKey + strings.Repeat("x", idem.MaxKeyLength)}), idem.ErrInvalidKey)
 			}},
@@ -212,8 +237,15 @@ func TestRawKeyNeverLogged(t *testing.T) {
 				if h == nil {
 					h = func(_ context.Context, o order) (string, error) { return "done", nil }
 				}
-				key, err := lambdawrap.KeyFromJMESPath[order]("key")
+				expr := tc.key
+				if expr == "" {
+					expr = "key"
+				}
+				key, err := lambdawrap.KeyFromJMESPath[order](expr)
 				require.NoError(t, err)
+				if tc.opt {
+					key = lambdawrap.OptionalKey(key)
+				}
 				wrapped, err := lambdawrap.Wrap(newGuard(t, store, append(out.Options(), tc.guard...)...), h, key, tc.opts...)
 				require.NoError(t, err)
 				tc.run(t, func(o order) error {

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -17,24 +19,31 @@ const (
 	tenantCognito   = "cognito:"
 	tenantIAM       = "iam:"
 	tenantAPIKey    = "apikey:"
+	tenantCert      = "cert:"
 )
 
 // ErrUnknownCaller is reported when an HTTP decorator refuses a request that is
 // authenticated but carries no caller identity that the decorator's default tenant reads:
 // an HTTP API Lambda authorizer with simple responses whose context has no principalId or
-// sub, a JWT without a sub claim, an IAM block without a caller. Such callers would all
-// share the empty tenant, so one could be replayed another's response; the request is
-// answered 500 [ProblemUnknownCaller] instead, without running the handler, logged at
-// ERROR, and reported through the guard's OnUnguarded hook with an error wrapping
-// ErrUnknownCaller. Say who the callers are with [WithTenant].
+// sub, a JWT without a sub claim, an IAM block without a caller, a mutual TLS client
+// certificate without a subject DN, an authorizer's principalId or sub that is a number a
+// float64 may not hold exactly (see [TenantHTTPAPI]).
+// Such callers would all share one tenant, so one could be replayed another's response;
+// the request is answered 500 [ProblemUnknownCaller] instead, without running the
+// handler, logged at ERROR, and reported through the guard's OnUnguarded hook with an
+// error wrapping ErrUnknownCaller. Say who the callers are with [WithTenant].
 var ErrUnknownCaller = errors.New("lambdawrap: the request is authenticated but carries no caller identity to scope its key by")
 
 // TenantREST returns the caller identity of an API Gateway REST API event, the first that is
 // present of: the Lambda authorizer's principalId, the Cognito user pool authorizer's
-// claims.sub, the Cognito identity id, the IAM caller's identity, and the API key id. Each is
-// prefixed with its kind ("principal:", "sub:", "cognito:", "iam:", "apikey:"). It returns ""
-// when the event carries none. It is the default tenant of [REST], which refuses an event
-// with an authorizer block but none of these (see [ErrUnknownCaller]).
+// claims.sub, the Cognito identity id, the IAM caller's identity, the mutual TLS client
+// certificate (identity.clientCert) when no authorizer ran, and the API key id. Each is
+// prefixed with its kind ("principal:", "sub:", "cognito:", "iam:", "cert:", "apikey:"). It
+// returns "" when the event carries none. It is the default tenant of [REST], which
+// refuses an event with an authorizer block but none of these (see [ErrUnknownCaller]).
+// The client certificate's identity is its subject under its issuer (see
+// [TenantHTTPAPI]); it comes before the API key, which identifies a usage plan's client
+// but is no authentication (a key may be shared, and whoever holds it can send it).
 //
 // The Cognito identity id comes before the IAM caller because an identity pool's users
 // all call through the pool's role: the id tells them apart, the role does not. The IAM
@@ -46,6 +55,9 @@ var ErrUnknownCaller = errors.New("lambdawrap: the request is authenticated but 
 // a role are therefore one tenant; where a role's sessions are different people (IAM
 // Identity Center permission sets, web identity federation), scope by session with
 // [WithTenant]. IAM users keep their full ARN.
+//
+// A numeric principalId or claims.sub is an identity only as an integer of magnitude
+// below 2^53 (see [TenantHTTPAPI]); [REST] refuses any other number.
 func TenantREST(e events.APIGatewayProxyRequest) string {
 	t, _ := callerREST(e)
 	return t
@@ -55,11 +67,19 @@ func TenantREST(e events.APIGatewayProxyRequest) string {
 // an authorizer authenticated but that carries no identity.
 func callerREST(e events.APIGatewayProxyRequest) (string, error) {
 	a := e.RequestContext.Authorizer
-	if s := stringOf(a["principalId"]); s != "" {
+	s, ok := identityOf(a["principalId"])
+	if !ok {
+		return "", inexactIdentity("a REST API authorizer's principalId")
+	}
+	if s != "" {
 		return tenantPrincipal + s, nil
 	}
 	if claims, ok := a["claims"].(map[string]any); ok {
-		if s := stringOf(claims["sub"]); s != "" {
+		s, ok := identityOf(claims["sub"])
+		if !ok {
+			return "", inexactIdentity("a REST API authorizer's claims.sub")
+		}
+		if s != "" {
 			return tenantSub + s, nil
 		}
 	}
@@ -69,7 +89,15 @@ func callerREST(e events.APIGatewayProxyRequest) (string, error) {
 		return tenantCognito + id.CognitoIdentityID, nil
 	case id.UserArn != "":
 		return tenantIAM + iamIdentity(id.UserArn), nil
-	case id.APIKeyID != "":
+	}
+	if c := id.ClientCert; c != nil && len(a) == 0 {
+		// Without an authorizer: one that names no caller may tell apart callers who
+		// share a certificate, so its event is refused below.
+		if t, ok, err := callerCert(c.IssuerDN, c.SubjectDN, c.SerialNumber, c.ClientCertPem); ok {
+			return t, err
+		}
+	}
+	if id.APIKeyID != "" {
 		return tenantAPIKey + id.APIKeyID, nil
 	}
 	if len(a) > 0 {
@@ -80,13 +108,45 @@ func callerREST(e events.APIGatewayProxyRequest) (string, error) {
 
 // TenantHTTPAPI returns the caller identity of an API Gateway HTTP API event, the first that
 // is present of: the JWT authorizer's sub claim, the Lambda authorizer context's principalId
-// or sub, the IAM caller's Cognito identity id, and the IAM caller's identity: its userArn,
-// or for an assumed role the role's ARN without the session name (see [TenantREST]). Each
-// is prefixed with its kind ("sub:", "principal:", "cognito:", "iam:"). It returns "" when
-// the event carries none. It is the default tenant of [HTTPAPI] and of the
-// [LocalHandler]'s events. [HTTPAPI] refuses an event with an authorizer block but none of
-// these (see [ErrUnknownCaller]): a Lambda authorizer with simple responses whose context
-// names the user otherwise ({"userId": ...}), or a JWT without sub, needs [WithTenant].
+// or sub, the IAM caller's Cognito identity id, the IAM caller's identity: its userArn,
+// or for an assumed role the role's ARN without the session name (see [TenantREST]), and,
+// for an event without an authorizer block, the mutual TLS client certificate
+// (authentication.clientCert). Each is prefixed with its kind ("sub:", "principal:",
+// "cognito:", "iam:", "cert:"). It returns "" when the event carries none. It is the
+// default tenant of [HTTPAPI] and of the [LocalHandler]'s events. [HTTPAPI] refuses an
+// event with an authorizer block but none of these (see [ErrUnknownCaller]): a Lambda
+// authorizer with simple responses whose context names the user otherwise ({"userId":
+// ...}), or a JWT without sub, needs [WithTenant].
+//
+// API Gateway's mutual TLS verifies the client's certificate against the custom domain's
+// truststore and passes it on in the event. Its identity is the certificate's subject DN
+// under its issuer DN, each quoted (so no pair of DNs reads as another), issuer first:
+//
+//	cert:"CN=Example Partner CA,O=Example Corp,C=US" "CN=settlement.partner-a.example,O=Partner A,C=US"
+//
+// It is the subject, not the serial number: a renewed certificate, or another of the
+// caller's instances holding its own certificate, is the same caller, and its retry must
+// get the first response rather than run again. Certificates that one issuer gives the
+// same subject are therefore one tenant; where an issuer names several parties alike,
+// scope by serial number with [WithTenant]. The tenant is only as distinct as the names
+// the truststore's CAs give: any CA trusted there can issue any subject, under whatever
+// issuer name it gives itself, so a truststore holding CAs that callers control (each
+// partner's own CA) needs [WithTenant] over what tells those callers apart. A
+// certificate without a subject DN (its identity in its subject alternative names, which
+// the event does not carry) is refused (see [ErrUnknownCaller]). An authorizer's identity comes before the certificate's, and an
+// event whose authorizer names no caller is refused even with a certificate: the
+// authorizer may tell apart callers who share one certificate (a partner's gateway calling
+// for its users).
+//
+// A Lambda authorizer's context may hold numbers, and aws-lambda-go decodes it into
+// interface{}, so a numeric principalId or sub arrives as a float64: exact for integers
+// of magnitude below 2^53, whose tenant is fmt.Sprint of the float64 ("principal:42",
+// "principal:1.234567e+06"), but two 64-bit ids beyond it (snowflake ids, database
+// bigints), or two fractions, can arrive as one float64, and the two callers as one
+// tenant. The digits are gone before the decorator sees the event, so [HTTPAPI] refuses
+// such an event (see [ErrUnknownCaller]) and TenantHTTPAPI returns "". Have the
+// authorizer send such ids as strings, decode events with lambda.WithUseNumber (a
+// json.Number keeps its digits), or say who the caller is with [WithTenant].
 func TenantHTTPAPI(e events.APIGatewayV2HTTPRequest) string {
 	t, _ := callerHTTPAPI(e)
 	return t
@@ -97,16 +157,21 @@ func TenantHTTPAPI(e events.APIGatewayV2HTTPRequest) string {
 func callerHTTPAPI(e events.APIGatewayV2HTTPRequest) (string, error) {
 	a := e.RequestContext.Authorizer
 	if a == nil {
-		return "", nil
+		c := e.RequestContext.Authentication.ClientCert
+		t, _, err := callerCert(c.IssuerDN, c.SubjectDN, c.SerialNumber, c.ClientCertPem)
+		return t, err
 	}
 	if a.JWT != nil && a.JWT.Claims["sub"] != "" {
 		return tenantSub + a.JWT.Claims["sub"], nil
 	}
-	if s := stringOf(a.Lambda["principalId"]); s != "" {
-		return tenantPrincipal + s, nil
-	}
-	if s := stringOf(a.Lambda["sub"]); s != "" {
-		return tenantSub + s, nil
+	for _, f := range []struct{ field, prefix string }{{"principalId", tenantPrincipal}, {"sub", tenantSub}} {
+		s, ok := identityOf(a.Lambda[f.field])
+		if !ok {
+			return "", inexactIdentity("an HTTP API Lambda authorizer context's " + f.field)
+		}
+		if s != "" {
+			return f.prefix + s, nil
+		}
 	}
 	if a.IAM != nil {
 		if s := a.IAM.CognitoIdentity.IdentityID; s != "" {
@@ -153,6 +218,24 @@ func callerFunctionURL(e events.LambdaFunctionURLRequest) (string, error) {
 	return "", fmt.Errorf("%w: a function URL event with an authorizer block without userArn", ErrUnknownCaller)
 }
 
+// callerCert returns the tenant of the client certificate that API Gateway's mutual TLS
+// verified, given by its issuer DN, subject DN, serial number and PEM as the event carries
+// them: "cert:" and the quoted issuer and subject DNs (see [TenantHTTPAPI]). ok is false
+// when the event carries no certificate; err wraps [ErrUnknownCaller] for a certificate
+// without a subject DN, whose identity (in its subject alternative names) the event does
+// not name.
+func callerCert(issuer, subject, serial, pem string) (tenant string, ok bool, err error) {
+	switch {
+	case issuer == "" && subject == "" && serial == "" && pem == "":
+		return "", false, nil
+	case subject == "":
+		return "", true, fmt.Errorf("%w: a client certificate without a subject DN", ErrUnknownCaller)
+	}
+	// Quoted, each DN is delimited whatever characters it holds, so no issuer and subject
+	// pair reads as another.
+	return tenantCert + strconv.Quote(issuer) + " " + strconv.Quote(subject), true, nil
+}
+
 // iamIdentity returns the identity an IAM caller's ARN stands for. For an assumed role,
 // arn:<partition>:sts::<account>:assumed-role/<role>/<session>, that is the role,
 // arn:<partition>:sts::<account>:assumed-role/<role>: the session name changes with every
@@ -178,18 +261,57 @@ func iamIdentity(arn string) string {
 	return arn[:len(arn)-len(role)+i]
 }
 
-// stringOf renders an authorizer context value: authorizers may put numbers or booleans
-// there as well as strings.
-func stringOf(v any) string {
+// identityOf renders an authorizer context value as an identity: authorizers may put
+// numbers or booleans there as well as strings. It reports false for a value holding a
+// number that does not arrive exactly: aws-lambda-go decodes an authorizer's context into
+// interface{}, so a JSON number is a float64 by the time the event reaches the handler,
+// and two 64-bit ids beyond 2^53 (snowflake ids, database bigints) can arrive as one
+// float64, as can two fractions. Such a value names no one caller. Integers of magnitude
+// below 2^53 arrive exactly and keep the rendering they always had (fmt.Sprint of the
+// float64, "1.234567e+06" for 1234567), since stored records are scoped by it; a
+// json.Number (lambda.WithUseNumber) keeps its digits.
+func identityOf(v any) (string, bool) {
+	if !exactNumbers(v) {
+		return "", false
+	}
 	switch v := v.(type) {
 	case nil:
-		return ""
+		return "", true
 	case string:
-		return v
+		return v, true
 	case json.Number, float64, bool:
-		return fmt.Sprint(v)
+		return fmt.Sprint(v), true
 	default:
 		b, _ := json.Marshal(v)
-		return string(b)
+		return string(b), true
 	}
+}
+
+// exactNumbers reports whether every float64 in v, a decoded JSON value, is an integer of
+// magnitude below 2^53, which a float64 holds exactly. 2^53 itself is not: 2^53+1 decodes
+// to it too.
+func exactNumbers(v any) bool {
+	switch v := v.(type) {
+	case float64:
+		return v == math.Trunc(v) && math.Abs(v) < maxExactInt
+	case map[string]any:
+		for _, e := range v {
+			if !exactNumbers(e) {
+				return false
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if !exactNumbers(e) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// inexactIdentity is the error of an event whose identity, what, is a number that did not
+// arrive exactly (see identityOf).
+func inexactIdentity(what string) error {
+	return fmt.Errorf("%w: %s is a number that may not have arrived exactly (an integer beyond 2^53 or a fraction); send it as a string", ErrUnknownCaller, what)
 }

@@ -1,9 +1,12 @@
 package lambdawrap_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -152,6 +155,17 @@ var unidentifiedCases = []struct {
 		edit: func(e *event) { delete(e.obj("requestContext", "authorizer", "iam"), "userArn") }},
 	{name: "function URL IAM, no caller", fixture: "function-url-iam-cn",
 		edit: func(e *event) { delete(e.obj("requestContext", "authorizer", "iam"), "userArn") }},
+	{name: "HTTP API mutual TLS, a certificate without a subject", fixture: "apigw-v2-mtls",
+		edit: func(e *event) { e.obj("requestContext", "authentication", "clientCert")["subjectDN"] = "" }},
+	{name: "REST API mutual TLS, a certificate without a subject", fixture: "apigw-rest-mtls",
+		edit: func(e *event) { delete(e.obj("requestContext", "identity", "clientCert"), "subjectDN") }},
+	// The authorizer may tell apart callers who share a certificate (a partner's gateway
+	// calling for its users): finding no identity in it, the decorator does not fall back
+	// to the certificate.
+	{name: "HTTP API Lambda authorizer, simple response, with a client certificate", fixture: "apigw-v2-lambda-authorizer-simple-response",
+		edit: func(e *event) {
+			e.obj("requestContext", "authentication", "clientCert")["subjectDN"] = "CN=gateway.partner-a.example,O=Partner A,C=US"
+		}},
 }
 
 // TestUnidentifiedCallerIsRefused: a request that is authenticated (an authorizer, JWT or
@@ -244,6 +258,183 @@ func TestAuthenticatedCallersNeverShareATenant(t *testing.T) {
 			again := as("usr_alice")
 			assert.Equal(t, "true", again.header(lambdawrap.ReplayedHeader))
 			assert.Equal(t, first.body(t), again.body(t))
+			assert.Equal(t, int64(2), a.runs.Load())
+		})
+	}
+}
+
+// TestNumericPrincipals: a Lambda authorizer's numeric principalId or sub, which
+// aws-lambda-go decodes to a float64, is an identity only as an integer of magnitude below
+// 2^53, which a float64 holds exactly; the tenant of such an integer is what it always
+// was (records in the field are scoped by it). Beyond 2^53 (2^53 itself included: 2^53+1
+// decodes to it too) or with a fraction, two callers can arrive as one float64, so the
+// request is refused (TestReviewLargeNumericPrincipalsShareATenant) and the default tenant
+// is "". A json.Number, which lambda.WithUseNumber gives, keeps its digits.
+func TestNumericPrincipals(t *testing.T) {
+	t.Parallel()
+	const maxExact = 1<<53 - 1
+	for _, tc := range []struct {
+		name string
+		id   any
+		want string // the tenant when the id is the principalId; "" when refused
+	}{
+		{name: "small integer", id: float64(42), want: "42"},
+		{name: "zero", id: float64(0), want: "0"},
+		{name: "negative", id: float64(-7), want: "-7"},
+		{name: "integer printed with an exponent", id: float64(1234567), want: "1.234567e+06"},
+		{name: "largest exact integer", id: float64(maxExact), want: "9.007199254740991e+15"},
+		{name: "smallest exact integer", id: float64(-maxExact), want: "-9.007199254740991e+15"},
+		{name: "2^53", id: float64(1 << 53)},
+		{name: "-2^53", id: float64(-(1 << 53))},
+		{name: "64-bit id", id: float64(1234567890123456789)},
+		{name: "fraction", id: 1.5},
+		{name: "huge", id: 1e300},
+		{name: "object holding a 64-bit id", id: map[string]any{"id": float64(1234567890123456789)}},
+		{name: "list holding a fraction", id: []any{"a", 0.1}},
+		{name: "object of exact numbers", id: map[string]any{"id": float64(42)}, want: `{"id":42}`},
+		{name: "json.Number keeps its digits", id: json.Number("1234567890123456789"), want: "1234567890123456789"},
+		{name: "string", id: "1234567890123456789", want: "1234567890123456789"},
+		{name: "bool", id: true, want: "true"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			for _, field := range []struct{ name, prefix string }{{"principalId", "principal:"}, {"sub", "sub:"}} {
+				want := ""
+				if tc.want != "" {
+					want = field.prefix + tc.want
+				}
+				var v2 events.APIGatewayV2HTTPRequest
+				v2.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+					Lambda: map[string]any{field.name: tc.id, "seats": float64(1 << 60)}}
+				assert.Equal(t, want, lambdawrap.TenantHTTPAPI(v2), "HTTP API %s", field.name)
+			}
+			var rest events.APIGatewayProxyRequest
+			rest.RequestContext.Authorizer = map[string]any{"principalId": tc.id, "integrationLatency": 0.5}
+			want := ""
+			if tc.want != "" {
+				want = "principal:" + tc.want
+			}
+			assert.Equal(t, want, lambdawrap.TenantREST(rest), "REST principalId")
+			rest.RequestContext.Authorizer = map[string]any{"claims": map[string]any{"sub": tc.id}}
+			if tc.want != "" {
+				want = "sub:" + tc.want
+			}
+			assert.Equal(t, want, lambdawrap.TenantREST(rest), "REST claims.sub")
+		})
+	}
+}
+
+// TestNumericPrincipalsWithUseNumber: a function whose authorizer sends 64-bit ids as
+// numbers can keep their digits by decoding events with lambda.WithUseNumber (given to
+// lambda.StartWithOptions): each id is
+// then a tenant of its own, and each user's retry replays that user's response.
+func TestNumericPrincipalsWithUseNumber(t *testing.T) {
+	t.Parallel()
+	a := &app{}
+	fn, err := lambdawrap.HTTPAPI(memGuard(t), a.httpAPI)
+	require.NoError(t, err)
+	h := lambda.NewHandlerWithOptions(fn, lambda.WithUseNumber(true))
+	ctx := invokeCtx(t)
+	ev := loadEvent(t, "apigw-v2-lambda-authorizer")
+	as := func(id string) response {
+		ev.obj("requestContext", "authorizer", "lambda")["principalId"] = json.Number(id)
+		out, err := h.Invoke(ctx, ev.payload(t))
+		require.NoError(t, err)
+		return decodeResponse(t, bytes.Clone(out))
+	}
+	first := as("1234567890123456789")
+	second := as("1234567890123456700")
+	assert.Equal(t, 201, second.code)
+	assert.Empty(t, second.header(lambdawrap.ReplayedHeader), "another user is not replayed the first one's response")
+	again := as("1234567890123456789")
+	assert.Equal(t, "true", again.header(lambdawrap.ReplayedHeader))
+	assert.Equal(t, first.body(t), again.body(t))
+	assert.Equal(t, int64(2), a.runs.Load())
+}
+
+// setClientCert makes the event carry the client certificate that API Gateway's mutual TLS
+// verified, where each API type carries it.
+func (e *event) setClientCert(issuer, subject, serial string) {
+	path := []string{"requestContext", "authentication", "clientCert"}
+	if e.kind == kindREST {
+		path = []string{"requestContext", "identity", "clientCert"}
+	}
+	c := e.obj(path...)
+	c["issuerDN"], c["subjectDN"], c["serialNumber"] = issuer, subject, serial
+}
+
+// TestClientCertificateTenant: a caller that API Gateway's mutual TLS authenticated is
+// the subject of its certificate under the certificate's issuer: a renewed certificate, or
+// another of the caller's instances with its own certificate, is the same tenant (a retry
+// sent with it replays), while another subject or another issuer is another tenant. An
+// authorizer's identity comes before the certificate's; the certificate comes before an
+// API key.
+func TestClientCertificateTenant(t *testing.T) {
+	t.Parallel()
+	const (
+		ca      = "CN=Example Partner CA,O=Example Corp,C=US"
+		otherCA = "CN=Other Partner CA,O=Other Corp,C=DE"
+		partner = "CN=settlement.partner-a.example,O=Partner A,C=US"
+		other   = "CN=settlement.partner-b.example,O=Partner B,C=US"
+	)
+	type cert struct{ issuer, subject, serial string }
+	for _, tc := range []struct {
+		name        string
+		fixture     string
+		first, then cert
+		edit        func(e *event) // applied before the second request
+		same        bool           // one tenant: the second request replays the first
+	}{
+		{name: "HTTP API: another subject", fixture: "apigw-v2-mtls",
+			first: cert{ca, partner, "96:7c:24"}, then: cert{ca, other, "f1:2c:b3"}},
+		{name: "HTTP API: the same subject from another issuer", fixture: "apigw-v2-mtls",
+			first: cert{ca, partner, "96:7c:24"}, then: cert{otherCA, partner, "96:7c:24"}},
+		{name: "HTTP API: a renewed certificate", fixture: "apigw-v2-mtls",
+			first: cert{ca, partner, "96:7c:24"}, then: cert{ca, partner, "0a:0b:0c"}, same: true},
+		{name: "HTTP API: quoting keeps DNs apart", fixture: "apigw-v2-mtls",
+			first: cert{`CN=A" "CN=B`, "CN=C", "01"}, then: cert{"CN=A", `CN=B" "CN=C`, "01"}},
+		{name: "REST API: another subject", fixture: "apigw-rest-mtls",
+			first: cert{ca, partner, "96:7c:24"}, then: cert{ca, other, "f1:2c:b3"}},
+		{name: "REST API: a renewed certificate", fixture: "apigw-rest-mtls",
+			first: cert{ca, partner, "96:7c:24"}, then: cert{ca, partner, "0a:0b:0c"}, same: true},
+		{name: "REST API: the certificate before the API key", fixture: "apigw-rest-mtls-api-key",
+			first: cert{ca, partner, "96:7c:24"}, then: cert{ca, other, "f1:2c:b3"}},
+		{name: "HTTP API: the JWT authorizer's sub before the certificate", fixture: "apigw-v2-mtls-jwt-authorizer",
+			first: cert{ca, partner, "96:7c:24"}, then: cert{ca, other, "f1:2c:b3"}, same: true},
+		{name: "HTTP API: another JWT sub with the same certificate", fixture: "apigw-v2-mtls-jwt-authorizer",
+			first: cert{ca, partner, "96:7c:24"}, then: cert{ca, partner, "96:7c:24"},
+			edit: func(e *event) { e.obj("requestContext", "authorizer", "jwt", "claims")["sub"] = "u_other" }},
+		{name: "REST API: the authorizer's principalId before the certificate", fixture: "apigw-rest-lambda-authorizer-context",
+			first: cert{ca, partner, "96:7c:24"}, then: cert{ca, other, "f1:2c:b3"}, same: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			a := &app{}
+			ev := loadEvent(t, tc.fixture)
+			h := a.handler(t, ev.kind, memGuard(t))
+			ctx := invokeCtx(t)
+			ev.setClientCert(tc.first.issuer, tc.first.subject, tc.first.serial)
+			first := invoke(ctx, t, h, ev)
+			require.NoError(t, first.err)
+			require.Equal(t, 201, first.code)
+			firstTenant := ev.defaultTenant(t)
+			require.NotEmpty(t, firstTenant)
+			ev.setClientCert(tc.then.issuer, tc.then.subject, tc.then.serial)
+			if tc.edit != nil {
+				tc.edit(ev)
+			}
+			second := invoke(ctx, t, h, ev)
+			require.NoError(t, second.err)
+			require.Equal(t, 201, second.code)
+			if tc.same {
+				assert.Equal(t, firstTenant, ev.defaultTenant(t))
+				assert.Equal(t, "true", second.header(lambdawrap.ReplayedHeader), "the same caller's retry replays")
+				assert.Equal(t, first.body(t), second.body(t))
+				assert.Equal(t, int64(1), a.runs.Load())
+				return
+			}
+			assert.NotEqual(t, firstTenant, ev.defaultTenant(t))
+			assert.Empty(t, second.header(lambdawrap.ReplayedHeader), "another caller is not replayed the first one's response")
 			assert.Equal(t, int64(2), a.runs.Load())
 		})
 	}

@@ -61,6 +61,7 @@ type actor struct {
 	kill     bool
 
 	ctx              *simCtx
+	skew0            time.Duration // its clock's skew when it started (FeatClockStep may step it since)
 	started          bool
 	done, dead       bool
 	killedAt         time.Time
@@ -120,11 +121,14 @@ func (a *actor) skew() time.Duration { return a.c.clk.skew }
 // default lowered to a quarter of the time its clock showed left at its start, as the sqs
 // wrapper does).
 func (a *actor) settlesBeforeKill() bool {
+	// After a step of its clock (FeatClockStep), the lower reading: a step back may come
+	// before the wrapper reads the time it sets its settle timer by.
+	skew := min(a.skew0, a.skew())
 	margin := a.margin
 	if margin == 0 {
-		margin = min(sqs.DefaultDeadlineMargin, a.deadline.Sub(a.start.Add(a.skew()))/4)
+		margin = min(sqs.DefaultDeadlineMargin, a.deadline.Sub(a.start.Add(skew))/4)
 	}
-	return -a.skew() < margin
+	return -skew < margin
 }
 
 // deadlineLease reports whether a lease ending at end ends at a's deadline plus the margin:
@@ -224,6 +228,17 @@ func (w *world) setup() error {
 		containers = append(containers, c)
 	}
 	w.finalC, _ = newContainer(0, 0)
+	if p.has(FeatClockStep) {
+		// Once, to a skew within the range FeatSkew draws from: behind by up to 2 s, or
+		// ahead by less than the lease margin.
+		lr := w.lrng
+		w.step = &clockStep{
+			at: epoch.Add(time.Duration(200+lr.IntN(8000)) * time.Millisecond),
+			c:  containers[lr.IntN(len(containers))],
+			to: time.Duration(lr.Int64N(int64(2*time.Second+p.margin*9/10))) - 2*time.Second,
+		}
+		w.logf("c%d: its clock will step at %.3fs to skew %s", w.step.c.id, w.step.at.Sub(epoch).Seconds(), w.step.to)
+	}
 
 	kinds := []string{}
 	for _, k := range []struct {

@@ -38,6 +38,10 @@ const (
 	FeatSQS                             // sqs.Handler on a standard queue
 	FeatFIFO                            // sqs.Handler on a FIFO queue
 	FeatHTTP                            // lambdawrap.HTTPAPI callers
+	FeatDelay                           // write requests land late: after their resend, or after their caller gave up
+	FeatPause                           // a handler's step stalls for up to twice the lease, ignoring its context, then resumes
+	FeatItemFail                        // some items of a batch request fail while the others apply
+	FeatClockStep                       // a container's wall clock steps once mid-run, staying within the tolerated skew
 	featEnd
 )
 
@@ -47,10 +51,15 @@ const AllFeatures = featEnd - 1
 var featureNames = []string{
 	"fail", "lost", "late", "crash", "kill", "skew", "heartbeat", "wait", "remember",
 	"attach", "cache", "panic", "error", "checkpoint", "maxlease", "failopen", "expiry",
-	"batchstore", "do", "batch", "sqs", "fifo", "http",
+	"batchstore", "do", "batch", "sqs", "fifo", "http", "delay", "pause", "itemfail", "clockstep",
 }
 
 const actorFeatures = FeatDo | FeatBatch | FeatSQS | FeatFIFO | FeatHTTP
+
+// baseFeatures counts the features whose draws come from the schedule's main generator:
+// those before FeatDelay. The later ones draw from a generator of their own, so that a
+// schedule without them is what it was before they existed. FeatDelay is 1<<baseFeatures.
+const baseFeatures = 23
 
 // String lists the features by name, separated by commas; "all" for every one.
 func (f Features) String() string {
@@ -123,6 +132,9 @@ type profile struct {
 	on Features
 
 	failBefore, lose, late float64 // per store request
+	delay                  float64 // per write request: resent, its first attempt landing later (FeatDelay)
+	pause                  float64 // per handler work step: it stalls (FeatPause)
+	itemFail               float64 // per batch request: some of its items fail (FeatItemFail)
 	crash                  float64 // per released point
 	advance                float64 // per step: move time rather than release a point
 
@@ -143,17 +155,38 @@ type profile struct {
 
 func (p *profile) has(f Features) bool { return p.on&f != 0 }
 
-func drawProfile(rng *rand.Rand, allowed Features) profile {
+// drawProfile draws a profile from rng, and the parts added with the late-delivery faults
+// (FeatDelay, FeatPause, FeatItemFail, FeatClockStep) from lrng, so that profiles without them are those drawn before
+// they existed.
+func drawProfile(rng, lrng *rand.Rand, allowed Features) profile {
 	var p profile
 	for f := Features(1); f < featEnd; f <<= 1 {
+		if f == FeatDelay || f == FeatPause || f == FeatItemFail || f == FeatClockStep {
+			continue
+		}
 		if allowed&f != 0 && rng.IntN(100) < 60 {
 			p.on |= f
 		}
 	}
+	if allowed&FeatDelay != 0 && lrng.IntN(100) < 60 {
+		p.on |= FeatDelay
+		p.delay = []float64{0.05, 0.1, 0.2}[lrng.IntN(3)]
+	}
+	if allowed&FeatPause != 0 && lrng.IntN(100) < 60 {
+		p.on |= FeatPause
+		p.pause = []float64{0.05, 0.15, 0.3}[lrng.IntN(3)]
+	}
+	if allowed&FeatItemFail != 0 && lrng.IntN(100) < 60 {
+		p.on |= FeatItemFail
+		p.itemFail = []float64{0.1, 0.2, 0.4}[lrng.IntN(3)]
+	}
+	if allowed&FeatClockStep != 0 && lrng.IntN(100) < 60 {
+		p.on |= FeatClockStep
+	}
 	if p.on&actorFeatures == 0 {
 		kinds := allowed & actorFeatures
 		for {
-			f := Features(1) << rng.IntN(len(featureNames))
+			f := Features(1) << rng.IntN(int(baseFeatures))
 			if kinds&f != 0 {
 				p.on |= f
 				break
@@ -205,8 +238,17 @@ func drawProfile(rng *rand.Rand, allowed Features) profile {
 // String describes the profile for the trace.
 func (p *profile) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "features %s; faults fail %.2f lost %.2f late %.2f; crash %.3f; margin %s lease %s",
-		p.on, p.failBefore, p.lose, p.late, p.crash, p.margin, p.lease)
+	fmt.Fprintf(&b, "features %s; faults fail %.2f lost %.2f late %.2f", p.on, p.failBefore, p.lose, p.late)
+	if p.delay > 0 {
+		fmt.Fprintf(&b, " delay %.2f", p.delay)
+	}
+	if p.itemFail > 0 {
+		fmt.Fprintf(&b, " itemfail %.2f", p.itemFail)
+	}
+	if p.pause > 0 {
+		fmt.Fprintf(&b, " pause %.2f", p.pause)
+	}
+	fmt.Fprintf(&b, "; crash %.3f; margin %s lease %s", p.crash, p.margin, p.lease)
 	if p.maxLease > 0 {
 		fmt.Fprintf(&b, " maxLease %s", p.maxLease)
 	}

@@ -22,7 +22,11 @@
 //
 // Each actor is one invocation in one of up to three containers; a container is a guard
 // with its own local cache and its own clock, skewed (FeatSkew) by up to 2 s behind or by
-// less than the lease margin ahead. Lambda actors (sqs, fifo, http) always have a
+// less than the lease margin ahead. With FeatClockStep one container's clock steps once
+// mid-run to another skew in that range, as NTP stepping a wall clock: what it reads
+// moves, its timers and the deadlines of contexts made before do not (Go waits in
+// monotonic time), and the invariants read an owner's clock at its lowest reading that
+// mattered (its invocation's start, its lease's grant, now). Lambda actors (sqs, fifo, http) always have a
 // deadline, do and batch actors usually. A context's deadline is read on its container's
 // clock, as a Go context's on its host: it ends when that clock reads it. With FeatKill an
 // invocation is killed (stops for good) at its deadline in true time, as Lambda does. With
@@ -33,7 +37,9 @@
 // Every handler is the same simulated handler: at its start the scheduler draws its plan
 // (work steps, where time may pass; checkpoints; then success, an error, a remembered
 // failure, a panic or an HTTP 500; possibly an attached write, possibly one whose
-// condition fails). It honours its context before every step. A successful run records
+// condition fails). It honours its context before every step. With FeatPause a work step
+// may stall for up to twice the lease (a slow call), honouring nothing until it resumes,
+// while the lease watchdog runs on. A successful run records
 // its effect in the ledger and returns "<key>#r<run>", so every answer names the run
 // that computed it.
 //
@@ -55,7 +61,8 @@
 // [Stats.Collisions] counts the exceptions.
 //
 // Time is true time, kept by the scheduler. It moves to the next event (a timer, a
-// deadline, an actor's start), by a little, or by seconds (past leases). While a store
+// deadline, an actor's start, a late request's landing), by a little, or by seconds (past
+// leases). While a store
 // request is in flight it moves by at most 30 ms, unless the store stalls (FeatLate):
 // store calls are fast, and a slow one is a fault to inject. All timers due at one
 // instant fire together, so their order never matters; once the schedule is over every
@@ -67,20 +74,38 @@
 // # The store
 //
 // The simulated store wraps a real *memstore.Store, the reference semantics, and puts a
-// point before every request. There the scheduler may let it apply and answer; fail it
-// without applying (FeatFail); apply it and lose the response (FeatLost), or for a claim
-// apply it, lose the response and let the SDK resend it, which meets its own record;
-// apply it and answer only at a later point (FeatLate). As the SDK does, a request whose
-// context ends while it waits (before applying, or for its late answer) returns the
-// context's error at once; a killed invocation's requests stay frozen. Attached writes are func() error
-// for the MemStore; the simulated ones append to the ledger inside it, so they commit
-// exactly with the completion.
+// point before every request; every call goes through one request path (store.send).
+// There the scheduler may let it apply and answer; fail it without applying (FeatFail);
+// apply it and lose the response (FeatLost), or for a claim (with FeatDelay, any write)
+// apply it, lose the response and let the SDK resend it, which meets what its first
+// attempt wrote; apply it and answer only at a later point (FeatLate). With FeatItemFail
+// some items of a batch request (claims, completions, releases) fail without applying
+// while the others apply.
+//
+// Late delivery (FeatDelay). The AWS SDK resends a request whose connection broke, and
+// the first attempt may still reach DynamoDB after the resend, or after later requests of
+// the same caller. So a write (a claim, completion, release, extension, checkpoint, batch
+// claim, completion or release) may be resent at its point: the resend applies and
+// answers at once, and the first attempt lands at a time the scheduler draws within the
+// SDK's retry window (3 s: within 30 ms, 500 ms or 3 s, one time in three each), applying
+// exactly what it carried (a claim its record as it was sent, at its own time) on a
+// context that does not end. As the SDK does, a request whose context ends while it waits
+// (before applying, or for its late answer) returns the context's error at once; with
+// FeatDelay it may have been on its way, and lands later all the same one time in two. A
+// killed invocation's requests stay frozen. The draws of these features come from a
+// generator of their own, so a schedule without them is what it was before they existed.
+//
+// Attached writes are func() error for the MemStore; the simulated ones append to the
+// ledger inside it, so they commit exactly with the completion. The ledger learns the
+// lease end and the checkpoint an extension or a checkpoint left from the record, not from
+// the request, so a store that keeps a later value is judged by what it holds.
 //
 // # The invariants
 //
 // The ledger keeps the ground truth: every lease the store granted (a run: its token,
 // claim time and lease end as the store holds it, in true time), every checkpoint,
-// completion and attached write that applied, every effect and every answer. Checked
+// completion and attached write that applied, every effect and every answer, and what
+// the store acknowledged to each owner (its extensions and checkpoints). Checked
 // during and after every schedule, each violation named by invariant and class:
 //
 //   - (a) effects at most once per key, within the clock skew the lease margin
@@ -99,13 +124,21 @@
 //     the key over meanwhile from a clock within the tolerance. a.afterComplete: a claim
 //     took a key whose completed record was live. a.failOpenCancelled: a fail-open
 //     handler ran on an ended context. a.unknownLease: a handler ran under a lease the
-//     store never granted.
+//     store never granted. a.leaseShortened: while a run holds its record, the stored
+//     lease end fell below the end its lease watchdog counts on (its claim's, or the
+//     latest an extension answered to it confirmed), so another caller could take the
+//     key over under a live context (an extension's first attempt landing late).
 //   - (b) every answer a caller got equals the recorded result: a computed result was
 //     recorded by its own run (b.answerNotRecorded, b.answerDiffers), a replay equals a
 //     recorded result or remembered failure (b.replayDiffers).
-//   - (c) a checkpoint once recorded is seen (idem.LastCheckpoint at the handler's start)
-//     by every later owner of the key until it completes or expires; after expiry the old
-//     one may or may not be seen. c.checkpointLost.release: a release deleted it;
+//   - (c) a checkpoint once acknowledged to its owner is seen (idem.LastCheckpoint at the
+//     handler's start) by every later owner of the key until it completes or expires, or
+//     one written after it (by a request sent after the acknowledgement) that applied;
+//     after expiry the old one may or may not be seen. c.checkpointLost.late: the record
+//     holds a checkpoint whose request was sent before the one acknowledged last and
+//     landed after it (reported when it lands, or when the later one is acknowledged): an
+//     owner taking over would resume from an earlier step. c.checkpointLost.release: a
+//     release deleted it;
 //     .resend: the claim's response was lost and its resend met its own record; .carry:
 //     a takeover claim replaced the record and the checkpoint was not written back (the
 //     claim's response was lost, or the write-back failed).
@@ -115,7 +148,11 @@
 //     schedule finishes (d.stuck). One record rightly stays: in progress, its lease ended,
 //     unexpired, with the checkpoint of a request with another body, which the final
 //     call's claim met; that call gets idem.ErrPayloadMismatch. A record past its expiry
-//     counts as absent.
+//     counts as absent. d.heldByNobody: a claim landing late took the key for a lease its
+//     owner had released or completed, its lease still running: every retry is refused
+//     until it ends. (A late claim for a caller that never held the lease, which gave up
+//     or was refused before it knew, is counted in [Stats.Orphans]: the lease runs out,
+//     as after a caller that crashes once its claim applied.)
 //   - (e) attached writes commit at most once and only with their COMPLETED record
 //     (e.attachedTwice, e.attachedWithoutRecord, e.recordWithoutAttached).
 //   - (f) the SQS batch response fails exactly the messages that did not complete:

@@ -107,8 +107,14 @@ func (w *world) handle(ctx context.Context, key string) (string, error) {
 			}
 			continue
 		}
-		if w.block(a, pointStep, "work", name).abort {
+		d := w.block(a, pointStep, "work", name)
+		if d.abort {
 			return "", errShutdown
+		}
+		if d.pause > 0 {
+			// A slow call, or a pause of this goroutine alone: it honours nothing until it
+			// resumes (the lease watchdog runs on).
+			<-a.c.clk.After(d.pause)
 		}
 	}
 	how = endingNames[p.end]

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -42,15 +43,22 @@ type run struct {
 
 	claimAt  time.Time // true time the claim applied
 	leaseEnd time.Time // as the store holds it (claim, extensions)
+	// confirmed is the lease end the owner's watchdog counts on: its claim's, or the latest
+	// end an extension answered to it confirmed. The stored end must never fall below it.
+	confirmed time.Time
+	shortened bool // a.leaseShortened was reported for it
 	// ownerClock marks a lease measured on the owner's clock (no deadline, a deadline
 	// beyond WithMaxLease, an extension), whose stored end is off by the owner's skew;
 	// else the lease ends at the deadline plus the margin, in true time.
 	ownerClock bool
+	skew0      time.Duration   // the owner's clock skew when the lease was granted (FeatClockStep may step it since)
 	hctx       context.Context // the handler's context, once it started
 	expectCp   string          // the checkpoint this owner must see
+	alsoCp     []string        // or one of these: written after it, applied, not acknowledged
 	staleCp    bool            // or any old one, or none: the key expired since (TTL deletion lags)
 	cpCause    string          // why the record it replaced lacks expectCp, if it does
 	resent     bool            // its claim applied, the response was lost, and the resend met it
+	orphan     bool            // granted by a claim landing late, for no caller: no handler runs under it
 	how        string          // how its handler ended
 
 	started, ended bool
@@ -83,11 +91,22 @@ type attachment struct {
 
 // keyState is the ground truth of one key.
 type keyState struct {
-	name        string
-	kind        string // do, sqs, http: how its results are encoded
-	cp          string // last checkpoint recorded since the key last completed or expired
+	name string
+	kind string // do, sqs, http: how its results are encoded
+	// cp is the last checkpoint acknowledged to its owner since the key last completed or
+	// expired (cpSet), and cpSeq the request sequence number of that acknowledgement, or of
+	// the start of the window. Owners must see cp, or one of since: the checkpoints applied
+	// since, written by requests sent after it (not yet acknowledged). A checkpoint whose
+	// request was sent before cpSeq and that lands after it (a late first attempt) is lost
+	// work: the next owner would resume from an older step.
+	cp          string
 	cpFp        string
 	cpSet       bool
+	cpSeq       uint64
+	since       []string
+	heldCp      string          // the checkpoint the record last applied (by a checkpoint request)
+	heldSeq     uint64          // and the sequence number of its request
+	maxSeq      uint64          // the highest sequence number of a checkpoint request that applied
 	gone        string          // why the stored record lost the checkpoint, while it has
 	stale       bool            // the key expired since: owners may see an old checkpoint
 	old         map[string]bool // every checkpoint recorded for the key
@@ -126,6 +145,12 @@ type Stats struct {
 	Outlived int
 	// Unguarded counts handler runs without a lease (WithFailOpen).
 	Unguarded int
+	// Orphans counts claims landing late (FeatDelay) that hold a key until their lease ends
+	// for a caller that never held that lease: it gave up, or its resend was refused,
+	// before it knew; as after a caller that crashes once its claim applied, the lease runs
+	// out. (A late claim that re-creates a lease its owner released or completed is a
+	// violation, d.heldByNobody.)
+	Orphans int
 	// Collisions counts scheduling points that shared a label (a determinism hazard).
 	Collisions int
 }
@@ -133,18 +158,21 @@ type Stats struct {
 // ledger is the ground truth the invariants are checked against: every lease granted,
 // every checkpoint, completion and attached write that applied, every effect and answer.
 type ledger struct {
-	mu         sync.Mutex
-	runs       []*run
-	byToken    map[string]*run
-	keys       map[string]*keyState
-	maxSkew    time.Duration
-	violations []Violation
-	stats      Stats
+	mu          sync.Mutex
+	runs        []*run
+	byToken     map[string]*run
+	keys        map[string]*keyState
+	maxSkew     time.Duration
+	seq         uint64          // numbers checkpoint requests and acknowledgements, in order
+	releasedTok map[string]bool // the tokens whose release applied
+	violations  []Violation
+	stats       Stats
 }
 
 func (l *ledger) init() {
 	l.byToken = make(map[string]*run)
 	l.keys = make(map[string]*keyState)
+	l.releasedTok = make(map[string]bool)
 }
 
 func (l *ledger) violate(inv, key, format string, args ...any) {
@@ -160,8 +188,15 @@ func (w *world) trueNow() time.Time {
 func fpCompatible(a, b string) bool { return a == "" || b == "" || a == b }
 
 // claimed records a claim that applied, at claimNow on the claimer's clock: a lease granted, or
-// for a final call the record that refused it.
-func (l *ledger) claimed(w *world, a *actor, rec *idemstore.Record, claimNow time.Time, prev *idemstore.Record, claimed bool, err error) {
+// for a final call the record that refused it. A claim landing late (at) grants no lease to
+// a caller (see lateClaim).
+func (l *ledger) claimed(w *world, a *actor, rec *idemstore.Record, claimNow time.Time, prev *idemstore.Record, claimed bool, err error, at attempt) {
+	if at == attemptLate {
+		if err == nil && claimed {
+			l.lateClaim(w, a, rec, claimNow, prev)
+		}
+		return
+	}
 	if err == nil && !claimed && a.finisher && prev != nil {
 		l.mu.Lock()
 		l.keys[rec.Key].refusedFinal = &refusal{rec: *prev, fp: rec.Fingerprint, at: claimNow}
@@ -179,7 +214,7 @@ func (l *ledger) claimed(w *world, a *actor, rec *idemstore.Record, claimNow tim
 	// compares the claim's time with it.
 	if prev != nil && !prev.Expires.IsZero() && !claimNow.Before(prev.Expires) {
 		ks.stale = true
-		ks.cpSet = false // the key expired: a new window starts
+		l.newWindow(ks) // the key expired: a new window starts
 	}
 	// After an expiry an old checkpoint may or may not be seen, by this owner and by every
 	// later one, until a new checkpoint is recorded or the key completes: a claim that read
@@ -190,15 +225,22 @@ func (l *ledger) claimed(w *world, a *actor, rec *idemstore.Record, claimNow tim
 		l.violate("a.afterComplete", ks.name, "%s claimed the key while its %s record was live until %s",
 			a, prev.Status, prev.Expires.Sub(epoch))
 	}
-	if ks.cpSet && !fpCompatible(rec.Fingerprint, ks.cpFp) {
-		ks.cpSet = false // other work: it inherits nothing
+	if (ks.cpSet || len(ks.since) > 0) && !fpCompatible(rec.Fingerprint, ks.cpFp) {
+		l.newWindow(ks) // other work: it inherits nothing
+	}
+	if o := l.byToken[rec.LeaseToken]; o != nil {
+		// The token's own lease, granted again: a resend that met a record its first
+		// attempt wrote and that no longer holds the key (a lease taken over meanwhile).
+		o.leaseEnd = rec.LeaseExpires
+		return
 	}
 	r := &run{
 		id: len(l.runs) + 1, key: rec.Key, name: ks.name, token: rec.LeaseToken, a: a,
-		fp: rec.Fingerprint, guarded: true, claimAt: now, leaseEnd: rec.LeaseExpires,
-		ownerClock: !a.deadlineLease(rec.LeaseExpires), how: "its handler never ran",
+		fp: rec.Fingerprint, guarded: true, claimAt: now, leaseEnd: rec.LeaseExpires, confirmed: rec.LeaseExpires,
+		ownerClock: !a.deadlineLease(rec.LeaseExpires), how: "its handler never ran", skew0: a.skew(),
 	}
 	r.staleCp = stale
+	r.alsoCp = slices.Clone(ks.since)
 	if ks.cpSet {
 		r.expectCp = ks.cp
 		switch {
@@ -216,24 +258,108 @@ func (l *ledger) claimed(w *world, a *actor, rec *idemstore.Record, claimNow tim
 	w.logf("%s holds %s as run r%d, lease to %.3fs", a, ks.name, r.id, r.leaseEnd.Sub(epoch).Seconds())
 }
 
-func (l *ledger) extended(w *world, token string, end time.Time, err error) {
-	if err != nil {
-		return
+// newWindow starts a new checkpoint window for ks: the key completed or expired, or is
+// taken by other work; what was recorded before no longer binds its owners.
+func (l *ledger) newWindow(ks *keyState) {
+	l.seq++
+	ks.cpSet, ks.cpSeq, ks.since, ks.gone = false, l.seq, nil, ""
+}
+
+// lateClaim records a claim that landed late and took the key: its first attempt, after its
+// resend or after its caller gave up. If the token's lease is no one's (its caller never
+// got it, or released or completed it) and the new lease still runs, the key is held in
+// progress by nobody, and every retry is refused until the lease ends (d.heldByNobody).
+func (l *ledger) lateClaim(w *world, a *actor, rec *idemstore.Record, claimNow time.Time, prev *idemstore.Record) {
+	now := w.trueNow()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ks := l.keys[rec.Key]
+	if prev != nil && !prev.Expires.IsZero() && !claimNow.Before(prev.Expires) {
+		ks.stale = true
+		l.newWindow(ks)
 	}
+	r := l.byToken[rec.LeaseToken]
+	why := ""
+	switch {
+	case r == nil:
+		// Its caller gave up, or was refused, before it knew: like a caller that crashes
+		// after its claim, the lease runs out.
+		if rec.LeaseExpires.After(now) {
+			l.stats.Orphans++
+		}
+		r = &run{
+			id: len(l.runs) + 1, key: rec.Key, name: ks.name, token: rec.LeaseToken, a: a, fp: rec.Fingerprint,
+			guarded: true, claimAt: now, orphan: true, how: "no handler runs under it", skew0: a.skew(),
+		}
+		l.runs = append(l.runs, r)
+		l.byToken[r.token] = r
+	case l.releasedTok[r.token]:
+		why = fmt.Sprintf("run r%d released it (%s)", r.id, r.how)
+	case r.landed:
+		why = fmt.Sprintf("run r%d completed it", r.id)
+	}
+	r.leaseEnd, r.confirmed = rec.LeaseExpires, rec.LeaseExpires
+	w.logf("%s's late claim holds %s as run r%d, lease to %.3fs", a, ks.name, r.id, r.leaseEnd.Sub(epoch).Seconds())
+	if why != "" && rec.LeaseExpires.After(now) {
+		l.violate("d.heldByNobody", ks.name, "%s's claim landed late at %.3fs and holds the key in progress until %.3fs, but %s: every retry is refused meanwhile",
+			a, now.Sub(epoch).Seconds(), rec.LeaseExpires.Sub(epoch).Seconds(), why)
+	}
+}
+
+// extended records an extension that applied: the lease end the store holds now.
+func (l *ledger) extended(w *world, token string, end time.Time, at attempt) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if r := l.byToken[token]; r != nil {
 		r.leaseEnd = end
 		r.ownerClock = r.ownerClock || !r.a.deadlineLease(end)
+		l.leaseCheck(w, r, at)
 	}
 }
+
+// extendAcked records an extension answered to its owner: its watchdog counts on end.
+func (l *ledger) extendAcked(w *world, token string, end time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if r := l.byToken[token]; r != nil {
+		if end.After(r.confirmed) {
+			r.confirmed = end
+		}
+		l.leaseCheck(w, r, attemptFirst)
+	}
+}
+
+// leaseCheck checks that the stored lease end of r, while r holds its record, is not below
+// the end its owner's watchdog counts on: else another caller may take the key over while
+// the owner's context still runs (a.leaseShortened). The caller holds l.mu.
+func (l *ledger) leaseCheck(w *world, r *run, at attempt) {
+	if r.shortened || r.landed || l.releasedTok[r.token] || !r.leaseEnd.Before(r.confirmed) {
+		return
+	}
+	r.shortened = true
+	how := "an extension"
+	if at == attemptLate {
+		how = "an extension's first attempt, landing late,"
+	}
+	l.violate("a.leaseShortened", r.name, "%s moved the stored lease end of run r%d (%s) back to %.3fs, below the %.3fs its owner's watchdog counts on",
+		how, r.id, r.a, r.leaseEnd.Sub(epoch).Seconds(), r.confirmed.Sub(epoch).Seconds())
+}
+
+// lowSkew is the lowest skew r's owner's clock had when it mattered to r: when its
+// invocation started (its context's deadline timer runs from then), when the lease was
+// granted, and now. They differ only after a step of its clock (FeatClockStep).
+func (r *run) lowSkew() time.Duration { return min(r.a.skew0, r.skew0, r.a.skew()) }
 
 // lossAt is the true time by which r's handler context must have ended: when the owner's
 // clock reads the lease end less the margin. A context's deadline is read on the owner's
 // clock too (see simCtx), so with a lease ending at the deadline plus the margin that is
-// when the context ends; otherwise the lease watchdog must end it then.
+// when the context ends; otherwise the lease watchdog must end it then. If the owner's
+// clock stepped (FeatClockStep), its lowest reading counts (lowSkew): timers, a context's
+// deadline among them, wait in monotonic time, which a step of the wall clock does not
+// move; whether a caller then takes the key over within the tolerance is a.overlap's to
+// judge.
 func (l *ledger) lossAt(w *world, r *run) time.Time {
-	return r.leaseEnd.Add(-w.p.margin - r.a.skew())
+	return r.leaseEnd.Add(-w.p.margin - r.lowSkew())
 }
 
 // tolerated reports whether a claim by claimer, over the lease of r, comes from a clock
@@ -241,25 +367,77 @@ func (l *ledger) lossAt(w *world, r *run) time.Time {
 // owner's clock by less than the margin (the owner's context ends by its lease end less
 // the margin on its own clock); or, for a lease ending at a deadline that Lambda enforces
 // by killing the owner there in true time, ahead of true time by less than the margin.
-func (l *ledger) tolerated(w *world, r *run, claimer *actor) bool {
-	if claimer.skew()-r.a.skew() < w.p.margin {
+func (l *ledger) tolerated(w *world, r *run, claimer *run) bool {
+	// After a step of either clock (FeatClockStep), only a claimer whose every reading that
+	// mattered is within the tolerance of the owner's (lowSkew): its claim's, and now.
+	cs := max(claimer.skew0, claimer.a.skew())
+	if cs-r.lowSkew() < w.p.margin {
 		return true
 	}
-	return !r.ownerClock && r.a.kill && claimer.skew() < w.p.margin
+	return !r.ownerClock && r.a.kill && cs < w.p.margin
 }
 
-func (l *ledger) checkpointed(w *world, key, token, cp string, err error) {
-	if err != nil {
-		return
-	}
+// checkpointSent numbers a checkpoint request as it is sent.
+func (l *ledger) checkpointSent() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.seq++
+	return l.seq
+}
+
+// checkpointed records a checkpoint request seq that applied.
+func (l *ledger) checkpointed(w *world, key, token, cp string, seq uint64, at attempt) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ks := l.keys[key]
-	ks.cp, ks.cpSet, ks.gone, ks.stale = cp, true, "", false
 	ks.old[cp] = true
+	ks.heldCp, ks.heldSeq, ks.maxSeq = cp, seq, max(ks.maxSeq, seq)
+	r := l.byToken[token]
+	if seq < ks.cpSeq {
+		// Sent before the checkpoint acknowledged last, applied after it.
+		if ks.cpSet {
+			rid := 0
+			if r != nil {
+				rid = r.id
+			}
+			l.lateCheckpoint(ks, fmt.Sprintf("run r%d's checkpoint %q, sent before %q was acknowledged to its owner, landed after it", rid, cp, ks.cp))
+		}
+		return
+	}
+	ks.since = append(ks.since, cp)
+	ks.gone, ks.stale = "", false
+	if r != nil {
+		ks.cpFp = r.fp
+	}
+}
+
+// checkpointAcked records a checkpoint request seq answered nil to its owner: later owners
+// must see it, unless a checkpoint sent after it applied already.
+func (l *ledger) checkpointAcked(w *world, key, token, cp string, seq uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ks := l.keys[key]
+	if seq < ks.cpSeq || ks.maxSeq > seq {
+		return // the window ended meanwhile, or a later checkpoint stands
+	}
+	l.seq++
+	ks.cp, ks.cpSet, ks.cpSeq, ks.since, ks.gone, ks.stale = cp, true, l.seq, nil, "", false
 	if r := l.byToken[token]; r != nil {
 		ks.cpFp = r.fp
 	}
+	if ks.heldSeq < seq {
+		l.lateCheckpoint(ks, fmt.Sprintf("checkpoint %q, sent before %q, landed after it and before its acknowledgement", ks.heldCp, cp))
+	}
+}
+
+// lateCheckpoint reports that the record of ks holds a checkpoint whose request was sent
+// before the one acknowledged last, and landed after it (c.checkpointLost.late): an owner
+// taking over would resume from an earlier step and repeat the later one. Later owners are
+// judged by what the record holds, so that it is reported once. The caller holds l.mu.
+func (l *ledger) lateCheckpoint(ks *keyState, what string) {
+	l.violate("c.checkpointLost.late", ks.name, "%s: the record holds %q, and an owner taking over would resume from it", what, ks.heldCp)
+	l.seq++
+	ks.cp, ks.cpSeq, ks.since, ks.gone = ks.heldCp, l.seq, nil, ""
 }
 
 // completeSent records that a completion carrying tokens was sent, unless a is dead (a
@@ -294,12 +472,16 @@ func (l *ledger) completed(w *world, a *actor, rec *idemstore.Record, err error)
 		}
 		return
 	}
+	if r != nil && r.landed {
+		return // a resend, or a first attempt landing late: the store did nothing
+	}
 	ks := l.keys[rec.Key]
 	ks.completions = append(ks.completions, completion{
 		token: rec.LeaseToken, status: rec.Status, data: append([]byte(nil), rec.Data...),
 		fp: rec.Fingerprint, at: now, expires: rec.Expires,
 	})
-	ks.cpSet, ks.stale = false, false
+	l.newWindow(ks)
+	ks.stale = false
 	if r != nil {
 		r.landed, r.landedStatus = true, rec.Status
 	}
@@ -323,7 +505,8 @@ func (l *ledger) released(w *world, key, token string, err error) {
 	}
 	l.mu.Lock()
 	ks := l.keys[key]
-	if r := l.byToken[token]; ks.cpSet && r != nil {
+	l.releasedTok[token] = true
+	if r := l.byToken[token]; ks.cpSet && r != nil && ks.gone == "" {
 		ks.gone = fmt.Sprintf("c.checkpointLost.release: the record was deleted by the release after run r%d (%s) ended: %s", r.id, r.a, r.how)
 	}
 	l.mu.Unlock()
@@ -357,7 +540,7 @@ func (l *ledger) handlerStart(w *world, a *actor, key string, ctx context.Contex
 	var r *run
 	if guarded {
 		for i := len(l.runs) - 1; i >= 0; i-- {
-			if c := l.runs[i]; c.a == a && c.key == key && !c.started {
+			if c := l.runs[i]; c.a == a && c.key == key && !c.started && !c.orphan {
 				r = c
 				break
 			}
@@ -377,9 +560,11 @@ func (l *ledger) handlerStart(w *world, a *actor, key string, ctx context.Contex
 	}
 	r.started, r.startAt, r.hctx = true, now, ctx
 	if r.guarded {
-		if got := idem.LastCheckpoint(ctx); got != r.expectCp && !(r.staleCp && (got == "" || ks.old[got])) {
+		if got := idem.LastCheckpoint(ctx); got != r.expectCp && !slices.Contains(r.alsoCp, got) && !(r.staleCp && (got == "" || ks.old[got])) {
 			class, cause := "c.checkpointLost", r.cpCause
 			switch {
+			case strings.HasPrefix(cause, "c.checkpointLost.late"):
+				class, cause, _ = strings.Cut(cause, ": ")
 			case r.resent:
 				class, cause = "c.checkpointLost.resend", "its claim's response was lost and the resend met its own record"
 			case cause != "":
@@ -388,7 +573,8 @@ func (l *ledger) handlerStart(w *world, a *actor, key string, ctx context.Contex
 			l.violate(class, ks.name, "run r%d of %s sees checkpoint %q, want %q, recorded before its claim (%s)", r.id, a, got, r.expectCp, cause)
 			if ks.cpSet && ks.cp == r.expectCp {
 				// Reported once: later owners are judged by what this one could see.
-				ks.cp, ks.cpSet, ks.gone = got, got != "", ""
+				l.seq++
+				ks.cp, ks.cpSet, ks.cpSeq, ks.since, ks.gone = got, got != "", l.seq, nil, ""
 			}
 		}
 	}
@@ -419,7 +605,7 @@ func (l *ledger) effect(w *world, r *run) {
 		if r.id < o.id { // runs are numbered in the order their claims applied
 			early, late = r, o
 		}
-		if !l.tolerated(w, early, late.a) {
+		if !l.tolerated(w, early, late) || l.takenBeyondSkew(w, early, late) {
 			l.stats.OverlapBeyondSkew++
 			w.logf("r%d and r%d run %s at once; r%d's claimer (clock skew %s) is beyond the tolerance of r%d's lease (owner's skew %s)", r.id, o.id, ks.name, late.id, late.a.skew(), early.id, early.a.skew())
 			continue
@@ -433,6 +619,19 @@ func (l *ledger) effect(w *world, r *run) {
 		l.violate(r.a.pastLeaseClass(), ks.name, "run r%d (%s) ran its effect at %.3fs, after its lease's point of loss at %.3fs (lease end %.3fs less the margin, true time), with its context still live (%s)",
 			r.id, r.a, now.Sub(epoch).Seconds(), loss.Sub(epoch).Seconds(), r.leaseEnd.Sub(epoch).Seconds(), r.a.leaseWhy())
 	}
+}
+
+// takenBeyondSkew reports whether a claim between early's and late's took the key over
+// from early from a clock beyond the tolerance: from then on early's lease protects
+// nothing, so a later claim (of a key that run released, say) from any clock is a
+// consequence of that skew, not a breach within the tolerance. The caller holds l.mu.
+func (l *ledger) takenBeyondSkew(w *world, early, late *run) bool {
+	for _, m := range l.runs[early.id : late.id-1] {
+		if m.key == early.key && m.guarded && !l.tolerated(w, early, m) {
+			return true
+		}
+	}
+	return false
 }
 
 // handlerEnd records that r's handler returned (or panicked).
@@ -562,7 +761,7 @@ func (l *ledger) finalChecks(w *world) {
 		if r.sentPastLease && !r.landed {
 			for _, o := range l.runs {
 				if o.key == r.key && o.guarded && o.claimAt.After(r.claimAt) && !o.claimAt.After(r.sentAt) {
-					if !l.tolerated(w, r, o.a) {
+					if !l.tolerated(w, r, o) {
 						l.stats.OverlapBeyondSkew++
 						break
 					}

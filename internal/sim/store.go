@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,6 +28,17 @@ type store struct {
 	w      *world
 	mem    *memstore.Store
 	mutant string // a deliberate store bug, for the test that the invariants catch bugs
+	// cpSeq is, for variantCheckpointsInOrder, the sequence number of the checkpoint
+	// request each token's record holds.
+	cpSeq map[string]uint64
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // The mutants: deliberate store bugs that the invariants must catch.
@@ -34,6 +46,13 @@ const (
 	mutantClaimIgnoresLeases    = "claim-ignores-leases"    // a claim takes over live in-progress records
 	mutantCompleteDropsAttached = "complete-drops-attached" // a completion commits without its attached writes
 	mutantCompleteLies          = "complete-lies"           // a single completion answers nil without applying
+	mutantExtendAnyEnd          = "extend-any-end"          // an extension writes the end it carries, even an earlier one
+	mutantCheckpointAnyOrder    = "checkpoint-any-order"    // a checkpoint overwrites whatever the record holds, even a later one
+
+	// Not bugs: the semantics issue 22 items 1 and 2 ask of every store, for the test that
+	// the invariants hold them (no false alarm).
+	variantExtendKeepsLater   = "extend-keeps-later"   // an extension never lowers the stored end (PostgreSQL's GREATEST)
+	variantCheckpointsInOrder = "checkpoints-in-order" // a checkpoint sent before the one the record holds is a no-op
 )
 
 // batchStore is the simulated store with idemstore.BatchStore and
@@ -55,13 +74,69 @@ func (s *store) names(keys []string) string {
 	return strings.Join(n, "+")
 }
 
-// request blocks at the point before a request and returns the scheduler's decision. If
-// the request's context ends first, as a real SDK does, it returns the context's error
-// without applying (see world.blockCtx).
-func (s *store) request(ctx context.Context, op, keys string) (*actor, decision, error) {
+// attempt says which attempt of a request applies: the one its caller waits for, the
+// SDK's resend of it, or a first attempt landing late, which no one waits for.
+type attempt uint8
+
+const (
+	attemptFirst  attempt = iota
+	attemptResend         // the SDK's resend, after the first attempt's response was lost
+	attemptLate           // a first attempt landing after its resend, or after its caller gave up
+)
+
+// send makes one request named op, for the keys named n, through its scheduling point: every
+// store call goes through here. apply makes the request on the reference store and records
+// in the ledger what applied; it returns the store's answer, which send returns as res, with
+// err nil. Otherwise err is the error the caller gets instead. At the point the scheduler
+// decides the request's fault:
+//
+//   - faultBefore: it fails without applying;
+//   - faultLose: it applies and the response is lost;
+//   - faultResend: it applies, the response is lost, and the SDK resends it: the resend
+//     applies too, and its answer is the caller's;
+//   - faultLate: it applies and answers at a later point (respond);
+//   - faultDelay: the SDK resends it, the resend applies and answers now, and the first
+//     attempt lands at a later step, within the SDK's retry window (see world.addGhost).
+//
+// If the caller's context ends while the request waits at its point, the caller gets the
+// context's error at once; with FeatDelay the request may have been on its way, and may
+// still land later. A late attempt applies on a context that does not end: the store does
+// not know its caller gave up.
+func (s *store) send(ctx context.Context, op, n string, apply func(context.Context, attempt, []bool) any) (res any, err error) {
 	a := actorOf(ctx)
-	d, err := s.w.blockCtx(ctx, a, pointStore, op, keys)
-	return a, d, err
+	late := func(maybe bool) {
+		if s.w.p.has(FeatDelay) {
+			lctx := context.WithoutCancel(ctx)
+			s.w.addGhost(a, op, n, maybe, func() { apply(lctx, attemptLate, nil) })
+		}
+	}
+	d, err := s.w.blockCtx(ctx, a, pointStore, op, n)
+	if d.abort {
+		return nil, errShutdown
+	}
+	if err != nil {
+		late(true)
+		return nil, err
+	}
+	switch d.fault {
+	case faultBefore:
+		return nil, errInjected
+	case faultLose:
+		apply(ctx, attemptFirst, d.itemFail)
+		return nil, errLost
+	case faultResend:
+		apply(ctx, attemptFirst, d.itemFail)
+		res = apply(ctx, attemptResend, d.itemFail)
+	case faultDelay:
+		late(false)
+		res = apply(ctx, attemptFirst, d.itemFail) // the resend, the first to apply
+	default:
+		res = apply(ctx, attemptFirst, d.itemFail)
+	}
+	if err := s.respond(ctx, a, d, op, n); err != nil {
+		return nil, err
+	}
+	return res, nil
 }
 
 // respond holds a late answer back until the scheduler releases it. It returns errShutdown
@@ -78,177 +153,208 @@ func (s *store) respond(ctx context.Context, a *actor, d decision, op, keys stri
 	return err
 }
 
-// Claim implements idemstore.Store.
-func (s *store) Claim(ctx context.Context, rec *idemstore.Record, now time.Time) (*idemstore.Record, bool, error) {
-	n := s.name(rec.Key)
-	a, d, err := s.request(ctx, "claim", n)
+// errOf returns the error a request answered with: res itself, or the error err the caller
+// got instead.
+func errOf(res any, err error) error {
 	if err != nil {
-		return nil, false, err
+		return err
 	}
-	if d.abort {
-		return nil, false, errShutdown
-	}
-	if d.fault == faultBefore {
-		return nil, false, errInjected
-	}
-	prev, claimed, err := s.mem.Claim(ctx, rec, now)
-	if s.mutant == mutantClaimIgnoresLeases && err == nil && !claimed && prev.Status == idemstore.StatusInProgress && prev.LeaseToken != rec.LeaseToken {
-		s.mem.Put(*rec)
-		claimed = true
-	}
-	s.w.led.claimed(s.w, a, rec, now, prev, claimed, err)
-	switch d.fault {
-	case faultLose:
-		return nil, false, errLost
-	case faultResend:
-		prev, claimed, err = s.mem.Claim(ctx, rec, now)
-		s.w.led.claimed(s.w, a, rec, now, prev, claimed, err)
-		s.w.led.markResent(rec.LeaseToken)
-	}
-	if err := s.respond(ctx, a, d, "claim", n); err != nil {
-		return nil, false, err
-	}
-	return prev, claimed, err
+	e, _ := res.(error)
+	return e
 }
 
-// call makes one request that answers with an error alone: the point, the scheduler's
-// fault, apply (the inner call and the ledger's observation of it), and the answer.
-func (s *store) call(ctx context.Context, op, n string, apply func() error) (*actor, error) {
-	a, d, err := s.request(ctx, op, n)
+// claimAnswer is a claim's answer.
+type claimAnswer struct {
+	prev    *idemstore.Record
+	claimed bool
+	err     error
+}
+
+// Claim implements idemstore.Store. The record is copied as it was sent: the guard may
+// change it for its next attempt (carrying a checkpoint) while this one is on its way.
+func (s *store) Claim(ctx context.Context, rec *idemstore.Record, now time.Time) (*idemstore.Record, bool, error) {
+	sent := *rec
+	res, err := s.send(ctx, "claim", s.name(rec.Key), func(ctx context.Context, at attempt, _ []bool) any {
+		rec := sent
+		a := actorOf(ctx)
+		prev, claimed, err := s.mem.Claim(ctx, &rec, now)
+		if s.mutant == mutantClaimIgnoresLeases && err == nil && !claimed && prev.Status == idemstore.StatusInProgress && prev.LeaseToken != rec.LeaseToken {
+			s.mem.Put(rec)
+			claimed = true
+		}
+		s.w.led.claimed(s.w, a, &rec, now, prev, claimed, err, at)
+		if at == attemptResend {
+			s.w.led.markResent(rec.LeaseToken)
+		}
+		return claimAnswer{prev, claimed, err}
+	})
 	if err != nil {
-		return a, err
+		return nil, false, err
 	}
-	if d.abort {
-		return a, errShutdown
-	}
-	if d.fault == faultBefore {
-		return a, errInjected
-	}
-	err = apply()
-	if d.fault == faultLose || d.fault == faultResend {
-		return a, errLost
-	}
-	if err := s.respond(ctx, a, d, op, n); err != nil {
-		return a, err
-	}
-	return a, err
+	c := res.(claimAnswer)
+	return c.prev, c.claimed, c.err
 }
 
 // Get implements idemstore.Store.
 func (s *store) Get(ctx context.Context, key string) (*idemstore.Record, error) {
-	var rec *idemstore.Record
-	_, err := s.call(ctx, "get", s.name(key), func() (err error) {
-		rec, err = s.mem.Get(ctx, key)
-		return err
+	type got struct {
+		rec *idemstore.Record
+		err error
+	}
+	res, err := s.send(ctx, "get", s.name(key), func(ctx context.Context, _ attempt, _ []bool) any {
+		rec, err := s.mem.Get(ctx, key)
+		return got{rec, err}
 	})
 	if err != nil {
 		return nil, err
 	}
-	return rec, nil
+	g := res.(got)
+	return g.rec, g.err
 }
 
-// Complete implements idemstore.Store. A lost response is not resent: DynamoDB's transactions
-// carry a client token that makes a resend a no-op, which the in-memory store cannot model.
+// Complete implements idemstore.Store. A resend of a completion that applied is a no-op
+// that answers nil (DynamoDB's transactions carry a client token to the same effect), and
+// so is its first attempt landing after it: memstore's Complete does both.
 func (s *store) Complete(ctx context.Context, rec *idemstore.Record, attached []any) error {
 	a := actorOf(ctx)
+	sent := *rec
 	s.w.led.completeSent(s.w, a, []string{rec.LeaseToken})
-	_, err := s.call(ctx, "complete", s.name(rec.Key), func() error {
+	res, err := s.send(ctx, "complete", s.name(rec.Key), func(ctx context.Context, _ attempt, _ []bool) any {
+		rec := sent
 		var err error
 		switch s.mutant {
 		case mutantCompleteDropsAttached:
-			err = s.mem.Complete(ctx, rec, nil)
+			err = s.mem.Complete(ctx, &rec, nil)
 		case mutantCompleteLies:
 			return nil
 		default:
-			err = s.mem.Complete(ctx, rec, attached)
+			err = s.mem.Complete(ctx, &rec, attached)
 		}
-		s.w.led.completed(s.w, a, rec, err)
+		s.w.led.completed(s.w, a, &rec, err)
 		return err
 	})
+	err = errOf(res, err)
 	s.w.led.completeAnswered(a, rec.LeaseToken, err)
 	return err
 }
 
 // Release implements idemstore.Store.
 func (s *store) Release(ctx context.Context, key, token string, now time.Time) error {
-	_, err := s.call(ctx, "release", s.name(key), func() error {
+	res, err := s.send(ctx, "release", s.name(key), func(ctx context.Context, _ attempt, _ []bool) any {
 		err := s.mem.Release(ctx, key, token, now)
 		s.w.led.released(s.w, key, token, err)
 		return err
 	})
-	return err
+	return errOf(res, err)
 }
 
-// Extend implements idemstore.Store.
+// Extend implements idemstore.Store. The ledger learns the lease end the store holds after
+// it, whatever end the request carried: a store may keep a later one.
 func (s *store) Extend(ctx context.Context, key, token string, leaseExpires time.Time) error {
-	_, err := s.call(ctx, "extend", s.name(key), func() error {
-		err := s.mem.Extend(ctx, key, token, leaseExpires)
-		s.w.led.extended(s.w, token, leaseExpires, err)
+	res, err := s.send(ctx, "extend", s.name(key), func(ctx context.Context, at attempt, _ []bool) any {
+		var err error
+		switch s.mutant {
+		case mutantExtendAnyEnd:
+			err = s.overwrite(key, token, func(r *idemstore.Record) { r.LeaseExpires = leaseExpires })
+		case variantExtendKeepsLater:
+			err = s.overwrite(key, token, func(r *idemstore.Record) { r.LeaseExpires = later(r.LeaseExpires, leaseExpires) })
+		default:
+			err = s.mem.Extend(ctx, key, token, leaseExpires)
+		}
+		if rec := s.truth(key); err == nil && rec != nil && rec.LeaseToken == token {
+			s.w.led.extended(s.w, token, rec.LeaseExpires, at)
+		}
 		return err
 	})
+	err = errOf(res, err)
+	if err == nil {
+		s.w.led.extendAcked(s.w, token, leaseExpires)
+	}
 	return err
 }
 
-// SetCheckpoint implements idemstore.Store.
-func (s *store) SetCheckpoint(ctx context.Context, key, token, checkpoint string, seq int64) error {
-	_, err := s.call(ctx, "checkpoint", s.name(key), func() error {
-		err := s.mem.SetCheckpoint(ctx, key, token, checkpoint, seq)
-		s.w.led.checkpointed(s.w, key, token, checkpoint, err)
+// SetCheckpoint implements idemstore.Store; n, the checkpoint's number, goes to the
+// reference store as it is. The ledger learns that the checkpoint applied if the record
+// holds it after the request, whatever the store answered: a store keeps a later
+// checkpoint and answers nil.
+func (s *store) SetCheckpoint(ctx context.Context, key, token, checkpoint string, n int64) error {
+	seq := s.w.led.checkpointSent()
+	res, err := s.send(ctx, "checkpoint", s.name(key), func(ctx context.Context, at attempt, _ []bool) any {
+		before := s.truth(key)
+		var err error
+		switch s.mutant {
+		case mutantCheckpointAnyOrder:
+			err = s.overwrite(key, token, func(r *idemstore.Record) { r.Checkpoint = checkpoint })
+		case variantCheckpointsInOrder:
+			err = s.overwrite(key, token, func(r *idemstore.Record) {
+				if s.cpSeq[token] < seq {
+					s.cpSeq[token], r.Checkpoint = seq, checkpoint
+				}
+			})
+		default:
+			err = s.mem.SetCheckpoint(ctx, key, token, checkpoint, n)
+		}
+		after := s.truth(key)
+		if err == nil && after != nil && after.LeaseToken == token && after.Checkpoint == checkpoint &&
+			(before == nil || before.LeaseToken != token || before.Checkpoint != checkpoint || before.Status != idemstore.StatusInProgress || at != attemptLate) {
+			s.w.led.checkpointed(s.w, key, token, checkpoint, seq, at)
+		}
 		return err
 	})
+	err = errOf(res, err)
+	if err == nil {
+		s.w.led.checkpointAcked(s.w, key, token, checkpoint, seq)
+	}
 	return err
 }
 
 // ClaimMany implements idemstore.BatchStore: one request for the whole batch.
 func (s *batchStore) ClaimMany(ctx context.Context, recs []*idemstore.Record, now time.Time) []idemstore.ClaimResult {
 	keys := make([]string, len(recs))
+	sent := make([]idemstore.Record, len(recs))
 	for i, r := range recs {
-		keys[i] = r.Key
+		keys[i], sent[i] = r.Key, *r
 	}
-	n := s.names(keys)
-	fail := func(err error) []idemstore.ClaimResult {
+	res, err := s.send(ctx, "claimMany", s.names(keys), func(ctx context.Context, at attempt, fail []bool) any {
+		a := actorOf(ctx)
+		recs := make([]*idemstore.Record, len(sent))
+		for i := range sent {
+			r := sent[i]
+			recs[i] = &r
+		}
+		out := make([]idemstore.ClaimResult, len(recs))
+		sub := subset(fail, len(recs))
+		for j, r := range s.mem.ClaimMany(ctx, pick(recs, sub), now) {
+			out[sub[j]] = r
+		}
+		for i := range out {
+			if !slices.Contains(sub, i) {
+				out[i].Err = errInjected
+			}
+		}
+		for i, r := range out {
+			s.w.led.claimed(s.w, a, recs[i], now, r.Prev, r.Claimed, r.Err, at)
+			if at == attemptResend {
+				s.w.led.markResent(recs[i].LeaseToken)
+			}
+		}
+		return out
+	})
+	if err != nil {
 		out := make([]idemstore.ClaimResult, len(recs))
 		for i := range out {
 			out[i].Err = err
 		}
 		return out
 	}
-	a, d, err := s.request(ctx, "claimMany", n)
-	if err != nil {
-		return fail(err)
-	}
-	if d.abort {
-		return fail(errShutdown)
-	}
-	if d.fault == faultBefore {
-		return fail(errInjected)
-	}
-	apply := func() []idemstore.ClaimResult {
-		out := s.mem.ClaimMany(ctx, recs, now)
-		for i, r := range out {
-			s.w.led.claimed(s.w, a, recs[i], now, r.Prev, r.Claimed, r.Err)
-		}
-		return out
-	}
-	out := apply()
-	switch d.fault {
-	case faultLose:
-		return fail(errLost)
-	case faultResend:
-		out = apply()
-		for _, r := range recs {
-			s.w.led.markResent(r.LeaseToken)
-		}
-	}
-	if err := s.respond(ctx, a, d, "claimMany", n); err != nil {
-		return fail(err)
-	}
-	return out
+	return res.([]idemstore.ClaimResult)
 }
 
 // CompleteMany implements idemstore.BatchStore: one request for the whole batch.
 func (s *batchStore) CompleteMany(ctx context.Context, recs []*idemstore.Record) []error {
-	return s.completeMany(ctx, "completeMany", recs, func() []error { return s.mem.CompleteMany(ctx, recs) })
+	return s.completeMany(ctx, "completeMany", recs, func(ctx context.Context, recs []*idemstore.Record, _ []int) []error {
+		return s.mem.CompleteMany(ctx, recs)
+	})
 }
 
 // CompleteManyAttached implements idemstore.BatchAttachStore: one request for the whole
@@ -258,73 +364,88 @@ func (s *batchStore) CompleteMany(ctx context.Context, recs []*idemstore.Record)
 // record alone with Complete and reads it back), a late answer; the caller may crash at any
 // of its points. The mutant complete-drops-attached drops the attached writes here too.
 func (s *batchStore) CompleteManyAttached(ctx context.Context, recs []*idemstore.Record, attached [][]any) []error {
-	return s.completeMany(ctx, "completeManyAttached", recs, func() []error {
+	return s.completeMany(ctx, "completeManyAttached", recs, func(ctx context.Context, recs []*idemstore.Record, sub []int) []error {
 		if s.mutant == mutantCompleteDropsAttached {
-			attached = nil
+			return s.mem.CompleteManyAttached(ctx, recs, nil)
 		}
-		return s.mem.CompleteManyAttached(ctx, recs, attached)
+		return s.mem.CompleteManyAttached(ctx, recs, pick(attached, sub))
 	})
 }
 
 // completeMany is one batch completion request named op: apply makes it on the reference
-// store once the request has arrived without a fault before it, and the ledger records
-// what was sent, applied and answered, the faults as CompleteMany's doc says.
-func (s *batchStore) completeMany(ctx context.Context, op string, recs []*idemstore.Record, apply func() []error) []error {
+// store, and the ledger records what was sent, applied and answered.
+func (s *batchStore) completeMany(ctx context.Context, op string, recs []*idemstore.Record, apply func(ctx context.Context, recs []*idemstore.Record, sub []int) []error) []error {
 	keys := make([]string, len(recs))
 	tokens := make([]string, len(recs))
+	sent := make([]idemstore.Record, len(recs))
 	for i, r := range recs {
-		keys[i], tokens[i] = r.Key, r.LeaseToken
+		keys[i], tokens[i], sent[i] = r.Key, r.LeaseToken, *r
 	}
-	n := s.names(keys)
-	s.w.led.completeSent(s.w, actorOf(ctx), tokens)
-	a, d, err := s.request(ctx, op, n)
+	a := actorOf(ctx)
+	s.w.led.completeSent(s.w, a, tokens)
+	res, err := s.send(ctx, op, s.names(keys), func(ctx context.Context, _ attempt, fail []bool) any {
+		recs := make([]*idemstore.Record, len(sent))
+		for i := range sent {
+			r := sent[i]
+			recs[i] = &r
+		}
+		out := fill(len(recs), errInjected)
+		sub := subset(fail, len(recs))
+		for j, err := range apply(ctx, pick(recs, sub), sub) {
+			out[sub[j]] = err
+		}
+		for _, i := range sub {
+			s.w.led.completed(s.w, a, recs[i], out[i])
+		}
+		return out
+	})
 	if err != nil {
 		return fill(len(recs), err)
 	}
-	if d.abort {
-		return fill(len(recs), errShutdown)
-	}
-	if d.fault == faultBefore {
-		return fill(len(recs), errInjected)
-	}
-	out := apply()
+	out := res.([]error)
 	for i, err := range out {
-		s.w.led.completed(s.w, a, recs[i], err)
-	}
-	if d.fault == faultLose || d.fault == faultResend {
-		return fill(len(recs), errLost)
-	}
-	if err := s.respond(ctx, a, d, op, n); err != nil {
-		return fill(len(recs), err)
-	}
-	for i, err := range out {
-		s.w.led.completeAnswered(a, recs[i].LeaseToken, err)
+		s.w.led.completeAnswered(a, tokens[i], err)
 	}
 	return out
 }
 
 // ReleaseMany implements idemstore.BatchStore: one request for the whole batch.
 func (s *batchStore) ReleaseMany(ctx context.Context, keys, tokens []string, now time.Time) []error {
-	n := s.names(keys)
-	a, d, err := s.request(ctx, "releaseMany", n)
+	keys, tokens = slices.Clone(keys), slices.Clone(tokens)
+	res, err := s.send(ctx, "releaseMany", s.names(keys), func(ctx context.Context, _ attempt, fail []bool) any {
+		out := fill(len(keys), errInjected)
+		sub := subset(fail, len(keys))
+		for j, err := range s.mem.ReleaseMany(ctx, pick(keys, sub), pick(tokens, sub), now) {
+			out[sub[j]] = err
+		}
+		for _, i := range sub {
+			s.w.led.released(s.w, keys[i], tokens[i], out[i])
+		}
+		return out
+	})
 	if err != nil {
 		return fill(len(keys), err)
 	}
-	if d.abort {
-		return fill(len(keys), errShutdown)
+	return res.([]error)
+}
+
+// subset returns the indexes of the n items of a batch request that reach the store: those
+// fail does not fail (all, for a nil fail).
+func subset(fail []bool, n int) []int {
+	var sub []int
+	for i := range n {
+		if i >= len(fail) || !fail[i] {
+			sub = append(sub, i)
+		}
 	}
-	if d.fault == faultBefore {
-		return fill(len(keys), errInjected)
-	}
-	out := s.mem.ReleaseMany(ctx, keys, tokens, now)
-	for i, err := range out {
-		s.w.led.released(s.w, keys[i], tokens[i], err)
-	}
-	if d.fault == faultLose || d.fault == faultResend {
-		return fill(len(keys), errLost)
-	}
-	if err := s.respond(ctx, a, d, "releaseMany", n); err != nil {
-		return fill(len(keys), err)
+	return sub
+}
+
+// pick returns the items of xs at the indexes sub.
+func pick[T any](xs []T, sub []int) []T {
+	out := make([]T, len(sub))
+	for j, i := range sub {
+		out[j] = xs[i]
 	}
 	return out
 }
@@ -335,6 +456,19 @@ func fill(n int, err error) []error {
 		out[i] = err
 	}
 	return out
+}
+
+// overwrite is the write of the mutants extend-any-end and checkpoint-any-order: it
+// changes the in-progress record token holds with set, unconditionally otherwise, or
+// answers idem.ErrLeaseLost.
+func (s *store) overwrite(key, token string, set func(*idemstore.Record)) error {
+	rec := s.truth(key)
+	if rec == nil || rec.LeaseToken != token || rec.Status != idemstore.StatusInProgress {
+		return idemstore.ErrLeaseLost
+	}
+	set(rec)
+	s.mem.Put(*rec)
+	return nil
 }
 
 // truth returns the stored record for key as the table holds it, bypassing the scheduler.

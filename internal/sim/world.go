@@ -37,15 +37,40 @@ const (
 	faultLose                // apply, then lose the response: the caller gets an error
 	faultResend              // apply, lose the response, and the SDK resends the request
 	faultLate                // apply, and answer only at a later scheduling point
+	faultDelay               // the SDK resends: the resend applies and answers, the first attempt lands later (FeatDelay)
 )
 
-var faultNames = [...]string{"ok", "fail", "lost", "lost+resend", "late"}
+var faultNames = [...]string{"ok", "fail", "lost", "lost+resend", "late", "resent, first attempt delayed"}
+
+// delayWindow bounds how long after it was sent a delayed request may still land: the
+// SDK's retry window (its attempts and their backoff span a few seconds), after which the
+// first attempt's connection is long gone.
+const delayWindow = 3 * time.Second
+
+// ghost is a request on its way to the store that its caller no longer waits for: the
+// first attempt of a request the SDK resent (faultDelay), or a request whose caller's
+// context ended while it was in flight. The scheduler lands it at a time it draws within
+// delayWindow, or (for a request its caller gave up on) maybe never.
+type ghost struct {
+	a     *actor
+	op    string
+	key   string
+	label string
+	maybe bool // its caller gave up on it: it may never land
+	drawn bool // the scheduler drew when it lands
+	at    time.Time
+	apply func() // lands it: applies it to the store and records it in the ledger
+}
 
 // decision is what the scheduler hands a goroutine it releases from a point.
 type decision struct {
 	abort bool // the schedule is over: unwind without touching the store or the ledger
 	fault fault
-	plan  *plan // for a handler's start step
+	plan  *plan         // for a handler's start step
+	pause time.Duration // for a handler's work step: how long it stalls (FeatPause)
+	// itemFail marks the items of a batch request that fail without applying, while the
+	// others apply (FeatItemFail).
+	itemFail []bool
 }
 
 // point is one goroutine waiting for the scheduler.
@@ -66,17 +91,29 @@ type timer struct {
 	c  *clock
 }
 
+// clockStep is a step of one container's wall clock (FeatClockStep): at true time at, its
+// skew becomes to, as NTP stepping a clock would. What the clock reads moves; timers do
+// not (Go's timers use the monotonic clock), nor does the end of a context whose deadline
+// was set before the step (a Go context's deadline is a timer, set when it is made).
+type clockStep struct {
+	at time.Time
+	c  *container
+	to time.Duration
+}
+
 // world is one schedule: the true time, the store, the actors, the ledger, and the
 // scheduler that lets exactly one goroutine of the code under test run at a time.
 type world struct {
-	cfg Config
-	rng *rand.Rand // used by the scheduler goroutine only
-	p   profile
+	cfg  Config
+	rng  *rand.Rand // used by the scheduler goroutine only
+	lrng *rand.Rand // the same, for the late-delivery faults (FeatDelay): a stream of its own, so that schedules without them stay as they were
+	p    profile
 
 	mu       sync.Mutex // guards what goroutines under test touch
 	now      time.Time  // true time
 	waiting  []*point
 	timers   []timer
+	ghosts   []*ghost
 	shutdown bool
 	seq      uint64
 	activity atomic.Uint64
@@ -87,6 +124,7 @@ type world struct {
 	wg      sync.WaitGroup
 
 	store    *store
+	step     *clockStep        // the wall-clock step still to come (FeatClockStep), or nil
 	keyNames map[string]string // stored key → short name
 	allKeys  []*keyInfo
 	queue    []*message // the SQS queue's messages
@@ -132,6 +170,7 @@ func (w *world) quiesce() {
 			continue
 		}
 		w.flushNotes()
+		w.drawGhosts()
 		return
 	}
 }
@@ -193,8 +232,10 @@ func (w *world) register(a *actor, kind pointKind, op, key string) *point {
 // blockCtx is block for a store request or its late answer, whose context may end while it
 // waits: a real SDK then returns the context's error at once, whether or not the request
 // applied (the beats of a heartbeat that stops, a caller whose deadline passes). It returns
-// that error, wrapped as a store failure, and a zero decision. A dead actor's requests
-// stay frozen all the same: a killed invocation sends and hears nothing more.
+// that error, wrapped as a store failure, and a zero decision; with FeatDelay the store
+// lets a request abandoned before its point land later all the same (see store.send). A
+// dead actor's requests stay frozen all the same: a killed invocation sends and hears
+// nothing more.
 func (w *world) blockCtx(ctx context.Context, a *actor, kind pointKind, op, key string) (decision, error) {
 	p := w.register(a, kind, op, key)
 	if p == nil {
@@ -216,6 +257,85 @@ func (w *world) blockCtx(ctx context.Context, a *actor, kind pointKind, op, key 
 	w.mu.Unlock()
 	w.note(p.label, fmt.Sprintf("%s %s %s ✗ its context ended", a, op, key))
 	return decision{}, fmt.Errorf("%w: sim: request abandoned: %w", idem.ErrStore, ctx.Err())
+}
+
+// addGhost puts a request on its way to the store without its caller waiting for it: the
+// first attempt of a resent request (maybe false: it lands), or one whose caller gave up
+// while it was in flight (maybe true: it may never land). apply lands it. The scheduler
+// draws when, once the world is quiet (drawGhosts). Once the schedule is over, nothing
+// lands any more.
+func (w *world) addGhost(a *actor, op, key string, maybe bool, apply func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.shutdown {
+		return
+	}
+	w.ghosts = append(w.ghosts, &ghost{a: a, op: op, key: key, label: fmt.Sprintf("%03d %s %s", a.id, op, key), maybe: maybe, apply: apply})
+	w.activity.Add(1)
+}
+
+// drawGhosts draws, for every request put on its way since the last time, whether it lands
+// (one whose caller gave up: one time in two) and when: within 30 ms, 500 ms or
+// delayWindow, one time in three each, so that a first attempt lands right after its
+// resend, after the caller's next request, or well after the caller gave up. The requests are taken in the order of their
+// labels, as the goroutines that sent them may have run in any order.
+func (w *world) drawGhosts() {
+	w.mu.Lock()
+	var fresh []*ghost
+	for _, g := range w.ghosts {
+		if !g.drawn {
+			fresh = append(fresh, g)
+		}
+	}
+	now := w.now
+	w.mu.Unlock()
+	if len(fresh) == 0 {
+		return
+	}
+	slices.SortStableFunc(fresh, func(x, y *ghost) int { return strings.Compare(x.label, y.label) })
+	var dropped []*ghost
+	for _, g := range fresh {
+		if g.maybe && w.lrng.IntN(2) == 0 {
+			dropped = append(dropped, g)
+			w.logf("%s %s %s: the request its caller gave up on never lands", g.a, g.op, g.key)
+			continue
+		}
+		within := []time.Duration{30 * time.Millisecond, 500 * time.Millisecond, delayWindow}[w.lrng.IntN(3)]
+		d := time.Duration(1 + w.lrng.Int64N(int64(within)))
+		g.at, g.drawn = now.Add(d), true
+		w.logf("%s %s %s: its first attempt lands at %.3fs", g.a, g.op, g.key, g.at.Sub(epoch).Seconds())
+	}
+	w.mu.Lock()
+	w.ghosts = slices.DeleteFunc(w.ghosts, func(g *ghost) bool { return slices.Contains(dropped, g) })
+	w.mu.Unlock()
+}
+
+// landGhosts lands every request due at t, in the order of their times and labels. It runs
+// on the scheduler's goroutine, as the store would: no caller waits for them.
+func (w *world) landGhosts(t time.Time) {
+	w.mu.Lock()
+	var due []*ghost
+	kept := w.ghosts[:0]
+	for _, g := range w.ghosts {
+		if g.drawn && !g.at.After(t) {
+			due = append(due, g)
+		} else {
+			kept = append(kept, g)
+		}
+	}
+	w.ghosts = kept
+	w.mu.Unlock()
+	slices.SortStableFunc(due, func(x, y *ghost) int {
+		if c := x.at.Compare(y.at); c != 0 {
+			return c
+		}
+		return strings.Compare(x.label, y.label)
+	})
+	for _, g := range due {
+		w.logf("%s %s %s: its first attempt lands", g.a, g.op, g.key)
+		g.apply()
+		w.activity.Add(1)
+	}
 }
 
 // releasable returns the waiting points of live actors, sorted by label.
@@ -364,6 +484,11 @@ func (w *world) nextEvent() (time.Time, bool) {
 	for _, tm := range w.timers {
 		consider(tm.at)
 	}
+	for _, g := range w.ghosts {
+		if g.drawn {
+			consider(g.at)
+		}
+	}
 	w.mu.Unlock()
 	for _, a := range w.actors {
 		if a.started && !a.dead && !a.done && a.ctx.hasDL && !a.ctx.expired.Load() {
@@ -375,6 +500,9 @@ func (w *world) nextEvent() (time.Time, bool) {
 	}
 	if len(w.pending) > 0 {
 		consider(w.pending[0].start)
+	}
+	if w.step != nil {
+		consider(w.step.at)
 	}
 	return t, ok
 }
@@ -419,8 +547,21 @@ func (w *world) setNow(t time.Time) {
 
 // fireAt runs everything due at t: Lambda kills at deadlines (in true time), then context
 // deadlines (on the container's clock; a killed invocation's context ends with it), then
-// timers (all due timers at once, so their order never matters), then actor starts.
+// requests landing late, then timers (all due timers at once, so their order never
+// matters), then actor starts.
 func (w *world) fireAt(t time.Time) {
+	if st := w.step; st != nil && !st.at.After(t) {
+		w.step = nil
+		w.mu.Lock()
+		from := st.c.clk.skew
+		st.c.clk.skew = st.to
+		w.mu.Unlock()
+		w.led.mu.Lock()
+		w.led.maxSkew = max(w.led.maxSkew, st.to)
+		w.led.mu.Unlock()
+		w.logf("c%d: its clock steps from skew %s to %s", st.c.id, from, st.to)
+		w.activity.Add(1)
+	}
 	for _, a := range w.actors {
 		if !a.started || a.done || a.dead || !a.ctx.hasDL || a.ctx.expired.Load() {
 			continue
@@ -435,6 +576,7 @@ func (w *world) fireAt(t time.Time) {
 		a.ctx.cancel(context.DeadlineExceeded)
 		w.activity.Add(1)
 	}
+	w.landGhosts(t)
 	w.mu.Lock()
 	var due []timer
 	kept := w.timers[:0]
@@ -475,6 +617,7 @@ func (w *world) kill(a *actor, why string) {
 // startActor starts a's goroutine.
 func (w *world) startActor(a *actor) {
 	a.started = true
+	a.skew0 = a.skew()
 	a.ctx = newCtx(a, a.deadline, a.hasDL)
 	if a.hasDL && !a.ctx.endAt.After(w.trueNow()) {
 		// Its clock runs so far ahead that it reads the deadline already.
@@ -579,29 +722,52 @@ func (w *world) decide(p *point) decision {
 	switch p.kind {
 	case pointStore:
 		f := w.drawFault(p.op)
-		w.logf("%s %s %s → %s", p.a, p.op, p.key, faultNames[f])
-		return decision{fault: f}
+		d := decision{fault: f}
+		extra := ""
+		if f != faultBefore && strings.Contains(p.op, "Many") {
+			d.itemFail = w.drawItemFail(strings.Count(p.key, "+") + 1)
+			if d.itemFail != nil {
+				extra = fmt.Sprintf(", items failing %v", d.itemFail)
+			}
+		}
+		w.logf("%s %s %s → %s%s", p.a, p.op, p.key, faultNames[f], extra)
+		return d
 	case pointStoreResp:
 		w.logf("%s %s %s ← late answer", p.a, p.op, p.key)
 		return decision{}
 	default:
 		d := decision{}
-		if p.op == "start" {
+		switch {
+		case p.op == "start":
 			d.plan = w.drawPlan(p.a)
 			w.logf("%s handler %s starts: %s", p.a, p.key, d.plan)
-		} else {
+		case p.op == "work" && !w.final && w.p.pause > 0 && w.lrng.Float64() < w.p.pause:
+			d.pause = time.Duration(1 + w.lrng.Int64N(int64(2*w.p.lease)))
+			if w.p.heartbeat > 0 {
+				// At most a hundred beats meanwhile, within the step budget (an interval
+				// clamped to what New accepts may be tiny).
+				d.pause = min(d.pause, 100*w.p.heartbeat)
+			}
+			w.logf("%s handler %s work: stalls for %s", p.a, p.key, d.pause)
+		default:
 			w.logf("%s handler %s %s", p.a, p.key, p.op)
 		}
 		return d
 	}
 }
 
+// drawFault draws the fault for a request op. A lost response is resent by the SDK for a
+// claim, and with FeatDelay for every write; with FeatDelay a write that would apply and
+// answer may instead be resent, its first attempt landing later (faultDelay). The draws of
+// FeatDelay come from a generator of their own, so that schedules without it are those of
+// the simulation before it.
 func (w *world) drawFault(op string) fault {
 	if w.final {
 		return faultNone
 	}
 	r := w.rng.Float64()
 	p := &w.p
+	write := op != "get"
 	switch {
 	case r < p.failBefore:
 		return faultBefore
@@ -609,11 +775,36 @@ func (w *world) drawFault(op string) fault {
 		if (op == "claim" || op == "claimMany") && w.rng.IntN(2) == 0 {
 			return faultResend
 		}
+		if write && p.has(FeatDelay) && w.lrng.IntN(2) == 0 {
+			return faultResend
+		}
 		return faultLose
 	case r < p.failBefore+p.lose+p.late:
 		return faultLate
 	}
+	if write && p.delay > 0 && w.lrng.Float64() < p.delay {
+		return faultDelay
+	}
 	return faultNone
+}
+
+// drawItemFail draws which of the n items of a batch request fail without applying while
+// the others apply (FeatItemFail), or nil for none: as a DynamoDB batch answers some items
+// unprocessed, or a store's per-item writes fail one by one.
+func (w *world) drawItemFail(n int) []bool {
+	if w.final || w.p.itemFail == 0 || n < 2 || w.lrng.Float64() >= w.p.itemFail {
+		return nil
+	}
+	fail := make([]bool, n)
+	some := false
+	for i := range fail {
+		fail[i] = w.lrng.IntN(2) == 0
+		some = some || fail[i]
+	}
+	if !some {
+		fail[w.lrng.IntN(n)] = true
+	}
+	return fail
 }
 
 // finish ends the schedule: every goroutine still waiting is released with abort, every
@@ -626,6 +817,7 @@ func (w *world) finish() {
 	w.waiting = nil
 	timers := w.timers
 	w.timers = nil
+	w.ghosts = nil
 	now := w.now
 	w.mu.Unlock()
 	for _, a := range w.actors {

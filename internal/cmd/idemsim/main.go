@@ -73,6 +73,7 @@ func main() {
 		total.LostBeyondSkew += r.Stats.LostBeyondSkew
 		total.Outlived += r.Stats.Outlived
 		total.Unguarded += r.Stats.Unguarded
+		total.Orphans += r.Stats.Orphans
 		total.Collisions += r.Stats.Collisions
 		if !r.Failed() {
 			continue
