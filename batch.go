@@ -55,20 +55,39 @@ type batchItem struct {
 	req       Request
 	key, fp   string
 	now       time.Time
+	dupOf     int               // the first request of the batch with this key, or -1 for that one (or one without a key)
 	err       error             // key or claim error
 	rec       *idemstore.Record // ours when claimed; else the live record found (with err: the record the failed claim met, if any)
 	claimed   bool
 	lazy      bool        // no batch claim was made: DoClaimed runs Do
 	pending   *settlement // outcome waiting for Settle
-	ran       bool
-	released  bool  // settled before it started: its claim was released
-	settleErr error // error of recording its outcome
+	ran       bool        // DoClaimed was called for this request
+	started   bool        // a request of the key (this one or a duplicate) started running it
+	released  bool        // settled before it started: its claim was released
+	settleErr error       // error of recording its outcome
+
+	// With duplicates in the batch, on the key's first request: run is closed once the
+	// key's run is over, and left and runErr are then its outcome for the duplicates.
+	run    chan struct{}
+	left   *idemstore.Record // the record the run left or replayed: the duplicates replay it
+	runErr error             // the run's error when it left no record
+	runner int               // the request whose DoClaimed ran the key
 }
 
-// Claim claims the keys of reqs, as [Do] would before running a handler. Two requests with
-// the same stored key in one batch are not both claimed: the later one gets an
-// [*InProgressError] from [DoClaimed], so callers should run duplicates from the first's
-// outcome. Claim reports nothing itself: [DoClaimed] returns each request's error.
+// Claim claims the keys of reqs, as [Do] would before running a handler. Claim reports
+// nothing itself: [DoClaimed] returns each request's error.
+//
+// Requests with the same stored key (duplicates) are claimed once, and run once: the
+// first of them whose DoClaimed is called runs the key (or replays it, or meets it in
+// flight elsewhere, as Do would), and every other one takes that outcome, whatever the
+// store: the result it left is replayed to them (a completed result, including one still
+// waiting for [Batch.Settle], or a remembered failure as [*FailedError]); with no result
+// left (the handler failed and the key was released, or an error such as
+// [ErrInProgress] or [ErrStore] came instead) they get an error wrapping that outcome's,
+// without running. A DoClaimed of a duplicate called while the key's run is under way
+// waits for it (or for its own context to end). A duplicate whose fingerprint differs
+// from the first request's gets [ErrPayloadMismatch] at once. [Batch.Settle] reports the
+// run's recording error for every duplicate that replayed it.
 //
 // When the batch holds a single key to claim (after duplicates and keys the guard's
 // replay cache answers), Claim claims nothing: that request's DoClaimed behaves exactly as
@@ -83,26 +102,30 @@ func (g *Guard) Claim(ctx context.Context, reqs []Request) *Batch {
 	seen := make(map[string]int, len(reqs))
 	for i, r := range reqs {
 		it := &b.items[i]
-		it.req, it.now = r, now
+		it.req, it.now, it.dupOf = r, now, -1
 		var token string
 		it.key, token, it.err = g.keyAndToken(r)
 		if it.err != nil {
 			continue
 		}
 		it.fp = fingerprintHash(r.Fingerprint)
+		if first, dup := seen[it.key]; dup {
+			// Run once, from the first's claim, whatever the store: see above.
+			it.dupOf = first
+			if b.items[first].run == nil {
+				b.items[first].run = make(chan struct{})
+			}
+			continue
+		}
+		seen[it.key] = i
 		if !batched {
 			it.lazy = true
 			continue
 		}
 		if rec := g.cache.get(it.key, now); rec != nil {
-			it.rec = rec // a completed key replays, duplicate or not
+			it.rec = rec // a completed key replays
 			continue
 		}
-		if _, dup := seen[it.key]; dup {
-			it.err = &InProgressError{RetryAfter: time.Second, LeaseExpires: now}
-			continue
-		}
-		seen[it.key] = i
 		recs = append(recs, g.claimRecord(ctx, it.key, token, it.fp, now))
 		idx = append(idx, i)
 	}
@@ -141,35 +164,95 @@ func (b *Batch) Len() int { return len(b.items) }
 // unguarded for a caller whose own context ended, [WithFailOpen] or not. A claimed request
 // whose lease, taken at [Guard.Claim], is within [WithLeaseMargin] of its end when
 // DoClaimed reaches it does not run: it returns [ErrLeaseLost], since a caller whose clock
-// runs ahead by less than the margin may own the key. DoClaimed is safe for concurrent use
-// with distinct i, and must be called at most once per i.
+// runs ahead by less than the margin may own the key. A request whose key another request
+// of the batch carries takes the key's one run's outcome, as [Guard.Claim] says: it may
+// wait for that run, so it must not be called from inside the handler of a request with
+// the same key. DoClaimed is safe for concurrent use with distinct i, and must be called
+// at most once per i.
 func DoClaimed[T any](ctx context.Context, b *Batch, i int, fn func(context.Context) (T, error)) (result T, replayed bool, err error) {
 	it := &b.items[i]
 	g := b.g
-	if it.lazy {
-		return Do(ctx, g, it.req, fn)
-	}
-	b.mu.Lock()
-	released, twice := it.released, it.ran
-	it.ran = true
-	b.mu.Unlock()
-	if released {
-		return result, false, errSettled
-	}
-	if twice {
-		return result, false, errRunTwice
-	}
-	if it.err != nil {
-		if g.failsOpen(ctx, it.rec, it.err) {
-			result, err = fn(withStoredKey(ctx, it.key))
+	k := it // the item that holds the key's claim
+	if it.dupOf >= 0 {
+		k = &b.items[it.dupOf]
+		if err := g.checkFingerprint(ctx, &idemstore.Record{Key: k.key, Fingerprint: k.fp}, it.fp); err != nil {
 			return result, false, err
 		}
-		return result, false, it.err
 	}
-	if !it.claimed {
-		rec, err := g.conflict(ctx, it.rec, it.fp, it.now)
+	b.mu.Lock()
+	twice, released, share := it.ran, k.released, k.started
+	it.ran = true
+	if !twice && !released && !share {
+		k.started, k.runner = true, i
+	}
+	b.mu.Unlock()
+	switch {
+	case twice:
+		return result, false, errRunTwice
+	case released:
+		return result, false, errSettled
+	case share:
+		return sharedOutcome(ctx, b, k, it, fn)
+	}
+	if k.run == nil {
+		var left *idemstore.Record
+		return doClaimed(ctx, b, k, it.req, fn, &left)
+	}
+	k.runErr = errRunPanicked // until the run returns
+	defer close(k.run)        // after k.left and k.runErr are set, even if fn panics
+	result, replayed, err = doClaimed(ctx, b, k, it.req, fn, &k.left)
+	k.runErr = err
+	return result, replayed, err
+}
+
+var errRunPanicked = errors.New("idem: the handler panicked")
+
+// sharedOutcome answers it, a request whose key k's run another request of the batch
+// made, from that run's outcome: see [Guard.Claim].
+func sharedOutcome[T any](ctx context.Context, b *Batch, k, it *batchItem, fn func(context.Context) (T, error)) (result T, replayed bool, err error) {
+	g := b.g
+	select {
+	case <-k.run:
+	case <-ctx.Done():
+		return result, false, context.Cause(ctx)
+	}
+	switch {
+	case k.left != nil:
+		if err := g.checkFingerprint(ctx, k.left, it.fp); err != nil {
+			return result, false, err
+		}
+		g.fire(ctx, g.cfg.hooks.OnReplayed, it.now, Event{Key: k.key})
+		if err := g.replay(k.left, &result); err != nil {
+			var zero T
+			return zero, false, err
+		}
+		return result, true, nil
+	case k.runErr != nil:
+		return result, false, fmt.Errorf("idem: not run: request %d of the batch has this key and left no result: %w", k.runner, k.runErr)
+	}
+	// A run without a lease (WithFailOpen) left nothing to share: this request goes as Do.
+	return Do(ctx, g, it.req, fn)
+}
+
+// doClaimed runs or replays the key of k, the batch item that holds its claim, for req
+// (k's own request or a duplicate of it), and sets *left to the record the outcome left:
+// the one replayed, the completion recorded or waiting for Settle, or nil.
+func doClaimed[T any](ctx context.Context, b *Batch, k *batchItem, req Request, fn func(context.Context) (T, error), left **idemstore.Record) (result T, replayed bool, err error) {
+	g := b.g
+	if k.lazy {
+		return doLeaving(ctx, g, req, fn, left)
+	}
+	if k.err != nil {
+		if g.failsOpen(ctx, k.rec, k.err) {
+			result, err = fn(withStoredKey(ctx, k.key))
+			return result, false, err
+		}
+		return result, false, k.err
+	}
+	if !k.claimed {
+		rec, err := g.conflict(ctx, k.rec, k.fp, k.now)
 		if errors.Is(err, ErrInProgress) && g.cfg.waitMax > 0 {
-			return Do(ctx, g, it.req, fn) // WithWait: wait for the owner as Do does
+			return doLeaving(ctx, g, req, fn, left) // WithWait: wait for the owner as Do does
 		}
 		if err != nil {
 			return result, false, err
@@ -178,34 +261,38 @@ func DoClaimed[T any](ctx context.Context, b *Batch, i int, fn func(context.Cont
 			var zero T
 			return zero, false, err
 		}
+		*left = rec
 		return result, true, nil
 	}
-	if !g.now().Before(it.rec.LeaseExpires.Add(-g.cfg.leaseMargin)) {
+	if !g.now().Before(k.rec.LeaseExpires.Add(-g.cfg.leaseMargin)) {
 		// The lease taken at Claim ran out, or is within the margin of its end, before this
 		// request started (a long batch without a deadline): a caller whose clock runs ahead
 		// by less than the margin may own the key now, so it must not run.
 		return result, false, ErrLeaseLost
 	}
-	s := g.runHandler(ctx, it.rec, it.now, func(ctx context.Context) (any, error) { return fn(ctx) })
+	s := g.runHandler(ctx, k.rec, k.now, func(ctx context.Context) (any, error) { return fn(ctx) })
 	result, _ = s.value.(T)
 	_, attachMany := g.store.(idemstore.BatchAttachStore)
 	if (len(s.attached) > 0 && !attachMany) || !g.leaseOutlasts(ctx, s.l) {
 		// Attached writes the store cannot complete with others: their own transaction. Or
 		// the lease may end before Settle records the outcome, and another caller would
 		// then run the key again.
-		return result, false, g.settle(ctx, s)
+		*left, err = g.settleRecorded(ctx, s)
+		return result, false, err
 	}
 	b.mu.Lock()
 	late := b.settled
 	if !late {
-		it.pending = &s
+		k.pending = &s
 	}
 	b.mu.Unlock()
 	if late {
 		// The batch has been settled (early, near the deadline): a later Settle may never
 		// run, so the outcome is recorded now.
-		return result, false, g.settle(ctx, s)
+		*left, err = g.settleRecorded(ctx, s)
+		return result, false, err
 	}
+	*left = s.done // waiting for Settle, which reports to every request of the key if it fails
 	return result, false, s.runErr
 }
 
@@ -245,7 +332,7 @@ func (b *Batch) Settle(ctx context.Context) []error {
 		it := &b.items[i]
 		switch {
 		case !it.claimed || it.released:
-		case !it.ran:
+		case !it.started:
 			it.released = true
 			keys, toks = append(keys, it.key), append(toks, it.rec.LeaseToken)
 			released = append(released, &settlement{l: &lease{g: g, key: it.key, token: it.rec.LeaseToken}, start: g.now(), runErr: notRun})
@@ -298,7 +385,7 @@ func (b *Batch) Settle(ctx context.Context) []error {
 	}
 	wg.Wait()
 	if len(keys) > 0 {
-		results := bs.ReleaseMany(cctx, keys, toks)
+		results := bs.ReleaseMany(cctx, keys, toks, g.now())
 		for j, s := range released {
 			var err error = errCount
 			if len(results) == len(keys) {
@@ -310,7 +397,11 @@ func (b *Batch) Settle(ctx context.Context) []error {
 	errs := make([]error, len(b.items))
 	b.mu.Lock()
 	for i := range b.items {
-		errs[i] = b.items[i].settleErr
+		k := &b.items[i]
+		if k.dupOf >= 0 {
+			k = &b.items[k.dupOf] // a duplicate shares its key's outcome, and so its recording
+		}
+		errs[i] = k.settleErr
 	}
 	b.mu.Unlock()
 	return errs

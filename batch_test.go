@@ -101,8 +101,10 @@ func TestBatchMixed(t *testing.T) {
 	require.ErrorIs(t, err, idem.ErrMissingKey)
 	_, _, err = idem.DoClaimed(ctx, b, 4, func(context.Context) (int, error) { return 0, boom })
 	require.ErrorIs(t, err, boom)
-	_, _, err = idem.DoClaimed(ctx, b, 5, func(context.Context) (int, error) { return 0, nil })
-	require.ErrorIs(t, err, idem.ErrInProgress, "a duplicate within the batch is not claimed twice")
+	v, replayed, err = idem.DoClaimed(ctx, b, 5, func(context.Context) (int, error) { return 0, nil })
+	require.NoError(t, err, "a duplicate within the batch is not claimed twice")
+	assert.True(t, replayed, "it replays the first's result, waiting for Settle")
+	assert.Equal(t, 3, v)
 	// Request 6 is never run.
 	s.reset()
 	for i, err := range b.Settle(ctx) {
@@ -645,8 +647,8 @@ func TestBatchAttachedOutcomes(t *testing.T) {
 		require.NoError(t, err)
 		rec, err := e.s.Get(context.Background(), sk)
 		require.NoError(t, err)
-		if rec == nil {
-			return ""
+		if !rec.Live(e.clock.Now()) {
+			return "" // none, or the tombstone a release leaves
 		}
 		return rec.Status
 	}
@@ -769,4 +771,97 @@ func TestBatchAttachedOutcomes(t *testing.T) {
 		}
 		assert.Zero(t, e.s.count("completeManyAttached"))
 	})
+}
+
+// TestBatchDuplicateTakesTheRunsEnd: a duplicate in a batch takes what the key's run
+// ended in, a remembered failure or a panic too, and never runs.
+func TestBatchDuplicateTakesTheRunsEnd(t *testing.T) {
+	t.Parallel()
+	declined := errors.New("declined")
+	tests := []struct {
+		name string
+		fn   func(context.Context) (int, error)
+		want func(t *testing.T, err error)
+	}{
+		{
+			name: "remembered failure",
+			fn:   func(context.Context) (int, error) { return 0, declined },
+			want: func(t *testing.T, err error) {
+				var fe *idem.FailedError
+				require.ErrorAs(t, err, &fe, "replayed as a retry would")
+				assert.Equal(t, "declined", fe.Message)
+			},
+		},
+		{
+			name: "panic",
+			fn:   func(context.Context) (int, error) { panic("boom") },
+			want: func(t *testing.T, err error) {
+				require.Error(t, err)
+				assert.ErrorContains(t, err, "panicked")
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			g, err := idem.New(newCountingBatch(), "test", idem.WithRememberFailures(func(err error) bool { return errors.Is(err, declined) }))
+			require.NoError(t, err)
+			ctx := context.Background()
+			b := g.Claim(ctx, []idem.Request{{Key: "k"}, {Key: "k"}, {Key: "other"}})
+			func() {
+				defer func() { _ = recover() }()
+				_, _, _ = idem.DoClaimed(ctx, b, 0, tc.fn)
+			}()
+			_, replayed, err := idem.DoClaimed(ctx, b, 1, func(context.Context) (int, error) {
+				t.Error("the duplicate ran")
+				return 0, nil
+			})
+			assert.False(t, replayed)
+			tc.want(t, err)
+		})
+	}
+}
+
+// TestBatchDuplicatesConcurrent runs many requests of one key at once, racing an early
+// Settle: the key runs at most once, and every other request replays that run's result,
+// or, when Settle released the key before any started, none runs and all get
+// ErrLeaseLost.
+func TestBatchDuplicatesConcurrent(t *testing.T) {
+	t.Parallel()
+	for round := range 20 {
+		g, err := idem.New(newCountingBatch(), "test")
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		reqs := []idem.Request{{Key: "other"}}
+		for range 8 {
+			reqs = append(reqs, idem.Request{Key: "k"})
+		}
+		b := g.Claim(ctx, reqs)
+		var runs atomic.Int32
+		vals, errs := make([]int, len(reqs)), make([]error, len(reqs))
+		replayed := make([]bool, len(reqs))
+		var wg sync.WaitGroup
+		for i := 1; i < len(reqs); i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				vals[i], replayed[i], errs[i] = idem.DoClaimed(ctx, b, i, func(context.Context) (int, error) {
+					return int(runs.Add(1)) * 10, nil
+				})
+			}()
+		}
+		b.Settle(ctx)
+		wg.Wait()
+		b.Settle(ctx)
+		cancel()
+		require.LessOrEqual(t, runs.Load(), int32(1), "round %d", round)
+		for i := 1; i < len(reqs); i++ {
+			if runs.Load() == 0 {
+				require.ErrorIs(t, errs[i], idem.ErrLeaseLost, "round %d, request %d", round, i)
+				continue
+			}
+			require.NoError(t, errs[i], "round %d, request %d", round, i)
+			assert.Equal(t, 10, vals[i], "round %d, request %d", round, i)
+		}
+	}
 }

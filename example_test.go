@@ -303,7 +303,8 @@ func ExampleWithHooks() {
 }
 
 // A batch consumer claims all its requests at once, runs them, then records every
-// outcome together: on a batch-capable store, two round trips for the whole batch.
+// outcome together: on a batch-capable store, two round trips for the whole batch. A
+// duplicate in the batch (the second m1) does not run: it replays the first's result.
 func ExampleGuard_Claim() {
 	guard, _ := idem.New(memstore.New(), "create-order")
 	ctx := context.Background()
@@ -313,12 +314,12 @@ func ExampleGuard_Claim() {
 		v, replayed, err := idem.DoClaimed(ctx, batch, i, func(context.Context) (string, error) {
 			return "done " + reqs[i].Key, nil
 		})
-		fmt.Println(v, replayed, errors.Is(err, idem.ErrInProgress))
+		fmt.Println(v, replayed, err)
 	}
 	fmt.Println(batch.Settle(ctx))
 	// Output:
-	// done m1 false false
-	// done m2 false false
-	//  false true
+	// done m1 false <nil>
+	// done m2 false <nil>
+	// done m1 true <nil>
 	// [<nil> <nil> <nil>]
 }

@@ -64,9 +64,9 @@ func (c *counting) Complete(ctx context.Context, r *idemstore.Record, a []any) e
 	return c.Store.Complete(ctx, r, a)
 }
 
-func (c *counting) Release(ctx context.Context, k, t string) error {
+func (c *counting) Release(ctx context.Context, k, t string, now time.Time) error {
 	c.inc("release")
-	return c.Store.Release(ctx, k, t)
+	return c.Store.Release(ctx, k, t, now)
 }
 
 func (c *counting) SetCheckpoint(ctx context.Context, k, t, cp string, seq int64) error {
@@ -102,9 +102,9 @@ func (c *countingBatch) CompleteMany(ctx context.Context, recs []*idemstore.Reco
 	return c.bs.CompleteMany(ctx, recs)
 }
 
-func (c *countingBatch) ReleaseMany(ctx context.Context, keys, tokens []string) []error {
+func (c *countingBatch) ReleaseMany(ctx context.Context, keys, tokens []string, now time.Time) []error {
 	c.inc("releaseMany")
-	return c.bs.ReleaseMany(ctx, keys, tokens)
+	return c.bs.ReleaseMany(ctx, keys, tokens, now)
 }
 
 func reqs(prefix string, n int) []idem.Request {

@@ -137,11 +137,21 @@ func (g *Guard) Hooks() Hooks { return g.cfg.hooks }
 // never outlives the lease: it ends at the lease end less the margin at the latest, with a
 // cause wrapping [ErrLeaseLost] (see [WithMaxLease] and [WithHeartbeat]).
 func Do[T any](ctx context.Context, g *Guard, req Request, fn func(context.Context) (T, error)) (result T, replayed bool, err error) {
+	return doLeaving(ctx, g, req, fn, nil)
+}
+
+// doLeaving is [Do], and if left is not nil it sets *left to the record the call leaves
+// for the key: the one replayed, or the one fn's outcome was recorded as; nil when it
+// left none (fn failed and the key was released, or an error came before or after fn).
+func doLeaving[T any](ctx context.Context, g *Guard, req Request, fn func(context.Context) (T, error), left **idemstore.Record) (result T, replayed bool, err error) {
 	// The closure captures only fn, so it stays on the stack; fn's result comes back boxed.
-	rec, v, err := g.do(ctx, req, func(ctx context.Context) (any, error) { return fn(ctx) })
+	rec, v, err := g.do(ctx, req, func(ctx context.Context) (any, error) { return fn(ctx) }, left)
 	if rec == nil {
 		result, _ = v.(T) // nil for an interface T whose handler returned nil
 		return result, false, err
+	}
+	if left != nil {
+		*left = rec
 	}
 	if err := g.replay(rec, &result); err != nil {
 		var zero T
@@ -151,8 +161,9 @@ func Do[T any](ctx context.Context, g *Guard, req Request, fn func(context.Conte
 }
 
 // do drives the state machine. It returns the record to replay, or nil and what fn
-// returned after running it.
-func (g *Guard) do(ctx context.Context, req Request, run func(context.Context) (any, error)) (*idemstore.Record, any, error) {
+// returned after running it; then, if left is not nil, *left is the record fn's outcome
+// was recorded as (nil if none).
+func (g *Guard) do(ctx context.Context, req Request, run func(context.Context) (any, error), left **idemstore.Record) (*idemstore.Record, any, error) {
 	key, token, err := g.keyAndToken(req)
 	if err != nil {
 		return nil, nil, err
@@ -178,7 +189,7 @@ func (g *Guard) do(ctx context.Context, req Request, run func(context.Context) (
 			return nil, nil, err
 		}
 		if claimed {
-			v, err := g.runOwned(ctx, rec, now, run)
+			v, err := g.runOwned(ctx, rec, now, run, left)
 			return nil, v, err
 		}
 		replay, err := g.conflict(ctx, rec, fp, now)

@@ -26,9 +26,14 @@ type settlement struct {
 
 // runOwned runs fn while this caller owns the lease on rec, claimed at claimedAt, then
 // records the outcome. It returns fn's result and the caller's error.
-func (g *Guard) runOwned(ctx context.Context, rec *idemstore.Record, claimedAt time.Time, run func(context.Context) (any, error)) (any, error) {
+// If left is not nil, it is set to the record the outcome left when it was recorded.
+func (g *Guard) runOwned(ctx context.Context, rec *idemstore.Record, claimedAt time.Time, run func(context.Context) (any, error), left **idemstore.Record) (any, error) {
 	s := g.runHandler(ctx, rec, claimedAt, run)
-	return s.value, g.settle(ctx, s)
+	recorded, err := g.settleRecorded(ctx, s)
+	if left != nil {
+		*left = recorded
+	}
+	return s.value, err
 }
 
 // runHandler runs fn under the lease on rec, claimed at claimedAt, with the lease watchdog
@@ -68,17 +73,40 @@ func (g *Guard) runHandler(ctx context.Context, rec *idemstore.Record, claimedAt
 	return s
 }
 
-// settle records s with single-item store calls and returns the caller's error.
-func (g *Guard) settle(ctx context.Context, s settlement) error {
+// settleRecorded records s with single-item store calls. It returns the record the
+// outcome left (s.done when it was recorded; nil when the key was released or recording
+// it failed) and the caller's error.
+func (g *Guard) settleRecorded(ctx context.Context, s settlement) (*idemstore.Record, error) {
 	if s.done == nil {
 		g.release(ctx, s.l, s.start, s.runErr)
-		return s.runErr
+		return nil, s.runErr
 	}
-	return g.completed(ctx, s, g.complete(ctx, s))
+	if err := g.record(ctx, s, g.complete(ctx, s)); err != nil {
+		return nil, callerErr(s, err)
+	}
+	return s.done, callerErr(s, nil)
 }
 
 // completed interprets the outcome err of writing s.done and returns the caller's error.
 func (g *Guard) completed(ctx context.Context, s settlement, err error) error {
+	return callerErr(s, g.record(ctx, s, err))
+}
+
+// callerErr returns the error the caller of a run whose outcome s was recorded with err
+// (nil: recorded) gets: err, or for a remembered failure the handler's error with it.
+func callerErr(s settlement, err error) error {
+	if s.runErr != nil { // a remembered failure
+		if err != nil {
+			return errors.Join(s.runErr, err)
+		}
+		return s.runErr
+	}
+	return err
+}
+
+// record interprets the outcome err of writing s.done and returns the error of recording
+// it: nil when s.done is stored.
+func (g *Guard) record(ctx context.Context, s settlement, err error) error {
 	err = g.completeResult(ctx, s.l, s.done, s.attached, s.start, err)
 	if errors.Is(err, idemstore.ErrTooLarge) && s.done.Encoding != idemstore.EncodingNone {
 		// The store's item limit is lower than WithMaxResultSize allowed: keep the work
@@ -98,12 +126,6 @@ func (g *Guard) completed(ctx context.Context, s settlement, err error) error {
 			// attempt may yet commit, so "nothing committed" is no longer known.
 			err = &StoreError{Op: OpCommit, Err: fmt.Errorf("idem: the release after %v failed: %w", err, rerr)} // %v: no longer ErrNotCommitted
 		}
-	}
-	if s.runErr != nil { // a remembered failure
-		if err != nil {
-			return errors.Join(s.runErr, err)
-		}
-		return s.runErr
 	}
 	return err
 }
@@ -271,7 +293,7 @@ func (g *Guard) completeResult(ctx context.Context, l *lease, rec *idemstore.Rec
 func (g *Guard) releaseUncommitted(ctx context.Context, s settlement) error {
 	cctx, cancel := detached(ctx)
 	defer cancel()
-	err := g.store.Release(cctx, s.l.key, s.l.token)
+	err := g.store.Release(cctx, s.l.key, s.l.token, g.now())
 	if errors.Is(err, ErrLeaseLost) {
 		cur, gerr := g.store.Get(cctx, s.l.key)
 		if gerr == nil && cur != nil && cur.LeaseToken == s.done.LeaseToken && cur.Status == s.done.Status {
@@ -291,12 +313,13 @@ func (g *Guard) releaseUncommitted(ctx context.Context, s settlement) error {
 // all.
 var errCompletedAfterAll = errors.New("idem: completed after all")
 
-// release deletes the record so a retry runs again. Failing to release is logged, not
+// release gives up the key so a retry runs again (the store keeps the record as a
+// tombstone: see [idemstore.Store]). Failing to release is logged, not
 // returned: the caller's error is the handler's, and the lease ends on its own.
 func (g *Guard) release(ctx context.Context, l *lease, start time.Time, cause error) {
 	cctx, cancel := detached(ctx)
 	defer cancel()
-	g.released(ctx, l, start, cause, g.store.Release(cctx, l.key, l.token))
+	g.released(ctx, l, start, cause, g.store.Release(cctx, l.key, l.token, g.now()))
 }
 
 // released interprets the store's answer err to releasing l's key.

@@ -205,7 +205,7 @@ func (s *unfencedRelease) Complete(ctx context.Context, rec *idemstore.Record, a
 	return &idem.StoreError{Op: "complete", Err: context.DeadlineExceeded}
 }
 
-func (s *unfencedRelease) Release(ctx context.Context, key, token string) error {
+func (s *unfencedRelease) Release(ctx context.Context, key, token string, now time.Time) error {
 	s.releases.Add(1)
 	return &idem.StoreError{Op: "release", Err: errors.New("TransactionConflictException (injected)")}
 }

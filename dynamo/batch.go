@@ -31,15 +31,19 @@ const MaxBatchStatements = 25
 // One BatchExecuteStatement call per [MaxBatchStatements] records inserts them with PartiQL
 // INSERT, which writes only where no item has the key. A key already taken costs a second
 // call, shared by all such keys (up to 100): a strongly consistent BatchGetItem of their
-// items. An item that would refuse the record's claim (a live one, or an ended lease whose
-// checkpoint the record does not carry: see [Store.Claim]) is the conflict, returned as
-// prev, as a single claim would return it. Completed records whose results are kept apart
+// items. An item that would refuse the record's claim (a live one, an ended lease whose
+// checkpoint the record does not carry, or the tombstone of the release of the record's
+// own token: see [Store.Claim]) is the conflict, returned as prev, as a single claim would
+// return it. Completed records whose results are kept apart
 // (see [Store.Complete]) cost a third call, shared by all of them: a BatchGetItem of the
 // results' items. Any other outcome (an expired item, an ended
 // lease the claim may take over, an item that does not decode or has gone since, a
 // statement that failed for another reason such as throttling) falls back to [Store.Claim]
 // for that record alone, so takeovers come back exactly as from a single claim. A batch of
-// new keys thus costs one call, a batch of replays two.
+// new keys thus costs one call, a batch of replays two. A key released before (a failed
+// message's redelivery) is taken by the tombstone its release left ([Store.Release]): it
+// costs the read and a PutItem of its own besides, where a deleted record cost nothing
+// more.
 //
 // A failed call fails each of its records with an error wrapping [idem.ErrStore]; a
 // failed read of a result kept apart leaves the record that refused the claim, without its
@@ -138,7 +142,7 @@ func (s *Store) refusing(item map[string]types.AttributeValue, rec *idemstore.Re
 		return nil, ""
 	}
 	leaseEnded := prev.Status == idemstore.StatusInProgress && !prev.LeaseExpires.IsZero() && !now.Before(prev.LeaseExpires)
-	if leaseEnded && prev.Checkpoint == rec.Checkpoint {
+	if leaseEnded && prev.Checkpoint == rec.Checkpoint && prev.LeaseToken != idemstore.ReleasedToken(rec.LeaseToken) {
 		return nil, ""
 	}
 	return prev, ref
@@ -226,17 +230,13 @@ func (s *Store) putResults(ctx context.Context, recs []*idemstore.Record, out []
 }
 
 // ReleaseMany implements [idemstore.BatchStore]: it releases each key as [Store.Release] would,
-// with one BatchExecuteStatement call of PartiQL DELETE statements per
-// [MaxBatchStatements] keys, each conditional on the lease token, the in-progress status
-// and the absence of a checkpoint ([idem.ErrLeaseLost] when another owner holds the key).
-// A record of the token that has a checkpoint (the failed condition returns the item) is
-// kept with its lease ended, by one UpdateItem of its own, as [Store.Release] does. One
-// difference in what is reported, not in what is stored: a PartiQL DELETE of an item that
-// no longer exists succeeds, so a key whose record has gone (taken over and released by
-// another owner, or deleted by TTL) counts as released where [Store.Release] reports
-// [idem.ErrLeaseLost]; either way the key is free. The function's role needs the IAM
-// action dynamodb:PartiQLDelete on the table.
-func (s *Store) ReleaseMany(ctx context.Context, keys, tokens []string) []error {
+// keeping its record as a tombstone, with one BatchExecuteStatement call of PartiQL UPDATE
+// statements per [MaxBatchStatements] keys, each conditional on the lease token and the
+// in-progress status ([idem.ErrLeaseLost] when another owner holds the key, or nobody
+// does). A statement that failed for another reason (throttling, say) is retried alone
+// with [Store.Release]. The function's role needs the IAM action dynamodb:PartiQLUpdate
+// on the table.
+func (s *Store) ReleaseMany(ctx context.Context, keys, tokens []string, now time.Time) []error {
 	out := make([]error, len(keys))
 	if len(tokens) != len(keys) {
 		for i := range out {
@@ -246,19 +246,17 @@ func (s *Store) ReleaseMany(ctx context.Context, keys, tokens []string) []error 
 	}
 	stmts := make([]types.BatchStatementRequest, len(keys))
 	for i := range keys {
-		stmts[i] = s.deleteStatement(keys[i], tokens[i])
+		stmts[i] = s.releaseStatement(keys[i], tokens[i], now)
 	}
 	for i, r := range s.execute(ctx, stmts) {
 		switch {
 		case r.callErr != nil:
 			out[i] = s.fail("release", r.callErr)
 		case r.code == "":
-		case r.code == types.BatchStatementErrorCodeEnumConditionalCheckFailed && s.keepsCheckpoint(r.item, tokens[i]):
-			out[i] = s.endLease(ctx, keys[i], tokens[i])
 		case r.code == types.BatchStatementErrorCodeEnumConditionalCheckFailed:
 			out[i] = fmt.Errorf("dynamo: release: %w: %w", idem.ErrLeaseLost, r.err)
 		default:
-			out[i] = s.Release(ctx, keys[i], tokens[i])
+			out[i] = s.Release(ctx, keys[i], tokens[i], now)
 		}
 	}
 	return out
@@ -445,19 +443,23 @@ func (s *Store) updateStatement(rec *idemstore.Record, ref string) types.BatchSt
 	return types.BatchStatementRequest{Statement: aws.String(b.String()), Parameters: params}
 }
 
-// deleteStatement returns the PartiQL DELETE of key's item, the statement form of
-// releaseCondition: conditional on token, on the record being in progress and on it having
-// no checkpoint. A failed condition returns the item.
-func (s *Store) deleteStatement(key, token string) types.BatchStatementRequest {
+// releaseStatement returns the PartiQL UPDATE that releases key's record as
+// [Store.Release] does: its lease ended at now and its token replaced by
+// [idemstore.ReleasedToken], conditional on token and on the record being in progress.
+func (s *Store) releaseStatement(key, token string, now time.Time) types.BatchStatementRequest {
 	a := &s.cfg.attrs
-	where, params := s.whereKey(key)
+	where, keyParams := s.whereKey(key)
+	params := []types.AttributeValue{
+		encodeEpoch(now, leaseExpiryUnit), // as Release: rounded down
+		&types.AttributeValueMemberS{Value: idemstore.ReleasedToken(token)},
+	}
+	params = append(append(params, keyParams...), &types.AttributeValueMemberS{Value: token},
+		&types.AttributeValueMemberS{Value: string(idemstore.StatusInProgress)})
 	return types.BatchStatementRequest{
-		Statement: aws.String("DELETE FROM " + quoteIdent(s.table) + " WHERE " + where +
-			" AND " + quoteIdent(a.LeaseToken) + " = ? AND " + quoteIdent(a.Status) + " = ?" +
-			" AND " + quoteIdent(a.Checkpoint) + " IS MISSING"),
-		Parameters: append(params, &types.AttributeValueMemberS{Value: token},
-			&types.AttributeValueMemberS{Value: string(idemstore.StatusInProgress)}),
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		Statement: aws.String("UPDATE " + quoteIdent(s.table) +
+			" SET " + quoteIdent(a.InProgressExpiration) + " = ? SET " + quoteIdent(a.LeaseToken) + " = ?" +
+			" WHERE " + where + " AND " + quoteIdent(a.LeaseToken) + " = ? AND " + quoteIdent(a.Status) + " = ?"),
+		Parameters: params,
 	}
 }
 

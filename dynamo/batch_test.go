@@ -221,36 +221,41 @@ func TestCompleteManyAndReleaseMany(t *testing.T) {
 
 	keys := []string{recs[3].Key, recs[5].Key, "cm/absent"}
 	toks := []string{"tok", "stale", "tok"}
-	errs = e.store.ReleaseMany(ctx, keys, toks)
+	errs = e.store.ReleaseMany(ctx, keys, toks, now)
 	require.NoError(t, errs[0], "in progress, ours: released")
 	require.ErrorIs(t, errs[1], idem.ErrLeaseLost, "another owner's token")
-	require.NoError(t, errs[2], "a record already gone counts as released")
+	require.ErrorIs(t, errs[2], idem.ErrLeaseLost, "a record already gone: nothing to release, as Release says")
 	got, err := e.store.Get(ctx, recs[3].Key)
 	require.NoError(t, err)
-	assert.Nil(t, got)
+	require.NotNil(t, got, "kept as a tombstone")
+	assert.Equal(t, idemstore.ReleasedToken("tok"), got.LeaseToken)
+	assert.True(t, got.LeaseEnded(time.Now()), "lease ended at the release: %v", got.LeaseExpires)
 	got, err = e.store.Get(ctx, recs[5].Key)
 	require.NoError(t, err)
 	assert.NotNil(t, got, "a wrong token deletes nothing")
 
-	// A record with a checkpoint is kept with its lease ended, a completed one never goes.
+	// Every released record is kept with its lease ended, its checkpoint too; a completed
+	// one is not released.
 	withCP, plain := record("cm/checkpoint", now, "tok"), record("cm/plain", now, "tok")
 	seed(t, e.store, withCP)
 	seed(t, e.store, plain)
 	require.NoError(t, e.store.SetCheckpoint(ctx, withCP.Key, "tok", "charged", 1))
 	e.api.Take()
-	errs = e.store.ReleaseMany(ctx, []string{withCP.Key, done[9].Key, plain.Key}, []string{"tok", "tok", "tok"})
-	assert.Equal(t, map[string]int{"BatchExecuteStatement": 1, "UpdateItem": 1}, e.api.Take(), "one more call for the checkpoint")
+	errs = e.store.ReleaseMany(ctx, []string{withCP.Key, done[9].Key, plain.Key}, []string{"tok", "tok", "tok"}, now)
+	assert.Equal(t, map[string]int{"BatchExecuteStatement": 1}, e.api.Take(), "one call, checkpoints or not")
 	require.NoError(t, errs[0], "released, checkpoint kept")
 	require.ErrorIs(t, errs[1], idem.ErrLeaseLost, "completed: not released")
 	require.NoError(t, errs[2])
 	got, err = e.store.Get(ctx, plain.Key)
 	require.NoError(t, err)
-	assert.Nil(t, got)
+	require.NotNil(t, got, "kept as a tombstone")
+	assert.Equal(t, idemstore.ReleasedToken("tok"), got.LeaseToken)
+	assert.True(t, got.LeaseEnded(time.Now()), "lease ended at the release: %v", got.LeaseExpires)
 	got, err = e.store.Get(ctx, withCP.Key)
 	require.NoError(t, err)
 	require.NotNil(t, got)
 	assert.Equal(t, "charged", got.Checkpoint)
-	assert.True(t, got.LeaseExpires.Equal(time.Unix(0, 0)), "lease ended: %v", got.LeaseExpires)
+	assert.True(t, got.LeaseEnded(time.Now()), "lease ended at the release: %v", got.LeaseExpires)
 	got, err = e.store.Get(ctx, done[9].Key)
 	require.NoError(t, err)
 	require.NotNil(t, got)
@@ -293,10 +298,12 @@ func TestBatchLayouts(t *testing.T) {
 			require.NoError(t, err)
 			assertSameRecord(t, &done, got)
 
-			require.NoError(t, e.store.ReleaseMany(ctx, []string{b.Key}, []string{"tok"})[0])
+			require.NoError(t, e.store.ReleaseMany(ctx, []string{b.Key}, []string{"tok"}, now)[0])
 			got, err = e.store.Get(ctx, b.Key)
 			require.NoError(t, err)
-			assert.Nil(t, got)
+			require.NotNil(t, got, "kept as a tombstone")
+			assert.Equal(t, idemstore.ReleasedToken("tok"), got.LeaseToken)
+			assert.True(t, got.LeaseEnded(time.Now()), "lease ended at the release: %v", got.LeaseExpires)
 			assert.False(t, strings.Contains(fmt.Sprint(e.api.Take()), "PutItem"), "no fallback to single claims")
 		})
 	}
@@ -366,7 +373,7 @@ func TestBatchFallbacks(t *testing.T) {
 		for _, err := range s.CompleteMany(context.Background(), recs) {
 			require.ErrorIs(t, err, idem.ErrStore)
 		}
-		for _, err := range s.ReleaseMany(context.Background(), []string{"a"}, []string{"tok"}) {
+		for _, err := range s.ReleaseMany(context.Background(), []string{"a"}, []string{"tok"}, time.Now()) {
 			require.ErrorIs(t, err, idem.ErrStore)
 		}
 	})

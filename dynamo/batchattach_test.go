@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/stretchr/testify/assert"
@@ -101,7 +102,7 @@ func TestCompleteManyAttached(t *testing.T) {
 		l := newLedger(t, e.client)
 		recs, attached := seedBatch(t, e, l, 5, []byte(`{}`), map[int]bool{3: true})
 		// Record 1's lease was taken over: another owner's token.
-		require.NoError(t, e.store.Release(context.Background(), recs[1].Key, recs[1].LeaseToken))
+		require.NoError(t, e.store.Release(context.Background(), recs[1].Key, recs[1].LeaseToken, time.Unix(0, 0))) // seed claims at the epoch
 		seed(t, e.store, record(recs[1].Key, wallClock(), "other"))
 		e.api.Take()
 

@@ -28,8 +28,7 @@
 // Batch consumers (the sqs package, through [idem.Guard.Claim]) claim, complete and release
 // up to 25 records per round trip with PartiQL statements in BatchExecuteStatement: see
 // [Store.ClaimMany]. Their role needs the IAM actions dynamodb:PartiQLInsert,
-// dynamodb:PartiQLUpdate, dynamodb:PartiQLDelete and dynamodb:BatchGetItem besides the
-// single-item ones.
+// dynamodb:PartiQLUpdate and dynamodb:BatchGetItem besides the single-item ones.
 //
 // Items use the attribute names of the Powertools for AWS Lambda idempotency utilities
 // (id, status, expiration, in_progress_expiration, validation, data), so a table can be

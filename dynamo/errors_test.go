@@ -156,7 +156,7 @@ func TestSDKErrorsAreStoreErrors(t *testing.T) {
 		{"claim", claimErr},
 		{"get", getErr},
 		{"complete", store.Complete(ctx, done, nil)},
-		{"release", store.Release(ctx, "k", "tok")},
+		{"release", store.Release(ctx, "k", "tok", time.Now())},
 		{"extend", store.Extend(ctx, "k", "tok", now)},
 		{"checkpoint", store.SetCheckpoint(ctx, "k", "tok", "cp", 1)},
 	}
@@ -188,7 +188,7 @@ func TestLeaseFail(t *testing.T) {
 			return s.Extend(context.Background(), "k", "tok", time.Now().Add(time.Minute))
 		}},
 		{"checkpoint", func(s *dynamo.Store) error { return s.SetCheckpoint(context.Background(), "k", "tok", "cp", 1) }},
-		{"release", func(s *dynamo.Store) error { return s.Release(context.Background(), "k", "tok") }},
+		{"release", func(s *dynamo.Store) error { return s.Release(context.Background(), "k", "tok", time.Now()) }},
 	}
 	cases := []struct {
 		name    string

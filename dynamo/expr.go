@@ -63,13 +63,17 @@ func (a *Attributes) attr(placeholder string) string {
 const (
 	// claimCondition holds when the claim may replace what holds the key: nothing, an
 	// expired record (TTL deletion lags by up to days, so expired items are still found),
-	// or an in-progress record whose lease has ended and whose checkpoint the claim carries
-	// (claimCarrying, with :cp) or which has none (claimFresh). A record's own end counts as
-	// ended, as in idemstore.Record: "<=" between a stored end rounded up (encodeEnd) and now
-	// rounded down (encodeEpoch) holds exactly when now is at or past the stored end, never
-	// before the record's own end.
+	// or an in-progress record whose lease has ended, which is not the tombstone of the
+	// claim's own token's release (:released, idemstore.ReleasedToken of the claim's token:
+	// a late attempt of a claim whose owner released the key since; a record without a
+	// token, as other writers may leave, is no such tombstone), and whose checkpoint the
+	// claim carries (claimCarrying, with :cp) or which has none (claimFresh). A record's own
+	// end counts as ended, as in idemstore.Record: "<=" between a stored end rounded up
+	// (encodeEnd) and now rounded down (encodeEpoch) holds exactly when now is at or past
+	// the stored end, never before the record's own end.
 	claimCondition = "attribute_not_exists(" + phID + ") OR " + phExpiration + " <= :now OR (" +
-		phStatus + " = :inprogress AND " + phLease + " <= :now_ms AND "
+		phStatus + " = :inprogress AND " + phLease + " <= :now_ms AND " +
+		"(attribute_not_exists(" + phToken + ") OR " + phToken + " <> :released) AND "
 	claimFresh    = claimCondition + "attribute_not_exists(" + phCheckpoint + "))"
 	claimCarrying = claimCondition + phCheckpoint + " = :cp)"
 	// ownedCondition holds while the caller's token owns the record (fencing).
@@ -84,7 +88,4 @@ const (
 	// or over itself (a resend): a late write never replaces a later checkpoint.
 	checkpointCondition = ownedInProgressCondition + " AND (attribute_not_exists(" + phCpSeq + ") OR " +
 		phCpSeq + " < :seq OR (" + phCpSeq + " = :seq AND " + phCheckpoint + " = :cp))"
-	// releaseCondition deletes only a record without a checkpoint: one with a checkpoint is
-	// kept, its lease ended, so the retry resumes from it.
-	releaseCondition = ownedInProgressCondition + " AND attribute_not_exists(" + phCheckpoint + ")"
 )

@@ -31,7 +31,8 @@ type exprRequest struct {
 func TestExpressions(t *testing.T) {
 	t.Parallel()
 	const (
-		claim = "attribute_not_exists(#id) OR #exp <= :now OR (#status = :inprogress AND #lease <= :now_ms AND "
+		claim = "attribute_not_exists(#id) OR #exp <= :now OR (#status = :inprogress AND #lease <= :now_ms AND " +
+			"(attribute_not_exists(#token) OR #token <> :released) AND "
 		owned = "#token = :token AND #status = :inprogress"
 		token = "0123456789abcdef0123456789abcdef"
 	)
@@ -50,7 +51,7 @@ func TestExpressions(t *testing.T) {
 				return err
 			},
 			claim + "attribute_not_exists(#cp))", "",
-			[]string{"#id", "#exp", "#status", "#lease", "#cp"}, []string{":now", ":now_ms", ":inprogress"},
+			[]string{"#id", "#exp", "#status", "#lease", "#token", "#cp"}, []string{":now", ":now_ms", ":inprogress", ":released"},
 		},
 		{
 			"ClaimCarrying",
@@ -61,7 +62,7 @@ func TestExpressions(t *testing.T) {
 				return err
 			},
 			claim + "#cp = :cp)", "",
-			[]string{"#id", "#exp", "#status", "#lease", "#cp"}, []string{":now", ":now_ms", ":inprogress", ":cp"},
+			[]string{"#id", "#exp", "#status", "#lease", "#token", "#cp"}, []string{":now", ":now_ms", ":inprogress", ":cp", ":released"},
 		},
 		{
 			"Complete",
@@ -83,9 +84,9 @@ func TestExpressions(t *testing.T) {
 		},
 		{
 			"Release",
-			func(ctx context.Context, s *dynamo.Store) error { return s.Release(ctx, "k", token) },
-			owned + " AND attribute_not_exists(#cp)", "",
-			[]string{"#token", "#status", "#cp"}, []string{":token", ":inprogress"},
+			func(ctx context.Context, s *dynamo.Store) error { return s.Release(ctx, "k", token, time.Now()) },
+			owned, "SET #lease = :ended, #token = :released",
+			[]string{"#lease", "#token", "#status"}, []string{":ended", ":released", ":token", ":inprogress"},
 		},
 		{
 			"Extend",

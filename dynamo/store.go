@@ -27,7 +27,7 @@ const claimAttempts = 3
 //
 // Round trips: a claim is one PutItem whether it wins or meets a live record; a completion
 // is one UpdateItem, or one TransactWriteItems with attached writes; a release is one
-// DeleteItem, or two calls when the record has a checkpoint to keep; extend, checkpoint and
+// UpdateItem (the record stays, a tombstone: see [Store.Release]); extend, checkpoint and
 // get are one call each. A result over 1 KB (after compression) costs one call more to
 // store (a PutItem of its item) and one more to read (a GetItem, by a claim that meets the
 // completed record or by Get). Store is also an [idemstore.BatchStore]: see
@@ -63,13 +63,16 @@ func (s *Store) Table() string { return s.table }
 //
 //	attribute_not_exists(#id) OR #expiration <= :now
 //	OR (#status = :inprogress AND #in_progress_expiration <= :now_ms
+//	    AND (attribute_not_exists(#lease_token) OR #lease_token <> :released)
 //	    AND #checkpoint = :checkpoint)
 //
-// where the last line is attribute_not_exists(#checkpoint) when rec carries no checkpoint.
-// An expired record still in the table (TTL deletion lags) is thereby overwritten, and so
-// is an in-progress record whose lease has ended, but only by a claim that carries its
-// checkpoint into the new item: the checkpoint never lives only in a response that can be
-// lost. When the condition fails, DynamoDB returns the record that refused the claim with
+// where :released is [idemstore.ReleasedToken] of rec's token, and the last line is
+// attribute_not_exists(#checkpoint) when rec carries no checkpoint. An expired record still
+// in the table (TTL deletion lags) is thereby overwritten, and so is an in-progress record
+// whose lease has ended, but only by a claim that carries its checkpoint into the new
+// item (the checkpoint never lives only in a response that can be lost), and never by a
+// claim whose own owner released the key since (see [Store.Release]): the first attempt
+// of a PutItem the SDK resent, landing after the resend's owner ran, failed and released. When the condition fails, DynamoDB returns the record that refused the claim with
 // the error (ReturnValuesOnConditionCheckFailure), so a conflict costs one round trip too;
 // only a store that omits it costs a strongly consistent GetItem more, and so does a
 // completed record whose result is kept in an item of its own (see [Store.Complete]): the
@@ -84,6 +87,7 @@ func (s *Store) Claim(ctx context.Context, rec *idemstore.Record, now time.Time)
 		":now":        encodeEpoch(now, expirationUnit),
 		":now_ms":     encodeEpoch(now, leaseExpiryUnit),
 		":inprogress": &types.AttributeValueMemberS{Value: string(idemstore.StatusInProgress)},
+		":released":   &types.AttributeValueMemberS{Value: idemstore.ReleasedToken(rec.LeaseToken)},
 	}
 	cond := claimFresh
 	if rec.Checkpoint != "" {
@@ -94,7 +98,7 @@ func (s *Store) Claim(ctx context.Context, rec *idemstore.Record, now time.Time)
 		TableName:                           aws.String(s.table),
 		Item:                                s.encodeRecord(rec),
 		ConditionExpression:                 aws.String(cond),
-		ExpressionAttributeNames:            a.names(phID, phExpiration, phStatus, phLease, phCheckpoint),
+		ExpressionAttributeNames:            a.names(phID, phExpiration, phStatus, phLease, phToken, phCheckpoint),
 		ExpressionAttributeValues:           values,
 		ReturnValues:                        types.ReturnValueAllOld,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
@@ -334,53 +338,26 @@ func storedVersion(rec *idemstore.Record, ref string) int {
 	return rec.Version
 }
 
-// Release implements [idemstore.Store]. A record without a checkpoint is deleted with one
-// DeleteItem conditional on the lease token, on the record being in progress and on it
-// having no checkpoint. If that fails on a record of this token that has a checkpoint (the
-// failed condition returns the item), one UpdateItem, conditional on the token, ends its
-// lease instead (see [Store.endLease]): two round trips.
-func (s *Store) Release(ctx context.Context, key, token string) error {
-	a := &s.cfg.attrs
-	_, err := s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName:                aws.String(s.table),
-		Key:                      s.key(key),
-		ConditionExpression:      aws.String(releaseCondition),
-		ExpressionAttributeNames: a.names(phToken, phStatus, phCheckpoint),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":token":      &types.AttributeValueMemberS{Value: token},
-			":inprogress": &types.AttributeValueMemberS{Value: string(idemstore.StatusInProgress)},
-		},
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) && s.keepsCheckpoint(ccf.Item, token) {
-		return s.endLease(ctx, key, token)
-	}
-	return s.leaseFail("release", err)
-}
-
-// keepsCheckpoint reports whether item, returned by a release's failed condition, is an
-// in-progress record of token with a checkpoint, whose lease the release must end rather
-// than delete it. An item the store did not return may be one: the conditional update of
-// [Store.endLease] decides.
-func (s *Store) keepsCheckpoint(item map[string]types.AttributeValue, token string) bool {
-	if len(item) == 0 {
-		return true
-	}
-	rec, err := s.decodeRecord(item)
-	return err == nil && rec.LeaseToken == token && rec.Status == idemstore.StatusInProgress && rec.Checkpoint != ""
-}
-
-// endLease releases the in-progress record of token for key by ending its lease (setting
-// its end to the Unix epoch, which every clock has passed), with one UpdateItem conditional
-// on the token and the status. The record keeps its checkpoint, which the next claim
-// carries over (see [Store.Claim]).
+// Release implements [idemstore.Store] with one UpdateItem, conditional on the lease token
+// and on the record being in progress, that keeps the record as a tombstone: its lease
+// ended at now (the caller's clock, rounded down to the millisecond as a claim's now is,
+// so that a claim at or after now takes it over) and
+// its token replaced by [idemstore.ReleasedToken](token). A claim made from then on takes
+// it over at once, with its checkpoint if it has one (see [Store.Claim]).
 //
-// The lease token is replaced too ([idemstore.ReleasedToken]): a completion of ours still in
-// flight at DynamoDB (a transaction whose answer timed out) is conditional on the token and
-// the status, which the record would otherwise still satisfy, so it could land after the
-// caller was told that nothing committed.
-func (s *Store) endLease(ctx context.Context, key, token string) error {
+// The record is never deleted, because of two writes that may still be in flight at
+// DynamoDB when the caller releases. A completion of ours (a transaction whose answer
+// timed out) is conditional on the token and the status, which the record would otherwise
+// still satisfy, so it could land after the caller was told that nothing committed. And
+// the first attempt of our own claim, which the SDK resent after a broken connection,
+// would find no item and put the in-progress record again, holding the key for a lease
+// nobody owns; the tombstone refuses it, by its token. It refuses as well the first
+// attempt of a claim of an earlier owner that released the key before we took it over,
+// by the lease end: that claim was sent before our release, and at its now our lease has
+// not ended. An UpdateItem costs the write units a DeleteItem of the same item would (both
+// are billed by the item's size); the tombstone stays until TTL deletes it at the
+// record's expiry, as a completed record would.
+func (s *Store) Release(ctx context.Context, key, token string, now time.Time) error {
 	a := &s.cfg.attrs
 	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                aws.String(s.table),
@@ -389,7 +366,7 @@ func (s *Store) endLease(ctx context.Context, key, token string) error {
 		ConditionExpression:      aws.String(ownedInProgressCondition),
 		ExpressionAttributeNames: a.names(phLease, phToken, phStatus),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":ended":      encodeEpoch(time.Unix(0, 0), leaseExpiryUnit),
+			":ended":      encodeEpoch(now, leaseExpiryUnit),
 			":released":   &types.AttributeValueMemberS{Value: idemstore.ReleasedToken(token)},
 			":token":      &types.AttributeValueMemberS{Value: token},
 			":inprogress": &types.AttributeValueMemberS{Value: string(idemstore.StatusInProgress)},

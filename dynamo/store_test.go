@@ -233,31 +233,37 @@ func TestRelease(t *testing.T) {
 	rec := record("release/k", wallClock(), "tok")
 	seed(t, e.store, rec)
 
-	require.ErrorIs(t, e.store.Release(ctx, rec.Key, "other"), idem.ErrLeaseLost)
+	require.ErrorIs(t, e.store.Release(ctx, rec.Key, "other", wallClock()), idem.ErrLeaseLost)
 	got, err := e.store.Get(ctx, rec.Key)
 	require.NoError(t, err)
 	require.NotNil(t, got, "a wrong token deletes nothing")
 
-	require.NoError(t, e.store.Release(ctx, rec.Key, "tok"))
+	e.api.Take()
+	require.NoError(t, e.store.Release(ctx, rec.Key, "tok", wallClock()))
+	assert.Equal(t, map[string]int{"UpdateItem": 1}, e.api.Take(), "one write, as the DeleteItem it replaces")
 	got, err = e.store.Get(ctx, rec.Key)
 	require.NoError(t, err)
-	assert.Nil(t, got)
-	require.ErrorIs(t, e.store.Release(ctx, rec.Key, "tok"), idem.ErrLeaseLost, "nothing left to release")
+	require.NotNil(t, got, "kept as a tombstone, never deleted")
+	assert.Equal(t, idemstore.StatusInProgress, got.Status)
+	assert.Equal(t, idemstore.ReleasedToken("tok"), got.LeaseToken)
+	assert.True(t, got.LeaseEnded(time.Now()), "lease ended at the release: %v", got.LeaseExpires)
+	assert.Equal(t, rec.Expires, got.Expires, "it expires (TTL) when the record would have")
+	require.ErrorIs(t, e.store.Release(ctx, rec.Key, "tok", wallClock()), idem.ErrLeaseLost, "nothing left to release")
 
 	t.Run("KeepsCheckpoint", func(t *testing.T) {
 		rec := record("release/checkpoint", wallClock(), "tok")
 		seed(t, e.store, rec)
 		require.NoError(t, e.store.SetCheckpoint(ctx, rec.Key, "tok", "charged", 1))
-		require.ErrorIs(t, e.store.Release(ctx, rec.Key, "other"), idem.ErrLeaseLost)
+		require.ErrorIs(t, e.store.Release(ctx, rec.Key, "other", wallClock()), idem.ErrLeaseLost)
 		e.api.Take()
-		require.NoError(t, e.store.Release(ctx, rec.Key, "tok"))
-		assert.Equal(t, map[string]int{"DeleteItem": 1, "UpdateItem": 1}, e.api.Take(), "the delete is refused, the lease ended")
+		require.NoError(t, e.store.Release(ctx, rec.Key, "tok", wallClock()))
+		assert.Equal(t, map[string]int{"UpdateItem": 1}, e.api.Take(), "one write ends the lease")
 		got, err := e.store.Get(ctx, rec.Key)
 		require.NoError(t, err)
 		require.NotNil(t, got, "the record stays for its checkpoint")
 		assert.Equal(t, "charged", got.Checkpoint)
 		assert.Equal(t, idemstore.StatusInProgress, got.Status)
-		assert.True(t, got.LeaseExpires.Equal(time.Unix(0, 0)), "lease ended: %v", got.LeaseExpires)
+		assert.True(t, got.LeaseEnded(time.Now()), "lease ended at the release: %v", got.LeaseExpires)
 
 		now := wallClock()
 		next := record(rec.Key, now, "next")
@@ -275,7 +281,7 @@ func TestRelease(t *testing.T) {
 		done := *rec
 		done.Status = idemstore.StatusCompleted
 		require.NoError(t, e.store.Complete(ctx, &done, nil))
-		require.ErrorIs(t, e.store.Release(ctx, rec.Key, "tok"), idem.ErrLeaseLost)
+		require.ErrorIs(t, e.store.Release(ctx, rec.Key, "tok", wallClock()), idem.ErrLeaseLost)
 		got, err := e.store.Get(ctx, rec.Key)
 		require.NoError(t, err)
 		require.NotNil(t, got)
@@ -340,12 +346,12 @@ func TestFencing(t *testing.T) {
 	lateDone := *old
 	lateDone.Status, lateDone.Data, lateDone.Encoding = idemstore.StatusCompleted, []byte(`"late"`), "json"
 	require.ErrorIs(t, e.store.Complete(ctx, &lateDone, nil), idem.ErrLeaseLost)
-	require.ErrorIs(t, e.store.Release(ctx, old.Key, "old"), idem.ErrLeaseLost)
+	require.ErrorIs(t, e.store.Release(ctx, old.Key, "old", wallClock()), idem.ErrLeaseLost)
 	require.ErrorIs(t, e.store.Extend(ctx, old.Key, "old", takeoverAt.Add(time.Hour)), idem.ErrLeaseLost)
 	require.ErrorIs(t, e.store.SetCheckpoint(ctx, old.Key, "old", "late", 1), idem.ErrLeaseLost)
 
 	var ccf *types.ConditionalCheckFailedException
-	assert.ErrorAs(t, e.store.Release(ctx, old.Key, "old"), &ccf, "the SDK error stays reachable")
+	assert.ErrorAs(t, e.store.Release(ctx, old.Key, "old", wallClock()), &ccf, "the SDK error stays reachable")
 
 	got, err := e.store.Get(ctx, old.Key)
 	require.NoError(t, err)
@@ -493,35 +499,37 @@ func TestLayouts(t *testing.T) {
 			assert.NotEmpty(t, e.rawItem(t, tc.key(rec.Key)), "the item sits under the configured key")
 
 			// A release keeps a record with a checkpoint, lease ended; the claim carrying the
-			// checkpoint takes it over, and a release without one deletes it.
+			// checkpoint takes it over, and a release without one keeps a tombstone.
 			later := now.Add(2 * time.Hour)
 			next := record(rec.Key, later, "tok3")
 			_, claimed, err = e.store.Claim(ctx, next, later)
 			require.NoError(t, err)
 			require.True(t, claimed, "the completed record expired")
 			require.NoError(t, e.store.SetCheckpoint(ctx, rec.Key, "tok3", "cp", 1))
-			require.NoError(t, e.store.Release(ctx, rec.Key, "tok3"))
+			require.NoError(t, e.store.Release(ctx, rec.Key, "tok3", wallClock()))
 			got, err := e.store.Get(ctx, rec.Key)
 			require.NoError(t, err)
 			require.NotNil(t, got)
 			assert.Equal(t, "cp", got.Checkpoint)
-			assert.True(t, got.LeaseExpires.Equal(time.Unix(0, 0)), "lease ended: %v", got.LeaseExpires)
+			assert.True(t, got.LeaseEnded(time.Now()), "lease ended at the release: %v", got.LeaseExpires)
 
 			next = record(rec.Key, later, "tok4")
 			next.Checkpoint = "cp"
 			_, claimed, err = e.store.Claim(ctx, next, later)
 			require.NoError(t, err)
 			require.True(t, claimed)
-			require.ErrorIs(t, e.store.Release(ctx, rec.Key, "tok3"), idem.ErrLeaseLost, "tok3 no longer owns it")
+			require.ErrorIs(t, e.store.Release(ctx, rec.Key, "tok3", wallClock()), idem.ErrLeaseLost, "tok3 no longer owns it")
 
 			fresh := record("layout/fresh", later, "tok5")
 			_, claimed, err = e.store.Claim(ctx, fresh, later)
 			require.NoError(t, err)
 			require.True(t, claimed)
-			require.NoError(t, e.store.Release(ctx, fresh.Key, "tok5"))
+			require.NoError(t, e.store.Release(ctx, fresh.Key, "tok5", wallClock()))
 			got, err = e.store.Get(ctx, fresh.Key)
 			require.NoError(t, err)
-			assert.Nil(t, got, "without a checkpoint the record is deleted")
+			require.NotNil(t, got, "without a checkpoint too, the record is kept as a tombstone")
+			assert.Equal(t, idemstore.ReleasedToken("tok5"), got.LeaseToken)
+			assert.False(t, got.Live(later))
 		})
 	}
 }

@@ -81,13 +81,15 @@ func (r *Record) LeaseEnded(now time.Time) bool {
 }
 
 // ClaimableBy reports whether a claim of rec at now may replace the record r: r is nil or
-// expired, or its lease has ended and rec carries its checkpoint (both may be empty). It
+// expired, or its lease has ended, rec carries its checkpoint (both may be empty), and r
+// is not what the release of rec's own token left (its token [ReleasedToken] of rec's):
+// such a claim is a late attempt of a claim whose owner has released the key since. It
 // is the claim condition of [Store.Claim], for stores that evaluate it in Go.
 func (r *Record) ClaimableBy(rec *Record, now time.Time) bool {
 	if r == nil || r.Expired(now) {
 		return true
 	}
-	return r.LeaseEnded(now) && r.Checkpoint == rec.Checkpoint
+	return r.LeaseEnded(now) && r.Checkpoint == rec.Checkpoint && r.LeaseToken != ReleasedToken(rec.LeaseToken)
 }
 
 // Live reports whether the record holds its key at now: it is not nil, has not expired,

@@ -12,7 +12,8 @@ import (
 // TestRecordPredicates checks Expired, LeaseEnded, Live and ClaimableBy on each side of the
 // instants they turn at: a record stops counting at its Expires and an in-progress lease
 // ends at its LeaseExpires (both inclusive), a zero time never arrives, and a lease ends
-// only for an in-progress record.
+// only for an in-progress record; a record a release left (its token
+// idemstore.ReleasedToken) refuses a claim of the released token alone.
 func TestRecordPredicates(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
@@ -20,6 +21,11 @@ func TestRecordPredicates(t *testing.T) {
 	inProgress := func(expires, leaseExpires time.Time, checkpoint string) *idemstore.Record {
 		return &idemstore.Record{Key: "k", Status: idemstore.StatusInProgress, Expires: expires,
 			LeaseExpires: leaseExpires, LeaseToken: "owner", Checkpoint: checkpoint}
+	}
+	released := func(expires time.Time, token, checkpoint string) *idemstore.Record {
+		r := inProgress(expires, time.Unix(0, 0), checkpoint)
+		r.LeaseToken = idemstore.ReleasedToken(token)
+		return r
 	}
 	withStatus := func(s idemstore.Status, expires, leaseExpires time.Time) *idemstore.Record {
 		return &idemstore.Record{Key: "k", Status: s, Expires: expires, LeaseExpires: leaseExpires}
@@ -29,10 +35,12 @@ func TestRecordPredicates(t *testing.T) {
 		rec  *idemstore.Record // nil: no record (Expired and LeaseEnded are not asked)
 		// claimCheckpoint is the checkpoint the claim asked about by ClaimableBy carries.
 		claimCheckpoint string
-		expired         bool
-		leaseEnded      bool
-		live            bool
-		claimable       bool
+		// claimToken is the lease token of that claim.
+		claimToken string
+		expired    bool
+		leaseEnded bool
+		live       bool
+		claimable  bool
 	}{
 		{name: "no record", rec: nil, claimable: true},
 		{name: "lease held, 1ns before its end", rec: inProgress(now.Add(time.Hour), now.Add(ns), ""),
@@ -47,6 +55,14 @@ func TestRecordPredicates(t *testing.T) {
 			claimCheckpoint: "shipped", leaseEnded: true},
 		{name: "lease ended, claim carries none", rec: inProgress(now.Add(time.Hour), now, "charged"),
 			leaseEnded: true},
+		{name: "released, claim of the released token", rec: released(now.Add(time.Hour), "mine", ""),
+			claimToken: "mine", leaseEnded: true},
+		{name: "released with a checkpoint, claim of the released token carries it", rec: released(now.Add(time.Hour), "mine", "charged"),
+			claimToken: "mine", claimCheckpoint: "charged", leaseEnded: true},
+		{name: "released, claim of another token", rec: released(now.Add(time.Hour), "theirs", ""),
+			claimToken: "mine", leaseEnded: true, claimable: true},
+		{name: "released and expired, claim of the released token", rec: released(now, "mine", ""),
+			claimToken: "mine", expired: true, leaseEnded: true, claimable: true},
 		{name: "no lease end holds the key until it expires", rec: inProgress(now.Add(ns), time.Time{}, ""),
 			live: true},
 		{name: "1ns before Expires", rec: inProgress(now.Add(ns), now.Add(time.Minute), ""),
@@ -67,7 +83,7 @@ func TestRecordPredicates(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			claim := &idemstore.Record{Key: "k", Status: idemstore.StatusInProgress, Checkpoint: tc.claimCheckpoint}
+			claim := &idemstore.Record{Key: "k", Status: idemstore.StatusInProgress, LeaseToken: tc.claimToken, Checkpoint: tc.claimCheckpoint}
 			if tc.rec != nil {
 				assert.Equal(t, tc.expired, tc.rec.Expired(now), "Expired")
 				assert.Equal(t, tc.leaseEnded, tc.rec.LeaseEnded(now), "LeaseEnded")

@@ -18,15 +18,21 @@ import (
 // is (see the package's error variables).
 type Store interface {
 	// Claim writes rec (status [StatusInProgress]) if the record for rec.Key at now lets it:
-	// there is none, it is past its Expires, or it is in progress past its LeaseExpires and
-	// its Checkpoint equals rec.Checkpoint (both may be empty). A record with a checkpoint
-	// is thus taken over only by a claim that carries the checkpoint into the new record,
-	// never lost with a claim's answer: the guard claims again with the checkpoint of the
-	// lease-ended record a claim returns. On success claimed is true and prev is the record
-	// replaced, if any and if the store can return it in the same round trip (the guard
-	// does not rely on it; pgstore returns nil). Otherwise claimed is false and prev is the record that refused the
-	// claim: a live one (absent, expired or lease-ended records are not live), or one whose
-	// lease ended with another checkpoint than rec's.
+	// there is none, it is past its Expires, or it is in progress past its LeaseExpires, its
+	// Checkpoint equals rec.Checkpoint (both may be empty) and its LeaseToken is not
+	// [ReleasedToken](rec.LeaseToken) (see [Record.ClaimableBy]). The last rule refuses a
+	// claim whose owner has released the key since, which a network can deliver late (the
+	// AWS SDK resends a request whose connection broke, and its first attempt may still
+	// land after the resend's owner ran, failed and released): it must not hold the key
+	// again for a lease nobody owns. A record with a checkpoint is thus taken over only by
+	// a claim that carries the checkpoint into the new record, never lost with a claim's
+	// answer: the guard claims again with the checkpoint of the lease-ended record a claim
+	// returns. On success claimed is true and prev is the record replaced, if any and if
+	// the store can return it in the same round trip (the guard does not rely on it;
+	// pgstore returns nil). Otherwise claimed is false and prev is the record that refused
+	// the claim: a live one (absent, expired or lease-ended records are not live), one
+	// whose lease ended with another checkpoint than rec's, or the tombstone of the release
+	// of rec's own token.
 	//
 	// A Claim that learned a record holds the key but could not read all of it (a result
 	// kept apart, in a second read that failed) or any of it (a read after a refused
@@ -49,14 +55,24 @@ type Store interface {
 	// under rec.LeaseToken, it returns nil and commits no attached write a second time.
 	Complete(ctx context.Context, rec *Record, attached []any) error
 
-	// Release gives up the lease of token on the in-progress record for key, so that a
-	// retry runs again. A record without a checkpoint is deleted. A record with one is kept,
-	// its lease ended (its LeaseExpires set to a time every clock has passed; the stores here
-	// use the Unix epoch) and its lease token replaced by [ReleasedToken](token), so that
-	// the next claim takes it over and resumes from the checkpoint, and no late write of the
-	// releasing owner (a completion still in flight) can land on it. If token does not own an in-progress record for key (another owner took
-	// it over, or it completed), Release changes nothing and returns [ErrLeaseLost].
-	Release(ctx context.Context, key, token string) error
+	// Release gives up the lease of token on the in-progress record for key at now (the
+	// caller's clock, as Claim's now), so that a retry runs again. The record is kept,
+	// never deleted, as a tombstone: its lease ended at now (its LeaseExpires set to now),
+	// its lease token replaced by [ReleasedToken](token), everything else as it was (its
+	// checkpoint, its Expires). A claim made from then on takes it over at once, and
+	// resumes from the checkpoint if it has one. No late write of the releasing owner (a
+	// completion still in flight) can land on it. A claim sent before the release and
+	// delivered late (the AWS SDK resends a request whose connection broke, and its first
+	// attempt may land after the resend's owner ran, failed and released) is refused rather
+	// than hold the key again for a lease nobody owns: one of the releasing owner's own by
+	// its token (see Claim), and any other, of an owner that took the key over and
+	// released it in between, by its time: at its now the tombstone's lease has not ended.
+	// A caller whose clock runs behind the releaser's may be refused for as long as the
+	// skew, and is told the key is in progress until then. A tombstone stays until its
+	// Expires, as any record does. If token does not own an in-progress record for key
+	// (another owner took it over, or it completed), Release changes nothing and returns
+	// [ErrLeaseLost].
+	Release(ctx context.Context, key, token string, now time.Time) error
 
 	// Extend moves the lease end of the in-progress record for key to leaseExpires if its
 	// lease token equals token, else returns [ErrLeaseLost]. It never lowers the stored
@@ -97,9 +113,10 @@ type AttachChecker interface {
 	CheckAttached(attached []any) error
 }
 
-// ReleasedToken is the lease token a store writes into a record that [Store.Release] keeps
-// for its checkpoint: not token, so that every write conditional on the releasing owner's
-// token fails from then on, and recognisable in the table by its "released:" prefix.
+// ReleasedToken is the lease token a store writes into the record [Store.Release] keeps:
+// not token, so that every write conditional on the releasing owner's token fails from
+// then on, and a claim of token is refused by it ([Record.ClaimableBy]); recognisable in
+// the table by its "released:" prefix.
 func ReleasedToken(token string) string { return "released:" + token }
 
 // BatchStore is an optional extension of [Store] for stores that can claim, complete and
@@ -113,8 +130,8 @@ type BatchStore interface {
 	ClaimMany(ctx context.Context, recs []*Record, now time.Time) []ClaimResult
 	// CompleteMany makes [Store.Complete], without attached writes, for each record.
 	CompleteMany(ctx context.Context, recs []*Record) []error
-	// ReleaseMany makes [Store.Release] for each key and its token.
-	ReleaseMany(ctx context.Context, keys, tokens []string) []error
+	// ReleaseMany makes [Store.Release] for each key and its token at now.
+	ReleaseMany(ctx context.Context, keys, tokens []string, now time.Time) []error
 }
 
 // BatchAttachStore is an optional extension of [BatchStore] for stores that can complete

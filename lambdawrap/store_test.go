@@ -95,7 +95,7 @@ func (failingStore) Get(context.Context, string) (*idemstore.Record, error) {
 	return nil, errUnavailable
 }
 func (failingStore) Complete(context.Context, *idemstore.Record, []any) error { return errUnavailable }
-func (failingStore) Release(context.Context, string, string) error            { return errUnavailable }
+func (failingStore) Release(context.Context, string, string, time.Time) error { return errUnavailable }
 func (failingStore) Extend(context.Context, string, string, time.Time) error  { return errUnavailable }
 func (failingStore) SetCheckpoint(context.Context, string, string, string, int64) error {
 	return errUnavailable

@@ -153,7 +153,7 @@ func (s *Store) Complete(ctx context.Context, rec *idemstore.Record, attached []
 }
 
 // Release implements [idemstore.Store].
-func (s *Store) Release(ctx context.Context, key, token string) error {
+func (s *Store) Release(ctx context.Context, key, token string, now time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -163,11 +163,9 @@ func (s *Store) Release(ctx context.Context, key, token string) error {
 	if err != nil {
 		return err
 	}
-	if r.Checkpoint == "" {
-		delete(s.records, key)
-		return nil
-	}
-	r.LeaseExpires = time.Unix(0, 0) // ended for every clock, as the DynamoDB store writes it
+	// Kept, never deleted, its lease ended at now: the record refuses a claim sent before
+	// the release and delivered late, token's own or another owner's.
+	r.LeaseExpires = now
 	r.LeaseToken = idemstore.ReleasedToken(token)
 	s.put(r)
 	return nil
@@ -266,10 +264,10 @@ func (s *Store) CompleteManyAttached(ctx context.Context, recs []*idemstore.Reco
 }
 
 // ReleaseMany implements [idemstore.BatchStore] by releasing each key in turn.
-func (s *Store) ReleaseMany(ctx context.Context, keys, tokens []string) []error {
+func (s *Store) ReleaseMany(ctx context.Context, keys, tokens []string, now time.Time) []error {
 	out := make([]error, len(keys))
 	for i := range keys {
-		out[i] = s.Release(ctx, keys[i], tokens[i])
+		out[i] = s.Release(ctx, keys[i], tokens[i], now)
 	}
 	return out
 }

@@ -166,7 +166,7 @@ func TestClaimRefusedByReinsertedRecord(t *testing.T) {
 	defer func() { _ = tx.Rollback(ctx) }()
 	txStore, err := pgstore.New(tx, s.Table())
 	require.NoError(t, err)
-	require.NoError(t, txStore.Release(ctx, "k", "A"))
+	require.NoError(t, txStore.Release(ctx, "k", "A", t0))
 	_, ok, err := txStore.Claim(ctx, inProgress("k", "B", t0.Add(time.Second)), t0.Add(time.Second))
 	require.NoError(t, err)
 	require.True(t, ok)

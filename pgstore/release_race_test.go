@@ -70,7 +70,7 @@ func TestReleaseRaces(t *testing.T) {
 			tc.hold(t, txStore)
 
 			done := make(chan error, 1)
-			go func() { done <- s.Release(ctx, "k", "A") }()
+			go func() { done <- s.Release(ctx, "k", "A", t0) }()
 			waitForLockWait(t, pool, s.Table())
 			require.NoError(t, tx.Commit(ctx))
 			rerr := <-done

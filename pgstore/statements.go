@@ -17,8 +17,10 @@ func newStatements(table string) statements {
 	return statements{
 		// One statement whether it wins or not. The INSERT wins on a free key; on a taken
 		// one, ON CONFLICT locks the record's latest version and replaces it only if the
-		// claim condition holds there: expired, or in progress with its lease ended and
-		// the checkpoint the claim carries ($9, NULL for none). A refused claim updates
+		// claim condition holds there: expired, or in progress with its lease ended, the
+		// checkpoint the claim carries ($9, NULL for none), and not the tombstone of the
+		// release of the claim's own token ($13, idemstore.ReleasedToken of it: a late
+		// attempt of a claim whose owner released the key since). A refused claim updates
 		// nothing, and held then reads the record that refused it in the same statement:
 		// FOR SHARE makes that read follow the row to the version the upsert judged (a
 		// plain read would see the statement's snapshot, which may predate it). Only a
@@ -36,7 +38,8 @@ func newStatements(table string) statements {
 		checkpoint_seq = excluded.checkpoint_seq
 	WHERE r.expires_at <= $11::timestamptz
 		OR (r.status = 'INPROGRESS' AND r.lease_expires_at <= $11::timestamptz
-			AND r.checkpoint IS NOT DISTINCT FROM $9::text)
+			AND r.checkpoint IS NOT DISTINCT FROM $9::text
+			AND r.lease_token IS DISTINCT FROM $13::text)
 	RETURNING 1
 ), held AS (
 	SELECT `+columns+` FROM %[1]s
@@ -75,14 +78,12 @@ SELECT EXISTS (SELECT FROM done), held.status FROM (VALUES (1)) AS one LEFT JOIN
 		// check before COMMIT through a db without BeginTx (see Store.begin).
 		ownedCheck: fmt.Sprintf(`SELECT EXISTS (SELECT FROM %s WHERE id = $1::text AND lease_token = $2::text AND status = $3::text)`, t),
 
-		// A record without a checkpoint is deleted; one with a checkpoint is kept with its
-		// lease ended ($3, the Unix epoch) and its token replaced ($4), so the next claim
-		// resumes from the checkpoint and no late write of the releasing owner lands.
-		release: fmt.Sprintf(`MERGE INTO %s AS r
-USING (VALUES ($1::text)) AS k (id)
-ON r.id = k.id AND r.lease_token = $2::text AND r.status = 'INPROGRESS'
-WHEN MATCHED AND r.checkpoint IS NULL THEN DELETE
-WHEN MATCHED THEN UPDATE SET lease_expires_at = $3::timestamptz, lease_token = $4::text`, t),
+		// The record is kept as a tombstone, never deleted: its lease ended ($3, the Unix
+		// epoch) and its token replaced ($4), so the next claim takes it over at once (with
+		// its checkpoint, if any), no late write of the releasing owner lands, and a late
+		// attempt of its own claim is refused.
+		release: fmt.Sprintf(`UPDATE %s SET lease_expires_at = $3::timestamptz, lease_token = $4::text
+WHERE id = $1::text AND lease_token = $2::text AND status = 'INPROGRESS'`, t),
 
 		// GREATEST: an extension never shortens the stored lease.
 		extend: fmt.Sprintf(`UPDATE %s SET lease_expires_at = GREATEST(lease_expires_at, $3::timestamptz)

@@ -62,7 +62,8 @@ func (s *Store) Table() string { return s.table }
 
 // Claim implements [idemstore.Store] with one statement, an INSERT ... ON CONFLICT DO UPDATE
 // that replaces an existing record only when it is expired, or in progress with its lease
-// ended and carrying rec's checkpoint; when it refuses, the same statement returns the
+// ended, carrying rec's checkpoint and not the tombstone of the release of rec's own token
+// (see [Store.Release]); when it refuses, the same statement returns the
 // record that refused it (see the package documentation). Times are compared at now, the
 // caller's clock, as with every store; stored ends are rounded up and now down to
 // PostgreSQL's microseconds, so a record is never taken before its end. A claim that wins
@@ -72,7 +73,7 @@ func (s *Store) Table() string { return s.table }
 func (s *Store) Claim(ctx context.Context, rec *idemstore.Record, now time.Time) (*idemstore.Record, bool, error) {
 	args := []any{rec.Key, string(rec.Status), end(rec.Expires), end(rec.LeaseExpires),
 		text(rec.Fingerprint), rec.Data, text(rec.Encoding), text(rec.LeaseToken),
-		text(rec.Checkpoint), rec.Version, at(now), rec.CheckpointSeq}
+		text(rec.Checkpoint), rec.Version, at(now), rec.CheckpointSeq, idemstore.ReleasedToken(rec.LeaseToken)}
 	for range claimAttempts {
 		var claimed bool
 		var r row
@@ -132,13 +133,17 @@ func completeArgs(rec *idemstore.Record) []any {
 		rec.Data, text(rec.Encoding), rec.Version, rec.LeaseToken}
 }
 
-// Release implements [idemstore.Store] with one MERGE conditional on the lease token and on the
-// record being in progress: it deletes a record without a checkpoint, and ends the lease of
-// one with a checkpoint (its end set to the Unix epoch, its token to
-// [idemstore.ReleasedToken]), so that the next claim resumes from it and no late completion of
-// ours lands on it.
-func (s *Store) Release(ctx context.Context, key, token string) error {
-	tag, err := s.db.Exec(ctx, s.sql.release, key, token, time.Unix(0, 0).UTC(), idemstore.ReleasedToken(token))
+// Release implements [idemstore.Store] with one UPDATE conditional on the lease token and on
+// the record being in progress, which keeps the record as a tombstone: its lease ended at
+// now and its token replaced by [idemstore.ReleasedToken]. A claim made from then on takes
+// it over at once, resuming from its checkpoint if it has one; no late completion of ours
+// lands on it, and a claim sent before the release that the network delivers after it
+// (ours, or an owner's that took the key over and released it in between) is refused
+// rather than hold the key again. Tombstones
+// stay until their expiry, as completed records do (see [Store.DeleteExpired]).
+func (s *Store) Release(ctx context.Context, key, token string, now time.Time) error {
+	// Rounded down, as a claim's now is: a claim at or after now takes the tombstone over.
+	tag, err := s.db.Exec(ctx, s.sql.release, key, token, at(now), idemstore.ReleasedToken(token))
 	return s.owned("release", tag, err)
 }
 

@@ -108,7 +108,7 @@ func releasedAt(token, cp string, at time.Time) func(*testing.T, *pgstore.Store,
 	return func(t *testing.T, s *pgstore.Store, key string) {
 		t.Helper()
 		checkpointAt(token, cp, at)(t, s, key)
-		require.NoError(t, s.Release(context.Background(), key, token))
+		require.NoError(t, s.Release(context.Background(), key, token, at))
 	}
 }
 
@@ -155,7 +155,7 @@ func TestFencing(t *testing.T) {
 		call func(key, token string) error
 	}{
 		{"Complete", func(key, token string) error { return s.Complete(ctx, completed(inProgress(key, token, t0), t0), nil) }},
-		{"Release", func(key, token string) error { return s.Release(ctx, key, token) }},
+		{"Release", func(key, token string) error { return s.Release(ctx, key, token, t0) }},
 		{"Extend", func(key, token string) error { return s.Extend(ctx, key, token, t0.Add(time.Hour)) }},
 		{"SetCheckpoint", func(key, token string) error { return s.SetCheckpoint(ctx, key, token, "x", 1) }},
 	}
@@ -184,29 +184,32 @@ func TestRelease(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, _ := newStore(t, nil)
-	t.Run("WithoutCheckpointDeletes", func(t *testing.T) {
+	t.Run("WithoutCheckpointKeepsTombstone", func(t *testing.T) {
 		claimAt("a", t0)(t, s, "rel1")
-		require.NoError(t, s.Release(ctx, "rel1", "a"))
+		require.NoError(t, s.Release(ctx, "rel1", "a", t0))
 		got, err := s.Get(ctx, "rel1")
 		require.NoError(t, err)
-		assert.Nil(t, got)
-		require.ErrorIs(t, s.Release(ctx, "rel1", "a"), idem.ErrLeaseLost, "nothing left to release")
+		require.NotNil(t, got, "kept, so that a late attempt of a's claim is refused")
+		assert.Equal(t, idemstore.ReleasedToken("a"), got.LeaseToken)
+		assert.WithinDuration(t, t0, got.LeaseExpires, time.Millisecond, "the lease ended at the release")
+		assert.Empty(t, got.Checkpoint)
+		require.ErrorIs(t, s.Release(ctx, "rel1", "a", t0), idem.ErrLeaseLost, "nothing left to release")
 	})
 	t.Run("WithCheckpointKeeps", func(t *testing.T) {
 		checkpointAt("a", "charged", t0)(t, s, "rel2")
-		require.NoError(t, s.Release(ctx, "rel2", "a"))
+		require.NoError(t, s.Release(ctx, "rel2", "a", t0))
 		got, err := s.Get(ctx, "rel2")
 		require.NoError(t, err)
 		require.NotNil(t, got)
 		assert.Equal(t, idemstore.ReleasedToken("a"), got.LeaseToken)
-		assert.Equal(t, time.Unix(0, 0).UTC(), got.LeaseExpires)
+		assert.WithinDuration(t, t0, got.LeaseExpires, time.Millisecond, "the lease ended at the release")
 		assert.Equal(t, "charged", got.Checkpoint)
 		require.ErrorIs(t, s.Complete(ctx, completed(inProgress("rel2", "a", t0), t0), nil), idem.ErrLeaseLost,
 			"a late completion of the releasing owner does not land")
 	})
 	t.Run("CompletedIsNotReleased", func(t *testing.T) {
 		completeAt("a", t0)(t, s, "rel3")
-		require.ErrorIs(t, s.Release(ctx, "rel3", "a"), idem.ErrLeaseLost)
+		require.ErrorIs(t, s.Release(ctx, "rel3", "a", t0), idem.ErrLeaseLost)
 		got, err := s.Get(ctx, "rel3")
 		require.NoError(t, err)
 		assert.Equal(t, idemstore.StatusCompleted, got.Status)

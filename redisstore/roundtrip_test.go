@@ -84,7 +84,7 @@ func TestRoundTrips(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s.SetCheckpoint(ctx, "warm", "t0", "cp", 1))
 	require.NoError(t, s.Extend(ctx, "warm", "t0", now.Add(2*time.Minute)))
-	require.NoError(t, s.Release(ctx, "warm", "t0"))
+	require.NoError(t, s.Release(ctx, "warm", "t0", now))
 	_, _, err = s.Claim(ctx, claim("warm2", "t1", ""), now)
 	require.NoError(t, err)
 	require.NoError(t, s.Complete(ctx, completed(claim("warm2", "t1", "")), nil))
@@ -109,7 +109,7 @@ func TestRoundTrips(t *testing.T) {
 		}, []string{"evalsha"}},
 		{"SetCheckpoint", func(t *testing.T) { require.NoError(t, s.SetCheckpoint(ctx, "a", "ta", "charged", 1)) }, []string{"evalsha"}},
 		{"Extend", func(t *testing.T) { require.NoError(t, s.Extend(ctx, "a", "ta", now.Add(5*time.Minute))) }, []string{"evalsha"}},
-		{"ReleaseKeepingCheckpoint", func(t *testing.T) { require.NoError(t, s.Release(ctx, "a", "ta")) }, []string{"evalsha"}},
+		{"ReleaseWithCheckpoint", func(t *testing.T) { require.NoError(t, s.Release(ctx, "a", "ta", now)) }, []string{"evalsha"}},
 		{"ClaimTakeover", func(t *testing.T) {
 			_, claimed, err := s.Claim(ctx, claim("a", "tc", "charged"), now)
 			require.NoError(t, err)
@@ -125,11 +125,11 @@ func TestRoundTrips(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, idemstore.StatusCompleted, rec.Status)
 		}, []string{"hgetall"}},
-		{"ReleaseDeleting", func(t *testing.T) {
+		{"ReleaseWithoutCheckpoint", func(t *testing.T) {
 			_, _, err := s.Claim(ctx, claim("b", "tb", ""), now)
 			require.NoError(t, err)
 			c.take()
-			require.NoError(t, s.Release(ctx, "b", "tb"))
+			require.NoError(t, s.Release(ctx, "b", "tb", now))
 		}, []string{"evalsha"}},
 	}
 	for _, tc := range cases {

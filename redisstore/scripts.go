@@ -12,10 +12,12 @@ import "github.com/redis/go-redis/v9"
 // caches the script) when the server answers NOSCRIPT.
 
 // claimScript claims KEYS[1] at now ARGV[1] for a record carrying checkpoint ARGV[2],
-// expiring at ARGV[3] (0: never), with the fields ARGV[4...] (name, value pairs). The
+// expiring at ARGV[3] (0: never), with the fields ARGV[5...] (name, value pairs). The
 // stored record refuses the claim while it holds the key: it exists, its expiration (if
 // any) has not passed, and it is not an in-progress record whose lease end has passed and
-// whose checkpoint is ARGV[2] (an empty checkpoint and none are alike). It returns
+// whose checkpoint is ARGV[2] (an empty checkpoint and none are alike). It refuses it too,
+// if not expired, when its token is ARGV[4], the released token of the claim's own: the
+// tombstone of the claim's owner's release, met by a late attempt of the claim. It returns
 // {1, old fields} when claimed (no fields for an absent record), else {0, fields of the
 // record that refused}: a refused claim carries the record in the same round trip.
 var claimScript = redis.NewScript(`
@@ -28,13 +30,13 @@ if #cur > 0 then
   if exp == nil or now < exp then
     local lease = tonumber(r['in_progress_expiration'])
     local ended = r['status'] == 'INPROGRESS' and lease ~= nil and now >= lease
-    if not ended or (r['checkpoint'] or '') ~= ARGV[2] then
+    if not ended or (r['checkpoint'] or '') ~= ARGV[2] or r['lease_token'] == ARGV[4] then
       return {0, cur}
     end
   end
   redis.call('DEL', KEYS[1])
 end
-redis.call('HSET', KEYS[1], unpack(ARGV, 4))
+redis.call('HSET', KEYS[1], unpack(ARGV, 5))
 if ARGV[2] ~= '' then
   redis.call('HSET', KEYS[1], 'checkpoint', ARGV[2])
 end
@@ -70,19 +72,16 @@ end
 return 1
 `)
 
-// releaseScript gives up the lease of token ARGV[1] on the in-progress record KEYS[1]:
-// without a checkpoint the record is deleted; with one its lease end is set to 0 (the Unix
-// epoch, which every clock has passed) and its token to ARGV[2] (the released token), so the
-// next claim takes it over with the checkpoint and no late write of the releasing owner
-// lands. It returns 1, or 0 when ARGV[1] does not own an in-progress record (lease lost).
+// releaseScript gives up the lease of token ARGV[1] on the in-progress record KEYS[1],
+// keeping it as a tombstone (it keeps its expiry): its lease end is set to ARGV[3] (the
+// release's now) and its token to ARGV[2] (the released token), so a claim made from then
+// on takes it over (with its checkpoint, if any), no late write of the releasing owner
+// lands, and a claim sent before the release and delivered after it is refused. It returns 1, or 0
+// when ARGV[1] does not own an in-progress record (lease lost).
 var releaseScript = redis.NewScript(`
-local cur = redis.call('HMGET', KEYS[1], 'lease_token', 'status', 'checkpoint')
+local cur = redis.call('HMGET', KEYS[1], 'lease_token', 'status')
 if cur[1] ~= ARGV[1] or cur[2] ~= 'INPROGRESS' then return 0 end
-if not cur[3] or cur[3] == '' then
-  redis.call('DEL', KEYS[1])
-else
-  redis.call('HSET', KEYS[1], 'in_progress_expiration', '0', 'lease_token', ARGV[2])
-end
+redis.call('HSET', KEYS[1], 'in_progress_expiration', ARGV[3], 'lease_token', ARGV[2])
 return 1
 `)
 

@@ -60,8 +60,8 @@ func (f *flaky) Complete(ctx context.Context, rec *idemstore.Record, attached []
 	return f.do(func() error { return f.Store.Complete(ctx, rec, attached) })
 }
 
-func (f *flaky) Release(ctx context.Context, key, token string) error {
-	return f.do(func() error { return f.Store.Release(ctx, key, token) })
+func (f *flaky) Release(ctx context.Context, key, token string, now time.Time) error {
+	return f.do(func() error { return f.Store.Release(ctx, key, token, now) })
 }
 
 func (f *flaky) Extend(ctx context.Context, key, token string, end time.Time) error {

@@ -56,7 +56,8 @@ func (s *Store) RedisKey(key string) string { return s.cfg.prefix + key }
 
 // Claim implements [idemstore.Store] with one script that reads the record and, in the same
 // atomic step, replaces it when it no longer holds the key for rec (absent, past its
-// expiry, or in progress past its lease end with rec's checkpoint) or returns it. now is
+// expiry, or in progress past its lease end with rec's checkpoint, unless it is the
+// tombstone of the release of rec's own token: see [Store.Release]) or returns it. now is
 // the caller's clock, never the server's: see the package documentation. The server deletes
 // the new record (PEXPIREAT) at rec.Expires plus the expiry grace ([WithExpiryGrace]). A record over the store's size limit yields
 // [idemstore.ErrTooLarge]; a record that does not decode, an error wrapping
@@ -67,7 +68,8 @@ func (s *Store) Claim(ctx context.Context, rec *idemstore.Record, now time.Time)
 	if err := s.checkSize("claim", key, rec, fields); err != nil {
 		return nil, false, err
 	}
-	args := append([]any{strconv.FormatInt(nowMillis(now), 10), rec.Checkpoint, strconv.FormatInt(expireAt(rec, s.cfg.expiryGrace), 10)}, fields...)
+	args := append([]any{strconv.FormatInt(nowMillis(now), 10), rec.Checkpoint, strconv.FormatInt(expireAt(rec, s.cfg.expiryGrace), 10),
+		idemstore.ReleasedToken(rec.LeaseToken)}, fields...)
 	reply, err := s.run(ctx, claimScript, key, args)
 	if err != nil {
 		return nil, false, s.fail("claim", err)
@@ -149,12 +151,14 @@ func (s *Store) Complete(ctx context.Context, rec *idemstore.Record, attached []
 	return s.owned(ctx, "complete", completeScript, key, args)
 }
 
-// Release implements [idemstore.Store] with one script: a record without a checkpoint is
-// deleted; one with a checkpoint is kept with its lease ended (its lease end set to the
-// Unix epoch) and its token replaced by [idemstore.ReleasedToken](token). A token that does not
-// own an in-progress record yields [idem.ErrLeaseLost].
-func (s *Store) Release(ctx context.Context, key, token string) error {
-	return s.owned(ctx, "release", releaseScript, s.RedisKey(key), []any{token, idemstore.ReleasedToken(token)})
+// Release implements [idemstore.Store] with one script that keeps the record as a
+// tombstone, never deleting it: its lease ended at now and its token replaced by
+// [idemstore.ReleasedToken](token), its checkpoint and its server-side expiry as they were.
+// A claim made from then on takes it over at once; a claim sent before the release and
+// delivered after it is refused rather than hold the key again. A token that does
+// not own an in-progress record yields [idem.ErrLeaseLost].
+func (s *Store) Release(ctx context.Context, key, token string, now time.Time) error {
+	return s.owned(ctx, "release", releaseScript, s.RedisKey(key), []any{token, idemstore.ReleasedToken(token), strconv.FormatInt(nowMillis(now), 10)})
 }
 
 // Extend implements [idemstore.Store] with one script that moves the lease end of the

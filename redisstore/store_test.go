@@ -114,7 +114,7 @@ func TestNativeExpiry(t *testing.T) {
 
 	require.NoError(t, s.SetCheckpoint(ctx, "k", "tok", "cp", 1))
 	require.NoError(t, s.Extend(ctx, "k", "tok", now.Add(30*time.Minute)))
-	require.NoError(t, s.Release(ctx, "k", "tok"))
+	require.NoError(t, s.Release(ctx, "k", "tok", now))
 	assert.Equal(t, want, expireTime("k"), "writes under the lease keep the expiry")
 
 	rec2 := inProgress("k", "tok2", now)
@@ -366,11 +366,11 @@ func TestFencedOwnerLandsNothing(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, ok)
 		require.NoError(t, s.SetCheckpoint(ctx, "k", "A", "c1", 1))
-		require.NoError(t, s.Release(ctx, "k", "A"))
+		require.NoError(t, s.Release(ctx, "k", "A", now))
 		for name, err := range map[string]error{
 			"checkpoint": s.SetCheckpoint(ctx, "k", "A", "c2", 2),
 			"extend":     s.Extend(ctx, "k", "A", now.Add(time.Hour)),
-			"release":    s.Release(ctx, "k", "A"),
+			"release":    s.Release(ctx, "k", "A", now),
 			"complete": s.Complete(ctx, &idemstore.Record{Key: "k", Status: idemstore.StatusCompleted,
 				Expires: now.Add(time.Hour), LeaseToken: "A", Version: idemstore.SchemaVersion}, nil),
 		} {

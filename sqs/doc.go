@@ -44,10 +44,10 @@
 // A FIFO batch never uses batch claims: each message claims its key and records its
 // outcome on its own, so that it runs only after the one before it in its group has
 // durably completed. With dynamo.Store, a FIFO consumer therefore makes single-item calls
-// only (PutItem, GetItem, UpdateItem, DeleteItem, and TransactWriteItems when it attaches
-// writes), and its role needs none of the PartiQL actions (dynamodb:PartiQLInsert,
-// dynamodb:PartiQLUpdate, dynamodb:PartiQLDelete) nor dynamodb:BatchGetItem, which batch
-// claims on a standard queue use.
+// only (PutItem, GetItem, UpdateItem, and TransactWriteItems when it attaches writes),
+// and its role needs none of the PartiQL actions (dynamodb:PartiQLInsert,
+// dynamodb:PartiQLUpdate) nor dynamodb:BatchGetItem, which batch claims on a standard
+// queue use.
 //
 // # Usage
 //

@@ -301,14 +301,14 @@ func (s *storeCalls) CompleteMany(ctx context.Context, recs []*idemstore.Record)
 	return s.Store.CompleteMany(ctx, recs)
 }
 
-func (s *storeCalls) Release(ctx context.Context, key, token string) error {
+func (s *storeCalls) Release(ctx context.Context, key, token string, now time.Time) error {
 	s.single.Add(1)
-	return s.Store.Release(ctx, key, token)
+	return s.Store.Release(ctx, key, token, now)
 }
 
-func (s *storeCalls) ReleaseMany(ctx context.Context, keys, tokens []string) []error {
+func (s *storeCalls) ReleaseMany(ctx context.Context, keys, tokens []string, now time.Time) []error {
 	s.many.Add(1)
-	return s.Store.ReleaseMany(ctx, keys, tokens)
+	return s.Store.ReleaseMany(ctx, keys, tokens, now)
 }
 
 // Batch claims, on by default, claim a batch's keys in one store call and record its

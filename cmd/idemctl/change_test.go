@@ -136,7 +136,7 @@ func TestChangeConditional(t *testing.T) {
 			setup: func(t *testing.T, e *env) { e.claim(t, "k", deadToken, e.now.Add(time.Minute), "") },
 			race: func(t *testing.T, e *env) {
 				// Another operator released it, and a new request claimed it.
-				require.NoError(t, e.store.Release(ctx, e.key(t, "k"), deadToken))
+				require.NoError(t, e.store.Release(ctx, e.key(t, "k"), deadToken, e.now))
 				_, claimed, err := e.store.Claim(ctx, &idemstore.Record{Key: e.key(t, "k"), Status: idemstore.StatusInProgress,
 					LeaseToken: "new-owner", LeaseExpires: e.now.Add(time.Minute), Expires: e.now.Add(time.Hour), Version: 1}, e.now)
 				require.NoError(t, err)

@@ -26,7 +26,8 @@ type listing struct {
 }
 
 // list prints the in-progress records: those whose lease runs and those whose lease ended
-// with nobody retrying. It is a Scan of the whole table, paginated, filtered to in-progress
+// with nobody retrying, except the tombstone a release leaves without a checkpoint (the
+// key is free, as when a release deleted the record). It is a Scan of the whole table, paginated, filtered to in-progress
 // records (of one scope, or one operation of it, with --scope and --operation).
 func (a *app) list(ctx context.Context, args []string) error {
 	c := newCommand("list")
@@ -73,6 +74,12 @@ func (a *app) list(ctx context.Context, args []string) error {
 	return nil
 }
 
+// released reports whether rec is the tombstone a release left (see idemstore.Store): its
+// token is an idemstore.ReleasedToken.
+func released(rec *idemstore.Record) bool {
+	return strings.HasPrefix(rec.LeaseToken, idemstore.ReleasedToken(""))
+}
+
 // scan pages through the table until it has limit records in the wanted state or the
 // table ends.
 func (a *app) scan(ctx context.Context, t *table, prefix, want string, limit int) (listing, error) {
@@ -96,6 +103,9 @@ func (a *app) scan(ctx context.Context, t *table, prefix, want string, limit int
 			v := newView(rec, now)
 			if v.State != stateLeaseRunning && v.State != stateLeaseEnded && v.State != stateHeld {
 				continue // expired: counts as absent
+			}
+			if released(rec) && rec.Checkpoint == "" {
+				continue // the tombstone of a release: nothing waits on it, the next request runs
 			}
 			if want != "all" && v.State != want && !(want == stateLeaseRunning && v.State == stateHeld) {
 				continue

@@ -14,7 +14,9 @@ Commands:
            owner token prefix, checkpoint, expiry, result size and encoding.
   list     List the in-progress records: in-progress (the lease runs, or the record has no
            lease end) and lease-ended (the owner's lease ended and nobody retried; the next
-           request takes the key over). Expired records count as absent and are left out.
+           request takes the key over). Expired records count as absent and are left out, and
+           so does the tombstone a release leaves without a checkpoint (owner token
+           "released:…").
            --scope keeps the records of one scope (every operation of it), --operation
            those of one operation of the scope.
            This is a Scan of the whole table, filtered, page by page until --limit records

@@ -2,7 +2,8 @@
 // testing/fstest.TestFS is for file systems: [Run] drives a real idem.Guard over the store
 // under test through new keys, replays, failures, in-flight refusals, lease takeovers,
 // checkpoints, contention (many goroutines, one key: exactly one run), large and
-// incompatible records, store failures and lost responses, and, when the store supports
+// incompatible records, store failures and lost responses, a claim landing late after
+// its owner's release, duplicate requests in one batch, and, when the store supports
 // them, attached writes. Every store in this repository runs it (memstore, dynamo on
 // DynamoDB Local, pgstore, redisstore); a third-party store proves itself the same way:
 //

@@ -116,14 +116,14 @@ func (f *Faulty) Complete(ctx context.Context, rec *idemstore.Record, attached [
 }
 
 // Release implements idemstore.Store.
-func (f *Faulty) Release(ctx context.Context, key, token string) error {
+func (f *Faulty) Release(ctx context.Context, key, token string, now time.Time) error {
 	if err, applied := f.fault("release"); err != nil {
 		if applied {
-			_ = f.Store.Release(ctx, key, token)
+			_ = f.Store.Release(ctx, key, token, now)
 		}
 		return err
 	}
-	return f.Store.Release(ctx, key, token)
+	return f.Store.Release(ctx, key, token, now)
 }
 
 // Extend implements idemstore.Store.

@@ -105,6 +105,10 @@ func Run(t *testing.T, h Harness) {
 	t.Run("LateCheckpoint", h.lateCheckpoint)
 	t.Run("CheckpointSeqCarried", h.checkpointSeqCarried)
 	t.Run("CheckpointKeptExactly", h.checkpointKeptExactly)
+	t.Run("LateClaimAfterRelease", h.lateClaimAfterRelease)
+	t.Run("LateClaimAfterTwoReleases", h.lateClaimAfterTwoReleases)
+	t.Run("LateClaimThroughGuard", h.lateClaimThroughGuard)
+	t.Run("BatchDuplicates", h.batchDuplicates)
 	if h.NewCounter != nil {
 		t.Run("TransactionalCompletion", h.transactional)
 		if _, ok := h.NewStore(t).(idemstore.BatchAttachStore); ok {

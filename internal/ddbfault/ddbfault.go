@@ -30,7 +30,7 @@ const (
 	Claim      Step = "claim"      // PutItem
 	Get        Step = "get"        // GetItem
 	Complete   Step = "complete"   // UpdateItem of the status, or TransactWriteItems
-	Release    Step = "release"    // DeleteItem, and UpdateItem of the lease end to keep a checkpoint
+	Release    Step = "release"    // UpdateItem of the lease end and the token (the record stays, a tombstone)
 	Extend     Step = "extend"     // UpdateItem of the lease end
 	Checkpoint Step = "checkpoint" // UpdateItem of the checkpoint
 )
@@ -216,7 +216,8 @@ func (c *Client) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o
 	})
 }
 
-// DeleteItem implements [dynamo.API]: the release.
+// DeleteItem implements [dynamo.API]; the store releases with UpdateItem, and never
+// deletes.
 func (c *Client) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
 	return call(c, ctx, Release, "DeleteItem", func(ctx context.Context) (*dynamodb.DeleteItemOutput, error) {
 		return c.api.DeleteItem(ctx, in, optFns...)
@@ -231,8 +232,8 @@ func (c *Client) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWr
 }
 
 // BatchExecuteStatement implements [dynamo.API]: the batch methods of the store. The step
-// is that of the first statement's verb: INSERT a claim, UPDATE a completion, DELETE a
-// release.
+// is that of the first statement: INSERT a claim, UPDATE a completion (which removes the
+// lease end) or a release (which sets it and the token, and removes nothing).
 func (c *Client) BatchExecuteStatement(ctx context.Context, in *dynamodb.BatchExecuteStatementInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchExecuteStatementOutput, error) {
 	return call(c, ctx, BatchStep(in), "BatchExecuteStatement", func(ctx context.Context) (*dynamodb.BatchExecuteStatementOutput, error) {
 		return c.api.BatchExecuteStatement(ctx, in, optFns...)
@@ -251,13 +252,15 @@ func BatchStep(in *dynamodb.BatchExecuteStatementInput) Step {
 	if len(in.Statements) == 0 || in.Statements[0].Statement == nil {
 		return Get
 	}
-	verb, _, _ := strings.Cut(*in.Statements[0].Statement, " ")
+	stmt := *in.Statements[0].Statement
+	verb, _, _ := strings.Cut(stmt, " ")
 	switch verb {
 	case "INSERT":
 		return Claim
 	case "UPDATE":
-		return Complete
-	case "DELETE":
+		if strings.Contains(stmt, " REMOVE ") {
+			return Complete
+		}
 		return Release
 	default:
 		return Get
@@ -266,8 +269,8 @@ func BatchStep(in *dynamodb.BatchExecuteStatementInput) Step {
 
 // UpdateStep tells which step an UpdateItem belongs to from the first placeholder its
 // update expression sets (the dynamo package's placeholders are fixed, whatever the
-// attribute names): the lease end (set to :ended by a release that keeps a checkpoint),
-// the checkpoint, or else the status (a completion).
+// attribute names): the lease end (set to :ended by a release), the checkpoint, or else
+// the status (a completion).
 func UpdateStep(in *dynamodb.UpdateItemInput) Step {
 	expr := ""
 	if in.UpdateExpression != nil {
@@ -277,7 +280,7 @@ func UpdateStep(in *dynamodb.UpdateItemInput) Step {
 	target, value, _ := strings.Cut(set, " = ")
 	switch target {
 	case "#lease":
-		if value == ":ended" {
+		if value == ":ended" || strings.HasPrefix(value, ":ended,") {
 			return Release
 		}
 		return Extend

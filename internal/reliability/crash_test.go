@@ -154,5 +154,5 @@ func fenceLateWrites(t *testing.T, store *dynamo.Store, id, token, effects, when
 	assert.ErrorIs(t, store.Complete(ctx, late, []any{addOne(effects, "order-42")}), idem.ErrLeaseLost, "late transactional completion "+when)
 	assert.ErrorIs(t, store.SetCheckpoint(ctx, id, token, "stale", 1), idem.ErrLeaseLost, "late checkpoint "+when)
 	assert.ErrorIs(t, store.Extend(ctx, id, token, time.Now().Add(time.Hour)), idem.ErrLeaseLost, "late extension "+when)
-	assert.ErrorIs(t, store.Release(ctx, id, token), idem.ErrLeaseLost, "late release "+when)
+	assert.ErrorIs(t, store.Release(ctx, id, token, time.Now()), idem.ErrLeaseLost, "late release "+when)
 }

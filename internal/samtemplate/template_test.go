@@ -286,7 +286,7 @@ func storeActions(batch bool) []string {
 		case "TransactWriteItems":
 		case "BatchExecuteStatement":
 			if batch {
-				actions = append(actions, "dynamodb:PartiQLDelete", "dynamodb:PartiQLInsert", "dynamodb:PartiQLUpdate")
+				actions = append(actions, "dynamodb:PartiQLInsert", "dynamodb:PartiQLUpdate")
 			}
 		case "BatchGetItem":
 			if batch {

@@ -239,9 +239,9 @@ func (s *store) Complete(ctx context.Context, rec *idemstore.Record, attached []
 }
 
 // Release implements idemstore.Store.
-func (s *store) Release(ctx context.Context, key, token string) error {
+func (s *store) Release(ctx context.Context, key, token string, now time.Time) error {
 	res, err := s.send(ctx, "release", s.name(key), func(ctx context.Context, _ attempt, _ []bool) any {
-		err := s.mem.Release(ctx, key, token)
+		err := s.mem.Release(ctx, key, token, now)
 		s.w.led.released(s.w, key, token, err)
 		return err
 	})
@@ -410,12 +410,12 @@ func (s *batchStore) completeMany(ctx context.Context, op string, recs []*idemst
 }
 
 // ReleaseMany implements idemstore.BatchStore: one request for the whole batch.
-func (s *batchStore) ReleaseMany(ctx context.Context, keys, tokens []string) []error {
+func (s *batchStore) ReleaseMany(ctx context.Context, keys, tokens []string, now time.Time) []error {
 	keys, tokens = slices.Clone(keys), slices.Clone(tokens)
 	res, err := s.send(ctx, "releaseMany", s.names(keys), func(ctx context.Context, _ attempt, fail []bool) any {
 		out := fill(len(keys), errInjected)
 		sub := subset(fail, len(keys))
-		for j, err := range s.mem.ReleaseMany(ctx, pick(keys, sub), pick(tokens, sub)) {
+		for j, err := range s.mem.ReleaseMany(ctx, pick(keys, sub), pick(tokens, sub), now) {
 			out[sub[j]] = err
 		}
 		for _, i := range sub {

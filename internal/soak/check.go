@@ -36,8 +36,9 @@ func (r *run) check(ctx context.Context, client *dynamodb.Client, store idemstor
 		if err != nil {
 			return err
 		}
-		if rec != nil && rec.Status == idemstore.StatusInProgress && !now.Before(rec.LeaseExpires) {
-			r.report.ExpiredLeases++
+		released := rec != nil && strings.HasPrefix(rec.LeaseToken, idemstore.ReleasedToken(""))
+		if rec != nil && rec.Status == idemstore.StatusInProgress && !now.Before(rec.LeaseExpires) && !released {
+			r.report.ExpiredLeases++ // a lease that ran out; a release's tombstone is none
 		}
 	}
 
