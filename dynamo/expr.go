@@ -74,7 +74,10 @@ const (
 	claimCondition = "attribute_not_exists(" + phID + ") OR " + phExpiration + " <= :now OR (" +
 		phStatus + " = :inprogress AND " + phLease + " <= :now_ms AND " +
 		"(attribute_not_exists(" + phToken + ") OR " + phToken + " <> :released) AND "
-	claimFresh    = claimCondition + "attribute_not_exists(" + phCheckpoint + "))"
+	// claimFresh's record has no checkpoint. An empty string counts as none: the release
+	// before checkpoint numbers wrote one for idem.Checkpoint(ctx, ""), and such a record
+	// decodes as having no checkpoint.
+	claimFresh    = claimCondition + "(attribute_not_exists(" + phCheckpoint + ") OR " + phCheckpoint + " = :empty))"
 	claimCarrying = claimCondition + phCheckpoint + " = :cp)"
 	// ownedCondition holds while the caller's token owns the record (fencing).
 	ownedCondition = phToken + " = :token"

@@ -50,8 +50,8 @@ func TestExpressions(t *testing.T) {
 				_, _, err := s.Claim(ctx, record("k", time.Now(), token), time.Now())
 				return err
 			},
-			claim + "attribute_not_exists(#cp))", "",
-			[]string{"#id", "#exp", "#status", "#lease", "#token", "#cp"}, []string{":now", ":now_ms", ":inprogress", ":released"},
+			claim + "(attribute_not_exists(#cp) OR #cp = :empty))", "",
+			[]string{"#id", "#exp", "#status", "#lease", "#token", "#cp"}, []string{":now", ":now_ms", ":inprogress", ":released", ":empty"},
 		},
 		{
 			"ClaimCarrying",

@@ -67,7 +67,9 @@ func (s *Store) Table() string { return s.table }
 //	    AND #checkpoint = :checkpoint)
 //
 // where :released is [idemstore.ReleasedToken] of rec's token, and the last line is
-// attribute_not_exists(#checkpoint) when rec carries no checkpoint. An expired record still
+// (attribute_not_exists(#checkpoint) OR #checkpoint = :empty) when rec carries no
+// checkpoint: an empty string, which the release before checkpoint numbers wrote for
+// idem.Checkpoint(ctx, ""), counts as no checkpoint. An expired record still
 // in the table (TTL deletion lags) is thereby overwritten, and so is an in-progress record
 // whose lease has ended, but only by a claim that carries its checkpoint into the new
 // item (the checkpoint never lives only in a response that can be lost), and never by a
@@ -90,7 +92,9 @@ func (s *Store) Claim(ctx context.Context, rec *idemstore.Record, now time.Time)
 		":released":   &types.AttributeValueMemberS{Value: idemstore.ReleasedToken(rec.LeaseToken)},
 	}
 	cond := claimFresh
-	if rec.Checkpoint != "" {
+	if rec.Checkpoint == "" {
+		values[":empty"] = &types.AttributeValueMemberS{Value: ""}
+	} else {
 		cond = claimCarrying
 		values[":cp"] = &types.AttributeValueMemberS{Value: rec.Checkpoint}
 	}
