@@ -116,3 +116,61 @@ func TestTakeoverClaimLandingLateLeavesTheRecordsCheckpoint(t *testing.T) {
 	require.Equal(t, idemstore.StatusCompleted, rec.Status)
 	require.Equal(t, int64(3), rec.CheckpointSeq)
 }
+
+// ownClaimLandsLate wraps a memstore for one caller whose takeover claims are refused twice:
+// claim 1 meets the lease-ended record seeded with "v"#1; before claim 2 (carrying it)
+// applies, another owner moves the record to "w"#2 and its lease ends; before claim 3
+// (carrying "w"#2) applies, claim 2 as it was sent becomes the record, as a late attempt
+// of it does wherever a store's condition let it through. Claim 3 then meets the
+// caller's own token.
+type ownClaimLandsLate struct {
+	*memstore.Store
+	n    int
+	sent *idemstore.Record
+}
+
+func (s *ownClaimLandsLate) Claim(ctx context.Context, rec *idemstore.Record, now time.Time) (*idemstore.Record, bool, error) {
+	s.n++
+	switch s.n {
+	case 2:
+		cp := *rec
+		s.sent = &cp
+		s.Put(idemstore.Record{Key: rec.Key, Status: idemstore.StatusInProgress, Expires: rec.Expires,
+			LeaseExpires: now, LeaseToken: "m", Checkpoint: "w", CheckpointSeq: 2, Version: idemstore.SchemaVersion})
+	case 3:
+		s.Put(*s.sent)
+	}
+	return s.Store.Claim(ctx, rec, now)
+}
+
+// TestTakeoverOwnClaimMetResumesFromTheRecord: when a takeover claim meets a record of its
+// own token (an earlier attempt of the same takeover took effect), the guard owns the key
+// and resumes from the checkpoint that record holds, with its number, not from the one the
+// attempt it last sent carried: the attempt that took effect may be an earlier one,
+// carrying another checkpoint. Before the fix, the handler read "w" and numbered its next
+// checkpoint 3 on a record that held "v"#1.
+func TestTakeoverOwnClaimMetResumesFromTheRecord(t *testing.T) {
+	ms := memstore.New()
+	clock := storetest.NewClock()
+	g, err := idem.New(&ownClaimLandsLate{Store: ms}, "pay", idem.WithClock(clock), idem.WithLease(time.Minute))
+	require.NoError(t, err)
+	req := idem.Request{Key: "order-1"}
+	sk, err := g.StoredKey(req)
+	require.NoError(t, err)
+	now := clock.Now()
+	ms.Put(idemstore.Record{Key: sk, Status: idemstore.StatusInProgress, Expires: now.Add(time.Hour),
+		LeaseExpires: now.Add(-time.Second), LeaseToken: "o", Checkpoint: "v", CheckpointSeq: 1, Version: idemstore.SchemaVersion})
+
+	var seen string
+	_, _, err = idem.Do(context.Background(), g, req, func(ctx context.Context) (string, error) {
+		seen = idem.LastCheckpoint(ctx)
+		return "ok", idem.Checkpoint(ctx, "x")
+	})
+	require.NoError(t, err)
+	require.Equal(t, "v", seen, "the checkpoint the record of our own token holds")
+	rec, err := ms.Get(context.Background(), sk)
+	require.NoError(t, err)
+	require.Equal(t, idemstore.StatusCompleted, rec.Status)
+	require.Equal(t, "x", rec.Checkpoint)
+	require.Equal(t, int64(2), rec.CheckpointSeq, "numbered on from the record's checkpoint")
+}

@@ -280,8 +280,11 @@ func (g *Guard) claimed(ctx context.Context, rec *idemstore.Record, now time.Tim
 		if prev.Status == idemstore.StatusInProgress && prev.LeaseToken == rec.LeaseToken {
 			// Our own claim: it took effect, its response was lost, and a retry (the SDK's
 			// retryer resends a request whose connection broke) met the record it wrote. The
-			// token is fresh for every claim, so no one else holds it: we own the lease, and
-			// the record holds the checkpoint the claim carried.
+			// token is fresh for every claim, so no one else holds it: we own the lease. All
+			// our attempts share the token but not the checkpoint they carry: the one that
+			// took effect may be an earlier attempt landing late, so the record, not rec,
+			// says which checkpoint (and number) the new owner resumes from.
+			rec.Checkpoint, rec.CheckpointSeq, rec.Fingerprint = prev.Checkpoint, prev.CheckpointSeq, prev.Fingerprint
 			g.fire(ctx, g.cfg.hooks.OnClaimed, now, Event{Key: key})
 			return rec, true, nil
 		}
