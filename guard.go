@@ -263,7 +263,7 @@ const takeoverAttempts = 3
 // owner resumes from it and the checkpoint lives in the record itself, where a resent claim
 // or a later takeover finds it.
 func (g *Guard) claimed(ctx context.Context, rec *idemstore.Record, now time.Time, prev *idemstore.Record, claimed bool, err error) (*idemstore.Record, bool, error) {
-	key := rec.Key
+	key, fp := rec.Key, rec.Fingerprint
 	for attempt := 1; ; attempt++ {
 		if err != nil {
 			err = storeErr("claim", err)
@@ -280,15 +280,18 @@ func (g *Guard) claimed(ctx context.Context, rec *idemstore.Record, now time.Tim
 		if prev.Status == idemstore.StatusInProgress && prev.LeaseToken == rec.LeaseToken {
 			// Our own claim: it took effect, its response was lost, and a retry (the SDK's
 			// retryer resends a request whose connection broke) met the record it wrote. The
-			// token is fresh for every claim, so no one else holds it: we own the lease, and
-			// the record holds the checkpoint the claim carried.
+			// token is fresh for every claim, so no one else holds it: we own the lease. All
+			// our attempts share the token but not the checkpoint they carry: the one that
+			// took effect may be an earlier attempt landing late, so the record, not rec,
+			// says which checkpoint (and number) the new owner resumes from.
+			rec.Checkpoint, rec.CheckpointSeq, rec.Fingerprint = prev.Checkpoint, prev.CheckpointSeq, prev.Fingerprint
 			g.fire(ctx, g.cfg.hooks.OnClaimed, now, Event{Key: key})
 			return rec, true, nil
 		}
 		if prev.Live(now) || attempt == takeoverAttempts {
 			return prev, false, nil
 		}
-		if err := g.carryCheckpoint(ctx, rec, prev, now); err != nil {
+		if err := g.carryCheckpoint(ctx, rec, prev, fp, now); err != nil {
 			return nil, false, err
 		}
 		prev, claimed, err = g.store.Claim(ctx, rec, now)
@@ -299,17 +302,23 @@ func (g *Guard) claimed(ctx context.Context, rec *idemstore.Record, now time.Tim
 // refused the claim although it no longer holds its key: an ended lease with a checkpoint.
 // The checkpoint records effects of prev's request, so a request with another fingerprint
 // gets [ErrPayloadMismatch]: the key stays with prev's request until it completes or the
-// record expires. A record past its expiry is replaced without its checkpoint.
-func (g *Guard) carryCheckpoint(ctx context.Context, rec, prev *idemstore.Record, now time.Time) error {
-	rec.Checkpoint, rec.CheckpointSeq = "", 0
+// record expires. A record past its expiry is replaced without its checkpoint. The check
+// is on the record the claim read; the store checks the record it replaces, which may
+// have changed since: it takes it over only if it holds the same checkpoint, with the same
+// number, for a request of the same fingerprint (see [idemstore.Store]). So rec carries
+// prev's fingerprint too, which differs from fp, the request's own, only where one of
+// them is empty (a caller that gave none, or a record written without): the record stays
+// that of prev's request, whose effects its checkpoint records.
+func (g *Guard) carryCheckpoint(ctx context.Context, rec, prev *idemstore.Record, fp string, now time.Time) error {
+	rec.Checkpoint, rec.CheckpointSeq, rec.Fingerprint = "", 0, fp
 	if prev.Expired(now) || prev.Checkpoint == "" {
 		return nil
 	}
-	if err := g.checkFingerprint(ctx, prev, rec.Fingerprint); err != nil {
+	if err := g.checkFingerprint(ctx, prev, fp); err != nil {
 		return err
 	}
 	// With its number: the new owner's checkpoints number on from it.
-	rec.Checkpoint, rec.CheckpointSeq = prev.Checkpoint, prev.CheckpointSeq
+	rec.Checkpoint, rec.CheckpointSeq, rec.Fingerprint = prev.Checkpoint, prev.CheckpointSeq, prev.Fingerprint
 	return nil
 }
 

@@ -354,6 +354,15 @@ func TestTakeoverCarriesCheckpoint(t *testing.T) {
 			wantCounts: map[string]int{"claim": 2, "complete": 1},
 		},
 		{
+			// The store takes over a record with a checkpoint only for a claim of its own
+			// fingerprint: the takeover carries the record's (none), and goes through.
+			name:       "CheckpointOwnerGaveNoFingerprint",
+			existing:   func(k string, now time.Time) idemstore.Record { return deadRecord(k, now, "charged", "") },
+			requestFP:  "A",
+			wantSeen:   "charged",
+			wantCounts: map[string]int{"claim": 2, "complete": 1},
+		},
+		{
 			name:       "CheckpointOtherRequest",
 			existing:   func(k string, now time.Time) idemstore.Record { return deadRecord(k, now, "charged", fingerprint("A")) },
 			requestFP:  "B",

@@ -32,8 +32,8 @@ const MaxBatchStatements = 25
 // INSERT, which writes only where no item has the key. A key already taken costs a second
 // call, shared by all such keys (up to 100): a strongly consistent BatchGetItem of their
 // items. An item that would refuse the record's claim (a live one, an ended lease whose
-// checkpoint the record does not carry, or the tombstone of the release of the record's
-// own token: see [Store.Claim]) is the conflict, returned as prev, as a single claim would
+// checkpoint, with its number and for its request, the record does not carry, or the
+// tombstone of the release of the record's own token: see [Store.Claim]) is the conflict, returned as prev, as a single claim would
 // return it. Completed records whose results are kept apart
 // (see [Store.Complete]) cost a third call, shared by all of them: a BatchGetItem of the
 // results' items. Any other outcome (an expired item, an ended
@@ -130,19 +130,17 @@ func (s *Store) readResults(ctx context.Context, out []idemstore.ClaimResult, id
 // refusing returns the record read back if it decodes and would refuse a claim of rec at
 // now, else nil: the caller then claims singly, and the conditional PutItem decides.
 // Judging a refusing record claimable therefore costs a round trip, never a wrong answer;
-// the test below is the negation of claimCondition, with the same rounding (see
-// encodeEpoch). It also returns the key of the record's result's item, if its result is
-// kept apart: the record comes back without it.
+// the test ([idemstore.Record.ClaimableBy]) is the negation of claimExpr's condition, with
+// the same rounding (see encodeEpoch): a decoded record has an empty checkpoint for an
+// empty string as for none, and an empty fingerprint for none. It also returns the key of
+// the record's result's item, if its result is kept apart: the record comes back without
+// it.
 func (s *Store) refusing(item map[string]types.AttributeValue, rec *idemstore.Record, now time.Time) (*idemstore.Record, string) {
 	prev, ref, err := s.decodeItem(item)
 	if err != nil {
 		return nil, "" // a single claim reports it, or takes over an expired one
 	}
-	if !prev.Expires.IsZero() && !now.Before(prev.Expires) {
-		return nil, ""
-	}
-	leaseEnded := prev.Status == idemstore.StatusInProgress && !prev.LeaseExpires.IsZero() && !now.Before(prev.LeaseExpires)
-	if leaseEnded && prev.Checkpoint == rec.Checkpoint && prev.LeaseToken != idemstore.ReleasedToken(rec.LeaseToken) {
+	if prev.ClaimableBy(rec, now) {
 		return nil, ""
 	}
 	return prev, ref

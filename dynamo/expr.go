@@ -1,5 +1,13 @@
 package dynamo
 
+import (
+	"strconv"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemkit/idem/idemstore"
+)
+
 // Expression attribute name placeholders. They are fixed, whatever the configured attribute
 // names, because a placeholder may hold only letters, digits and underscores while an
 // attribute name may hold anything.
@@ -66,16 +74,19 @@ const (
 	// or an in-progress record whose lease has ended, which is not the tombstone of the
 	// claim's own token's release (:released, idemstore.ReleasedToken of the claim's token:
 	// a late attempt of a claim whose owner released the key since; a record without a
-	// token, as other writers may leave, is no such tombstone), and whose checkpoint the
-	// claim carries (claimCarrying, with :cp) or which has none (claimFresh). A record's own
-	// end counts as ended, as in idemstore.Record: "<=" between a stored end rounded up
-	// (encodeEnd) and now rounded down (encodeEpoch) holds exactly when now is at or past
-	// the stored end, never before the record's own end.
+	// token, as other writers may leave, is no such tombstone), and which has no checkpoint
+	// (claimFresh) or the checkpoint the claim carries (see claimExpr). A
+	// record's own end counts as ended, as in idemstore.Record: "<=" between a stored end
+	// rounded up (encodeEnd) and now rounded down (encodeEpoch) holds exactly when now is
+	// at or past the stored end, never before the record's own end.
 	claimCondition = "attribute_not_exists(" + phID + ") OR " + phExpiration + " <= :now OR (" +
 		phStatus + " = :inprogress AND " + phLease + " <= :now_ms AND " +
 		"(attribute_not_exists(" + phToken + ") OR " + phToken + " <> :released) AND "
-	claimFresh    = claimCondition + "attribute_not_exists(" + phCheckpoint + "))"
-	claimCarrying = claimCondition + phCheckpoint + " = :cp)"
+	// noCheckpoint holds for a record without a checkpoint. An empty string counts as
+	// none: the release before checkpoint numbers wrote one for idem.Checkpoint(ctx, ""),
+	// and such a record decodes as having no checkpoint.
+	noCheckpoint = "(attribute_not_exists(" + phCheckpoint + ") OR " + phCheckpoint + " = :empty)"
+	claimFresh   = claimCondition + noCheckpoint + ")"
 	// ownedCondition holds while the caller's token owns the record (fencing).
 	ownedCondition = phToken + " = :token"
 	// ownedInProgressCondition also requires the lease to be running: a completed record
@@ -89,3 +100,32 @@ const (
 	checkpointCondition = ownedInProgressCondition + " AND (attribute_not_exists(" + phCpSeq + ") OR " +
 		phCpSeq + " < :seq OR (" + phCpSeq + " = :seq AND " + phCheckpoint + " = :cp))"
 )
+
+// claimExpr returns the condition of a claim of rec ([Store.Claim]), the placeholders it
+// names and the values it uses besides :now, :now_ms, :inprogress and :released. A claim
+// that carries a checkpoint takes over a lease-ended record only if it holds that
+// checkpoint with its number (an absent number counts as 0), for the same request: an
+// equal fingerprint, an absent or empty one counting as none. The number refuses a late
+// claim carrying an equal value recorded earlier (A, B, A); the fingerprint refuses to
+// carry a checkpoint onto another request's record with an equal value.
+func claimExpr(rec *idemstore.Record) (cond string, names []string, values map[string]types.AttributeValue) {
+	names = []string{phID, phExpiration, phStatus, phLease, phToken, phCheckpoint}
+	values = map[string]types.AttributeValue{":empty": &types.AttributeValueMemberS{Value: ""}}
+	if rec.Checkpoint == "" {
+		return claimFresh, names, values
+	}
+	values[":cp"] = &types.AttributeValueMemberS{Value: rec.Checkpoint}
+	values[":seq"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(rec.CheckpointSeq, 10)}
+	seq := phCpSeq + " = :seq"
+	if rec.CheckpointSeq == 0 {
+		seq = "(attribute_not_exists(" + phCpSeq + ") OR " + seq + ")"
+	}
+	fp := "(attribute_not_exists(" + phValidation + ") OR " + phValidation + " = :empty)"
+	if rec.Fingerprint != "" {
+		fp = phValidation + " = :fp"
+		values[":fp"] = &types.AttributeValueMemberS{Value: rec.Fingerprint}
+		delete(values, ":empty")
+	}
+	cond = claimCondition + phCheckpoint + " = :cp AND " + seq + " AND " + fp + ")"
+	return cond, append(names, phCpSeq, phValidation), values
+}

@@ -50,8 +50,8 @@ func TestExpressions(t *testing.T) {
 				_, _, err := s.Claim(ctx, record("k", time.Now(), token), time.Now())
 				return err
 			},
-			claim + "attribute_not_exists(#cp))", "",
-			[]string{"#id", "#exp", "#status", "#lease", "#token", "#cp"}, []string{":now", ":now_ms", ":inprogress", ":released"},
+			claim + "(attribute_not_exists(#cp) OR #cp = :empty))", "",
+			[]string{"#id", "#exp", "#status", "#lease", "#token", "#cp"}, []string{":now", ":now_ms", ":inprogress", ":released", ":empty"},
 		},
 		{
 			"ClaimCarrying",
@@ -61,8 +61,21 @@ func TestExpressions(t *testing.T) {
 				_, _, err := s.Claim(ctx, rec, time.Now())
 				return err
 			},
-			claim + "#cp = :cp)", "",
-			[]string{"#id", "#exp", "#status", "#lease", "#token", "#cp"}, []string{":now", ":now_ms", ":inprogress", ":cp", ":released"},
+			claim + "#cp = :cp AND (attribute_not_exists(#cpseq) OR #cpseq = :seq) AND #fp = :fp)", "",
+			[]string{"#id", "#exp", "#status", "#lease", "#token", "#cp", "#cpseq", "#fp"},
+			[]string{":now", ":now_ms", ":inprogress", ":cp", ":seq", ":fp", ":released"},
+		},
+		{
+			"ClaimCarryingNumberedWithoutFingerprint",
+			func(ctx context.Context, s *dynamo.Store) error {
+				rec := record("k", time.Now(), token)
+				rec.Checkpoint, rec.CheckpointSeq, rec.Fingerprint = "step-2", 2, ""
+				_, _, err := s.Claim(ctx, rec, time.Now())
+				return err
+			},
+			claim + "#cp = :cp AND #cpseq = :seq AND (attribute_not_exists(#fp) OR #fp = :empty))", "",
+			[]string{"#id", "#exp", "#status", "#lease", "#token", "#cp", "#cpseq", "#fp"},
+			[]string{":now", ":now_ms", ":inprogress", ":cp", ":seq", ":empty", ":released"},
 		},
 		{
 			"Complete",

@@ -64,13 +64,19 @@ func (s *Store) Table() string { return s.table }
 //	attribute_not_exists(#id) OR #expiration <= :now
 //	OR (#status = :inprogress AND #in_progress_expiration <= :now_ms
 //	    AND (attribute_not_exists(#lease_token) OR #lease_token <> :released)
-//	    AND #checkpoint = :checkpoint)
+//	    AND #checkpoint = :checkpoint AND #checkpoint_seq = :seq
+//	    AND #validation = :fingerprint)
 //
-// where :released is [idemstore.ReleasedToken] of rec's token, and the last line is
-// attribute_not_exists(#checkpoint) when rec carries no checkpoint. An expired record still
+// where :released is [idemstore.ReleasedToken] of rec's token; an absent checkpoint number
+// counts as 0 and an absent fingerprint as an empty one. When rec carries no checkpoint,
+// the last two lines are (attribute_not_exists(#checkpoint) OR #checkpoint = :empty): an
+// empty string, which the release before checkpoint numbers wrote for
+// idem.Checkpoint(ctx, ""), counts as no checkpoint. An expired record still
 // in the table (TTL deletion lags) is thereby overwritten, and so is an in-progress record
 // whose lease has ended, but only by a claim that carries its checkpoint into the new
-// item (the checkpoint never lives only in a response that can be lost), and never by a
+// item (the checkpoint never lives only in a response that can be lost), with its number
+// (an earlier checkpoint of an equal value, carried by a late claim, does not do), for
+// the same request (another request's checkpoint records its own effects), and never by a
 // claim whose own owner released the key since (see [Store.Release]): the first attempt
 // of a PutItem the SDK resent, landing after the resend's owner ran, failed and released. When the condition fails, DynamoDB returns the record that refused the claim with
 // the error (ReturnValuesOnConditionCheckFailure), so a conflict costs one round trip too;
@@ -83,22 +89,16 @@ func (s *Store) Table() string { return s.table }
 // error wrapping [idem.ErrIncompatibleRecord].
 func (s *Store) Claim(ctx context.Context, rec *idemstore.Record, now time.Time) (*idemstore.Record, bool, error) {
 	a := &s.cfg.attrs
-	values := map[string]types.AttributeValue{
-		":now":        encodeEpoch(now, expirationUnit),
-		":now_ms":     encodeEpoch(now, leaseExpiryUnit),
-		":inprogress": &types.AttributeValueMemberS{Value: string(idemstore.StatusInProgress)},
-		":released":   &types.AttributeValueMemberS{Value: idemstore.ReleasedToken(rec.LeaseToken)},
-	}
-	cond := claimFresh
-	if rec.Checkpoint != "" {
-		cond = claimCarrying
-		values[":cp"] = &types.AttributeValueMemberS{Value: rec.Checkpoint}
-	}
+	cond, names, values := claimExpr(rec)
+	values[":now"] = encodeEpoch(now, expirationUnit)
+	values[":now_ms"] = encodeEpoch(now, leaseExpiryUnit)
+	values[":inprogress"] = &types.AttributeValueMemberS{Value: string(idemstore.StatusInProgress)}
+	values[":released"] = &types.AttributeValueMemberS{Value: idemstore.ReleasedToken(rec.LeaseToken)}
 	in := &dynamodb.PutItemInput{
 		TableName:                           aws.String(s.table),
 		Item:                                s.encodeRecord(rec),
 		ConditionExpression:                 aws.String(cond),
-		ExpressionAttributeNames:            a.names(phID, phExpiration, phStatus, phLease, phToken, phCheckpoint),
+		ExpressionAttributeNames:            a.names(names...),
 		ExpressionAttributeValues:           values,
 		ReturnValues:                        types.ReturnValueAllOld,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,

@@ -270,7 +270,7 @@ func TestRelease(t *testing.T) {
 		_, claimed, err := e.store.Claim(ctx, next, now)
 		require.NoError(t, err)
 		assert.False(t, claimed, "only a claim carrying the checkpoint takes over")
-		next.Checkpoint = "charged"
+		next.Checkpoint, next.CheckpointSeq = "charged", got.CheckpointSeq
 		_, claimed, err = e.store.Claim(ctx, next, now)
 		require.NoError(t, err)
 		assert.True(t, claimed)
@@ -336,7 +336,7 @@ func TestFencing(t *testing.T) {
 	assert.Equal(t, "payment_charged", prev.Checkpoint)
 	assert.Equal(t, "old", prev.LeaseToken)
 
-	mine.Checkpoint = prev.Checkpoint
+	mine.Checkpoint, mine.CheckpointSeq = prev.Checkpoint, prev.CheckpointSeq
 	prev, claimed, err = e.store.Claim(ctx, mine, takeoverAt)
 	require.NoError(t, err)
 	require.True(t, claimed)
@@ -514,7 +514,7 @@ func TestLayouts(t *testing.T) {
 			assert.True(t, got.LeaseEnded(time.Now()), "lease ended at the release: %v", got.LeaseExpires)
 
 			next = record(rec.Key, later, "tok4")
-			next.Checkpoint = "cp"
+			next.Checkpoint, next.CheckpointSeq = "cp", got.CheckpointSeq
 			_, claimed, err = e.store.Claim(ctx, next, later)
 			require.NoError(t, err)
 			require.True(t, claimed)

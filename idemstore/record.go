@@ -81,15 +81,27 @@ func (r *Record) LeaseEnded(now time.Time) bool {
 }
 
 // ClaimableBy reports whether a claim of rec at now may replace the record r: r is nil or
-// expired, or its lease has ended, rec carries its checkpoint (both may be empty), and r
-// is not what the release of rec's own token left (its token [ReleasedToken] of rec's):
-// such a claim is a late attempt of a claim whose owner has released the key since. It
-// is the claim condition of [Store.Claim], for stores that evaluate it in Go.
+// expired, or its lease has ended, r is not what the release of rec's own token left (its
+// token [ReleasedToken] of rec's: such a claim is a late attempt of a claim whose owner
+// has released the key since), and either neither r nor rec has a checkpoint, or rec
+// carries r's: the same checkpoint with the same number ([Record.CheckpointSeq]), for the
+// same request (an equal Fingerprint; both may be empty). The number tells apart equal
+// values recorded at different times (A, B, A), so a late claim that carries an older
+// checkpoint never replaces a later one; the fingerprint keeps a checkpoint, which
+// records effects of its own request, from being carried onto another request's record
+// with an equal value. It is the claim condition of [Store.Claim], for stores that
+// evaluate it in Go.
 func (r *Record) ClaimableBy(rec *Record, now time.Time) bool {
 	if r == nil || r.Expired(now) {
 		return true
 	}
-	return r.LeaseEnded(now) && r.Checkpoint == rec.Checkpoint && r.LeaseToken != ReleasedToken(rec.LeaseToken)
+	if !r.LeaseEnded(now) || r.LeaseToken == ReleasedToken(rec.LeaseToken) {
+		return false
+	}
+	if r.Checkpoint == "" {
+		return rec.Checkpoint == ""
+	}
+	return r.Checkpoint == rec.Checkpoint && r.CheckpointSeq == rec.CheckpointSeq && r.Fingerprint == rec.Fingerprint
 }
 
 // Live reports whether the record holds its key at now: it is not nil, has not expired,

@@ -27,6 +27,10 @@ func TestRecordPredicates(t *testing.T) {
 		r.LeaseToken = idemstore.ReleasedToken(token)
 		return r
 	}
+	numbered := func(r *idemstore.Record, seq int64, fp string) *idemstore.Record {
+		r.CheckpointSeq, r.Fingerprint = seq, fp
+		return r
+	}
 	withStatus := func(s idemstore.Status, expires, leaseExpires time.Time) *idemstore.Record {
 		return &idemstore.Record{Key: "k", Status: s, Expires: expires, LeaseExpires: leaseExpires}
 	}
@@ -35,6 +39,9 @@ func TestRecordPredicates(t *testing.T) {
 		rec  *idemstore.Record // nil: no record (Expired and LeaseEnded are not asked)
 		// claimCheckpoint is the checkpoint the claim asked about by ClaimableBy carries.
 		claimCheckpoint string
+		// claimSeq and claimFingerprint are its checkpoint's number and its fingerprint.
+		claimSeq         int64
+		claimFingerprint string
 		// claimToken is the lease token of that claim.
 		claimToken string
 		expired    bool
@@ -53,6 +60,24 @@ func TestRecordPredicates(t *testing.T) {
 			claimCheckpoint: "charged", leaseEnded: true, claimable: true},
 		{name: "lease ended, claim carries another checkpoint", rec: inProgress(now.Add(time.Hour), now, "charged"),
 			claimCheckpoint: "shipped", leaseEnded: true},
+		{name: "lease ended, claim carries its checkpoint with its number and fingerprint",
+			rec:             numbered(inProgress(now.Add(time.Hour), now, "charged"), 3, "fp-a"),
+			claimCheckpoint: "charged", claimSeq: 3, claimFingerprint: "fp-a", leaseEnded: true, claimable: true},
+		{name: "lease ended, claim carries its checkpoint value with another number",
+			rec:             numbered(inProgress(now.Add(time.Hour), now, "charged"), 3, "fp-a"),
+			claimCheckpoint: "charged", claimSeq: 1, claimFingerprint: "fp-a", leaseEnded: true},
+		{name: "lease ended, claim carries its checkpoint without its number",
+			rec:             numbered(inProgress(now.Add(time.Hour), now, "charged"), 3, ""),
+			claimCheckpoint: "charged", leaseEnded: true},
+		{name: "lease ended, claim carries its checkpoint for another request",
+			rec:             numbered(inProgress(now.Add(time.Hour), now, "charged"), 3, "fp-b"),
+			claimCheckpoint: "charged", claimSeq: 3, claimFingerprint: "fp-a", leaseEnded: true},
+		{name: "lease ended, claim carries its checkpoint, the record has no fingerprint",
+			rec:             numbered(inProgress(now.Add(time.Hour), now, "charged"), 3, ""),
+			claimCheckpoint: "charged", claimSeq: 3, claimFingerprint: "fp-a", leaseEnded: true},
+		{name: "lease ended without a checkpoint, claim of another request",
+			rec:              numbered(inProgress(now.Add(time.Hour), now, ""), 0, "fp-b"),
+			claimFingerprint: "fp-a", leaseEnded: true, claimable: true},
 		{name: "lease ended, claim carries none", rec: inProgress(now.Add(time.Hour), now, "charged"),
 			leaseEnded: true},
 		{name: "released, claim of the released token", rec: released(now.Add(time.Hour), "mine", ""),
@@ -83,7 +108,8 @@ func TestRecordPredicates(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			claim := &idemstore.Record{Key: "k", Status: idemstore.StatusInProgress, LeaseToken: tc.claimToken, Checkpoint: tc.claimCheckpoint}
+			claim := &idemstore.Record{Key: "k", Status: idemstore.StatusInProgress, LeaseToken: tc.claimToken,
+				Checkpoint: tc.claimCheckpoint, CheckpointSeq: tc.claimSeq, Fingerprint: tc.claimFingerprint}
 			if tc.rec != nil {
 				assert.Equal(t, tc.expired, tc.rec.Expired(now), "Expired")
 				assert.Equal(t, tc.leaseEnded, tc.rec.LeaseEnded(now), "LeaseEnded")

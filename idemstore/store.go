@@ -19,8 +19,18 @@ import (
 type Store interface {
 	// Claim writes rec (status [StatusInProgress]) if the record for rec.Key at now lets it:
 	// there is none, it is past its Expires, or it is in progress past its LeaseExpires, its
-	// Checkpoint equals rec.Checkpoint (both may be empty) and its LeaseToken is not
-	// [ReleasedToken](rec.LeaseToken) (see [Record.ClaimableBy]). The last rule refuses a
+	// LeaseToken is not [ReleasedToken](rec.LeaseToken), and either it has no Checkpoint
+	// and rec carries none, or rec carries its Checkpoint with its CheckpointSeq (an absent
+	// number counts as 0) and its Fingerprint (both empty count as equal; see
+	// [Record.ClaimableBy]). A store that keeps an empty checkpoint counts it as none. The
+	// number refuses a late claim that carries an equal value recorded earlier (A, B, A:
+	// the takeover claims of one owner share a token but carry different checkpoints, and
+	// an earlier one may land after the record moved on). The fingerprint keeps a
+	// checkpoint, which records effects of its own request, on that request's record: the
+	// guard checks the fingerprint of the record its claim read, which may have been
+	// replaced by another request's before the claim that carries the checkpoint applies.
+	// A claim carrying no checkpoint takes over a lease-ended record without one whatever
+	// its fingerprint. The token rule refuses a
 	// claim whose owner has released the key since, which a network can deliver late (the
 	// AWS SDK resends a request whose connection broke, and its first attempt may still
 	// land after the resend's owner ran, failed and released): it must not hold the key
@@ -31,8 +41,11 @@ type Store interface {
 	// the store can return it in the same round trip (the guard does not rely on it;
 	// pgstore returns nil). Otherwise claimed is false and prev is the record that refused
 	// the claim: a live one (absent, expired or lease-ended records are not live), one
-	// whose lease ended with another checkpoint than rec's, or the tombstone of the release
-	// of rec's own token.
+	// whose lease ended with another checkpoint than rec's (or another number of it, or
+	// for another fingerprint), or the tombstone of the release of rec's own token. A
+	// refused claim may return a record of rec's own token (an earlier attempt of it, or
+	// of another claim of the same token, took effect): the guard then owns the key, and
+	// resumes from the checkpoint that record holds.
 	//
 	// A Claim that learned a record holds the key but could not read all of it (a result
 	// kept apart, in a second read that failed) or any of it (a read after a refused

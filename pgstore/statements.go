@@ -17,10 +17,12 @@ func newStatements(table string) statements {
 	return statements{
 		// One statement whether it wins or not. The INSERT wins on a free key; on a taken
 		// one, ON CONFLICT locks the record's latest version and replaces it only if the
-		// claim condition holds there: expired, or in progress with its lease ended, the
-		// checkpoint the claim carries ($9, NULL for none), and not the tombstone of the
-		// release of the claim's own token ($13, idemstore.ReleasedToken of it: a late
-		// attempt of a claim whose owner released the key since). A refused claim updates
+		// claim condition holds there: expired, or in progress with its lease ended, not
+		// the tombstone of the release of the claim's own token ($13,
+		// idemstore.ReleasedToken of it: a late attempt of a claim whose owner released
+		// the key since), and either no checkpoint where the claim carries none ($9, NULL
+		// for none) or the checkpoint the claim carries with its number ($12) for the
+		// same request (the fingerprint $5, NULL and empty alike). A refused claim updates
 		// nothing, and held then reads the record that refused it in the same statement:
 		// FOR SHARE makes that read follow the row to the version the upsert judged (a
 		// plain read would see the statement's snapshot, which may predate it). Only a
@@ -38,8 +40,10 @@ func newStatements(table string) statements {
 		checkpoint_seq = excluded.checkpoint_seq
 	WHERE r.expires_at <= $11::timestamptz
 		OR (r.status = 'INPROGRESS' AND r.lease_expires_at <= $11::timestamptz
-			AND r.checkpoint IS NOT DISTINCT FROM $9::text
-			AND r.lease_token IS DISTINCT FROM $13::text)
+			AND r.lease_token IS DISTINCT FROM $13::text
+			AND CASE WHEN coalesce(r.checkpoint, '') = '' THEN $9::text IS NULL
+				ELSE r.checkpoint = $9::text AND r.checkpoint_seq = $12::bigint
+					AND coalesce(r.validation, '') = coalesce($5::text, '') END)
 	RETURNING 1
 ), held AS (
 	SELECT `+columns+` FROM %[1]s

@@ -62,8 +62,9 @@ func (s *Store) Table() string { return s.table }
 
 // Claim implements [idemstore.Store] with one statement, an INSERT ... ON CONFLICT DO UPDATE
 // that replaces an existing record only when it is expired, or in progress with its lease
-// ended, carrying rec's checkpoint and not the tombstone of the release of rec's own token
-// (see [Store.Release]); when it refuses, the same statement returns the
+// ended and not the tombstone of the release of rec's own token (see [Store.Release]),
+// with no checkpoint where rec carries none or the checkpoint rec carries, with its number,
+// for a request of rec's fingerprint; when it refuses, the same statement returns the
 // record that refused it (see the package documentation). Times are compared at now, the
 // caller's clock, as with every store; stored ends are rounded up and now down to
 // PostgreSQL's microseconds, so a record is never taken before its end. A claim that wins

@@ -37,9 +37,11 @@ func TestClaim(t *testing.T) {
 		name    string
 		setup   func(t *testing.T, s *pgstore.Store, key string) // leaves the key's record
 		claimCP string
-		at      time.Duration // after t0
-		claimed bool
-		prevTok string // the refusing record's token
+		// claimSeq is the number of the checkpoint the claim carries.
+		claimSeq int64
+		at       time.Duration // after t0
+		claimed  bool
+		prevTok  string // the refusing record's token
 	}{
 		{name: "Absent", setup: func(*testing.T, *pgstore.Store, string) {}, claimed: true},
 		{name: "LiveLease", setup: claimAt("a", t0), at: 59 * time.Second, prevTok: "a"},
@@ -48,9 +50,10 @@ func TestClaim(t *testing.T) {
 		{name: "Completed", setup: completeAt("a", t0), at: 30 * time.Minute, prevTok: "a"},
 		{name: "CompletedExpired", setup: completeAt("a", t0), at: time.Hour, claimed: true},
 		{name: "CheckpointNotCarried", setup: checkpointAt("a", "charged", t0), at: 2 * time.Minute, prevTok: "a"},
-		{name: "CheckpointCarried", setup: checkpointAt("a", "charged", t0), claimCP: "charged", at: 2 * time.Minute, claimed: true},
+		{name: "CheckpointCarried", setup: checkpointAt("a", "charged", t0), claimCP: "charged", claimSeq: 1, at: 2 * time.Minute, claimed: true},
+		{name: "CheckpointCarriedWithAnotherNumber", setup: checkpointAt("a", "charged", t0), claimCP: "charged", claimSeq: 2, at: 2 * time.Minute, prevTok: "a"},
 		{name: "OtherCheckpoint", setup: checkpointAt("a", "charged", t0), claimCP: "shipped", at: 2 * time.Minute, prevTok: "a"},
-		{name: "Released", setup: releasedAt("a", "charged", t0), claimCP: "charged", at: time.Second, claimed: true},
+		{name: "Released", setup: releasedAt("a", "charged", t0), claimCP: "charged", claimSeq: 1, at: time.Second, claimed: true},
 	}
 	s, _ := newStore(t, nil)
 	for _, tc := range cases {
@@ -60,7 +63,7 @@ func TestClaim(t *testing.T) {
 			tc.setup(t, s, key)
 			now := t0.Add(tc.at)
 			rec := inProgress(key, "b", now)
-			rec.Checkpoint = tc.claimCP
+			rec.Checkpoint, rec.CheckpointSeq = tc.claimCP, tc.claimSeq
 			prev, claimed, err := s.Claim(ctx, rec, now)
 			require.NoError(t, err)
 			assert.Equal(t, tc.claimed, claimed)

@@ -111,7 +111,9 @@ func TestRoundTrips(t *testing.T) {
 		{"Extend", func(t *testing.T) { require.NoError(t, s.Extend(ctx, "a", "ta", now.Add(5*time.Minute))) }, []string{"evalsha"}},
 		{"ReleaseWithCheckpoint", func(t *testing.T) { require.NoError(t, s.Release(ctx, "a", "ta", now)) }, []string{"evalsha"}},
 		{"ClaimTakeover", func(t *testing.T) {
-			_, claimed, err := s.Claim(ctx, claim("a", "tc", "charged"), now)
+			rec := claim("a", "tc", "charged")
+			rec.CheckpointSeq = 1 // the checkpoint's number, as the guard carries it
+			_, claimed, err := s.Claim(ctx, rec, now)
 			require.NoError(t, err)
 			require.True(t, claimed)
 		}, []string{"evalsha"}},

@@ -12,10 +12,12 @@ import "github.com/redis/go-redis/v9"
 // caches the script) when the server answers NOSCRIPT.
 
 // claimScript claims KEYS[1] at now ARGV[1] for a record carrying checkpoint ARGV[2],
-// expiring at ARGV[3] (0: never), with the fields ARGV[5...] (name, value pairs). The
-// stored record refuses the claim while it holds the key: it exists, its expiration (if
-// any) has not passed, and it is not an in-progress record whose lease end has passed and
-// whose checkpoint is ARGV[2] (an empty checkpoint and none are alike). It refuses it too,
+// number ARGV[5] and fingerprint ARGV[6], expiring at ARGV[3] (0: never), with the fields
+// ARGV[7...] (name, value pairs). The stored record refuses the claim while it holds the
+// key: it exists, its expiration (if any) has not passed, and it is not an in-progress
+// record whose lease end has passed and whose checkpoint is ARGV[2] (an empty checkpoint
+// and none are alike), with, if it has one, number ARGV[5] (none counts as 0) and
+// fingerprint ARGV[6] (none counts as empty). It refuses it too,
 // if not expired, when its token is ARGV[4], the released token of the claim's own: the
 // tombstone of the claim's owner's release, met by a late attempt of the claim. It returns
 // {1, old fields} when claimed (no fields for an absent record), else {0, fields of the
@@ -30,13 +32,20 @@ if #cur > 0 then
   if exp == nil or now < exp then
     local lease = tonumber(r['in_progress_expiration'])
     local ended = r['status'] == 'INPROGRESS' and lease ~= nil and now >= lease
-    if not ended or (r['checkpoint'] or '') ~= ARGV[2] or r['lease_token'] == ARGV[4] then
+    if not ended or r['lease_token'] == ARGV[4] then
+      return {0, cur}
+    end
+    local cp = r['checkpoint'] or ''
+    if cp ~= ARGV[2] then
+      return {0, cur}
+    end
+    if cp ~= '' and ((r['checkpoint_seq'] or '0') ~= ARGV[5] or (r['validation'] or '') ~= ARGV[6]) then
       return {0, cur}
     end
   end
   redis.call('DEL', KEYS[1])
 end
-redis.call('HSET', KEYS[1], unpack(ARGV, 5))
+redis.call('HSET', KEYS[1], unpack(ARGV, 7))
 if ARGV[2] ~= '' then
   redis.call('HSET', KEYS[1], 'checkpoint', ARGV[2])
 end

@@ -56,7 +56,8 @@ func (s *Store) RedisKey(key string) string { return s.cfg.prefix + key }
 
 // Claim implements [idemstore.Store] with one script that reads the record and, in the same
 // atomic step, replaces it when it no longer holds the key for rec (absent, past its
-// expiry, or in progress past its lease end with rec's checkpoint, unless it is the
+// expiry, or in progress past its lease end with rec's checkpoint, its number and rec's
+// fingerprint, or with none where rec carries none, unless it is the
 // tombstone of the release of rec's own token: see [Store.Release]) or returns it. now is
 // the caller's clock, never the server's: see the package documentation. The server deletes
 // the new record (PEXPIREAT) at rec.Expires plus the expiry grace ([WithExpiryGrace]). A record over the store's size limit yields
@@ -69,7 +70,7 @@ func (s *Store) Claim(ctx context.Context, rec *idemstore.Record, now time.Time)
 		return nil, false, err
 	}
 	args := append([]any{strconv.FormatInt(nowMillis(now), 10), rec.Checkpoint, strconv.FormatInt(expireAt(rec, s.cfg.expiryGrace), 10),
-		idemstore.ReleasedToken(rec.LeaseToken)}, fields...)
+		idemstore.ReleasedToken(rec.LeaseToken), strconv.FormatInt(rec.CheckpointSeq, 10), rec.Fingerprint}, fields...)
 	reply, err := s.run(ctx, claimScript, key, args)
 	if err != nil {
 		return nil, false, s.fail("claim", err)

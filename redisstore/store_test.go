@@ -118,7 +118,7 @@ func TestNativeExpiry(t *testing.T) {
 	assert.Equal(t, want, expireTime("k"), "writes under the lease keep the expiry")
 
 	rec2 := inProgress("k", "tok2", now)
-	rec2.Checkpoint = "cp"
+	rec2.Checkpoint, rec2.CheckpointSeq = "cp", 1
 	_, claimed, err := s.Claim(ctx, rec2, now)
 	require.NoError(t, err)
 	require.True(t, claimed)
@@ -385,7 +385,7 @@ func TestFencedOwnerLandsNothing(t *testing.T) {
 		assert.False(t, ok, "a takeover without the checkpoint")
 		assert.Equal(t, "c1", prev.Checkpoint)
 		b := inProgress("k", "B", now)
-		b.Checkpoint = "c1"
+		b.Checkpoint, b.CheckpointSeq = "c1", prev.CheckpointSeq
 		_, ok, err = s.Claim(ctx, b, now)
 		require.NoError(t, err)
 		assert.True(t, ok)

@@ -109,6 +109,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("LateClaimAfterTwoReleases", h.lateClaimAfterTwoReleases)
 	t.Run("LateClaimThroughGuard", h.lateClaimThroughGuard)
 	t.Run("BatchDuplicates", h.batchDuplicates)
+	t.Run("TakeoverCarriesExactly", h.takeoverCarriesExactly)
 	if h.NewCounter != nil {
 		t.Run("TransactionalCompletion", h.transactional)
 		if _, ok := h.NewStore(t).(idemstore.BatchAttachStore); ok {
