@@ -204,7 +204,11 @@ func (s *Store) run(ctx context.Context, script *redis.Script, key string, args 
 		reply, err = script.Run(ctx, s.client, []string{key}, args...).Result()
 		return err
 	})
-	return reply, err
+	if err != nil {
+		// reply is not read: after ctx ended, the call may still be writing it.
+		return nil, err
+	}
+	return reply, nil
 }
 
 // await runs call and returns its error, or ctx's error as soon as ctx ends. go-redis
