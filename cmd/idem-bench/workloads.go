@@ -250,8 +250,9 @@ func reportsExactly(resp events.SQSEventResponse, ev events.SQSEvent) bool {
 // sent again after a lost answer may find the record completed with its result apart
 // (26 bytes more than before results could be kept apart).
 const (
-	rawClaimCondition = "attribute_not_exists(#id) OR #exp <= :now OR (#status = :inprogress AND #lease <= :now_ms AND attribute_not_exists(#cp))"
-	rawCompletion     = "SET #status = :status, #v = :v, #exp = :exp, #enc = :enc, #data = :data REMOVE #lease, #fp, #dref"
+	rawClaimCondition = "attribute_not_exists(#id) OR #exp <= :now OR (#status = :inprogress AND #lease <= :now_ms AND " +
+		"(attribute_not_exists(#token) OR #token <> :released) AND (attribute_not_exists(#cp) OR #cp = :empty))"
+	rawCompletion = "SET #status = :status, #v = :v, #exp = :exp, #enc = :enc, #data = :data REMOVE #lease, #fp, #dref"
 )
 
 // rawKey is one key of X1 and X2, as the guard stores it, with the result it completes to.
@@ -294,10 +295,12 @@ func (b *bench) claimInput(ctx context.Context, key, tok string) *dynamodb.PutIt
 		ConditionExpression: aws.String(rawClaimCondition),
 		ExpressionAttributeNames: map[string]string{
 			"#id": "id", "#exp": "expiration", "#status": "status", "#lease": "in_progress_expiration", "#cp": "checkpoint",
+			"#token": "lease_token",
 		},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":now": epoch(now, time.Second), ":now_ms": epoch(now, time.Millisecond),
 			":inprogress": str(string(idemstore.StatusInProgress)),
+			":released":   str(idemstore.ReleasedToken(tok)), ":empty": str(""),
 		},
 		ReturnValues:                        types.ReturnValueAllOld,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
