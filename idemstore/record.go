@@ -1,6 +1,9 @@
 package idemstore
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // Status is the state of an idempotency record, stored as a string attribute.
 type Status string
@@ -90,6 +93,13 @@ func (r *Record) ClaimableBy(rec *Record, now time.Time) bool {
 		return true
 	}
 	return r.LeaseEnded(now) && r.Checkpoint == rec.Checkpoint && r.LeaseToken != ReleasedToken(rec.LeaseToken)
+}
+
+// Released reports whether r is the tombstone a release left ([Store.Release]): its lease
+// token is a [ReleasedToken]. Nobody holds a tombstone's key, although a caller whose clock
+// runs behind the releaser's may still see its lease running.
+func (r *Record) Released() bool {
+	return r != nil && strings.HasPrefix(r.LeaseToken, ReleasedToken(""))
 }
 
 // Live reports whether the record holds its key at now: it is not nil, has not expired,

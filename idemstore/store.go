@@ -68,7 +68,9 @@ type Store interface {
 	// its token (see Claim), and any other, of an owner that took the key over and
 	// released it in between, by its time: at its now the tombstone's lease has not ended.
 	// A caller whose clock runs behind the releaser's may be refused for as long as the
-	// skew, and is told the key is in progress until then. A tombstone stays until its
+	// skew, and is told the key is in progress until then, whatever its payload (the
+	// guard recognises the tombstone, [Record.Released]; but one with a checkpoint keeps
+	// the key for the released request's payload, as any record with a checkpoint does). A tombstone stays until its
 	// Expires, as any record does. If token does not own an in-progress record for key
 	// (another owner took it over, or it completed), Release changes nothing and returns
 	// [ErrLeaseLost].
