@@ -67,10 +67,11 @@ type batchItem struct {
 	settleErr error       // error of recording its outcome
 
 	// With duplicates in the batch, on the key's first request: run is closed once the
-	// key's run is over, and left and runErr are then its outcome for the duplicates.
+	// key's run is over, and left, runErr and value are then its outcome for the duplicates.
 	run    chan struct{}
 	left   *idemstore.Record // the record the run left or replayed: the duplicates replay it
 	runErr error             // the run's error when it left no record
+	value  any               // the run's result (an unguarded run's, WithFailOpen, is shared as it is)
 	runner int               // the request whose DoClaimed ran the key
 }
 
@@ -82,10 +83,11 @@ type batchItem struct {
 // replays it, or meets it in flight elsewhere, as Do would), and every other one takes
 // that outcome, whatever the store: the result it left is replayed to them (a completed
 // result, including one still waiting for [Batch.Settle], or a remembered failure as
-// [*FailedError]); with no result left (the handler failed and the key was released, or
-// an error such as [ErrInProgress] or [ErrStore] came instead) they get an error wrapping
-// that outcome's, without running. A DoClaimed of a duplicate called while the key's run
-// is under way waits for it (or for its own context to end).
+// [*FailedError]); an unguarded run's result ([WithFailOpen]) is shared as it is; with no
+// result left (the handler failed and the key was released, or an error such as
+// [ErrInProgress] or [ErrStore] came instead) they get an error wrapping that outcome's,
+// without running. A DoClaimed of a duplicate called while the key's run is under way
+// waits for it (or for its own context to end).
 //
 // A request of a key that an earlier request of the batch carries with another
 // fingerprint is not a duplicate and shares no run: its DoClaimed waits for the key's run
@@ -211,7 +213,7 @@ func DoClaimed[T any](ctx context.Context, b *Batch, i int, fn func(context.Cont
 	k.runErr = errRunPanicked // until the run returns
 	defer close(k.run)        // after k.left and k.runErr are set, even if fn panics
 	result, replayed, err = doClaimed(ctx, b, k, it.req, fn, &k.left)
-	k.runErr = err
+	k.runErr, k.value = err, result
 	return result, replayed, err
 }
 
@@ -244,8 +246,14 @@ func sharedOutcome[T any](ctx context.Context, b *Batch, k, it *batchItem, other
 	case k.runErr != nil:
 		return result, false, fmt.Errorf("idem: not run: request %d of the batch has this key and left no result: %w", k.runner, k.runErr)
 	}
-	// A run without a lease (WithFailOpen) left nothing to share: this request goes as Do.
-	return Do(ctx, g, it.req, fn)
+	// A run without a lease (WithFailOpen) left no record, but its result is in hand: the
+	// key runs once in the batch, guarded or not.
+	result, ok := k.value.(T)
+	if !ok && k.value != nil {
+		return result, false, fmt.Errorf("idem: request %d of the batch has this key and its result is a %T, not a %T", k.runner, k.value, result)
+	}
+	g.fire(ctx, g.cfg.hooks.OnReplayed, it.now, Event{Key: k.key})
+	return result, true, nil
 }
 
 // doClaimed runs or replays the key of k, the batch item that holds its claim, for req
