@@ -67,27 +67,38 @@ type batchItem struct {
 	settleErr error       // error of recording its outcome
 
 	// With duplicates in the batch, on the key's first request: run is closed once the
-	// key's run is over, and left and runErr are then its outcome for the duplicates.
+	// key's run is over, and left, runErr and value are then its outcome for the duplicates.
 	run    chan struct{}
 	left   *idemstore.Record // the record the run left or replayed: the duplicates replay it
 	runErr error             // the run's error when it left no record
+	value  any               // the run's result (an unguarded run's, WithFailOpen, is shared as it is)
 	runner int               // the request whose DoClaimed ran the key
 }
 
 // Claim claims the keys of reqs, as [Do] would before running a handler. Claim reports
 // nothing itself: [DoClaimed] returns each request's error.
 //
-// Requests with the same stored key (duplicates) are claimed once, and run once: the
-// first of them whose DoClaimed is called runs the key (or replays it, or meets it in
-// flight elsewhere, as Do would), and every other one takes that outcome, whatever the
-// store: the result it left is replayed to them (a completed result, including one still
-// waiting for [Batch.Settle], or a remembered failure as [*FailedError]); with no result
-// left (the handler failed and the key was released, or an error such as
+// Requests with the same stored key and the same fingerprint (duplicates) are claimed
+// once, and run once: the first of them whose DoClaimed is called runs the key (or
+// replays it, or meets it in flight elsewhere, as Do would), and every other one takes
+// that outcome, whatever the store: the result it left is replayed to them (a completed
+// result, including one still waiting for [Batch.Settle], or a remembered failure as
+// [*FailedError]); an unguarded run's result ([WithFailOpen]) is shared as it is; with no
+// result left (the handler failed and the key was released, or an error such as
 // [ErrInProgress] or [ErrStore] came instead) they get an error wrapping that outcome's,
 // without running. A DoClaimed of a duplicate called while the key's run is under way
-// waits for it (or for its own context to end). A duplicate whose fingerprint differs
-// from the first request's gets [ErrPayloadMismatch] at once. [Batch.Settle] reports the
-// run's recording error for every duplicate that replayed it.
+// waits for it (or for its own context to end).
+//
+// A request of a key that an earlier request of the batch carries with another
+// fingerprint is not a duplicate and shares no run: its DoClaimed waits for the key's run
+// in the batch to end, if one started, and then answers as [Do] answers that request
+// alone: from the record the run left, if any (its result, even one still waiting for
+// Settle, when the fingerprints are compatible, else [ErrPayloadMismatch]), else by Do
+// itself, which replays the stored record, answers [ErrInProgress] or ErrPayloadMismatch
+// as the record holding the key says, or runs the request when the key is free (after a
+// release, say). Called while no run of the key has started, it meets the earlier
+// request's claim as Do would. [Batch.Settle] reports the run's recording error for every
+// request that replayed it.
 //
 // When the batch holds a single key to claim (after duplicates and keys the guard's
 // replay cache answers), Claim claims nothing: that request's DoClaimed behaves exactly as
@@ -165,34 +176,35 @@ func (b *Batch) Len() int { return len(b.items) }
 // whose lease, taken at [Guard.Claim], is within [WithLeaseMargin] of its end when
 // DoClaimed reaches it does not run: it returns [ErrLeaseLost], since a caller whose clock
 // runs ahead by less than the margin may own the key. A request whose key another request
-// of the batch carries takes the key's one run's outcome, as [Guard.Claim] says: it may
-// wait for that run, so it must not be called from inside the handler of a request with
-// the same key. DoClaimed is safe for concurrent use with distinct i, and must be called
+// of the batch carries takes the key's one run's outcome, or with another fingerprint
+// answers as Do once that run is over, as [Guard.Claim] says: it may wait for that run,
+// so it must not be called from inside the handler of a request with the same key. DoClaimed is safe for concurrent use with distinct i, and must be called
 // at most once per i.
 func DoClaimed[T any](ctx context.Context, b *Batch, i int, fn func(context.Context) (T, error)) (result T, replayed bool, err error) {
 	it := &b.items[i]
 	g := b.g
 	k := it // the item that holds the key's claim
+	other := false
 	if it.dupOf >= 0 {
 		k = &b.items[it.dupOf]
-		if err := g.checkFingerprint(ctx, &idemstore.Record{Key: k.key, Fingerprint: k.fp}, it.fp); err != nil {
-			return result, false, err
-		}
+		other = it.fp != k.fp // another request of the key: it shares no run
 	}
 	b.mu.Lock()
 	twice, released, share := it.ran, k.released, k.started
 	it.ran = true
-	if !twice && !released && !share {
+	if !twice && !other && !released && !share {
 		k.started, k.runner = true, i
 	}
 	b.mu.Unlock()
 	switch {
 	case twice:
 		return result, false, errRunTwice
+	case other && !share:
+		return Do(ctx, g, it.req, fn) // no run of the key in the batch to wait for
 	case released:
 		return result, false, errSettled
 	case share:
-		return sharedOutcome(ctx, b, k, it, fn)
+		return sharedOutcome(ctx, b, k, it, other, fn)
 	}
 	if k.run == nil {
 		var left *idemstore.Record
@@ -201,15 +213,17 @@ func DoClaimed[T any](ctx context.Context, b *Batch, i int, fn func(context.Cont
 	k.runErr = errRunPanicked // until the run returns
 	defer close(k.run)        // after k.left and k.runErr are set, even if fn panics
 	result, replayed, err = doClaimed(ctx, b, k, it.req, fn, &k.left)
-	k.runErr = err
+	k.runErr, k.value = err, result
 	return result, replayed, err
 }
 
 var errRunPanicked = errors.New("idem: the handler panicked")
 
 // sharedOutcome answers it, a request whose key k's run another request of the batch
-// made, from that run's outcome: see [Guard.Claim].
-func sharedOutcome[T any](ctx context.Context, b *Batch, k, it *batchItem, fn func(context.Context) (T, error)) (result T, replayed bool, err error) {
+// made, from that run's outcome: see [Guard.Claim]. With other set, it carries another
+// fingerprint than the run's and shares only the record the run left; else it answers as
+// Do.
+func sharedOutcome[T any](ctx context.Context, b *Batch, k, it *batchItem, other bool, fn func(context.Context) (T, error)) (result T, replayed bool, err error) {
 	g := b.g
 	select {
 	case <-k.run:
@@ -227,11 +241,19 @@ func sharedOutcome[T any](ctx context.Context, b *Batch, k, it *batchItem, fn fu
 			return zero, false, err
 		}
 		return result, true, nil
+	case other:
+		return Do(ctx, g, it.req, fn)
 	case k.runErr != nil:
 		return result, false, fmt.Errorf("idem: not run: request %d of the batch has this key and left no result: %w", k.runner, k.runErr)
 	}
-	// A run without a lease (WithFailOpen) left nothing to share: this request goes as Do.
-	return Do(ctx, g, it.req, fn)
+	// A run without a lease (WithFailOpen) left no record, but its result is in hand: the
+	// key runs once in the batch, guarded or not.
+	result, ok := k.value.(T)
+	if !ok && k.value != nil {
+		return result, false, fmt.Errorf("idem: request %d of the batch has this key and its result is a %T, not a %T", k.runner, k.value, result)
+	}
+	g.fire(ctx, g.cfg.hooks.OnReplayed, it.now, Event{Key: k.key})
+	return result, true, nil
 }
 
 // doClaimed runs or replays the key of k, the batch item that holds its claim, for req

@@ -210,7 +210,14 @@ func (g *Guard) do(ctx context.Context, req Request, run func(context.Context) (
 
 // conflict decides what a caller whose claim found the live record rec gets: the record
 // to replay, or an error ([ErrPayloadMismatch], [*InProgressError], [ErrIncompatibleRecord]).
+// A tombstone without a checkpoint ([idemstore.Record.Released]), live only at a clock
+// behind the releaser's, holds the key for no request: whatever the payload, the caller
+// is told the key is in progress until the tombstone's lease end. One with a checkpoint
+// keeps the released request's effects, and so the key for that request's payload.
 func (g *Guard) conflict(ctx context.Context, rec *idemstore.Record, fp string, now time.Time) (*idemstore.Record, error) {
+	if rec.Released() && rec.Checkpoint == "" && rec.Status == idemstore.StatusInProgress {
+		return nil, g.inProgress(ctx, rec, now)
+	}
 	if err := g.checkFingerprint(ctx, rec, fp); err != nil {
 		return nil, err
 	}

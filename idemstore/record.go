@@ -1,6 +1,9 @@
 package idemstore
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // Status is the state of an idempotency record, stored as a string attribute.
 type Status string
@@ -102,6 +105,13 @@ func (r *Record) ClaimableBy(rec *Record, now time.Time) bool {
 		return rec.Checkpoint == ""
 	}
 	return r.Checkpoint == rec.Checkpoint && r.CheckpointSeq == rec.CheckpointSeq && r.Fingerprint == rec.Fingerprint
+}
+
+// Released reports whether r is the tombstone a release left ([Store.Release]): its lease
+// token is a [ReleasedToken]. Nobody holds a tombstone's key, although a caller whose clock
+// runs behind the releaser's may still see its lease running.
+func (r *Record) Released() bool {
+	return r != nil && strings.HasPrefix(r.LeaseToken, ReleasedToken(""))
 }
 
 // Live reports whether the record holds its key at now: it is not nil, has not expired,

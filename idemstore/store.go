@@ -79,9 +79,15 @@ type Store interface {
 	// attempt may land after the resend's owner ran, failed and released) is refused rather
 	// than hold the key again for a lease nobody owns: one of the releasing owner's own by
 	// its token (see Claim), and any other, of an owner that took the key over and
-	// released it in between, by its time: at its now the tombstone's lease has not ended.
+	// released it in between, by its time: at its now the tombstone's lease has not ended,
+	// provided its sender's clock does not run ahead of the releaser's. A late claim from a
+	// clock ahead (within the lease margin) sent a now past the release's, and takes the
+	// tombstone over: it holds the key, for nobody, until its own lease ends (a lease from
+	// its now, on its clock); nothing runs twice, and the key is free after that.
 	// A caller whose clock runs behind the releaser's may be refused for as long as the
-	// skew, and is told the key is in progress until then. A tombstone stays until its
+	// skew, and is told the key is in progress until then, whatever its payload (the
+	// guard recognises the tombstone, [Record.Released]; but one with a checkpoint keeps
+	// the key for the released request's payload, as any record with a checkpoint does). A tombstone stays until its
 	// Expires, as any record does. If token does not own an in-progress record for key
 	// (another owner took it over, or it completed), Release changes nothing and returns
 	// [ErrLeaseLost].

@@ -28,3 +28,14 @@ func TestReleasedToken(t *testing.T) {
 		})
 	}
 }
+
+// TestRecordReleased: a record is a tombstone exactly when its token is a released one.
+func TestRecordReleased(t *testing.T) {
+	t.Parallel()
+	var none *idemstore.Record
+	assert.False(t, none.Released(), "no record")
+	assert.False(t, (&idemstore.Record{LeaseToken: "a"}).Released(), "an owner's record")
+	assert.False(t, (&idemstore.Record{}).Released(), "a record without a token")
+	assert.True(t, (&idemstore.Record{LeaseToken: idemstore.ReleasedToken("a")}).Released())
+	assert.True(t, (&idemstore.Record{LeaseToken: idemstore.ReleasedToken("")}).Released())
+}
