@@ -26,7 +26,8 @@
 // mid-run to another skew in that range, as NTP stepping a wall clock: what it reads
 // moves, its timers and the deadlines of contexts made before do not (Go waits in
 // monotonic time), and the invariants read an owner's clock at its lowest reading that
-// mattered (its invocation's start, its lease's grant, now). Lambda actors (sqs, fifo, http) always have a
+// mattered (its invocation's start, its lease's grant, now) and a claimer's by the time
+// its claim carried, which it read before the step if it did. Lambda actors (sqs, fifo, http) always have a
 // deadline, do and batch actors usually. A context's deadline is read on its container's
 // clock, as a Go context's on its host: it ends when that clock reads it. With FeatKill an
 // invocation is killed (stops for good) at its deadline in true time, as Lambda does. With
@@ -151,8 +152,9 @@
 //     counts as absent. d.heldByNobody: a claim landing late took the key for a lease its
 //     owner had released or completed, its lease still running: every retry is refused
 //     until it ends. (A late claim for a caller that never held the lease, which gave up
-//     or was refused before it knew, is counted in [Stats.Orphans]: the lease runs out,
-//     as after a caller that crashes once its claim applied.)
+//     or was refused before it knew, or one that met a record expired by the time it
+//     carried, is counted in [Stats.Orphans]: the lease runs out, as after a caller that
+//     crashes once its claim applied.)
 //   - (e) attached writes commit at most once and only with their COMPLETED record
 //     (e.attachedTwice, e.attachedWithoutRecord, e.recordWithoutAttached).
 //   - (f) the SQS batch response fails exactly the messages that did not complete:

@@ -51,15 +51,20 @@ type run struct {
 	// beyond WithMaxLease, an extension), whose stored end is off by the owner's skew;
 	// else the lease ends at the deadline plus the margin, in true time.
 	ownerClock bool
-	skew0      time.Duration   // the owner's clock skew when the lease was granted (FeatClockStep may step it since)
-	hctx       context.Context // the handler's context, once it started
-	expectCp   string          // the checkpoint this owner must see
-	alsoCp     []string        // or one of these: written after it, applied, not acknowledged
-	staleCp    bool            // or any old one, or none: the key expired since (TTL deletion lags)
-	cpCause    string          // why the record it replaced lacks expectCp, if it does
-	resent     bool            // its claim applied, the response was lost, and the resend met it
-	orphan     bool            // granted by a claim landing late, for no caller: no handler runs under it
-	how        string          // how its handler ended
+	skew0      time.Duration // the owner's clock skew when the lease was granted (FeatClockStep may step it since)
+	// claimSkew is how far the time its claim carried ran ahead of true time when the claim
+	// applied: what the store judged the lease it took over by. It is the claimer's skew
+	// when it read its clock, less the time the request took, so a claim stamped before a
+	// step of its clock (FeatClockStep) counts with the reading it carried.
+	claimSkew time.Duration
+	hctx      context.Context // the handler's context, once it started
+	expectCp  string          // the checkpoint this owner must see
+	alsoCp    []string        // or one of these: written after it, applied, not acknowledged
+	staleCp   bool            // or any old one, or none: the key expired since (TTL deletion lags)
+	cpCause   string          // why the record it replaced lacks expectCp, if it does
+	resent    bool            // its claim applied, the response was lost, and the resend met it
+	orphan    bool            // granted by a claim landing late, for no caller: no handler runs under it
+	how       string          // how its handler ended
 
 	started, ended bool
 	startAt, endAt time.Time
@@ -238,6 +243,7 @@ func (l *ledger) claimed(w *world, a *actor, rec *idemstore.Record, claimNow tim
 		id: len(l.runs) + 1, key: rec.Key, name: ks.name, token: rec.LeaseToken, a: a,
 		fp: rec.Fingerprint, guarded: true, claimAt: now, leaseEnd: rec.LeaseExpires, confirmed: rec.LeaseExpires,
 		ownerClock: !a.deadlineLease(rec.LeaseExpires), how: "its handler never ran", skew0: a.skew(),
+		claimSkew: claimNow.Sub(now),
 	}
 	r.staleCp = stale
 	r.alsoCp = slices.Clone(ks.since)
@@ -274,7 +280,8 @@ func (l *ledger) lateClaim(w *world, a *actor, rec *idemstore.Record, claimNow t
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ks := l.keys[rec.Key]
-	if prev != nil && !prev.Expires.IsZero() && !claimNow.Before(prev.Expires) {
+	expired := prev != nil && !prev.Expires.IsZero() && !claimNow.Before(prev.Expires)
+	if expired {
 		ks.stale = true
 		l.newWindow(ks)
 	}
@@ -290,9 +297,23 @@ func (l *ledger) lateClaim(w *world, a *actor, rec *idemstore.Record, claimNow t
 		r = &run{
 			id: len(l.runs) + 1, key: rec.Key, name: ks.name, token: rec.LeaseToken, a: a, fp: rec.Fingerprint,
 			guarded: true, claimAt: now, orphan: true, how: "no handler runs under it", skew0: a.skew(),
+			claimSkew: claimNow.Sub(now),
 		}
 		l.runs = append(l.runs, r)
 		l.byToken[r.token] = r
+	case expired:
+		// The record it replaced had expired by the time the claim carried: the key was
+		// free, as it is to any claim after the expiry, and what its owner released or
+		// completed binds nobody any more. Like a late claim for no caller, its lease runs
+		// out. Only whether that record had expired by a clock within the skew is to judge,
+		// as for every claim (a.afterComplete).
+		if rec.LeaseExpires.After(now) {
+			l.stats.Orphans++
+		}
+		if prev.Status != idemstore.StatusInProgress && now.Add(l.maxSkew).Before(prev.Expires) {
+			l.violate("a.afterComplete", ks.name, "%s's late claim took the key while its %s record was live until %s",
+				a, prev.Status, prev.Expires.Sub(epoch))
+		}
 	case l.releasedTok[r.token]:
 		why = fmt.Sprintf("run r%d released it (%s)", r.id, r.how)
 	case r.landed:
@@ -368,9 +389,13 @@ func (l *ledger) lossAt(w *world, r *run) time.Time {
 // the margin on its own clock); or, for a lease ending at a deadline that Lambda enforces
 // by killing the owner there in true time, ahead of true time by less than the margin.
 func (l *ledger) tolerated(w *world, r *run, claimer *run) bool {
-	// After a step of either clock (FeatClockStep), only a claimer whose every reading that
-	// mattered is within the tolerance of the owner's (lowSkew): its claim's, and now.
-	cs := max(claimer.skew0, claimer.a.skew())
+	// The claimer is judged by the time its claim carried (claimSkew), not by its clock's
+	// skew when the claim applied: a claim stamped before a step of its clock
+	// (FeatClockStep) and applied after it took the key over by the earlier reading. An
+	// owner is live at the claim only if its clock then reads below its lease end less the
+	// margin, and the claim took over only if its time reached the lease end, so an overlap
+	// needs claimSkew-lowSkew >= margin: below it, an overlap is the library's fault.
+	cs := claimer.claimSkew
 	if cs-r.lowSkew() < w.p.margin {
 		return true
 	}
@@ -607,11 +632,11 @@ func (l *ledger) effect(w *world, r *run) {
 		}
 		if !l.tolerated(w, early, late) || l.takenBeyondSkew(w, early, late) {
 			l.stats.OverlapBeyondSkew++
-			w.logf("r%d and r%d run %s at once; r%d's claimer (clock skew %s) is beyond the tolerance of r%d's lease (owner's skew %s)", r.id, o.id, ks.name, late.id, late.a.skew(), early.id, early.a.skew())
+			w.logf("r%d and r%d run %s at once; r%d's claim (its time %s off true time) is beyond the tolerance of r%d's lease (owner's skew %s)", r.id, o.id, ks.name, late.id, late.claimSkew, early.id, early.lowSkew())
 			continue
 		}
-		l.violate("a.overlap", ks.name, "run r%d (%s) ran its effect while run r%d (%s) also ran with its context live; r%d claimed at %.3fs, r%d's lease ends at %.3fs (clock skews: claimer %s, owner %s)",
-			r.id, r.a, o.id, o.a, late.id, late.claimAt.Sub(epoch).Seconds(), early.id, early.leaseEnd.Sub(epoch).Seconds(), late.a.skew(), early.a.skew())
+		l.violate("a.overlap", ks.name, "run r%d (%s) ran its effect while run r%d (%s) also ran with its context live; r%d claimed at %.3fs, r%d's lease ends at %.3fs (the claim's time %s off true time, the owner's clock %s)",
+			r.id, r.a, o.id, o.a, late.id, late.claimAt.Sub(epoch).Seconds(), early.id, early.leaseEnd.Sub(epoch).Seconds(), late.claimSkew, early.lowSkew())
 	}
 	// The handler's context never outlives its lease: it ends by the lease end less the
 	// margin (the deadline, or the lease watchdog), and the handler honours it.

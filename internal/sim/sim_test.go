@@ -259,6 +259,23 @@ var simulationSeeds = []struct {
 	// and held it in progress for no one until its lease ended.
 	{186, "all", "d.heldByNobody", false},
 	{334, "do,error,delay", "d.heldByNobody", false},
+
+	// Found by `idemsim -start=1000000 -time=10m -features=all`, the model judging clocks
+	// by the wrong reading (FeatClockStep); the library was right in both. A claim stamped
+	// before its clock stepped back 2.26 s, applied after a stalled request, judged by the
+	// stepped clock (within the tolerance of the owner's) and not by the time it carried
+	// (2.26 s ahead of the owner's, beyond the margin): now by the time it carried.
+	{1548572, "all", "a.overlap", false},
+	// A claim's first attempt, stamped before its clock stepped back 3.09 s, landed after
+	// its own run completed with a 2 s expiry: by the time it carried the record had
+	// expired, and a claim of an expired key holds it for no one as any orphan does.
+	{1237895, "all", "d.heldByNobody", false},
+	// Item 18's documented residual (knownOpen): a claim sent in the instant of a later
+	// release of the same key (a batch's duplicate message claimed and released it again)
+	// lands after it and takes the tombstone over. 2119186 is the one violation of
+	// `idemsim -start=2000000 -time=3m -features=all` (719,310 schedules).
+	{1262064, "all", "d.heldByNobody", true},
+	{2119186, "all", "d.heldByNobody", true},
 }
 
 // TestSimulationSeeds replays the regression table.
