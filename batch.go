@@ -262,7 +262,7 @@ func sharedOutcome[T any](ctx context.Context, b *Batch, k, it *batchItem, other
 func doClaimed[T any](ctx context.Context, b *Batch, k *batchItem, req Request, fn func(context.Context) (T, error), left **idemstore.Record) (result T, replayed bool, err error) {
 	g := b.g
 	if k.lazy {
-		return doLeaving(ctx, g, req, fn, left)
+		return doLeaving(ctx, g, req, fn, left, nil)
 	}
 	if k.err != nil {
 		if g.failsOpen(ctx, k.rec, k.err) {
@@ -274,7 +274,7 @@ func doClaimed[T any](ctx context.Context, b *Batch, k *batchItem, req Request, 
 	if !k.claimed {
 		rec, err := g.conflict(ctx, k.rec, k.fp, k.now)
 		if errors.Is(err, ErrInProgress) && g.cfg.waitMax > 0 {
-			return doLeaving(ctx, g, req, fn, left) // WithWait: wait for the owner as Do does
+			return doLeaving(ctx, g, req, fn, left, k.rec) // WithWait: wait for the owner as Do does, never failing open
 		}
 		if err != nil {
 			return result, false, err
