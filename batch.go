@@ -46,7 +46,7 @@ var errSettled = fmt.Errorf("idem: batch settled before the request started: %w"
 // [Do] and Settle has nothing to do.
 type Batch struct {
 	g       *Guard
-	mu      sync.Mutex // guards settled and the items' ran, pending, released and settleErr
+	mu      sync.Mutex // guards settled and the items' ran, pending, released and settleErr, and left while pending
 	items   []batchItem
 	settled bool // Settle has run: outcomes from now on are recorded at once
 }
@@ -69,7 +69,7 @@ type batchItem struct {
 	// With duplicates in the batch, on the key's first request: run is closed once the
 	// key's run is over, and left, runErr and value are then its outcome for the duplicates.
 	run    chan struct{}
-	left   *idemstore.Record // the record the run left or replayed: the duplicates replay it
+	left   *idemstore.Record // the record the run left or replayed: the duplicates replay it (read under mu: Settle replaces a pending one with the record it stored)
 	runErr error             // the run's error when it left no record
 	value  any               // the run's result (an unguarded run's, WithFailOpen, is shared as it is)
 	runner int               // the request whose DoClaimed ran the key
@@ -83,7 +83,9 @@ type batchItem struct {
 // replays it, or meets it in flight elsewhere, as Do would), and every other one takes
 // that outcome, whatever the store: the result it left is replayed to them (a completed
 // result, including one still waiting for [Batch.Settle], or a remembered failure as
-// [*FailedError]); an unguarded run's result ([WithFailOpen]) is shared as it is; with no
+// [*FailedError]); an unguarded run's result ([WithFailOpen]) is shared as it is, by
+// reference (maps, slices and pointers it holds are the same for every duplicate: do not
+// change them); with no
 // result left (the handler failed and the key was released, or an error such as
 // [ErrInProgress] or [ErrStore] came instead) they get an error wrapping that outcome's,
 // without running. A DoClaimed of a duplicate called while the key's run is under way
@@ -230,13 +232,16 @@ func sharedOutcome[T any](ctx context.Context, b *Batch, k, it *batchItem, other
 	case <-ctx.Done():
 		return result, false, context.Cause(ctx)
 	}
+	b.mu.Lock()
+	left := k.left // Settle replaces it under b.mu with the record it stored
+	b.mu.Unlock()
 	switch {
-	case k.left != nil:
-		if err := g.checkFingerprint(ctx, k.left, it.fp); err != nil {
+	case left != nil:
+		if err := g.checkFingerprint(ctx, left, it.fp); err != nil {
 			return result, false, err
 		}
 		g.fire(ctx, g.cfg.hooks.OnReplayed, it.now, Event{Key: k.key})
-		if err := g.replay(k.left, &result); err != nil {
+		if err := g.replay(left, &result); err != nil {
 			var zero T
 			return zero, false, err
 		}
@@ -262,7 +267,7 @@ func sharedOutcome[T any](ctx context.Context, b *Batch, k, it *batchItem, other
 func doClaimed[T any](ctx context.Context, b *Batch, k *batchItem, req Request, fn func(context.Context) (T, error), left **idemstore.Record) (result T, replayed bool, err error) {
 	g := b.g
 	if k.lazy {
-		return doLeaving(ctx, g, req, fn, left)
+		return doLeaving(ctx, g, req, fn, left, nil)
 	}
 	if k.err != nil {
 		if g.failsOpen(ctx, k.rec, k.err) {
@@ -274,7 +279,7 @@ func doClaimed[T any](ctx context.Context, b *Batch, k *batchItem, req Request, 
 	if !k.claimed {
 		rec, err := g.conflict(ctx, k.rec, k.fp, k.now)
 		if errors.Is(err, ErrInProgress) && g.cfg.waitMax > 0 {
-			return doLeaving(ctx, g, req, fn, left) // WithWait: wait for the owner as Do does
+			return doLeaving(ctx, g, req, fn, left, k.rec) // WithWait: wait for the owner as Do does, never failing open
 		}
 		if err != nil {
 			return result, false, err
@@ -306,6 +311,7 @@ func doClaimed[T any](ctx context.Context, b *Batch, k *batchItem, req Request, 
 	late := b.settled
 	if !late {
 		k.pending = &s
+		*left = s.done // under b.mu: Settle may replace it with the record it stores
 	}
 	b.mu.Unlock()
 	if late {
@@ -314,7 +320,8 @@ func doClaimed[T any](ctx context.Context, b *Batch, k *batchItem, req Request, 
 		*left, err = g.settleRecorded(ctx, s)
 		return result, false, err
 	}
-	*left = s.done // waiting for Settle, which reports to every request of the key if it fails
+	// *left is s.done, waiting for Settle, which reports to every request of the key if it
+	// fails.
 	return result, false, s.runErr
 }
 
@@ -448,9 +455,13 @@ func (b *Batch) recordSettled(ctx context.Context, done []*settlement, doneIdx, 
 			// work unrecorded and run it again after its lease.
 			err = g.complete(ctx, st)
 		}
-		err = g.completed(ctx, st, err)
+		recorded, err := g.completed(ctx, st, err)
 		b.mu.Lock()
-		b.items[doneIdx[j]].settleErr = err
+		it := &b.items[doneIdx[j]]
+		it.settleErr = err
+		if err == nil && it.left == st.done {
+			it.left = recorded // the duplicates replay what the store recorded (without a body, say)
+		}
 		b.mu.Unlock()
 	}
 }

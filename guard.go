@@ -137,15 +137,17 @@ func (g *Guard) Hooks() Hooks { return g.cfg.hooks }
 // never outlives the lease: it ends at the lease end less the margin at the latest, with a
 // cause wrapping [ErrLeaseLost] (see [WithMaxLease] and [WithHeartbeat]).
 func Do[T any](ctx context.Context, g *Guard, req Request, fn func(context.Context) (T, error)) (result T, replayed bool, err error) {
-	return doLeaving(ctx, g, req, fn, nil)
+	return doLeaving(ctx, g, req, fn, nil, nil)
 }
 
 // doLeaving is [Do], and if left is not nil it sets *left to the record the call leaves
 // for the key: the one replayed, or the one fn's outcome was recorded as; nil when it
 // left none (fn failed and the key was released, or an error came before or after fn).
-func doLeaving[T any](ctx context.Context, g *Guard, req Request, fn func(context.Context) (T, error), left **idemstore.Record) (result T, replayed bool, err error) {
+// known, if not nil, is a record the caller already met holding the key: the call then
+// never fails open (see [Guard.do]).
+func doLeaving[T any](ctx context.Context, g *Guard, req Request, fn func(context.Context) (T, error), left **idemstore.Record, known *idemstore.Record) (result T, replayed bool, err error) {
 	// The closure captures only fn, so it stays on the stack; fn's result comes back boxed.
-	rec, v, err := g.do(ctx, req, func(ctx context.Context) (any, error) { return fn(ctx) }, left)
+	rec, v, err := g.do(ctx, req, func(ctx context.Context) (any, error) { return fn(ctx) }, left, known)
 	if rec == nil {
 		result, _ = v.(T) // nil for an interface T whose handler returned nil
 		return result, false, err
@@ -162,8 +164,10 @@ func doLeaving[T any](ctx context.Context, g *Guard, req Request, fn func(contex
 
 // do drives the state machine. It returns the record to replay, or nil and what fn
 // returned after running it; then, if left is not nil, *left is the record fn's outcome
-// was recorded as (nil if none).
-func (g *Guard) do(ctx context.Context, req Request, run func(context.Context) (any, error), left **idemstore.Record) (*idemstore.Record, any, error) {
+// was recorded as (nil if none). known, if not nil, is a record the caller already met
+// holding the key (a batch claim's): like every record a claim or poll of this call
+// meets, it forbids failing open.
+func (g *Guard) do(ctx context.Context, req Request, run func(context.Context) (any, error), left **idemstore.Record, known *idemstore.Record) (*idemstore.Record, any, error) {
 	key, token, err := g.keyAndToken(req)
 	if err != nil {
 		return nil, nil, err
@@ -177,10 +181,14 @@ func (g *Guard) do(ctx context.Context, req Request, run func(context.Context) (
 	}
 
 	var waitUntil time.Time
+	met := known // the last record this call learned holds the key: then it never fails open
 	for now := start; ; now = g.now() {
 		rec, claimed, err := g.claim(ctx, key, token, fp, now)
+		if rec != nil {
+			met = rec
+		}
 		if err != nil {
-			if g.failsOpen(ctx, rec, err) {
+			if g.failsOpen(ctx, met, err) {
 				g.cfg.logger.WarnContext(ctx, "idem: store failed, running unguarded (fail-open)", "key", key, "error", err)
 				g.fire(ctx, g.cfg.hooks.OnUnguarded, time.Time{}, Event{Key: key, Op: "claim", Err: err})
 				v, err := run(withStoredKey(ctx, key))
@@ -199,9 +207,12 @@ func (g *Guard) do(ctx context.Context, req Request, run func(context.Context) (
 		if waitUntil.IsZero() {
 			waitUntil = now.Add(g.cfg.waitMax)
 		}
-		done, err := g.waitFor(ctx, rec, fp, waitUntil)
+		done, polled, err := g.waitFor(ctx, rec, fp, waitUntil)
 		if err != nil || done != nil {
 			return done, nil, err
+		}
+		if polled != nil {
+			met = polled
 		}
 		// The record went away or its lease ended: claim again, with a token of its own.
 		token = newToken()
@@ -263,26 +274,32 @@ func (g *Guard) claimRecord(ctx context.Context, key, token, fp string, now time
 const takeoverAttempts = 3
 
 // claimed interprets the store's answer to claiming rec: our record when claimed, else the
-// record that holds the key. With an error it returns the record the store met, if the store
-// returned one with the error (it learned the record but could not read all of it, see
-// [idemstore.Store]): the key's state is then known, and [Guard.failsOpen] refuses. A lease-ended record refuses a claim that does not carry its
-// checkpoint (see [idemstore.Store]); claimed then claims again with that checkpoint, so that the new
-// owner resumes from it and the checkpoint lives in the record itself, where a resent claim
-// or a later takeover finds it.
+// record that holds the key. A lease-ended record refuses a claim that does not carry its
+// checkpoint (see [idemstore.Store]); claimed then claims again with that checkpoint, so
+// that the new owner resumes from it and the checkpoint lives in the record itself, where a
+// resent claim or a later takeover finds it. With an error it returns the record the failed
+// claim met, if the store returned one with the error (it learned the record but could not
+// read all of it, see [idemstore.Store]), else the record an earlier claim of this step
+// returned (the takeover claim failed): the key's state is then known, and
+// [Guard.failsOpen] refuses.
 func (g *Guard) claimed(ctx context.Context, rec *idemstore.Record, now time.Time, prev *idemstore.Record, claimed bool, err error) (*idemstore.Record, bool, error) {
 	key, fp := rec.Key, rec.Fingerprint
+	var met *idemstore.Record // the record an earlier attempt of this step met
 	for attempt := 1; ; attempt++ {
+		if prev != nil {
+			met = prev
+		}
 		if err != nil {
 			err = storeErr("claim", err)
 			g.storeFailed(ctx, key, "claim", now, err)
-			return prev, false, err
+			return met, false, err
 		}
 		if claimed {
 			g.fire(ctx, g.cfg.hooks.OnClaimed, now, Event{Key: key})
 			return rec, true, nil
 		}
 		if prev == nil {
-			return nil, false, storeErr("claim", errors.New("store reported a conflict without the record"))
+			return nil, false, storeErr("claim", errConflictWithoutRecord)
 		}
 		if prev.Status == idemstore.StatusInProgress && prev.LeaseToken == rec.LeaseToken {
 			// Our own claim: it took effect, its response was lost, and a retry (the SDK's
@@ -372,13 +389,14 @@ func (g *Guard) inProgress(ctx context.Context, rec *idemstore.Record, now time.
 }
 
 // waitFor polls an in-flight key until it completes, goes away or its lease ends, or until
-// the wait budget or ctx ends. It returns the completed record, or nil to claim again.
+// the wait budget or ctx ends. It returns the completed record, or nil to claim again;
+// then also the last record its polls read (nil if the record went away).
 //
 // The wait also ends, with the in-progress error, at ctx's deadline less the lease margin:
 // in Lambda the deadline is the function timeout, and a waiter that ran into it would be
 // billed for the whole timeout and answer nothing (through the HTTP wrappers, a 5xx from
 // API Gateway instead of a 409 with Retry-After).
-func (g *Guard) waitFor(ctx context.Context, rec *idemstore.Record, fp string, until time.Time) (*idemstore.Record, error) {
+func (g *Guard) waitFor(ctx context.Context, rec *idemstore.Record, fp string, until time.Time) (done, polled *idemstore.Record, err error) {
 	if dl, ok := ctx.Deadline(); ok {
 		if end := dl.Add(-g.cfg.leaseMargin); end.Before(until) {
 			until = end
@@ -388,30 +406,30 @@ func (g *Guard) waitFor(ctx context.Context, rec *idemstore.Record, fp string, u
 	for {
 		now := g.now()
 		if !now.Before(until) {
-			return nil, g.inProgress(ctx, rec, now)
+			return nil, nil, g.inProgress(ctx, rec, now)
 		}
 		select {
 		case <-ctx.Done():
-			return nil, context.Cause(ctx)
+			return nil, nil, context.Cause(ctx)
 		case <-g.cfg.clock.After(min(poll, until.Sub(now))): // the last poll comes at the end
 		}
 		start := g.now()
 		cur, err := g.store.Get(ctx, rec.Key)
 		if err != nil && ctx.Err() != nil {
-			return nil, context.Cause(ctx) // the caller gave up during the poll
+			return nil, nil, context.Cause(ctx) // the caller gave up during the poll
 		}
 		if err != nil {
 			err = storeErr("get", err)
 			g.storeFailed(ctx, rec.Key, "get", start, err)
-			return nil, err
+			return nil, nil, err
 		}
 		if !cur.Live(g.now()) {
-			return nil, nil
+			return nil, cur, nil
 		}
 		// The record polled may be another owner's, for another request: judge it afresh.
 		replay, err := g.conflict(ctx, cur, fp, start)
 		if !errors.Is(err, ErrInProgress) {
-			return replay, err
+			return replay, nil, err
 		}
 		rec = cur
 		poll = min(2*poll, time.Second)
@@ -429,16 +447,21 @@ func (g *Guard) replay(rec *idemstore.Record, out any) error {
 func (g *Guard) now() time.Time { return g.cfg.clock.Now() }
 
 // failsOpen reports whether the claim error err lets the handler run unguarded: only a
-// store failure with [WithFailOpen] set, and only when the store could not learn the key's
-// state: never when it returned the record it met (met) with the error, which holds the
-// key (completed, failed or in progress elsewhere) although the store could not read all
-// of it. Never, either, once the caller's context has ended, whatever the store answered
+// store failure with [WithFailOpen] set, and only when the call could not learn the key's
+// state: never when it met a record holding the key (met: one the store returned with the
+// error, although it could not read all of it, or one an earlier claim, read or poll of
+// the same call returned), nor when the store refused the claim without the record (it
+// said the key is taken). Never, either, once the caller's context has ended, whatever the store answered
 // (its request may have failed on its own after the deadline passed): nobody would get the
 // result, and the handler would start on an ended context.
 func (g *Guard) failsOpen(ctx context.Context, met *idemstore.Record, err error) bool {
-	return g.cfg.failOpen && met == nil && errors.Is(err, ErrStore) && ctx.Err() == nil &&
+	return g.cfg.failOpen && met == nil && errors.Is(err, ErrStore) && !errors.Is(err, errConflictWithoutRecord) && ctx.Err() == nil &&
 		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
+
+// errConflictWithoutRecord is the cause of the store error for a claim the store refused
+// without returning the record holding the key, against the [idemstore.Store] contract.
+var errConflictWithoutRecord = errors.New("store reported a conflict without the record")
 
 func (g *Guard) storeFailed(ctx context.Context, key, op string, start time.Time, err error) {
 	g.fire(ctx, g.cfg.hooks.OnStoreError, start, Event{Key: key, Op: op, Err: err})

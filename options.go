@@ -312,10 +312,14 @@ func WithMaxResultSize(n int) Option {
 
 // WithFailOpen runs the handler unguarded when the store fails to claim the key, instead of
 // failing closed with [ErrStore]. Default false. Only for work whose duplicates are cheap.
-// Only when the store could not learn the key's state: a claim that met the record holding
-// the key but failed to read all of it (a result the DynamoDB store keeps in an item of
-// its own, say) returns the store error, and the handler does not run, since the key may
-// be completed or in progress elsewhere. Never for a caller whose context has ended by the
+// Only when the call could not learn the key's state: once a claim, read or poll of the
+// call met the record holding the key, a store failure returns the store error and the
+// handler does not run, since the key may be completed or in progress elsewhere, or hold a
+// checkpoint of effects already made. That covers a claim that met the record but failed to
+// read all of it (a result the DynamoDB store keeps in an item of its own, say), a takeover
+// claim carrying a checkpoint the first claim returned, a claim after a [WithWait] poll,
+// and a batch claim's record ([Guard.Claim]). A claim the store refused without returning
+// the record returns the store error too: the store said the key is taken. Never for a caller whose context has ended by the
 // time the claim fails, whatever the store's error: that caller gets the error, and the
 // handler does not run.
 func WithFailOpen(failOpen bool) Option {

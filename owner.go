@@ -81,15 +81,18 @@ func (g *Guard) settleRecorded(ctx context.Context, s settlement) (*idemstore.Re
 		g.release(ctx, s.l, s.start, s.runErr)
 		return nil, s.runErr
 	}
-	if err := g.record(ctx, s, g.complete(ctx, s)); err != nil {
+	recorded, err := g.record(ctx, s, g.complete(ctx, s))
+	if err != nil {
 		return nil, callerErr(s, err)
 	}
-	return s.done, callerErr(s, nil)
+	return recorded, callerErr(s, nil)
 }
 
-// completed interprets the outcome err of writing s.done and returns the caller's error.
-func (g *Guard) completed(ctx context.Context, s settlement, err error) error {
-	return callerErr(s, g.record(ctx, s, err))
+// completed interprets the outcome err of writing s.done and returns the record stored
+// (see [Guard.record]) and the caller's error.
+func (g *Guard) completed(ctx context.Context, s settlement, err error) (*idemstore.Record, error) {
+	recorded, err := g.record(ctx, s, err)
+	return recorded, callerErr(s, err)
 }
 
 // callerErr returns the error the caller of a run whose outcome s was recorded with err
@@ -104,14 +107,18 @@ func callerErr(s settlement, err error) error {
 	return err
 }
 
-// record interprets the outcome err of writing s.done and returns the error of recording
-// it: nil when s.done is stored.
-func (g *Guard) record(ctx context.Context, s settlement, err error) error {
+// record interprets the outcome err of writing s.done and returns the record stored and
+// the error of recording it: s.done, or when the store refused it as too large a copy of
+// it without the body, and nil when stored. It never changes s.done, which batch
+// duplicates may be replaying meanwhile (see [Batch.Settle]).
+func (g *Guard) record(ctx context.Context, s settlement, err error) (*idemstore.Record, error) {
 	err = g.completeResult(ctx, s.l, s.done, s.attached, s.start, err)
 	if errors.Is(err, idemstore.ErrTooLarge) && s.done.Encoding != idemstore.EncodingNone {
 		// The store's item limit is lower than WithMaxResultSize allowed: keep the work
 		// recorded as done, without the body, rather than repeating it.
-		s.done.Data, s.done.Encoding = nil, idemstore.EncodingNone
+		bare := *s.done
+		bare.Data, bare.Encoding = nil, idemstore.EncodingNone
+		s.done = &bare
 		err = g.completeResult(ctx, s.l, s.done, s.attached, s.start, g.complete(ctx, s))
 	}
 	if errors.Is(err, ErrConditionFailed) || errors.Is(err, idemstore.ErrNotCommitted) {
@@ -127,7 +134,7 @@ func (g *Guard) record(ctx context.Context, s settlement, err error) error {
 			err = &StoreError{Op: OpCommit, Err: fmt.Errorf("idem: the release after %v failed: %w", err, rerr)} // %v: no longer ErrNotCommitted
 		}
 	}
-	return err
+	return s.done, err
 }
 
 // Retries of a completion that failed with a store error.
