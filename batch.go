@@ -271,7 +271,8 @@ func doClaimed[T any](ctx context.Context, b *Batch, k *batchItem, req Request, 
 	}
 	if k.err != nil {
 		if g.failsOpen(ctx, k.rec, k.err) {
-			result, err = fn(withStoredKey(ctx, k.key))
+			v, err := g.runUnguarded(ctx, k.key, k.err, func(ctx context.Context) (any, error) { return fn(ctx) })
+			result, _ = v.(T) // nil for an interface T whose handler returned nil
 			return result, false, err
 		}
 		return result, false, k.err
