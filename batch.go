@@ -202,7 +202,9 @@ func DoClaimed[T any](ctx context.Context, b *Batch, i int, fn func(context.Cont
 	case twice:
 		return result, false, errRunTwice
 	case other && !share:
-		return Do(ctx, g, it.req, fn) // no run of the key in the batch to wait for
+		// No run of the key in the batch to wait for. The record the batch claim met (ours,
+		// or another caller's) holds the key: Do must not fail open over it.
+		return doLeaving(ctx, g, it.req, fn, nil, k.rec)
 	case released:
 		return result, false, errSettled
 	case share:
@@ -247,7 +249,7 @@ func sharedOutcome[T any](ctx context.Context, b *Batch, k, it *batchItem, other
 		}
 		return result, true, nil
 	case other:
-		return Do(ctx, g, it.req, fn)
+		return doLeaving(ctx, g, it.req, fn, nil, k.rec) // never failing open over the record the batch claim met
 	case k.runErr != nil:
 		return result, false, fmt.Errorf("idem: not run: request %d of the batch has this key and left no result: %w", k.runner, k.runErr)
 	}
