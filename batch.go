@@ -100,8 +100,12 @@ type batchItem struct {
 // for Settle, when the fingerprints are compatible, else [ErrPayloadMismatch]), else by Do
 // itself, which replays the stored record, answers [ErrInProgress] or ErrPayloadMismatch
 // as the record holding the key says, or runs the request when the key is free (after a
-// release, say). Called while no run of the key has started, it meets the earlier
-// request's claim as Do would. That Do never fails open ([WithFailOpen]) when the batch
+// release, say). Until Settle releases it, the batch's claim of the key holds it: called
+// while no run of the key has started, or after a run whose handler failed and whose
+// release waits for Settle (a deadline ahead, see [Batch]), that Do meets the claim record
+// and answers as Do would at that moment, [ErrInProgress] or ErrPayloadMismatch as that
+// record says (ErrPayloadMismatch for a live claim of another payload), without running;
+// a retry after Settle runs it. That Do never fails open ([WithFailOpen]) when the batch
 // claim met a record holding the key. Requests with this other fingerprint are duplicates
 // of each other: the first of them whose DoClaimed is called answers so, and the others
 // take its answer as duplicates of the key's first request take that run's outcome.
