@@ -56,6 +56,7 @@ type batchItem struct {
 	key, fp   string
 	now       time.Time
 	dupOf     int               // the first request of the batch with this key, or -1 for that one (or one without a key)
+	group     int               // with dupOf set and another fingerprint than that request's: the first request of the batch with this key and fingerprint (maybe this one)
 	err       error             // key or claim error
 	rec       *idemstore.Record // ours when claimed; else the live record found (with err: the record the failed claim met, if any)
 	claimed   bool
@@ -66,8 +67,9 @@ type batchItem struct {
 	released  bool        // settled before it started: its claim was released
 	settleErr error       // error of recording its outcome
 
-	// With duplicates in the batch, on the key's first request: run is closed once the
-	// key's run is over, and left, runErr and value are then its outcome for the duplicates.
+	// With duplicates in the batch, on the key's first request (or on the first request of
+	// a group of another fingerprint): run is closed once the key's run (the group's) is
+	// over, and left, runErr and value are then its outcome for the duplicates.
 	run    chan struct{}
 	left   *idemstore.Record // the record the run left or replayed: the duplicates replay it (read under mu: Settle replaces a pending one with the record it stored)
 	runErr error             // the run's error when it left no record
@@ -92,15 +94,22 @@ type batchItem struct {
 // waits for it (or for its own context to end).
 //
 // A request of a key that an earlier request of the batch carries with another
-// fingerprint is not a duplicate and shares no run: its DoClaimed waits for the key's run
-// in the batch to end, if one started, and then answers as [Do] answers that request
-// alone: from the record the run left, if any (its result, even one still waiting for
-// Settle, when the fingerprints are compatible, else [ErrPayloadMismatch]), else by Do
+// fingerprint is not a duplicate of it and shares no run with it: its DoClaimed waits for
+// the key's run in the batch to end, if one started, and then answers as [Do] answers that
+// request alone: from the record the run left, if any (its result, even one still waiting
+// for Settle, when the fingerprints are compatible, else [ErrPayloadMismatch]), else by Do
 // itself, which replays the stored record, answers [ErrInProgress] or ErrPayloadMismatch
 // as the record holding the key says, or runs the request when the key is free (after a
-// release, say). Called while no run of the key has started, it meets the earlier
-// request's claim as Do would. [Batch.Settle] reports the run's recording error for every
-// request that replayed it.
+// release, say). Until Settle releases it, the batch's claim of the key holds it: called
+// while no run of the key has started, or after a run whose handler failed and whose
+// release waits for Settle (a deadline ahead, see [Batch]), that Do meets the claim record
+// and answers as Do would at that moment, [ErrInProgress] or ErrPayloadMismatch as that
+// record says (ErrPayloadMismatch for a live claim of another payload), without running;
+// a retry after Settle runs it. That Do never fails open ([WithFailOpen]) when the batch
+// claim met a record holding the key. Requests with this other fingerprint are duplicates
+// of each other: the first of them whose DoClaimed is called answers so, and the others
+// take its answer as duplicates of the key's first request take that run's outcome.
+// [Batch.Settle] reports the run's recording error for every request that replayed it.
 //
 // When the batch holds a single key to claim (after duplicates and keys the guard's
 // replay cache answers), Claim claims nothing: that request's DoClaimed behaves exactly as
@@ -113,6 +122,7 @@ func (g *Guard) Claim(ctx context.Context, reqs []Request) *Batch {
 	var recs []*idemstore.Record
 	var idx []int
 	seen := make(map[string]int, len(reqs))
+	var groups map[[2]string]int // the first request of each key and other fingerprint
 	for i, r := range reqs {
 		it := &b.items[i]
 		it.req, it.now, it.dupOf = r, now, -1
@@ -127,6 +137,19 @@ func (g *Guard) Claim(ctx context.Context, reqs []Request) *Batch {
 			it.dupOf = first
 			if b.items[first].run == nil {
 				b.items[first].run = make(chan struct{})
+			}
+			if it.fp != b.items[first].fp {
+				// Another fingerprint: its duplicates share one answer.
+				if groups == nil {
+					groups = make(map[[2]string]int)
+				}
+				lead, ok := groups[[2]string{it.key, it.fp}]
+				if !ok {
+					lead, groups[[2]string{it.key, it.fp}] = i, i
+				} else if b.items[lead].run == nil {
+					b.items[lead].run = make(chan struct{})
+				}
+				it.group = lead
 			}
 			continue
 		}
@@ -179,86 +202,123 @@ func (b *Batch) Len() int { return len(b.items) }
 // DoClaimed reaches it does not run: it returns [ErrLeaseLost], since a caller whose clock
 // runs ahead by less than the margin may own the key. A request whose key another request
 // of the batch carries takes the key's one run's outcome, or with another fingerprint
-// answers as Do once that run is over, as [Guard.Claim] says: it may wait for that run,
-// so it must not be called from inside the handler of a request with the same key. DoClaimed is safe for concurrent use with distinct i, and must be called
-// at most once per i.
+// answers as Do once that run is over, once per fingerprint, as [Guard.Claim] says: it may
+// wait for that run or answer, so it must not be called from inside the handler of a
+// request with the same key. DoClaimed is safe for concurrent use with distinct i, and
+// must be called at most once per i.
 func DoClaimed[T any](ctx context.Context, b *Batch, i int, fn func(context.Context) (T, error)) (result T, replayed bool, err error) {
 	it := &b.items[i]
-	g := b.g
 	k := it // the item that holds the key's claim
+	r := it // the item that holds the run this request takes part in: the key's, or its group's
 	other := false
 	if it.dupOf >= 0 {
-		k = &b.items[it.dupOf]
-		other = it.fp != k.fp // another request of the key: it shares no run
+		k, r = &b.items[it.dupOf], &b.items[it.dupOf]
+		if other = it.fp != k.fp; other {
+			r = &b.items[it.group] // another request of the key: it shares no run with the key's
+		}
 	}
 	b.mu.Lock()
-	twice, released, share := it.ran, k.released, k.started
+	twice, released, share, keyRun := it.ran, k.released, r.started, k.started
 	it.ran = true
-	if !twice && !other && !released && !share {
-		k.started, k.runner = true, i
+	if !twice && (other || !released) && !share {
+		r.started, r.runner = true, i
 	}
 	b.mu.Unlock()
 	switch {
 	case twice:
 		return result, false, errRunTwice
-	case other && !share:
-		return Do(ctx, g, it.req, fn) // no run of the key in the batch to wait for
-	case released:
-		return result, false, errSettled
 	case share:
-		return sharedOutcome(ctx, b, k, it, other, fn)
+		return sharedOutcome[T](ctx, b, r, it)
+	case !other && released:
+		return result, false, errSettled
 	}
-	if k.run == nil {
-		var left *idemstore.Record
-		return doClaimed(ctx, b, k, it.req, fn, &left)
+	left := new(*idemstore.Record) // the record the run leaves, for the requests that share it
+	if r.run != nil {
+		left = &r.left
+		r.runErr = errRunPanicked // until the run returns
+		defer close(r.run)        // after r.left and r.runErr are set, even if fn panics
 	}
-	k.runErr = errRunPanicked // until the run returns
-	defer close(k.run)        // after k.left and k.runErr are set, even if fn panics
-	result, replayed, err = doClaimed(ctx, b, k, it.req, fn, &k.left)
-	k.runErr, k.value = err, result
+	if other {
+		result, replayed, err = otherOutcome(ctx, b, k, it, keyRun, fn, left)
+	} else {
+		result, replayed, err = doClaimed(ctx, b, k, it.req, fn, left)
+	}
+	if r.run != nil {
+		r.runErr, r.value = err, result
+	}
 	return result, replayed, err
 }
 
 var errRunPanicked = errors.New("idem: the handler panicked")
 
-// sharedOutcome answers it, a request whose key k's run another request of the batch
-// made, from that run's outcome: see [Guard.Claim]. With other set, it carries another
-// fingerprint than the run's and shares only the record the run left; else it answers as
-// Do.
-func sharedOutcome[T any](ctx context.Context, b *Batch, k, it *batchItem, other bool, fn func(context.Context) (T, error)) (result T, replayed bool, err error) {
+// sharedOutcome answers it, a request of the batch whose key (or, with another fingerprint
+// than the key's first request, whose key and fingerprint) r's run made, from that run's
+// outcome: see [Guard.Claim].
+func sharedOutcome[T any](ctx context.Context, b *Batch, r, it *batchItem) (result T, replayed bool, err error) {
 	g := b.g
 	select {
-	case <-k.run:
+	case <-r.run:
 	case <-ctx.Done():
 		return result, false, context.Cause(ctx)
 	}
 	b.mu.Lock()
-	left := k.left // Settle replaces it under b.mu with the record it stored
+	left := r.left // Settle replaces it under b.mu with the record it stored
 	b.mu.Unlock()
 	switch {
 	case left != nil:
 		if err := g.checkFingerprint(ctx, left, it.fp); err != nil {
 			return result, false, err
 		}
-		g.fire(ctx, g.cfg.hooks.OnReplayed, it.now, Event{Key: k.key})
+		g.fire(ctx, g.cfg.hooks.OnReplayed, it.now, Event{Key: r.key})
 		if err := g.replay(left, &result); err != nil {
 			var zero T
 			return zero, false, err
 		}
 		return result, true, nil
-	case other:
-		return Do(ctx, g, it.req, fn)
-	case k.runErr != nil:
-		return result, false, fmt.Errorf("idem: not run: request %d of the batch has this key and left no result: %w", k.runner, k.runErr)
+	case r.runErr != nil:
+		return result, false, fmt.Errorf("idem: not run: request %d of the batch has this key and left no result: %w", r.runner, r.runErr)
 	}
 	// A run without a lease (WithFailOpen) left no record, but its result is in hand: the
 	// key runs once in the batch, guarded or not.
-	result, ok := k.value.(T)
-	if !ok && k.value != nil {
-		return result, false, fmt.Errorf("idem: request %d of the batch has this key and its result is a %T, not a %T", k.runner, k.value, result)
+	result, ok := r.value.(T)
+	if !ok && r.value != nil {
+		return result, false, fmt.Errorf("idem: request %d of the batch has this key and its result is a %T, not a %T", r.runner, r.value, result)
 	}
-	g.fire(ctx, g.cfg.hooks.OnReplayed, it.now, Event{Key: k.key})
+	g.fire(ctx, g.cfg.hooks.OnReplayed, it.now, Event{Key: r.key})
 	return result, true, nil
+}
+
+// otherOutcome answers it, a request whose key k, the batch item that holds its claim,
+// carries another fingerprint, as [Do] answers it alone once the key's run in the batch
+// (if keyRun, it started) is over: see [Guard.Claim]. It sets *left to the record the
+// answer left, for the requests of its fingerprint that share it.
+func otherOutcome[T any](ctx context.Context, b *Batch, k, it *batchItem, keyRun bool, fn func(context.Context) (T, error), left **idemstore.Record) (result T, replayed bool, err error) {
+	g := b.g
+	if keyRun {
+		select {
+		case <-k.run:
+		case <-ctx.Done():
+			return result, false, context.Cause(ctx)
+		}
+		b.mu.Lock()
+		rec := k.left // Settle replaces it under b.mu with the record it stored
+		b.mu.Unlock()
+		if rec != nil {
+			if err := g.checkFingerprint(ctx, rec, it.fp); err != nil {
+				return result, false, err
+			}
+			g.fire(ctx, g.cfg.hooks.OnReplayed, it.now, Event{Key: k.key})
+			if err := g.replay(rec, &result); err != nil {
+				var zero T
+				return zero, false, err
+			}
+			*left = rec
+			return result, true, nil
+		}
+	}
+	// The record the batch claim met (ours, or another caller's) holds the key, or did: Do
+	// must not fail open over it.
+	return doLeaving(ctx, g, it.req, fn, left, k.rec)
 }
 
 // doClaimed runs or replays the key of k, the batch item that holds its claim, for req
@@ -271,7 +331,8 @@ func doClaimed[T any](ctx context.Context, b *Batch, k *batchItem, req Request, 
 	}
 	if k.err != nil {
 		if g.failsOpen(ctx, k.rec, k.err) {
-			result, err = fn(withStoredKey(ctx, k.key))
+			v, err := g.runUnguarded(ctx, k.key, k.err, func(ctx context.Context) (any, error) { return fn(ctx) })
+			result, _ = v.(T) // nil for an interface T whose handler returned nil
 			return result, false, err
 		}
 		return result, false, k.err

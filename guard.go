@@ -189,9 +189,7 @@ func (g *Guard) do(ctx context.Context, req Request, run func(context.Context) (
 		}
 		if err != nil {
 			if g.failsOpen(ctx, met, err) {
-				g.cfg.logger.WarnContext(ctx, "idem: store failed, running unguarded (fail-open)", "key", key, "error", err)
-				g.fire(ctx, g.cfg.hooks.OnUnguarded, time.Time{}, Event{Key: key, Op: "claim", Err: err})
-				v, err := run(withStoredKey(ctx, key))
+				v, err := g.runUnguarded(ctx, key, err, run)
 				return nil, v, err
 			}
 			return nil, nil, err
@@ -457,6 +455,15 @@ func (g *Guard) now() time.Time { return g.cfg.clock.Now() }
 func (g *Guard) failsOpen(ctx context.Context, met *idemstore.Record, err error) bool {
 	return g.cfg.failOpen && met == nil && errors.Is(err, ErrStore) && !errors.Is(err, errConflictWithoutRecord) && ctx.Err() == nil &&
 		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}
+
+// runUnguarded runs run for key without a claim, the claim having failed with err and
+// [Guard.failsOpen] let it through: it logs at WARN and fires [Hooks.OnUnguarded] first,
+// for [Do] and [DoClaimed] alike.
+func (g *Guard) runUnguarded(ctx context.Context, key string, err error, run func(context.Context) (any, error)) (any, error) {
+	g.cfg.logger.WarnContext(ctx, "idem: store failed, running unguarded (fail-open)", "key", key, "error", err)
+	g.fire(ctx, g.cfg.hooks.OnUnguarded, time.Time{}, Event{Key: key, Op: "claim", Err: err})
+	return run(withStoredKey(ctx, key))
 }
 
 // errConflictWithoutRecord is the cause of the store error for a claim the store refused
