@@ -276,6 +276,14 @@ var simulationSeeds = []struct {
 	// `idemsim -start=2000000 -time=3m -features=all` (719,310 schedules).
 	{1262064, "all", "d.heldByNobody", true},
 	{2119186, "all", "d.heldByNobody", true},
+	// The same instant again, from the 10-minute runs at the end of issue 22
+	// (`idemsim -start=3000000` and `-start=5000000`, -time=10m -features=all).
+	{3608740, "all", "d.heldByNobody", true},
+	{6251069, "all", "d.heldByNobody", true},
+	// RELIABILITY.md's other documented residual, the late claim from a clock ahead of the
+	// releaser's: here the releaser's clock stepped back by 1.45 s after the claim was
+	// stamped (FeatClockStep), so the claim's now is past the tombstone's lease end.
+	{5098760, "all", "d.heldByNobody", true},
 }
 
 // TestSimulationSeeds replays the regression table.
