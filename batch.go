@@ -256,25 +256,12 @@ var errRunPanicked = errors.New("idem: the handler panicked")
 // outcome: see [Guard.Claim].
 func sharedOutcome[T any](ctx context.Context, b *Batch, r, it *batchItem) (result T, replayed bool, err error) {
 	g := b.g
-	select {
-	case <-r.run:
-	case <-ctx.Done():
-		return result, false, context.Cause(ctx)
-	}
-	b.mu.Lock()
-	left := r.left // Settle replaces it under b.mu with the record it stored
-	b.mu.Unlock()
+	left, err := b.ranLeft(ctx, r)
 	switch {
+	case err != nil:
+		return result, false, err
 	case left != nil:
-		if err := g.checkFingerprint(ctx, left, it.fp); err != nil {
-			return result, false, err
-		}
-		g.fire(ctx, g.cfg.hooks.OnReplayed, it.now, Event{Key: r.key})
-		if err := g.replay(left, &result); err != nil {
-			var zero T
-			return zero, false, err
-		}
-		return result, true, nil
+		return replayLeft[T](ctx, g, left, r, it)
 	case r.runErr != nil:
 		return result, false, fmt.Errorf("idem: not run: request %d of the batch has this key and left no result: %w", r.runner, r.runErr)
 	}
@@ -288,6 +275,33 @@ func sharedOutcome[T any](ctx context.Context, b *Batch, r, it *batchItem) (resu
 	return result, true, nil
 }
 
+// ranLeft waits for r's run to finish (or ctx to end) and returns the record it left, if
+// any: Settle replaces it under b.mu with the record it stored.
+func (b *Batch) ranLeft(ctx context.Context, r *batchItem) (*idemstore.Record, error) {
+	select {
+	case <-r.run:
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return r.left, nil
+}
+
+// replayLeft answers it from left, the record r's run left: a payload mismatch if their
+// fingerprints differ, else left's result, replayed.
+func replayLeft[T any](ctx context.Context, g *Guard, left *idemstore.Record, r, it *batchItem) (result T, replayed bool, err error) {
+	if err := g.checkFingerprint(ctx, left, it.fp); err != nil {
+		return result, false, err
+	}
+	g.fire(ctx, g.cfg.hooks.OnReplayed, it.now, Event{Key: r.key})
+	if err := g.replay(left, &result); err != nil {
+		var zero T
+		return zero, false, err
+	}
+	return result, true, nil
+}
+
 // otherOutcome answers it, a request whose key k, the batch item that holds its claim,
 // carries another fingerprint, as [Do] answers it alone once the key's run in the batch
 // (if keyRun, it started) is over: see [Guard.Claim]. It sets *left to the record the
@@ -295,25 +309,16 @@ func sharedOutcome[T any](ctx context.Context, b *Batch, r, it *batchItem) (resu
 func otherOutcome[T any](ctx context.Context, b *Batch, k, it *batchItem, keyRun bool, fn func(context.Context) (T, error), left **idemstore.Record) (result T, replayed bool, err error) {
 	g := b.g
 	if keyRun {
-		select {
-		case <-k.run:
-		case <-ctx.Done():
-			return result, false, context.Cause(ctx)
+		rec, err := b.ranLeft(ctx, k)
+		if err != nil {
+			return result, false, err
 		}
-		b.mu.Lock()
-		rec := k.left // Settle replaces it under b.mu with the record it stored
-		b.mu.Unlock()
 		if rec != nil {
-			if err := g.checkFingerprint(ctx, rec, it.fp); err != nil {
-				return result, false, err
+			result, replayed, err = replayLeft[T](ctx, g, rec, k, it)
+			if err == nil {
+				*left = rec
 			}
-			g.fire(ctx, g.cfg.hooks.OnReplayed, it.now, Event{Key: k.key})
-			if err := g.replay(rec, &result); err != nil {
-				var zero T
-				return zero, false, err
-			}
-			*left = rec
-			return result, true, nil
+			return result, replayed, err
 		}
 	}
 	// The record the batch claim met (ours, or another caller's) holds the key, or did: Do
