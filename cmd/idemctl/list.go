@@ -61,7 +61,9 @@ func (a *app) list(ctx context.Context, args []string) error {
 	if c.json {
 		return writeJSON(a, out)
 	}
-	writeList(a.stdout, out.Records, a.now())
+	if err := writeList(a.stdout, out.Records, a.now()); err != nil {
+		return fmt.Errorf("write output: %w", err)
+	}
 	more := ""
 	if out.More {
 		more = fmt.Sprintf("; stopped at --limit %d, more may follow", limit)
@@ -70,7 +72,7 @@ func (a *app) list(ctx context.Context, args []string) error {
 	if out.ReadUnits != nil {
 		units = fmt.Sprintf(", %g read units", *out.ReadUnits)
 	}
-	fmt.Fprintf(a.stderr, "%d record(s); scanned %d item(s)%s%s\n", len(out.Records), out.Scanned, units, more)
+	a.note("%d record(s); scanned %d item(s)%s%s\n", len(out.Records), out.Scanned, units, more)
 	return nil
 }
 

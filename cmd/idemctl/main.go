@@ -28,7 +28,7 @@ import (
 // Exit codes.
 const (
 	exitOK       = 0 // done
-	exitFailed   = 1 // DynamoDB or the configuration failed
+	exitFailed   = 1 // DynamoDB or the configuration failed, or the output could not be written
 	exitUsage    = 2 // bad command line, or a change asked for without a way to confirm it
 	exitNotFound = 3 // no record under the key
 	exitRefused  = 4 // the change was refused: not confirmed, not applicable, or the record changed
@@ -91,7 +91,7 @@ func connect(ctx context.Context, endpoint string) (API, error) {
 // run runs the command line args and returns the exit code.
 func (a *app) run(ctx context.Context, args []string) int {
 	if len(args) == 0 {
-		fmt.Fprint(a.stderr, usage)
+		a.note("%s", usage)
 		return exitUsage
 	}
 	var err error
@@ -105,8 +105,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 	case "delete":
 		err = a.change(ctx, actionDelete, rest)
 	case "help", "-h", "-help", "--help":
-		fmt.Fprint(a.stdout, usage)
-		return exitOK
+		err = a.say(usage)
 	default:
 		err = usageError("unknown command %q (show, list, release, delete, help)", cmd)
 	}
@@ -129,6 +128,21 @@ func (a *app) exit(err error) int {
 	case errors.Is(err, errRefused):
 		code = exitRefused
 	}
-	fmt.Fprintln(a.stderr, "idemctl:", escaped(err.Error()))
+	a.note("idemctl: %s\n", escaped(err.Error()))
 	return code
+}
+
+// say writes s to stdout. An error means the output was lost: the command fails with it,
+// so a script reading the output never takes a lost answer for an empty one.
+func (a *app) say(s string) error {
+	if _, err := io.WriteString(a.stdout, s); err != nil {
+		return fmt.Errorf("write output: %w", err)
+	}
+	return nil
+}
+
+// note writes a message for the operator to stderr. A failed write there is dropped:
+// stderr is where idemctl reports failures, so nothing is left to report it on.
+func (a *app) note(format string, args ...any) {
+	_, _ = fmt.Fprintf(a.stderr, format, args...)
 }

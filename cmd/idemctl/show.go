@@ -50,7 +50,9 @@ func (a *app) print(c *command, v view) error {
 	if c.json {
 		return writeJSON(a, v)
 	}
-	v.write(a.stdout, a.now())
+	if err := v.write(a.stdout, a.now()); err != nil {
+		return fmt.Errorf("write output: %w", err)
+	}
 	return nil
 }
 
@@ -61,6 +63,5 @@ func writeJSON(a *app, v any) error {
 	if err != nil {
 		return err
 	}
-	_, err = a.stdout.Write(append(escapeJSON(doc), '\n'))
-	return err
+	return a.say(string(escapeJSON(doc)) + "\n")
 }
