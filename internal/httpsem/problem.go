@@ -156,7 +156,7 @@ func (s *Guard) refuseKey(err error, multi bool) Response {
 		typ, detail = ProblemMissingKey, "this request requires an idempotency key in the "+s.s.Header+" header"
 	}
 	var ke *keyError
-	if errors.As(err, &ke) && ke.sentinel == idem.ErrInvalidKey {
+	if errors.As(err, &ke) && errors.Is(ke.sentinel, idem.ErrInvalidKey) {
 		detail = ke.reason
 	}
 	return s.Problem(http.StatusBadRequest, typ, detail, 0, multi)
