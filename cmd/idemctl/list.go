@@ -27,8 +27,9 @@ type listing struct {
 
 // list prints the in-progress records: those whose lease runs and those whose lease ended
 // with nobody retrying, except the tombstone a release leaves without a checkpoint (the
-// key is free, as when a release deleted the record). It is a Scan of the whole table, paginated, filtered to in-progress
-// records (of one scope, or one operation of it, with --scope and --operation).
+// key is free, as when a release deleted the record). It is a Scan of the whole table,
+// paginated, filtered to in-progress records (of one scope, or one operation of it, with
+// --scope and --operation).
 func (a *app) list(ctx context.Context, args []string) error {
 	c := newCommand("list")
 	var scope, operation, want string
