@@ -75,6 +75,7 @@ Table flags:
 
 Exit codes: 0 done, 1 DynamoDB or configuration failed, 2 bad command line (or a change
 without --yes and no terminal), 3 no record under the key (find: under any scope and
-operation), 4 refused (not confirmed, not
-applicable, token prefix differs, or the record changed since it was shown).
+operation; stderr then says the scope, operation and tenant looked under and what to try
+next: find, list), 4 refused (not confirmed, not applicable, token prefix differs, or
+the record changed since it was shown).
 `
