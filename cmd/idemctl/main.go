@@ -149,5 +149,8 @@ type hinted struct {
 	hint string
 }
 
+// Error returns the error's message, without the hint.
 func (h hinted) Error() string { return h.err.Error() }
+
+// Unwrap returns the error, so errors.Is finds errNotFound in it.
 func (h hinted) Unwrap() error { return h.err }
