@@ -3,6 +3,7 @@
 //
 //	idemctl show    --table T --scope S --operation O --key K [--tenant X]   the record of one key
 //	idemctl show    --table T --stored-key 'S.O#<sha256>'    the same, by the key the logs print
+//	idemctl find    --table T --key K [--tenant X]   a raw key's records, any scope and operation
 //	idemctl list    --table T [--state in-progress|lease-ended|all] [--scope S] [--limit N]
 //	idemctl release --table T --scope S --operation O --key K [--yes]   end a dead owner's lease
 //	idemctl delete  --table T --scope S --operation O --key K [--yes]   forget a completed result
@@ -18,6 +19,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -98,6 +100,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 	switch cmd, rest := args[0], args[1:]; cmd {
 	case "show":
 		err = a.show(ctx, rest)
+	case "find":
+		err = a.find(ctx, rest)
 	case "list":
 		err = a.list(ctx, rest)
 	case "release":
@@ -107,7 +111,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 	case "help", "-h", "-help", "--help":
 		err = a.say(usage)
 	default:
-		err = usageError("unknown command %q (show, list, release, delete, help)", cmd)
+		err = usageError("unknown command %q (show, find, list, release, delete, help)", cmd)
 	}
 	return a.exit(err)
 }
@@ -129,8 +133,26 @@ func (a *app) exit(err error) int {
 		code = exitRefused
 	}
 	a.note("idemctl: %s\n", escaped(err.Error()))
+	var h hinted
+	if errors.As(err, &h) {
+		for _, line := range strings.Split(h.hint, "\n") {
+			a.note("%s\n", escaped(line))
+		}
+	}
 	return code
 }
+
+// hinted is an error followed, on lines of their own, by what to check or try next.
+type hinted struct {
+	err  error
+	hint string
+}
+
+// Error returns the error's message, without the hint.
+func (h hinted) Error() string { return h.err.Error() }
+
+// Unwrap returns the error, so errors.Is finds errNotFound in it.
+func (h hinted) Unwrap() error { return h.err }
 
 // say writes s to stdout. An error means the output was lost: the command fails with it,
 // so a script reading the output never takes a lost answer for an empty one.

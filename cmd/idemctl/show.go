@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -40,9 +41,32 @@ func (a *app) lookup(ctx context.Context, c *command, k *keyFlags) (*table, *ide
 		return nil, nil, nil, fmt.Errorf("read %s from table %s: %w", display(key), display(t.name), err)
 	}
 	if rec == nil {
-		return nil, nil, nil, fmt.Errorf("%w: no record under %s in table %s", errNotFound, display(key), display(t.name))
+		return nil, nil, nil, hinted{
+			err:  fmt.Errorf("%w: no record under %s in table %s", errNotFound, display(key), display(t.name)),
+			hint: k.notFoundHint(key),
+		}
 	}
 	return t, rec, item, nil
+}
+
+// notFoundHint says, after no record was found under key, what the key was made of and
+// what to try next. It never holds the raw key.
+func (k *keyFlags) notFoundHint(key string) string {
+	scope, operation := splitPrefix(key[:strings.IndexByte(key, '#')])
+	var lines []string
+	if k.storedKey != "" {
+		lines = append(lines, fmt.Sprintf("Looked under the stored key as given: scope %s, operation %s.", display(scope), display(operation)))
+	} else {
+		lines = append(lines,
+			fmt.Sprintf("Looked under scope %s, operation %s, tenant %s (the raw key is not printed).", display(scope), display(operation), orNone(k.tenant)),
+			"Check: the scope is the function's name unless the guard sets idem.WithScope;",
+			"       the operation is the name given to idem.New;",
+			"       the HTTP wrappers scope the key of an authenticated caller by its identity (--tenant sub:…, iam:arn:…).")
+	}
+	return strings.Join(append(lines,
+		`Try:   idemctl find --key "$KEY" [--tenant T]   the key under every scope and operation (a Scan)`,
+		"       idemctl list --scope "+display(scope)+"   the scope's in-progress records (a Scan)",
+		"Exit code 3: if the key is right and so are these, there is no record and the next request runs."), "\n")
 }
 
 // print writes v as text or JSON.

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -86,7 +87,13 @@ func (t *table) keyAttr() string {
 // stored, whose values any change is conditional on. It returns nil, nil, nil when there
 // is no record.
 func (t *table) read(ctx context.Context, key string) (*idemstore.Record, map[string]types.AttributeValue, error) {
-	c := &capture{API: t.api}
+	return t.readCounted(ctx, key, nil)
+}
+
+// readCounted is read that, with f not nil, counts its GetItem calls and the read units
+// they consumed in f.
+func (t *table) readCounted(ctx context.Context, key string, f *finding) (*idemstore.Record, map[string]types.AttributeValue, error) {
+	c := &capture{API: t.api, count: f}
 	store, err := dynamo.New(c, t.name, t.options()...)
 	if err != nil {
 		return nil, nil, err
@@ -126,8 +133,9 @@ func (t *table) decode(ctx context.Context, item map[string]types.AttributeValue
 // has, without its result.
 type capture struct {
 	dynamo.API
-	item map[string]types.AttributeValue
-	read bool // the first GetItem was made
+	item  map[string]types.AttributeValue
+	read  bool     // the first GetItem was made
+	count *finding // if not nil, where the GetItem calls and their read units are counted
 }
 
 // GetItem calls the API (if any) and keeps the item the first call returns.
@@ -140,11 +148,23 @@ func (c *capture) GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns
 		}
 		return &dynamodb.GetItemOutput{Item: c.item}, nil
 	}
+	if c.count != nil {
+		counted := *in
+		counted.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
+		in = &counted
+		c.count.Reads++
+	}
 	out, err := c.API.GetItem(ctx, in, optFns...)
-	if err == nil && first {
+	if err != nil {
+		return out, err
+	}
+	if first {
 		c.item = out.Item
 	}
-	return out, err
+	if cc := out.ConsumedCapacity; c.count != nil && cc != nil && cc.CapacityUnits != nil {
+		c.count.ReadUnits = aws.Float64(aws.ToFloat64(c.count.ReadUnits) + *cc.CapacityUnits)
+	}
+	return out, nil
 }
 
 // primaryKey returns the primary key attributes of item.

@@ -5,6 +5,7 @@ const usage = `idemctl inspects and repairs idem's idempotency records in Dynamo
 
 Usage:
   idemctl show    [table flags] (--scope S --operation O --key K [--tenant T] | --stored-key S.O#HASH) [--json]
+  idemctl find    [table flags] --key K [--tenant T] [--scope S [--operation O]] [--json]
   idemctl list    [table flags] [--state in-progress|lease-ended|all] [--scope S [--operation O]] [--limit N] [--json]
   idemctl release [table flags] (--scope S --operation O --key K [--tenant T] | --stored-key S.O#HASH) [--token PREFIX] [--yes] [--json]
   idemctl delete  [table flags] (--scope S --operation O --key K [--tenant T] | --stored-key S.O#HASH) [--token PREFIX] [--yes] [--json]
@@ -12,6 +13,16 @@ Usage:
 Commands:
   show     Read one record (one strongly consistent GetItem) and print its status, lease end,
            owner token prefix, checkpoint, expiry, result size and encoding.
+  find     Find the records of a raw key (and tenant) without knowing the scope or the
+           operation: Scan the table's keys, compute the stored key the raw key has under
+           each scope and operation they name (<scope>.<operation>, before the '#'), and
+           read each record the Scan met (one strongly consistent GetItem each). It prints
+           each record found with its scope and operation, then on stderr the key
+           prefixes met, the items scanned and the read units the Scan and the reads
+           consumed. The stored key hashes the tenant with the key: a key the HTTP
+           wrappers scoped by the caller is found only with --tenant. --scope and
+           --operation keep the stored keys of one scope or operation, but the Scan still
+           reads (and bills) every item of the table. The raw key is never printed.
   list     List the in-progress records: in-progress (the lease runs, or the record has no
            lease end) and lease-ended (the owner's lease ended and nobody retried; the next
            request takes the key over). Expired records count as absent and are left out, and
@@ -63,6 +74,8 @@ Table flags:
   Region and credentials come from the AWS SDK's configuration (AWS_REGION, AWS_PROFILE, ...).
 
 Exit codes: 0 done, 1 DynamoDB or configuration failed, 2 bad command line (or a change
-without --yes and no terminal), 3 no record under the key, 4 refused (not confirmed, not
-applicable, token prefix differs, or the record changed since it was shown).
+without --yes and no terminal), 3 no record under the key (find: under any scope and
+operation; stderr then says the scope, operation and tenant looked under and what to try
+next: find, list), 4 refused (not confirmed, not applicable, token prefix differs, or
+the record changed since it was shown).
 `
