@@ -30,6 +30,8 @@ func TestOutputLost(t *testing.T) {
 	}{
 		{name: "show", args: append([]string{"show"}, key("order-1")...)},
 		{name: "show json", args: append([]string{"show", "--json"}, key("order-1")...)},
+		{name: "find", args: []string{"find", "--key", "order-1"}},
+		{name: "find json", args: []string{"find", "--json", "--key", "order-1"}},
 		{name: "list", args: []string{"list"}},
 		{name: "list json", args: []string{"list", "--json"}},
 		{name: "release", args: append([]string{"release", "--yes"}, key("order-2")...)},
