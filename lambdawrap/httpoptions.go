@@ -12,9 +12,15 @@ const (
 	DefaultHeader = httpsem.DefaultHeader
 	// ReplayedHeader is added, with the value "true", to every replayed HTTP response.
 	ReplayedHeader = httpsem.ReplayedHeader
-	// MaxKeyLength is the longest idempotency key an HTTP header may carry, in characters
-	// (bytes: keys are printable ASCII).
-	MaxKeyLength = httpsem.MaxKeyLength
+	// MaxHeaderKeyLength is the longest idempotency key the HTTP header may carry.
+	// It counts characters, which are bytes: keys are printable ASCII.
+	// A longer key is refused with 400 [ProblemInvalidKey].
+	// The guard's own limit, idem.MaxKeyLength, is larger.
+	MaxHeaderKeyLength = httpsem.MaxKeyLength
+	// MaxKeyLength is the old name of [MaxHeaderKeyLength].
+	//
+	// Deprecated: Use [MaxHeaderKeyLength], whose name says what it limits.
+	MaxKeyLength = MaxHeaderKeyLength
 )
 
 // DefaultMethods are the HTTP methods guarded unless [WithMethods] says otherwise. PUT and

@@ -50,3 +50,13 @@ func TestHTTPOptions(t *testing.T) {
 	_, err = lambdawrap.FunctionURL(g, a.functionURL, nil) // a nil option is skipped
 	assert.NoError(t, err)
 }
+
+// TestMaxHeaderKeyLength: the header's limit has a name of its own, distinct from the guard's
+// idem.MaxKeyLength, and the old name still compiles as an alias of it.
+func TestMaxHeaderKeyLength(t *testing.T) {
+	t.Parallel()
+	assert.Equal(t, 255, lambdawrap.MaxHeaderKeyLength)
+	assert.Less(t, lambdawrap.MaxHeaderKeyLength, idem.MaxKeyLength, "a header key always fits the guard")
+	//lint:ignore SA1019 the deprecated name must keep working
+	assert.Equal(t, lambdawrap.MaxHeaderKeyLength, lambdawrap.MaxKeyLength)
+}

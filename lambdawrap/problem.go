@@ -8,7 +8,7 @@ const (
 	// ProblemMissingKey (400): a guarded request carried no idempotency key and one is
 	// required (see [WithKeyRequired]).
 	ProblemMissingKey = problemBase + httpsem.ProblemMissingKey
-	// ProblemInvalidKey (400): the key is empty, longer than [MaxKeyLength], not printable
+	// ProblemInvalidKey (400): the key is empty, longer than [MaxHeaderKeyLength], not printable
 	// ASCII, badly quoted, with malformed RFC 8941 parameters, or the header has two
 	// different values.
 	ProblemInvalidKey = problemBase + httpsem.ProblemInvalidKey
