@@ -1,10 +1,6 @@
 package lambdawrap
 
-import (
-	"github.com/aws/aws-lambda-go/events"
-
-	"github.com/idemkit/idem/internal/httpsem"
-)
+import "github.com/idemkit/idem/internal/httpsem"
 
 // Defaults of the HTTP options.
 const (
@@ -41,57 +37,30 @@ func DefaultCacheable(status int) bool { return httpsem.DefaultCacheable(status)
 // [idem.WithRememberFailures] never stores such a response.
 var ErrNotCacheable = httpsem.ErrNotCacheable
 
-// HTTPOption is a setting of how an HTTP request is guarded, whatever its event shape:
-// [WithKeyRequired], [WithMethods], [WithCacheable] and [WithHeader]. Every HTTP decorator
-// takes it; [Wrap] does not, so giving it one does not compile.
-type HTTPOption interface {
-	HTTPAPIOption
-	RESTOption
-	FunctionURLOption
-	ALBOption
-}
+// HTTPOption is a setting of how an HTTP request is guarded, whatever its event shape.
+// [WithKeyRequired], [WithMethods], [WithCacheable] and [WithHeader] make one.
+// Every HTTP decorator takes it; [Wrap] does not, so giving it one does not compile.
+// A nil HTTPOption does nothing.
+type HTTPOption func(*httpSettings) error
 
-// HTTPAPIOption configures [HTTPAPI]: an [HTTPOption], or an [Option] for
-// events.APIGatewayV2HTTPRequest.
-type HTTPAPIOption interface {
-	applyHTTPAPI(*httpConfig[events.APIGatewayV2HTTPRequest]) error
-}
+// httpSettings are the settings an [HTTPOption] changes.
+type httpSettings = httpsem.Settings
 
-// RESTOption configures [REST]: an [HTTPOption], or an [Option] for
-// events.APIGatewayProxyRequest.
-type RESTOption interface {
-	applyREST(*httpConfig[events.APIGatewayProxyRequest]) error
-}
-
-// FunctionURLOption configures [FunctionURL]: an [HTTPOption], or an [Option] for
-// events.LambdaFunctionURLRequest.
-type FunctionURLOption interface {
-	applyFunctionURL(*httpConfig[events.LambdaFunctionURLRequest]) error
-}
-
-// ALBOption configures [ALB]: an [HTTPOption], or an [Option] for
-// events.ALBTargetGroupRequest.
-type ALBOption interface {
-	applyALB(*httpConfig[events.ALBTargetGroupRequest]) error
-}
-
-// httpConfig is the configuration of an HTTP decorator whose events are In.
+// httpConfig is the configuration of an HTTP decorator whose events are In. An
+// [HTTPOption] sets http, an [Option] of In sets event.
 type httpConfig[In any] struct {
 	http  httpsem.Settings
 	event eventConfig[In]
 }
 
-// httpOption is the one implementation of [HTTPOption].
-type httpOption func(*httpsem.Settings) error
-
-func (o httpOption) applyHTTPAPI(c *httpConfig[events.APIGatewayV2HTTPRequest]) error {
-	return o(&c.http)
+// setHTTP applies o to s. A nil o does nothing, as a nil interface did before HTTPOption
+// was a function type.
+func setHTTP(o HTTPOption, s *httpsem.Settings) error {
+	if o == nil {
+		return nil
+	}
+	return o(s)
 }
-func (o httpOption) applyREST(c *httpConfig[events.APIGatewayProxyRequest]) error { return o(&c.http) }
-func (o httpOption) applyFunctionURL(c *httpConfig[events.LambdaFunctionURLRequest]) error {
-	return o(&c.http)
-}
-func (o httpOption) applyALB(c *httpConfig[events.ALBTargetGroupRequest]) error { return o(&c.http) }
 
 // WithKeyRequired sets whether a guarded request without an idempotency key is refused.
 // Default true: the HTTP decorators answer 400. With false, such a request runs the
@@ -101,10 +70,10 @@ func (o httpOption) applyALB(c *httpConfig[events.ALBTargetGroupRequest]) error 
 // attaches its writes makes them itself when it gets that error. A key that is present
 // but malformed is refused either way. For [Wrap], see [OptionalKey].
 func WithKeyRequired(required bool) HTTPOption {
-	return httpOption(func(c *httpsem.Settings) error {
+	return func(c *httpsem.Settings) error {
 		c.KeyRequired = required
 		return nil
-	})
+	}
 }
 
 // WithMethods sets the HTTP methods that are guarded; requests with other methods pass
@@ -112,18 +81,18 @@ func WithKeyRequired(required bool) HTTPOption {
 // (POST and PATCH). Names are matched case-insensitively and must be HTTP tokens; at least
 // one is required.
 func WithMethods(methods ...string) HTTPOption {
-	return httpOption(func(c *httpsem.Settings) error { return c.SetMethods(methods) })
+	return func(c *httpsem.Settings) error { return c.SetMethods(methods) }
 }
 
 // WithCacheable sets which handler responses are stored and replayed, by status code.
 // A response it rejects goes to the client as it is, and the key is released so a retry
 // runs the handler again. Default [DefaultCacheable]; must not be nil.
 func WithCacheable(cacheable func(status int) bool) HTTPOption {
-	return httpOption(func(c *httpsem.Settings) error { return c.SetCacheable(cacheable) })
+	return func(c *httpsem.Settings) error { return c.SetCacheable(cacheable) }
 }
 
 // WithHeader sets the name of the request header that carries the idempotency key; it is
 // matched case-insensitively. Default [DefaultHeader]; must be a valid header name.
 func WithHeader(name string) HTTPOption {
-	return httpOption(func(c *httpsem.Settings) error { return c.SetHeader(name) })
+	return func(c *httpsem.Settings) error { return c.SetHeader(name) }
 }

@@ -49,6 +49,12 @@ func TestHTTPOptions(t *testing.T) {
 	assert.EqualError(t, err, "idem: invalid option: lambdawrap: ALB: guard and handler must not be nil")
 	_, err = lambdawrap.FunctionURL(g, a.functionURL, nil) // a nil option is skipped
 	assert.NoError(t, err)
+	var (
+		noHTTP  lambdawrap.HTTPOption
+		noEvent lambdawrap.Option[events.APIGatewayV2HTTPRequest]
+	)
+	_, err = lambdawrap.HTTPAPI(g, a.httpAPI, noHTTP, noEvent) // so are nil options of either type
+	assert.NoError(t, err)
 }
 
 // TestMaxHeaderKeyLength: the header's limit has a name of its own, distinct from the guard's
@@ -57,6 +63,5 @@ func TestMaxHeaderKeyLength(t *testing.T) {
 	t.Parallel()
 	assert.Equal(t, 255, lambdawrap.MaxHeaderKeyLength)
 	assert.Less(t, lambdawrap.MaxHeaderKeyLength, idem.MaxKeyLength, "a header key always fits the guard")
-	//lint:ignore SA1019 the deprecated name must keep working
 	assert.Equal(t, lambdawrap.MaxHeaderKeyLength, lambdawrap.MaxKeyLength)
 }

@@ -6,19 +6,18 @@ import (
 	"github.com/idemkit/idem"
 )
 
-// Option is a setting that reads the event, so its type names the event: In. [WithTenant],
-// [WithFingerprint] and [WithFingerprintJMESPath] make one. [Wrap] takes the options of its
-// own event type, and each HTTP decorator those of its event shape (an Option for
-// events.APIGatewayV2HTTPRequest is an [HTTPAPIOption], and so on), so an option written
-// for another event does not compile. Options are applied in order; a decorator given an
-// invalid one returns an error naming it.
-type Option[In any] interface {
-	applyWrap(*eventConfig[In]) error
-	applyHTTPAPI(*httpConfig[In]) error
-	applyREST(*httpConfig[In]) error
-	applyFunctionURL(*httpConfig[In]) error
-	applyALB(*httpConfig[In]) error
-}
+// Option is a setting that reads the event, so its type names the event type In.
+// [WithTenant], [WithFingerprint] and [WithFingerprintJMESPath] make one.
+// Options are applied in order; a nil Option does nothing.
+// Which functions take it:
+//
+//   - [Wrap] takes the options of its own event type.
+//   - Each HTTP decorator takes those of its event shape, besides every [HTTPOption].
+//     For example, an Option for events.APIGatewayV2HTTPRequest is an [HTTPAPIOption].
+//
+// An option written for another event type does not compile.
+// A decorator given an invalid option returns an error naming it.
+type Option[In any] func(*eventConfig[In]) error
 
 // eventConfig holds the settings that read the event, for any decorator.
 type eventConfig[In any] struct {
@@ -26,26 +25,14 @@ type eventConfig[In any] struct {
 	fingerprint func(In) ([]byte, error) // nil: the decorator's default
 }
 
-// eventOption is the one implementation of [Option].
-type eventOption[In any] func(*eventConfig[In]) error
-
-// The methods of eventOption are called through Option; staticcheck's unused check does
-// not see a generic type satisfy a generic interface (dominikh/go-tools#1440).
-
-//lint:ignore U1000 called through Option
-func (o eventOption[In]) applyWrap(c *eventConfig[In]) error { return o(c) }
-
-//lint:ignore U1000 called through Option
-func (o eventOption[In]) applyHTTPAPI(c *httpConfig[In]) error { return o(&c.event) }
-
-//lint:ignore U1000 called through Option
-func (o eventOption[In]) applyREST(c *httpConfig[In]) error { return o(&c.event) }
-
-//lint:ignore U1000 called through Option
-func (o eventOption[In]) applyFunctionURL(c *httpConfig[In]) error { return o(&c.event) }
-
-//lint:ignore U1000 called through Option
-func (o eventOption[In]) applyALB(c *httpConfig[In]) error { return o(&c.event) }
+// setEvent applies o to c. A nil o does nothing, as a nil interface did before Option was
+// a function type.
+func setEvent[In any](o Option[In], c *eventConfig[In]) error {
+	if o == nil {
+		return nil
+	}
+	return o(c)
+}
 
 // WithTenant sets how the caller's identity is read from the event. The same key from two
 // tenants is two separate records, so no tenant can ever be replayed another's response;
@@ -55,13 +42,13 @@ func (o eventOption[In]) applyALB(c *httpConfig[In]) error { return o(&c.event) 
 // [ErrUnknownCaller]); for [Wrap], none. The function given replaces the default whole:
 // what it returns, "" included, is the tenant. Must not be nil.
 func WithTenant[In any](tenant func(In) string) Option[In] {
-	return eventOption[In](func(c *eventConfig[In]) error {
+	return func(c *eventConfig[In]) error {
 		if tenant == nil {
 			return optErr("WithTenant", "must not be nil")
 		}
 		c.tenant = tenant
 		return nil
-	})
+	}
 }
 
 // WithFingerprint sets what identifies a request's content: a key reused with a different
@@ -74,13 +61,13 @@ func WithTenant[In any](tenant func(In) string) Option[In] {
 // wins, so {"amount":1,"AMOUNT":100} and {"AMOUNT":100,"amount":1} are two requests. For
 // [Wrap], none (payload validation off). Must not be nil.
 func WithFingerprint[In any](fingerprint func(In) ([]byte, error)) Option[In] {
-	return eventOption[In](func(c *eventConfig[In]) error {
+	return func(c *eventConfig[In]) error {
 		if fingerprint == nil {
 			return optErr("WithFingerprint", "must not be nil")
 		}
 		c.fingerprint = fingerprint
 		return nil
-	})
+	}
 }
 
 // WithFingerprintJMESPath sets the fingerprint (see [WithFingerprint], which it replaces)
@@ -93,16 +80,17 @@ func WithFingerprint[In any](fingerprint func(In) ([]byte, error)) Option[In] {
 // (see [KeyFromJMESPath]).
 func WithFingerprintJMESPath[In any](expr string) Option[In] {
 	q, err := compileJMESPath(expr)
-	return eventOption[In](func(c *eventConfig[In]) error {
+	return func(c *eventConfig[In]) error {
 		if err != nil {
 			return fmt.Errorf("%w: lambdawrap: WithFingerprintJMESPath: %w", idem.ErrInvalidOption, err)
 		}
 		c.fingerprint = func(in In) ([]byte, error) { return q.fingerprint(in) }
 		return nil
-	})
+	}
 }
 
 // apply applies opts to c in order, with set choosing the method of the decorator's kind.
+// A nil option does nothing.
 func apply[O any, C any](c *C, opts []O, set func(O, *C) error) error {
 	for _, o := range opts {
 		if any(o) == nil {

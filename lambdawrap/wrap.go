@@ -88,7 +88,7 @@ func Wrap[In, Out any](g *idem.Guard, h func(context.Context, In) (Out, error), 
 		return nil, optErr("Wrap", "guard, handler and key function must not be nil")
 	}
 	var c eventConfig[In]
-	if err := apply(&c, opts, Option[In].applyWrap); err != nil {
+	if err := apply(&c, opts, setEvent[In]); err != nil {
 		return nil, err
 	}
 	tenant, fingerprint := c.tenant, c.fingerprint
