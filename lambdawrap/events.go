@@ -20,18 +20,21 @@ import (
 //   - the shape: how the event and its response map to httpsem's, and the default tenant.
 //
 // Go allows one method per name on a type, so each shape needs a method name of its own.
-// Nothing else changes: not options.go, httpoptions.go, http.go or wrap.go.
-// An event source that is not HTTP needs no change here: Wrap takes any event type.
+// No other code changes: not options.go, httpoptions.go, http.go or wrap.go. The package
+// documentation should name the new decorator, and its tests go in a file of their own.
 // LocalHandler serves a new shape only if local.go learns it; that is optional.
+// An event source that is not HTTP needs no change here: Wrap takes any event type.
 
-// HTTPAPI makes an API Gateway HTTP API (payload format 2.0) handler idempotent, with the
-// semantics of the package documentation. Requests are scoped by the caller's JWT sub, Lambda
-// authorizer principal, IAM identity or mutual TLS client certificate ([TenantHTTPAPI]);
-// an authenticated request without any of them is refused (see [ErrUnknownCaller]) unless
-// [WithTenant] says who the caller is. It takes [HTTPOption] values and the [Option]
-// values of its event type. It logs and reports through the guard (see idem.WithLogger
-// and idem.WithHooks). It returns an error if g or h is nil or an option is invalid. The
-// returned handler is safe for concurrent use.
+// HTTPAPI makes an API Gateway HTTP API (payload format 2.0) handler idempotent.
+// It has the semantics of the package documentation. Requests are scoped by the caller's
+// JWT sub, Lambda authorizer principal, IAM identity or mutual TLS client certificate
+// ([TenantHTTPAPI]). An authenticated request without any of them is refused (see
+// [ErrUnknownCaller]), unless [WithTenant] says who the caller is.
+//
+// It takes [HTTPOption] values and the [Option] values of its event type. It logs and
+// reports through the guard (see idem.WithLogger and idem.WithHooks). It returns an error
+// if g or h is nil or an option is invalid. The returned handler is safe for concurrent
+// use.
 func HTTPAPI(g *idem.Guard, h func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error), opts ...HTTPAPIOption) (func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error), error) {
 	return decorate(g, h, httpAPIShape(), opts, HTTPAPIOption.applyHTTPAPI)
 }
@@ -67,14 +70,15 @@ func httpAPIShape() shape[events.APIGatewayV2HTTPRequest, events.APIGatewayV2HTT
 	}
 }
 
-// REST makes an API Gateway REST API (Lambda proxy integration) handler idempotent, with
-// the semantics of the package documentation. Requests are scoped by the caller's authorizer
-// principal, Cognito sub, IAM identity, mutual TLS client certificate or API key
-// ([TenantREST]); an authenticated request without any of them is refused (see
-// [ErrUnknownCaller]) unless [WithTenant] says who the caller is. It takes [HTTPOption]
-// values and the [Option] values of its event type. It logs and reports through the
-// guard. It returns an error if g or h is nil or an option is invalid. The returned
-// handler is safe for concurrent use.
+// REST makes an API Gateway REST API (Lambda proxy integration) handler idempotent.
+// It has the semantics of the package documentation. Requests are scoped by the caller's
+// authorizer principal, Cognito sub, IAM identity, mutual TLS client certificate or API key
+// ([TenantREST]). An authenticated request without any of them is refused (see
+// [ErrUnknownCaller]), unless [WithTenant] says who the caller is.
+//
+// It takes [HTTPOption] values and the [Option] values of its event type. It logs and
+// reports through the guard. It returns an error if g or h is nil or an option is invalid.
+// The returned handler is safe for concurrent use.
 func REST(g *idem.Guard, h func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error), opts ...RESTOption) (func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error), error) {
 	return decorate(g, h, restShape(), opts, RESTOption.applyREST)
 }
@@ -111,13 +115,14 @@ func restShape() shape[events.APIGatewayProxyRequest, events.APIGatewayProxyResp
 	}
 }
 
-// FunctionURL makes a Lambda function URL handler (buffered invoke mode) idempotent, with
-// the semantics of the package documentation. Requests are scoped by the caller's IAM
-// identity when the URL uses IAM auth ([TenantFunctionURL]); a request with an authorizer
-// block but no caller is refused (see [ErrUnknownCaller]). It takes [HTTPOption] values
-// and the [Option] values of its event type. It logs and reports through the guard. It
-// returns an error if g or h is nil or an option is invalid. The returned handler is safe
-// for concurrent use.
+// FunctionURL makes a Lambda function URL handler (buffered invoke mode) idempotent.
+// It has the semantics of the package documentation. Requests are scoped by the caller's
+// IAM identity when the URL uses IAM auth ([TenantFunctionURL]). A request with an
+// authorizer block but no caller is refused (see [ErrUnknownCaller]).
+//
+// It takes [HTTPOption] values and the [Option] values of its event type. It logs and
+// reports through the guard. It returns an error if g or h is nil or an option is invalid.
+// The returned handler is safe for concurrent use.
 func FunctionURL(g *idem.Guard, h func(context.Context, events.LambdaFunctionURLRequest) (events.LambdaFunctionURLResponse, error), opts ...FunctionURLOption) (func(context.Context, events.LambdaFunctionURLRequest) (events.LambdaFunctionURLResponse, error), error) {
 	return decorate(g, h, functionURLShape(), opts, FunctionURLOption.applyFunctionURL)
 }
@@ -153,13 +158,15 @@ func functionURLShape() shape[events.LambdaFunctionURLRequest, events.LambdaFunc
 	}
 }
 
-// ALB makes an Application Load Balancer target group handler idempotent, with the
-// semantics of the package documentation, with or without multi-value headers. An ALB event
-// carries no verified caller identity, so requests are not scoped by tenant unless
-// [WithTenant] says how (for example from the x-amzn-oidc-identity header, when the listener
-// authenticates users). It takes [HTTPOption] values and the [Option] values of its event
-// type. It logs and reports through the guard. It returns an error if g or h is nil or an
-// option is invalid. The returned handler is safe for concurrent use.
+// ALB makes an Application Load Balancer target group handler idempotent.
+// It has the semantics of the package documentation, with or without multi-value headers.
+// An ALB event carries no verified caller identity. So requests are not scoped by tenant,
+// unless [WithTenant] says how. For example, the tenant may come from the
+// x-amzn-oidc-identity header when the listener authenticates users.
+//
+// It takes [HTTPOption] values and the [Option] values of its event type. It logs and
+// reports through the guard. It returns an error if g or h is nil or an option is invalid.
+// The returned handler is safe for concurrent use.
 func ALB(g *idem.Guard, h func(context.Context, events.ALBTargetGroupRequest) (events.ALBTargetGroupResponse, error), opts ...ALBOption) (func(context.Context, events.ALBTargetGroupRequest) (events.ALBTargetGroupResponse, error), error) {
 	return decorate(g, h, albShape(), opts, ALBOption.applyALB)
 }

@@ -27,6 +27,8 @@ type httpWrapper[In, Out any] struct {
 	fingerprint func(In) ([]byte, error) // nil: the request's default fingerprint
 }
 
+// decorate returns h guarded, for the event shape s. Each HTTP decorator calls it with its
+// options and with set, the method of its option interface.
 func decorate[In, Out, O any](g *idem.Guard, h func(context.Context, In) (Out, error), s shape[In, Out], opts []O,
 	set func(O, *httpConfig[In]) error) (func(context.Context, In) (Out, error), error) {
 	if g == nil || h == nil {
@@ -44,7 +46,7 @@ func decorate[In, Out, O any](g *idem.Guard, h func(context.Context, In) (Out, e
 	return w.handle, nil
 }
 
-// handle implements the semantics table of the package documentation.
+// handle answers as the package documentation's HTTP semantics say.
 func (w *httpWrapper[In, Out]) handle(ctx context.Context, in In) (Out, error) {
 	req := w.s.request(&in)
 	key, v, resp := w.guard.Admit(ctx, &req)
@@ -83,11 +85,11 @@ func (w *httpWrapper[In, Out]) handle(ctx context.Context, in In) (Out, error) {
 	return zero, err
 }
 
-// unknownCaller refuses an authenticated request without a caller identity: scoped by the
-// empty tenant, it would share its records with every other such caller, so that one
-// could be replayed another's response. It is the function's configuration that is at
-// fault, so the answer is 500 and the refusal is logged at ERROR and reported through the
-// guard's OnUnguarded hook.
+// unknownCaller refuses an authenticated request without a caller identity.
+// Scoped by the empty tenant, it would share its records with every other such caller. So
+// one could be replayed another's response. The function's configuration is at fault. So
+// the answer is 500, and the refusal is logged at ERROR and reported through the guard's
+// OnUnguarded hook.
 func (w *httpWrapper[In, Out]) unknownCaller(ctx context.Context, req *httpsem.Request, err error) httpsem.Response {
 	w.g.Logger().ErrorContext(ctx, pkg+": refusing an authenticated request without a caller identity; scope requests with WithTenant", "error", err)
 	if on := w.g.Hooks().OnUnguarded; on != nil {

@@ -19,22 +19,25 @@ const (
 	MaxKeyLength = MaxHeaderKeyLength
 )
 
-// DefaultMethods are the HTTP methods guarded unless [WithMethods] says otherwise. PUT and
-// DELETE are idempotent by definition, and GET, HEAD and OPTIONS are safe, so only POST and
-// PATCH need a key.
+// DefaultMethods returns the HTTP methods guarded unless [WithMethods] says otherwise:
+// POST and PATCH. PUT and DELETE are idempotent by definition, and GET, HEAD and OPTIONS
+// are safe. So only POST and PATCH need a key.
 func DefaultMethods() []string { return httpsem.DefaultMethods() }
 
-// DefaultCacheable reports whether a handler's response with this status code is stored and
-// replayed, unless [WithCacheable] says otherwise: every status except 5xx (the server
-// failed; a retry should run again), 409 (a conflict that may resolve) and 429 (the client
-// was told to come back later).
+// DefaultCacheable reports whether a handler's response with this status code is stored
+// and replayed, unless [WithCacheable] says otherwise. Every status is, except:
+//
+//   - 5xx: the server failed, and a retry should run again;
+//   - 409: a conflict that may resolve;
+//   - 429: the client was told to come back later.
 func DefaultCacheable(status int) bool { return httpsem.DefaultCacheable(status) }
 
-// ErrNotCacheable is the error a guarded HTTP handler's response presents to the guard when
-// [WithCacheable] refuses to store it (by default 5xx, 409 and 429), so the guard releases
-// the key and the next retry runs the handler again; the guard's hooks see it. The client
-// still gets the response. It wraps [idem.ErrDoNotStore], so even a guard built with
-// [idem.WithRememberFailures] never stores such a response.
+// ErrNotCacheable tells the guard not to store a guarded HTTP handler's response.
+// A response presents it when [WithCacheable] refuses to store it (by default 5xx, 409
+// and 429). The guard then releases the key, and the next retry runs the handler again.
+// The guard's hooks see the error; the client still gets the response. It wraps
+// [idem.ErrDoNotStore]. So even a guard built with [idem.WithRememberFailures] never
+// stores such a response.
 var ErrNotCacheable = httpsem.ErrNotCacheable
 
 // HTTPOption is a setting of how an HTTP request is guarded, whatever its event shape.
@@ -53,8 +56,8 @@ type httpConfig[In any] struct {
 	event eventConfig[In]
 }
 
-// setHTTP applies o to s. A nil o does nothing, as a nil interface did before HTTPOption
-// was a function type.
+// setHTTP applies o to s. A nil o does nothing, as a nil interface did when HTTPOption
+// was an interface.
 func setHTTP(o HTTPOption, s *httpsem.Settings) error {
 	if o == nil {
 		return nil
@@ -64,11 +67,14 @@ func setHTTP(o HTTPOption, s *httpsem.Settings) error {
 
 // WithKeyRequired sets whether a guarded request without an idempotency key is refused.
 // Default true: the HTTP decorators answer 400. With false, such a request runs the
-// handler unguarded, as the Powertools utilities do by default; each such run is reported
-// through the guard's OnUnguarded hook and logged at WARN through the guard's logger, and
-// in it idem.Attach and idem.Checkpoint return [idem.ErrNoLease], so a handler that
-// attaches its writes makes them itself when it gets that error. A key that is present
-// but malformed is refused either way. For [Wrap], see [OptionalKey].
+// handler unguarded, as the Powertools utilities do by default. Each such run:
+//
+//   - is reported through the guard's OnUnguarded hook;
+//   - is logged at WARN through the guard's logger;
+//   - gets [idem.ErrNoLease] from idem.Attach and idem.Checkpoint. A handler that attaches
+//     its writes makes them itself when it gets that error.
+//
+// A key that is present but malformed is refused either way. For [Wrap], see [OptionalKey].
 func WithKeyRequired(required bool) HTTPOption {
 	return func(c *httpsem.Settings) error {
 		c.KeyRequired = required
@@ -76,23 +82,23 @@ func WithKeyRequired(required bool) HTTPOption {
 	}
 }
 
-// WithMethods sets the HTTP methods that are guarded; requests with other methods pass
-// through to the handler untouched, whatever headers they carry. Default [DefaultMethods]
-// (POST and PATCH). Names are matched case-insensitively and must be HTTP tokens; at least
-// one is required.
+// WithMethods sets the HTTP methods that are guarded.
+// Requests with other methods pass through to the handler untouched, whatever headers they
+// carry. Default [DefaultMethods] (POST and PATCH). Names are matched case-insensitively
+// and must be HTTP tokens. At least one is required.
 func WithMethods(methods ...string) HTTPOption {
 	return func(c *httpsem.Settings) error { return c.SetMethods(methods) }
 }
 
 // WithCacheable sets which handler responses are stored and replayed, by status code.
-// A response it rejects goes to the client as it is, and the key is released so a retry
-// runs the handler again. Default [DefaultCacheable]; must not be nil.
+// A response it rejects goes to the client as it is. The key is released, so a retry runs
+// the handler again. Default [DefaultCacheable]. Must not be nil.
 func WithCacheable(cacheable func(status int) bool) HTTPOption {
 	return func(c *httpsem.Settings) error { return c.SetCacheable(cacheable) }
 }
 
-// WithHeader sets the name of the request header that carries the idempotency key; it is
-// matched case-insensitively. Default [DefaultHeader]; must be a valid header name.
+// WithHeader sets the name of the request header that carries the idempotency key.
+// It is matched case-insensitively. Default [DefaultHeader]. Must be a valid header name.
 func WithHeader(name string) HTTPOption {
 	return func(c *httpsem.Settings) error { return c.SetHeader(name) }
 }

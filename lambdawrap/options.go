@@ -25,8 +25,8 @@ type eventConfig[In any] struct {
 	fingerprint func(In) ([]byte, error) // nil: the decorator's default
 }
 
-// setEvent applies o to c. A nil o does nothing, as a nil interface did before Option was
-// a function type.
+// setEvent applies o to c. A nil o does nothing, as a nil interface did when Option was an
+// interface.
 func setEvent[In any](o Option[In], c *eventConfig[In]) error {
 	if o == nil {
 		return nil
@@ -34,13 +34,18 @@ func setEvent[In any](o Option[In], c *eventConfig[In]) error {
 	return o(c)
 }
 
-// WithTenant sets how the caller's identity is read from the event. The same key from two
-// tenants is two separate records, so no tenant can ever be replayed another's response;
-// an empty tenant means the key is not scoped by caller. Default: for the HTTP decorators,
-// the identity the event carries (see the package documentation for the order in which it
-// is looked up), and a refusal of an authenticated event that carries none (see
-// [ErrUnknownCaller]); for [Wrap], none. The function given replaces the default whole:
-// what it returns, "" included, is the tenant. Must not be nil.
+// WithTenant sets how the caller's identity is read from the event.
+// The same key from two tenants is two separate records. So no tenant can ever be replayed
+// another's response. An empty tenant means the key is not scoped by caller.
+// The default depends on the decorator:
+//
+//   - For the HTTP decorators, it is the identity the event carries. The package
+//     documentation gives the order in which it is looked up. An authenticated event that
+//     carries none is refused (see [ErrUnknownCaller]).
+//   - For [Wrap], there is none.
+//
+// The function given replaces the default whole: what it returns, "" included, is the
+// tenant. Must not be nil.
 func WithTenant[In any](tenant func(In) string) Option[In] {
 	return func(c *eventConfig[In]) error {
 		if tenant == nil {
@@ -51,15 +56,20 @@ func WithTenant[In any](tenant func(In) string) Option[In] {
 	}
 }
 
-// WithFingerprint sets what identifies a request's content: a key reused with a different
-// fingerprint is refused with [idem.ErrPayloadMismatch] (HTTP 422). An error from it refuses
-// the request: [Wrap] returns it wrapped, the HTTP decorators answer 400. Default: for the
-// HTTP decorators, the method, path, query string and body, the body decoded from base64
-// when the event says so and canonicalised when it is JSON, so that key order and white
-// space do not matter, except the order of keys equal under Unicode case folding (exact
-// duplicates included): Go's decoder matches them to one struct field and the last one
-// wins, so {"amount":1,"AMOUNT":100} and {"AMOUNT":100,"amount":1} are two requests. For
-// [Wrap], none (payload validation off). Must not be nil.
+// WithFingerprint sets what identifies a request's content.
+// A key reused with a different fingerprint is refused with [idem.ErrPayloadMismatch]
+// (HTTP 422). An error from the function refuses the request: [Wrap] returns it wrapped,
+// and the HTTP decorators answer 400. The default depends on the decorator:
+//
+//   - For the HTTP decorators, it is the method, path, query string and body. The body is
+//     decoded from base64 when the event says so. It is canonicalised when it is JSON, so
+//     that key order and white space do not matter.
+//   - For [Wrap], there is none: payload validation is off.
+//
+// One order in the JSON body does matter: that of keys equal under Unicode case folding,
+// exact duplicates included. Go's decoder matches them to one struct field, and the last
+// one wins. So {"amount":1,"AMOUNT":100} and {"AMOUNT":100,"amount":1} are two requests.
+// Must not be nil.
 func WithFingerprint[In any](fingerprint func(In) ([]byte, error)) Option[In] {
 	return func(c *eventConfig[In]) error {
 		if fingerprint == nil {
@@ -70,14 +80,15 @@ func WithFingerprint[In any](fingerprint func(In) ([]byte, error)) Option[In] {
 	}
 }
 
-// WithFingerprintJMESPath sets the fingerprint (see [WithFingerprint], which it replaces)
-// to the part of the event that the JMESPath expression selects from the event's JSON,
-// canonicalised, for parity with the Powertools utilities' payload validation. The
-// Powertools functions powertools_json, powertools_base64 and powertools_base64_gzip are
-// available (see [KeyFromJMESPath]). In, the event type, is given explicitly, as for
+// WithFingerprintJMESPath sets the fingerprint to a part of the event's JSON.
+// The JMESPath expression selects the part, which is canonicalised. This matches the
+// Powertools utilities' payload validation. It replaces [WithFingerprint].
+//
+// The Powertools functions powertools_json, powertools_base64 and powertools_base64_gzip
+// are available (see [KeyFromJMESPath]). In, the event type, is given explicitly, as for
 // [KeyFromJMESPath]. The expression must compile. An expression that fails over an event
-// fails the invocation with an error that names the expression, never the event's values
-// (see [KeyFromJMESPath]).
+// fails the invocation. The error names the expression, never the event's values (see
+// [KeyFromJMESPath]).
 func WithFingerprintJMESPath[In any](expr string) Option[In] {
 	q, err := compileJMESPath(expr)
 	return func(c *eventConfig[In]) error {
