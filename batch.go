@@ -513,7 +513,7 @@ func (b *Batch) recordSettled(ctx context.Context, done []*settlement, doneIdx, 
 		}
 		st := *done[j]
 		st.runErr = nil // DoClaimed already returned a remembered failure's error
-		if err != nil && retryable(err) {
+		if err != nil && resendable(err) {
 			// A store failure of the batched call, whose outcome is unknown: resend this
 			// completion alone (with its attached writes: a store completes a record
 			// already completed under its token without committing them again), and read

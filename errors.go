@@ -134,16 +134,78 @@ func (e *FailedError) Error() string { return "idem: request failed before: " + 
 // Is reports whether target is [ErrFailed].
 func (e *FailedError) Is(target error) bool { return target == ErrFailed }
 
-// storeErr wraps err as a [*StoreError] for op unless it already is an idem error that
-// callers branch on.
-func storeErr(op string, err error) error {
-	if err == nil {
-		return nil
-	}
-	for _, known := range []error{ErrStore, ErrLeaseLost, idemstore.ErrTooLarge, ErrConditionFailed, ErrIncompatibleRecord} {
-		if errors.Is(err, known) {
-			return err
+// errKind is what the guard does with a store's answer that matches a sentinel.
+type errKind uint8
+
+const (
+	// kindNotFromStore: the guard's own answer, or the handler's. A store that returns it
+	// anyway is treated as failing: wrapped in a [*StoreError], and a completion is resent.
+	kindNotFromStore errKind = iota
+	// kindStoreFailure: an error already wrapped in a [*StoreError]. It is kept as it is,
+	// and a completion that failed with it is resent.
+	kindStoreFailure
+	// kindVerdict: the store decided about the write. The caller branches on the error as
+	// it is, and resending the completion would get the same answer.
+	kindVerdict
+	// kindNothingCommitted: the store refused a completion as a whole. It is not resent:
+	// the guard releases the key. The caller gets it inside a [*StoreError].
+	kindNothingCommitted
+)
+
+// keptAsIs reports whether [storeErr] passes an error of kind k on unwrapped.
+func (k errKind) keptAsIs() bool { return k == kindStoreFailure || k == kindVerdict }
+
+// final reports whether a completion that failed with an error of kind k is not resent.
+func (k errKind) final() bool { return k == kindVerdict || k == kindNothingCommitted }
+
+// errorKinds gives the kind of every exported sentinel of packages idem and idemstore.
+// An alias (idem.ErrLeaseLost is idemstore.ErrLeaseLost) has one row. A test fails when
+// a sentinel has none. The table is never written.
+var errorKinds = [...]struct {
+	err  error
+	kind errKind
+}{
+	{ErrStore, kindStoreFailure},
+
+	{ErrLeaseLost, kindVerdict},
+	{ErrConditionFailed, kindVerdict},
+	{idemstore.ErrTooLarge, kindVerdict},
+	{ErrIncompatibleRecord, kindVerdict},
+
+	{idemstore.ErrNotCommitted, kindNothingCommitted},
+
+	{ErrMissingKey, kindNotFromStore},
+	{ErrInvalidKey, kindNotFromStore},
+	{ErrPayloadMismatch, kindNotFromStore},
+	{ErrInProgress, kindNotFromStore},
+	{ErrFailed, kindNotFromStore},
+	{ErrResultNotStored, kindNotFromStore},
+	{ErrNoLease, kindNotFromStore},
+	{ErrInvalidCheckpoint, kindNotFromStore},
+	{ErrDoNotStore, kindNotFromStore},
+	{ErrInvalidOption, kindNotFromStore},
+	{idemstore.ErrInvalidAttach, kindNotFromStore},
+}
+
+// matchesKind reports whether err matches a sentinel whose kind satisfies want.
+func matchesKind(err error, want func(errKind) bool) bool {
+	for _, row := range errorKinds {
+		if want(row.kind) && errors.Is(err, row.err) {
+			return true
 		}
+	}
+	return false
+}
+
+// storeErr wraps a store's error in a [*StoreError] for op. It keeps err as it is when a
+// caller branches on it already (see [errKind.keptAsIs]).
+func storeErr(op string, err error) error {
+	if err == nil || matchesKind(err, errKind.keptAsIs) {
+		return err
 	}
 	return &StoreError{Op: op, Err: err}
 }
+
+// resendable reports whether a completion that failed with err may succeed if sent again:
+// a store failure, not a verdict (see [errKind.final]).
+func resendable(err error) bool { return !matchesKind(err, errKind.final) }

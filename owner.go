@@ -163,7 +163,7 @@ func (g *Guard) complete(ctx context.Context, s settlement) error {
 	wait := completeBackoff
 	for attempt := 1; ; attempt++ {
 		err := g.store.Complete(cctx, s.done, s.attached)
-		if err == nil || !retryable(err) {
+		if err == nil || !resendable(err) {
 			return err
 		}
 		if !g.mayRetryComplete(ctx, attempt, wait) {
@@ -176,16 +176,6 @@ func (g *Guard) complete(ctx context.Context, s settlement) error {
 		}
 		wait *= 2
 	}
-}
-
-// retryable reports whether a completion that failed with err may succeed if sent again.
-func retryable(err error) bool {
-	for _, verdict := range []error{ErrLeaseLost, ErrConditionFailed, idemstore.ErrTooLarge, idemstore.ErrNotCommitted, ErrIncompatibleRecord} {
-		if errors.Is(err, verdict) {
-			return false
-		}
-	}
-	return true
 }
 
 // mayRetryComplete reports whether a completion that failed attempt times may be sent again
