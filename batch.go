@@ -162,7 +162,7 @@ func (g *Guard) Claim(ctx context.Context, reqs []Request) *Batch {
 			it.rec = rec // a completed key replays
 			continue
 		}
-		recs = append(recs, g.claimRecord(ctx, it.key, token, it.fp, now))
+		recs = append(recs, g.recordToClaim(ctx, it.key, token, it.fp, now))
 		idx = append(idx, i)
 	}
 	if len(recs) == 1 {
@@ -185,7 +185,7 @@ func (g *Guard) Claim(ctx context.Context, reqs []Request) *Batch {
 	}
 	for j, res := range results {
 		it := &b.items[idx[j]]
-		it.rec, it.claimed, it.err = g.claimed(ctx, recs[j], now, res.Prev, res.Claimed, res.Err)
+		it.rec, it.claimed, it.err = g.decideClaim(ctx, recs[j], now, res.Prev, res.Claimed, res.Err)
 	}
 	return b
 }
@@ -370,7 +370,7 @@ func doClaimed[T any](ctx context.Context, b *Batch, k *batchItem, req Request, 
 		// Attached writes the store cannot complete with others: their own transaction. Or
 		// the lease may end before Settle records the outcome, and another caller would
 		// then run the key again.
-		*left, err = g.settleRecorded(ctx, s)
+		*left, err = g.settle(ctx, s)
 		return result, false, err
 	}
 	b.mu.Lock()
@@ -383,7 +383,7 @@ func doClaimed[T any](ctx context.Context, b *Batch, k *batchItem, req Request, 
 	if late {
 		// The batch has been settled (early, near the deadline): a later Settle may never
 		// run, so the outcome is recorded now.
-		*left, err = g.settleRecorded(ctx, s)
+		*left, err = g.settle(ctx, s)
 		return result, false, err
 	}
 	// *left is s.done, waiting for Settle, which reports to every request of the key if it
@@ -486,7 +486,7 @@ func (b *Batch) Settle(ctx context.Context) []error {
 			if len(results) == len(keys) {
 				err = results[j]
 			}
-			g.released(ctx, s.l, s.start, s.runErr, err)
+			g.reportRelease(ctx, s.l, s.start, s.runErr, err)
 		}
 	}
 	errs := make([]error, len(b.items))
@@ -519,9 +519,9 @@ func (b *Batch) recordSettled(ctx context.Context, done []*settlement, doneIdx, 
 			// already completed under its token without committing them again), and read
 			// it back if that fails too, as Do does. Settling it as failed would leave the
 			// work unrecorded and run it again after its lease.
-			err = g.complete(ctx, st)
+			err = g.writeCompletion(ctx, st)
 		}
-		recorded, err := g.completed(ctx, st, err)
+		recorded, err := g.settleWritten(ctx, st, err)
 		b.mu.Lock()
 		it := &b.items[doneIdx[j]]
 		it.settleErr = err

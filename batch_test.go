@@ -386,7 +386,7 @@ func (f *flakyComplete) Complete(ctx context.Context, rec *idemstore.Record, att
 // deadline) → Batch.Settle sends one CompleteMany; it fails once with a store error (a
 // throttled BatchExecuteStatement after the SDK's retries) → Settle hands that error
 // straight to g.completed: no resend with backoff and no strongly consistent read-back, as
-// Guard.complete does for Do. The record stays INPROGRESS, Settle reports a store error
+// Guard.writeCompletion does for Do. The record stays INPROGRESS, Settle reports a store error
 // (sqs fails the message, SQS redelivers it), and once the lease ends the redelivery takes
 // the key over and runs the handler a second time. The same single transient failure on
 // the Do path (subtest "do") is absorbed by the resend: one run.

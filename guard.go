@@ -183,7 +183,7 @@ func (g *Guard) do(ctx context.Context, req Request, run func(context.Context) (
 	var waitUntil time.Time
 	met := known // the last record this call learned holds the key: then it never fails open
 	for now := start; ; now = g.now() {
-		rec, claimed, err := g.claim(ctx, key, token, fp, now)
+		rec, owned, err := g.claimOnce(ctx, key, token, fp, now)
 		if rec != nil {
 			met = rec
 		}
@@ -194,7 +194,7 @@ func (g *Guard) do(ctx context.Context, req Request, run func(context.Context) (
 			}
 			return nil, nil, err
 		}
-		if claimed {
+		if owned {
 			v, err := g.runOwned(ctx, rec, now, run, left)
 			return nil, v, err
 		}
@@ -242,17 +242,19 @@ func (g *Guard) conflict(ctx context.Context, rec *idemstore.Record, fp string, 
 	}
 }
 
-// claim makes one claim attempt at now.
-func (g *Guard) claim(ctx context.Context, key, token, fp string, now time.Time) (*idemstore.Record, bool, error) {
-	rec := g.claimRecord(ctx, key, token, fp, now)
-	prev, claimed, err := g.store.Claim(ctx, rec, now)
-	return g.claimed(ctx, rec, now, prev, claimed, err)
+// claimOnce makes one claim step at now: it writes [Guard.recordToClaim] and returns
+// what [Guard.decideClaim] makes of the answer (the record, whether we own it, an error).
+func (g *Guard) claimOnce(ctx context.Context, key, token, fp string, now time.Time) (*idemstore.Record, bool, error) {
+	rec := g.recordToClaim(ctx, key, token, fp, now)
+	prev, wrote, err := g.store.Claim(ctx, rec, now)
+	return g.decideClaim(ctx, rec, now, prev, wrote, err)
 }
 
-// claimRecord returns the in-progress record a claim at now writes. Its expiry window
-// starts when the lease ends, so an in-progress record never counts as absent (nor is
-// deleted by TTL) while its lease runs, however short WithExpiry is.
-func (g *Guard) claimRecord(ctx context.Context, key, token, fp string, now time.Time) *idemstore.Record {
+// recordToClaim returns the in-progress record a claim at now writes.
+//
+// Its expiry window starts when the lease ends. So an in-progress record never counts as
+// absent (nor is deleted by TTL) while its lease runs, however short WithExpiry is.
+func (g *Guard) recordToClaim(ctx context.Context, key, token, fp string, now time.Time) *idemstore.Record {
 	lease := g.leaseEnd(ctx, now)
 	return &idemstore.Record{
 		Key:          key,
@@ -271,16 +273,23 @@ func (g *Guard) claimRecord(ctx context.Context, key, token, fp string, now time
 // progress.
 const takeoverAttempts = 3
 
-// claimed interprets the store's answer to claiming rec: our record when claimed, else the
-// record that holds the key. A lease-ended record refuses a claim that does not carry its
-// checkpoint (see [idemstore.Store]); claimed then claims again with that checkpoint, so
-// that the new owner resumes from it and the checkpoint lives in the record itself, where a
-// resent claim or a later takeover finds it. With an error it returns the record the failed
-// claim met, if the store returned one with the error (it learned the record but could not
-// read all of it, see [idemstore.Store]), else the record an earlier claim of this step
-// returned (the takeover claim failed): the key's state is then known, and
-// [Guard.failsOpen] refuses.
-func (g *Guard) claimed(ctx context.Context, rec *idemstore.Record, now time.Time, prev *idemstore.Record, claimed bool, err error) (*idemstore.Record, bool, error) {
+// decideClaim reads the store's answer to claiming rec: the record written (wrote), the
+// record that refused it (prev), or an error. It returns the record and whether we own it:
+//   - written, or refused by a record of our own token (a resend met our first attempt):
+//     our record, owned;
+//   - refused by a live record, or still refused after takeoverAttempts claims: that
+//     record, not owned;
+//   - refused by a lease-ended record: it claims again, carrying the record's checkpoint
+//     if it has one ([Guard.carryCheckpoint], which may answer [ErrPayloadMismatch]);
+//   - an error, or refused without a record: a store error, with the record the claims
+//     met, if any, so [Guard.failsOpen] refuses.
+//
+// A lease-ended record refuses a claim that does not carry its checkpoint (see
+// [idemstore.Store]). The takeover carries it so the new owner resumes from it, and the
+// checkpoint lives in the record, where a resent claim or a later takeover finds it. A
+// record met with an error is one the store returned with it (learned, not fully read), or
+// one an earlier claim of this step returned: either way the key's state is known.
+func (g *Guard) decideClaim(ctx context.Context, rec *idemstore.Record, now time.Time, prev *idemstore.Record, wrote bool, err error) (*idemstore.Record, bool, error) {
 	key, fp := rec.Key, rec.Fingerprint
 	var met *idemstore.Record // the record an earlier attempt of this step met
 	for attempt := 1; ; attempt++ {
@@ -292,7 +301,7 @@ func (g *Guard) claimed(ctx context.Context, rec *idemstore.Record, now time.Tim
 			g.storeFailed(ctx, key, "claim", now, err)
 			return met, false, err
 		}
-		if claimed {
+		if wrote {
 			g.fire(ctx, g.cfg.hooks.OnClaimed, now, Event{Key: key})
 			return rec, true, nil
 		}
@@ -316,7 +325,7 @@ func (g *Guard) claimed(ctx context.Context, rec *idemstore.Record, now time.Tim
 		if err := g.carryCheckpoint(ctx, rec, prev, fp, now); err != nil {
 			return nil, false, err
 		}
-		prev, claimed, err = g.store.Claim(ctx, rec, now)
+		prev, wrote, err = g.store.Claim(ctx, rec, now)
 	}
 }
 
