@@ -145,7 +145,7 @@ func (s *inflightComplete) land() error {
 // release fences the old token.
 func TestReviewNotCommittedButCommitted(t *testing.T) {
 	t.Parallel()
-	clock := storetest.NewClock()
+	clock := storetest.NewSettableClock()
 	store := &inflightComplete{Store: memstore.New()}
 	g, err := idem.New(store, "test", idem.WithClock(clock))
 	require.NoError(t, err)
@@ -255,7 +255,7 @@ func TestFinalNotCommittedWhenReleaseFails(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			clock := storetest.NewClock()
+			clock := storetest.NewSettableClock()
 			store := &unfencedRelease{Store: memstore.New(), later: tc.later}
 			g, err := idem.New(store, "test", idem.WithClock(clock))
 			require.NoError(t, err)

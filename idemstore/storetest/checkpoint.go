@@ -49,7 +49,7 @@ func (h Harness) checkpointTwoTakeovers(t *testing.T) {
 
 // checkpointTakeovers has an owner of a new key record a checkpoint and die, a second owner
 // take over and die, and a third take over; the second and third must see the checkpoint.
-func (h Harness) checkpointTakeovers(t *testing.T, g *idem.Guard, clock *Clock) {
+func (h Harness) checkpointTakeovers(t *testing.T, g *idem.Guard, clock *SettableClock) {
 	k := key(t)
 	r1, d1 := blockOwner(h, t, context.Background(), g, k, result{}, func(ctx context.Context) error { return idem.Checkpoint(ctx, "payment_charged") })
 	clock.Advance(2 * time.Minute)
@@ -73,7 +73,7 @@ func (h Harness) checkpointTakeovers(t *testing.T, g *idem.Guard, clock *Clock) 
 // the record its first attempt wrote, and the checkpoint must be in it.
 func (h Harness) checkpointResentTakeover(t *testing.T) {
 	s := NewFaulty(h.NewStore(t))
-	c := NewClock()
+	c := NewSettableClock()
 	g, err := idem.New(s, "test", idem.WithClock(c), idem.WithScope("suite"), idem.WithLease(time.Minute))
 	require.NoError(t, err)
 	s.ResendClaims(true)

@@ -16,9 +16,9 @@ import (
 func (h Harness) storeFailures(t *testing.T) {
 	outage := errors.New("injected outage")
 	ctx := context.Background()
-	newFaulty := func(t *testing.T, opts ...idem.Option) (*Faulty, *idem.Guard, *Clock) {
+	newFaulty := func(t *testing.T, opts ...idem.Option) (*Faulty, *idem.Guard, *SettableClock) {
 		s := NewFaulty(h.NewStore(t))
-		c := NewClock()
+		c := NewSettableClock()
 		g, err := idem.New(s, "test", append([]idem.Option{idem.WithClock(c), idem.WithScope("suite")}, opts...)...)
 		require.NoError(t, err)
 		return s, g, c

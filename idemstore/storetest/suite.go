@@ -53,14 +53,14 @@ type result struct {
 
 type fixture struct {
 	store idemstore.Store
-	clock *Clock
+	clock *SettableClock
 	guard *idem.Guard
 }
 
 func (h Harness) fixture(t *testing.T, opts ...idem.Option) fixture {
 	t.Helper()
 	s := h.NewStore(t)
-	c := NewClock()
+	c := NewSettableClock()
 	opts = append([]idem.Option{idem.WithClock(c), idem.WithScope("suite")}, opts...)
 	g, err := idem.New(s, "test", opts...)
 	require.NoError(t, err)

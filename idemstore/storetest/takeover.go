@@ -51,7 +51,7 @@ func (h Harness) takeoverCarriesExactly(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				s := h.NewStore(t)
 				ctx := context.Background()
-				now := NewClock().Now()
+				now := NewSettableClock().Now()
 				k := key(t)
 				owner := inProgress(k, "owner", "", now)
 				owner.Fingerprint = tc.held
