@@ -278,7 +278,8 @@ func (g *Guard) concludeCompletion(ctx context.Context, s settlement, err error)
 		case rerr != nil:
 			// The release that fences off an attempt of ours still in flight failed: that
 			// attempt may yet commit, so "nothing committed" is no longer known.
-			err = &StoreError{Op: OpCommit, Err: fmt.Errorf("idem: the release after %v failed: %w", err, rerr)} // %v: no longer ErrNotCommitted
+			// %v: the error no longer wraps ErrNotCommitted.
+			err = &StoreError{Op: OpCommit, Err: fmt.Errorf("idem: the release after %v failed: %w", err, rerr)}
 		}
 	}
 	return s.done, err

@@ -14,7 +14,7 @@ import (
 	"github.com/idemkit/idem/memstore"
 )
 
-// TestTombstoneBehindClockOtherPayloadInProgress: Store.Release's contract says a caller
+// TestTombstoneBehindClockOtherPayloadInProgress: idemstore's doc on tombstones says a caller
 // whose clock runs behind the releaser's "may be refused for as long as the skew, and is
 // told the key is in progress until then". The tombstone keeps the released request's
 // fingerprint; a caller with another payload must still be told the key is in progress
