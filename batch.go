@@ -500,7 +500,7 @@ func (b *Batch) Settle(ctx context.Context) []error {
 				recs[n], writes[n] = done[j].done, done[j].attached
 			}
 			results := bs.(idemstore.BatchAttachStore).CompleteManyAttached(cctx, recs, writes)
-			b.recordSettled(ctx, done, doneIdx, attached, results)
+			b.settleBatchWritten(ctx, done, doneIdx, attached, results)
 		}()
 	}
 	if len(plain) > 0 {
@@ -508,7 +508,7 @@ func (b *Batch) Settle(ctx context.Context) []error {
 		for n, j := range plain {
 			recs[n] = done[j].done
 		}
-		b.recordSettled(ctx, done, doneIdx, plain, bs.CompleteMany(cctx, recs))
+		b.settleBatchWritten(ctx, done, doneIdx, plain, bs.CompleteMany(cctx, recs))
 	}
 	wg.Wait()
 	if len(keys) > 0 {
@@ -534,9 +534,10 @@ func (b *Batch) Settle(ctx context.Context) []error {
 	return errs
 }
 
-// recordSettled interprets results, the store's answers to completing done[j] for j in
-// which, and keeps each request's error.
-func (b *Batch) recordSettled(ctx context.Context, done []*settlement, doneIdx, which []int, results []error) {
+// settleBatchWritten concludes, for each j in which, the write of done[j], whose answer
+// from the batch call is results. It resends a store failure alone ([Guard.writeCompletion])
+// and keeps each request's error ([Guard.settleWritten]).
+func (b *Batch) settleBatchWritten(ctx context.Context, done []*settlement, doneIdx, which []int, results []error) {
 	g := b.g
 	for n, j := range which {
 		var err error = errCount

@@ -10,7 +10,7 @@ import (
 )
 
 // The path of one request, from claim to settle, one step a line. guard.go holds steps 1
-// to 3, this file the rest. A batch (batch.go) takes the same steps with batch calls.
+// to 3, this file the rest; batch.go the batch path.
 //
 //  1. claimOnce writes recordToClaim with one store Claim.
 //  2. decideClaim reads the answer: owned, refused by a live record, or a takeover.
@@ -18,10 +18,16 @@ import (
 //  4. runOwned runs the owner's handler, then settles.
 //  5. runHandler runs it and builds the settlement, with recordToComplete.
 //  6. settle releases the key (releaseKey) or writes the record.
-//  7. writeCompletion sends it, resends a store failure, then readBackCompletion reads it.
+//  7. writeCompletion sends it, resends a store failure, and at last readBackCompletion.
 //  8. settleWritten concludes and returns the caller's error (callerErr).
 //  9. concludeCompletion reports (reportCompletion); if nothing committed, releaseUncommitted.
 //  10. releaseKey and releaseUncommitted report through reportRelease.
+//
+// A batch takes the same steps, with batch calls:
+//   - Guard.Claim: steps 1 to 3 for every key, with one ClaimMany and decideClaim per key;
+//   - doClaimed: step 5, then leaves the settlement pending for Batch.Settle;
+//   - Batch.Settle: CompleteMany for the pending records, then settleBatchWritten per key
+//     (steps 7 and 8); ReleaseMany and reportRelease for the keys to release.
 
 // completionTimeout bounds the store calls that record a handler's outcome.
 //
