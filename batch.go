@@ -14,51 +14,66 @@ import (
 // its claim was released, so this run no longer holds the key.
 var errSettled = fmt.Errorf("idem: batch settled before the request started: %w", ErrLeaseLost)
 
-// Batch is a set of requests claimed together, for batch consumers such as SQS: on a
-// [idemstore.BatchStore], claiming all of them costs one round trip per store batch, and recording
-// all their outcomes ([Batch.Settle]) one or two more, instead of two per request.
+// Batch is a set of requests claimed together, for batch consumers such as SQS. On an
+// [idemstore.BatchStore], claiming all of them costs one round trip per store batch.
+// Recording all their outcomes ([Batch.Settle]) costs one or two more, not two per request.
 //
-// Use: [Guard.Claim] the requests, call [DoClaimed] for each one to run (concurrently if
-// you like, at most once per index), then call [Batch.Settle] once all have returned, before
-// the deadline of the contexts given to DoClaimed.
+// Use:
+//  1. [Guard.Claim] the requests.
+//  2. Call [DoClaimed] for each one to run, concurrently if you like, at most once per
+//     index.
+//  3. Call [Batch.Settle] once all have returned, before the deadline of the contexts
+//     given to DoClaimed.
 //
-// An outcome is left for Settle only while the deadline is ahead and its lease, as last
-// confirmed (heartbeat extensions included), lasts until it even for a caller whose clock
-// runs ahead by [WithLeaseMargin]; until Settle, other callers see its key in progress.
-// Otherwise DoClaimed records it itself, with single-record store calls, before it returns,
-// as [Do] does: when the context has no deadline (nothing bounds when Settle runs) or it
-// has passed, when [WithMaxLease] caps the lease below the deadline (it could lapse, and
-// another caller run the key again, before Settle), when the handler attached writes
-// ([Attach]) and the store cannot complete them with others (it is no
-// [idemstore.BatchAttachStore]: they complete at once, in their own transaction), and once
-// the batch has been settled. On a BatchAttachStore an outcome with attached writes waits
-// for Settle under the same rules, and nothing of it (the record nor its writes) commits
-// before: an invocation killed before Settle leaves its keys in progress until their
-// leases end, and a redelivery then runs them again.
+// DoClaimed leaves an outcome for Settle only while the deadline is ahead and its lease,
+// as last confirmed (heartbeat extensions included), lasts until it. That must hold even
+// for a caller whose clock runs ahead by [WithLeaseMargin]. Until Settle, other callers
+// see its key in progress. Otherwise DoClaimed records the outcome itself, with
+// single-record store calls, before it returns, as [Do] does:
+//   - the context has no deadline (nothing bounds when Settle runs), or it has passed;
+//   - [WithMaxLease] caps the lease below the deadline: it could lapse, and another
+//     caller run the key again, before Settle;
+//   - the handler attached writes ([Attach]) and the store cannot complete them with
+//     others (it is no [idemstore.BatchAttachStore]): they complete at once, in their own
+//     transaction;
+//   - the batch has been settled.
 //
-// Settle may run early and more than once, for example when the Lambda deadline nears while
-// handlers still run: it records the outcomes finished by then and releases the requests
-// claimed but not started (a later DoClaimed for them returns an error wrapping [ErrLeaseLost] without running),
-// and every outcome after it is recorded as soon as its handler returns. So an invocation
-// killed at its deadline loses no outcome that finished.
+// On a BatchAttachStore an outcome with attached writes waits for Settle under the same
+// rules. Nothing of it commits before, neither the record nor its writes. An invocation
+// killed before Settle leaves its keys in progress until their leases end. A redelivery
+// then runs them again.
 //
-// On a store without batch support a Batch claims lazily: DoClaimed behaves exactly as
-// [Do] and Settle has nothing to do.
+// Settle may run early and more than once, for example when the Lambda deadline nears
+// while handlers still run. It records the outcomes finished by then. It releases the
+// requests claimed but not started: a later DoClaimed for them returns an error wrapping
+// [ErrLeaseLost] without running. Every outcome after it is recorded as soon as its
+// handler returns. So an invocation killed at its deadline loses no outcome that finished.
+//
+// On a store without batch support a Batch claims lazily. DoClaimed behaves exactly as
+// [Do], and Settle has nothing to do.
 type Batch struct {
-	g       *Guard
-	mu      sync.Mutex // guards settled and the items' ran, pending, released and settleErr, and left while pending
+	g *Guard
+	// mu guards settled and the items' ran, pending, released and settleErr, and left
+	// while pending.
+	mu      sync.Mutex
 	items   []batchItem
 	settled bool // Settle has run: outcomes from now on are recorded at once
 }
 
 type batchItem struct {
-	req       Request
-	key, fp   string
-	now       time.Time
-	dupOf     int               // the first request of the batch with this key, or -1 for that one (or one without a key)
-	group     int               // with dupOf set and another fingerprint than that request's: the first request of the batch with this key and fingerprint (maybe this one)
-	err       error             // key or claim error
-	rec       *idemstore.Record // ours when claimed; else the live record found (with err: the record the failed claim met, if any)
+	req     Request
+	key, fp string
+	now     time.Time
+	// dupOf is the first request of the batch with this key, or -1 for that one (or one
+	// without a key).
+	dupOf int
+	// group, with dupOf set and another fingerprint than that request's, is the first
+	// request of the batch with this key and fingerprint (maybe this one).
+	group int
+	err   error // key or claim error
+	// rec is ours when claimed; else the live record found (with err: the record the
+	// failed claim met, if any).
+	rec       *idemstore.Record
 	claimed   bool
 	lazy      bool        // no batch claim was made: DoClaimed runs Do
 	pending   *settlement // outcome waiting for Settle
@@ -70,50 +85,60 @@ type batchItem struct {
 	// With duplicates in the batch, on the key's first request (or on the first request of
 	// a group of another fingerprint): run is closed once the key's run (the group's) is
 	// over, and left, runErr and value are then its outcome for the duplicates.
-	run    chan struct{}
-	left   *idemstore.Record // the record the run left or replayed: the duplicates replay it (read under mu: Settle replaces a pending one with the record it stored)
-	runErr error             // the run's error when it left no record
-	value  any               // the run's result (an unguarded run's, WithFailOpen, is shared as it is)
-	runner int               // the request whose DoClaimed ran the key
+	run chan struct{}
+	// left is the record the run left or replayed: the duplicates replay it. It is read
+	// under mu: Settle replaces a pending one with the record it stored.
+	left   *idemstore.Record
+	runErr error // the run's error when it left no record
+	// value is the run's result. An unguarded run's (WithFailOpen) is shared as it is.
+	value  any
+	runner int // the request whose DoClaimed ran the key
 }
 
 // Claim claims the keys of reqs, as [Do] would before running a handler. Claim reports
 // nothing itself: [DoClaimed] returns each request's error.
 //
 // Requests with the same stored key and the same fingerprint (duplicates) are claimed
-// once, and run once: the first of them whose DoClaimed is called runs the key (or
-// replays it, or meets it in flight elsewhere, as Do would), and every other one takes
-// that outcome, whatever the store: the result it left is replayed to them (a completed
-// result, including one still waiting for [Batch.Settle], or a remembered failure as
-// [*FailedError]); an unguarded run's result ([WithFailOpen]) is shared as it is, by
-// reference (maps, slices and pointers it holds are the same for every duplicate: do not
-// change them); with no
-// result left (the handler failed and the key was released, or an error such as
-// [ErrInProgress] or [ErrStore] came instead) they get an error wrapping that outcome's,
-// without running. A DoClaimed of a duplicate called while the key's run is under way
-// waits for it (or for its own context to end).
+// once and run once, whatever the store. The first of them whose DoClaimed is called runs
+// the key (or replays it, or meets it in flight elsewhere, as Do would). Every other one
+// takes that outcome, without running:
+//   - a result left is replayed: a completed result (even one still waiting for
+//     [Batch.Settle]), or a remembered failure as [*FailedError];
+//   - an unguarded run's result ([WithFailOpen]) is shared as it is, by reference: maps,
+//     slices and pointers it holds are the same for every duplicate, so do not change
+//     them;
+//   - no result left (the handler failed and the key was released, or an error such as
+//     [ErrInProgress] or [ErrStore] came instead): an error wrapping that outcome's.
 //
-// A request of a key that an earlier request of the batch carries with another
-// fingerprint is not a duplicate of it and shares no run with it: its DoClaimed waits for
-// the key's run in the batch to end, if one started, and then answers as [Do] answers that
-// request alone: from the record the run left, if any (its result, even one still waiting
-// for Settle, when the fingerprints are compatible, else [ErrPayloadMismatch]), else by Do
-// itself, which replays the stored record, answers [ErrInProgress] or ErrPayloadMismatch
-// as the record holding the key says, or runs the request when the key is free (after a
-// release, say). Until Settle releases it, the batch's claim of the key holds it: called
+// A DoClaimed of a duplicate called while the key's run is under way waits for it, or
+// for its own context to end.
+//
+// A request whose key an earlier request of the batch carries with another fingerprint
+// is not a duplicate of it, and shares no run with it. Its DoClaimed waits for the key's
+// run in the batch to end, if one started. It then answers as Do answers that request
+// alone:
+//   - the run left a record: its result (even one still waiting for Settle) when the
+//     fingerprints are compatible, else [ErrPayloadMismatch];
+//   - else Do itself answers: it replays the stored record, answers ErrInProgress or
+//     ErrPayloadMismatch as the record holding the key says, or runs the request when
+//     the key is free (after a release, say).
+//
+// Until Settle releases it, the batch's claim of the key holds it. That Do meets the
+// claim record, and answers without running, as that record says (ErrPayloadMismatch for
+// a live claim of another payload, else ErrInProgress). This happens when it is called
 // while no run of the key has started, or after a run whose handler failed and whose
-// release waits for Settle (a deadline ahead, see [Batch]), that Do meets the claim record
-// and answers as Do would at that moment, [ErrInProgress] or ErrPayloadMismatch as that
-// record says (ErrPayloadMismatch for a live claim of another payload), without running;
-// a retry after Settle runs it. That Do never fails open ([WithFailOpen]) when the batch
-// claim met a record holding the key. Requests with this other fingerprint are duplicates
-// of each other: the first of them whose DoClaimed is called answers so, and the others
-// take its answer as duplicates of the key's first request take that run's outcome.
-// [Batch.Settle] reports the run's recording error for every request that replayed it.
+// release waits for Settle (a deadline ahead, see [Batch]). A retry after Settle runs it.
+// That Do never fails open ([WithFailOpen]) when the batch claim met a record holding the
+// key.
+//
+// Requests with this other fingerprint are duplicates of each other. The first of them
+// whose DoClaimed is called answers so, and the others take its answer, as duplicates of
+// the key's first request take that run's outcome. [Batch.Settle] reports the run's
+// recording error for every request that replayed it.
 //
 // When the batch holds a single key to claim (after duplicates and keys the guard's
-// replay cache answers), Claim claims nothing: that request's DoClaimed behaves exactly as
-// [Do], which costs no more round trips than a batch claim and fewer when the key is
+// replay cache answers), Claim claims nothing. That request's DoClaimed behaves exactly
+// as [Do]. It costs no more round trips than a batch claim, and fewer when the key is
 // recorded or in flight.
 func (g *Guard) Claim(ctx context.Context, reqs []Request) *Batch {
 	b := &Batch{g: g, items: make([]batchItem, len(reqs))}
@@ -162,7 +187,7 @@ func (g *Guard) Claim(ctx context.Context, reqs []Request) *Batch {
 			it.rec = rec // a completed key replays
 			continue
 		}
-		recs = append(recs, g.claimRecord(ctx, it.key, token, it.fp, now))
+		recs = append(recs, g.recordToClaim(ctx, it.key, token, it.fp, now))
 		idx = append(idx, i)
 	}
 	if len(recs) == 1 {
@@ -185,7 +210,7 @@ func (g *Guard) Claim(ctx context.Context, reqs []Request) *Batch {
 	}
 	for j, res := range results {
 		it := &b.items[idx[j]]
-		it.rec, it.claimed, it.err = g.claimed(ctx, recs[j], now, res.Prev, res.Claimed, res.Err)
+		it.rec, it.claimed, it.err = g.decideClaim(ctx, recs[j], now, res.Prev, res.Claimed, res.Err)
 	}
 	return b
 }
@@ -193,19 +218,21 @@ func (g *Guard) Claim(ctx context.Context, reqs []Request) *Batch {
 // Len returns the number of requests in the batch.
 func (b *Batch) Len() int { return len(b.items) }
 
-// DoClaimed runs or replays request i of b, with the results and errors of [Do]. When the
-// request was claimed, fn runs under ctx and its outcome is left for [Batch.Settle], and the
-// error returned is fn's own; or, in the cases [Batch] lists, the outcome is recorded before
-// DoClaimed returns, and the error is the one [Do] would return. As Do, it never runs fn
-// unguarded for a caller whose own context ended, [WithFailOpen] or not. A claimed request
-// whose lease, taken at [Guard.Claim], is within [WithLeaseMargin] of its end when
-// DoClaimed reaches it does not run: it returns [ErrLeaseLost], since a caller whose clock
-// runs ahead by less than the margin may own the key. A request whose key another request
-// of the batch carries takes the key's one run's outcome, or with another fingerprint
-// answers as Do once that run is over, once per fingerprint, as [Guard.Claim] says: it may
-// wait for that run or answer, so it must not be called from inside the handler of a
-// request with the same key. DoClaimed is safe for concurrent use with distinct i, and
-// must be called at most once per i.
+// DoClaimed runs or replays request i of b, with the results and errors of [Do]. It is
+// safe for concurrent use with distinct i, and must be called at most once per i.
+//   - A claimed request: fn runs under ctx, its outcome is left for [Batch.Settle], and
+//     the error returned is fn's own. In the cases [Batch] lists, the outcome is recorded
+//     before DoClaimed returns instead, and the error is the one Do would return.
+//   - A claimed request whose lease, taken at [Guard.Claim], is within [WithLeaseMargin]
+//     of its end when DoClaimed reaches it: it does not run, and returns [ErrLeaseLost].
+//     A caller whose clock runs ahead by less than the margin may own the key.
+//   - A request whose key another request of the batch carries: it takes the key's one
+//     run's outcome, or with another fingerprint answers as Do once that run is over, as
+//     [Guard.Claim] says. It may wait for that run, so it must not be called from inside
+//     the handler of a request with the same key.
+//
+// As Do, it never runs fn unguarded for a caller whose own context ended, [WithFailOpen]
+// or not.
 func DoClaimed[T any](ctx context.Context, b *Batch, i int, fn func(context.Context) (T, error)) (result T, replayed bool, err error) {
 	it := &b.items[i]
 	k := it // the item that holds the key's claim
@@ -345,7 +372,8 @@ func doClaimed[T any](ctx context.Context, b *Batch, k *batchItem, req Request, 
 	if !k.claimed {
 		rec, err := g.conflict(ctx, k.rec, k.fp, k.now)
 		if errors.Is(err, ErrInProgress) && g.cfg.waitMax > 0 {
-			return doLeaving(ctx, g, req, fn, left, k.rec) // WithWait: wait for the owner as Do does, never failing open
+			// WithWait: wait for the owner as Do does, never failing open.
+			return doLeaving(ctx, g, req, fn, left, k.rec)
 		}
 		if err != nil {
 			return result, false, err
@@ -370,7 +398,7 @@ func doClaimed[T any](ctx context.Context, b *Batch, k *batchItem, req Request, 
 		// Attached writes the store cannot complete with others: their own transaction. Or
 		// the lease may end before Settle records the outcome, and another caller would
 		// then run the key again.
-		*left, err = g.settleRecorded(ctx, s)
+		*left, err = g.settle(ctx, s)
 		return result, false, err
 	}
 	b.mu.Lock()
@@ -383,7 +411,7 @@ func doClaimed[T any](ctx context.Context, b *Batch, k *batchItem, req Request, 
 	if late {
 		// The batch has been settled (early, near the deadline): a later Settle may never
 		// run, so the outcome is recorded now.
-		*left, err = g.settleRecorded(ctx, s)
+		*left, err = g.settle(ctx, s)
 		return result, false, err
 	}
 	// *left is s.done, waiting for Settle, which reports to every request of the key if it
@@ -401,13 +429,17 @@ func (g *Guard) leaseOutlasts(ctx context.Context, l *lease) bool {
 }
 
 // Settle records the outcomes DoClaimed left pending since the last Settle, in as few
-// round trips as the store allows, and releases claimed requests that have not started.
-// From the first Settle on, DoClaimed records each outcome as soon as its handler returns.
-// It returns, per request, the error of recording its outcome so far: nil when there was
-// nothing to record or it was recorded, else for example [ErrLeaseLost] or an error
-// wrapping [ErrStore]. A request whose DoClaimed succeeded but whose Settle error is
-// non-nil did not durably complete: treat it as failed. Settle is safe for concurrent use
-// with DoClaimed; call it at least once after every DoClaimed has returned.
+// round trips as the store allows. It releases the claimed requests that have not
+// started. From the first Settle on, DoClaimed records each outcome as soon as its
+// handler returns.
+//
+// It returns, per request, the error of recording its outcome so far. That is nil when
+// there was nothing to record or it was recorded, else for example [ErrLeaseLost] or an
+// error wrapping [ErrStore]. A request whose DoClaimed succeeded but whose Settle error is
+// non-nil did not durably complete: treat it as failed.
+//
+// Settle is safe for concurrent use with DoClaimed. Call it at least once after every
+// DoClaimed has returned.
 func (b *Batch) Settle(ctx context.Context) []error {
 	g := b.g
 	bs, ok := g.store.(idemstore.BatchStore)
@@ -468,7 +500,7 @@ func (b *Batch) Settle(ctx context.Context) []error {
 				recs[n], writes[n] = done[j].done, done[j].attached
 			}
 			results := bs.(idemstore.BatchAttachStore).CompleteManyAttached(cctx, recs, writes)
-			b.recordSettled(ctx, done, doneIdx, attached, results)
+			b.settleBatchWritten(ctx, done, doneIdx, attached, results)
 		}()
 	}
 	if len(plain) > 0 {
@@ -476,7 +508,7 @@ func (b *Batch) Settle(ctx context.Context) []error {
 		for n, j := range plain {
 			recs[n] = done[j].done
 		}
-		b.recordSettled(ctx, done, doneIdx, plain, bs.CompleteMany(cctx, recs))
+		b.settleBatchWritten(ctx, done, doneIdx, plain, bs.CompleteMany(cctx, recs))
 	}
 	wg.Wait()
 	if len(keys) > 0 {
@@ -486,7 +518,7 @@ func (b *Batch) Settle(ctx context.Context) []error {
 			if len(results) == len(keys) {
 				err = results[j]
 			}
-			g.released(ctx, s.l, s.start, s.runErr, err)
+			g.reportRelease(ctx, s.l, s.start, s.runErr, err)
 		}
 	}
 	errs := make([]error, len(b.items))
@@ -502,9 +534,10 @@ func (b *Batch) Settle(ctx context.Context) []error {
 	return errs
 }
 
-// recordSettled interprets results, the store's answers to completing done[j] for j in
-// which, and keeps each request's error.
-func (b *Batch) recordSettled(ctx context.Context, done []*settlement, doneIdx, which []int, results []error) {
+// settleBatchWritten concludes, for each j in which, the write of done[j], whose answer
+// from the batch call is results. It resends a store failure alone ([Guard.writeCompletion])
+// and keeps each request's error ([Guard.settleWritten]).
+func (b *Batch) settleBatchWritten(ctx context.Context, done []*settlement, doneIdx, which []int, results []error) {
 	g := b.g
 	for n, j := range which {
 		var err error = errCount
@@ -513,20 +546,21 @@ func (b *Batch) recordSettled(ctx context.Context, done []*settlement, doneIdx, 
 		}
 		st := *done[j]
 		st.runErr = nil // DoClaimed already returned a remembered failure's error
-		if err != nil && retryable(err) {
+		if err != nil && resendable(err) {
 			// A store failure of the batched call, whose outcome is unknown: resend this
 			// completion alone (with its attached writes: a store completes a record
 			// already completed under its token without committing them again), and read
 			// it back if that fails too, as Do does. Settling it as failed would leave the
 			// work unrecorded and run it again after its lease.
-			err = g.complete(ctx, st)
+			err = g.writeCompletion(ctx, st)
 		}
-		recorded, err := g.completed(ctx, st, err)
+		recorded, err := g.settleWritten(ctx, st, err)
 		b.mu.Lock()
 		it := &b.items[doneIdx[j]]
 		it.settleErr = err
 		if err == nil && it.left == st.done {
-			it.left = recorded // the duplicates replay what the store recorded (without a body, say)
+			// The duplicates replay what the store recorded (without a body, say).
+			it.left = recorded
 		}
 		b.mu.Unlock()
 	}

@@ -220,17 +220,13 @@ func TestBatchSettleEarly(t *testing.T) {
 
 func TestBatchLeaseLapsedBeforeStart(t *testing.T) {
 	t.Parallel()
-	now := time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
-	var mu sync.Mutex
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	g, err := idem.New(memstore.New(), "test", idem.WithClock(idem.ClockFunc(clock)), idem.WithLease(time.Minute))
+	clock := storetest.NewSettableClock()
+	g, err := idem.New(memstore.New(), "test", idem.WithClock(clock), idem.WithLease(time.Minute))
 	require.NoError(t, err)
 	ctx := context.Background()
 	b := g.Claim(ctx, reqs("l", 2))
 	_, _, err = idem.DoClaimed(ctx, b, 0, func(context.Context) (int, error) {
-		mu.Lock()
-		now = now.Add(2 * time.Minute) // a slow message outlives the batch's leases
-		mu.Unlock()
+		clock.Advance(2 * time.Minute) // a slow message outlives the batch's leases
 		return 0, nil
 	})
 	require.NoError(t, err)
@@ -284,7 +280,7 @@ func TestBatchOutcomeWaitsOnlyWhileItsLeaseLasts(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			clock := storetest.NewManualClock()
+			clock := storetest.NewSimulatedClock()
 			s := newExtendStore(1 << 30)
 			opts := []idem.Option{idem.WithClock(clock), idem.WithMaxLease(tc.maxLease)}
 			if tc.beats > 0 {
@@ -386,7 +382,7 @@ func (f *flakyComplete) Complete(ctx context.Context, rec *idemstore.Record, att
 // deadline) → Batch.Settle sends one CompleteMany; it fails once with a store error (a
 // throttled BatchExecuteStatement after the SDK's retries) → Settle hands that error
 // straight to g.completed: no resend with backoff and no strongly consistent read-back, as
-// Guard.complete does for Do. The record stays INPROGRESS, Settle reports a store error
+// Guard.writeCompletion does for Do. The record stays INPROGRESS, Settle reports a store error
 // (sqs fails the message, SQS redelivers it), and once the lease ends the redelivery takes
 // the key over and runs the handler a second time. The same single transient failure on
 // the Do path (subtest "do") is absorbed by the resend: one run.
@@ -402,7 +398,7 @@ func TestReviewSettleDoesNotRetryCompletion(t *testing.T) {
 
 	t.Run("do", func(t *testing.T) {
 		t.Parallel()
-		clock := storetest.NewClock()
+		clock := storetest.NewSettableClock()
 		store := &flakyComplete{Store: memstore.New()}
 		store.failures.Store(1)
 		g, err := idem.New(store, "test", idem.WithClock(clock))
@@ -420,7 +416,7 @@ func TestReviewSettleDoesNotRetryCompletion(t *testing.T) {
 
 	t.Run("batch", func(t *testing.T) {
 		t.Parallel()
-		clock := storetest.NewClock()
+		clock := storetest.NewSettableClock()
 		store := &flakyCompleteMany{Store: memstore.New()}
 		store.failures.Store(1)
 		g, err := idem.New(store, "test", idem.WithClock(clock))
@@ -460,8 +456,8 @@ func TestHoleDoClaimedStartsWithinTheMargin(t *testing.T) {
 	t.Parallel()
 	const lease, margin = time.Minute, 2 * time.Second
 	store := memstore.New()
-	clockA := storetest.NewManualClock()
-	clockB := storetest.NewManualClock()
+	clockA := storetest.NewSimulatedClock()
+	clockB := storetest.NewSimulatedClock()
 	clockB.Advance(1500 * time.Millisecond) // B runs ahead of A by 1.5s: within the 2s margin
 	gA, err := idem.New(store, "test", idem.WithClock(clockA), idem.WithLease(lease), idem.WithLeaseMargin(margin))
 	require.NoError(t, err)
@@ -615,14 +611,14 @@ func TestBatchAttachedOutcomes(t *testing.T) {
 	type env struct {
 		s     *attachBatch
 		l     *ledger
-		clock *storetest.Clock
+		clock *storetest.SettableClock
 		g     *idem.Guard
 		ctx   context.Context
 		b     *idem.Batch
 	}
 	keys := []string{"a", "b", "c"}
 	setup := func(t *testing.T, opts ...idem.Option) *env {
-		e := &env{s: newAttachBatch(), l: &ledger{}, clock: storetest.NewClock()}
+		e := &env{s: newAttachBatch(), l: &ledger{}, clock: storetest.NewSettableClock()}
 		var err error
 		e.g, err = idem.New(e.s, "test", append([]idem.Option{idem.WithClock(e.clock)}, opts...)...)
 		require.NoError(t, err)
@@ -707,7 +703,7 @@ func TestBatchAttachedOutcomes(t *testing.T) {
 	t.Run("lease lost while the batch runs", func(t *testing.T) {
 		t.Parallel()
 		e := setup(t)
-		ahead, err := idem.New(e.s, "test", idem.WithClock(idem.ClockFunc(func() time.Time { return e.clock.Now().Add(3 * time.Minute) })))
+		ahead, err := idem.New(e.s, "test", idem.WithClock(storetest.SkewedClock{Base: e.clock, Offset: 3 * time.Minute}))
 		require.NoError(t, err)
 		run(t, e)
 		// A caller whose clock runs far ahead takes b over and completes it, its own write

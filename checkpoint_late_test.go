@@ -50,7 +50,7 @@ func (s *lateCheckpoints) SetCheckpoint(ctx context.Context, key, token, checkpo
 func TestLateCheckpointNeverReplacesALaterOne(t *testing.T) {
 	t.Parallel()
 	s := &lateCheckpoints{Store: memstore.New(), first: map[string]func(){}, sent: map[string]int{}}
-	clock := storetest.NewClock()
+	clock := storetest.NewSettableClock()
 	g, err := idem.New(s, "ship", idem.WithClock(clock), idem.WithLease(time.Minute))
 	require.NoError(t, err)
 	req := idem.Request{Key: "order-1"}

@@ -70,7 +70,7 @@ func (s *lateTakeoverClaims) Claim(ctx context.Context, rec *idemstore.Record, n
 // the claim condition it no longer lands, and N's first call gets ErrInProgress.
 func TestTakeoverClaimLandingLateLeavesTheRecordsCheckpoint(t *testing.T) {
 	inner := memstore.New()
-	clock := storetest.NewClock()
+	clock := storetest.NewSettableClock()
 	other, err := idem.New(inner, "pay", idem.WithClock(clock), idem.WithLease(time.Minute))
 	require.NoError(t, err)
 	req := idem.Request{Key: "order-1"}
@@ -151,7 +151,7 @@ func (s *ownClaimLandsLate) Claim(ctx context.Context, rec *idemstore.Record, no
 // checkpoint 3 on a record that held "v"#1.
 func TestTakeoverOwnClaimMetResumesFromTheRecord(t *testing.T) {
 	ms := memstore.New()
-	clock := storetest.NewClock()
+	clock := storetest.NewSettableClock()
 	g, err := idem.New(&ownClaimLandsLate{Store: ms}, "pay", idem.WithClock(clock), idem.WithLease(time.Minute))
 	require.NoError(t, err)
 	req := idem.Request{Key: "order-1"}

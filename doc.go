@@ -1,19 +1,26 @@
-// Package idem makes AWS Lambda handlers idempotent: a guarded handler runs at most once per
-// idempotency key within the key's expiry window, and every retry or duplicate delivery gets
-// the first run's result back without running the handler again.
+// Package idem makes AWS Lambda handlers idempotent. A guarded handler runs at most once
+// per idempotency key within the key's expiry window. Every retry or duplicate delivery
+// gets the first run's result back, without running the handler again.
 //
 // # Mental model
 //
-// Each key has one record in a store (DynamoDB in production, see package dynamo; an
-// in-memory one in tests, package memstore; PostgreSQL and Redis in their modules). A call
-// claims the key with one conditional write that succeeds only if no live record holds it,
-// and so becomes the owner of a lease, marked by a random token. The owner runs the handler
-// and then completes the record with the result, or releases it on failure so the next retry
-// runs again; both writes are conditional on the token, so an owner whose lease expired and
-// was taken over can never overwrite its successor ("fencing"). Every other caller finds the
-// live record in the claim's own response: a completed record is replayed, an in-progress one
-// is refused with [ErrInProgress] (or waited for, see [WithWait]), and a record written for a
-// different request fingerprint is refused with [ErrPayloadMismatch].
+// Each key has one record in a store: DynamoDB in production (package dynamo), an
+// in-memory one in tests (package memstore), PostgreSQL and Redis in their modules.
+//
+// A call claims the key with one conditional write that succeeds only if no live record
+// holds it. The caller so becomes the owner of a lease, marked by a random token. The
+// owner runs the handler. Then it completes the record with the result, or releases it on
+// failure so the next retry runs again. Both writes are conditional on the token. So an
+// owner whose lease expired and was taken over never overwrites its successor
+// ("fencing").
+//
+// Every other caller finds the live record in the claim's own response:
+//   - a completed record is replayed;
+//   - an in-progress one is refused with [ErrInProgress], or waited for ([WithWait]);
+//   - a record written for another request fingerprint is refused with
+//     [ErrPayloadMismatch].
+//
+// The record's life:
 //
 //	absent ──claim──► INPROGRESS ──ok──► COMPLETED ──expiry──► absent
 //	  ▲                  │  └── lease ends (crash, timeout) ──► may be claimed again
@@ -41,18 +48,49 @@
 //		func(ctx context.Context) (Order, error) { return createOrder(ctx, body) })
 //
 // Batch consumers (SQS) claim all their requests at once with [Guard.Claim], run each with
-// [DoClaimed] and record every outcome with [Batch.Settle]: on a store that implements
-// a batch store (see package idemstore), a batch of new keys costs two round trips in all.
+// [DoClaimed] and record every outcome with [Batch.Settle]. On a batch store (see package
+// idemstore), a batch of new keys costs two round trips in all.
 //
-// Handlers can record progress with [Checkpoint] and read it after a takeover with
-// [LastCheckpoint] (a failed or panicking handler's release keeps the checkpoint for the
-// retry, and a takeover carries it into the new owner's record), and attach their own
-// store writes to the completion with [Attach] so the business effect and the record
-// commit together or not at all.
+// Handlers can:
+//   - record progress with [Checkpoint], and read it after a takeover with
+//     [LastCheckpoint]. A failed or panicking handler's release keeps the checkpoint for
+//     the retry, and a takeover carries it into the new owner's record.
+//   - attach their own store writes to the completion with [Attach]. The business effect
+//     and the record then commit together or not at all.
+//
+// # Leases
+//
+// A claim's lease ends at ctx's deadline plus [WithLeaseMargin]. Without a deadline it
+// lasts [WithLease] plus the margin. [WithMaxLease] caps it either way. The margin is the
+// clock skew between callers that the lease tolerates.
+//
+// The handler's context never outlives the lease. It ends at the lease end less the
+// margin at the latest, with a cause wrapping [ErrLeaseLost]. So a handler that stops when
+// its context ends never runs alongside a caller that took its key over. [WithHeartbeat]
+// extends the lease for long work.
+//
+// # Errors
+//
+// A [*StoreError] names the store operation that failed:
+//   - "claim": the handler did not run (unless [WithFailOpen] let it run unguarded).
+//   - "complete": the handler ran, but its outcome was not recorded. Do already resent the
+//     completion while ctx's deadline allowed, then read the record back.
+//   - [OpCommit]: the handler's attached writes may or may not have committed.
+//
+// With "complete" and [idemstore.ErrNotCommitted], nothing of the outcome committed: not
+// the record, nor the writes attached with [Attach]. The key was released, so a retry runs
+// the handler again. Its effects outside the attached writes did happen. Without
+// ErrNotCommitted, the key stays in progress until its lease ends. A retry after that
+// runs the handler again.
+//
+// [ErrPayloadMismatch] also answers a request whose key is held by another request's
+// lease-ended record with a checkpoint. The checkpoint records that request's effects, so
+// the key stays with it until it completes or expires.
 //
 // Store authors: see package idemstore for the Store interface and its behaviour suite.
 //
-// See https://docs.aws.amazon.com/lambda/latest/dg/invocation-retries.html for when Lambda
-// retries, and https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Expressions.ConditionExpressions.html
-// for the conditional writes the DynamoDB store relies on.
+// When Lambda retries: https://docs.aws.amazon.com/lambda/latest/dg/invocation-retries.html
+//
+// The conditional writes the DynamoDB store relies on:
+// https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Expressions.ConditionExpressions.html
 package idem

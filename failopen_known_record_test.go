@@ -45,7 +45,7 @@ func (s *failNthClaim) Claim(ctx context.Context, rec *idemstore.Record, now tim
 func TestFailOpenRefusedAfterTakeoverClaimMetCheckpoint(t *testing.T) {
 	inner := memstore.New()
 	s := &failNthClaim{Store: inner}
-	clock := storetest.NewClock()
+	clock := storetest.NewSettableClock()
 	g, err := idem.New(s, "pay", idem.WithClock(clock), idem.WithFailOpen(true), idem.WithScope("s"))
 	require.NoError(t, err)
 	req := idem.Request{Key: "order-1", Fingerprint: []byte("A")}
@@ -93,7 +93,7 @@ func (s *pollThenFail) Get(ctx context.Context, key string) (*idemstore.Record, 
 func TestFailOpenRefusedAfterWaitPollMetCheckpoint(t *testing.T) {
 	inner := memstore.New()
 	s := &pollThenFail{failNthClaim: &failNthClaim{Store: inner}}
-	clock := storetest.NewClock()
+	clock := storetest.NewSettableClock()
 	opts := []idem.Option{idem.WithClock(clock), idem.WithFailOpen(true), idem.WithScope("s"),
 		idem.WithLease(time.Minute), idem.WithWait(10*time.Second, 10*time.Millisecond)}
 	g, err := idem.New(s, "pay", opts...)
@@ -131,7 +131,7 @@ func TestFailOpenRefusedAfterWaitPollMetCheckpoint(t *testing.T) {
 func TestBatchFailOpenRefusedAfterTakeoverClaimMetCheckpoint(t *testing.T) {
 	inner := memstore.New()
 	s := &failNthClaim{Store: inner}
-	clock := storetest.NewClock()
+	clock := storetest.NewSettableClock()
 	g, err := idem.New(s, "pay", idem.WithClock(clock), idem.WithFailOpen(true), idem.WithScope("s"))
 	require.NoError(t, err)
 	req := idem.Request{Key: "order-1", Fingerprint: []byte("A")}
@@ -190,7 +190,7 @@ func TestFailOpenRefusedOnConflictWithoutRecord(t *testing.T) {
 func TestBatchWaitFailOpenRefusedAfterClaimManyMetRecord(t *testing.T) {
 	inner := memstore.New()
 	s := &failNthClaim{Store: inner}
-	clock := storetest.NewClock()
+	clock := storetest.NewSettableClock()
 	g, err := idem.New(s, "pay", idem.WithClock(clock), idem.WithFailOpen(true), idem.WithScope("s"),
 		idem.WithLease(time.Minute), idem.WithWait(10*time.Second, 10*time.Millisecond))
 	require.NoError(t, err)

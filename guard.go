@@ -11,9 +11,9 @@ import (
 	"github.com/idemkit/idem/idemstore"
 )
 
-// Guard runs handlers at most once per idempotency key within the key's expiry window, and
-// replays the first run's result to every retry and duplicate. It is safe for concurrent
-// use; create one per function (container) and share it.
+// Guard runs handlers at most once per idempotency key within the key's expiry window.
+// It replays the first run's result to every retry and duplicate. It is safe for
+// concurrent use: create one per function (container) and share it.
 type Guard struct {
 	store idemstore.Store
 	cfg   config
@@ -21,21 +21,21 @@ type Guard struct {
 	timed bool // some hook is set: measure durations
 }
 
-// New returns a Guard for one operation over store. Options are applied in order; invalid
-// settings return an error naming the option.
-//
-// The operation names what the guarded handlers do ("create-order", "credit-account"): it
-// is part of every stored key, beside the scope (see [WithScope]), so two operations of one
-// function never share a record, whatever keys their callers send. It must be non-empty,
-// at most [MaxOperationLength] bytes of printable ASCII, and contain no space, '#' or '.'
-// (the scope may hold dots: the operation is what follows the key's last one). Keep it stable
-// across deploys: a record is found again only under the same scope and operation.
-//
-// Without [WithScope], the scope is the Lambda function's name: New reads it from the
-// environment variable AWS_LAMBDA_FUNCTION_NAME, the one environment read of package idem
-// (outside Lambda, where it is unset, the scope is [DefaultScope]).
-//
+// New returns a Guard for one operation over store. Options are applied in order.
 // Invalid settings return an error wrapping [ErrInvalidOption] that names the option.
+//
+// The operation names what the guarded handlers do ("create-order", "credit-account").
+// It is part of every stored key, beside the scope (see [WithScope]). So two operations of
+// one function never share a record, whatever keys their callers send. The operation:
+//   - is non-empty, at most [MaxOperationLength] bytes of printable ASCII;
+//   - holds no space, '#' or '.' (the scope may hold dots: the operation is what follows
+//     the key's last one);
+//   - should stay stable across deploys: a record is found again only under the same
+//     scope and operation.
+//
+// Without [WithScope], the scope is the Lambda function's name. New reads it from the
+// environment variable AWS_LAMBDA_FUNCTION_NAME, the one environment read of package
+// idem. Outside Lambda, where it is unset, the scope is [DefaultScope].
 func New(store idemstore.Store, operation string, opts ...Option) (*Guard, error) {
 	if store == nil {
 		return nil, errNilStore
@@ -100,51 +100,40 @@ func (g *Guard) Logger() *slog.Logger { return g.cfg.logger }
 // events (an unguarded run, a batch) through the guard's hooks.
 func (g *Guard) Hooks() Hooks { return g.cfg.hooks }
 
-// Do runs fn under the idempotency key of req, at most once per key within the expiry
-// window, and reports whether the result was replayed rather than computed.
+// Do runs fn at most once per idempotency key of req within the expiry window. It
+// reports whether the result was replayed rather than computed. By the key's record:
+//   - none, or expired: fn runs under a lease and its result is stored (two round trips);
+//   - completed: Do returns the stored result, replayed (one round trip, none on a
+//     [WithCache] hit);
+//   - in flight elsewhere: [*InProgressError], or with [WithWait] the owner's result;
+//   - lease ended after a [Checkpoint]: Do takes the key over and fn resumes from it.
 //
-//   - New (or expired) key: fn runs under a lease and its result is stored: two store round
-//     trips. If fn fails or panics, the key is released (or, with [WithRememberFailures],
-//     the failure stored) and Do returns fn's result and error unchanged; a checkpoint fn
-//     recorded is kept for the retry (see [Checkpoint]).
-//   - Key whose owner died after a checkpoint: taken over once its lease ends, with one
-//     more claim round trip, which carries the checkpoint into the new record.
-//   - Completed key: the stored result is decoded and returned with replayed true: one round
-//     trip, none on a local cache hit ([WithCache]).
-//   - Key in flight elsewhere: [*InProgressError] ([ErrInProgress]), or with [WithWait] the
-//     owner's result once it completes.
-//   - Other errors: [ErrMissingKey], [ErrInvalidKey], [ErrPayloadMismatch] (also when the
-//     key is held by a lease-ended record of another request that has a checkpoint: its
-//     effects are recorded there, so it keeps the key until it completes or expires),
-//     [ErrFailed], [ErrLeaseLost] (fn ran but another owner's result stands; retry),
-//     [ErrResultNotStored], [ErrIncompatibleRecord], [ErrConditionFailed], and [ErrStore].
+// If fn fails or panics, Do releases the key and returns fn's result and error as they
+// are. [WithRememberFailures] stores a permanent failure instead. A released key keeps
+// fn's checkpoint for the retry.
 //
-// A [*StoreError] with Op "claim" means fn did not run (unless [WithFailOpen] is set). With
-// Op "complete", fn ran and Do returns its result with the error: the completion failed,
-// and a completion that failed with a store error was already sent again while ctx's
-// deadline allowed and its fate read back, which showed it had not landed (or could not be
-// read). Then:
+// Errors, by what the caller can do (see the package doc, section Errors):
+//   - fix the request: [ErrMissingKey], [ErrInvalidKey], [ErrPayloadMismatch];
+//   - retry later: [ErrInProgress], [ErrLeaseLost], [ErrStore];
+//   - give up: [ErrFailed], [ErrResultNotStored], [ErrIncompatibleRecord];
+//   - an attached write's condition failed: [ErrConditionFailed].
 //
-//   - errors.Is(err, [idemstore.ErrNotCommitted]): nothing of fn's outcome committed, neither the
-//     record nor the writes fn attached ([Attach]); the key was released, and a retry runs
-//     fn again. Effects fn had outside its attached writes did happen.
-//   - otherwise: fn ran but its outcome is not recorded; the key stays in progress until
-//     its lease ends, after which a retry runs fn again.
+// With a [*StoreError], [StoreError.Op] says whether fn ran; Do returns fn's result with
+// it when fn did.
 //
-// fn receives a context carrying the lease, for [Checkpoint], [LastCheckpoint] and
-// [Attach]. Its deadline sets the lease: the lease ends at ctx's deadline plus the margin
-// (without a deadline, [WithLease] plus the margin; capped by [WithMaxLease]). fn's context
-// never outlives the lease: it ends at the lease end less the margin at the latest, with a
-// cause wrapping [ErrLeaseLost] (see [WithMaxLease] and [WithHeartbeat]).
+// fn's context carries the lease, for [Checkpoint], [LastCheckpoint] and [Attach]. ctx's
+// deadline sets the lease, and fn's context ends before the lease does, with a cause
+// wrapping [ErrLeaseLost] (see the package doc, section Leases).
 func Do[T any](ctx context.Context, g *Guard, req Request, fn func(context.Context) (T, error)) (result T, replayed bool, err error) {
 	return doLeaving(ctx, g, req, fn, nil, nil)
 }
 
-// doLeaving is [Do], and if left is not nil it sets *left to the record the call leaves
-// for the key: the one replayed, or the one fn's outcome was recorded as; nil when it
-// left none (fn failed and the key was released, or an error came before or after fn).
-// known, if not nil, is a record the caller already met holding the key: the call then
-// never fails open (see [Guard.do]).
+// doLeaving is [Do] with two more parameters.
+//   - left, if not nil, is set to the record the call leaves for the key: the one
+//     replayed, or the one fn's outcome was recorded as. It is nil when the call left
+//     none: fn failed and the key was released, or an error came before or after fn.
+//   - known, if not nil, is a record the caller already met holding the key. The call
+//     then never fails open (see [Guard.do]).
 func doLeaving[T any](ctx context.Context, g *Guard, req Request, fn func(context.Context) (T, error), left **idemstore.Record, known *idemstore.Record) (result T, replayed bool, err error) {
 	// The closure captures only fn, so it stays on the stack; fn's result comes back boxed.
 	rec, v, err := g.do(ctx, req, func(ctx context.Context) (any, error) { return fn(ctx) }, left, known)
@@ -163,10 +152,11 @@ func doLeaving[T any](ctx context.Context, g *Guard, req Request, fn func(contex
 }
 
 // do drives the state machine. It returns the record to replay, or nil and what fn
-// returned after running it; then, if left is not nil, *left is the record fn's outcome
-// was recorded as (nil if none). known, if not nil, is a record the caller already met
-// holding the key (a batch claim's): like every record a claim or poll of this call
-// meets, it forbids failing open.
+// returned after running it. Then, if left is not nil, *left is the record fn's outcome
+// was recorded as (nil if none).
+//
+// known, if not nil, is a record the caller already met holding the key (a batch
+// claim's). Like every record a claim or poll of this call meets, it forbids failing open.
 func (g *Guard) do(ctx context.Context, req Request, run func(context.Context) (any, error), left **idemstore.Record, known *idemstore.Record) (*idemstore.Record, any, error) {
 	key, token, err := g.keyAndToken(req)
 	if err != nil {
@@ -183,7 +173,7 @@ func (g *Guard) do(ctx context.Context, req Request, run func(context.Context) (
 	var waitUntil time.Time
 	met := known // the last record this call learned holds the key: then it never fails open
 	for now := start; ; now = g.now() {
-		rec, claimed, err := g.claim(ctx, key, token, fp, now)
+		rec, owned, err := g.claimOnce(ctx, key, token, fp, now)
 		if rec != nil {
 			met = rec
 		}
@@ -194,7 +184,7 @@ func (g *Guard) do(ctx context.Context, req Request, run func(context.Context) (
 			}
 			return nil, nil, err
 		}
-		if claimed {
+		if owned {
 			v, err := g.runOwned(ctx, rec, now, run, left)
 			return nil, v, err
 		}
@@ -219,10 +209,11 @@ func (g *Guard) do(ctx context.Context, req Request, run func(context.Context) (
 
 // conflict decides what a caller whose claim found the live record rec gets: the record
 // to replay, or an error ([ErrPayloadMismatch], [*InProgressError], [ErrIncompatibleRecord]).
-// A tombstone without a checkpoint ([idemstore.Record.Released]), live only at a clock
-// behind the releaser's, holds the key for no request: whatever the payload, the caller
-// is told the key is in progress until the tombstone's lease end. One with a checkpoint
-// keeps the released request's effects, and so the key for that request's payload.
+//
+// A tombstone without a checkpoint ([idemstore.Record.Released]) is live only at a clock
+// behind the releaser's. It holds the key for no request. So whatever the payload, the
+// caller is told the key is in progress until the tombstone's lease end. A tombstone with
+// a checkpoint keeps the released request's effects, and so the key for its payload.
 func (g *Guard) conflict(ctx context.Context, rec *idemstore.Record, fp string, now time.Time) (*idemstore.Record, error) {
 	if rec.Released() && rec.Checkpoint == "" && rec.Status == idemstore.StatusInProgress {
 		return nil, g.inProgress(ctx, rec, now)
@@ -242,17 +233,19 @@ func (g *Guard) conflict(ctx context.Context, rec *idemstore.Record, fp string, 
 	}
 }
 
-// claim makes one claim attempt at now.
-func (g *Guard) claim(ctx context.Context, key, token, fp string, now time.Time) (*idemstore.Record, bool, error) {
-	rec := g.claimRecord(ctx, key, token, fp, now)
-	prev, claimed, err := g.store.Claim(ctx, rec, now)
-	return g.claimed(ctx, rec, now, prev, claimed, err)
+// claimOnce makes one claim step at now: it writes [Guard.recordToClaim] and returns
+// what [Guard.decideClaim] makes of the answer (the record, whether we own it, an error).
+func (g *Guard) claimOnce(ctx context.Context, key, token, fp string, now time.Time) (*idemstore.Record, bool, error) {
+	rec := g.recordToClaim(ctx, key, token, fp, now)
+	prev, wrote, err := g.store.Claim(ctx, rec, now)
+	return g.decideClaim(ctx, rec, now, prev, wrote, err)
 }
 
-// claimRecord returns the in-progress record a claim at now writes. Its expiry window
-// starts when the lease ends, so an in-progress record never counts as absent (nor is
-// deleted by TTL) while its lease runs, however short WithExpiry is.
-func (g *Guard) claimRecord(ctx context.Context, key, token, fp string, now time.Time) *idemstore.Record {
+// recordToClaim returns the in-progress record a claim at now writes.
+//
+// Its expiry window starts when the lease ends. So an in-progress record never counts as
+// absent (nor is deleted by TTL) while its lease runs, however short WithExpiry is.
+func (g *Guard) recordToClaim(ctx context.Context, key, token, fp string, now time.Time) *idemstore.Record {
 	lease := g.leaseEnd(ctx, now)
 	return &idemstore.Record{
 		Key:          key,
@@ -271,16 +264,23 @@ func (g *Guard) claimRecord(ctx context.Context, key, token, fp string, now time
 // progress.
 const takeoverAttempts = 3
 
-// claimed interprets the store's answer to claiming rec: our record when claimed, else the
-// record that holds the key. A lease-ended record refuses a claim that does not carry its
-// checkpoint (see [idemstore.Store]); claimed then claims again with that checkpoint, so
-// that the new owner resumes from it and the checkpoint lives in the record itself, where a
-// resent claim or a later takeover finds it. With an error it returns the record the failed
-// claim met, if the store returned one with the error (it learned the record but could not
-// read all of it, see [idemstore.Store]), else the record an earlier claim of this step
-// returned (the takeover claim failed): the key's state is then known, and
-// [Guard.failsOpen] refuses.
-func (g *Guard) claimed(ctx context.Context, rec *idemstore.Record, now time.Time, prev *idemstore.Record, claimed bool, err error) (*idemstore.Record, bool, error) {
+// decideClaim reads the store's answer to claiming rec: the record written (wrote), the
+// record that refused it (prev), or an error. It returns the record and whether we own it:
+//   - written, or refused by a record of our own token (a resend met our first attempt):
+//     our record, owned;
+//   - refused by a live record, or still refused after takeoverAttempts claims: that
+//     record, not owned;
+//   - refused by a lease-ended record: it claims again, carrying the record's checkpoint
+//     if it has one ([Guard.carryCheckpoint], which may answer [ErrPayloadMismatch]);
+//   - an error, or refused without a record: a store error, with the record the claims
+//     met, if any, so [Guard.failsOpen] refuses.
+//
+// A lease-ended record refuses a claim that does not carry its checkpoint (see
+// [idemstore.Store]). The takeover carries it so the new owner resumes from it, and the
+// checkpoint lives in the record, where a resent claim or a later takeover finds it. A
+// record met with an error is one the store returned with it (learned, not fully read), or
+// one an earlier claim of this step returned: either way the key's state is known.
+func (g *Guard) decideClaim(ctx context.Context, rec *idemstore.Record, now time.Time, prev *idemstore.Record, wrote bool, err error) (*idemstore.Record, bool, error) {
 	key, fp := rec.Key, rec.Fingerprint
 	var met *idemstore.Record // the record an earlier attempt of this step met
 	for attempt := 1; ; attempt++ {
@@ -292,7 +292,7 @@ func (g *Guard) claimed(ctx context.Context, rec *idemstore.Record, now time.Tim
 			g.storeFailed(ctx, key, "claim", now, err)
 			return met, false, err
 		}
-		if claimed {
+		if wrote {
 			g.fire(ctx, g.cfg.hooks.OnClaimed, now, Event{Key: key})
 			return rec, true, nil
 		}
@@ -316,21 +316,24 @@ func (g *Guard) claimed(ctx context.Context, rec *idemstore.Record, now time.Tim
 		if err := g.carryCheckpoint(ctx, rec, prev, fp, now); err != nil {
 			return nil, false, err
 		}
-		prev, claimed, err = g.store.Claim(ctx, rec, now)
+		prev, wrote, err = g.store.Claim(ctx, rec, now)
 	}
 }
 
-// carryCheckpoint sets the checkpoint rec must carry to take over prev, a record that
-// refused the claim although it no longer holds its key: an ended lease with a checkpoint.
-// The checkpoint records effects of prev's request, so a request with another fingerprint
-// gets [ErrPayloadMismatch]: the key stays with prev's request until it completes or the
-// record expires. A record past its expiry is replaced without its checkpoint. The check
-// is on the record the claim read; the store checks the record it replaces, which may
-// have changed since: it takes it over only if it holds the same checkpoint, with the same
-// number, for a request of the same fingerprint (see [idemstore.Store]). So rec carries
-// prev's fingerprint too, which differs from fp, the request's own, only where one of
-// them is empty (a caller that gave none, or a record written without): the record stays
-// that of prev's request, whose effects its checkpoint records.
+// carryCheckpoint sets the checkpoint rec must carry to take over prev. prev refused the
+// claim although it no longer holds its key: its lease ended, and it has a checkpoint.
+//   - prev is past its expiry, or has no checkpoint: rec carries none.
+//   - fp and prev's fingerprint are both set and differ: [ErrPayloadMismatch]. The checkpoint records
+//     effects of prev's request, so the key stays with that request until it completes
+//     or the record expires.
+//   - otherwise: rec carries prev's checkpoint, its number and prev's fingerprint.
+//
+// The check is on the record the claim read. The store checks the record it replaces,
+// which may have changed since (see [idemstore.Store]): it takes it over only if it holds
+// the same checkpoint, with the same number, for a request of the same fingerprint. prev's
+// fingerprint differs from fp only where one of them is empty: a caller that gave none, or
+// a record written without. The record stays that of prev's request, whose effects its
+// checkpoint records.
 func (g *Guard) carryCheckpoint(ctx context.Context, rec, prev *idemstore.Record, fp string, now time.Time) error {
 	rec.Checkpoint, rec.CheckpointSeq, rec.Fingerprint = "", 0, fp
 	if prev.Expired(now) || prev.Checkpoint == "" {
@@ -344,14 +347,14 @@ func (g *Guard) carryCheckpoint(ctx context.Context, rec, prev *idemstore.Record
 	return nil
 }
 
-// leaseEnd computes when a lease taken at now ends: the context deadline capped by the
-// maximum, plus the margin (after the cap, so that even a 15-minute function keeps it); or,
-// without a deadline, the lease an owner's clock measures ([Guard.ownerLeaseEnd]). A lease
-// lasts at least minLease.
+// leaseEnd computes when a lease taken at now ends. A lease lasts at least minLease.
+//   - With a deadline: the deadline, capped by the maximum, plus the margin. The margin
+//     comes after the cap, so that even a 15-minute function keeps it.
+//   - Without: the lease an owner's clock measures ([Guard.ownerLeaseEnd]).
 //
-// The margin is the clock skew the lease tolerates, and the handler's context ends by the
-// lease end less the margin (see [Guard.watch]): with a deadline that is the deadline
-// itself, without one the lease watchdog ends it.
+// The margin is the clock skew the lease tolerates. The handler's context ends by the
+// lease end less the margin (see [Guard.watch]). With a deadline that is the deadline
+// itself. Without one, the lease watchdog ends it.
 func (g *Guard) leaseEnd(ctx context.Context, now time.Time) time.Time {
 	if dl, ok := ctx.Deadline(); ok {
 		return now.Add(max(min(dl.Sub(now), g.cfg.maxLease)+g.cfg.leaseMargin, minLease))
@@ -387,13 +390,13 @@ func (g *Guard) inProgress(ctx context.Context, rec *idemstore.Record, now time.
 }
 
 // waitFor polls an in-flight key until it completes, goes away or its lease ends, or until
-// the wait budget or ctx ends. It returns the completed record, or nil to claim again;
-// then also the last record its polls read (nil if the record went away).
+// the wait budget or ctx ends. It returns the completed record, or nil to claim again.
+// With nil it also returns the last record its polls read (nil if the record went away).
 //
-// The wait also ends, with the in-progress error, at ctx's deadline less the lease margin:
-// in Lambda the deadline is the function timeout, and a waiter that ran into it would be
-// billed for the whole timeout and answer nothing (through the HTTP wrappers, a 5xx from
-// API Gateway instead of a 409 with Retry-After).
+// The wait also ends, with the in-progress error, at ctx's deadline less the lease margin.
+// In Lambda the deadline is the function timeout. A waiter that ran into it would be
+// billed for the whole timeout and answer nothing: through the HTTP wrappers, a 5xx from
+// API Gateway instead of a 409 with Retry-After.
 func (g *Guard) waitFor(ctx context.Context, rec *idemstore.Record, fp string, until time.Time) (done, polled *idemstore.Record, err error) {
 	if dl, ok := ctx.Deadline(); ok {
 		if end := dl.Add(-g.cfg.leaseMargin); end.Before(until) {
@@ -444,14 +447,16 @@ func (g *Guard) replay(rec *idemstore.Record, out any) error {
 
 func (g *Guard) now() time.Time { return g.cfg.clock.Now() }
 
-// failsOpen reports whether the claim error err lets the handler run unguarded: only a
-// store failure with [WithFailOpen] set, and only when the call could not learn the key's
-// state: never when it met a record holding the key (met: one the store returned with the
-// error, although it could not read all of it, or one an earlier claim, read or poll of
-// the same call returned), nor when the store refused the claim without the record (it
-// said the key is taken). Never, either, once the caller's context has ended, whatever the store answered
-// (its request may have failed on its own after the deadline passed): nobody would get the
-// result, and the handler would start on an ended context.
+// failsOpen reports whether the claim error err lets the handler run unguarded. It does
+// only for a store failure with [WithFailOpen] set, and only when the call could not
+// learn the key's state. It never does:
+//   - when the call met a record holding the key (met): one the store returned with the
+//     error, although it could not read all of it, or one an earlier claim, read or poll
+//     of the same call returned;
+//   - when the store refused the claim without the record: it said the key is taken;
+//   - once the caller's context has ended, whatever the store answered (its request may
+//     have failed on its own after the deadline passed). Nobody would get the result,
+//     and the handler would start on an ended context.
 func (g *Guard) failsOpen(ctx context.Context, met *idemstore.Record, err error) bool {
 	return g.cfg.failOpen && met == nil && errors.Is(err, ErrStore) && !errors.Is(err, errConflictWithoutRecord) && ctx.Err() == nil &&
 		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)

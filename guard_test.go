@@ -231,11 +231,11 @@ func TestWaitEndsBeforeTheDeadline(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			clock := storetest.NewManualClock()
+			clock := storetest.NewSimulatedClock()
 			s := memstore.New()
 			// The owner's lease outlives any wait. Its clock reads the same time, but its
 			// timers (the lease watchdog's) are not the ones the test drives.
-			owner, err := idem.New(s, "test", idem.WithClock(storetest.NewClock()), idem.WithLease(time.Hour), idem.WithMaxLease(time.Hour))
+			owner, err := idem.New(s, "test", idem.WithClock(storetest.NewSettableClock()), idem.WithLease(time.Hour), idem.WithMaxLease(time.Hour))
 			require.NoError(t, err)
 			waiter, err := idem.New(s, "test", idem.WithClock(clock), idem.WithLeaseMargin(margin), idem.WithWait(budget, time.Second))
 			require.NoError(t, err)
@@ -392,7 +392,7 @@ func TestTakeoverCarriesCheckpoint(t *testing.T) {
 			t.Parallel()
 			mem := memstore.New()
 			s := newCounting(mem)
-			clock := storetest.NewClock()
+			clock := storetest.NewSettableClock()
 			g, err := idem.New(s, "test", idem.WithClock(clock), idem.WithScope("takeover"))
 			require.NoError(t, err)
 			req := idem.Request{Key: "k"}
@@ -456,7 +456,7 @@ func TestTakeoverWhileCheckpointMoves(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s := &movingCheckpoint{Store: memstore.New(), moves: tc.moves}
-			clock := storetest.NewClock()
+			clock := storetest.NewSettableClock()
 			g, err := idem.New(s, "test", idem.WithClock(clock), idem.WithScope("moving"))
 			require.NoError(t, err)
 			sk, err := g.StoredKey(idem.Request{Key: "k"})

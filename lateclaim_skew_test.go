@@ -67,11 +67,11 @@ func (s *lateFirstAttempt) land(ctx context.Context) (bool, error) {
 func TestLateClaimFromClockAheadHoldsKeyOneLease(t *testing.T) {
 	mem := memstore.New()
 	store := &lateFirstAttempt{Store: mem}
-	base := storetest.NewClock()
+	base := storetest.NewSettableClock()
 	gX, err := idem.New(store, "op", idem.WithScope("test"), idem.WithClock(base))
 	require.NoError(t, err)
 	const skew = time.Second
-	gC, err := idem.New(store, "op", idem.WithScope("test"), idem.WithClock(skewedClock{base: base, offset: skew}))
+	gC, err := idem.New(store, "op", idem.WithScope("test"), idem.WithClock(storetest.SkewedClock{Base: base, Offset: skew}))
 	require.NoError(t, err)
 	ctx := context.Background()
 	boom := errors.New("boom")

@@ -74,7 +74,7 @@ func TestAttachRefusesWhatTheStoreCannotCommit(t *testing.T) {
 func TestStoredKeyInTheHandler(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	clock := storetest.NewClock()
+	clock := storetest.NewSettableClock()
 	store := memstore.New()
 	g, err := idem.New(store, "charge", idem.WithClock(clock), idem.WithLease(time.Minute))
 	require.NoError(t, err)
@@ -189,7 +189,7 @@ func TestCheckpointAndAttachAcrossACrash(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			clock := storetest.NewClock()
+			clock := storetest.NewSettableClock()
 			g, err := idem.New(memstore.New(), "pay", idem.WithClock(clock), idem.WithLease(time.Minute))
 			require.NoError(t, err)
 			var (

@@ -9,9 +9,30 @@ import (
 	"github.com/idemkit/idem/idemstore"
 )
 
-// completionTimeout bounds the store calls that record a handler's outcome. They run on a
-// context detached from the caller's cancellation: a handler that finished just as its
-// context ended must still record its result, or the work would be repeated.
+// The path of one request, from claim to settle, one step a line. guard.go holds steps 1
+// to 3, this file the rest; batch.go the batch path.
+//
+//  1. claimOnce writes recordToClaim with one store Claim.
+//  2. decideClaim reads the answer: owned, refused by a live record, or a takeover.
+//  3. carryCheckpoint sets what a takeover claim carries; decideClaim claims again.
+//  4. runOwned runs the owner's handler, then settles.
+//  5. runHandler runs it and builds the settlement, with recordToComplete.
+//  6. settle releases the key (releaseKey) or writes the record.
+//  7. writeCompletion sends it, resends a store failure, and at last readBackCompletion.
+//  8. settleWritten concludes and returns the caller's error (callerErr).
+//  9. concludeCompletion reports (reportCompletion); if nothing committed, releaseUncommitted.
+//  10. releaseKey and releaseUncommitted report through reportRelease.
+//
+// A batch takes the same steps, with batch calls:
+//   - Guard.Claim: steps 1 to 3 for every key, with one ClaimMany and decideClaim per key;
+//   - doClaimed: step 5, then leaves the settlement pending for Batch.Settle;
+//   - Batch.Settle: CompleteMany for the pending records, then settleBatchWritten per key
+//     (steps 7 and 8); ReleaseMany and reportRelease for the keys to release.
+
+// completionTimeout bounds the store calls that record a handler's outcome.
+//
+// They run on a context detached from the caller's cancellation. A handler that finished
+// just as its context ended must still record its result, or the work would run again.
 const completionTimeout = 10 * time.Second
 
 // settlement is what running a handler under a lease produced, before it is recorded.
@@ -24,20 +45,27 @@ type settlement struct {
 	runErr   error             // the handler's error, returned to the caller as is
 }
 
-// runOwned runs fn while this caller owns the lease on rec, claimed at claimedAt, then
-// records the outcome. It returns fn's result and the caller's error.
-// If left is not nil, it is set to the record the outcome left when it was recorded.
+// runOwned runs fn under the lease on rec, claimed at claimedAt, then settles the outcome.
+// It returns fn's result and the caller's error.
+// If left is not nil, *left is set to the record the outcome left (nil if none).
 func (g *Guard) runOwned(ctx context.Context, rec *idemstore.Record, claimedAt time.Time, run func(context.Context) (any, error), left **idemstore.Record) (any, error) {
 	s := g.runHandler(ctx, rec, claimedAt, run)
-	recorded, err := g.settleRecorded(ctx, s)
+	recorded, err := g.settle(ctx, s)
 	if left != nil {
 		*left = recorded
 	}
 	return s.value, err
 }
 
-// runHandler runs fn under the lease on rec, claimed at claimedAt, with the lease watchdog
-// (see [Guard.watch]), and decides what to record. If fn panics, the key is released and
+// runHandler runs fn under the lease on rec, claimed at claimedAt, and decides what to
+// record. The lease watchdog runs meanwhile (see [Guard.watch]).
+//
+// The settlement holds the record to write ([Guard.recordToComplete]):
+//   - fn succeeded: the result, completed, with the writes fn attached;
+//   - fn failed with an error [WithRememberFailures] calls permanent: the failure;
+//   - fn failed otherwise: none, and the key is to be released.
+//
+// A failed handler's attached writes never commit. If fn panics, the key is released and
 // the panic goes on.
 func (g *Guard) runHandler(ctx context.Context, rec *idemstore.Record, claimedAt time.Time, run func(context.Context) (any, error)) settlement {
 	start := g.hookStart()
@@ -50,7 +78,7 @@ func (g *Guard) runHandler(ctx context.Context, rec *idemstore.Record, claimedAt
 			return
 		}
 		stopWatch()
-		g.release(ctx, l, start, errors.New("idem: handler panicked"))
+		g.releaseKey(ctx, l, start, errors.New("idem: handler panicked"))
 	}()
 	v, runErr := run(hctx)
 	finished = true
@@ -60,7 +88,7 @@ func (g *Guard) runHandler(ctx context.Context, rec *idemstore.Record, claimedAt
 	s := settlement{l: l, start: start, value: v, runErr: runErr}
 	if runErr != nil {
 		if g.cfg.rememberFail != nil && !errors.Is(runErr, ErrDoNotStore) && g.cfg.rememberFail(runErr) {
-			s.done = g.completedRecord(rec, l, idemstore.StatusFailed, []byte(runErr.Error()), idemstore.EncodingError)
+			s.done = g.recordToComplete(rec, l, idemstore.StatusFailed, []byte(runErr.Error()), idemstore.EncodingError)
 		}
 		return s // attached writes of a failed handler never commit
 	}
@@ -68,76 +96,44 @@ func (g *Guard) runHandler(ctx context.Context, rec *idemstore.Record, claimedAt
 	if encErr != nil {
 		g.cfg.logger.ErrorContext(ctx, "idem: result not encodable; completing without it", "key", rec.Key, "error", encErr)
 	}
-	s.done = g.completedRecord(rec, l, idemstore.StatusCompleted, data, enc)
+	s.done = g.recordToComplete(rec, l, idemstore.StatusCompleted, data, enc)
 	s.attached = attached
 	return s
 }
 
-// settleRecorded records s with single-item store calls. It returns the record the
-// outcome left (s.done when it was recorded; nil when the key was released or recording
-// it failed) and the caller's error.
-func (g *Guard) settleRecorded(ctx context.Context, s settlement) (*idemstore.Record, error) {
+// recordToComplete returns the record that completes the claim rec under the lease l.
+//
+// It carries the lease's last checkpoint and its number. The store keeps them anyway, but
+// the record must be what will be stored: a store may need its size.
+func (g *Guard) recordToComplete(rec *idemstore.Record, l *lease, status idemstore.Status, data []byte, enc string) *idemstore.Record {
+	checkpoint, seq := l.lastCheckpoint()
+	return &idemstore.Record{
+		Key:           rec.Key,
+		Status:        status,
+		Expires:       g.now().Add(g.cfg.expiry),
+		Fingerprint:   rec.Fingerprint,
+		Data:          data,
+		Encoding:      enc,
+		LeaseToken:    rec.LeaseToken,
+		Checkpoint:    checkpoint,
+		CheckpointSeq: seq,
+		Version:       idemstore.SchemaVersion,
+	}
+}
+
+// settle records s with single-record store calls: it releases the key, or writes s.done
+// ([Guard.writeCompletion]) and concludes ([Guard.settleWritten]).
+// It returns the record the outcome left (nil when released or not recorded) and the
+// caller's error.
+func (g *Guard) settle(ctx context.Context, s settlement) (*idemstore.Record, error) {
 	if s.done == nil {
-		g.release(ctx, s.l, s.start, s.runErr)
+		g.releaseKey(ctx, s.l, s.start, s.runErr)
 		return nil, s.runErr
 	}
-	recorded, err := g.record(ctx, s, g.complete(ctx, s))
-	if err != nil {
-		return nil, callerErr(s, err)
-	}
-	return recorded, callerErr(s, nil)
+	return g.settleWritten(ctx, s, g.writeCompletion(ctx, s))
 }
 
-// completed interprets the outcome err of writing s.done and returns the record stored
-// (see [Guard.record]) and the caller's error.
-func (g *Guard) completed(ctx context.Context, s settlement, err error) (*idemstore.Record, error) {
-	recorded, err := g.record(ctx, s, err)
-	return recorded, callerErr(s, err)
-}
-
-// callerErr returns the error the caller of a run whose outcome s was recorded with err
-// (nil: recorded) gets: err, or for a remembered failure the handler's error with it.
-func callerErr(s settlement, err error) error {
-	if s.runErr != nil { // a remembered failure
-		if err != nil {
-			return errors.Join(s.runErr, err)
-		}
-		return s.runErr
-	}
-	return err
-}
-
-// record interprets the outcome err of writing s.done and returns the record stored and
-// the error of recording it: s.done, or when the store refused it as too large a copy of
-// it without the body, and nil when stored. It never changes s.done, which batch
-// duplicates may be replaying meanwhile (see [Batch.Settle]).
-func (g *Guard) record(ctx context.Context, s settlement, err error) (*idemstore.Record, error) {
-	err = g.completeResult(ctx, s.l, s.done, s.attached, s.start, err)
-	if errors.Is(err, idemstore.ErrTooLarge) && s.done.Encoding != idemstore.EncodingNone {
-		// The store's item limit is lower than WithMaxResultSize allowed: keep the work
-		// recorded as done, without the body, rather than repeating it.
-		bare := *s.done
-		bare.Data, bare.Encoding = nil, idemstore.EncodingNone
-		s.done = &bare
-		err = g.completeResult(ctx, s.l, s.done, s.attached, s.start, g.complete(ctx, s))
-	}
-	if errors.Is(err, ErrConditionFailed) || errors.Is(err, idemstore.ErrNotCommitted) {
-		// Nothing committed, attached writes included: a retry may run again. Releasing
-		// also fences off an attempt of ours still in flight at the store; if one landed
-		// first, the release finds the record completed, and so did we.
-		switch rerr := g.releaseUncommitted(ctx, s); {
-		case rerr == errCompletedAfterAll:
-			err = nil
-		case rerr != nil:
-			// The release that fences off an attempt of ours still in flight failed: that
-			// attempt may yet commit, so "nothing committed" is no longer known.
-			err = &StoreError{Op: OpCommit, Err: fmt.Errorf("idem: the release after %v failed: %w", err, rerr)} // %v: no longer ErrNotCommitted
-		}
-	}
-	return s.done, err
-}
-
-// Retries of a completion that failed with a store error.
+// Resends of a completion that failed with a store error.
 const (
 	// completeAttempts is how many times a completion is sent when ctx has no deadline.
 	completeAttempts = 3
@@ -150,48 +146,40 @@ const (
 	completeDeadlineMargin = 500 * time.Millisecond
 )
 
-// complete writes s.done and its attached writes and returns the store's answer. A store
-// failure (not a verdict such as a lost lease, a failed condition, a record too large or a
-// transaction that committed nothing) is sent again after a short backoff, while ctx's
-// deadline leaves time for it (completeAttempts in all without a deadline): the completion
-// is conditional on the lease token, and a store completes a record already completed under
-// that token without committing anything twice, so a resend is safe. If every attempt
-// fails, [Guard.resolveComplete] reads what happened.
-func (g *Guard) complete(ctx context.Context, s settlement) error {
+// writeCompletion writes s.done with its attached writes and returns the store's answer.
+//
+// A store failure is resent after a short backoff, while ctx's deadline leaves time
+// ([Guard.mayResendCompletion]). A verdict is not (see [errKind.final]). A resend is safe:
+// the completion is conditional on the lease token, and a store completes a record already
+// completed under that token without committing anything twice. If every attempt fails,
+// [Guard.readBackCompletion] reads what happened.
+func (g *Guard) writeCompletion(ctx context.Context, s settlement) error {
 	cctx, cancel := detached(ctx)
 	defer cancel()
 	wait := completeBackoff
 	for attempt := 1; ; attempt++ {
 		err := g.store.Complete(cctx, s.done, s.attached)
-		if err == nil || !retryable(err) {
+		if err == nil || !resendable(err) {
 			return err
 		}
-		if !g.mayRetryComplete(ctx, attempt, wait) {
-			return g.resolveComplete(ctx, s, err)
+		if !g.mayResendCompletion(ctx, attempt, wait) {
+			return g.readBackCompletion(ctx, s, err)
 		}
 		select {
 		case <-cctx.Done():
-			return g.resolveComplete(ctx, s, err)
+			return g.readBackCompletion(ctx, s, err)
 		case <-g.cfg.clock.After(wait):
 		}
 		wait *= 2
 	}
 }
 
-// retryable reports whether a completion that failed with err may succeed if sent again.
-func retryable(err error) bool {
-	for _, verdict := range []error{ErrLeaseLost, ErrConditionFailed, idemstore.ErrTooLarge, idemstore.ErrNotCommitted, ErrIncompatibleRecord} {
-		if errors.Is(err, verdict) {
-			return false
-		}
-	}
-	return true
-}
-
-// mayRetryComplete reports whether a completion that failed attempt times may be sent again
-// after waiting wait: while ctx's deadline, read on the guard's clock as the lease is,
-// leaves completeDeadlineMargin after the wait; without a deadline, up to completeAttempts.
-func (g *Guard) mayRetryComplete(ctx context.Context, attempt int, wait time.Duration) bool {
+// mayResendCompletion reports whether a completion that failed attempt times may be sent
+// again after waiting wait.
+//   - ctx has a deadline: up to completeMaxAttempts, while the deadline, read on the
+//     guard's clock as the lease is, leaves completeDeadlineMargin after the wait;
+//   - no deadline: up to completeAttempts.
+func (g *Guard) mayResendCompletion(ctx context.Context, attempt int, wait time.Duration) bool {
 	dl, ok := ctx.Deadline()
 	if !ok {
 		return attempt < completeAttempts
@@ -199,15 +187,16 @@ func (g *Guard) mayRetryComplete(ctx context.Context, attempt int, wait time.Dur
 	return attempt < completeMaxAttempts && g.now().Add(wait+completeDeadlineMargin).Before(dl)
 }
 
-// resolveComplete decides, with one strongly consistent read, what a completion whose
-// every attempt failed with err left behind. If the read fails too and writes were
-// attached, the error is a [*StoreError] with Op [OpCommit]: they may or may not have
-// committed. The record completed under our token: an
-// attempt landed and its answer was lost, so the completion succeeded. The record still in
-// progress under our token, with writes attached: nothing committed, so the caller gets an
-// error wrapping [idemstore.ErrNotCommitted] and [Guard.completed] releases the key. Otherwise (no
-// attachments, a failed read, another owner): err, and the key stays as it is.
-func (g *Guard) resolveComplete(ctx context.Context, s settlement, err error) error {
+// readBackCompletion reads the record once, strongly consistent, to learn what a
+// completion left whose every attempt failed with err. It returns:
+//   - nil: the record is completed under our token (an attempt landed, its answer lost);
+//   - an error wrapping [idemstore.ErrNotCommitted]: the record is still ours and in
+//     progress, and writes were attached, so nothing committed ([Guard.settleWritten]
+//     then releases the key);
+//   - a [*StoreError] with Op [OpCommit]: writes were attached, but the read failed or
+//     found another owner, so whether they committed is unknown;
+//   - otherwise err, and the key stays as it is.
+func (g *Guard) readBackCompletion(ctx context.Context, s settlement, err error) error {
 	cctx, cancel := detached(ctx)
 	cur, gerr := g.store.Get(cctx, s.done.Key)
 	cancel()
@@ -236,35 +225,75 @@ func (g *Guard) resolveComplete(ctx context.Context, s settlement, err error) er
 	return err
 }
 
-// detached returns a context for recording an outcome: it keeps ctx's values but not its
-// cancellation, bounded by completionTimeout.
+// detached returns a context for recording an outcome. It keeps ctx's values but not its
+// cancellation, and ends after completionTimeout.
 func detached(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), completionTimeout)
 }
 
-// completedRecord returns the record that completes the claim rec under the lease l. It
-// carries the lease's last checkpoint and the number of its last checkpoint write, which
-// the store keeps anyway, so that the record is what will be stored (a store may need its
-// size).
-func (g *Guard) completedRecord(rec *idemstore.Record, l *lease, status idemstore.Status, data []byte, enc string) *idemstore.Record {
-	checkpoint, seq := l.lastCheckpoint()
-	return &idemstore.Record{
-		Key:           rec.Key,
-		Status:        status,
-		Expires:       g.now().Add(g.cfg.expiry),
-		Fingerprint:   rec.Fingerprint,
-		Data:          data,
-		Encoding:      enc,
-		LeaseToken:    rec.LeaseToken,
-		Checkpoint:    checkpoint,
-		CheckpointSeq: seq,
-		Version:       idemstore.SchemaVersion,
+// settleWritten concludes the write of s.done, whose answer was err.
+// It returns the record stored (nil if none; see [Guard.concludeCompletion]) and the
+// caller's error ([callerErr]).
+func (g *Guard) settleWritten(ctx context.Context, s settlement, err error) (*idemstore.Record, error) {
+	recorded, err := g.concludeCompletion(ctx, s, err)
+	if err != nil {
+		return nil, callerErr(s, err)
 	}
+	return recorded, callerErr(s, nil)
 }
 
-// completeResult interprets the store's answer err to completing rec: hooks, logs, and
-// the error for the caller.
-func (g *Guard) completeResult(ctx context.Context, l *lease, rec *idemstore.Record, attached []any, start time.Time, err error) error {
+// callerErr returns the error the caller gets for outcome s, recorded with error err
+// (nil: recorded): err, joined after the handler's error for a remembered failure.
+func callerErr(s settlement, err error) error {
+	if s.runErr != nil { // a remembered failure
+		if err != nil {
+			return errors.Join(s.runErr, err)
+		}
+		return s.runErr
+	}
+	return err
+}
+
+// concludeCompletion reports err, the store's answer to writing s.done
+// ([Guard.reportCompletion]), and acts on it. It returns the record stored and the error:
+//   - stored: s.done and nil;
+//   - [idemstore.ErrTooLarge]: a copy of s.done without the body, written again;
+//   - nothing committed ([ErrConditionFailed], [idemstore.ErrNotCommitted]): the key is
+//     released ([Guard.releaseUncommitted]), so a retry runs again. The error is nil if
+//     the record turns out completed after all, and wraps [OpCommit] if the release fails;
+//   - otherwise: s.done and err.
+//
+// It never changes s.done, which batch duplicates may be replaying (see [Batch.Settle]).
+func (g *Guard) concludeCompletion(ctx context.Context, s settlement, err error) (*idemstore.Record, error) {
+	err = g.reportCompletion(ctx, s.l, s.done, s.attached, s.start, err)
+	if errors.Is(err, idemstore.ErrTooLarge) && s.done.Encoding != idemstore.EncodingNone {
+		// The store's item limit is lower than WithMaxResultSize allowed: keep the work
+		// recorded as done, without the body, rather than repeating it.
+		bare := *s.done
+		bare.Data, bare.Encoding = nil, idemstore.EncodingNone
+		s.done = &bare
+		err = g.reportCompletion(ctx, s.l, s.done, s.attached, s.start, g.writeCompletion(ctx, s))
+	}
+	if errors.Is(err, ErrConditionFailed) || errors.Is(err, idemstore.ErrNotCommitted) {
+		// Nothing committed, attached writes included: a retry may run again. Releasing
+		// also fences off an attempt of ours still in flight at the store; if one landed
+		// first, the release finds the record completed, and so did we.
+		switch rerr := g.releaseUncommitted(ctx, s); {
+		case rerr == errCompletedAfterAll:
+			err = nil
+		case rerr != nil:
+			// The release that fences off an attempt of ours still in flight failed: that
+			// attempt may yet commit, so "nothing committed" is no longer known.
+			// %v: the error no longer wraps ErrNotCommitted.
+			err = &StoreError{Op: OpCommit, Err: fmt.Errorf("idem: the release after %v failed: %w", err, rerr)}
+		}
+	}
+	return s.done, err
+}
+
+// reportCompletion acts on err, the store's answer to completing rec: hooks, logs, and
+// the caller's error, wrapped by [storeErr] for a store failure.
+func (g *Guard) reportCompletion(ctx context.Context, l *lease, rec *idemstore.Record, attached []any, start time.Time, err error) error {
 	switch {
 	case err == nil:
 		g.cache.put(rec)
@@ -292,11 +321,12 @@ func (g *Guard) completeResult(ctx context.Context, l *lease, rec *idemstore.Rec
 	}
 }
 
-// releaseUncommitted releases the key of a completion that committed nothing. It returns
-// nil when the key was released (fencing off any attempt of ours still in flight at the
-// store), errCompletedAfterAll when the record turned out completed under our token (such
-// an attempt landed before the release), and the release's error when it failed, which
-// leaves an attempt in flight free to commit.
+// releaseUncommitted releases the key of a completion that committed nothing. The
+// release also fences off an attempt of ours still in flight at the store. It returns:
+//   - nil: the key was released;
+//   - errCompletedAfterAll: the record is completed under our token (such an attempt
+//     landed before the release);
+//   - the release's error: it failed, and an attempt in flight may still commit.
 func (g *Guard) releaseUncommitted(ctx context.Context, s settlement) error {
 	cctx, cancel := detached(ctx)
 	defer cancel()
@@ -309,28 +339,28 @@ func (g *Guard) releaseUncommitted(ctx context.Context, s settlement) error {
 			return errCompletedAfterAll
 		}
 	}
-	g.released(ctx, s.l, s.start, idemstore.ErrNotCommitted, err)
+	g.reportRelease(ctx, s.l, s.start, idemstore.ErrNotCommitted, err)
 	if err != nil && !errors.Is(err, ErrLeaseLost) {
 		return err
 	}
 	return nil
 }
 
-// errCompletedAfterAll is releaseUncommitted's answer for a completion that committed after
-// all.
+// errCompletedAfterAll is releaseUncommitted's answer for a completion that committed
+// after all.
 var errCompletedAfterAll = errors.New("idem: completed after all")
 
-// release gives up the key so a retry runs again (the store keeps the record as a
-// tombstone: see [idemstore.Store]). Failing to release is logged, not
-// returned: the caller's error is the handler's, and the lease ends on its own.
-func (g *Guard) release(ctx context.Context, l *lease, start time.Time, cause error) {
+// releaseKey gives up the key so a retry runs again. The store keeps the record as a
+// tombstone (see [idemstore.Store]). A failed release is logged, not returned: the
+// caller's error is the handler's, and the lease ends on its own.
+func (g *Guard) releaseKey(ctx context.Context, l *lease, start time.Time, cause error) {
 	cctx, cancel := detached(ctx)
 	defer cancel()
-	g.released(ctx, l, start, cause, g.store.Release(cctx, l.key, l.token, g.now()))
+	g.reportRelease(ctx, l, start, cause, g.store.Release(cctx, l.key, l.token, g.now()))
 }
 
-// released interprets the store's answer err to releasing l's key.
-func (g *Guard) released(ctx context.Context, l *lease, start time.Time, cause, err error) {
+// reportRelease acts on err, the store's answer to releasing l's key: hooks and logs.
+func (g *Guard) reportRelease(ctx context.Context, l *lease, start time.Time, cause, err error) {
 	switch {
 	case err == nil:
 		g.fire(ctx, g.cfg.hooks.OnReleased, start, Event{Key: l.key, Err: cause})

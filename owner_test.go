@@ -132,7 +132,7 @@ func (s *inflightComplete) land() error {
 //
 // Path: a handler records a checkpoint and attaches a write. Every completion attempt ends
 // with an error of unknown outcome, the first because its transaction is still in flight
-// at the store. resolveComplete's strongly consistent read shows the record still
+// at the store. readBackCompletion's strongly consistent read shows the record still
 // INPROGRESS under our token, so the guard answers ErrNotCommitted ("nothing of fn's
 // outcome committed... a retry runs fn again"; lambdawrap turns it into 503
 // ProblemNotCommitted) and releases the key. Because the record has a checkpoint, release
@@ -145,7 +145,7 @@ func (s *inflightComplete) land() error {
 // release fences the old token.
 func TestReviewNotCommittedButCommitted(t *testing.T) {
 	t.Parallel()
-	clock := storetest.NewClock()
+	clock := storetest.NewSettableClock()
 	store := &inflightComplete{Store: memstore.New()}
 	g, err := idem.New(store, "test", idem.WithClock(clock))
 	require.NoError(t, err)
@@ -226,8 +226,8 @@ func (s *unfencedRelease) land() error {
 //
 // Path: a handler attaches a write. Every completion attempt fails with an error of unknown
 // outcome, the first because its transaction is still in flight at DynamoDB.
-// resolveComplete reads the record INPROGRESS under our token and answers ErrNotCommitted;
-// Guard.completed then relies on releaseUncommitted to fence the in-flight transaction off
+// readBackCompletion reads the record INPROGRESS under our token and answers ErrNotCommitted;
+// Guard.settleWritten then relies on releaseUncommitted to fence the in-flight transaction off
 // (delete the record, or replace its token). But that release fails with a store error
 // (DynamoDB answers TransactionConflictException to a single write on an item that an
 // ongoing transaction holds, exactly the state the in-flight transaction creates, or a
@@ -255,7 +255,7 @@ func TestFinalNotCommittedWhenReleaseFails(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			clock := storetest.NewClock()
+			clock := storetest.NewSettableClock()
 			store := &unfencedRelease{Store: memstore.New(), later: tc.later}
 			g, err := idem.New(store, "test", idem.WithClock(clock))
 			require.NoError(t, err)

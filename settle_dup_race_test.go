@@ -45,7 +45,7 @@ func (s *tooLargeInBatch) Complete(ctx context.Context, rec *idemstore.Record, a
 // done, its result not stored.
 func TestSettleTooLargeDoesNotRewriteRecordDuplicatesReplay(t *testing.T) {
 	s := &tooLargeInBatch{Store: memstore.New(), entered: make(chan struct{}), gate: make(chan struct{})}
-	clock := storetest.NewClock()
+	clock := storetest.NewSettableClock()
 	g, err := idem.New(s, "op", idem.WithClock(clock), idem.WithScope("s"))
 	require.NoError(t, err)
 	ctx, cancel := context.WithDeadline(context.Background(), clock.Now().Add(time.Minute))

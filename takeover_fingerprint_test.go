@@ -54,7 +54,7 @@ func (s *slowClaims) Claim(ctx context.Context, rec *idemstore.Record, now time.
 // suite's TakeoverCarriesExactly on every store, which failed before it.
 func TestTakeoverCarryingACheckpointKeepsOffAnotherRequestsRecord(t *testing.T) {
 	inner := memstore.New()
-	clock := storetest.NewClock()
+	clock := storetest.NewSettableClock()
 	opts := []idem.Option{idem.WithClock(clock), idem.WithLease(time.Minute), idem.WithExpiry(time.Hour)}
 	other, err := idem.New(inner, "pay", opts...)
 	require.NoError(t, err)

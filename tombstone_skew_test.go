@@ -14,17 +14,7 @@ import (
 	"github.com/idemkit/idem/memstore"
 )
 
-// skewedClock is base shifted by offset: a caller whose clock runs ahead (offset > 0) or
-// behind (offset < 0) of base's.
-type skewedClock struct {
-	base   *storetest.Clock
-	offset time.Duration
-}
-
-func (c skewedClock) Now() time.Time                         { return c.base.Now().Add(c.offset) }
-func (c skewedClock) After(d time.Duration) <-chan time.Time { return c.base.After(d) }
-
-// TestTombstoneBehindClockOtherPayloadInProgress: Store.Release's contract says a caller
+// TestTombstoneBehindClockOtherPayloadInProgress: idemstore's doc on tombstones says a caller
 // whose clock runs behind the releaser's "may be refused for as long as the skew, and is
 // told the key is in progress until then". The tombstone keeps the released request's
 // fingerprint; a caller with another payload must still be told the key is in progress
@@ -48,10 +38,10 @@ func TestTombstoneBehindClockOtherPayloadInProgress(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			store := memstore.New()
-			base := storetest.NewClock()
+			base := storetest.NewSettableClock()
 			gA, err := idem.New(store, "op", idem.WithScope("test"), idem.WithClock(base))
 			require.NoError(t, err)
-			gB, err := idem.New(store, "op", idem.WithScope("test"), idem.WithClock(skewedClock{base: base, offset: -500 * time.Millisecond}))
+			gB, err := idem.New(store, "op", idem.WithScope("test"), idem.WithClock(storetest.SkewedClock{Base: base, Offset: -500 * time.Millisecond}))
 			require.NoError(t, err)
 			ctx := context.Background()
 			boom := errors.New("boom")

@@ -18,7 +18,7 @@ import (
 // armed its timer, moves the clock to it, and returns the simulated time at which ctx
 // ended. A context that does not end fails the test (after a long wall-time guard against
 // a hung test, not a timing).
-func awaitCancel(t *testing.T, clock *storetest.ManualClock, ctx context.Context) time.Time {
+func awaitCancel(t *testing.T, clock *storetest.SimulatedClock, ctx context.Context) time.Time {
 	t.Helper()
 	wait, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -56,7 +56,7 @@ func TestLeaseWatchdogEndsTheHandlersContext(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			clock := storetest.NewManualClock()
+			clock := storetest.NewSimulatedClock()
 			s := memstore.New()
 			var lost atomic.Int32
 			g, err := idem.New(s, "test", idem.WithClock(clock), idem.WithLease(tc.lease), idem.WithMaxLease(tc.maxLease),
@@ -92,7 +92,7 @@ func TestLeaseWatchdogEndsTheHandlersContext(t *testing.T) {
 func TestHandlerNotStartedWithinTheMargin(t *testing.T) {
 	t.Parallel()
 	const margin = 2 * time.Second
-	clock := storetest.NewManualClock()
+	clock := storetest.NewSimulatedClock()
 	g, err := idem.New(newCountingBatch(), "test", idem.WithClock(clock), idem.WithMaxLease(time.Minute), idem.WithLeaseMargin(margin))
 	require.NoError(t, err)
 	ctx := deadlineIn(t, clock, time.Hour)
@@ -116,7 +116,7 @@ func TestHandlerNotStartedWithinTheMargin(t *testing.T) {
 func TestHeartbeatFirstBeatCountsFromTheClaim(t *testing.T) {
 	t.Parallel()
 	const margin, beat = 2 * time.Second, 20 * time.Second
-	clock := storetest.NewManualClock()
+	clock := storetest.NewSimulatedClock()
 	s := newExtendStore(1 << 30)
 	batch := &countingBatch{counting: newCounting(s), bs: s.Store} // extensions go to s
 	g, err := idem.New(batch, "test", idem.WithClock(clock), idem.WithMaxLease(time.Minute),
@@ -150,7 +150,7 @@ func TestHeartbeatFirstBeatCountsFromTheClaim(t *testing.T) {
 
 func TestHeartbeatExtendsLease(t *testing.T) {
 	t.Parallel()
-	clock := storetest.NewClock()
+	clock := storetest.NewSettableClock()
 	s := memstore.New()
 	g, err := idem.New(s, "test", idem.WithClock(clock), idem.WithLease(time.Minute), idem.WithHeartbeat(2*time.Millisecond))
 	require.NoError(t, err)
@@ -205,7 +205,7 @@ func TestHeartbeatCancelsBeforeAnUnextendedLeaseEnds(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			clock := storetest.NewManualClock()
+			clock := storetest.NewSimulatedClock()
 			s := newExtendStore(tc.okBeats)
 			var lost atomic.Int32
 			g, err := idem.New(s, "test", idem.WithClock(clock), idem.WithLease(time.Minute), idem.WithMaxLease(tc.maxLease),
@@ -257,7 +257,7 @@ func TestHeartbeatKeepsTheLease(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			clock := storetest.NewManualClock()
+			clock := storetest.NewSimulatedClock()
 			s := newExtendStore(1 << 30)
 			g, err := idem.New(s, "test", idem.WithClock(clock), idem.WithLease(time.Minute), idem.WithMaxLease(tc.maxLease), idem.WithHeartbeat(15*time.Second))
 			require.NoError(t, err)
@@ -306,7 +306,7 @@ func TestHeartbeatKeepsTheLease(t *testing.T) {
 func TestHoleHeartbeatShortensTheStoredLease(t *testing.T) {
 	t.Parallel()
 	const beat, margin = 20 * time.Second, 2 * time.Second
-	clock := storetest.NewManualClock()
+	clock := storetest.NewSimulatedClock()
 	s := newExtendStore(1) // the first extension lands, every later one is throttled
 	g, err := idem.New(s, "test", idem.WithClock(clock), idem.WithLease(time.Minute), idem.WithMaxLease(time.Hour),
 		idem.WithLeaseMargin(margin), idem.WithHeartbeat(beat))

@@ -769,7 +769,7 @@ func TestResultApartRefForm(t *testing.T) {
 
 // TestResultApartRecompletion: Complete "must be safe to send again after a failure whose
 // outcome is unknown", and the guard does send a completion again, with another body: after
-// ErrTooLarge it completes without the result (owner.go, Guard.completed). Whatever the
+// ErrTooLarge it completes without the result (owner.go, Guard.concludeCompletion). Whatever the
 // completions of one token before it, the last one leaves a consistent item: its result
 // inline (data, schema version 1, no data_ref), apart (data_ref, version 2, no data), or
 // none (neither, version 1). Before, a completion without a result apart left the

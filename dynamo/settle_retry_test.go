@@ -45,7 +45,7 @@ func (f *failFirstUpdateBatch) BatchExecuteStatement(ctx context.Context, in *dy
 //
 // Path: Guard.Claim (PartiQL INSERT) → DoClaimed leaves the outcome pending → Batch.Settle
 // → Store.CompleteMany: its one BatchExecuteStatement fails (callErr) → every record gets
-// an ErrStore, with no resend and no read-back (Guard.complete, which Do uses, would resend
+// an ErrStore, with no resend and no read-back (Guard.writeCompletion, which Do uses, would resend
 // with backoff and then read the record back) → the record stays INPROGRESS; sqs fails the
 // message; the redelivery after the lease ended takes the key over and runs the handler
 // again.

@@ -21,8 +21,8 @@ const (
 )
 
 // SchemaVersion is the record schema version this package writes. A record with a higher
-// version is refused with [ErrIncompatibleRecord]; a record with no version (0) is read as
-// version 1, which is how records written by the Powertools utilities look.
+// version is refused with [ErrIncompatibleRecord]. A record with no version (0) is read as
+// version 1: records written by the Powertools utilities look so.
 const SchemaVersion = 1
 
 // Encodings of [Record.Data].
@@ -36,8 +36,8 @@ const (
 	GzipSuffix = "+gzip"
 )
 
-// Record is one idempotency record: the state of one scoped key. Stores persist every field;
-// the zero value of a field means the attribute is absent.
+// Record is one idempotency record: the state of one scoped key. Stores persist every
+// field. The zero value of a field means the attribute is absent.
 type Record struct {
 	// Key is the stored key, "<scope>.<operation>#<sha256 hex>", never the caller's raw key.
 	Key string
@@ -83,17 +83,15 @@ func (r *Record) LeaseEnded(now time.Time) bool {
 	return r.Status == StatusInProgress && !r.LeaseExpires.IsZero() && !now.Before(r.LeaseExpires)
 }
 
-// ClaimableBy reports whether a claim of rec at now may replace the record r: r is nil or
-// expired, or its lease has ended, r is not what the release of rec's own token left (its
-// token [ReleasedToken] of rec's: such a claim is a late attempt of a claim whose owner
-// has released the key since), and either neither r nor rec has a checkpoint, or rec
-// carries r's: the same checkpoint with the same number ([Record.CheckpointSeq]), for the
-// same request (an equal Fingerprint; both may be empty). The number tells apart equal
-// values recorded at different times (A, B, A), so a late claim that carries an older
-// checkpoint never replaces a later one; the fingerprint keeps a checkpoint, which
-// records effects of its own request, from being carried onto another request's record
-// with an equal value. It is the claim condition of [Store.Claim], for stores that
-// evaluate it in Go.
+// ClaimableBy reports whether a claim of rec at now may replace the record r. It is the
+// claim condition of [Store.Claim], for stores that evaluate it in Go. It holds when:
+//   - r is nil or expired; or
+//   - r's lease has ended, r is not the tombstone of rec's own token's release (a token of
+//     [ReleasedToken](rec.LeaseToken)), and rec carries r's checkpoint: none on either
+//     side, or the same checkpoint with the same number ([Record.CheckpointSeq]) for the
+//     same request (an equal Fingerprint; both may be empty).
+//
+// The package doc says why each rule is there.
 func (r *Record) ClaimableBy(rec *Record, now time.Time) bool {
 	if r == nil || r.Expired(now) {
 		return true

@@ -77,7 +77,7 @@ func TestHandlerReturnsGuardError(t *testing.T) {
 // request is sent twice, and the answers and handler runs are what the table prescribes.
 func TestBadInput(t *testing.T) {
 	t.Parallel()
-	long := strings.Repeat("k", lambdawrap.MaxKeyLength)
+	long := strings.Repeat("k", lambdawrap.MaxHeaderKeyLength)
 	tests := []struct {
 		name     string
 		edit     func(e *event)

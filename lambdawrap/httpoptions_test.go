@@ -49,4 +49,19 @@ func TestHTTPOptions(t *testing.T) {
 	assert.EqualError(t, err, "idem: invalid option: lambdawrap: ALB: guard and handler must not be nil")
 	_, err = lambdawrap.FunctionURL(g, a.functionURL, nil) // a nil option is skipped
 	assert.NoError(t, err)
+	var (
+		noHTTP  lambdawrap.HTTPOption
+		noEvent lambdawrap.Option[events.APIGatewayV2HTTPRequest]
+	)
+	_, err = lambdawrap.HTTPAPI(g, a.httpAPI, noHTTP, noEvent) // so are nil options of either type
+	assert.NoError(t, err)
+}
+
+// TestMaxHeaderKeyLength: the header's limit has a name of its own, distinct from the guard's
+// idem.MaxKeyLength, and the old name still compiles as an alias of it.
+func TestMaxHeaderKeyLength(t *testing.T) {
+	t.Parallel()
+	assert.Equal(t, 255, lambdawrap.MaxHeaderKeyLength)
+	assert.Less(t, lambdawrap.MaxHeaderKeyLength, idem.MaxKeyLength, "a header key always fits the guard")
+	assert.Equal(t, lambdawrap.MaxHeaderKeyLength, lambdawrap.MaxKeyLength)
 }

@@ -17,7 +17,8 @@ import (
 
 // TestStoredKeyIsOneForEveryFormOfTheKey: the handler's idem.StoredKey, the id it derives
 // downstream keys from, is one for a key sent as an RFC 8941 quoted string ("k-1"), with
-// parameters ("k-1";v=1) and bare (k-1), on the HTTP API and the REST decorators alike, and another for another key.
+// parameters ("k-1";v=1) and bare (k-1), on the HTTP API and the REST decorators alike.
+// Another key has another.
 // The handler answers 500, so the key is released and every request runs it.
 func TestStoredKeyIsOneForEveryFormOfTheKey(t *testing.T) {
 	t.Parallel()

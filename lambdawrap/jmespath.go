@@ -17,27 +17,35 @@ import (
 // a key function allocate without limit. Lambda payloads are at most 6 MB.
 const maxInflated = 16 << 20
 
-// KeyFromJMESPath returns a key function that evaluates the JMESPath expression expr over
-// the event's JSON encoding, for parity with the Powertools utilities' event_key_jmespath.
-// A selected string is the key as it is; any other value is the key in its compact JSON
-// encoding (so "[order_id, customer_id]" keys on both). As in the Powertools utilities, a
-// selected null, empty string, empty object, empty list or list of nulls means the event
-// has no key: [Wrap] refuses it with [idem.ErrMissingKey] (or runs it unguarded, see
-// [WithKeyRequired]), so that events selecting the same empty value never share one
-// record. Zero and false are keys.
+// KeyFromJMESPath returns a key function that evaluates a JMESPath expression.
+// The expression expr is evaluated over the event's JSON encoding. This matches the
+// Powertools utilities' event_key_jmespath. What it selects becomes the key:
+//
+//   - A selected string is the key as it is.
+//   - Any other value is the key in its compact JSON encoding. So "[order_id, customer_id]"
+//     keys on both.
+//   - A selected null, empty string, empty object, empty list or list of nulls means the
+//     event has no key, as in the Powertools utilities. [Wrap] refuses it with
+//     [idem.ErrMissingKey], or runs it unguarded (see [WithKeyRequired]). So events
+//     selecting the same empty value never share one record.
+//   - Zero and false are keys.
 //
 // Besides the standard functions, the expression may use the Powertools ones:
-// powertools_json(s) decodes a JSON string (for example an API Gateway body),
-// powertools_base64(s) decodes base64, and powertools_base64_gzip(s) decodes base64 and
-// inflates gzip. Integers too large for a float64 keep their exact digits. It returns an
+//
+//   - powertools_json(s) decodes a JSON string, for example an API Gateway body;
+//   - powertools_base64(s) decodes base64;
+//   - powertools_base64_gzip(s) decodes base64 and inflates gzip.
+//
+// Integers too large for a float64 keep their exact digits. KeyFromJMESPath returns an
 // error if expr does not compile. The returned function is safe for concurrent use.
 //
-// An expression that fails over an event (a function meeting an argument of the wrong
-// type, powertools_json meeting a string that is not JSON) makes the returned function
-// return an error that names the expression and the kind of failure only, never a value
-// of the event: the raw key and the body stay out of the logs, hooks and Lambda errors
-// that carry it. A typed cause (a [*json.SyntaxError], a [base64.CorruptInputError], the
-// error of the event's own MarshalJSON) stays reachable through errors.Is and errors.As.
+// An expression may fail over an event: a function may meet an argument of the wrong type,
+// or powertools_json a string that is not JSON. The returned function then returns an
+// error that names the expression and the kind of failure only, never a value of the
+// event. So the raw key and the body stay out of the logs, hooks and Lambda errors that
+// carry it. A typed cause stays reachable through errors.Is and errors.As: a
+// [*json.SyntaxError], a [base64.CorruptInputError], or the error of the event's own
+// MarshalJSON.
 func KeyFromJMESPath[In any](expr string) (KeyFunc[In], error) {
 	q, err := compileJMESPath(expr)
 	if err != nil {
@@ -121,9 +129,10 @@ func decodeJSON(b []byte) (any, error) {
 // maxExactInt bounds the integers a float64 holds exactly (beyond it, 2^53+1 reads as 2^53).
 const maxExactInt = 1 << 53
 
-// toSearchable turns the json.Numbers of a decoded document into float64, which is what
-// JMESPath functions and comparisons work on, except integers too large for a float64 to
-// hold exactly: those keep their digits, so ids used as keys never collide.
+// toSearchable turns the json.Numbers of a decoded document into float64s.
+// JMESPath functions and comparisons work on those. Integers too large for a float64 to
+// hold exactly are the exception: they keep their digits, so ids used as keys never
+// collide.
 func toSearchable(v any) any {
 	switch v := v.(type) {
 	case json.Number:
@@ -208,13 +217,13 @@ func powertoolsFunctions() []jmespath.FunctionEntry {
 }
 
 // jmespathError is the error of an expression that could not be evaluated over an event.
-// Its text names the expression and the kind of failure only, never a value: go-jmespath's
-// own errors print the argument a function refused ("invalid type for: <argument>"), which
-// may be the whole event, its body and the raw idempotency key in it, and this error
-// reaches the guard's log, its OnUnguarded hook and the Lambda runtime's log. A typed
-// cause (an event's MarshalJSON error, a [*json.SyntaxError] of powertools_json, a
-// [base64.CorruptInputError]) stays reachable through errors.Is and errors.As, but is
-// never printed; go-jmespath's errors, which are text only, are dropped.
+// Its text names the expression and the kind of failure only, never a value.
+// go-jmespath's own errors print the argument a function refused ("invalid type for:
+// <argument>"). That may be the whole event, its body and the raw idempotency key in it.
+// And this error reaches the guard's log, its OnUnguarded hook and the Lambda runtime's
+// log. A typed cause stays reachable through errors.Is and errors.As, but is never
+// printed: an event's MarshalJSON error, a [*json.SyntaxError] of powertools_json, a
+// [base64.CorruptInputError]. go-jmespath's errors, which are text only, are dropped.
 type jmespathError struct {
 	expr  string
 	what  string // the kind of failure
@@ -240,9 +249,9 @@ func (e *functionError) Error() string { return e.fn + ": " + e.what }
 func (e *functionError) Unwrap() error { return e.cause }
 
 // evalError returns the error of evaluating expr that failed with err, without err's
-// text. A Powertools function's error keeps its cause; go-jmespath's errors are plain
-// text, so only the kind of failure is kept, read from the start of the message (which
-// names a kind before any value).
+// text. A Powertools function's error keeps its cause. go-jmespath's errors are plain
+// text, so only the kind of failure is kept. It is read from the start of the message,
+// which names a kind before any value.
 func evalError(expr string, err error) error {
 	var fe *functionError
 	if errors.As(err, &fe) {

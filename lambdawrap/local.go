@@ -28,34 +28,43 @@ const (
 	LocalMaxBody = 10 << 20
 )
 
-// LocalFunc is the type of a handler [LocalHandler] serves: an API Gateway HTTP API
-// (payload format 2.0), API Gateway REST API (Lambda proxy integration) or load balancer
-// handler, as [HTTPAPI], [REST] and [ALB] return them.
+// LocalFunc is the type of a handler [LocalHandler] serves, as [HTTPAPI], [REST] and [ALB]
+// return them:
+//
+//   - an API Gateway HTTP API handler (payload format 2.0);
+//   - an API Gateway REST API handler (Lambda proxy integration);
+//   - a load balancer handler.
 type LocalFunc interface {
 	func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) |
 		func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) |
 		func(context.Context, events.ALBTargetGroupRequest) (events.ALBTargetGroupResponse, error)
 }
 
-// LocalHandler serves a Lambda HTTP handler over plain HTTP, so a function can run on
-// localhost and be tested with any HTTP client. It turns each request into the event its
-// integration would send, calls h with a context that ends after [LocalTimeout] (or at
-// the request context's deadline, if sooner) and carries a request id (see
-// lambdacontext), and writes h's response back as the integration would. A client that
-// hangs up does not end the invocation, as it does not in API Gateway: a guarded run goes
-// on and records its result, which the client's retry replays. The event has the raw path and query string, and a body that is
-// base64 encoded unless its Content-Type is text, JSON, XML or a form; besides:
+// LocalHandler serves a Lambda HTTP handler over plain HTTP.
+// So a function can run on localhost and be tested with any HTTP client. For each request,
+// LocalHandler:
+//
+//   - turns the request into the event its integration would send;
+//   - calls h with a context that carries a request id (see lambdacontext). The context
+//     ends after [LocalTimeout], or at the request context's deadline if sooner;
+//   - writes h's response back as the integration would.
+//
+// A client that hangs up does not end the invocation, as it does not in API Gateway. A
+// guarded run goes on and records its result, which the client's retry replays.
+//
+// The event has the raw path and query string. Its body is base64 encoded unless its
+// Content-Type is text, JSON, XML or a form. Besides, per integration:
 //
 //   - HTTP API: lower-case header names with repeated headers joined by commas, and cookies
-//     in Cookies rather than a header. When h fails the client gets 500
+//     in Cookies rather than a header. When h fails, the client gets 500
 //     {"message":"Internal Server Error"} (503 after the deadline).
-//   - REST API: the event of a proxy resource, /{proxy+}, with headers and query
-//     parameters in both the single-value maps (the last value) and the multi-value ones.
-//     When h fails, or answers without a status, the client gets 502 {"message": "Internal
-//     server error"} (504 after the deadline).
-//   - Load balancer: the event of a target group without multi-value headers: lower-case
-//     header names, the last value of a repeated header or query parameter, the query
-//     string as sent, and the target group's ARN. When h fails, or answers without a
+//   - REST API: the event of a proxy resource, /{proxy+}. Headers and query parameters are
+//     in both the single-value maps (the last value) and the multi-value ones. When h
+//     fails, or answers without a status, the client gets 502 {"message": "Internal server
+//     error"} (504 after the deadline).
+//   - Load balancer: the event of a target group without multi-value headers. It has
+//     lower-case header names, the last value of a repeated header or query parameter, the
+//     query string as sent, and the target group's ARN. When h fails, or answers without a
 //     status, the client gets the balancer's 502 page (504 after the deadline).
 //
 // It is safe for concurrent use as long as h is.
@@ -71,9 +80,9 @@ func LocalHandler[H LocalFunc](h H) http.Handler {
 	panic("lambdawrap: LocalHandler: unreachable: LocalFunc admits no other type")
 }
 
-// integration is what the local adapter knows of one way of invoking a function: the
-// event it sends for a request, how it writes the function's response, and what it
-// answers when the function fails.
+// integration is what the local adapter knows of one way of invoking a function.
+// That is the event it sends for a request, how it writes the function's response, and
+// what it answers when the function fails.
 type integration[In, Out any] struct {
 	event func(r *http.Request, body []byte, id string, now time.Time) In
 	write func(w http.ResponseWriter, resp *Out)
@@ -110,12 +119,12 @@ func (l localHandler[In, Out]) ServeHTTP(w http.ResponseWriter, r *http.Request)
 	l.i.write(w, &resp)
 }
 
-// invocationContext returns the context of one invocation: the request's values and
-// deadline, bounded by [LocalTimeout], but not its cancellation. API Gateway and load
-// balancers never cancel an invocation when the client goes away, so neither does the
-// adapter: a run that holds a key goes on, and the client's retry is told the key is in
-// flight and then replays the run's result, instead of running the handler again after a
-// release the hang-up caused.
+// invocationContext returns the context of one invocation.
+// It has the request's values and deadline, bounded by [LocalTimeout], but not its
+// cancellation. API Gateway and load balancers never cancel an invocation when the client
+// goes away, so neither does the adapter. A run that holds a key goes on. The client's
+// retry is told the key is in flight, and then replays the run's result. It does not run
+// the handler again after a release the hang-up caused.
 func invocationContext(r context.Context) (context.Context, context.CancelFunc) {
 	deadline := time.Now().Add(LocalTimeout)
 	if d, ok := r.Deadline(); ok && d.Before(deadline) {

@@ -246,6 +246,9 @@ func TestWrapConfig(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.want)
 		})
 	}
+	h, err := lambdawrap.Wrap(g, c.charge, paymentKey, nil, lambdawrap.Option[payment](nil))
+	assert.NoError(t, err, "a nil option is skipped")
+	assert.NotNil(t, h)
 }
 
 // TestWrapCompletionFailed: the generic wrapper returns the handler's result when its

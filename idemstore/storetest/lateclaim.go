@@ -38,7 +38,7 @@ func (h Harness) lateClaimAfterRelease(t *testing.T) {
 			s := h.NewStore(t)
 			bs, _ := s.(idemstore.BatchStore)
 			ctx := context.Background()
-			now := NewClock().Now()
+			now := NewSettableClock().Now()
 			k := key(t)
 			claim := func(token string, at time.Time) (*idemstore.Record, bool) {
 				t.Helper()
@@ -97,7 +97,7 @@ func (h Harness) lateClaimAfterRelease(t *testing.T) {
 func (h Harness) lateClaimAfterTwoReleases(t *testing.T) {
 	s := h.NewStore(t)
 	ctx := context.Background()
-	now := NewClock().Now()
+	now := NewSettableClock().Now()
 	k := key(t)
 	late := inProgress(k, "A", "", now)
 	_, claimed, err := s.Claim(ctx, late, now)
@@ -146,7 +146,7 @@ func (h Harness) lateClaimThroughGuard(t *testing.T) {
 	if bs, ok := inner.(idemstore.BatchStore); ok {
 		s = &lateBatchClaims{lateClaims: lateClaims{Store: inner}, batch: bs}
 	}
-	c := NewClock()
+	c := NewSettableClock()
 	g, err := idem.New(s, "test", idem.WithClock(c), idem.WithScope("suite"))
 	require.NoError(t, err)
 	k := key(t)

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemstore"
 )
 
@@ -50,7 +51,7 @@ func (h Harness) takeoverCarriesExactly(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				s := h.NewStore(t)
 				ctx := context.Background()
-				now := NewClock().Now()
+				now := NewSettableClock().Now()
 				k := key(t)
 				owner := inProgress(k, "owner", "", now)
 				owner.Fingerprint = tc.held
@@ -96,4 +97,29 @@ func (h Harness) takeoverCarriesExactly(t *testing.T) {
 			})
 		}
 	}
+}
+
+func (h Harness) takeover(t *testing.T) {
+	f := h.fixture(t, idem.WithLease(time.Minute))
+	k := key(t)
+	release, done := blockOwner(h, t, context.Background(), f.guard, k, result{N: 1, Msg: "late"}, nil)
+
+	f.clock.Advance(time.Minute + idem.DefaultLeaseMargin + time.Second) // the first owner's lease has ended
+	v, replayed, err := do(h, context.Background(), f.guard, idem.Request{Key: k}, func(context.Context) (result, error) {
+		return result{N: 2, Msg: "new owner"}, nil
+	})
+	require.NoError(t, err)
+	assert.False(t, replayed)
+	assert.Equal(t, "new owner", v.Msg)
+
+	close(release)
+	require.ErrorIs(t, <-done, idem.ErrLeaseLost)
+
+	v, replayed, err = do(h, context.Background(), f.guard, idem.Request{Key: k}, func(context.Context) (result, error) {
+		t.Error("ran after completion")
+		return result{}, nil
+	})
+	require.NoError(t, err)
+	assert.True(t, replayed)
+	assert.Equal(t, "new owner", v.Msg, "the late owner must not overwrite the new owner's record")
 }
