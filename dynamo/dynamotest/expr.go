@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemkit/idem/dynamo/internal/attrcheck"
 )
 
 // The expression subset that MemStore evaluates: top-level attributes only, named bare
@@ -427,7 +429,7 @@ func ordered(op string, os ...operand) error {
 		switch o.value.(type) {
 		case nil, *types.AttributeValueMemberS, *types.AttributeValueMemberN, *types.AttributeValueMemberB:
 		default:
-			return fmt.Errorf("incorrect operand type for operator or function; operator or function: %s, operand type: %s", op, typeName(o.value))
+			return fmt.Errorf("incorrect operand type for operator or function; operator or function: %s, operand type: %s", op, attrcheck.TypeName(o.value))
 		}
 	}
 	return nil
@@ -458,7 +460,7 @@ func (p *parser) function() (cond, error) {
 		switch pre.value.(type) {
 		case nil, *types.AttributeValueMemberS, *types.AttributeValueMemberB:
 		default:
-			return nil, fmt.Errorf("incorrect operand type for operator or function; operator or function: begins_with, operand type: %s", typeName(pre.value))
+			return nil, fmt.Errorf("incorrect operand type for operator or function; operator or function: begins_with, operand type: %s", attrcheck.TypeName(pre.value))
 		}
 		return beginsCond{path: path, prefix: pre}, p.expect(")")
 	case "attribute_type", "contains", "size":
@@ -540,7 +542,7 @@ func (p *parser) action(clause string) (action, error) {
 			return action{}, err
 		}
 		if _, ok := v.(*types.AttributeValueMemberN); !ok {
-			return action{}, fmt.Errorf("ADD of a %s: %w", typeName(v), errUnsupported)
+			return action{}, fmt.Errorf("ADD of a %s: %w", attrcheck.TypeName(v), errUnsupported)
 		}
 		a.add = v
 		return a, nil
@@ -567,7 +569,7 @@ func (p *parser) action(clause string) (action, error) {
 		}
 		for _, o := range []operand{a.l, a.r} {
 			if _, ok := o.value.(*types.AttributeValueMemberN); o.path == "" && !ok {
-				return action{}, fmt.Errorf("incorrect operand type for operator or function; operator: %s, operand type: %s", a.op, typeName(o.value))
+				return action{}, fmt.Errorf("incorrect operand type for operator or function; operator: %s, operand type: %s", a.op, attrcheck.TypeName(o.value))
 			}
 		}
 	}

@@ -38,7 +38,7 @@ func TestCheckAttachedRefuses(t *testing.T) {
 		{"AnotherType", []any{func() error { return nil }}, "func() error"},
 		{"NilPointer", []any{(*types.TransactWriteItem)(nil)}, "nil *types.TransactWriteItem"},
 		{"TooMany", tooMany, "at most 99"},
-		{"NoAction", []any{types.TransactWriteItem{}}, "0 actions"},
+		{"NoAction", []any{types.TransactWriteItem{}}, "no action"},
 		{"NoTable", []any{types.TransactWriteItem{Delete: &types.Delete{Key: key}}}, "no TableName"},
 		{"TableNotCreated", []any{types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String("orders"), Key: key}}}, `"orders" was not created`},
 		{"KeyMissingFromPut", []any{types.TransactWriteItem{Put: &types.Put{TableName: aws.String("ledger"), Item: vals{"v": n("1")}}}}, "required keys"},

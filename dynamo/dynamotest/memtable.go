@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/idemkit/idem/dynamo"
 	"github.com/idemkit/idem/dynamo/internal/attrcheck"
 )
 
@@ -51,8 +52,8 @@ func (tbl *table) itemKey(item map[string]types.AttributeValue, exact bool) (str
 		if !ok {
 			return "", fmt.Errorf("one of the required keys was not given a value: %s (table %q)", k.name, tbl.name)
 		}
-		if typeName(v) != k.typ {
-			return "", fmt.Errorf("type mismatch for key %s: expected %s, got %s (table %q)", k.name, k.typ, typeName(v), tbl.name)
+		if attrcheck.TypeName(v) != k.typ {
+			return "", fmt.Errorf("type mismatch for key %s: expected %s, got %s (table %q)", k.name, k.typ, attrcheck.TypeName(v), tbl.name)
 		}
 		if err := attrcheck.KeyValue(k.name, v); err != nil {
 			return "", fmt.Errorf("%w (table %q)", err, tbl.name)
@@ -113,24 +114,13 @@ type write struct {
 // prepare parses and checks the attached writes as DynamoDB would before running them,
 // against the tables that exist now. The caller holds t.mu.
 func (t *tables) prepare(attached []any) ([]write, error) {
-	if len(attached) > maxAttached {
-		return nil, fmt.Errorf("dynamotest: %d attached writes, but at most %d fit one transaction with the completion", len(attached), maxAttached)
+	items, err := attrcheck.AppendAttached(nil, attached, dynamo.MaxAttached)
+	if err != nil {
+		return nil, fmt.Errorf("dynamotest: %w", err)
 	}
-	ws := make([]write, len(attached))
+	ws := make([]write, len(items))
 	seen := map[string]int{}
-	for i, a := range attached {
-		var item types.TransactWriteItem
-		switch v := a.(type) {
-		case types.TransactWriteItem:
-			item = v
-		case *types.TransactWriteItem:
-			if v == nil {
-				return nil, fmt.Errorf("dynamotest: attached write %d is a nil *types.TransactWriteItem", i)
-			}
-			item = *v
-		default:
-			return nil, fmt.Errorf("dynamotest: attached write %d is %T, want types.TransactWriteItem (use dynamo.Attach)", i, a)
-		}
+	for i, item := range items {
 		w, err := t.prepareOne(item)
 		if err != nil {
 			return nil, fmt.Errorf("dynamotest: attached write %d: %w", i, err)
@@ -145,19 +135,9 @@ func (t *tables) prepare(attached []any) ([]write, error) {
 	return ws, nil
 }
 
-// maxAttached is dynamo.MaxAttached, DynamoDB's 100 actions per transaction less the
-// completion.
-const maxAttached = 99
-
 func (t *tables) prepareOne(item types.TransactWriteItem) (write, error) {
-	n := 0
-	for _, set := range []bool{item.Put != nil, item.Update != nil, item.Delete != nil, item.ConditionCheck != nil} {
-		if set {
-			n++
-		}
-	}
-	if n != 1 {
-		return write{}, fmt.Errorf("%d actions: a types.TransactWriteItem holds exactly one of Put, Update, Delete or ConditionCheck", n)
+	if err := attrcheck.Action(item); err != nil {
+		return write{}, err
 	}
 	if err := attrcheck.Write(item); err != nil {
 		return write{}, err
@@ -190,9 +170,6 @@ func (t *tables) prepareOne(item types.TransactWriteItem) (write, error) {
 		if aws.ToString(condExpr) == "" {
 			return write{}, errors.New("a ConditionCheck needs a ConditionExpression")
 		}
-	}
-	if aws.ToString(tableName) == "" {
-		return write{}, errors.New("no TableName")
 	}
 	tbl, err := t.get(*tableName)
 	if err != nil {
