@@ -1,4 +1,4 @@
-package dynamotest
+package dynamomem
 
 import (
 	"errors"
@@ -14,7 +14,7 @@ import (
 	"github.com/idemkit/idem/dynamo/internal/attrcheck"
 )
 
-// tables are MemStore's in-memory DynamoDB tables, each a map from encoded key to item.
+// tables are Store's in-memory DynamoDB tables, each a map from encoded key to item.
 type tables struct {
 	mu sync.Mutex
 	m  map[string]*table
@@ -37,7 +37,7 @@ type keyAttr struct {
 func (t *tables) get(name string) (*table, error) {
 	tbl, ok := t.m[name]
 	if !ok {
-		return nil, fmt.Errorf("table %q was not created in memory (MemStore.CreateTable)", name)
+		return nil, fmt.Errorf("table %q was not created in memory (Store.CreateTable)", name)
 	}
 	return tbl, nil
 }
@@ -116,18 +116,18 @@ type write struct {
 func (t *tables) prepare(attached []any) ([]write, error) {
 	items, err := attrcheck.AppendAttached(nil, attached, dynamo.MaxAttached)
 	if err != nil {
-		return nil, fmt.Errorf("dynamotest: %w", err)
+		return nil, fmt.Errorf("dynamomem: %w", err)
 	}
 	ws := make([]write, len(items))
 	seen := map[string]int{}
 	for i, item := range items {
 		w, err := t.prepareOne(item)
 		if err != nil {
-			return nil, fmt.Errorf("dynamotest: attached write %d: %w", i, err)
+			return nil, fmt.Errorf("dynamomem: attached write %d: %w", i, err)
 		}
 		id := w.table.name + "\x00" + w.key
 		if j, ok := seen[id]; ok {
-			return nil, fmt.Errorf("dynamotest: attached writes %d and %d: transaction request cannot include multiple operations on one item", j, i)
+			return nil, fmt.Errorf("dynamomem: attached writes %d and %d: transaction request cannot include multiple operations on one item", j, i)
 		}
 		seen[id] = i
 		ws[i] = w

@@ -1,4 +1,4 @@
-package dynamotest
+package dynamomem
 
 import (
 	"errors"
@@ -10,7 +10,7 @@ import (
 	"github.com/idemkit/idem/dynamo/internal/attrcheck"
 )
 
-// The expression subset that MemStore evaluates: top-level attributes only, named bare
+// The expression subset that [Store] evaluates: top-level attributes only, named bare
 // (unless reserved) or through #placeholders, and values through :placeholders.
 //
 //	condition: a = b, a <> b, a < b, a <= b, a > b, a >= b, a BETWEEN b AND c,
@@ -23,7 +23,7 @@ import (
 // of sets) is refused when parsed, that is by idem.Attach: a test never passes in memory
 // on an expression that would behave otherwise, or fail, in DynamoDB.
 
-// errUnsupported marks what DynamoDB takes but MemStore does not evaluate.
+// errUnsupported marks what DynamoDB takes but Store does not evaluate.
 var errUnsupported = errors.New("not supported in memory (use DynamoDB Local: dynamotest.NewStore)")
 
 type tokKind int

@@ -1,4 +1,4 @@
-package dynamotest_test
+package dynamomem_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemkit/idem/dynamo/dynamotest"
+	"github.com/idemkit/idem/dynamo/dynamomem"
 )
 
 // TestCheckAttachedRefuses: what DynamoDB would refuse before running a transaction, and
@@ -68,7 +68,7 @@ func TestCheckAttachedRefuses(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			m := dynamotest.NewMemStore()
+			m := dynamomem.New()
 			_, err := m.CreateTable(context.Background(), ledgerTable())
 			require.NoError(t, err)
 			err = m.CheckAttached(tc.attached)
