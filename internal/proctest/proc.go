@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"testing"
 	"time"
 )
 
@@ -115,4 +116,16 @@ func (p *Proc) Stop(sig os.Signal, grace time.Duration) error {
 		return err
 	}
 	return fmt.Errorf("pid %d ignored %v for %v and was killed", p.PID(), sig, grace)
+}
+
+// Unavailable skips tb because the server it needs cannot be had (reason), or fails it
+// when the environment variable require is set (IDEM_REQUIRE_POSTGRES, say): a run that
+// must include the test cannot leave it out unseen.
+func Unavailable(tb testing.TB, require string, reason error) {
+	tb.Helper()
+	if os.Getenv(require) != "" {
+		tb.Fatalf("%v (%s is set: the test may not skip)", reason, require)
+		return
+	}
+	tb.Skipf("skipped: %v", reason)
 }
