@@ -22,6 +22,7 @@ import (
 	"github.com/idemkit/idem/dynamo/dynamotest"
 	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/idemstore/storetest"
+	"github.com/idemkit/idem/internal/ledgertest"
 )
 
 // itemAPI is what the tests read and seed business tables with: a *dynamodb.Client and a
@@ -422,16 +423,7 @@ func TestStoreBehaviour(t *testing.T) {
 						}})
 					}
 					read := func() int {
-						out, err := m.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String("ledger"), Key: map[string]types.AttributeValue{"pk": s("acct")}})
-						require.NoError(t, err)
-						b, ok := out.Item["balance"].(*types.AttributeValueMemberN)
-						if !ok {
-							return 0
-						}
-						var v int
-						_, err = fmt.Sscan(b.Value, &v)
-						require.NoError(t, err)
-						return v
+						return ledgertest.Ledger{DB: m, Table: "ledger", Key: "pk", Attr: "balance"}.Balance(t, "acct")
 					}
 					return add, read
 				},
