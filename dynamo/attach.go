@@ -2,10 +2,8 @@ package dynamo
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemkit/idem"
@@ -55,14 +53,11 @@ func Attach(ctx context.Context, items ...types.TransactWriteItem) error {
 // parsed, only DynamoDB refuses, when the completion is sent: the completion then fails
 // with [idemstore.ErrNotCommitted], and the key is released.
 func (s *Store) CheckAttached(attached []any) error {
-	if _, err := transactItems(nil, attached); err != nil {
-		return err
+	items, err := attrcheck.AppendAttached(nil, attached, MaxAttached)
+	if err != nil {
+		return fmt.Errorf("dynamo: %w", err)
 	}
-	for i, a := range attached {
-		w, ok := a.(types.TransactWriteItem)
-		if !ok {
-			w = *a.(*types.TransactWriteItem)
-		}
+	for i, w := range items {
 		if err := checkItem(w); err != nil {
 			return fmt.Errorf("dynamo: attached write %d: %w", i, err)
 		}
@@ -71,34 +66,15 @@ func (s *Store) CheckAttached(attached []any) error {
 }
 
 // transactItems returns the completion followed by the attached writes, which must be
-// types.TransactWriteItem values or non-nil pointers to them, at most [MaxAttached]. A nil
-// completion only checks. The items themselves are DynamoDB's to judge when the
-// transaction is sent ([Store.CheckAttached] judges them earlier, at Attach).
+// types.TransactWriteItem values or non-nil pointers to them, at most [MaxAttached]. The
+// items themselves are DynamoDB's to judge when the transaction is sent
+// ([Store.CheckAttached] judges them earlier, at Attach).
 func transactItems(completion *types.Update, attached []any) ([]types.TransactWriteItem, error) {
-	if len(attached) > MaxAttached {
-		return nil, fmt.Errorf("dynamo: %d attached writes, but at most %d fit one transaction with the completion", len(attached), MaxAttached)
-	}
-	var items []types.TransactWriteItem
-	if completion != nil {
-		items = make([]types.TransactWriteItem, 0, 1+len(attached))
-		items = append(items, types.TransactWriteItem{Update: completion})
-	}
-	for i, a := range attached {
-		var w types.TransactWriteItem
-		switch v := a.(type) {
-		case types.TransactWriteItem:
-			w = v
-		case *types.TransactWriteItem:
-			if v == nil {
-				return nil, fmt.Errorf("dynamo: attached write %d is a nil *types.TransactWriteItem", i)
-			}
-			w = *v
-		default:
-			return nil, fmt.Errorf("dynamo: attached write %d is %T, want types.TransactWriteItem (use dynamo.Attach)", i, a)
-		}
-		if completion != nil {
-			items = append(items, w)
-		}
+	items := make([]types.TransactWriteItem, 1, 1+len(attached))
+	items[0] = types.TransactWriteItem{Update: completion}
+	items, err := attrcheck.AppendAttached(items, attached, MaxAttached)
+	if err != nil {
+		return nil, fmt.Errorf("dynamo: %w", err)
 	}
 	return items, nil
 }
@@ -107,26 +83,8 @@ func transactItems(completion *types.Update, attached []any) ([]types.TransactWr
 // before sending it: an item needs exactly one action, and the action its table; and its
 // values and names must be ones DynamoDB takes (see package attrcheck).
 func checkItem(w types.TransactWriteItem) error {
-	var tables []*string
-	if w.Put != nil {
-		tables = append(tables, w.Put.TableName)
-	}
-	if w.Update != nil {
-		tables = append(tables, w.Update.TableName)
-	}
-	if w.Delete != nil {
-		tables = append(tables, w.Delete.TableName)
-	}
-	if w.ConditionCheck != nil {
-		tables = append(tables, w.ConditionCheck.TableName)
-	}
-	switch {
-	case len(tables) == 0:
-		return errors.New("no action: set one of Put, Update, Delete or ConditionCheck")
-	case len(tables) > 1:
-		return fmt.Errorf("%d actions: a types.TransactWriteItem holds exactly one of Put, Update, Delete or ConditionCheck", len(tables))
-	case aws.ToString(tables[0]) == "":
-		return errors.New("no TableName")
+	if err := attrcheck.Action(w); err != nil {
+		return err
 	}
 	return attrcheck.Write(w)
 }

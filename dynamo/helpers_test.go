@@ -15,6 +15,7 @@ import (
 	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/internal/ddbcount"
 	"github.com/idemkit/idem/internal/ddblocal"
+	"github.com/idemkit/idem/internal/ledgertest"
 )
 
 // env is one test's table on DynamoDB Local and a store over it.
@@ -89,19 +90,7 @@ func (l *ledger) add(account string, n int, failCond bool) types.TransactWriteIt
 
 func (l *ledger) balance(t *testing.T, account string) int {
 	t.Helper()
-	out, err := l.client.GetItem(context.Background(), &dynamodb.GetItemInput{
-		TableName:      aws.String(l.table),
-		Key:            map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: account}},
-		ConsistentRead: aws.Bool(true),
-	})
-	require.NoError(t, err)
-	n, ok := out.Item["balance"].(*types.AttributeValueMemberN)
-	if !ok {
-		return 0
-	}
-	v, err := strconv.Atoi(n.Value)
-	require.NoError(t, err)
-	return v
+	return ledgertest.Ledger{DB: l.client, Table: l.table, Key: "id", Attr: "balance"}.Balance(t, account)
 }
 
 // wallClock returns the current time rounded down to the second. Records in the tests are

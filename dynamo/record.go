@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/dynamo/internal/attrcheck"
 	"github.com/idemkit/idem/idemstore"
 )
 
@@ -49,7 +50,7 @@ func encodeEnd(t time.Time, unit time.Duration) *types.AttributeValueMemberN {
 func decodeEpoch(av types.AttributeValue, unit time.Duration) (time.Time, error) {
 	num, ok := av.(*types.AttributeValueMemberN)
 	if !ok {
-		return time.Time{}, fmt.Errorf("want a number, got %s", typeName(av))
+		return time.Time{}, fmt.Errorf("want a number, got %s", attrcheck.TypeName(av))
 	}
 	n, err := strconv.ParseInt(num.Value, 10, 64)
 	if err != nil {
@@ -202,7 +203,7 @@ func (d *decoder) str(name string, required bool) string {
 	}
 	v, ok := av.(*types.AttributeValueMemberS)
 	if !ok {
-		d.fail(name, fmt.Errorf("want a string, got %s", typeName(av)))
+		d.fail(name, fmt.Errorf("want a string, got %s", attrcheck.TypeName(av)))
 		return ""
 	}
 	if required && v.Value == "" {
@@ -220,7 +221,7 @@ func (d *decoder) data(name string) []byte {
 	case *types.AttributeValueMemberB:
 		return v.Value
 	default:
-		d.fail(name, fmt.Errorf("want a string or binary, got %s", typeName(v)))
+		d.fail(name, fmt.Errorf("want a string or binary, got %s", attrcheck.TypeName(v)))
 		return nil
 	}
 }
@@ -244,7 +245,7 @@ func (d *decoder) version(name string) int {
 	}
 	num, ok := av.(*types.AttributeValueMemberN)
 	if !ok {
-		d.fail(name, fmt.Errorf("want a number, got %s", typeName(av)))
+		d.fail(name, fmt.Errorf("want a number, got %s", attrcheck.TypeName(av)))
 		return 0
 	}
 	v, err := strconv.ParseInt(num.Value, 10, 32)
@@ -263,7 +264,7 @@ func (d *decoder) seq(name string) int64 {
 	}
 	num, ok := av.(*types.AttributeValueMemberN)
 	if !ok {
-		d.fail(name, fmt.Errorf("want a number, got %s", typeName(av)))
+		d.fail(name, fmt.Errorf("want a number, got %s", attrcheck.TypeName(av)))
 		return 0
 	}
 	v, err := strconv.ParseInt(num.Value, 10, 64)
@@ -272,34 +273,6 @@ func (d *decoder) seq(name string) int64 {
 		return 0
 	}
 	return v
-}
-
-// typeName names an attribute value's DynamoDB type for error messages.
-func typeName(av types.AttributeValue) string {
-	switch av.(type) {
-	case *types.AttributeValueMemberS:
-		return "S"
-	case *types.AttributeValueMemberN:
-		return "N"
-	case *types.AttributeValueMemberB:
-		return "B"
-	case *types.AttributeValueMemberBOOL:
-		return "BOOL"
-	case *types.AttributeValueMemberNULL:
-		return "NULL"
-	case *types.AttributeValueMemberL:
-		return "L"
-	case *types.AttributeValueMemberM:
-		return "M"
-	case *types.AttributeValueMemberSS:
-		return "SS"
-	case *types.AttributeValueMemberNS:
-		return "NS"
-	case *types.AttributeValueMemberBS:
-		return "BS"
-	default:
-		return fmt.Sprintf("%T", av)
-	}
 }
 
 // maxItemSize is DynamoDB's limit on the size of one item: 400 KB.

@@ -15,6 +15,7 @@ import (
 	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/internal/ddbcount"
 	"github.com/idemkit/idem/internal/ddblocal"
+	"github.com/idemkit/idem/internal/ledgertest"
 	"github.com/idemkit/idem/internal/samtemplate"
 )
 
@@ -62,19 +63,7 @@ func (l *ddbLedger) credit(ctx context.Context, m events.SQSMessage) error {
 
 func (l *ddbLedger) balance(t testing.TB, account string) int {
 	t.Helper()
-	out, err := l.client.GetItem(context.Background(), &dynamodb.GetItemInput{
-		TableName:      aws.String(l.table),
-		Key:            map[string]types.AttributeValue{"account_id": &types.AttributeValueMemberS{Value: account}},
-		ConsistentRead: aws.Bool(true),
-	})
-	require.NoError(t, err)
-	n, ok := out.Item["balance"].(*types.AttributeValueMemberN)
-	if !ok {
-		return 0
-	}
-	v, err := strconv.Atoi(n.Value)
-	require.NoError(t, err)
-	return v
+	return ledgertest.Ledger{DB: l.client, Table: l.table, Key: "account_id", Attr: "balance"}.Balance(t, account)
 }
 
 // countingAPI counts the calls that reach DynamoDB, by operation.

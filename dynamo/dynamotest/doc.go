@@ -5,8 +5,9 @@
 //	store := dynamotest.NewStore(t) // a table of its own on the shared DynamoDB Local
 //	guard, err := idem.New(store, "create-order")
 //
-// in a test function (TestMain may call [Main] to start the server before the tests; see
-// the package example for a handler tested in memory and on DynamoDB Local alike).
+// in a test function (TestMain may call [Main] to start the server before the tests; the
+// example of package dynamomem shows a handler tested in memory and on DynamoDB Local
+// alike).
 //
 // A test binary starts one DynamoDB Local, in memory, on a free port of 127.0.0.1 only
 // (the jar alone would listen on every interface), when a test first asks for it
@@ -41,25 +42,7 @@
 //
 // # In memory
 //
-// [MemStore] stands in for the DynamoDB store where Java is not wanted (unit tests, a
-// laptop): it keeps records like package memstore and applies the handler's attached
-// DynamoDB writes ([dynamo.Attach], types.TransactWriteItem values) to in-memory tables,
-// in one transaction with the completion, evaluating their condition and update
-// expressions as DynamoDB does. The handler's code is the same on both, so one test
-// function can run on either (see the example). MemStore evaluates a documented subset of
-// DynamoDB's expressions and refuses the rest when the write is attached, never silently:
-// TestAttachedWritesAsOnDynamoDB runs every case of the subset on both and compares. Values
-// DynamoDB refuses (a number it cannot parse or store, an empty or duplicated set, an
-// empty attribute name, an empty string in a Key) both stores refuse at Attach, and
-// MemStore an empty key value in a Put too (dynamo.Store does not know the key schema):
-// TestAttachValidationAsOnDynamoDB sends each to DynamoDB Local, which answers a
-// ValidationException.
-//
-// Why in-memory tables, rather than a store-neutral write type that every store would
-// translate: an attached write is the store's own (a DynamoDB TransactWriteItem, a SQL
-// statement), because its atomicity with the record is the store's; a neutral type would
-// be a lowest common denominator (no ledger ADD, no conditional upsert) and a second way
-// to write the same effect. So the test double takes the production value instead, and
-// the knowledge of DynamoDB stays here, with the SDK, rather than in package memstore,
-// which imports no AWS SDK and whose store-neutral attach value is a func() error.
+// Where Java is not wanted, package [github.com/idemkit/idem/dynamo/dynamomem] stands in
+// for the DynamoDB store: records in memory, and the handler's attached DynamoDB writes
+// applied to in-memory tables. [MemStore] and [NewMemStore] are its old names here.
 package dynamotest

@@ -6,7 +6,6 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/idemkit/idem/internal/proctest"
 )
 
 // Environment variables read by this package.
@@ -81,12 +82,10 @@ func newConfig(opts []Option) config {
 // Server is a DynamoDB Local process started by [Start]. Its methods are safe for
 // concurrent use.
 type Server struct {
-	cmd      *exec.Cmd
+	proc     *proctest.Proc
 	endpoint string
 	out      *syncBuffer
 	stdin    *os.File // the write end of the JVM's standard input; never written
-	exited   chan struct{}
-	waitErr  error
 
 	stopOnce sync.Once
 	stopErr  error
@@ -104,50 +103,37 @@ func Start(ctx context.Context, opts ...Option) (*Server, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
-	var lastErr error
-	// A port found free can be taken before the JVM binds it; try a few.
-	for range 3 {
-		s, err := launch(ctx, java, dir)
-		if err == nil {
-			return s, nil
-		}
-		lastErr = err
-		if ctx.Err() != nil {
-			break
-		}
+	var s *Server
+	err = proctest.OnFreePort(ctx, 0, func(port int) error {
+		s, err = launch(ctx, java, dir, port)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
-	return nil, lastErr
+	return s, nil
 }
 
 // Endpoint returns the server's URL, such as "http://127.0.0.1:41234".
 func (s *Server) Endpoint() string { return s.endpoint }
 
 // PID returns the process id of the JVM, for reading its CPU time from /proc.
-func (s *Server) PID() int { return s.cmd.Process.Pid }
+func (s *Server) PID() int { return s.proc.PID() }
 
 // Stop kills the JVM by its process id and waits for it to exit. Calling Stop again returns
 // the first result.
 func (s *Server) Stop() error {
 	s.stopOnce.Do(func() {
 		defer s.stdin.Close()
-		select {
-		case <-s.exited:
-			return // it already died; launch or the caller saw why
-		default:
+		// A JVM that died already is left alone; launch or the caller saw why.
+		if err := s.proc.Kill(); err != nil {
+			s.stopErr = fmt.Errorf("dynamotest: %w", err)
 		}
-		if err := s.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
-			s.stopErr = fmt.Errorf("dynamotest: kill pid %d: %w", s.cmd.Process.Pid, err)
-		}
-		<-s.exited
 	})
 	return s.stopErr
 }
 
-func launch(ctx context.Context, java, dir string) (*Server, error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
+func launch(ctx context.Context, java, dir string, port int) (*Server, error) {
 	tmp, err := os.MkdirTemp("", "dynamotest-")
 	if err != nil {
 		return nil, fmt.Errorf("dynamotest: %w", err)
@@ -174,25 +160,23 @@ func launch(ctx context.Context, java, dir string) (*Server, error) {
 	cmd.Dir = dir
 	out := &syncBuffer{}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, out, out
-	err = cmd.Start()
+	proc, err := proctest.Launch(cmd)
 	_ = stdinR.Close() // the child has its own copy
 	if err != nil {
 		_ = stdinW.Close()
 		_ = os.RemoveAll(tmp)
 		return nil, fmt.Errorf("dynamotest: start %s: %w", java, err)
 	}
+	go func() {
+		<-proc.Done()
+		_ = os.RemoveAll(tmp)
+	}()
 	s := &Server{
-		cmd:      cmd,
+		proc:     proc,
 		endpoint: "http://127.0.0.1:" + strconv.Itoa(port),
 		out:      out,
 		stdin:    stdinW,
-		exited:   make(chan struct{}),
 	}
-	go func() {
-		s.waitErr = cmd.Wait()
-		_ = os.RemoveAll(tmp)
-		close(s.exited)
-	}()
 	if err := s.waitReady(ctx); err != nil {
 		_ = s.Stop()
 		return nil, err
@@ -215,8 +199,8 @@ func (s *Server) waitReady(ctx context.Context) error {
 			return nil
 		}
 		select {
-		case <-s.exited:
-			return fmt.Errorf("dynamotest: DynamoDB Local exited before answering (%v); output:\n%s", s.waitErr, s.out.String())
+		case <-s.proc.Done():
+			return fmt.Errorf("dynamotest: DynamoDB Local exited before answering (%v); output:\n%s", s.proc.Err(), s.out.String())
 		case <-ctx.Done():
 			return fmt.Errorf("dynamotest: DynamoDB Local did not answer on %s: %w; output:\n%s", s.endpoint, ctx.Err(), s.out.String())
 		case <-tick.C:
@@ -315,15 +299,6 @@ func jarIn(dir string) (string, bool) {
 		return "", false
 	}
 	return filepath.Dir(jars[len(jars)-1]), true
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("dynamotest: find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // syncBuffer collects the JVM's output for error messages.

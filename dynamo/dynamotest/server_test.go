@@ -103,9 +103,9 @@ func TestServerExitsWithItsParent(t *testing.T) {
 
 	require.NoError(t, s.stdin.Close())
 	select {
-	case <-s.exited:
+	case <-s.proc.Done():
 	case <-time.After(time.Minute): // a bound on a hung test, not a timing
 		t.Fatal("the JVM is still running a minute after its standard input closed")
 	}
-	assert.NoError(t, s.waitErr, "it exited by itself, with status 0")
+	assert.NoError(t, s.proc.Err(), "it exited by itself, with status 0")
 }

@@ -1,13 +1,15 @@
-// Package proctest runs the example binaries as real processes in tests: built with the
-// go command into the test's temporary directory, started with a clean environment that
-// points the AWS SDK at DynamoDB Local, and stopped by process id.
+// Package proctest runs processes for tests, and stops them by process id:
+//   - the example binaries, built with the go command into the test's temporary
+//     directory and started with a clean environment that points the AWS SDK at
+//     DynamoDB Local ([Build], [Env], [Start], [Run]);
+//   - the servers the tests run against (DynamoDB Local, PostgreSQL, Redis), each on a
+//     free port of 127.0.0.1 ([OnFreePort], [Launch], [Proc.Kill], [Proc.Stop]).
 package proctest
 
 import (
 	"bytes"
 	"context"
 	"errors"
-	"net"
 	"os"
 	"os/exec"
 	"path"
@@ -64,15 +66,14 @@ func Setenv(t *testing.T, endpoint string) {
 	}
 }
 
-// FreePort returns a TCP port of 127.0.0.1 that was free a moment ago.
+// FreePort returns a TCP port of 127.0.0.1 that was free a moment ago (see [PickPort]).
 func FreePort(tb testing.TB) string {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := PickPort(0)
 	if err != nil {
-		tb.Fatalf("proctest: %v", err)
+		tb.Fatal(err)
 	}
-	defer ln.Close()
-	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	return strconv.Itoa(port)
 }
 
 // Run runs bin to completion with args, env and stdin, and returns its stdout, stderr and
@@ -96,41 +97,30 @@ func Run(tb testing.TB, bin string, env []string, stdin []byte, args ...string) 
 
 // Process is a started binary.
 type Process struct {
-	cmd    *exec.Cmd
+	proc   *Proc
 	output string // file of stdout and stderr; the OS keeps concurrent writes whole
-	done   chan struct{}
 }
 
 // Start starts bin with args and env. When tb ends the process is killed, by its id, if it
 // is still running, and its output is logged if tb failed.
 func Start(tb testing.TB, bin string, env []string, args ...string) *Process {
 	tb.Helper()
-	p := &Process{
-		cmd:    exec.Command(bin, args...),
-		output: filepath.Join(tb.TempDir(), filepath.Base(bin)+".log"),
-		done:   make(chan struct{}),
-	}
+	p := &Process{output: filepath.Join(tb.TempDir(), filepath.Base(bin)+".log")}
 	out, err := os.Create(p.output)
 	if err != nil {
 		tb.Fatalf("proctest: %v", err)
 	}
 	defer out.Close() // the child has its own descriptor
-	p.cmd.Env = env
-	p.cmd.Stdout = out
-	p.cmd.Stderr = out
-	if err := p.cmd.Start(); err != nil {
+	cmd := exec.Command(bin, args...)
+	cmd.Env = env
+	cmd.Stdout = out
+	cmd.Stderr = out
+	if p.proc, err = Launch(cmd); err != nil {
 		tb.Fatalf("proctest: start %s: %v", bin, err)
 	}
-	go func() {
-		_ = p.cmd.Wait() // the exit code is read from ProcessState
-		close(p.done)
-	}()
 	tb.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = p.cmd.Process.Kill()
-			<-p.done
+		if err := p.proc.Kill(); err != nil {
+			tb.Errorf("proctest: %s: %v", filepath.Base(bin), err)
 		}
 		if tb.Failed() {
 			tb.Logf("proctest: output of %s:\n%s", filepath.Base(bin), p.Output())
@@ -141,15 +131,15 @@ func Start(tb testing.TB, bin string, env []string, args ...string) *Process {
 
 // Signal sends sig to the process.
 func (p *Process) Signal(sig os.Signal) error {
-	return p.cmd.Process.Signal(sig)
+	return p.proc.cmd.Process.Signal(sig)
 }
 
 // Wait waits up to timeout for the process to exit and returns its exit code, or -1 and
 // false if it is still running.
 func (p *Process) Wait(timeout time.Duration) (code int, exited bool) {
 	select {
-	case <-p.done:
-		return p.cmd.ProcessState.ExitCode(), true
+	case <-p.proc.Done():
+		return p.proc.cmd.ProcessState.ExitCode(), true
 	case <-time.After(timeout):
 		return -1, false
 	}
@@ -158,7 +148,7 @@ func (p *Process) Wait(timeout time.Duration) (code int, exited bool) {
 // Exited reports whether the process has ended.
 func (p *Process) Exited() bool {
 	select {
-	case <-p.done:
+	case <-p.proc.Done():
 		return true
 	default:
 		return false

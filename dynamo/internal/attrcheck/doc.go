@@ -2,10 +2,11 @@
 // values and names of a write that DynamoDB would answer with a ValidationException: a
 // number it cannot parse or store, an empty or duplicated set, an empty attribute name, an
 // empty string or binary key value, a NULL that is not true. Package dynamo checks the
-// writes attached to a completion with it at idem.Attach, and package dynamotest's
+// writes attached to a completion with it at idem.Attach, and package dynamomem's
 // in-memory tables do too, so that a write refused in production is refused in memory,
 // at the same point. Each rule is tested against DynamoDB Local
-// (dynamotest's TestAttachValidationAsOnDynamoDB).
+// (dynamomem's TestAttachValidationAsOnDynamoDB). The shape of attached writes is checked
+// here once for both: [AppendAttached] and [Action].
 //
 // See https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/HowItWorks.NamingRulesDataTypes.html
 // and https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ServiceQuotas.html

@@ -12,7 +12,7 @@ import (
 )
 
 // TestParseNumber pins the values of the numbers DynamoDB takes and refuses the others;
-// dynamotest's TestAttachValidationAsOnDynamoDB shows DynamoDB Local agrees.
+// dynamomem's TestAttachValidationAsOnDynamoDB shows DynamoDB Local agrees.
 func TestParseNumber(t *testing.T) {
 	t.Parallel()
 	digits38 := "12345678901234567890123456789012345678"

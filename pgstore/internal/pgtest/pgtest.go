@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemkit/idem/internal/proctest"
 )
 
 // EnvURL names a server to use instead of starting one.
@@ -63,10 +65,7 @@ func Main(m *testing.M) int {
 // Unavailable skips tb with reason, or fails it when [EnvRequire] is set.
 func Unavailable(tb testing.TB, reason error) {
 	tb.Helper()
-	if os.Getenv(EnvRequire) != "" {
-		tb.Fatalf("%v (%s is set: PostgreSQL tests may not skip)", reason, EnvRequire)
-	}
-	tb.Skipf("PostgreSQL test skipped: %v (set %s to a server, or install PostgreSQL 15+)", reason, EnvURL)
+	proctest.Unavailable(tb, EnvRequire, fmt.Errorf("PostgreSQL: %w (set %s to a server, or install PostgreSQL 15+)", reason, EnvURL))
 }
 
 // URL returns the connection string of the test binary's server: [EnvURL] if set, else the

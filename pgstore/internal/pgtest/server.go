@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -17,6 +16,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/idemkit/idem/internal/proctest"
 )
 
 // minMajor is the oldest PostgreSQL the store supports: MERGE (release) came in 15.
@@ -30,8 +31,7 @@ type Server struct {
 	base string // temporary directory holding data/ and server.log
 	port int
 	cred *syscall.Credential // nil: run as ourselves
-	cmd  *exec.Cmd
-	done chan error // the postgres process's exit
+	proc *proctest.Proc      // the running postmaster; nil when stopped
 }
 
 // Start initialises a fresh data directory and starts a server on a free port of
@@ -63,14 +63,10 @@ func Start(ctx context.Context) (*Server, error) {
 		s.remove()
 		return nil, fmt.Errorf("pgtest: initdb: %w\n%s", err, out)
 	}
-	for attempt := 0; ; attempt++ {
-		if s.port, err = freePort(); err == nil {
-			err = s.Restart(ctx)
-		}
-		if err == nil || attempt == 2 {
-			break
-		}
-	}
+	err = proctest.OnFreePort(ctx, 0, func(port int) error {
+		s.port = port
+		return s.Restart(ctx)
+	})
 	if err != nil {
 		s.remove()
 		return nil, err
@@ -85,16 +81,16 @@ func (s *Server) URL() string {
 
 // PID returns the process id of the running postmaster, or 0 when it is not running.
 func (s *Server) PID() int {
-	if s.cmd == nil {
+	if s.proc == nil {
 		return 0
 	}
-	return s.cmd.Process.Pid
+	return s.proc.PID()
 }
 
 // Restart starts the postmaster on the server's data directory and port, and waits until it
 // accepts connections. The server must not be running.
 func (s *Server) Restart(ctx context.Context) error {
-	if s.cmd != nil {
+	if s.proc != nil {
 		return errors.New("pgtest: server already running")
 	}
 	logf, err := os.OpenFile(s.logPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -110,12 +106,9 @@ func (s *Server) Restart(ctx context.Context) error {
 		"-c", "unix_socket_directories=", "-c", "fsync=off", "-c", "full_page_writes=off",
 		"-c", "max_connections=300", "-c", "shared_buffers=64MB")
 	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
+	if s.proc, err = proctest.Launch(cmd); err != nil {
 		return fmt.Errorf("pgtest: start postgres: %w", err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	s.cmd, s.done = cmd, done
 	if err := s.waitReady(ctx); err != nil {
 		_ = s.Stop()
 		return fmt.Errorf("pgtest: postgres did not come up: %w\n%s", err, s.logTail())
@@ -139,9 +132,8 @@ func (s *Server) waitReady(ctx context.Context) error {
 			return nil
 		}
 		select {
-		case exit := <-s.done:
-			s.done <- exit // for Stop
-			return fmt.Errorf("postgres exited: %v", exit)
+		case <-s.proc.Done():
+			return fmt.Errorf("postgres exited: %v", s.proc.Err())
 		case <-ctx.Done():
 			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
 		case <-time.After(50 * time.Millisecond):
@@ -159,21 +151,14 @@ func (s *Server) Crash() error { return s.signal(syscall.SIGQUIT) }
 func (s *Server) Stop() error { return s.signal(syscall.SIGINT) }
 
 func (s *Server) signal(sig syscall.Signal) error {
-	if s.cmd == nil {
+	if s.proc == nil {
 		return nil
 	}
-	defer func() { s.cmd, s.done = nil, nil }()
-	if err := s.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return err
+	defer func() { s.proc = nil }()
+	if err := s.proc.Stop(sig, 30*time.Second); err != nil {
+		return fmt.Errorf("pgtest: postgres: %w", err)
 	}
-	select {
-	case <-s.done:
-		return nil
-	case <-time.After(30 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-s.done
-		return fmt.Errorf("pgtest: postgres (pid %d) ignored %v for 30 s and was killed", s.cmd.Process.Pid, sig)
-	}
+	return nil
 }
 
 // Close stops the server and removes its data directory.
@@ -281,14 +266,4 @@ func versionMajor(out string) int {
 func majorOf(dir string) int {
 	n, _ := strconv.Atoi(filepath.Base(filepath.Dir(dir)))
 	return n
-}
-
-// freePort returns a TCP port of 127.0.0.1 that was free a moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/idemkit/idem/internal/proctest"
 )
 
 // Cluster is a local Redis Cluster of masters without replicas, one [Server] each.
@@ -123,8 +124,5 @@ func (e *Env) StartServer(tb testing.TB, extra ...string) *Server {
 // unavailable fails tb with [EnvRequire] set, else skips it, for err.
 func (e *Env) unavailable(tb testing.TB, err error) {
 	tb.Helper()
-	if os.Getenv(EnvRequire) != "" {
-		tb.Fatalf("redistest: %v", err)
-	}
-	tb.Skipf("redistest: %v", err)
+	proctest.Unavailable(tb, EnvRequire, err)
 }

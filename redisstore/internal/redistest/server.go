@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/idemkit/idem/internal/proctest"
 )
 
 // startTimeout bounds how long a server may take to answer PING after it started.
@@ -27,10 +29,8 @@ type Server struct {
 	Addr string
 	dir  string
 	args []string
-	cmd  *exec.Cmd
+	proc *proctest.Proc // the running process; nil once killed
 	log  *bytes.Buffer
-	// exited is closed when the running process has exited and been reaped.
-	exited chan struct{}
 }
 
 // Start starts redis-server on 127.0.0.1 at a free port, in a new temporary directory,
@@ -46,23 +46,21 @@ func Start(ctx context.Context, extra ...string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	var lastErr error
-	for range 3 { // a free port may be taken between our probe and the server's bind
-		port, err := freePort()
-		if err != nil {
-			return nil, err
-		}
+	var s *Server
+	// A cluster node's bus port, its port + 10000, must exist too.
+	err = proctest.OnFreePort(ctx, 65535-10000, func(port int) error {
 		args := append([]string{
 			"--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--dir", dir,
 			"--save", "", "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning",
 		}, extra...)
-		s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, args: append([]string{bin}, args...)}
-		if lastErr = s.start(ctx); lastErr == nil {
-			return s, nil
-		}
+		s = &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, args: append([]string{bin}, args...)}
+		return s.start(ctx)
+	})
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
 	}
-	_ = os.RemoveAll(dir)
-	return nil, lastErr
+	return s, nil
 }
 
 // start runs the server's command and waits until it answers PING.
@@ -72,17 +70,15 @@ func (s *Server) start(ctx context.Context) error {
 	cmd.Stdout, cmd.Stderr = s.log, s.log
 	// The kernel kills the server if the test binary dies without stopping it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	proc, err := proctest.Launch(cmd)
+	if err != nil {
 		return fmt.Errorf("redistest: start redis-server: %w", err)
 	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	if err := waitReady(ctx, s.Addr, exited); err != nil {
-		_ = cmd.Process.Kill()
-		<-exited
+	if err := waitReady(ctx, s.Addr, proc.Done()); err != nil {
+		_ = proc.Kill()
 		return fmt.Errorf("redistest: redis-server on %s: %w\n%s", s.Addr, err, s.log)
 	}
-	s.cmd, s.exited = cmd, exited
+	s.proc = proc
 	return nil
 }
 
@@ -110,15 +106,13 @@ func waitReady(ctx context.Context, addr string, exited <-chan struct{}) error {
 // Kill kills the server with SIGKILL, by process id, and waits until it is gone: a crash,
 // with no chance to save anything beyond what its persistence settings already wrote.
 func (s *Server) Kill() error {
-	if s.cmd == nil || s.cmd.Process == nil {
+	if s.proc == nil {
 		return nil
 	}
-	pid := s.cmd.Process.Pid
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("redistest: kill redis-server %d: %w", pid, err)
+	if err := s.proc.Kill(); err != nil {
+		return fmt.Errorf("redistest: redis-server: %w", err)
 	}
-	<-s.exited // reaped by start's goroutine
-	s.cmd = nil
+	s.proc = nil
 	return nil
 }
 
@@ -143,20 +137,3 @@ func (s *Server) Stop() error {
 
 // Dir returns the server's working directory.
 func (s *Server) Dir() string { return s.dir }
-
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago, below 55535 so that
-// a cluster node's bus port (port + 10000) exists too.
-func freePort() (int, error) {
-	for range 20 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, err
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		_ = l.Close()
-		if port+10000 <= 65535 {
-			return port, nil
-		}
-	}
-	return 0, errors.New("redistest: no free port below 55535")
-}

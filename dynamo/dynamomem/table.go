@@ -1,4 +1,4 @@
-package dynamotest
+package dynamomem
 
 import (
 	"errors"
@@ -10,10 +10,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/idemkit/idem/dynamo"
 	"github.com/idemkit/idem/dynamo/internal/attrcheck"
 )
 
-// tables are MemStore's in-memory DynamoDB tables, each a map from encoded key to item.
+// tables are Store's in-memory DynamoDB tables, each a map from encoded key to item.
 type tables struct {
 	mu sync.Mutex
 	m  map[string]*table
@@ -36,7 +37,7 @@ type keyAttr struct {
 func (t *tables) get(name string) (*table, error) {
 	tbl, ok := t.m[name]
 	if !ok {
-		return nil, fmt.Errorf("table %q was not created in memory (MemStore.CreateTable)", name)
+		return nil, fmt.Errorf("table %q was not created in memory (Store.CreateTable)", name)
 	}
 	return tbl, nil
 }
@@ -51,8 +52,8 @@ func (tbl *table) itemKey(item map[string]types.AttributeValue, exact bool) (str
 		if !ok {
 			return "", fmt.Errorf("one of the required keys was not given a value: %s (table %q)", k.name, tbl.name)
 		}
-		if typeName(v) != k.typ {
-			return "", fmt.Errorf("type mismatch for key %s: expected %s, got %s (table %q)", k.name, k.typ, typeName(v), tbl.name)
+		if attrcheck.TypeName(v) != k.typ {
+			return "", fmt.Errorf("type mismatch for key %s: expected %s, got %s (table %q)", k.name, k.typ, attrcheck.TypeName(v), tbl.name)
 		}
 		if err := attrcheck.KeyValue(k.name, v); err != nil {
 			return "", fmt.Errorf("%w (table %q)", err, tbl.name)
@@ -113,31 +114,20 @@ type write struct {
 // prepare parses and checks the attached writes as DynamoDB would before running them,
 // against the tables that exist now. The caller holds t.mu.
 func (t *tables) prepare(attached []any) ([]write, error) {
-	if len(attached) > maxAttached {
-		return nil, fmt.Errorf("dynamotest: %d attached writes, but at most %d fit one transaction with the completion", len(attached), maxAttached)
+	items, err := attrcheck.AppendAttached(nil, attached, dynamo.MaxAttached)
+	if err != nil {
+		return nil, fmt.Errorf("dynamomem: %w", err)
 	}
-	ws := make([]write, len(attached))
+	ws := make([]write, len(items))
 	seen := map[string]int{}
-	for i, a := range attached {
-		var item types.TransactWriteItem
-		switch v := a.(type) {
-		case types.TransactWriteItem:
-			item = v
-		case *types.TransactWriteItem:
-			if v == nil {
-				return nil, fmt.Errorf("dynamotest: attached write %d is a nil *types.TransactWriteItem", i)
-			}
-			item = *v
-		default:
-			return nil, fmt.Errorf("dynamotest: attached write %d is %T, want types.TransactWriteItem (use dynamo.Attach)", i, a)
-		}
+	for i, item := range items {
 		w, err := t.prepareOne(item)
 		if err != nil {
-			return nil, fmt.Errorf("dynamotest: attached write %d: %w", i, err)
+			return nil, fmt.Errorf("dynamomem: attached write %d: %w", i, err)
 		}
 		id := w.table.name + "\x00" + w.key
 		if j, ok := seen[id]; ok {
-			return nil, fmt.Errorf("dynamotest: attached writes %d and %d: transaction request cannot include multiple operations on one item", j, i)
+			return nil, fmt.Errorf("dynamomem: attached writes %d and %d: transaction request cannot include multiple operations on one item", j, i)
 		}
 		seen[id] = i
 		ws[i] = w
@@ -145,19 +135,9 @@ func (t *tables) prepare(attached []any) ([]write, error) {
 	return ws, nil
 }
 
-// maxAttached is dynamo.MaxAttached, DynamoDB's 100 actions per transaction less the
-// completion.
-const maxAttached = 99
-
 func (t *tables) prepareOne(item types.TransactWriteItem) (write, error) {
-	n := 0
-	for _, set := range []bool{item.Put != nil, item.Update != nil, item.Delete != nil, item.ConditionCheck != nil} {
-		if set {
-			n++
-		}
-	}
-	if n != 1 {
-		return write{}, fmt.Errorf("%d actions: a types.TransactWriteItem holds exactly one of Put, Update, Delete or ConditionCheck", n)
+	if err := attrcheck.Action(item); err != nil {
+		return write{}, err
 	}
 	if err := attrcheck.Write(item); err != nil {
 		return write{}, err
@@ -190,9 +170,6 @@ func (t *tables) prepareOne(item types.TransactWriteItem) (write, error) {
 		if aws.ToString(condExpr) == "" {
 			return write{}, errors.New("a ConditionCheck needs a ConditionExpression")
 		}
-	}
-	if aws.ToString(tableName) == "" {
-		return write{}, errors.New("no TableName")
 	}
 	tbl, err := t.get(*tableName)
 	if err != nil {

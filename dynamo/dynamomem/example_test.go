@@ -1,4 +1,4 @@
-package dynamotest_test
+package dynamomem_test
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dynamo"
-	"github.com/idemkit/idem/dynamo/dynamotest"
+	"github.com/idemkit/idem/dynamo/dynamomem"
 	"github.com/idemkit/idem/idemstore"
 )
 
@@ -79,7 +79,7 @@ func testCharge(t *testing.T, store idemstore.Store, db itemGetter, table string
 //	func TestMain(m *testing.M) { os.Exit(dynamotest.Main(m)) }
 //
 //	func TestChargeInMemory(t *testing.T) {
-//		store := dynamotest.NewMemStore()
+//		store := dynamomem.New()
 //		if _, err := store.CreateTable(context.Background(), paymentsTable()); err != nil {
 //			t.Fatal(err)
 //		}
@@ -95,7 +95,7 @@ func testCharge(t *testing.T, store idemstore.Store, db itemGetter, table string
 // What the in-memory run sees, step by step:
 func Example() {
 	ctx := context.Background()
-	store := dynamotest.NewMemStore()
+	store := dynamomem.New()
 	if _, err := store.CreateTable(ctx, paymentsTable()); err != nil {
 		panic(err)
 	}

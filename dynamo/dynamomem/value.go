@@ -1,4 +1,4 @@
-package dynamotest
+package dynamomem
 
 import (
 	"bytes"
@@ -11,33 +11,6 @@ import (
 
 	"github.com/idemkit/idem/dynamo/internal/attrcheck"
 )
-
-// typeName returns DynamoDB's name for v's type: S, N, B, BOOL, NULL, SS, NS, BS, L, M.
-func typeName(v types.AttributeValue) string {
-	switch v.(type) {
-	case *types.AttributeValueMemberS:
-		return "S"
-	case *types.AttributeValueMemberN:
-		return "N"
-	case *types.AttributeValueMemberB:
-		return "B"
-	case *types.AttributeValueMemberBOOL:
-		return "BOOL"
-	case *types.AttributeValueMemberNULL:
-		return "NULL"
-	case *types.AttributeValueMemberSS:
-		return "SS"
-	case *types.AttributeValueMemberNS:
-		return "NS"
-	case *types.AttributeValueMemberBS:
-		return "BS"
-	case *types.AttributeValueMemberL:
-		return "L"
-	case *types.AttributeValueMemberM:
-		return "M"
-	}
-	return fmt.Sprintf("%T", v)
-}
 
 // number parses a DynamoDB number as DynamoDB does (attrcheck.ParseNumber): not as
 // big.Rat does, which takes "0x10" and "1/3".
@@ -243,7 +216,7 @@ func arith(op string, a, b types.AttributeValue) (types.AttributeValue, error) {
 	an, ok1 := a.(*types.AttributeValueMemberN)
 	bn, ok2 := b.(*types.AttributeValueMemberN)
 	if !ok1 || !ok2 {
-		return nil, errValidation{fmt.Sprintf("an operand in the update expression has an incorrect data type (%s %s %s)", typeName(a), op, typeName(b))}
+		return nil, errValidation{fmt.Sprintf("an operand in the update expression has an incorrect data type (%s %s %s)", attrcheck.TypeName(a), op, attrcheck.TypeName(b))}
 	}
 	x, ok1 := number(an.Value)
 	y, ok2 := number(bn.Value)

@@ -1,4 +1,4 @@
-package dynamotest_test
+package dynamomem_test
 
 import (
 	"context"
@@ -18,13 +18,15 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dynamo"
+	"github.com/idemkit/idem/dynamo/dynamomem"
 	"github.com/idemkit/idem/dynamo/dynamotest"
 	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/idemstore/storetest"
+	"github.com/idemkit/idem/internal/ledgertest"
 )
 
 // itemAPI is what the tests read and seed business tables with: a *dynamodb.Client and a
-// *dynamotest.MemStore both have it.
+// *dynamomem.Store both have it.
 type itemAPI interface {
 	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
@@ -55,7 +57,7 @@ func ledgerTable() *dynamodb.CreateTableInput {
 func eachBackend(t *testing.T, test func(t *testing.T, b backend)) {
 	t.Run("MemStore", func(t *testing.T) {
 		t.Parallel()
-		m := dynamotest.NewMemStore()
+		m := dynamomem.New()
 		_, err := m.CreateTable(context.Background(), ledgerTable())
 		require.NoError(t, err)
 		test(t, backend{name: "MemStore", memory: true, store: m, api: m, table: "ledger"})
@@ -356,12 +358,12 @@ func onTable(w types.TransactWriteItem, table, prefix string) types.TransactWrit
 	return w
 }
 
-// TestMemStoreTables: the in-memory tables answer as DynamoDB's API does for what the
+// TestStoreTables: the in-memory tables answer as DynamoDB's API does for what the
 // tests use (CreateTable, GetItem, PutItem), and refuse a write to a table never created.
-func TestMemStoreTables(t *testing.T) {
+func TestStoreTables(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	m := dynamotest.NewMemStore()
+	m := dynamomem.New()
 	_, err := m.CreateTable(ctx, ledgerTable())
 	require.NoError(t, err)
 	_, err = m.CreateTable(ctx, ledgerTable())
@@ -394,17 +396,17 @@ func TestMemStoreTables(t *testing.T) {
 	require.False(t, errors.Is(err, idem.ErrStore))
 }
 
-// TestMemStoreBehaviour runs the behaviour suite every store passes on the stand-in, with
+// TestStoreBehaviour runs the behaviour suite every store passes on the stand-in, with
 // its attached-write tests on a ledger balance updated by DynamoDB writes (ADD, with a
 // condition that fails on demand), through Do and through one-request batches.
-func TestMemStoreBehaviour(t *testing.T) {
+func TestStoreBehaviour(t *testing.T) {
 	for _, batch := range []bool{false, true} {
 		t.Run(fmt.Sprintf("batch=%t", batch), func(t *testing.T) {
 			storetest.Run(t, storetest.Harness{
 				Batch:    batch,
-				NewStore: func(*testing.T) idemstore.Store { return dynamotest.NewMemStore() },
+				NewStore: func(*testing.T) idemstore.Store { return dynamomem.New() },
 				NewCounter: func(t *testing.T, store idemstore.Store) (func(context.Context, int, bool) error, func() int) {
-					m := store.(*dynamotest.MemStore)
+					m := store.(*dynamomem.Store)
 					_, err := m.CreateTable(context.Background(), ledgerTable())
 					require.NoError(t, err)
 					add := func(ctx context.Context, amount int, failCond bool) error {
@@ -421,16 +423,7 @@ func TestMemStoreBehaviour(t *testing.T) {
 						}})
 					}
 					read := func() int {
-						out, err := m.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String("ledger"), Key: map[string]types.AttributeValue{"pk": s("acct")}})
-						require.NoError(t, err)
-						b, ok := out.Item["balance"].(*types.AttributeValueMemberN)
-						if !ok {
-							return 0
-						}
-						var v int
-						_, err = fmt.Sscan(b.Value, &v)
-						require.NoError(t, err)
-						return v
+						return ledgertest.Ledger{DB: m, Table: "ledger", Key: "pk", Attr: "balance"}.Balance(t, "acct")
 					}
 					return add, read
 				},

@@ -1,4 +1,4 @@
-package dynamotest
+package dynamomem
 
 import "strings"
 

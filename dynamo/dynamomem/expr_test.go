@@ -1,4 +1,4 @@
-package dynamotest_test
+package dynamomem_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemkit/idem/dynamo/dynamotest"
+	"github.com/idemkit/idem/dynamo/dynamomem"
 )
 
 // TestCheckAttachedRefuses: what DynamoDB would refuse before running a transaction, and
@@ -38,7 +38,7 @@ func TestCheckAttachedRefuses(t *testing.T) {
 		{"AnotherType", []any{func() error { return nil }}, "func() error"},
 		{"NilPointer", []any{(*types.TransactWriteItem)(nil)}, "nil *types.TransactWriteItem"},
 		{"TooMany", tooMany, "at most 99"},
-		{"NoAction", []any{types.TransactWriteItem{}}, "0 actions"},
+		{"NoAction", []any{types.TransactWriteItem{}}, "no action"},
 		{"NoTable", []any{types.TransactWriteItem{Delete: &types.Delete{Key: key}}}, "no TableName"},
 		{"TableNotCreated", []any{types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String("orders"), Key: key}}}, `"orders" was not created`},
 		{"KeyMissingFromPut", []any{types.TransactWriteItem{Put: &types.Put{TableName: aws.String("ledger"), Item: vals{"v": n("1")}}}}, "required keys"},
@@ -68,7 +68,7 @@ func TestCheckAttachedRefuses(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			m := dynamotest.NewMemStore()
+			m := dynamomem.New()
 			_, err := m.CreateTable(context.Background(), ledgerTable())
 			require.NoError(t, err)
 			err = m.CheckAttached(tc.attached)

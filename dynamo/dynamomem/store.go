@@ -1,4 +1,4 @@
-package dynamotest
+package dynamomem
 
 import (
 	"context"
@@ -15,55 +15,29 @@ import (
 	"github.com/idemkit/idem/memstore"
 )
 
-// MemStore is an in-memory stand-in for [dynamo.Store], for unit tests of handlers that
-// attach DynamoDB writes ([dynamo.Attach]): the handler's code runs unchanged, without Java
-// or a network. Records behave as in [memstore.Store], which holds them (and passes the
-// behaviour suite every store passes); attached writes are the DynamoDB store's
-// types.TransactWriteItem values, applied to in-memory tables made with
-// [MemStore.CreateTable] in one transaction with the completion, or not at all, as
-// DynamoDB applies them.
+// Store is an in-memory stand-in for [dynamo.Store]: records as in [memstore.Store], and
+// attached types.TransactWriteItem values applied to tables made with [Store.CreateTable],
+// in one transaction with the completion. The package documentation lists what it
+// evaluates and what it refuses.
 //
-// A failed condition fails the completion with an error wrapping [idem.ErrConditionFailed]
-// and a [*dynamo.AttachedWriteError] naming the write (and, as from DynamoDB, a
-// types.TransactionCanceledException), and the guard releases the key. A write DynamoDB
-// would refuse only when it runs it (arithmetic on a missing or non-number attribute, or
-// whose result DynamoDB cannot store) fails the completion with an error wrapping
-// [idemstore.ErrNotCommitted]. A write that DynamoDB would refuse before running it, and
-// one outside the subset evaluated in memory, is refused by idem.Attach at once: a value
-// DynamoDB refuses, as [dynamo.Store.CheckAttached] refuses it (a number DynamoDB cannot
-// parse or store, an empty set, a set with a member twice, an attribute named "", an
-// empty string or binary key value, a Put's included), a reserved word as a bare
-// attribute name, an undefined or unused placeholder, a key attribute updated, two writes
-// to one item, a missing table.
-//
-// The subset evaluated in memory is: Put, Update, Delete and ConditionCheck on top-level
-// attributes; conditions with = <> < <= > >=, BETWEEN, IN, attribute_exists,
-// attribute_not_exists, begins_with, NOT, AND, OR and parentheses; updates with SET (a
-// value, a sum or difference of two, or if_not_exists), REMOVE, and ADD of a number.
-// Nested paths, size, contains, attribute_type, list_append, sets in ADD and DELETE are
-// refused as "not supported in memory": test such writes on DynamoDB Local ([NewStore]).
-// Item sizes, and DynamoDB's limits other than 99 attached writes and those of numbers,
-// are not checked.
-//
-// The zero value is ready to use; a MemStore must not be copied after first use. It is
-// safe for concurrent use.
-type MemStore struct {
+// The zero value is ready to use. A Store must not be copied after first use. It is safe
+// for concurrent use.
+type Store struct {
 	memstore.Store // the records; its Complete runs the attached writes under its lock
 	tables         tables
 }
 
-// NewMemStore returns an empty MemStore; new(MemStore) and a MemStore's zero value do as
-// well.
-func NewMemStore() *MemStore { return new(MemStore) }
+// New returns an empty Store; new(Store) and a Store's zero value do as well.
+func New() *Store { return new(Store) }
 
 // CreateTable creates an in-memory table from the same input that creates it in DynamoDB
 // (a *dynamodb.Client's method has this signature, so test setup can take either): its
 // name, its key schema and the key attributes' types. Other settings are ignored. A table
 // that exists already is an error wrapping a types.ResourceInUseException.
-func (m *MemStore) CreateTable(_ context.Context, in *dynamodb.CreateTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error) {
+func (m *Store) CreateTable(_ context.Context, in *dynamodb.CreateTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error) {
 	name := aws.ToString(in.TableName)
 	if !validTableName(name) {
-		return nil, fmt.Errorf("dynamotest: CreateTable: invalid table name %q: table names are 3 to 255 characters of a-z, A-Z, 0-9, '_', '-' and '.'", name)
+		return nil, fmt.Errorf("dynamomem: CreateTable: invalid table name %q: table names are 3 to 255 characters of a-z, A-Z, 0-9, '_', '-' and '.'", name)
 	}
 	attrTypes := map[string]string{}
 	for _, d := range in.AttributeDefinitions {
@@ -78,13 +52,13 @@ func (m *MemStore) CreateTable(_ context.Context, in *dynamodb.CreateTableInput,
 			attr := aws.ToString(k.AttributeName)
 			typ, ok := attrTypes[attr]
 			if !ok {
-				return nil, fmt.Errorf("dynamotest: CreateTable %s: key attribute %s has no AttributeDefinition", name, attr)
+				return nil, fmt.Errorf("dynamomem: CreateTable %s: key attribute %s has no AttributeDefinition", name, attr)
 			}
 			keys = append(keys, keyAttr{name: attr, typ: typ})
 		}
 	}
 	if len(keys) == 0 || len(keys) != len(in.KeySchema) {
-		return nil, fmt.Errorf("dynamotest: CreateTable %s: the KeySchema needs one HASH key and at most one RANGE key", name)
+		return nil, fmt.Errorf("dynamomem: CreateTable %s: the KeySchema needs one HASH key and at most one RANGE key", name)
 	}
 	m.tables.mu.Lock()
 	defer m.tables.mu.Unlock()
@@ -92,7 +66,7 @@ func (m *MemStore) CreateTable(_ context.Context, in *dynamodb.CreateTableInput,
 		m.tables.m = map[string]*table{}
 	}
 	if _, ok := m.tables.m[name]; ok {
-		return nil, fmt.Errorf("dynamotest: CreateTable: %w", &types.ResourceInUseException{Message: aws.String("Table already exists: " + name)})
+		return nil, fmt.Errorf("dynamomem: CreateTable: %w", &types.ResourceInUseException{Message: aws.String("Table already exists: " + name)})
 	}
 	m.tables.m[name] = &table{name: name, keys: keys, items: map[string]map[string]types.AttributeValue{}}
 	return &dynamodb.CreateTableOutput{}, nil
@@ -113,16 +87,16 @@ func validTableName(name string) bool {
 // GetItem reads an item of an in-memory table, as a *dynamodb.Client's method of the same
 // signature reads it from DynamoDB: the output's Item is nil when there is none. Only
 // TableName and Key are read.
-func (m *MemStore) GetItem(_ context.Context, in *dynamodb.GetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+func (m *Store) GetItem(_ context.Context, in *dynamodb.GetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
 	m.tables.mu.Lock()
 	defer m.tables.mu.Unlock()
 	tbl, err := m.tables.get(aws.ToString(in.TableName))
 	if err != nil {
-		return nil, fmt.Errorf("dynamotest: GetItem: %w", err)
+		return nil, fmt.Errorf("dynamomem: GetItem: %w", err)
 	}
 	key, err := tbl.itemKey(in.Key, true)
 	if err != nil {
-		return nil, fmt.Errorf("dynamotest: GetItem: %w", err)
+		return nil, fmt.Errorf("dynamomem: GetItem: %w", err)
 	}
 	return &dynamodb.GetItemOutput{Item: normalizeItem(tbl.items[key])}, nil
 }
@@ -131,7 +105,7 @@ func (m *MemStore) GetItem(_ context.Context, in *dynamodb.GetItemInput, _ ...fu
 // *dynamodb.Client's method of the same signature writes it into DynamoDB, with the same
 // subset of conditions as attached writes: a failed condition is an error wrapping a
 // *types.ConditionalCheckFailedException.
-func (m *MemStore) PutItem(_ context.Context, in *dynamodb.PutItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+func (m *Store) PutItem(_ context.Context, in *dynamodb.PutItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
 	ws, err := m.prepare([]any{types.TransactWriteItem{Put: &types.Put{
 		TableName:                 in.TableName,
 		Item:                      in.Item,
@@ -140,16 +114,16 @@ func (m *MemStore) PutItem(_ context.Context, in *dynamodb.PutItemInput, _ ...fu
 		ExpressionAttributeValues: in.ExpressionAttributeValues,
 	}}})
 	if err != nil {
-		return nil, fmt.Errorf("dynamotest: PutItem: %w", err)
+		return nil, fmt.Errorf("dynamomem: PutItem: %w", err)
 	}
 	if cerr := m.tables.commit(ws); cerr != nil {
-		return nil, fmt.Errorf("dynamotest: PutItem: %w", &types.ConditionalCheckFailedException{Message: aws.String("The conditional request failed")})
+		return nil, fmt.Errorf("dynamomem: PutItem: %w", &types.ConditionalCheckFailedException{Message: aws.String("The conditional request failed")})
 	}
 	return &dynamodb.PutItemOutput{}, nil
 }
 
 // prepare is tables.prepare under the tables' lock.
-func (m *MemStore) prepare(attached []any) ([]write, error) {
+func (m *Store) prepare(attached []any) ([]write, error) {
 	m.tables.mu.Lock()
 	defer m.tables.mu.Unlock()
 	return m.tables.prepare(attached)
@@ -157,15 +131,15 @@ func (m *MemStore) prepare(attached []any) ([]write, error) {
 
 // CheckAttached implements [idemstore.AttachChecker]: idem.Attach refuses at once a value
 // that is not a types.TransactWriteItem (or a pointer to one) that this store can apply,
-// as [MemStore] describes.
-func (m *MemStore) CheckAttached(attached []any) error {
+// as the package documentation describes.
+func (m *Store) CheckAttached(attached []any) error {
 	_, err := m.prepare(attached)
 	return err
 }
 
 // Complete implements [idemstore.Store]: the record completes as in [memstore.Store], and
 // the attached writes apply with it, in one transaction, or nothing does.
-func (m *MemStore) Complete(ctx context.Context, rec *idemstore.Record, attached []any) error {
+func (m *Store) Complete(ctx context.Context, rec *idemstore.Record, attached []any) error {
 	if len(attached) == 0 {
 		return m.Store.Complete(ctx, rec, nil)
 	}
@@ -185,9 +159,9 @@ func (m *MemStore) Complete(ctx context.Context, rec *idemstore.Record, attached
 }
 
 // CompleteManyAttached implements [idemstore.BatchAttachStore] by completing each record
-// with its attached writes in turn, as [MemStore.Complete]: one record's failure leaves the
+// with its attached writes in turn, as [Store.Complete]: one record's failure leaves the
 // others as they are, as dynamo.Store's batched transactions do.
-func (m *MemStore) CompleteManyAttached(ctx context.Context, recs []*idemstore.Record, attached [][]any) []error {
+func (m *Store) CompleteManyAttached(ctx context.Context, recs []*idemstore.Record, attached [][]any) []error {
 	out := make([]error, len(recs))
 	for i, r := range recs {
 		var a []any
@@ -219,6 +193,6 @@ func (e *commitError) asError(n int) error {
 
 // The stand-in must keep the interfaces the guard and tests rely on.
 var (
-	_ idemstore.BatchStore    = (*MemStore)(nil)
-	_ idemstore.AttachChecker = (*MemStore)(nil)
+	_ idemstore.BatchStore    = (*Store)(nil)
+	_ idemstore.AttachChecker = (*Store)(nil)
 )

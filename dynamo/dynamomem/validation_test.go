@@ -1,4 +1,4 @@
-package dynamotest_test
+package dynamomem_test
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dynamo"
+	"github.com/idemkit/idem/dynamo/dynamomem"
 	"github.com/idemkit/idem/dynamo/dynamotest"
 	"github.com/idemkit/idem/idemstore"
 )
@@ -201,7 +202,7 @@ func TestAttachValidationAsOnDynamoDB(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	client := dynamotest.Client(t)
-	mem := dynamotest.NewMemStore()
+	mem := dynamomem.New()
 	onLocal, inMem := validationTables{}, validationTables{}
 	for _, typ := range []types.ScalarAttributeType{"S", "N", "B"} {
 		onLocal[typ] = dynamotest.CreateTable(t, client, keyTable(typ))

@@ -1,16 +1,17 @@
-package dynamotest_test
+package dynamomem_test
 
 import (
 	"context"
 	"testing"
 
+	"github.com/idemkit/idem/dynamo/dynamomem"
 	"github.com/idemkit/idem/dynamo/dynamotest"
 )
 
 // TestChargeInMemory and TestChargeOnDynamoDBLocal are the tests Example shows.
 
 func TestChargeInMemory(t *testing.T) {
-	store := dynamotest.NewMemStore()
+	store := dynamomem.New()
 	if _, err := store.CreateTable(context.Background(), paymentsTable()); err != nil {
 		t.Fatal(err)
 	}
