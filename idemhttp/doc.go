@@ -53,28 +53,34 @@
 //
 // # HTTP semantics
 //
-// Following the IETF draft "The Idempotency-Key HTTP Header Field":
+// Following the IETF draft "The Idempotency-Key HTTP Header Field", the middleware answers:
 //
-//	situation                                              response
-//	guarded method (POST, PATCH; see WithMethods), no key  400, or unguarded (and reported) if not WithKeyRequired
-//	key empty, over 255 characters, not printable ASCII,   400
-//	  or two different values for the header
-//	request body over WithMaxRequestBody                   413; the handler did not run
-//	same key, request in flight                            409 with Retry-After (seconds)
-//	same key, other method, path, query string or body     422
-//	same key, completed                                    the stored response + Idempotent-Replayed: true
-//	handler answers 5xx, 409, 429 (see WithCacheable)      that response; nothing stored, key released
-//	handler panics                                         the panic goes on; nothing stored, key released
-//	  (after part of its response was sent: as streamed, below)
-//	handler's context ended and it wrote nothing           503 with Retry-After; nothing stored, key released
-//	  (see "A handler that gives up")
-//	store unavailable before the handler ran               503 with Retry-After; the handler did not run
-//	handler ran, store committed nothing of its outcome    503 with Retry-After; key released, a retry runs again
-//	handler ran, store failed to record its outcome        the handler's response, logged at ERROR
-//	same, with attached writes and the record unreadable   503 with Retry-After; the outcome is unknown
-//	response flushed, or over WithMaxResponseBody          sent as written; recorded without it (see below)
-//	connection hijacked                                    the handler's; nothing stored, key released
-//	other methods (GET, PUT, DELETE, ...)                  the handler, unguarded; the body is not read
+//   - a guarded method (POST, PATCH; see WithMethods) without a key: 400, or unguarded (and
+//     reported) if not WithKeyRequired;
+//   - a key empty, over 255 characters or not printable ASCII, or two different values for
+//     the header: 400;
+//   - a request body over WithMaxRequestBody: 413; the handler did not run;
+//   - the same key, its request in flight: 409 with Retry-After (seconds);
+//   - the same key with another method, path, query string or body: 422;
+//   - the same key, completed: the stored response, with Idempotent-Replayed: true;
+//   - a handler that answers 5xx, 409 or 429 (see WithCacheable): that response; nothing
+//     stored, the key released;
+//   - a handler that panics: the panic goes on; nothing stored, the key released (after
+//     part of its response was sent: as streamed, below);
+//   - a handler whose context ended and that wrote nothing: 503 with Retry-After; nothing
+//     stored, the key released (see "A handler that gives up");
+//   - the store unavailable before the handler ran: 503 with Retry-After; the handler did
+//     not run;
+//   - the handler ran, and the store committed nothing of its outcome: 503 with
+//     Retry-After; the key released, a retry runs again;
+//   - the handler ran, and the store failed to record its outcome: the handler's response,
+//     logged at ERROR;
+//   - the same, with attached writes and the record unreadable: 503 with Retry-After; the
+//     outcome is unknown;
+//   - a response flushed, or over WithMaxResponseBody: sent as written; recorded without it
+//     (see below);
+//   - a connection hijacked: the handler's answer; nothing stored, the key released;
+//   - other methods (GET, PUT, DELETE, ...): the handler, unguarded; the body is not read.
 //
 // The meaning of each store failure, and of the problem types, is that of lambdawrap. Errors
 // are RFC 9457 problem details (application/problem+json) whose type is one of the Problem

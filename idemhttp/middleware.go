@@ -17,20 +17,18 @@ import (
 	"github.com/idemkit/idem/internal/httpsem"
 )
 
-// Middleware returns a net/http middleware that makes the handlers it wraps idempotent,
-// with the semantics of the package documentation: a guarded request runs its handler at
-// most once per key within the guard's expiry window, and every retry gets the first
-// response back, byte for byte, with "Idempotent-Replayed: true". The key is in the
-// Idempotency-Key header (see [WithHeader]), scoped by the guard's operation and by the
-// tenant of [WithTenant], if given. Mount http.TimeoutHandler, and any wrapper that
-// answers while the handler goes on, outside it (see the package doc, "Where to mount
-// it").
+// Middleware returns a net/http middleware that makes the handlers it wraps idempotent, as
+// the package documentation describes. A guarded request runs its handler at most once per
+// key within the guard's expiry window; every retry gets the first response back, byte for
+// byte, with "Idempotent-Replayed: true". The key is in the Idempotency-Key header (see
+// [WithHeader]), scoped by the guard's operation and by the tenant of [WithTenant], if
+// given. Mount http.TimeoutHandler, and any wrapper that answers while the handler goes
+// on, outside it (see "Where to mount it" in the package doc).
 //
-// It logs and reports through the guard (see idem.WithLogger and idem.WithHooks), naming a
-// request by its stored key (idem.Guard.StoredKey), never by the raw key, which may be
-// personal data (TestRawKeyNeverLogged). It
-// returns an error wrapping idem.ErrInvalidOption if g is nil or an option is invalid.
-// The middleware, and each handler it returns, is safe for concurrent use.
+// It logs and reports through the guard (idem.WithLogger, idem.WithHooks), naming a
+// request by its stored key, never by the raw key, which may be personal data. It returns
+// an error wrapping idem.ErrInvalidOption if g is nil or an option is invalid. The
+// middleware, and each handler it returns, is safe for concurrent use.
 func Middleware(g *idem.Guard, opts ...Option) (func(http.Handler) http.Handler, error) {
 	c := config{http: httpsem.DefaultSettings(pkg), maxRequest: DefaultMaxRequestBody, maxResponse: DefaultMaxResponseBody}
 	if g == nil {

@@ -156,7 +156,7 @@ func TestRawKeyNeverLogged(t *testing.T) {
 			if err != nil {
 				panic(err)
 			}
-			defer conn.Close()
+			defer func() { _ = conn.Close() }()
 			_, _ = io.WriteString(rw, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
 			_ = rw.Flush()
 		}))

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -151,12 +152,12 @@ func TestHijacked(t *testing.T) {
 		if err != nil {
 			panic(err)
 		}
-		defer conn.Close()
+		defer func() { _ = conn.Close() }()
 		body := fmt.Sprintf("run %d", n)
-		fmt.Fprintf(rw, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)
+		_, _ = fmt.Fprintf(rw, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)
 		_ = rw.Flush()
 		_, err = w.Write([]byte("after the hijack"))
-		if err != http.ErrHijacked {
+		if !errors.Is(err, http.ErrHijacked) {
 			panic(fmt.Sprintf("write after hijack: %v", err))
 		}
 	}}

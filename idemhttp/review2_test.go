@@ -180,7 +180,9 @@ func TestReviewFlushedThenPanickedRunsAgain(t *testing.T) {
 			h := &counter{answer: func(n int64, w http.ResponseWriter, r *http.Request) {
 				w.WriteHeader(tc.status)
 				_, _ = w.Write([]byte(`{"order":"ord-1",`))
-				http.NewResponseController(w).Flush() // the client has the status
+				if err := http.NewResponseController(w).Flush(); err != nil { // the client has the status
+					panic(err)
+				}
 				if n == 1 && tc.panic != nil {
 					panic(tc.panic) // the stream breaks off
 				}

@@ -21,21 +21,23 @@ import (
 )
 
 // Store is an in-memory [idemstore.Store], [idemstore.BatchStore] and
-// [idemstore.BatchAttachStore]. The zero value is an
-// empty store, ready to use; a Store must not be copied after first use. It is safe for
-// concurrent use. Expired records are treated as absent but kept until overwritten, as
-// DynamoDB's lagging TTL deletion would.
+// [idemstore.BatchAttachStore]. The zero value is an empty store, ready to use; a Store
+// must not be copied after first use. It is safe for concurrent use. Expired records are
+// treated as absent but kept until overwritten, as DynamoDB's lagging TTL deletion would.
 //
 // Attached writes (idem.Attach) must be of type func() error, and idem.Attach refuses any
 // other value at once ([Store.CheckAttached]). They run under the store's lock when the
-// completion's lease condition holds, once per completion (a resent completion runs none),
-// and an error from one fails the completion with [idemstore.ErrConditionFailed] (an error
-// that wraps it, or [idemstore.ErrNotCommitted] for a write refused as a whole, is
-// returned as it is).
-// Functions that ran before the failing one are not undone, so in-memory atomicity holds
-// only for writes that fail before they change anything. A function is the store-neutral
-// write: the store knows no tables. To run a handler that attaches DynamoDB writes in
-// memory, use package dynamotest's MemStore, which applies them to in-memory tables.
+// completion's lease condition holds, once per completion (a resent completion runs none):
+//
+//   - An error from one fails the completion with [idemstore.ErrConditionFailed]. An error
+//     that wraps it, or [idemstore.ErrNotCommitted] for a write refused as a whole, is
+//     returned as it is.
+//   - Functions that ran before the failing one are not undone, so in-memory atomicity
+//     holds only for writes that fail before they change anything.
+//
+// A function is the store-neutral write: the store knows no tables. To run a handler that
+// attaches DynamoDB writes in memory, use package dynamotest's MemStore, which applies
+// them to in-memory tables.
 type Store struct {
 	mu      sync.Mutex
 	records map[string]idemstore.Record

@@ -58,10 +58,12 @@
 //	// ...
 //	guard, err := idem.New(store, "create-order")
 //	// ...
-//	o, replayed, err := idem.Do(ctx, guard, idem.Request{Key: "order-7f3a"}, func(ctx context.Context) (order, error) {
+//	req := idem.Request{Key: "order-7f3a"}
+//	o, replayed, err := idem.Do(ctx, guard, req, func(ctx context.Context) (order, error) {
 //		o := order{ID: "ord-42", Amount: 1250}
 //		err := pgstore.Attach(ctx, func(ctx context.Context, tx pgx.Tx) error {
-//			_, err := tx.Exec(ctx, `INSERT INTO orders (id, amount) VALUES ($1, $2)`, o.ID, o.Amount)
+//			_, err := tx.Exec(ctx, `INSERT INTO orders (id, amount) VALUES ($1, $2)`,
+//				o.ID, o.Amount)
 //			return err
 //		})
 //		return o, err
@@ -104,27 +106,35 @@
 //
 //	cfg, err := pgxpool.ParseConfig(os.Getenv("DATABASE_URL"))
 //	// ...
-//	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec // no named prepared statements: RDS Proxy does not pin
+//	// No named prepared statements: RDS Proxy does not pin.
+//	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
 //	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 //
 // (QueryExecModeSimpleProtocol also works.) The price is that the server parses and plans
 // every statement: on the benchmark machine (internal/cmd/idem-pgbench) a new key cost
 // about three times the server CPU of the default mode. Without a pooler, keep the default.
-// Every parameter in the store's SQL carries an
-// explicit cast, so the statements need no server-side description in any mode; the
-// behaviour suite runs in the default mode, QueryExecModeExec and
-// QueryExecModeSimpleProtocol. In Lambda, create the
-// pool once per execution environment (outside the handler) and keep MaxConns small: each
-// concurrent invocation needs one connection at a time.
+// Every parameter in the store's SQL carries an explicit cast, so the statements need no
+// server-side description in any mode; the behaviour suite runs in the default mode,
+// QueryExecModeExec and QueryExecModeSimpleProtocol. In Lambda, create the pool once per
+// execution environment (outside the handler) and keep MaxConns small: each concurrent
+// invocation needs one connection at a time.
 //
 // # Documentation
 //
-//   - INSERT ... ON CONFLICT: https://www.postgresql.org/docs/current/sql-insert.html#SQL-ON-CONFLICT
-//   - Row locks and READ COMMITTED: https://www.postgresql.org/docs/current/transaction-iso.html#XACT-READ-COMMITTED
-//   - MERGE (release): https://www.postgresql.org/docs/current/sql-merge.html
-//   - Asynchronous commit: https://www.postgresql.org/docs/current/wal-async-commit.html
-//   - Synchronous replication: https://www.postgresql.org/docs/current/warm-standby.html#SYNCHRONOUS-REPLICATION
-//   - RDS Proxy pinning: https://docs.aws.amazon.com/AmazonRDS/latest/UserGuide/rds-proxy-pinning.html
-//   - pgx query exec modes: https://pkg.go.dev/github.com/jackc/pgx/v5#QueryExecMode
-//   - pg_cron: https://github.com/citusdata/pg_cron
+//   - INSERT ... ON CONFLICT:
+//     https://www.postgresql.org/docs/current/sql-insert.html#SQL-ON-CONFLICT
+//   - Row locks and READ COMMITTED:
+//     https://www.postgresql.org/docs/current/transaction-iso.html#XACT-READ-COMMITTED
+//   - MERGE (release):
+//     https://www.postgresql.org/docs/current/sql-merge.html
+//   - Asynchronous commit:
+//     https://www.postgresql.org/docs/current/wal-async-commit.html
+//   - Synchronous replication:
+//     https://www.postgresql.org/docs/current/warm-standby.html#SYNCHRONOUS-REPLICATION
+//   - RDS Proxy pinning:
+//     https://docs.aws.amazon.com/AmazonRDS/latest/UserGuide/rds-proxy-pinning.html
+//   - pgx query exec modes:
+//     https://pkg.go.dev/github.com/jackc/pgx/v5#QueryExecMode
+//   - pg_cron:
+//     https://github.com/citusdata/pg_cron
 package pgstore

@@ -27,7 +27,8 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec // no named prepared statements: RDS Proxy does not pin
+	// No named prepared statements: RDS Proxy does not pin.
+	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		log.Fatal(err)
@@ -45,10 +46,12 @@ func Example() {
 		log.Fatal(err)
 	}
 	for range 2 { // the client retries
-		o, replayed, err := idem.Do(ctx, guard, idem.Request{Key: "order-7f3a"}, func(ctx context.Context) (order, error) {
+		req := idem.Request{Key: "order-7f3a"}
+		o, replayed, err := idem.Do(ctx, guard, req, func(ctx context.Context) (order, error) {
 			o := order{ID: "ord-42", Amount: 1250}
 			err := pgstore.Attach(ctx, func(ctx context.Context, tx pgx.Tx) error {
-				_, err := tx.Exec(ctx, `INSERT INTO orders (id, amount) VALUES ($1, $2)`, o.ID, o.Amount)
+				_, err := tx.Exec(ctx, `INSERT INTO orders (id, amount) VALUES ($1, $2)`,
+					o.ID, o.Amount)
 				return err
 			})
 			return o, err

@@ -20,31 +20,29 @@ const SchemaVersion = 2
 const DefaultTable = "idempotency"
 
 // Schema returns the statements that create the records table and its index, for table
-// (a name, or "schema.name"; quoted as an identifier). For [DefaultTable] they read:
+// (a name, or "schema.name"; quoted as an identifier). Its example prints them for
+// [DefaultTable]. The table's columns:
 //
-//	-- idem pgstore schema 2
-//	CREATE TABLE IF NOT EXISTS "idempotency" (
-//	    id               text        PRIMARY KEY, -- "<scope>.<operation>#<sha256 hex>": never the caller's raw key
-//	    status           text        NOT NULL,    -- INPROGRESS, COMPLETED or FAILED
-//	    expires_at       timestamptz,             -- past it the record counts as absent; NULL: never
-//	    lease_expires_at timestamptz,             -- end of an INPROGRESS record's lease; NULL: none
-//	    validation       text,                    -- hash of the request fingerprint
-//	    data             bytea,                   -- the stored result, encoded
-//	    encoding         text,                    -- json, json+gzip, none, error
-//	    lease_token      text,                    -- the lease owner's random token (fencing)
-//	    checkpoint       text,                    -- the owner's last progress marker
-//	    version          integer     NOT NULL,    -- record schema version
-//	    checkpoint_seq   bigint      NOT NULL DEFAULT 0 -- the checkpoint's number: late writes never replace a later one
-//	);
-//	COMMENT ON TABLE "idempotency" IS 'idem pgstore schema 2';
-//	-- Only for deleting expired records (see DeleteExpired); claims and reads use the key.
-//	CREATE INDEX IF NOT EXISTS "idempotency_expires_at" ON "idempotency" (expires_at);
+//   - id (text, the primary key): "<scope>.<operation>#<sha256 hex>", never the caller's
+//     raw key;
+//   - status (text): INPROGRESS, COMPLETED or FAILED;
+//   - expires_at (timestamptz): past it the record counts as absent; NULL: never;
+//   - lease_expires_at (timestamptz): the end of an INPROGRESS record's lease; NULL: none;
+//   - validation (text): the hash of the request fingerprint;
+//   - data (bytea) and encoding (text): the stored result, encoded (json, json+gzip, none,
+//     error);
+//   - lease_token (text): the lease owner's random token (fencing);
+//   - checkpoint (text): the owner's last progress marker;
+//   - version (integer): the record schema version;
+//   - checkpoint_seq (bigint, default 0): the checkpoint's number, so late writes never
+//     replace a later one.
 //
-// The only index besides the primary key serves [DeleteExpiredStatement]. Every claim,
-// completion, release and read goes by primary key.
+// The only index besides the primary key is on expires_at and serves
+// [DeleteExpiredStatement]. Every claim, completion, release and read goes by primary key.
+// A comment on the table names the schema version.
 //
-// A table of schema 1 (without checkpoint_seq) needs one statement, [UpgradeStatement], before
-// this version of the store uses it; existing rows read their checkpoint number as 0.
+// A table of schema 1 (without checkpoint_seq) needs [UpgradeStatement] before this version
+// of the store uses it; existing rows read their checkpoint number as 0.
 func Schema(table string) string {
 	t := quote(table)
 	index := quote(lastPart(table) + "_expires_at")

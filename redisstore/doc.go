@@ -45,14 +45,14 @@
 // # Durability
 //
 // Redis acknowledges a write before it is on disk unless told otherwise. A restart of a
-// server without persistence, or a failover to a replica that had not yet received the
-// last writes (replication is asynchronous, in ElastiCache too), forgets records, and a
+// server without persistence, or a failover to a replica that had not yet received the last
+// writes (replication is asynchronous, in ElastiCache too), forgets records, and a
 // forgotten key runs again (a lost claim lets a second caller run beside the first, a lost
 // checkpoint makes the next owner resume from an earlier one): within the idempotency
-// window the promise holds only as long as the records do. For the strongest form use the append-only file with appendfsync
-// always (self-run Redis; a killed and restarted server then replays every result it
-// acknowledged, as the tests show), or accept that a failover reopens the keys written in
-// its last moments. The DynamoDB store has no such window.
+// window the promise holds only as long as the records do. For the strongest form use the
+// append-only file with appendfsync always (self-run Redis; a killed and restarted server
+// then replays every result it acknowledged, as the tests show), or accept that a failover
+// reopens the keys written in its last moments. The DynamoDB store has no such window.
 //
 // # Attached writes
 //

@@ -57,12 +57,12 @@ func (s *Store) RedisKey(key string) string { return s.cfg.prefix + key }
 // Claim implements [idemstore.Store] with one script that reads the record and, in the same
 // atomic step, replaces it when it no longer holds the key for rec (absent, past its
 // expiry, or in progress past its lease end with rec's checkpoint, its number and rec's
-// fingerprint, or with none where rec carries none, unless it is the
-// tombstone of the release of rec's own token: see [Store.Release]) or returns it. now is
-// the caller's clock, never the server's: see the package documentation. The server deletes
-// the new record (PEXPIREAT) at rec.Expires plus the expiry grace ([WithExpiryGrace]). A record over the store's size limit yields
-// [idemstore.ErrTooLarge]; a record that does not decode, an error wrapping
-// [idem.ErrIncompatibleRecord].
+// fingerprint, or with none where rec carries none, unless it is the tombstone of the
+// release of rec's own token: see [Store.Release]) or returns it. now is the caller's
+// clock, never the server's: see the package documentation. The server deletes the new
+// record (PEXPIREAT) at rec.Expires plus the expiry grace ([WithExpiryGrace]). A record
+// over the store's size limit yields [idemstore.ErrTooLarge]; a record that does not
+// decode, an error wrapping [idem.ErrIncompatibleRecord].
 func (s *Store) Claim(ctx context.Context, rec *idemstore.Record, now time.Time) (*idemstore.Record, bool, error) {
 	key := s.RedisKey(rec.Key)
 	fields := fieldArgs(rec, true)
@@ -125,12 +125,13 @@ func (s *Store) Get(ctx context.Context, key string) (*idemstore.Record, error) 
 	return decodeRecord(key, fields)
 }
 
-// Complete implements [idemstore.Store] with one script that replaces the in-progress record
-// with rec if its lease token is still rec.LeaseToken, and has the server delete it
-// (PEXPIREAT) at rec.Expires plus the expiry grace ([WithExpiryGrace]). The stored checkpoint is kept and the lease end removed. A resend of a
-// completion that landed finds the record completed under rec's token and returns nil
-// without writing it again. A token that no longer owns the record yields
-// [idem.ErrLeaseLost]; a record over the size limit, [idemstore.ErrTooLarge] (nothing is sent).
+// Complete implements [idemstore.Store] with one script that replaces the in-progress
+// record with rec if its lease token is still rec.LeaseToken, and has the server delete it
+// (PEXPIREAT) at rec.Expires plus the expiry grace ([WithExpiryGrace]). The stored
+// checkpoint is kept and the lease end removed. A resend of a completion that landed finds
+// the record completed under rec's token and returns nil without writing it again. A token
+// that no longer owns the record yields [idem.ErrLeaseLost]; a record over the size limit,
+// [idemstore.ErrTooLarge] (nothing is sent).
 //
 // Attached writes are refused before anything is sent, with an error wrapping
 // [ErrAttachUnsupported], [idemstore.ErrNotCommitted] and [idem.ErrStore]: the guard then

@@ -3,6 +3,7 @@ package sqs_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -164,7 +165,12 @@ func (e *env) claimInFlight(t *testing.T, m events.SQSMessage) (finish func()) {
 		})
 		done <- err
 	}()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("owner of message %s: %v", m.MessageId, err)
+		}
+	})
 	select {
 	case <-claimed:
 	case err := <-done:

@@ -32,16 +32,19 @@ type Handler struct {
 // [idem.Attach] and [idem.Checkpoint] use. Options are applied in order; invalid settings
 // return an error naming the option.
 //
-// The Handler takes its clock, logger and hooks from guard ([idem.WithClock],
-// [idem.WithLogger], [idem.WithHooks]). The clock reads the time left before the deadline
-// (see [WithDeadlineMargin]) and times the outcomes. The logger gets a summary line per
-// batch (INFO, or WARN when a message failed) and a line per failed message (WARN, with its
-// message ID and [Reason]; ERROR for a handler panic, with its stack); lines carry message
-// IDs, never keys or bodies. The hooks' OnBatch gets each batch's outcomes as an
-// [idem.BatchEvent], and the other hooks fire for every message that reaches the guard.
+// The Handler takes from guard:
 //
-// A batch is a FIFO batch when its records' eventSourceARN ends in ".fifo", and only then:
-// a test event for a FIFO consumer must carry such an ARN, or it is processed as a
+//   - its clock ([idem.WithClock]), which reads the time left before the deadline (see
+//     [WithDeadlineMargin]) and times the outcomes;
+//   - its logger ([idem.WithLogger]), which gets a summary line per batch (INFO, or WARN
+//     when a message failed) and a line per failed message (WARN, with its message ID and
+//     [Reason]; ERROR for a handler panic, with its stack). Lines carry message IDs, never
+//     keys or bodies;
+//   - its hooks ([idem.WithHooks]): OnBatch gets each batch's outcomes as an
+//     [idem.BatchEvent], and the other hooks fire for every message that reaches the guard.
+//
+// A batch is a FIFO batch when its records' eventSourceARN ends in ".fifo", and only then.
+// A test event for a FIFO consumer must carry such an ARN, or it is processed as a
 // standard queue's (see "FIFO queues" in the package documentation).
 func New(guard *idem.Guard, fn func(context.Context, events.SQSMessage) error, opts ...Option) (*Handler, error) {
 	if guard == nil {

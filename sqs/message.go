@@ -114,10 +114,13 @@ func (b *batch) guarded(ctx context.Context, i int) (replayed, ran bool, handler
 // classify names the reason for a failure of the guarded call.
 func classify(err, handlerErr error) Reason {
 	var pe *PanicError
+	// The handler's own error, returned as it is, is compared by identity: it is no
+	// sentinel.
+	own := handlerErr != nil && err == handlerErr //nolint:errorlint // by identity
 	switch {
 	case errors.As(err, &pe):
 		return ReasonPanic
-	case handlerErr != nil && err == handlerErr: //nolint:errorlint // identity: the handler's own error, unwrapped
+	case own:
 		return ReasonHandler
 	case errors.Is(err, idem.ErrInProgress):
 		return ReasonInProgress

@@ -91,19 +91,21 @@ func WithFingerprint(fingerprint func(events.SQSMessage) ([]byte, error)) Option
 }
 
 // WithDeadlineMargin sets how much time must remain before the Lambda deadline
-// (ctx.Deadline()) for a message to be started. A message not started for lack of time is
-// reported as a batch item failure with [ReasonNotStarted], so SQS delivers it again rather
-// than losing it to a timeout; a message already started runs to completion under ctx.
-// Default [DefaultDeadlineMargin], lowered to a quarter of the time left when the batch
-// arrives if that is less; an explicit value is used as is. Must not be negative; 0 starts
-// messages until the context ends. Choose it above the time one message takes, including
-// its two store round trips. Without a context deadline no message is held back.
+// (ctx.Deadline()) for a message to be started. Must not be negative. Choose it above the
+// time one message takes, including its two store round trips.
 //
-// The deadline is read on the guard's clock ([idem.WithClock]) while Lambda stops the
-// function at the deadline by its own: with batch claims, the margin is also how far
-// behind the function's clock may run before an invocation is stopped before it records
-// the outcomes that finished (see [WithBatchClaims]). Lambda's clocks are kept within
-// milliseconds.
+//   - Default: [DefaultDeadlineMargin], lowered to a quarter of the time left when the
+//     batch arrives if that is less. An explicit value is used as is; 0 starts messages
+//     until the context ends.
+//   - A message not started for lack of time is reported as a batch item failure with
+//     [ReasonNotStarted], so SQS delivers it again rather than losing it to a timeout. A
+//     message already started runs to completion under ctx.
+//   - Without a context deadline, no message is held back.
+//   - The deadline is read on the guard's clock ([idem.WithClock]), while Lambda stops the
+//     function at the deadline by its own. With batch claims, the margin is also how far
+//     behind the function's clock may run before an invocation is stopped before it
+//     records the outcomes that finished (see [WithBatchClaims]). Lambda's clocks are kept
+//     within milliseconds.
 func WithDeadlineMargin(d time.Duration) Option {
 	return func(c *config) error {
 		if d < 0 {
@@ -118,37 +120,42 @@ func WithDeadlineMargin(d time.Duration) Option {
 // WithBatchClaims sets whether a batch's keys are claimed and its outcomes recorded
 // together. Default true.
 //
-// On, the keys of a standard-queue batch are claimed in one [idem.Guard.Claim]; each
-// message then runs (or replays, or fails) as on the per-message path, and the outcome of a
+// On, the keys of a standard-queue batch are claimed in one [idem.Guard.Claim]. Each
+// message then runs (or replays, or fails) as on the per-message path. The outcome of a
 // handler that ran waits to be recorded with the others once every message has finished,
 // provided its lease lasts until the Lambda deadline (ctx.Deadline()), before which the
-// batch ends. With a store that implements [idemstore.BatchStore], such as dynamo.Store, a batch
-// of new messages then costs one claim round trip and one completion round trip per store
-// batch (25 messages for DynamoDB) instead of two per message, and a batch of replays two
-// instead of one per message. A batch with a single key to claim is claimed as the
-// per-message path claims it (see [idem.Guard.Claim]), so no batch costs more round trips
-// than the per-message path would; the per-message path makes its calls concurrently, so
-// a batch of replays takes two sequential round trips where it takes one.
+// batch ends. With a store that implements [idemstore.BatchStore], such as dynamo.Store:
+//
+//   - a batch of new messages costs one claim round trip and one completion round trip per
+//     store batch (25 messages for DynamoDB) instead of two per message;
+//   - a batch of replays costs two round trips instead of one per message. They are
+//     sequential, where the per-message path's concurrent calls take one round trip's time;
+//   - a batch with a single key to claim is claimed as the per-message path claims it (see
+//     [idem.Guard.Claim]), so no batch costs more round trips than the per-message path.
 //
 // An outcome is instead recorded as soon as its handler returns, as on the per-message
-// path, so that its lease never lapses unrecorded (another invocation would run the message
-// again): when ctx has no deadline (Lambda always sets one; a test or local run should too,
-// or only the claims are batched), when idem.WithMaxLease caps the lease below the
-// deadline (heartbeat extensions count), and when the handler attaches writes
-// ([idem.Attach]) and the store cannot complete them with others' (no
-// [idemstore.BatchAttachStore]: its own transaction). With dynamo.Store, outcomes with
-// attached writes wait too, and are recorded in as few TransactWriteItems as DynamoDB's
-// limits allow, each completion still conditional on its own lease. When less than the margin (see
-// [WithDeadlineMargin]) is left, the batch records the outcomes finished by then and
-// releases the claims of messages not yet started; every outcome after that is recorded as
-// soon as its handler returns, so a Lambda timeout loses no outcome that finished (as long
-// as the function's clock runs behind Lambda's by less than the margin).
+// path, so that its lease never lapses unrecorded (another invocation would run the
+// message again):
 //
-// Outcomes, reasons and the response are those of the per-message path, but the log lines
-// of failed messages come after the batch is settled, and keys whose outcomes wait stay in
+//   - when ctx has no deadline (Lambda always sets one; a test or local run should too, or
+//     only the claims are batched);
+//   - when idem.WithMaxLease caps the lease below the deadline (heartbeat extensions
+//     count);
+//   - when the handler attaches writes ([idem.Attach]) and the store cannot complete them
+//     with others' (no [idemstore.BatchAttachStore]: its own transaction). With
+//     dynamo.Store, outcomes with attached writes wait too, and are recorded in as few
+//     TransactWriteItems as DynamoDB's limits allow, each completion still conditional on
+//     its own lease;
+//   - once less than the margin (see [WithDeadlineMargin]) is left. The batch then records
+//     the outcomes finished by then and releases the claims of messages not yet started,
+//     so a Lambda timeout loses no outcome that finished (as long as the function's clock
+//     runs behind Lambda's by less than the margin).
+//
+// Outcomes, reasons and the response are those of the per-message path. The log lines of
+// failed messages come after the batch is settled, and keys whose outcomes wait stay in
 // progress for other invocations until then.
 //
-// Off, or on a FIFO queue, or when two messages of the batch carry one key with different
+// Off, on a FIFO queue, or when two messages of the batch carry one key with different
 // fingerprints, each message claims and completes on its own as soon as it runs: a FIFO
 // message runs only after the one before it in its group has durably completed. A store
 // without batch support behaves the same either way.

@@ -23,6 +23,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -114,12 +115,11 @@ func runLocal(ctx context.Context, h sqsHandler, args []string, stdin io.Reader,
 	case len(args) > 1:
 		return errors.New("usage: example-sqs [event.json]")
 	case len(args) == 1 && args[0] != "-":
-		f, err := os.Open(args[0])
+		data, err := os.ReadFile(args[0])
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		in = f
+		in = bytes.NewReader(data)
 	}
 	var event events.SQSEvent
 	if err := json.NewDecoder(in).Decode(&event); err != nil {

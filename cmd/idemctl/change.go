@@ -61,7 +61,9 @@ func (a *app) change(ctx context.Context, act action, args []string) error {
 	if c.json {
 		shown = a.stderr
 	}
-	v.write(shown, now)
+	if err := v.write(shown, now); err != nil {
+		return fmt.Errorf("write output: %w", err)
+	}
 	if err := applies(act, rec, v, token); err != nil {
 		return err
 	}
@@ -77,8 +79,7 @@ func (a *app) change(ctx context.Context, act action, args []string) error {
 	if c.json {
 		return writeJSON(a, changed{Action: string(act), Record: v, Done: true})
 	}
-	fmt.Fprintln(a.stdout, done(act, rec))
-	return nil
+	return a.say(done(act, rec) + "\n")
 }
 
 // applies refuses an action that does not fit the record as shown.
@@ -103,20 +104,20 @@ func applies(act action, rec *idemstore.Record, v view, token string) error {
 func warn(a *app, act action, v view) {
 	switch {
 	case act == actionRelease && v.State == stateLeaseRunning:
-		fmt.Fprintf(a.stderr, "\nThe owner's lease is still running. Release it only if the owner is known dead:\n"+
+		a.note("\nThe owner's lease is still running. Release it only if the owner is known dead:\n" +
 			"if it is alive, the next request runs the handler while it still does.\n")
 	case act == actionDelete:
-		fmt.Fprintf(a.stderr, "\nAfter the delete, the next request with this key runs the handler again. A function\n"+
+		a.note("\nAfter the delete, the next request with this key runs the handler again. A function\n" +
 			"using idem.WithCache may still replay the result from a warm container until it expires.\n")
 	}
 }
 
 // confirm asks on the terminal and accepts only "yes".
 func (a *app) confirm(act action) error {
-	fmt.Fprintf(a.stderr, "\nType yes to %s this record: ", act)
+	a.note("\nType yes to %s this record: ", act)
 	line, err := bufio.NewReader(a.stdin).ReadString('\n')
 	if err != nil && line == "" {
-		return fmt.Errorf("%w: not confirmed (%v); nothing was written", errRefused, err)
+		return fmt.Errorf("%w: not confirmed (%w); nothing was written", errRefused, err)
 	}
 	if strings.TrimSpace(line) != "yes" {
 		return fmt.Errorf("%w: not confirmed; nothing was written", errRefused)

@@ -83,13 +83,18 @@ func (a *app) find(ctx context.Context, args []string) error {
 		return writeJSON(a, out)
 	}
 	for i, m := range out.Records {
+		sep := ""
 		if i > 0 {
-			fmt.Fprintln(a.stdout)
+			sep = "\n"
 		}
-		fmt.Fprintf(a.stdout, "scope        %s\noperation    %s\n", display(m.Scope), display(m.Operation))
-		m.write(a.stdout, a.now())
+		if err := a.say(fmt.Sprintf("%sscope        %s\noperation    %s\n", sep, display(m.Scope), display(m.Operation))); err != nil {
+			return err
+		}
+		if err := m.write(a.stdout, a.now()); err != nil {
+			return fmt.Errorf("write output: %w", err)
+		}
 	}
-	fmt.Fprintf(a.stderr, "found %d record(s) of the key (tenant %s) under %d key prefix(es): %s\n%s\n",
+	a.note("found %d record(s) of the key (tenant %s) under %d key prefix(es): %s\n%s\n",
 		len(out.Records), orNone(tenant), len(out.Prefixes), prefixList(out.Prefixes), cost(out, t.name))
 	return nil
 }

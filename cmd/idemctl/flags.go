@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"io"
 
 	"github.com/idemkit/idem/dynamo"
@@ -49,7 +48,9 @@ func (a *app) parse(c *command, args []string) error {
 	err := c.fs.Parse(args)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
-		fmt.Fprint(a.stdout, usage)
+		if err := a.say(usage); err != nil {
+			return err
+		}
 		return errHelp
 	case err != nil:
 		return usageError("%s: %v (see idemctl help)", c.fs.Name(), err)

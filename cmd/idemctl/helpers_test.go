@@ -125,13 +125,22 @@ type outcome struct {
 // or not.
 func (e *env) run(t *testing.T, api API, stdin io.Reader, tty bool, args ...string) outcome {
 	t.Helper()
-	var stdout, stderr bytes.Buffer
+	var stdout bytes.Buffer
+	o := e.runTo(t, api, stdin, tty, &stdout, args...)
+	o.stdout = stdout.String()
+	return o
+}
+
+// runTo runs idemctl as run does, with its standard output going to stdout.
+func (e *env) runTo(t *testing.T, api API, stdin io.Reader, tty bool, stdout io.Writer, args ...string) outcome {
+	t.Helper()
+	var stderr bytes.Buffer
 	if stdin == nil {
 		stdin = strings.NewReader("")
 	}
 	a := &app{
 		stdin:  stdin,
-		stdout: &stdout,
+		stdout: stdout,
 		stderr: &stderr,
 		getenv: func(name string) string {
 			if name == "IDEMPOTENCY_TABLE" {
@@ -144,7 +153,7 @@ func (e *env) run(t *testing.T, api API, stdin io.Reader, tty bool, args ...stri
 		connect: func(context.Context, string) (API, error) { return api, nil },
 	}
 	code := a.run(context.Background(), args)
-	return outcome{code: code, stdout: stdout.String(), stderr: stderr.String()}
+	return outcome{code: code, stderr: stderr.String()}
 }
 
 // pagedScan makes every Scan page hold at most one item, so that a small table takes

@@ -27,8 +27,9 @@ type listing struct {
 
 // list prints the in-progress records: those whose lease runs and those whose lease ended
 // with nobody retrying, except the tombstone a release leaves without a checkpoint (the
-// key is free, as when a release deleted the record). It is a Scan of the whole table, paginated, filtered to in-progress
-// records (of one scope, or one operation of it, with --scope and --operation).
+// key is free, as when a release deleted the record). It is a Scan of the whole table,
+// paginated, filtered to in-progress records (of one scope, or one operation of it, with
+// --scope and --operation).
 func (a *app) list(ctx context.Context, args []string) error {
 	c := newCommand("list")
 	var scope, operation, want string
@@ -61,7 +62,9 @@ func (a *app) list(ctx context.Context, args []string) error {
 	if c.json {
 		return writeJSON(a, out)
 	}
-	writeList(a.stdout, out.Records, a.now())
+	if err := writeList(a.stdout, out.Records, a.now()); err != nil {
+		return fmt.Errorf("write output: %w", err)
+	}
 	more := ""
 	if out.More {
 		more = fmt.Sprintf("; stopped at --limit %d, more may follow", limit)
@@ -70,7 +73,7 @@ func (a *app) list(ctx context.Context, args []string) error {
 	if out.ReadUnits != nil {
 		units = fmt.Sprintf(", %g read units", *out.ReadUnits)
 	}
-	fmt.Fprintf(a.stderr, "%d record(s); scanned %d item(s)%s%s\n", len(out.Records), out.Scanned, units, more)
+	a.note("%d record(s); scanned %d item(s)%s%s\n", len(out.Records), out.Scanned, units, more)
 	return nil
 }
 

@@ -3,7 +3,7 @@
 //
 //	idemctl show    --table T --scope S --operation O --key K [--tenant X]   the record of one key
 //	idemctl show    --table T --stored-key 'S.O#<sha256>'    the same, by the key the logs print
-//	idemctl find    --table T --key K [--tenant X]   the records of a raw key, under any scope and operation
+//	idemctl find    --table T --key K [--tenant X]   a raw key's records, any scope and operation
 //	idemctl list    --table T [--state in-progress|lease-ended|all] [--scope S] [--limit N]
 //	idemctl release --table T --scope S --operation O --key K [--yes]   end a dead owner's lease
 //	idemctl delete  --table T --scope S --operation O --key K [--yes]   forget a completed result
@@ -30,7 +30,7 @@ import (
 // Exit codes.
 const (
 	exitOK       = 0 // done
-	exitFailed   = 1 // DynamoDB or the configuration failed
+	exitFailed   = 1 // DynamoDB or the configuration failed, or the output could not be written
 	exitUsage    = 2 // bad command line, or a change asked for without a way to confirm it
 	exitNotFound = 3 // no record under the key
 	exitRefused  = 4 // the change was refused: not confirmed, not applicable, or the record changed
@@ -93,7 +93,7 @@ func connect(ctx context.Context, endpoint string) (API, error) {
 // run runs the command line args and returns the exit code.
 func (a *app) run(ctx context.Context, args []string) int {
 	if len(args) == 0 {
-		fmt.Fprint(a.stderr, usage)
+		a.note("%s", usage)
 		return exitUsage
 	}
 	var err error
@@ -109,8 +109,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 	case "delete":
 		err = a.change(ctx, actionDelete, rest)
 	case "help", "-h", "-help", "--help":
-		fmt.Fprint(a.stdout, usage)
-		return exitOK
+		err = a.say(usage)
 	default:
 		err = usageError("unknown command %q (show, find, list, release, delete, help)", cmd)
 	}
@@ -133,11 +132,11 @@ func (a *app) exit(err error) int {
 	case errors.Is(err, errRefused):
 		code = exitRefused
 	}
-	fmt.Fprintln(a.stderr, "idemctl:", escaped(err.Error()))
+	a.note("idemctl: %s\n", escaped(err.Error()))
 	var h hinted
 	if errors.As(err, &h) {
 		for _, line := range strings.Split(h.hint, "\n") {
-			fmt.Fprintln(a.stderr, escaped(line))
+			a.note("%s\n", escaped(line))
 		}
 	}
 	return code
@@ -154,3 +153,18 @@ func (h hinted) Error() string { return h.err.Error() }
 
 // Unwrap returns the error, so errors.Is finds errNotFound in it.
 func (h hinted) Unwrap() error { return h.err }
+
+// say writes s to stdout. An error means the output was lost: the command fails with it,
+// so a script reading the output never takes a lost answer for an empty one.
+func (a *app) say(s string) error {
+	if _, err := io.WriteString(a.stdout, s); err != nil {
+		return fmt.Errorf("write output: %w", err)
+	}
+	return nil
+}
+
+// note writes a message for the operator to stderr. A failed write there is dropped:
+// stderr is where idemctl reports failures, so nothing is left to report it on.
+func (a *app) note(format string, args ...any) {
+	_, _ = fmt.Fprintf(a.stderr, format, args...)
+}

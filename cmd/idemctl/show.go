@@ -74,7 +74,9 @@ func (a *app) print(c *command, v view) error {
 	if c.json {
 		return writeJSON(a, v)
 	}
-	v.write(a.stdout, a.now())
+	if err := v.write(a.stdout, a.now()); err != nil {
+		return fmt.Errorf("write output: %w", err)
+	}
 	return nil
 }
 
@@ -85,6 +87,5 @@ func writeJSON(a *app, v any) error {
 	if err != nil {
 		return err
 	}
-	_, err = a.stdout.Write(append(escapeJSON(doc), '\n'))
-	return err
+	return a.say(string(escapeJSON(doc)) + "\n")
 }

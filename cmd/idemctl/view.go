@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -94,10 +95,10 @@ func cut(prefix string) string {
 	return display(prefix) + "…"
 }
 
-// write prints v as a list of fields.
-func (v *view) write(w io.Writer, now time.Time) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	row := func(name, value string) { fmt.Fprintf(tw, "%s\t%s\n", name, value) }
+// write prints v as a list of fields and returns the first write error.
+func (v *view) write(w io.Writer, now time.Time) error {
+	c := newColumns(w)
+	row := func(name, value string) { c.row(name, value) }
 	row("stored key", display(v.StoredKey))
 	row("status", display(v.Status)+" ("+describe(v.State)+")")
 	if v.LeaseEnd != nil {
@@ -115,7 +116,7 @@ func (v *view) write(w io.Writer, now time.Time) {
 	row("result", result(v))
 	row("fingerprint", cut(v.Fingerprint))
 	row("version", fmt.Sprint(v.Version))
-	_ = tw.Flush()
+	return c.flush()
 }
 
 // describe explains a state in a few words.
@@ -176,16 +177,41 @@ func orNone(s string) string {
 	return display(s)
 }
 
-// writeList prints views as a table, one line each.
-func writeList(w io.Writer, views []view, now time.Time) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "STATE\tSTORED KEY\tLEASE END\tOWNER\tCHECKPOINT")
+// writeList prints views as a table, one line each, and returns the first write error.
+func writeList(w io.Writer, views []view, now time.Time) error {
+	c := newColumns(w)
+	c.row("STATE", "STORED KEY", "LEASE END", "OWNER", "CHECKPOINT")
 	for _, v := range views {
 		lease := "none"
 		if v.LeaseEnd != nil {
 			lease = v.LeaseEnd.Format(time.RFC3339) + " (" + relative(*v.LeaseEnd, now) + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", v.State, display(v.StoredKey), lease, cut(v.OwnerToken), orNone(v.Checkpoint))
+		c.row(v.State, display(v.StoredKey), lease, cut(v.OwnerToken), orNone(v.Checkpoint))
 	}
-	_ = tw.Flush()
+	return c.flush()
+}
+
+// columns lines up rows of cells in columns and keeps the first write error.
+type columns struct {
+	tw  *tabwriter.Writer
+	err error
+}
+
+func newColumns(w io.Writer) *columns {
+	return &columns{tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)}
+}
+
+// row adds one line of cells.
+func (c *columns) row(cells ...string) {
+	if c.err == nil {
+		_, c.err = io.WriteString(c.tw, strings.Join(cells, "\t")+"\n")
+	}
+}
+
+// flush writes the lines out and returns the first error.
+func (c *columns) flush() error {
+	if c.err != nil {
+		return c.err
+	}
+	return c.tw.Flush()
 }

@@ -45,7 +45,7 @@ func (f *Faulty) FailTimes(op string, err error, applied bool, n int) {
 	f.faults[op] = &fault{err: err, applied: applied, times: n}
 }
 
-// ResendClaims, when on, makes every claim take effect, lose its answer and be sent again,
+// ResendClaims makes every claim, while on, take effect, lose its answer and be sent again,
 // returning the second answer: what the SDK's retryer does when the connection breaks after
 // DynamoDB applied a PutItem.
 func (f *Faulty) ResendClaims(on bool) {

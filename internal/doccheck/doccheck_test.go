@@ -1,15 +1,21 @@
-// Package doccheck holds one test: every Go code block in README.md and in the package
-// documentation (doc.go) of every package comes from a compiled example, so the docs
-// cannot drift from the API. A block matches when its lines, with leading whitespace and
-// blank lines dropped, appear contiguously in the body of some Example function in a
-// _test.go file of the repository; an elision line ("..." or "// ...") splits a block
-// into parts that must appear in that order in the same body. Blocks that are not Go
-// (a shell command, a table) are not checked: a block is Go when it parses as
-// statements or as declarations once its elisions are removed.
+// Package doccheck holds the tests that keep the documentation honest and readable:
+//
+//   - TestDocCodeComesFromExamples: every Go code block in README.md and in the package
+//     documentation (doc.go) of every package comes from a compiled example, so the docs
+//     cannot drift from the API.
+//   - TestCommentStyle: no comment line past column 100, no long doc comment without a
+//     list (style_test.go).
+//   - TestDocStats prints the doc-comment metrics of issue 23 (stats_test.go).
+//
+// A code block matches when its lines, with leading whitespace and blank lines dropped,
+// appear contiguously in the body of some Example function in a _test.go file of the
+// repository; an elision line ("..." or "// ...") splits a block into parts that must
+// appear in that order in the same body. Blocks that are not Go (a shell command, a table)
+// are not checked: a block is Go when it parses as statements or as declarations once its
+// elisions are removed.
 package doccheck
 
 import (
-	"bufio"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -137,16 +143,14 @@ type block struct {
 // readmeBlocks returns the ```go blocks of a Markdown file.
 func readmeBlocks(t *testing.T, path string) []block {
 	t.Helper()
-	f, err := os.Open(path)
+	src, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
 	var out []block
 	var cur *block
-	sc := bufio.NewScanner(f)
-	for n := 1; sc.Scan(); n++ {
-		l := sc.Text()
+	for i, l := range strings.Split(string(src), "\n") {
+		n := i + 1
 		switch {
 		case cur == nil && strings.TrimSpace(l) == "```go":
 			cur = &block{where: path + ":" + itoa(n)}

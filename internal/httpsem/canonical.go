@@ -16,27 +16,21 @@ import (
 const maxCanonicalDepth = 10000
 
 // canonicalBody returns a JSON body re-encoded canonically, so that two encodings of one
-// document share a fingerprint; any other body comes back as it is, and so does one
-// nested deeper than maxCanonicalDepth. JSON is recognised by content, not by
-// Content-Type, because clients often send JSON without it.
+// document share a fingerprint. Any other body comes back as it is, and so does one nested
+// deeper than maxCanonicalDepth. JSON is recognised by content, not by Content-Type,
+// because clients often send JSON without it. The canonical form:
 //
-// The canonical form has no insignificant white space, keeps numbers as written, and sorts
-// each object's members by name, except where their order means something to a Go
-// handler: encoding/json matches a name to a struct field in any case, and the last
-// matching member wins, so {"amount":1,"AMOUNT":100} reads as 100 and the same members the
-// other way round as 1. In an object where two names are equal under Unicode case folding
-// (exact duplicates included), members are sorted by folded name instead, and those whose
-// names fold alike keep their order. Objects without such names come out exactly as
-// encoding/json encodes the decoded document, as they always have.
+//   - has no insignificant white space, and keeps numbers as written;
+//   - sorts each object's members by name;
+//   - sorts by folded name instead the members of an object where two names are equal
+//     under Unicode case folding (exact duplicates included), and keeps the order of those
+//     whose names fold alike. Their order means something to a Go handler: encoding/json
+//     matches a name to a struct field in any case, and the last matching member wins, so
+//     {"amount":1,"AMOUNT":100} reads as 100 and the same members the other way round as 1.
 //
-// Time and memory are linear in the body's size (n log n in an object's members, which
-// are sorted), whatever its shape. A first pass (index) records where each object or array
-// that holds another one ends. The second (value) writes the output once, front to back:
-// for each object it reads the members' names, jumping over their values by those ends,
-// sorts them, and writes each member from its place in the body. Nothing is copied once
-// per enclosing object, as it was when each object was built in a buffer of its own and
-// then copied into its parent's: 10,000 nested objects around a long string copied the
-// string 10,000 times.
+// Objects without such names come out exactly as encoding/json encodes the decoded
+// document, as they always have. Time and memory are linear in the body's size (n log n
+// in an object's members, which are sorted), whatever its shape.
 func canonicalBody(body []byte) []byte {
 	// Invalid UTF-8 would decode to U+FFFD and make different bodies look alike. Both
 	// passes rely on the syntax json.Valid checks.
@@ -51,7 +45,14 @@ func canonicalBody(body []byte) []byte {
 	return c.value(make([]byte, 0, len(body)))
 }
 
-// canonicalizer writes the canonical form of one valid JSON document.
+// canonicalizer writes the canonical form of one valid JSON document, in time and memory
+// linear in its size whatever its shape. A first pass (index) records where each object or
+// array that holds another one ends. The second (value) writes the output once, front to
+// back: for each object it reads the members' names, jumping over their values by those
+// ends, sorts them, and writes each member from its place in the body. Nothing is copied
+// once per enclosing object, as it was when each object was built in a buffer of its own
+// and then copied into its parent's: 10,000 nested objects around a long string copied the
+// string 10,000 times.
 type canonicalizer struct {
 	in  []byte
 	pos int

@@ -22,18 +22,18 @@ var ErrNotCacheable = fmt.Errorf("idem: HTTP response not cacheable: %w", idem.E
 type Verdict int
 
 const (
-	// Guarded: [Guard.Admit] found the request's key; run it with [Guard.Run].
+	// Guarded means [Guard.Admit] found the request's key; run it with [Guard.Run].
 	Guarded Verdict = iota
-	// Bypassed: the guard does not apply (a method it does not guard, or a missing key
-	// that is optional); the caller runs the handler itself, unguarded.
+	// Bypassed means the guard does not apply (a method it does not guard, or a missing
+	// key that is optional); the caller runs the handler itself, unguarded.
 	Bypassed
-	// Ran: the handler ran, and what it produced is the answer.
+	// Ran means the handler ran, and what it produced is the answer.
 	Ran
-	// Answered: the response returned with the verdict is the answer (a replay or a
+	// Answered means the response returned with the verdict is the answer (a replay or a
 	// refusal).
 	Answered
-	// Failed: the error returned with the verdict has no HTTP meaning; the caller fails
-	// the request its own way.
+	// Failed means the error returned with the verdict has no HTTP meaning; the caller
+	// fails the request its own way.
 	Failed
 )
 

@@ -16,20 +16,34 @@ import (
 // wrappers answer with. The whole type is the address of the public package's constant of
 // the same name ([Settings.ProblemType]), which documents it.
 const (
-	ProblemMissingKey          = "ProblemMissingKey"          // 400: a required key is missing
-	ProblemInvalidKey          = "ProblemInvalidKey"          // 400: the key is malformed
-	ProblemInvalidRequest      = "ProblemInvalidRequest"      // 400: the request cannot be fingerprinted
-	ProblemRequestTooLarge     = "ProblemRequestTooLarge"     // 413: the body is too large to fingerprint
-	ProblemInProgress          = "ProblemInProgress"          // 409: in flight, Retry-After
-	ProblemLeaseLost           = "ProblemLeaseLost"           // 409: another run took over, Retry-After
-	ProblemAttachedWriteFailed = "ProblemAttachedWriteFailed" // 409: an attached write's condition failed
-	ProblemKeyReused           = "ProblemKeyReused"           // 422: the key was used for another request
-	ProblemNotReplayable       = "ProblemNotReplayable"       // 500: completed, but not replayable
-	ProblemUnknownCaller       = "ProblemUnknownCaller"       // 500: authenticated, but no caller identity
-	ProblemStoreUnavailable    = "ProblemStoreUnavailable"    // 503: the handler did not run
-	ProblemNotCommitted        = "ProblemNotCommitted"        // 503: ran, nothing committed
-	ProblemOutcomeUnknown      = "ProblemOutcomeUnknown"      // 503: ran, outcome unknown
-	ProblemAborted             = "ProblemAborted"             // 503: the run gave up, nothing stored
+	// ProblemMissingKey (400): a required key is missing.
+	ProblemMissingKey = "ProblemMissingKey"
+	// ProblemInvalidKey (400): the key is malformed.
+	ProblemInvalidKey = "ProblemInvalidKey"
+	// ProblemInvalidRequest (400): the request cannot be fingerprinted.
+	ProblemInvalidRequest = "ProblemInvalidRequest"
+	// ProblemRequestTooLarge (413): the body is too large to fingerprint.
+	ProblemRequestTooLarge = "ProblemRequestTooLarge"
+	// ProblemInProgress (409): in flight, Retry-After.
+	ProblemInProgress = "ProblemInProgress"
+	// ProblemLeaseLost (409): another run took over, Retry-After.
+	ProblemLeaseLost = "ProblemLeaseLost"
+	// ProblemAttachedWriteFailed (409): an attached write's condition failed.
+	ProblemAttachedWriteFailed = "ProblemAttachedWriteFailed"
+	// ProblemKeyReused (422): the key was used for another request.
+	ProblemKeyReused = "ProblemKeyReused"
+	// ProblemNotReplayable (500): completed, but not replayable.
+	ProblemNotReplayable = "ProblemNotReplayable"
+	// ProblemUnknownCaller (500): authenticated, but no caller identity.
+	ProblemUnknownCaller = "ProblemUnknownCaller"
+	// ProblemStoreUnavailable (503): the handler did not run.
+	ProblemStoreUnavailable = "ProblemStoreUnavailable"
+	// ProblemNotCommitted (503): ran, nothing committed.
+	ProblemNotCommitted = "ProblemNotCommitted"
+	// ProblemOutcomeUnknown (503): ran, outcome unknown.
+	ProblemOutcomeUnknown = "ProblemOutcomeUnknown"
+	// ProblemAborted (503): the run gave up, nothing stored.
+	ProblemAborted = "ProblemAborted"
 )
 
 // ProblemBase is the address of the problem types of a public package: its documentation.
@@ -59,7 +73,8 @@ type problemBody struct {
 // adds Retry-After in whole seconds, rounded up. In multi-value mode (ALB, net/http) the
 // headers go in MultiValueHeaders, which is the only map the wrapper reads then.
 func (s *Guard) Problem(status int, problem, detail string, retryAfter time.Duration, multi bool) Response {
-	body, _ := json.Marshal(problemBody{Type: s.s.ProblemType(problem), Title: http.StatusText(status), Status: status, Detail: detail}) // cannot fail: strings and an int
+	// Marshal cannot fail: the body holds strings and an int.
+	body, _ := json.Marshal(problemBody{Type: s.s.ProblemType(problem), Title: http.StatusText(status), Status: status, Detail: detail})
 	headers := map[string]string{"Content-Type": problemContentType}
 	if retryAfter > 0 {
 		headers["Retry-After"] = strconv.FormatInt(int64((retryAfter+time.Second-1)/time.Second), 10)
@@ -156,7 +171,7 @@ func (s *Guard) refuseKey(err error, multi bool) Response {
 		typ, detail = ProblemMissingKey, "this request requires an idempotency key in the "+s.s.Header+" header"
 	}
 	var ke *keyError
-	if errors.As(err, &ke) && ke.sentinel == idem.ErrInvalidKey {
+	if errors.As(err, &ke) && errors.Is(ke.sentinel, idem.ErrInvalidKey) {
 		detail = ke.reason
 	}
 	return s.Problem(http.StatusBadRequest, typ, detail, 0, multi)
