@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -29,6 +30,13 @@ type lease struct {
 	// cpSeq is the number of the last checkpoint write sent (see
 	// [idemstore.Record.CheckpointSeq]), from the claimed record's on.
 	cpSeq int64
+
+	// handlerRan is how long the handler ran, for the hooks: set when it returns.
+	handlerRan time.Duration
+
+	// lostReported is set once [Hooks.OnLeaseLost] ran for the lease (see
+	// [Guard.leaseLost]).
+	lostReported atomic.Bool
 
 	// cpMu serializes the lease's checkpoint writes, so that they are sent in the order of
 	// their numbers, one at a time; it is held across the store call, l.mu is not.

@@ -49,8 +49,11 @@ type settlement struct {
 // It returns fn's result and the caller's error.
 // If left is not nil, *left is set to the record the outcome left (nil if none).
 func (g *Guard) runOwned(ctx context.Context, rec *idemstore.Record, claimedAt time.Time, run func(context.Context) (any, error), left **idemstore.Record) (any, error) {
+	ctx, hooks := g.startRun(ctx, rec) // Hooks.OnRun and OnRunEnd
+	defer hooks.panicked()
 	s := g.runHandler(ctx, rec, claimedAt, run)
 	recorded, err := g.settle(ctx, s)
+	hooks.end(s.l.handlerRan, err)
 	if left != nil {
 		*left = recorded
 	}
@@ -84,6 +87,8 @@ func (g *Guard) runHandler(ctx context.Context, rec *idemstore.Record, claimedAt
 	finished = true
 	stopWatch()
 	attached := l.takeAttached() // closes the lease to attachments, whatever the outcome
+	// For the hooks; the watchdog has stopped.
+	l.handlerRan = g.sinceStart(start)
 
 	s := settlement{l: l, start: start, value: v, runErr: runErr}
 	if runErr != nil {
@@ -297,10 +302,10 @@ func (g *Guard) reportCompletion(ctx context.Context, l *lease, rec *idemstore.R
 	switch {
 	case err == nil:
 		g.cache.put(rec)
-		g.fire(ctx, g.cfg.hooks.OnCompleted, start, Event{Key: l.key})
+		g.fire(ctx, g.cfg.hooks.OnCompleted, start, Event{Key: l.key, HandlerDuration: l.handlerRan})
 		return nil
 	case errors.Is(err, ErrLeaseLost):
-		g.fire(ctx, g.cfg.hooks.OnLeaseLost, start, Event{Key: l.key, Err: err})
+		g.leaseLost(ctx, l, start, Event{Err: err, HandlerDuration: l.handlerRan})
 		if len(attached) == 0 {
 			g.cfg.logger.ErrorContext(ctx, "idem: lease lost before completion; the handler's effects may have happened twice", "key", l.key)
 		} else {
@@ -335,7 +340,7 @@ func (g *Guard) releaseUncommitted(ctx context.Context, s settlement) error {
 		cur, gerr := g.store.Get(cctx, s.l.key)
 		if gerr == nil && cur != nil && cur.LeaseToken == s.done.LeaseToken && cur.Status == s.done.Status {
 			g.cache.put(s.done)
-			g.fire(ctx, g.cfg.hooks.OnCompleted, s.start, Event{Key: s.l.key})
+			g.fire(ctx, g.cfg.hooks.OnCompleted, s.start, Event{Key: s.l.key, HandlerDuration: s.l.handlerRan})
 			return errCompletedAfterAll
 		}
 	}
@@ -363,9 +368,9 @@ func (g *Guard) releaseKey(ctx context.Context, l *lease, start time.Time, cause
 func (g *Guard) reportRelease(ctx context.Context, l *lease, start time.Time, cause, err error) {
 	switch {
 	case err == nil:
-		g.fire(ctx, g.cfg.hooks.OnReleased, start, Event{Key: l.key, Err: cause})
+		g.fire(ctx, g.cfg.hooks.OnReleased, start, Event{Key: l.key, Err: cause, HandlerDuration: l.handlerRan})
 	case errors.Is(err, ErrLeaseLost):
-		g.fire(ctx, g.cfg.hooks.OnLeaseLost, start, Event{Key: l.key, Err: err})
+		g.leaseLost(ctx, l, start, Event{Err: err, HandlerDuration: l.handlerRan})
 	default:
 		err = storeErr("release", err)
 		g.storeFailed(ctx, l.key, "release", start, err)
