@@ -95,6 +95,13 @@ type BatchEvent struct {
 	// FIFO reports whether the batch came from a FIFO queue and was processed group by
 	// group.
 	FIFO bool
+	// System names the messaging system the batch came from, as the OpenTelemetry
+	// messaging conventions' messaging.system does: "aws_sqs" for package sqs.
+	System string
+	// Destination is the name of the queue (or stream) the batch came from, as the
+	// messaging conventions' messaging.destination.name: for SQS, the last part of the
+	// records' event source ARN. Empty if the event names none.
+	Destination string
 	// Items holds one item per message, in the event's order.
 	Items []BatchItem
 	// Ran, Replayed, Duplicates and Failed count the items by [BatchItem.Status].

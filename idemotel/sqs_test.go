@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemkit/idem/idemotel"
 	"github.com/idemkit/idem/sqs"
@@ -57,6 +58,9 @@ func TestSQSBatchSpan(t *testing.T) {
 	assert.Equal(t, idemotel.SpanSQSBatch, batch.name)
 	assert.Equal(t, map[string]any{
 		"messaging.system":              "aws_sqs",
+		"messaging.operation.type":      "process",
+		"messaging.operation.name":      "process",
+		"messaging.destination.name":    "credits",
 		"messaging.batch.message_count": int64(3),
 		"idem.sqs.fifo":                 false,
 		"idem.sqs.ran":                  int64(1),
@@ -71,6 +75,7 @@ func TestSQSBatchSpan(t *testing.T) {
 	for _, s := range r.exp.GetSpans() {
 		if s.Name == idemotel.SpanSQSBatch {
 			events = s.Events
+			assert.Equal(t, trace.SpanKindConsumer, s.SpanKind, "a messaging process span")
 		}
 	}
 	require.Len(t, events, 1)

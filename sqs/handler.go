@@ -138,7 +138,7 @@ func (h *Handler) Process(ctx context.Context, event events.SQSEvent) (*Report, 
 	rep.count()
 	h.logBatch(ctx, rep)
 	if h.onBatch != nil {
-		h.onBatch(ctx, rep.event())
+		h.onBatch(ctx, rep.event(queueName(event.Records)))
 	}
 	return rep, nil
 }
