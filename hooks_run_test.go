@@ -227,3 +227,34 @@ func TestErrorType(t *testing.T) {
 		assert.Equal(t, tc.want, idem.ErrorType(tc.err), "%v", tc.err)
 	}
 }
+
+// TestReleasedSaysWhetherTheHandlerFailed: OnReleased tells a handler's failure from a
+// completion that committed nothing.
+func TestReleasedSaysWhetherTheHandlerFailed(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		fn   func(ctx context.Context) (int, error)
+		want bool
+	}{
+		{name: "handler error", want: true, fn: func(context.Context) (int, error) { return 0, errors.New("boom") }},
+		{name: "handler panic", want: true, fn: func(context.Context) (int, error) { panic("oops") }},
+		{name: "attached write refused", want: false, fn: func(ctx context.Context) (int, error) {
+			return 1, idem.Attach(ctx, func() error { return idem.ErrConditionFailed })
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var got []bool
+			g, err := idem.New(memstore.New(), "test", idem.WithHooks(idem.Hooks{
+				OnReleased: func(_ context.Context, e idem.Event) { got = append(got, e.HandlerFailed) },
+			}))
+			require.NoError(t, err)
+			func() {
+				defer func() { _ = recover() }()
+				_, _, _ = idem.Do(context.Background(), g, idem.Request{Key: "k"}, tc.fn)
+			}()
+			assert.Equal(t, []bool{tc.want}, got)
+		})
+	}
+}

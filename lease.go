@@ -33,6 +33,9 @@ type lease struct {
 
 	// handlerRan is how long the handler ran, for the hooks: set when it returns.
 	handlerRan time.Duration
+	// handlerDone is set when the handler returned or panicked, for the hooks: a release
+	// of a lease whose handler never ran is no handler failure.
+	handlerDone bool
 
 	// lostReported is set once [Hooks.OnLeaseLost] ran for the lease (see
 	// [Guard.leaseLost]).

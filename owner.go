@@ -81,6 +81,7 @@ func (g *Guard) runHandler(ctx context.Context, rec *idemstore.Record, claimedAt
 			return
 		}
 		stopWatch()
+		l.handlerDone = true
 		g.releaseKey(ctx, l, start, errors.New("idem: handler panicked"))
 	}()
 	v, runErr := run(hctx)
@@ -88,7 +89,7 @@ func (g *Guard) runHandler(ctx context.Context, rec *idemstore.Record, claimedAt
 	stopWatch()
 	attached := l.takeAttached() // closes the lease to attachments, whatever the outcome
 	// For the hooks; the watchdog has stopped.
-	l.handlerRan = g.sinceStart(start)
+	l.handlerRan, l.handlerDone = g.sinceStart(start), true
 
 	s := settlement{l: l, start: start, value: v, runErr: runErr}
 	if runErr != nil {
@@ -368,7 +369,8 @@ func (g *Guard) releaseKey(ctx context.Context, l *lease, start time.Time, cause
 func (g *Guard) reportRelease(ctx context.Context, l *lease, start time.Time, cause, err error) {
 	switch {
 	case err == nil:
-		g.fire(ctx, g.cfg.hooks.OnReleased, start, Event{Key: l.key, Err: cause, HandlerDuration: l.handlerRan})
+		failed := l.handlerDone && !errors.Is(cause, idemstore.ErrNotCommitted)
+		g.fire(ctx, g.cfg.hooks.OnReleased, start, Event{Key: l.key, Err: cause, HandlerDuration: l.handlerRan, HandlerFailed: failed})
 	case errors.Is(err, ErrLeaseLost):
 		g.leaseLost(ctx, l, start, Event{Err: err, HandlerDuration: l.handlerRan})
 	default:
