@@ -19,6 +19,9 @@ const (
 	MetricCompletions = "Completions"
 	// MetricReplays counts stored results replayed instead of running the handler.
 	MetricReplays = "Replays"
+	// MetricCacheReplays counts the replays (among MetricReplays) that came from the
+	// guard's local cache ([idem.WithCache]), with no store round trip.
+	MetricCacheReplays = "CacheReplays"
 	// MetricInProgressRefusals counts requests refused because their key was in flight
 	// (answered 409, or an SQS message failed as in_progress): refusals, not keys in
 	// flight. Before, it was named "InProgress".
@@ -100,7 +103,13 @@ func (r *Recorder) Hooks() idem.Hooks {
 			r.countOp(MetricCompletions, operation(e.Key))
 			ran(e)
 		},
-		OnReplayed:   count(MetricReplays),
+		OnReplayed: func(_ context.Context, e idem.Event) {
+			op := operation(e.Key)
+			r.countOp(MetricReplays, op)
+			if e.FromCache {
+				r.countOp(MetricCacheReplays, op)
+			}
+		},
 		OnInProgress: count(MetricInProgressRefusals),
 		OnMismatch:   count(MetricPayloadMismatches),
 		OnLeaseLost:  count(MetricLeaseLost),
@@ -185,7 +194,7 @@ func millis(d time.Duration) float64 {
 // and so cannot name a dimension.
 func reserved(name string) bool {
 	switch name {
-	case MetricClaims, MetricCompletions, MetricReplays, MetricInProgressRefusals, MetricPayloadMismatches,
+	case MetricClaims, MetricCompletions, MetricReplays, MetricCacheReplays, MetricInProgressRefusals, MetricPayloadMismatches,
 		MetricLeaseLost, MetricHandlerFailures, MetricOtherReleases, MetricStoreErrors,
 		MetricHandlerDuration, MetricRunDuration,
 		MetricSQSBatches, MetricSQSMessages, MetricSQSRan, MetricSQSReplayed, MetricSQSDuplicates,

@@ -384,3 +384,21 @@ func TestFlushKeepsClashingNamesApart(t *testing.T) {
 	assert.InDelta(t, 5, docs[1][emf.MetricClaims], 0)
 	assert.NotContains(t, docs[1], "Operation")
 }
+
+// A replay from the guard's local cache counts as a replay, and as a cache replay.
+func TestHooksCountCacheReplays(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	r := newRecorder(t, &out)
+	g, err := idem.New(memstore.New(), "test", idem.WithCache(10), idem.WithHooks(r.Hooks()))
+	require.NoError(t, err)
+	for range 3 {
+		_, _, err = idem.Do(context.Background(), g, idem.Request{Key: "k"}, func(context.Context) (int, error) { return 1, nil })
+		require.NoError(t, err)
+	}
+	require.NoError(t, r.Flush())
+	docs := documents(t, out.Bytes())
+	require.Len(t, docs, 1)
+	assert.InDelta(t, 2, docs[0][emf.MetricReplays], 0)
+	assert.InDelta(t, 2, docs[0][emf.MetricCacheReplays], 0, "the completion filled the cache")
+}

@@ -54,9 +54,16 @@ const (
 	AttrScope = attribute.Key("idem.scope")
 	// AttrOperation is the stored key's operation, the name given to [idem.New].
 	AttrOperation = attribute.Key("idem.operation")
-	// AttrLeaseEnd is when the lease of the owner in flight ends (RFC 3339): the time after
-	// which a refused request can succeed.
+	// AttrLeaseEnd is when a lease ends (RFC 3339): on a refusal, the lease of the owner in
+	// flight, after which a refused request can succeed; on a claim, the lease just taken
+	// ([idem.Event.LeaseExpires]).
 	AttrLeaseEnd = attribute.Key("idem.lease.end")
+	// AttrReplayCached reports, on a replay, whether the result came from the guard's local
+	// cache ([idem.WithCache]; true) or from the store (false).
+	AttrReplayCached = attribute.Key("idem.replay.cached")
+	// AttrHandlerDuration is, on a run, how long the handler ran in milliseconds, without
+	// the store call that recorded its outcome ([idem.Event.HandlerDuration]).
+	AttrHandlerDuration = attribute.Key("idem.handler.duration_ms")
 	// AttrStoreOp names the store operation that failed: claim, get, complete, release,
 	// extend or checkpoint.
 	AttrStoreOp = attribute.Key("idem.store.op")
@@ -186,8 +193,9 @@ func (t *Tracer) startRun(ctx context.Context, e idem.Event) context.Context {
 	return context.WithValue(ctx, runKey{t}, &run{span: s})
 }
 
-// endRun ends the [SpanRun] that startRun put in ctx (the OnRunEnd hook).
-func (t *Tracer) endRun(ctx context.Context, _ idem.Event) {
+// endRun ends the [SpanRun] that startRun put in ctx (the OnRunEnd hook), with the
+// handler's duration.
+func (t *Tracer) endRun(ctx context.Context, e idem.Event) {
 	r, _ := ctx.Value(runKey{t}).(*run)
 	if r == nil {
 		return
@@ -196,9 +204,13 @@ func (t *Tracer) endRun(ctx context.Context, _ idem.Event) {
 	defer r.mu.Unlock()
 	if !r.done {
 		r.done = true
+		r.span.SetAttributes(AttrHandlerDuration.Float64(millis(e.HandlerDuration)))
 		r.span.End(trace.WithTimestamp(t.clock.Now()))
 	}
 }
+
+// millis returns d in milliseconds, with microsecond precision.
+func millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // storeSpan names the span of a failed store operation after the step it belongs to.
 func storeSpan(op string) string {
@@ -231,8 +243,16 @@ func (t *Tracer) span(ctx context.Context, name, outcome string, e idem.Event) {
 	}
 	attrs := keyAttrs(make([]attribute.KeyValue, 0, 6), e.Key)
 	var ip *idem.InProgressError
-	if outcome == OutcomeInProgress && errors.As(e.Err, &ip) {
+	switch {
+	case outcome == OutcomeInProgress && errors.As(e.Err, &ip):
 		attrs = append(attrs, AttrLeaseEnd.String(ip.LeaseExpires.UTC().Format(time.RFC3339Nano)))
+	case outcome == OutcomeClaimed && !e.LeaseExpires.IsZero():
+		attrs = append(attrs, AttrLeaseEnd.String(e.LeaseExpires.UTC().Format(time.RFC3339Nano)))
+	case outcome == OutcomeReplayed:
+		attrs = append(attrs, AttrReplayCached.Bool(e.FromCache))
+	}
+	if name == SpanRun && e.Op == "" { // a run reported after the fact, with its handler's time
+		attrs = append(attrs, AttrHandlerDuration.Float64(millis(e.HandlerDuration)))
 	}
 	_, s := t.tracer.Start(ctx, name, trace.WithTimestamp(end.Add(-e.Duration)),
 		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))

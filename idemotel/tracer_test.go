@@ -162,7 +162,7 @@ func TestSpans(t *testing.T) {
 				require.True(t, replayed)
 			},
 			want: func(*rig) []summary {
-				return []summary{{name: idemotel.SpanClaim, parent: "invocation", attrs: map[string]any{"idem.outcome": "replayed"}}}
+				return []summary{{name: idemotel.SpanClaim, parent: "invocation", attrs: map[string]any{"idem.outcome": "replayed", "idem.replay.cached": false}}}
 			},
 		},
 		{
@@ -296,6 +296,18 @@ func TestSpans(t *testing.T) {
 				want[i].attrs["idem.key.hash"] = hash
 			}
 			got := r.idemSpans(t, parent)
+			for _, s := range got {
+				// Checked here, the same for every case: a claim's lease end, a run's handler time.
+				if s.attrs["idem.outcome"] == idemotel.OutcomeClaimed {
+					_, err := time.Parse(time.RFC3339Nano, fmt.Sprint(s.attrs["idem.lease.end"]))
+					assert.NoError(t, err, "a claim's span carries its lease end")
+					delete(s.attrs, "idem.lease.end")
+				}
+				if s.name == idemotel.SpanRun {
+					assert.Contains(t, s.attrs, "idem.handler.duration_ms")
+					delete(s.attrs, "idem.handler.duration_ms")
+				}
+			}
 			assert.Equal(t, want, got)
 			for _, s := range r.exp.GetSpans() {
 				for _, kv := range s.Attributes {
@@ -449,4 +461,50 @@ func TestNewRejectsBadOptions(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.name)
 		})
 	}
+}
+
+// The spans carry what the hooks report beyond the outcome: a claim's lease end, whether
+// a replay came from the local cache, and the handler's duration apart from the run's.
+func TestSpansCarryLeaseCacheAndHandlerTime(t *testing.T) {
+	t.Parallel()
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	clock := &manualClock{now: time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)}
+	tracer, err := idemotel.New(idemotel.WithTracerProvider(tp), idemotel.WithClock(clock))
+	require.NoError(t, err)
+	store := storetest.NewFaulty(memstore.New())
+	g, err := idem.New(store, "test", idem.WithScope("orders"), idem.WithClock(clock), idem.WithCache(10),
+		idem.WithHooks(tracer.Hooks()))
+	require.NoError(t, err)
+	claimedAt := clock.Now()
+	ctx := context.Background()
+	_, _, err = idem.Do(ctx, g, idem.Request{Key: rawKey}, func(context.Context) (int, error) {
+		clock.advance(25 * time.Millisecond)
+		return 1, nil
+	})
+	require.NoError(t, err)
+	_, replayed, err := idem.Do(ctx, g, idem.Request{Key: rawKey}, func(context.Context) (int, error) { return 2, nil })
+	require.NoError(t, err)
+	require.True(t, replayed)
+
+	var claimed, run, replay map[string]any
+	for _, s := range exp.GetSpans().Snapshots() {
+		sum := summarize(s, "")
+		switch sum.attrs["idem.outcome"] {
+		case idemotel.OutcomeClaimed:
+			claimed = sum.attrs
+		case idemotel.OutcomeRan:
+			run = sum.attrs
+		case idemotel.OutcomeReplayed:
+			replay = sum.attrs
+		}
+	}
+	require.NotNil(t, claimed)
+	require.NotNil(t, run)
+	require.NotNil(t, replay)
+	lease := claimedAt.Add(idem.DefaultLease + idem.DefaultLeaseMargin) // no deadline: WithLease plus the margin
+	assert.Equal(t, lease.Format(time.RFC3339Nano), claimed["idem.lease.end"], "the lease the claim took")
+	assert.InDelta(t, 25.0, run["idem.handler.duration_ms"], 0, "the handler alone")
+	assert.Equal(t, true, replay["idem.replay.cached"], "from the local cache")
 }
