@@ -45,19 +45,19 @@ type Event struct {
 type Hooks struct {
 	// OnClaimed runs when a key is claimed and the handler is about to run.
 	OnClaimed func(context.Context, Event)
-	// OnRun runs after OnClaimed, just before the handler of [Do] (and of the functions
-	// built on it) runs. The context it returns, derived from the one it gets, is the
-	// handler's context, and the one the hooks reporting the run get until
-	// [Hooks.OnRunEnd]: OnCompleted, OnReleased, OnLeaseLost, and OnStoreError for the
-	// extension, completion or release. So a tracer can start a span here that the
-	// handler's own spans (its DynamoDB or HTTP client calls) nest under. A nil context
-	// keeps the one it got. In a batch ([Guard.Claim], [DoClaimed]) neither OnRun nor
-	// OnRunEnd runs.
+	// OnRun runs after OnClaimed, just before the handler of [Do] or [DoClaimed] (and of
+	// the functions and wrappers built on them) runs. The context it returns, derived
+	// from the one it gets, is the handler's context, and the one the hooks reporting the
+	// run get until [Hooks.OnRunEnd]: OnCompleted, OnReleased, OnLeaseLost, and
+	// OnStoreError for the extension, completion or release. So a tracer can start a span
+	// here that the handler's own spans (its DynamoDB or HTTP client calls) nest under. A
+	// nil context keeps the one it got.
 	OnRun func(context.Context, Event) context.Context
 	// OnRunEnd runs once for each [Hooks.OnRun], after the hook that reported the run's
-	// outcome, with the context OnRun returned, even if the handler panicked. Event.Err
-	// is the caller's error (nil if the result was stored), Duration covers the handler
-	// and the recording of its outcome, HandlerDuration the handler alone.
+	// outcome, with the context OnRun returned, even if the handler panicked: for a
+	// request of a batch whose outcome waits for [Batch.Settle], in Settle. Event.Err is
+	// the caller's error (nil if the result was stored), Duration covers the handler and
+	// the recording of its outcome, HandlerDuration the handler alone.
 	OnRunEnd func(context.Context, Event)
 	// OnCompleted runs when a result (or remembered failure) is stored.
 	OnCompleted func(context.Context, Event)
@@ -185,6 +185,32 @@ func (g *Guard) startRun(ctx context.Context, rec *idemstore.Record) (context.Co
 		}
 	}
 	return ctx, &runHooks{g: g, ctx: ctx, key: rec.Key, start: g.now()}
+}
+
+// runHooked runs the handler under the lease on rec as [Guard.runHandler] does, on the
+// context [Hooks.OnRun] returns; the settlement carries the run, which [Guard.settle],
+// [Guard.settleWritten] or [Batch.Settle] ends. A run whose handler panics ends at once.
+func (g *Guard) runHooked(ctx context.Context, rec *idemstore.Record, claimedAt time.Time, run func(context.Context) (any, error)) settlement {
+	ctx, hooks := g.startRun(ctx, rec)
+	returned := false
+	defer func() {
+		if !returned {
+			hooks.panicked()
+		}
+	}()
+	s := g.runHandler(ctx, rec, claimedAt, run)
+	returned = true
+	s.run = hooks
+	return s
+}
+
+// context returns the context for the hooks of the run: the one OnRun returned, or ctx
+// when there is no run.
+func (r *runHooks) context(ctx context.Context) context.Context {
+	if r == nil {
+		return ctx
+	}
+	return r.ctx
 }
 
 // end runs [Hooks.OnRunEnd] for a run whose handler ran for handler, and whose caller

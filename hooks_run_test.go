@@ -3,6 +3,7 @@ package idem_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -257,4 +258,46 @@ func TestReleasedSaysWhetherTheHandlerFailed(t *testing.T) {
 			assert.Equal(t, []bool{tc.want}, got)
 		})
 	}
+}
+
+// TestOnRunInBatch: a batch request runs on OnRun's context too, and its run ends with
+// OnRunEnd once Settle records its outcome, whose hooks get the run's context.
+func TestOnRunInBatch(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var seen []string
+	note := func(ctx context.Context, what string) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, what+":"+fmt.Sprint(ctx.Value(runCtxKey{})))
+	}
+	g, err := idem.New(memstore.New(), "test", idem.WithHooks(idem.Hooks{
+		OnRun: func(ctx context.Context, _ idem.Event) context.Context {
+			note(ctx, "run")
+			return context.WithValue(ctx, runCtxKey{}, "r")
+		},
+		OnCompleted: func(ctx context.Context, _ idem.Event) { note(ctx, "completed") },
+		OnReleased:  func(ctx context.Context, _ idem.Event) { note(ctx, "released") },
+		OnRunEnd:    func(ctx context.Context, _ idem.Event) { note(ctx, "end") },
+	}))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b := g.Claim(ctx, []idem.Request{{Key: "a"}, {Key: "b"}})
+	_, _, err = idem.DoClaimed(ctx, b, 0, func(ctx context.Context) (int, error) {
+		note(ctx, "handler")
+		return 1, nil
+	})
+	require.NoError(t, err)
+	_, _, err = idem.DoClaimed(ctx, b, 1, func(context.Context) (int, error) { return 0, errors.New("boom") })
+	require.Error(t, err)
+	mu.Lock()
+	assert.Equal(t, []string{"run:<nil>", "handler:r", "run:<nil>"}, seen, "the outcomes wait for Settle")
+	mu.Unlock()
+	for _, err := range b.Settle(ctx) {
+		require.NoError(t, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []string{"run:<nil>", "handler:r", "run:<nil>", "completed:r", "end:r", "released:r", "end:r"}, seen)
 }

@@ -43,17 +43,15 @@ type settlement struct {
 	attached []any             // writes to commit with done
 	value    any               // the handler's result
 	runErr   error             // the handler's error, returned to the caller as is
+	run      *runHooks         // the run's OnRun context and OnRunEnd; nil if none
 }
 
 // runOwned runs fn under the lease on rec, claimed at claimedAt, then settles the outcome.
 // It returns fn's result and the caller's error.
 // If left is not nil, *left is set to the record the outcome left (nil if none).
 func (g *Guard) runOwned(ctx context.Context, rec *idemstore.Record, claimedAt time.Time, run func(context.Context) (any, error), left **idemstore.Record) (any, error) {
-	ctx, hooks := g.startRun(ctx, rec) // Hooks.OnRun and OnRunEnd
-	defer hooks.panicked()
-	s := g.runHandler(ctx, rec, claimedAt, run)
+	s := g.runHooked(ctx, rec, claimedAt, run)
 	recorded, err := g.settle(ctx, s)
-	hooks.end(s.l.handlerRan, err)
 	if left != nil {
 		*left = recorded
 	}
@@ -133,7 +131,8 @@ func (g *Guard) recordToComplete(rec *idemstore.Record, l *lease, status idemsto
 // caller's error.
 func (g *Guard) settle(ctx context.Context, s settlement) (*idemstore.Record, error) {
 	if s.done == nil {
-		g.releaseKey(ctx, s.l, s.start, s.runErr)
+		g.releaseKey(s.run.context(ctx), s.l, s.start, s.runErr)
+		s.run.end(s.l.handlerRan, s.runErr)
 		return nil, s.runErr
 	}
 	return g.settleWritten(ctx, s, g.writeCompletion(ctx, s))
@@ -240,11 +239,15 @@ func detached(ctx context.Context) (context.Context, context.CancelFunc) {
 // settleWritten concludes the write of s.done, whose answer was err.
 // It returns the record stored (nil if none; see [Guard.concludeCompletion]) and the
 // caller's error ([callerErr]).
+// It ends the run ([Hooks.OnRunEnd]), whose context its hooks get.
 func (g *Guard) settleWritten(ctx context.Context, s settlement, err error) (*idemstore.Record, error) {
-	recorded, err := g.concludeCompletion(ctx, s, err)
+	recorded, err := g.concludeCompletion(s.run.context(ctx), s, err)
 	if err != nil {
-		return nil, callerErr(s, err)
+		err = callerErr(s, err)
+		s.run.end(s.l.handlerRan, err)
+		return nil, err
 	}
+	s.run.end(s.l.handlerRan, callerErr(s, nil))
 	return recorded, callerErr(s, nil)
 }
 

@@ -29,10 +29,9 @@ const (
 	// SpanRun is the handler's run together with the store call that records its outcome
 	// (completion or release). It starts just before the handler ([idem.Hooks.OnRun]) and
 	// the handler runs on its context, so the spans the handler starts are its children;
-	// it ends once the outcome is recorded ([idem.Hooks.OnRunEnd]). One run is one span,
-	// whatever its outcome. With a batch ([idem.Guard.Claim], as package sqs uses) the
-	// guard reports the run when its outcome is recorded, and the span is made then, one
-	// per outcome, starting the run's duration earlier.
+	// it ends once the outcome is recorded ([idem.Hooks.OnRunEnd]): for a request of a
+	// batch ([idem.Guard.Claim], as package sqs uses), when the batch is settled. One run
+	// is one span, whatever its outcome.
 	SpanRun = "idem.run"
 	// SpanExtend is a failed lease extension of the heartbeat ([idem.WithHeartbeat]).
 	SpanExtend = "idem.extend"
@@ -228,7 +227,8 @@ func storeSpan(op string) string {
 
 // span records the step e. A report on the run in ctx (a [SpanRun] that startRun began)
 // sets that span's outcome; anything else is a span of its own that ends now and began
-// e.Duration earlier.
+// e.Duration earlier (a run reported without OnRun: by a guard whose hooks joined the
+// tracer's outcome hooks but not its OnRun).
 func (t *Tracer) span(ctx context.Context, name, outcome string, e idem.Event) {
 	end := t.clock.Now()
 	if name == SpanRun {
