@@ -26,7 +26,7 @@ SHELLCHECK_VERSION := 0.9.0
 
 # Fuzz targets run briefly on every `make test`, as package:Func (./dynamo:FuzzDecodeRecord).
 # They are found in the source, so a new one cannot be forgotten; set FUZZ_TARGETS to run
-# others.
+# others. Each runs in the module that holds its package (./lab/samtemplate in lab/).
 FUZZ_TARGETS ?= $(shell git grep --untracked -E '^func Fuzz' -- '*_test.go' | \
 	sed -E 's|^(([^:]*)/)?[^/:]*:func (Fuzz[A-Za-z0-9_]*).*|./\2:\3|; s|^\./:|.:|')
 # Each target gets a budget of executions, not of time. Go's fuzz coordinator before Go 1.27
@@ -38,8 +38,9 @@ FUZZ_TARGETS ?= $(shell git grep --untracked -E '^func Fuzz' -- '*_test.go' | \
 # gate; fuzz longer by hand with FUZZTIME=10m or FUZZTIME=1000000x.
 FUZZTIME ?= 20000x
 
-# Every Go module of the repository: the root and those nested in it (idemotel), which keep
-# their dependencies out of the root's. test, vet and lint run in each.
+# Every Go module of the repository: the root and those nested in it (idemotel, pgstore,
+# redisstore, lab), which keep their dependencies out of the root's. test, vet and lint run
+# in each. lab/ holds the tools and checks that are not the library (lab/README.md).
 MODULES := $(sort . $(patsubst %/go.mod,%,$(shell git ls-files --cached --others --exclude-standard '*/go.mod')))
 
 .PHONY: deps test lint vet fuzz bench bench-e2e soak sim build run clean shellcheck shellcheck-install redis-server postgresql bench-redis bench-stores \
@@ -80,9 +81,11 @@ vet:
 # when only a fuzz target runs.
 fuzz: $(DDBLOCAL_STAMP)
 	@for t in $(FUZZ_TARGETS); do \
-		pkg="$${t%%:*}"; fn="$${t##*:}"; \
+		pkg="$${t%%:*}"; fn="$${t##*:}"; mod="$$pkg"; \
+		while [ ! -f "$$mod/go.mod" ]; do mod="$$(dirname "$$mod")"; done; \
+		rel="./$${pkg#"$$mod"}"; rel="$${rel/#.\/\//./}"; \
 		echo "fuzz $$pkg $$fn ($(FUZZTIME))"; \
-		go test -run='^$$' -fuzz="^$$fn\$$" -fuzztime=$(FUZZTIME) "$$pkg"; \
+		(cd "$$mod" && go test -run='^$$' -fuzz="^$$fn\$$" -fuzztime=$(FUZZTIME) "$$rel") || exit 1; \
 	done
 
 bench: $(DDBLOCAL_STAMP)
@@ -92,9 +95,9 @@ bench: $(DDBLOCAL_STAMP)
 # Local, with store faults and handler errors, then the table's invariants (see
 # RELIABILITY.md). It stops by itself after 5 minutes at most; `make test` runs it small.
 soak: $(DDBLOCAL_STAMP)
-	go test -count=1 -timeout=10m -run='^TestSoak$$' -v ./internal/soak -args -soak
+	cd lab && go test -count=1 -timeout=10m -run='^TestSoak$$' -v ./soak -args -soak
 
-# The deterministic simulation (internal/sim, see RELIABILITY.md): fresh seeds for SIM_TIME,
+# The deterministic simulation (lab/sim, see RELIABILITY.md): fresh seeds for SIM_TIME,
 # ending with one line "N schedules, M violations"; SEED=<n> replays one schedule with its
 # trace. SIM_FEATURES narrows what schedules vary (all,-crash; sqs,kill,late;
 # do,checkpoint,delay; see sim.ParseFeatures). `make test` runs a few thousand fixed seeds
@@ -102,7 +105,7 @@ soak: $(DDBLOCAL_STAMP)
 SIM_TIME ?= 60s
 SIM_FEATURES ?= all
 sim:
-	go run ./internal/cmd/idemsim -time=$(SIM_TIME) -features=$(SIM_FEATURES) $(if $(SEED),-seed=$(SEED))
+	cd lab && go run ./cmd/idemsim -time=$(SIM_TIME) -features=$(SIM_FEATURES) $(if $(SEED),-seed=$(SEED))
 
 # The Lambda functions, as `bootstrap` binaries for the provided.al2023 runtime on arm64:
 # static (no cgo), without the RPC shim the go1.x runtime needed (lambda.norpc), stripped.
@@ -123,7 +126,7 @@ build:
 PORT ?= 3000
 run: $(DDBLOCAL_STAMP)
 	go build -o $(BIN)/example-api ./cmd/example-api
-	go build -o $(BIN)/devserver ./internal/cmd/devserver
+	cd lab && go build -o $(BIN)/devserver ./cmd/devserver
 	PORT=$(PORT) $(BIN)/devserver -api $(BIN)/example-api
 
 clean:
@@ -199,17 +202,17 @@ localstack-down:
 	$(LOCALSTACK_COMPOSE) down --volumes
 
 # The end-to-end benchmark of BENCHMARKS.md: every workload against a fresh DynamoDB Local
-# (started and stopped by cmd/idem-bench itself), one JSON line each, in about a minute.
+# (started and stopped by lab/cmd/idem-bench itself), one JSON line each, in about a minute.
 # BENCH_FLAGS passes flags: -short (a tenth of the sizes, to check that it runs), -cpu-share
 # 0.072 (as root: the client confined to a 128 MB Lambda's CPU share), -batch-claims=false.
 bench-e2e: $(DDBLOCAL_STAMP)
-	go run ./cmd/idem-bench $(BENCH_FLAGS)
+	cd lab && go run ./cmd/idem-bench $(BENCH_FLAGS)
 
 # W1-W3 on every store, one after the other on this machine, one JSON line per workload
 # (BENCHMARKS.md, "Every store"): DynamoDB Local (idem-bench runs W1-W4b and X1-X2 too),
 # PostgreSQL in both pgx modes, Redis. Each starts its own server on 127.0.0.1.
 bench-stores: $(DDBLOCAL_STAMP) postgresql redis-server
-	go run ./cmd/idem-bench $(BENCH_FLAGS)
+	cd lab && go run ./cmd/idem-bench $(BENCH_FLAGS)
 	cd pgstore && go run ./internal/cmd/idem-pgbench -mode exec
 	cd pgstore && go run ./internal/cmd/idem-pgbench -mode cache
 	cd redisstore && go run ./internal/cmd/redisbench

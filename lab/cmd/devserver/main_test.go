@@ -26,7 +26,7 @@ var curlKey = regexp.MustCompile(`(?m)^  curl -si -X POST (\S+)/orders .*-H 'Ide
 func TestDevserver(t *testing.T) {
 	t.Parallel()
 	api := proctest.Build(t, "github.com/idemkit/idem/cmd/example-api")
-	dev := proctest.Build(t, "github.com/idemkit/idem/internal/cmd/devserver")
+	dev := proctest.Build(t, "github.com/idemkit/idem/lab/cmd/devserver")
 	shared := ddblocal.Endpoint(t)
 	tests := []struct {
 		name     string

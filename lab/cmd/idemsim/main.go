@@ -1,4 +1,4 @@
-// Command idemsim runs the deterministic simulation of internal/sim: for a while over
+// Command idemsim runs the deterministic simulation of lab/sim: for a while over
 // fresh seeds, or one seed verbosely. `make sim` runs it.
 //
 //	idemsim -time 60s                 schedules for a minute, from a seed drawn from the clock
@@ -18,7 +18,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemkit/idem/internal/sim"
+	"github.com/idemkit/idem/lab/sim"
 )
 
 func main() {

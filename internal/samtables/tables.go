@@ -1,4 +1,4 @@
-package samtemplate
+package samtables
 
 import (
 	"context"
@@ -15,14 +15,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// TableType is the CloudFormation type of a DynamoDB table.
-const TableType = "AWS::DynamoDB::Table"
-
 // Table is the definition of an AWS::DynamoDB::Table resource: the properties the
 // examples use.
 type Table struct {
 	// LogicalID is the table's logical ID in the template.
-	LogicalID string
+	LogicalID string `json:"-"`
 	// BillingMode is "PAY_PER_REQUEST" or "PROVISIONED".
 	BillingMode string
 	// AttributeDefinitions lists the key attributes and their types ("S", "N", "B").
@@ -37,8 +34,8 @@ type Table struct {
 	SSESpecification *struct{ SSEEnabled bool }
 	// GlobalSecondaryIndexes and LocalSecondaryIndexes are kept only to refuse them:
 	// CreateTableInput does not translate indexes.
-	GlobalSecondaryIndexes []any
-	LocalSecondaryIndexes  []any
+	GlobalSecondaryIndexes []any `json:",omitempty"`
+	LocalSecondaryIndexes  []any `json:",omitempty"`
 }
 
 // AttributeDefinition is one entry of a table's AttributeDefinitions.
@@ -57,15 +54,6 @@ type KeyElement struct {
 type TimeToLive struct {
 	AttributeName string
 	Enabled       bool
-}
-
-// Table returns the definition of the table with the given logical ID.
-func (t *Template) Table(logicalID string) (*Table, error) {
-	tb := &Table{LogicalID: logicalID}
-	if err := t.DecodeProperties(logicalID, TableType, tb); err != nil {
-		return nil, err
-	}
-	return tb, nil
 }
 
 // HashKey returns the name of the table's partition key attribute, or "" if it has none.
@@ -88,14 +76,14 @@ func (tb *Table) TTLAttribute() string {
 
 // CreateTableInput returns the request that creates the table under the given name with
 // the template's key schema, attribute definitions and billing mode. TTL needs a separate
-// UpdateTimeToLive (see [Template.CreateTables]). Point-in-time recovery and encryption are
+// UpdateTimeToLive (see [CreateTables]). Point-in-time recovery and encryption are
 // left out: DynamoDB Local does not model them, and they do not change what the code sees.
 func (tb *Table) CreateTableInput(name string) (*dynamodb.CreateTableInput, error) {
 	if len(tb.GlobalSecondaryIndexes) > 0 || len(tb.LocalSecondaryIndexes) > 0 {
-		return nil, fmt.Errorf("samtemplate: table %s: secondary indexes are not supported", tb.LogicalID)
+		return nil, fmt.Errorf("samtables: table %s: secondary indexes are not supported", tb.LogicalID)
 	}
 	if tb.HashKey() == "" {
-		return nil, fmt.Errorf("samtemplate: table %s: no HASH key", tb.LogicalID)
+		return nil, fmt.Errorf("samtables: table %s: no HASH key", tb.LogicalID)
 	}
 	in := &dynamodb.CreateTableInput{
 		TableName:   aws.String(name),
@@ -105,7 +93,7 @@ func (tb *Table) CreateTableInput(name string) (*dynamodb.CreateTableInput, erro
 		in.BillingMode = types.BillingModeProvisioned
 	}
 	if in.BillingMode == types.BillingModeProvisioned {
-		return nil, fmt.Errorf("samtemplate: table %s: only PAY_PER_REQUEST is supported", tb.LogicalID)
+		return nil, fmt.Errorf("samtables: table %s: only PAY_PER_REQUEST is supported", tb.LogicalID)
 	}
 	for _, a := range tb.AttributeDefinitions {
 		in.AttributeDefinitions = append(in.AttributeDefinitions, types.AttributeDefinition{
@@ -122,7 +110,7 @@ func (tb *Table) CreateTableInput(name string) (*dynamodb.CreateTableInput, erro
 	return in, nil
 }
 
-// TableAPI is the part of the DynamoDB client that [Template.CreateTables] calls. A
+// TableAPI is the part of the DynamoDB client that [CreateTables] calls. A
 // *dynamodb.Client satisfies it.
 type TableAPI interface {
 	CreateTable(ctx context.Context, params *dynamodb.CreateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
@@ -133,16 +121,16 @@ type TableAPI interface {
 // tableWait bounds how long CreateTables waits for a table to become ACTIVE.
 const tableWait = 2 * time.Minute
 
-// CreateTables creates the template's tables given in names (logical ID → table name)
-// through client, waits until each is ACTIVE and enables its TTL as the template says.
+// CreateTables creates the tables given in names (logical ID → table name) through
+// client, waits until each is ACTIVE and enables its TTL as the template says.
 // It is meant for DynamoDB Local in tests and `make run`; deployed tables come from the
 // template itself. An existing table is an error.
-func (t *Template) CreateTables(ctx context.Context, client TableAPI, names map[string]string) error {
+func CreateTables(ctx context.Context, client TableAPI, names map[string]string) error {
 	if len(names) == 0 {
-		return errors.New("samtemplate: no tables to create")
+		return errors.New("samtables: no tables to create")
 	}
 	for id, name := range names {
-		tb, err := t.Table(id)
+		tb, err := Lookup(id)
 		if err != nil {
 			return err
 		}
@@ -151,14 +139,14 @@ func (t *Template) CreateTables(ctx context.Context, client TableAPI, names map[
 			return err
 		}
 		if _, err := client.CreateTable(ctx, in); err != nil {
-			return fmt.Errorf("samtemplate: create table %s (%s): %w", name, id, err)
+			return fmt.Errorf("samtables: create table %s (%s): %w", name, id, err)
 		}
 		waiter := dynamodb.NewTableExistsWaiter(client, func(o *dynamodb.TableExistsWaiterOptions) {
 			o.MinDelay = 100 * time.Millisecond
 			o.MaxDelay = 2 * time.Second
 		})
 		if err := waiter.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}, tableWait); err != nil {
-			return fmt.Errorf("samtemplate: wait for table %s: %w", name, err)
+			return fmt.Errorf("samtables: wait for table %s: %w", name, err)
 		}
 		if attr := tb.TTLAttribute(); attr != "" {
 			_, err := client.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
@@ -169,17 +157,17 @@ func (t *Template) CreateTables(ctx context.Context, client TableAPI, names map[
 				},
 			})
 			if err != nil {
-				return fmt.Errorf("samtemplate: enable TTL on %s: %w", name, err)
+				return fmt.Errorf("samtables: enable TTL on %s: %w", name, err)
 			}
 		}
 	}
 	return nil
 }
 
-// NewTables creates the template's tables with the given logical IDs under fresh unique
+// NewTables creates the tables with the given logical IDs under fresh unique
 // names through client, deletes them when tb ends, and returns the names by logical ID.
 // It fails tb on error.
-func (t *Template) NewTables(tb testing.TB, client *dynamodb.Client, logicalIDs ...string) map[string]string {
+func NewTables(tb testing.TB, client *dynamodb.Client, logicalIDs ...string) map[string]string {
 	tb.Helper()
 	var suffix [6]byte
 	_, _ = rand.Read(suffix[:])
@@ -196,11 +184,11 @@ func (t *Template) NewTables(tb testing.TB, client *dynamodb.Client, logicalIDs 
 			_, err := client.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)})
 			var notFound *types.ResourceNotFoundException
 			if err != nil && !errors.As(err, &notFound) {
-				tb.Errorf("samtemplate: delete table %s: %v", name, err)
+				tb.Errorf("samtables: delete table %s: %v", name, err)
 			}
 		}
 	})
-	if err := t.CreateTables(ctx, client, names); err != nil {
+	if err := CreateTables(ctx, client, names); err != nil {
 		tb.Fatal(err)
 	}
 	return names

@@ -15,7 +15,7 @@ import (
 
 	"github.com/idemkit/idem/internal/ddblocal"
 	"github.com/idemkit/idem/internal/proctest"
-	"github.com/idemkit/idem/internal/samtemplate"
+	"github.com/idemkit/idem/internal/samtables"
 )
 
 // TestBadInputExampleSQS runs the example-sqs binary on DynamoDB Local with hostile events
@@ -25,9 +25,7 @@ func TestBadInputExampleSQS(t *testing.T) {
 	t.Parallel()
 	endpoint := ddblocal.Endpoint(t)
 	client := ddblocal.NewClient(endpoint)
-	tmpl, err := samtemplate.LoadRepo()
-	require.NoError(t, err)
-	names := tmpl.NewTables(t, client, "IdempotencyTable", "LedgerTable")
+	names := samtables.NewTables(t, client, "IdempotencyTable", "LedgerTable")
 	bin := proctest.Build(t, "github.com/idemkit/idem/cmd/example-sqs")
 	env := proctest.Env(endpoint, "IDEMPOTENCY_TABLE="+names["IdempotencyTable"], "LEDGER_TABLE="+names["LedgerTable"])
 

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem/internal/ddblocal"
-	"github.com/idemkit/idem/internal/soak"
+	"github.com/idemkit/idem/lab/soak"
 )
 
 // full runs the soak at its full size (`make soak`); without it the same code runs briefly.

@@ -27,7 +27,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemkit/idem/internal/ddblocal"
-	"github.com/idemkit/idem/internal/samtemplate"
+	"github.com/idemkit/idem/internal/samtables"
 )
 
 // tables names the local tables, by their logical ID in the template.
@@ -129,10 +129,6 @@ func stopping(endpoint string, own bool) string {
 // createTables creates the template's tables that do not exist yet. DynamoDB Local started
 // here is empty; one named by DYNAMODB_ENDPOINT may have them from an earlier run.
 func createTables(ctx context.Context, client *dynamodb.Client) error {
-	tmpl, err := samtemplate.LoadRepo()
-	if err != nil {
-		return err
-	}
 	missing := map[string]string{}
 	for id, name := range tables {
 		_, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
@@ -147,7 +143,7 @@ func createTables(ctx context.Context, client *dynamodb.Client) error {
 	if len(missing) == 0 {
 		return nil
 	}
-	return tmpl.CreateTables(ctx, client, missing)
+	return samtables.CreateTables(ctx, client, missing)
 }
 
 // waitReady polls url until the API answers, it exits, or ctx ends.
@@ -215,6 +211,6 @@ same DynamoDB Local; it prints the batch response (one invalid message fails):
   go run ./cmd/example-sqs cmd/example-sqs/testdata/sqs-credits-with-duplicates.json
 
 Ctrl-C stops %s.
-`, endpoint, tables["IdempotencyTable"], tables["OrdersTable"], tables["LedgerTable"], samtemplate.RelPath,
+`, endpoint, tables["IdempotencyTable"], tables["OrdersTable"], tables["LedgerTable"], samtables.Source,
 		base, curl, curl, endpoint, tables["IdempotencyTable"], tables["LedgerTable"], stopping(endpoint, own))
 }

@@ -9,10 +9,15 @@ import (
 	"slices"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/idemkit/idem/internal/samtables"
 )
 
 // RelPath is where the template lives, relative to the repository root.
-const RelPath = "infra/template.yaml"
+const RelPath = samtables.Source
+
+// TableType is the CloudFormation type of a DynamoDB table.
+const TableType = "AWS::DynamoDB::Table"
 
 // Template is a parsed SAM template: its resources and outputs as plain data, with
 // intrinsic functions in their long form.
@@ -76,21 +81,22 @@ func Load(path string) (*Template, error) {
 	return Parse(data)
 }
 
-// Find returns the path of the repository's template ([RelPath]), looking in the working
-// directory and its parents for the module root (the directory holding go.mod), as both
-// `go test` (which runs in the package directory) and `make run` (in the root) need.
+// Find returns the path of the repository's template ([RelPath]), looking for it from the
+// working directory up through its parents, as `go test` (which runs in the package
+// directory, in the lab module or the root's) needs.
 func Find() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", fmt.Errorf("samtemplate: %w", err)
 	}
 	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(dir, filepath.FromSlash(RelPath)), nil
+		path := filepath.Join(dir, filepath.FromSlash(RelPath))
+		if _, err := os.Stat(path); err == nil {
+			return path, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("samtemplate: no go.mod in the working directory or its parents")
+			return "", fmt.Errorf("samtemplate: no %s in the working directory or its parents", RelPath)
 		}
 		dir = parent
 	}
@@ -188,4 +194,13 @@ func remarshal(in, v any) error {
 		return err
 	}
 	return json.Unmarshal(data, v)
+}
+
+// Table returns the definition of the table with the given logical ID.
+func (t *Template) Table(logicalID string) (*samtables.Table, error) {
+	tb := &samtables.Table{LogicalID: logicalID}
+	if err := t.DecodeProperties(logicalID, TableType, tb); err != nil {
+		return nil, err
+	}
+	return tb, nil
 }

@@ -1,4 +1,4 @@
-package samtemplate
+package samtables
 
 import (
 	"context"
@@ -21,14 +21,20 @@ func TestMain(m *testing.M) { os.Exit(ddblocal.Main(m)) }
 // A *dynamodb.Client must satisfy TableAPI.
 var _ TableAPI = (*dynamodb.Client)(nil)
 
+// The logical IDs of the template's tables.
+const (
+	idempotencyTable = "IdempotencyTable"
+	ordersTable      = "OrdersTable"
+	ledgerTable      = "LedgerTable"
+)
+
 // TestCreateTablesLocal creates the template's tables on DynamoDB Local and runs the
 // DynamoDB store with its default options against the idempotency table: the template and
 // the library's defaults agree.
 func TestCreateTablesLocal(t *testing.T) {
 	t.Parallel()
 	client := ddblocal.Client(t)
-	tmpl := loadTemplate(t)
-	names := tmpl.NewTables(t, client, idempotencyTable, ordersTable, ledgerTable)
+	names := NewTables(t, client, idempotencyTable, ordersTable, ledgerTable)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -76,20 +82,19 @@ func TestCreateTablesLocal(t *testing.T) {
 
 func TestCreateTablesErrors(t *testing.T) {
 	t.Parallel()
-	tmpl := loadTemplate(t)
 	tests := []struct {
 		name  string
 		names map[string]string
 	}{
 		{name: "none", names: nil},
 		{name: "unknown logical ID", names: map[string]string{"Nope": "t"}},
-		{name: "not a table", names: map[string]string{ledgerQueue: "t"}},
+		{name: "not a table", names: map[string]string{"LedgerQueue": "t"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			// The client is never reached: every case fails before the first request.
-			assert.Error(t, tmpl.CreateTables(context.Background(), (*dynamodb.Client)(nil), tc.names))
+			assert.Error(t, CreateTables(context.Background(), (*dynamodb.Client)(nil), tc.names))
 		})
 	}
 }

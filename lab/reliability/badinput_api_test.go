@@ -14,7 +14,7 @@ import (
 
 	"github.com/idemkit/idem/internal/ddblocal"
 	"github.com/idemkit/idem/internal/proctest"
-	"github.com/idemkit/idem/internal/samtemplate"
+	"github.com/idemkit/idem/internal/samtables"
 )
 
 // TestBadInputExampleAPI runs the example-api binary on DynamoDB Local and sends it hostile
@@ -23,9 +23,7 @@ func TestBadInputExampleAPI(t *testing.T) {
 	t.Parallel()
 	endpoint := ddblocal.Endpoint(t)
 	client := ddblocal.NewClient(endpoint)
-	tmpl, err := samtemplate.LoadRepo()
-	require.NoError(t, err)
-	names := tmpl.NewTables(t, client, "IdempotencyTable", "OrdersTable")
+	names := samtables.NewTables(t, client, "IdempotencyTable", "OrdersTable")
 	bin := proctest.Build(t, "github.com/idemkit/idem/cmd/example-api")
 	port := proctest.FreePort(t)
 	p := proctest.Start(t, bin, proctest.Env(endpoint,

@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemkit/idem/internal/sim"
+	"github.com/idemkit/idem/lab/sim"
 )
 
 var (
@@ -182,7 +182,7 @@ var simulationSeeds = []struct {
 	// differently about once in forty (a.pastLease, d.stuck).
 	{31319, "all", "d.stuck", false},
 	//
-	// The simulation's model lagging the intended semantics (each fixed in internal/sim):
+	// The simulation's model lagging the intended semantics (each fixed in lab/sim):
 	//
 	// A record kept in progress, lease ended, with the checkpoint of a request with another
 	// body holds its key against the canonical body (ErrPayloadMismatch).

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem/dynamo"
+	"github.com/idemkit/idem/internal/samtables"
 )
 
 // The logical IDs the examples, the tests and `make run` rely on.
@@ -101,7 +102,7 @@ func TestTemplateTables(t *testing.T) {
 			tb, err := tmpl.Table(tc.id)
 			require.NoError(t, err)
 			assert.Equal(t, tc.hashKey, tb.HashKey())
-			assert.Equal(t, []AttributeDefinition{{AttributeName: tc.hashKey, AttributeType: "S"}}, tb.AttributeDefinitions)
+			assert.Equal(t, []samtables.AttributeDefinition{{AttributeName: tc.hashKey, AttributeType: "S"}}, tb.AttributeDefinitions)
 			assert.Equal(t, tc.ttl, tb.TTLAttribute())
 			assert.Equal(t, "PAY_PER_REQUEST", tb.BillingMode)
 			if assert.NotNil(t, tb.PointInTimeRecoverySpecification) {

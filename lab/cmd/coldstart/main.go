@@ -13,7 +13,7 @@
 // -tags lambda.norpc, stripped). Each is started -n times; the times are printed with their
 // minimum, median and maximum.
 //
-//	go run ./internal/cmd/coldstart -n 10
+//	cd lab && go run ./cmd/coldstart -n 10
 package main
 
 import (
@@ -37,7 +37,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/internal/ddblocal"
-	"github.com/idemkit/idem/internal/samtemplate"
+	"github.com/idemkit/idem/internal/samtables"
 )
 
 var tables = map[string]string{
@@ -62,10 +62,16 @@ func run(n int) (err error) {
 		return err
 	}
 	defer os.RemoveAll(dir)
+	// The examples are built in the library's module, with its go.sum.
+	root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/idemkit/idem").Output()
+	if err != nil {
+		return fmt.Errorf("find the library's module: %w", err)
+	}
 	bins := map[string]string{}
 	for _, fn := range []string{"example-api", "example-sqs"} {
 		bins[fn] = filepath.Join(dir, fn)
 		build := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", bins[fn], "./cmd/"+fn)
+		build.Dir = strings.TrimSpace(string(root))
 		build.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := build.CombinedOutput(); err != nil {
 			return fmt.Errorf("build %s: %w\n%s", fn, err, out)
@@ -81,11 +87,7 @@ func run(n int) (err error) {
 		defer func() { err = errors.Join(err, server.Stop()) }()
 		endpoint = server.Endpoint()
 	}
-	tmpl, err := samtemplate.LoadRepo()
-	if err != nil {
-		return err
-	}
-	if err := tmpl.CreateTables(ctx, ddblocal.NewClient(endpoint), tables); err != nil {
+	if err := samtables.CreateTables(ctx, ddblocal.NewClient(endpoint), tables); err != nil {
 		return err
 	}
 	env := append(os.Environ(),
