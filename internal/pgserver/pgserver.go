@@ -1,4 +1,8 @@
-package pgtest
+// Package pgserver starts the PostgreSQL servers that pgstore's tests and the lab's
+// benchmark run against: PostgreSQL 15 or newer on 127.0.0.1 at a free port, in a data
+// directory of its own, as an unprivileged user when run as root, stopped by process id.
+// It needs nothing but the standard library, so the root module can hold it for both.
+package pgserver
 
 import (
 	"context"
@@ -15,14 +19,12 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // minMajor is the oldest PostgreSQL the store supports: MERGE (release) came in 15.
 const minMajor = 15
 
-// Server is a PostgreSQL server started by the tests on 127.0.0.1, in a data directory of
+// Server is a PostgreSQL server started on 127.0.0.1, in a data directory of
 // its own, as an unprivileged user when the tests run as root (PostgreSQL refuses to run as
 // root). It is stopped by process id.
 type Server struct {
@@ -38,7 +40,7 @@ type Server struct {
 // 127.0.0.1. It returns an error naming what is missing when PostgreSQL 15 or newer is not
 // installed.
 func Start(ctx context.Context) (*Server, error) {
-	bin, err := locate()
+	bin, err := Locate()
 	if err != nil {
 		return nil, err
 	}
@@ -46,7 +48,7 @@ func Start(ctx context.Context) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	base, err := os.MkdirTemp("", "idem-pgtest-")
+	base, err := os.MkdirTemp("", "idem-pgserver-")
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +63,7 @@ func Start(ctx context.Context) (*Server, error) {
 		"-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync").CombinedOutput()
 	if err != nil {
 		s.remove()
-		return nil, fmt.Errorf("pgtest: initdb: %w\n%s", err, out)
+		return nil, fmt.Errorf("pgserver: initdb: %w\n%s", err, out)
 	}
 	for attempt := 0; ; attempt++ {
 		if s.port, err = freePort(); err == nil {
@@ -95,7 +97,7 @@ func (s *Server) PID() int {
 // accepts connections. The server must not be running.
 func (s *Server) Restart(ctx context.Context) error {
 	if s.cmd != nil {
-		return errors.New("pgtest: server already running")
+		return errors.New("pgserver: server already running")
 	}
 	logf, err := os.OpenFile(s.logPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -111,30 +113,24 @@ func (s *Server) Restart(ctx context.Context) error {
 		"-c", "max_connections=300", "-c", "shared_buffers=64MB")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("pgtest: start postgres: %w", err)
+		return fmt.Errorf("pgserver: start postgres: %w", err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	s.cmd, s.done = cmd, done
 	if err := s.waitReady(ctx); err != nil {
 		_ = s.Stop()
-		return fmt.Errorf("pgtest: postgres did not come up: %w\n%s", err, s.logTail())
+		return fmt.Errorf("pgserver: postgres did not come up: %w\n%s", err, s.logTail())
 	}
 	return nil
 }
 
-// waitReady polls until the server answers a query, the process exits, or 30 s pass.
+// waitReady polls until the server accepts connections, the process exits, or 30 s pass.
 func (s *Server) waitReady(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for {
-		cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
-		conn, err := pgx.Connect(cctx, s.URL())
-		if err == nil {
-			err = conn.Ping(cctx)
-			_ = conn.Close(cctx)
-		}
-		ccancel()
+		err := s.accepting()
 		if err == nil {
 			return nil
 		}
@@ -147,6 +143,25 @@ func (s *Server) waitReady(ctx context.Context) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// accepting reports, as an error, why the server does not accept connections yet: the
+// status line of postmaster.pid (its eighth, PostgreSQL 10+) is not "ready", or the port
+// does not take a connection.
+func (s *Server) accepting() error {
+	b, err := os.ReadFile(filepath.Join(s.dataDir(), "postmaster.pid"))
+	if err != nil {
+		return err
+	}
+	lines := strings.Split(string(b), "\n")
+	if len(lines) < 8 || strings.TrimSpace(lines[7]) != "ready" {
+		return errors.New("postmaster.pid: not ready")
+	}
+	conn, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)), 2*time.Second)
+	if err != nil {
+		return err
+	}
+	return conn.Close()
 }
 
 // Crash ends the postmaster and its backends at once with SIGQUIT (PostgreSQL's immediate
@@ -172,7 +187,7 @@ func (s *Server) signal(sig syscall.Signal) error {
 	case <-time.After(30 * time.Second):
 		_ = s.cmd.Process.Kill()
 		<-s.done
-		return fmt.Errorf("pgtest: postgres (pid %d) ignored %v for 30 s and was killed", s.cmd.Process.Pid, sig)
+		return fmt.Errorf("pgserver: postgres (pid %d) ignored %v for 30 s and was killed", s.cmd.Process.Pid, sig)
 	}
 }
 
@@ -225,12 +240,13 @@ func credential() (*syscall.Credential, error) {
 		}
 		return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 	}
-	return nil, errors.New("pgtest: running as root, and neither a postgres nor a nobody user exists to run PostgreSQL as")
+	return nil, errors.New("pgserver: running as root, and neither a postgres nor a nobody user exists to run PostgreSQL as")
 }
 
-// locate finds the directory holding initdb and postgres of PostgreSQL 15 or newer: the
+// Locate finds the directory holding initdb and postgres of PostgreSQL 15 or newer: the
 // one on PATH, else the newest /usr/lib/postgresql/<version>/bin (where Debian puts them).
-func locate() (string, error) {
+// The error names what is missing.
+func Locate() (string, error) {
 	var dirs []string
 	if p, err := exec.LookPath("initdb"); err == nil {
 		if real, err := filepath.EvalSymlinks(p); err == nil {
@@ -257,9 +273,9 @@ func locate() (string, error) {
 		}
 	}
 	if len(found) > 0 {
-		return "", fmt.Errorf("pgtest: PostgreSQL %d or newer is needed; found only %s: install the postgresql package (make postgresql does as root)", minMajor, strings.Join(found, ", "))
+		return "", fmt.Errorf("pgserver: PostgreSQL %d or newer is needed; found only %s: install the postgresql package (make postgresql does as root)", minMajor, strings.Join(found, ", "))
 	}
-	return "", errors.New("pgtest: PostgreSQL is not installed (no initdb on PATH or in /usr/lib/postgresql/*/bin): install the postgresql package (make postgresql does as root), or set DATABASE_URL to a server of yours")
+	return "", errors.New("pgserver: PostgreSQL is not installed (no initdb on PATH or in /usr/lib/postgresql/*/bin): install the postgresql package (make postgresql does as root), or set DATABASE_URL to a server of yours")
 }
 
 var majorRE = regexp.MustCompile(`(\d+)(\.\d+)?`)

@@ -1,9 +1,11 @@
-// Package redistest starts the Redis servers the redisstore tests run against: redis-server
-// (7 or newer) on 127.0.0.1 at a free port, without persistence unless asked, stopped by
-// process id; or the server REDIS_URL names. It also starts small local clusters.
-package redistest
+// Package redisserver starts the Redis servers that redisstore's tests and the lab's
+// benchmark run against: redis-server on 127.0.0.1 at a free port, without persistence
+// unless asked, stopped by process id. It needs nothing but the standard library, so the
+// root module can hold it for both.
+package redisserver
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -12,14 +14,13 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
-// startTimeout bounds how long a server may take to answer PING after it started.
-const startTimeout = 20 * time.Second
+// StartTimeout bounds how long a server may take to answer PING after it started.
+const StartTimeout = 20 * time.Second
 
 // Server is one redis-server process this package started.
 type Server struct {
@@ -40,7 +41,7 @@ type Server struct {
 func Start(ctx context.Context, extra ...string) (*Server, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
-		return nil, fmt.Errorf("redistest: redis-server not found (install the Debian package redis-server, `make deps` does as root, or set REDIS_URL): %w", err)
+		return nil, fmt.Errorf("redisserver: redis-server not found (install the Debian package redis-server, `make deps` does as root, or set REDIS_URL): %w", err)
 	}
 	dir, err := os.MkdirTemp("", "idem-redis-")
 	if err != nil {
@@ -73,27 +74,25 @@ func (s *Server) start(ctx context.Context) error {
 	// The kernel kills the server if the test binary dies without stopping it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("redistest: start redis-server: %w", err)
+		return fmt.Errorf("redisserver: start redis-server: %w", err)
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
 	if err := waitReady(ctx, s.Addr, exited); err != nil {
 		_ = cmd.Process.Kill()
 		<-exited
-		return fmt.Errorf("redistest: redis-server on %s: %w\n%s", s.Addr, err, s.log)
+		return fmt.Errorf("redisserver: redis-server on %s: %w\n%s", s.Addr, err, s.log)
 	}
 	s.cmd, s.exited = cmd, exited
 	return nil
 }
 
-// waitReady polls addr with PING until it answers, the process exits, or startTimeout.
+// waitReady polls addr with PING until it answers, the process exits, or StartTimeout.
 func waitReady(ctx context.Context, addr string, exited <-chan struct{}) error {
-	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	ctx, cancel := context.WithTimeout(ctx, StartTimeout)
 	defer cancel()
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
-	defer c.Close()
 	for {
-		err := c.Ping(ctx).Err()
+		err := ping(addr)
 		if err == nil {
 			return nil
 		}
@@ -107,6 +106,35 @@ func waitReady(ctx context.Context, addr string, exited <-chan struct{}) error {
 	}
 }
 
+// ping sends PING to addr as an inline command and reads the answer: nil when it is PONG.
+func ping(addr string) error {
+	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(time.Second))
+	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if line != "+PONG\r\n" {
+		return fmt.Errorf("PING answered %q", strings.TrimSpace(line))
+	}
+	return nil
+}
+
+// PID returns the process id of the running server, or 0 when it is not running.
+func (s *Server) PID() int {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // Kill kills the server with SIGKILL, by process id, and waits until it is gone: a crash,
 // with no chance to save anything beyond what its persistence settings already wrote.
 func (s *Server) Kill() error {
@@ -115,7 +143,7 @@ func (s *Server) Kill() error {
 	}
 	pid := s.cmd.Process.Pid
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("redistest: kill redis-server %d: %w", pid, err)
+		return fmt.Errorf("redisserver: kill redis-server %d: %w", pid, err)
 	}
 	<-s.exited // reaped by start's goroutine
 	s.cmd = nil
@@ -158,5 +186,5 @@ func freePort() (int, error) {
 			return port, nil
 		}
 	}
-	return 0, errors.New("redistest: no free port below 55535")
+	return 0, errors.New("redisserver: no free port below 55535")
 }
