@@ -146,9 +146,10 @@ redis-server:
 			|| { echo "make redis-server: apt-get could not install redis-server" >&2; exit 1; }; \
 	fi
 
-# W1-W3 of BENCHMARKS.md on the Redis store, against a redis-server of its own (or REDIS_URL).
+# W1-W3 of BENCHMARKS.md on the Redis store, against a redis-server of its own (or the
+# one BENCH_FLAGS='-url redis://...' names).
 bench-redis: redis-server
-	cd redisstore && go run ./internal/cmd/redisbench
+	cd lab && go run ./cmd/idem-bench -store redis $(BENCH_FLAGS)
 
 # Shell scripts are checked with shellcheck and all its optional checks (-o all).
 SHELL_SCRIPTS = $(shell git ls-files --cached --others --exclude-standard '*.sh')
@@ -204,20 +205,23 @@ localstack-down:
 # The end-to-end benchmark of BENCHMARKS.md: every workload against a fresh DynamoDB Local
 # (started and stopped by lab/cmd/idem-bench itself), one JSON line each, in about a minute.
 # BENCH_FLAGS passes flags: -short (a tenth of the sizes, to check that it runs), -cpu-share
-# 0.072 (as root: the client confined to a 128 MB Lambda's CPU share), -batch-claims=false.
+# 0.072 (as root: the client confined to a 128 MB Lambda's CPU share), -batch-claims=false,
+# -url (a running server).
 bench-e2e: $(DDBLOCAL_STAMP)
 	cd lab && go run ./cmd/idem-bench $(BENCH_FLAGS)
 
 # W1-W3 on every store, one after the other on this machine, one JSON line per workload
-# (BENCHMARKS.md, "Every store"): DynamoDB Local (idem-bench runs W1-W4b and X1-X2 too),
-# PostgreSQL in both pgx modes, Redis. Each starts its own server on 127.0.0.1.
+# (BENCHMARKS.md, "Every store"): one program, lab/cmd/idem-bench, on DynamoDB Local (where
+# it runs W4, W4b, X1 and X2 too), PostgreSQL in both pgx modes, and Redis. Each run starts
+# its own server on 127.0.0.1. BENCH_FLAGS=-short checks that every store runs.
 bench-stores: $(DDBLOCAL_STAMP) postgresql redis-server
-	cd lab && go run ./cmd/idem-bench $(BENCH_FLAGS)
-	cd pgstore && go run ./internal/cmd/idem-pgbench -mode exec
-	cd pgstore && go run ./internal/cmd/idem-pgbench -mode cache
-	cd redisstore && go run ./internal/cmd/redisbench
-# PostgreSQL 15+ for the pgstore module's tests (pgstore/internal/pgtest starts it on
-# 127.0.0.1 as an unprivileged user, or uses DATABASE_URL): installed with apt-get (as root,
+	cd lab && go run ./cmd/idem-bench -store dynamo $(BENCH_FLAGS)
+	cd lab && go run ./cmd/idem-bench -store postgres -mode exec $(BENCH_FLAGS)
+	cd lab && go run ./cmd/idem-bench -store postgres -mode cache $(BENCH_FLAGS)
+	cd lab && go run ./cmd/idem-bench -store redis $(BENCH_FLAGS)
+
+# PostgreSQL 15+ for the pgstore module's tests and idem-bench (internal/pgserver starts it
+# on 127.0.0.1 as an unprivileged user; the tests use DATABASE_URL instead when set): installed with apt-get (as root,
 # or through passwordless sudo) when neither DATABASE_URL is set nor initdb is found.
 postgresql:
 	@if [ -z "$${DATABASE_URL:-}" ] && ! command -v initdb >/dev/null && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
