@@ -1,3 +1,7 @@
+// Package redistest starts the Redis servers the redisstore tests run against: redis-server
+// (7 or newer) on 127.0.0.1 at a free port (by internal/redisserver), without persistence
+// unless asked, stopped by process id; or the server REDIS_URL names. It also starts small
+// local clusters.
 package redistest
 
 import (
@@ -12,7 +16,17 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/idemkit/idem/internal/redisserver"
 )
+
+// Server is one redis-server process started on 127.0.0.1: see [redisserver.Server].
+type Server = redisserver.Server
+
+// Start starts redis-server on a free port of 127.0.0.1: see [redisserver.Start].
+func Start(ctx context.Context, extra ...string) (*Server, error) {
+	return redisserver.Start(ctx, extra...)
+}
 
 // EnvURL names a Redis server to run the tests against instead of starting one, as a
 // redis:// URL (redis.ParseURL). Its database is shared with whatever else uses it: the
