@@ -100,7 +100,8 @@ func (s *Server) Restart(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer logf.Close()
+	// The child holds its own descriptor of the log; ours is only for starting it.
+	defer func() { _ = logf.Close() }()
 	// fsync off: a test server's data need not survive the machine, only the process, which
 	// the page cache covers (the fault test kills the process, never the machine). Commits
 	// stay synchronous, so what a client saw committed is in the WAL when the process dies.
@@ -130,9 +131,9 @@ func (s *Server) waitReady(ctx context.Context) error {
 		}
 		select {
 		case <-s.proc.Done():
-			return fmt.Errorf("postgres exited: %v", s.proc.Err())
+			return fmt.Errorf("postgres exited: %w", s.proc.Err())
 		case <-ctx.Done():
-			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
+			return fmt.Errorf("%w (last error: %w)", ctx.Err(), err)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
