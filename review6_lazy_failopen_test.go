@@ -1,0 +1,92 @@
+package idem_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/memstore"
+)
+
+// claimsThenDown answers its first ok single-record claims and fails every later one with a
+// store error (a store that goes down in the middle of a batch).
+type claimsThenDown struct {
+	*memstore.Store
+	mu sync.Mutex
+	ok int
+}
+
+func (s *claimsThenDown) Claim(ctx context.Context, rec *idemstore.Record, now time.Time) (*idemstore.Record, bool, error) {
+	s.mu.Lock()
+	up := s.ok > 0
+	s.ok--
+	s.mu.Unlock()
+	if !up {
+		return nil, false, errDown
+	}
+	return s.Store.Claim(ctx, rec, now)
+}
+
+// TestReview6_LazyBatchOtherFingerprintFailsOpenOverMetRecord: a batch with a single key
+// to claim claims nothing (Guard.Claim's "lazy" path: DoClaimed behaves as Do). The
+// batch's first request of the key then learns, through its own Do, that a live record of
+// another caller holds the key; a request of the same key with another fingerprint answers
+// through a Do of its own, and that Do is not told of the record the batch met. When its
+// claim fails with a store error it fails open and runs its handler unguarded, while the
+// other caller runs the very same request: one request (key K, payload B) runs twice.
+//
+// With one more key in the batch (so that ClaimMany claims), the same request is refused
+// (TestBatchFailOpenOtherFingerprintRefusedAfterClaimManyMetRecord, which pads the batch
+// with a second key): the guarantee that a call never fails open once it met the key's
+// record depends on how many keys the batch holds.
+//
+//  1. Caller 1 (another invocation) runs K/B and is in flight: a live record holds K.
+//  2. WithFailOpen(true); Guard.Claim([K/A, K/B]): one key to claim, so nothing is claimed.
+//  3. DoClaimed(0) (K/A): its Do's claim meets caller 1's record: ErrPayloadMismatch.
+//  4. The store goes down.
+//  5. DoClaimed(1) (K/B): its Do's claim fails with a store error, met no record in that
+//     call, and fails open: B runs a second time while caller 1 still runs it.
+func TestReview6_LazyBatchOtherFingerprintFailsOpenOverMetRecord(t *testing.T) {
+	ms := memstore.New()
+	g1, err := idem.New(ms, "op", idem.WithScope("test"))
+	require.NoError(t, err)
+	var runsB atomic.Int32
+	started, release := make(chan struct{}), make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _, _ = idem.Do(context.Background(), g1, idem.Request{Key: "K", Fingerprint: []byte("B")}, func(context.Context) (int, error) {
+			runsB.Add(1)
+			close(started)
+			<-release
+			return 1, nil
+		})
+	}()
+	<-started
+	defer func() { close(release); <-done }()
+
+	g2, err := idem.New(&claimsThenDown{Store: ms, ok: 1}, "op", idem.WithScope("test"), idem.WithFailOpen(true))
+	require.NoError(t, err)
+	ctx := context.Background()
+	b := g2.Claim(ctx, []idem.Request{
+		{Key: "K", Fingerprint: []byte("A")},
+		{Key: "K", Fingerprint: []byte("B")},
+	})
+	_, _, errA := idem.DoClaimed(ctx, b, 0, func(context.Context) (int, error) { return 0, nil })
+	require.ErrorIs(t, errA, idem.ErrPayloadMismatch, "request 0's Do met caller 1's live record of K")
+	_, _, errB := idem.DoClaimed(ctx, b, 1, func(context.Context) (int, error) {
+		runsB.Add(1)
+		return 2, nil
+	})
+	b.Settle(ctx)
+	t.Logf("request 1: err=%v", errB)
+	assert.Equal(t, int32(1), runsB.Load(), "K/B ran again, unguarded, while caller 1 still ran it: the batch had met caller 1's record")
+	assert.ErrorIs(t, errB, idem.ErrStore, "request 1 should get the store error, as with a padded batch")
+}
