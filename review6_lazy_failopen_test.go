@@ -47,7 +47,9 @@ func (s *claimsThenDown) Claim(ctx context.Context, rec *idemstore.Record, now t
 // With one more key in the batch (so that ClaimMany claims), the same request is refused
 // (TestBatchFailOpenOtherFingerprintRefusedAfterClaimManyMetRecord, which pads the batch
 // with a second key): the guarantee that a call never fails open once it met the key's
-// record depends on how many keys the batch holds.
+// record depends on how many keys the batch holds. On a store without batch support
+// (pgstore, redisstore) every batch claims lazily, so there no batch is ever protected
+// (subtest NoBatchStorePadded).
 //
 //  1. Caller 1 (another invocation) runs K/B and is in flight: a live record holds K.
 //  2. WithFailOpen(true); Guard.Claim([K/A, K/B]): one key to claim, so nothing is claimed.
@@ -56,42 +58,59 @@ func (s *claimsThenDown) Claim(ctx context.Context, rec *idemstore.Record, now t
 //  5. DoClaimed(1) (K/B): its Do's claim fails with a store error, met no record in that
 //     call, and fails open: B runs a second time while caller 1 still runs it.
 func TestReview6_LazyBatchOtherFingerprintFailsOpenOverMetRecord(t *testing.T) {
-	ms := memstore.New()
-	g1, err := idem.New(ms, "op", idem.WithScope("test"))
-	require.NoError(t, err)
-	var runsB atomic.Int32
-	started, release := make(chan struct{}), make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_, _, _ = idem.Do(context.Background(), g1, idem.Request{Key: "K", Fingerprint: []byte("B")}, func(context.Context) (int, error) {
-			runsB.Add(1)
-			close(started)
-			<-release
-			return 1, nil
-		})
-	}()
-	<-started
-	defer func() { close(release); <-done }()
+	for _, tc := range []struct {
+		name  string
+		store func(*memstore.Store) idemstore.Store
+		reqs  []idem.Request
+	}{
+		// A batch store, one key: Claim claims nothing.
+		{name: "OneKey", store: func(ms *memstore.Store) idemstore.Store { return &claimsThenDown{Store: ms, ok: 1} },
+			reqs: []idem.Request{{Key: "K", Fingerprint: []byte("A")}, {Key: "K", Fingerprint: []byte("B")}}},
+		// A store without batch support (pgstore, redisstore): every batch claims lazily, so
+		// padding the batch does not help.
+		{name: "NoBatchStorePadded", store: func(ms *memstore.Store) idemstore.Store { return plainStore{&claimsThenDown{Store: ms, ok: 1}} },
+			reqs: []idem.Request{{Key: "K", Fingerprint: []byte("A")}, {Key: "K", Fingerprint: []byte("B")}, {Key: "pad"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ms := memstore.New()
+			g1, err := idem.New(ms, "op", idem.WithScope("test"))
+			require.NoError(t, err)
+			var runsB atomic.Int32
+			started, release := make(chan struct{}), make(chan struct{})
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				_, _, _ = idem.Do(context.Background(), g1, idem.Request{Key: "K", Fingerprint: []byte("B")}, func(context.Context) (int, error) {
+					runsB.Add(1)
+					close(started)
+					<-release
+					return 1, nil
+				})
+			}()
+			<-started
+			defer func() { close(release); <-done }()
 
-	g2, err := idem.New(&claimsThenDown{Store: ms, ok: 1}, "op", idem.WithScope("test"), idem.WithFailOpen(true))
-	require.NoError(t, err)
-	ctx := context.Background()
-	b := g2.Claim(ctx, []idem.Request{
-		{Key: "K", Fingerprint: []byte("A")},
-		{Key: "K", Fingerprint: []byte("B")},
-	})
-	_, _, errA := idem.DoClaimed(ctx, b, 0, func(context.Context) (int, error) { return 0, nil })
-	require.ErrorIs(t, errA, idem.ErrPayloadMismatch, "request 0's Do met caller 1's live record of K")
-	_, _, errB := idem.DoClaimed(ctx, b, 1, func(context.Context) (int, error) {
-		runsB.Add(1)
-		return 2, nil
-	})
-	b.Settle(ctx)
-	t.Logf("request 1: err=%v", errB)
-	assert.Equal(t, int32(1), runsB.Load(), "K/B ran again, unguarded, while caller 1 still ran it: the batch had met caller 1's record")
-	assert.ErrorIs(t, errB, idem.ErrStore, "request 1 should get the store error, as with a padded batch")
+			g2, err := idem.New(tc.store(ms), "op", idem.WithScope("test"), idem.WithFailOpen(true))
+			require.NoError(t, err)
+			ctx := context.Background()
+			b := g2.Claim(ctx, tc.reqs)
+			_, _, errA := idem.DoClaimed(ctx, b, 0, func(context.Context) (int, error) { return 0, nil })
+			require.ErrorIs(t, errA, idem.ErrPayloadMismatch, "request 0's Do met caller 1's live record of K")
+			_, _, errB := idem.DoClaimed(ctx, b, 1, func(context.Context) (int, error) {
+				runsB.Add(1)
+				return 2, nil
+			})
+			b.Settle(ctx)
+			t.Logf("request 1: err=%v", errB)
+			assert.Equal(t, int32(1), runsB.Load(), "K/B ran again, unguarded, while caller 1 still ran it: the batch had met caller 1's record")
+			assert.ErrorIs(t, errB, idem.ErrStore, "request 1 should get the store error, as with a padded batch on a batch store")
+		})
+	}
 }
+
+// plainStore hides every method but those of idemstore.Store: a store without batch
+// support, as pgstore and redisstore are.
+type plainStore struct{ idemstore.Store }
 
 // TestReview6_BatchOtherFingerprintFailsOpenOverCheckpointMismatch: ClaimMany meets the
 // key's record, a released (or lease-ended) record holding the checkpoint of request A's
