@@ -271,7 +271,8 @@ const takeoverAttempts = 3
 //   - refused by a live record, or still refused after takeoverAttempts claims: that
 //     record, not owned;
 //   - refused by a lease-ended record: it claims again, carrying the record's checkpoint
-//     if it has one ([Guard.carryCheckpoint], which may answer [ErrPayloadMismatch]);
+//     if it has one ([Guard.carryCheckpoint]). If that answers [ErrPayloadMismatch], the
+//     record and the error;
 //   - an error, or refused without a record: a store error, with the record the claims
 //     met, if any, so [Guard.failsOpen] refuses.
 //
@@ -314,7 +315,9 @@ func (g *Guard) decideClaim(ctx context.Context, rec *idemstore.Record, now time
 			return prev, false, nil
 		}
 		if err := g.carryCheckpoint(ctx, rec, prev, fp, now); err != nil {
-			return nil, false, err
+			// The record holds the key for another payload: return it with the error, so
+			// that a later claim of the same call (or batch) never fails open over it.
+			return prev, false, err
 		}
 		prev, wrote, err = g.store.Claim(ctx, rec, now)
 	}

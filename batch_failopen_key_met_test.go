@@ -2,7 +2,6 @@ package idem_test
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemstore"
-	"github.com/idemkit/idem/idemstore/storetest"
 	"github.com/idemkit/idem/memstore"
 )
 
@@ -36,7 +34,7 @@ func (s *claimsThenDown) Claim(ctx context.Context, rec *idemstore.Record, now t
 	return s.Store.Claim(ctx, rec, now)
 }
 
-// TestReview6_LazyBatchOtherFingerprintFailsOpenOverMetRecord: a batch with a single key
+// TestBatchFailOpenRefusedForAKeyAnotherRequestOfTheBatchMet: a batch with a single key
 // to claim claims nothing (Guard.Claim's "lazy" path: DoClaimed behaves as Do). The
 // batch's first request of the key then learns, through its own Do, that a live record of
 // another caller holds the key; a request of the same key with another fingerprint answers
@@ -57,7 +55,7 @@ func (s *claimsThenDown) Claim(ctx context.Context, rec *idemstore.Record, now t
 //  4. The store goes down.
 //  5. DoClaimed(1) (K/B): its Do's claim fails with a store error, met no record in that
 //     call, and fails open: B runs a second time while caller 1 still runs it.
-func TestReview6_LazyBatchOtherFingerprintFailsOpenOverMetRecord(t *testing.T) {
+func TestBatchFailOpenRefusedForAKeyAnotherRequestOfTheBatchMet(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		store func(*memstore.Store) idemstore.Store
@@ -111,76 +109,3 @@ func TestReview6_LazyBatchOtherFingerprintFailsOpenOverMetRecord(t *testing.T) {
 // plainStore hides every method but those of idemstore.Store: a store without batch
 // support, as pgstore and redisstore are.
 type plainStore struct{ idemstore.Store }
-
-// TestReview6_BatchOtherFingerprintFailsOpenOverCheckpointMismatch: ClaimMany meets the
-// key's record, a released (or lease-ended) record holding the checkpoint of request A's
-// effects, but the batch's first request of the key carries payload B. Claim's takeover
-// step (Guard.claimed, carryCheckpoint) answers ErrPayloadMismatch and drops the record it
-// met: the item keeps no record (rec nil). The batch's request of the key with payload A,
-// another fingerprint than the first's, answers through a Do that is given that nil as the
-// record the batch met. When its claim fails with a store error it fails open and runs A
-// unguarded, without the checkpoint: A's effects up to "charged" happen again (and once
-// the store is back, the next owner takes the record over, resumes from "charged", and
-// runs A a third time).
-//
-// A Do of K/A alone that met the record would never fail open
-// (TestFailOpenRefusedAfterTakeoverClaimMetCheckpoint), nor does a batch request whose
-// first request of the key carries A (TestBatchFailOpenRefusedAfterTakeoverClaimMetCheckpoint).
-//
-//  1. Do(K/A) charges, checkpoints "charged", fails: the tombstone keeps "charged" (fp A).
-//  2. The store's single claims go down; WithFailOpen(true).
-//  3. Claim([K/B, K/A, pad]): ClaimMany meets the tombstone for K; carrying its
-//     checkpoint is refused for B (ErrPayloadMismatch), and the record is dropped.
-//  4. DoClaimed(0) (K/B): ErrPayloadMismatch, as it should.
-//  5. DoClaimed(1) (K/A): its Do's claim fails with a store error, met no record in that
-//     call, and runs A unguarded: charged twice.
-func TestReview6_BatchOtherFingerprintFailsOpenOverCheckpointMismatch(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		order []int
-	}{
-		{name: "FirstRunsFirst", order: []int{0, 1}},
-		{name: "OtherFirst", order: []int{1, 0}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ms := memstore.New()
-			clock := storetest.NewClock()
-			g1, err := idem.New(ms, "pay", idem.WithClock(clock), idem.WithScope("s"))
-			require.NoError(t, err)
-			reqA := idem.Request{Key: "order-1", Fingerprint: []byte("A")}
-			charges := 0
-			handler := func(ctx context.Context) (string, error) {
-				if idem.LastCheckpoint(ctx) != "charged" {
-					charges++
-					if err := idem.Checkpoint(ctx, "charged"); err != nil && !errors.Is(err, idem.ErrNoLease) {
-						return "", err
-					}
-				}
-				return "", errors.New("shipping failed")
-			}
-			_, _, err = idem.Do(context.Background(), g1, reqA, handler) // charges, then fails: tombstone with "charged"
-			require.Error(t, err)
-			require.Equal(t, 1, charges)
-			clock.Advance(time.Second)
-
-			g2, err := idem.New(singleClaimDown{ms}, "pay", idem.WithClock(clock), idem.WithScope("s"), idem.WithFailOpen(true))
-			require.NoError(t, err)
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			b := g2.Claim(ctx, []idem.Request{
-				{Key: "order-1", Fingerprint: []byte("B")},
-				reqA,
-				{Key: "pad"},
-			})
-			for _, i := range tc.order {
-				_, _, err := idem.DoClaimed(ctx, b, i, handler)
-				t.Logf("request %d: err=%v", i, err)
-				if i == 0 {
-					require.ErrorIs(t, err, idem.ErrPayloadMismatch)
-				}
-			}
-			b.Settle(ctx)
-			assert.Equal(t, 1, charges, "K/A ran unguarded and charged again, although ClaimMany met the record holding its checkpoint")
-		})
-	}
-}
