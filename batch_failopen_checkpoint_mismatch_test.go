@@ -15,27 +15,24 @@ import (
 )
 
 // TestBatchFailOpenRefusedAfterClaimManyMetCheckpointOfAnotherPayload: ClaimMany meets the
-// key's record, a released (or lease-ended) record holding the checkpoint of request A's
-// effects, but the batch's first request of the key carries payload B. Claim's takeover
-// step (Guard.claimed, carryCheckpoint) answers ErrPayloadMismatch and drops the record it
-// met: the item keeps no record (rec nil). The batch's request of the key with payload A,
-// another fingerprint than the first's, answers through a Do that is given that nil as the
-// record the batch met. When its claim fails with a store error it fails open and runs A
-// unguarded, without the checkpoint: A's effects up to "charged" happen again (and once
-// the store is back, the next owner takes the record over, resumes from "charged", and
-// runs A a third time).
+// key's record, a released record holding the checkpoint of request A's effects, but the
+// batch's first request of the key carries payload B. Its takeover (decideClaim,
+// carryCheckpoint) answers ErrPayloadMismatch, and the item keeps the record it met with
+// that error. The batch's request of the key with payload A answers through a Do given that
+// record, so when its claim fails with a store error it returns the error instead of
+// running A unguarded without the checkpoint. Review 6 found that the item kept no record:
+// A's effects up to "charged" happened again.
 //
-// A Do of K/A alone that met the record would never fail open
+// A Do of K/A alone that met the record never fails open
 // (TestFailOpenRefusedAfterTakeoverClaimMetCheckpoint), nor does a batch request whose
 // first request of the key carries A (TestBatchFailOpenRefusedAfterTakeoverClaimMetCheckpoint).
 //
 //  1. Do(K/A) charges, checkpoints "charged", fails: the tombstone keeps "charged" (fp A).
 //  2. The store's single claims go down; WithFailOpen(true).
 //  3. Claim([K/B, K/A, pad]): ClaimMany meets the tombstone for K; carrying its
-//     checkpoint is refused for B (ErrPayloadMismatch), and the record is dropped.
-//  4. DoClaimed(0) (K/B): ErrPayloadMismatch, as it should.
-//  5. DoClaimed(1) (K/A): its Do's claim fails with a store error, met no record in that
-//     call, and runs A unguarded: charged twice.
+//     checkpoint is refused for B (ErrPayloadMismatch).
+//  4. DoClaimed(0) (K/B): ErrPayloadMismatch.
+//  5. DoClaimed(1) (K/A): its Do's claim fails with a store error; it does not run.
 func TestBatchFailOpenRefusedAfterClaimManyMetCheckpointOfAnotherPayload(t *testing.T) {
 	for _, tc := range []struct {
 		name  string

@@ -34,27 +34,21 @@ func (s *claimsThenDown) Claim(ctx context.Context, rec *idemstore.Record, now t
 	return s.Store.Claim(ctx, rec, now)
 }
 
-// TestBatchFailOpenRefusedForAKeyAnotherRequestOfTheBatchMet: a batch with a single key
-// to claim claims nothing (Guard.Claim's "lazy" path: DoClaimed behaves as Do). The
-// batch's first request of the key then learns, through its own Do, that a live record of
-// another caller holds the key; a request of the same key with another fingerprint answers
-// through a Do of its own, and that Do is not told of the record the batch met. When its
-// claim fails with a store error it fails open and runs its handler unguarded, while the
-// other caller runs the very same request: one request (key K, payload B) runs twice.
-//
-// With one more key in the batch (so that ClaimMany claims), the same request is refused
-// (TestBatchFailOpenOtherFingerprintRefusedAfterClaimManyMetRecord, which pads the batch
-// with a second key): the guarantee that a call never fails open once it met the key's
-// record depends on how many keys the batch holds. On a store without batch support
-// (pgstore, redisstore) every batch claims lazily, so there no batch is ever protected
-// (subtest NoBatchStorePadded).
+// TestBatchFailOpenRefusedForAKeyAnotherRequestOfTheBatchMet: no request of a batch fails
+// open for a key once another request of the batch met the key's record, even where no
+// batch claim was made. A batch with a single key to claim claims nothing (DoClaimed claims
+// as Do), and so does every batch on a store without batch support (pgstore, redisstore):
+// the record one request's Do met must still forbid the others of the key to fail open,
+// as a batch claim's record does (TestBatchFailOpenOtherFingerprintRefusedAfterClaimManyMetRecord).
+// Review 6 found that K/B ran twice here: unguarded, while another caller ran it.
 //
 //  1. Caller 1 (another invocation) runs K/B and is in flight: a live record holds K.
-//  2. WithFailOpen(true); Guard.Claim([K/A, K/B]): one key to claim, so nothing is claimed.
+//  2. WithFailOpen(true); Guard.Claim([K/A, K/B]): one key to claim, so nothing is claimed
+//     (subtest OneKey), or a store without batch support (NoBatchStorePadded).
 //  3. DoClaimed(0) (K/A): its Do's claim meets caller 1's record: ErrPayloadMismatch.
 //  4. The store goes down.
-//  5. DoClaimed(1) (K/B): its Do's claim fails with a store error, met no record in that
-//     call, and fails open: B runs a second time while caller 1 still runs it.
+//  5. DoClaimed(1) (K/B): its Do's claim fails with a store error and met no record in that
+//     call, but request 0 met one: it returns the store error, without running.
 func TestBatchFailOpenRefusedForAKeyAnotherRequestOfTheBatchMet(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -109,3 +103,57 @@ func TestBatchFailOpenRefusedForAKeyAnotherRequestOfTheBatchMet(t *testing.T) {
 // plainStore hides every method but those of idemstore.Store: a store without batch
 // support, as pgstore and redisstore are.
 type plainStore struct{ idemstore.Store }
+
+// claimManyDown fails every batch claim with a store error; single claims work.
+type claimManyDown struct{ *memstore.Store }
+
+func (claimManyDown) ClaimMany(_ context.Context, recs []*idemstore.Record, _ time.Time) []idemstore.ClaimResult {
+	out := make([]idemstore.ClaimResult, len(recs))
+	for i := range out {
+		out[i].Err = errDown
+	}
+	return out
+}
+
+// TestBatchFailOpenRefusedAfterAnotherRequestsDoMetTheRecord: the batch claim of a key
+// failed with a store error, so the key's first request would fail open. But a request of
+// the same key with another fingerprint, called first, met the key's live record through
+// a Do of its own: the key's first request must then return the store error, not run
+// unguarded over a key another caller holds.
+//
+//  1. Caller 1 (another invocation) runs K/B and is in flight: a live record holds K.
+//  2. WithFailOpen(true); Guard.Claim([K/A, K/B, pad]): ClaimMany fails for every key.
+//  3. DoClaimed(1) (K/B): its Do's claim meets caller 1's record: ErrInProgress.
+//  4. DoClaimed(0) (K/A): its batch claim failed; it must not fail open.
+func TestBatchFailOpenRefusedAfterAnotherRequestsDoMetTheRecord(t *testing.T) {
+	ms := memstore.New()
+	g1, err := idem.New(ms, "op", idem.WithScope("test"))
+	require.NoError(t, err)
+	started, release := make(chan struct{}), make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _, _ = idem.Do(context.Background(), g1, idem.Request{Key: "K", Fingerprint: []byte("B")}, func(context.Context) (int, error) {
+			close(started)
+			<-release
+			return 1, nil
+		})
+	}()
+	<-started
+	defer func() { close(release); <-done }()
+
+	g2, err := idem.New(claimManyDown{ms}, "op", idem.WithScope("test"), idem.WithFailOpen(true))
+	require.NoError(t, err)
+	ctx := context.Background()
+	b := g2.Claim(ctx, []idem.Request{{Key: "K", Fingerprint: []byte("A")}, {Key: "K", Fingerprint: []byte("B")}, {Key: "pad"}})
+	_, _, errB := idem.DoClaimed(ctx, b, 1, func(context.Context) (int, error) { return 2, nil })
+	require.ErrorIs(t, errB, idem.ErrInProgress, "request 1's Do met caller 1's live record of K")
+	var runsA atomic.Int32
+	_, _, errA := idem.DoClaimed(ctx, b, 0, func(context.Context) (int, error) {
+		runsA.Add(1)
+		return 0, nil
+	})
+	b.Settle(ctx)
+	assert.Zero(t, runsA.Load(), "K/A ran unguarded although request 1 had met caller 1's record of K")
+	assert.ErrorIs(t, errA, idem.ErrStore)
+}
