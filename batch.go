@@ -438,7 +438,8 @@ func (g *Guard) leaseOutlasts(ctx context.Context, l *lease) bool {
 }
 
 // Settle records the outcomes DoClaimed left pending since the last Settle, in as few
-// round trips as the store allows. It releases the claimed requests that have not
+// round trips as the store allows. Their expiry ([WithExpiry]) counts from Settle's
+// recording them. It releases the claimed requests that have not
 // started. From the first Settle on, DoClaimed records each outcome as soon as its
 // handler returns.
 //
@@ -462,6 +463,7 @@ func (b *Batch) Settle(ctx context.Context) []error {
 		released   []*settlement
 		notRun     = errors.New("idem: claimed but not run")
 	)
+	now := g.now()
 	b.mu.Lock()
 	b.settled = true
 	for i := range b.items {
@@ -478,7 +480,8 @@ func (b *Batch) Settle(ctx context.Context) []error {
 			released = append(released, it.pending)
 			it.pending = nil
 		default:
-			done, doneIdx = append(done, it.pending), append(doneIdx, i)
+			s := b.stamped(it, now)
+			done, doneIdx = append(done, s), append(doneIdx, i)
 			it.pending = nil
 		}
 	}
@@ -541,6 +544,24 @@ func (b *Batch) Settle(ctx context.Context) []error {
 	}
 	b.mu.Unlock()
 	return errs
+}
+
+// stamped returns the pending outcome of it, whose completion Settle writes at now, with
+// the completion's expiry counted from now ([WithExpiry]: from completion): the handler
+// returned earlier, maybe longer ago than the expiry, while other handlers of the batch
+// ran. The expiry never moves back (a clock stepped back). The completion is a copy, and
+// it.left, which the key's duplicates replay, becomes it. b.mu is held.
+func (b *Batch) stamped(it *batchItem, now time.Time) *settlement {
+	s := *it.pending
+	done := *s.done
+	if e := now.Add(b.g.cfg.expiry); e.After(done.Expires) {
+		done.Expires = e
+	}
+	if it.left == s.done {
+		it.left = &done
+	}
+	s.done = &done
+	return &s
 }
 
 // settleBatchWritten concludes, for each j in which, the write of done[j], whose answer
