@@ -85,6 +85,9 @@ type batchItem struct {
 	started   bool        // a request of the key (this one or a duplicate) started running it
 	released  bool        // settled before it started: its claim was released
 	settleErr error       // error of recording its outcome
+	// recording, once a Settle took the outcome pending, is closed when settleErr holds the
+	// recording's error: another Settle waits for it before answering.
+	recording chan struct{}
 
 	// With duplicates in the batch, on the key's first request (or on the first request of
 	// a group of another fingerprint): run is closed once the key's run (the group's) is
@@ -445,7 +448,8 @@ func (g *Guard) leaseOutlasts(ctx context.Context, l *lease) bool {
 //
 // It returns, per request, the error of recording its outcome so far. That is nil when
 // there was nothing to record or it was recorded, else for example [ErrLeaseLost] or an
-// error wrapping [ErrStore]. A request whose DoClaimed succeeded but whose Settle error is
+// error wrapping [ErrStore]. An outcome an overlapping Settle is recording counts: Settle
+// waits for that recording and returns its error. A request whose DoClaimed succeeded but whose Settle error is
 // non-nil did not durably complete: treat it as failed.
 //
 // Settle is safe for concurrent use with DoClaimed. Call it at least once after every
@@ -482,7 +486,7 @@ func (b *Batch) Settle(ctx context.Context) []error {
 		default:
 			s := b.stamped(it, now)
 			done, doneIdx = append(done, s), append(doneIdx, i)
-			it.pending = nil
+			it.pending, it.recording = nil, make(chan struct{})
 		}
 	}
 	b.mu.Unlock()
@@ -532,6 +536,19 @@ func (b *Batch) Settle(ctx context.Context) []error {
 			}
 			g.reportRelease(ctx, s.l, s.start, s.runErr, err)
 		}
+	}
+	// An outcome an overlapping Settle took is still being recorded: its answer is that
+	// recording's, so wait for it (the store calls are bounded: see completionTimeout).
+	var recording []chan struct{}
+	b.mu.Lock()
+	for i := range b.items {
+		if c := b.items[i].recording; c != nil {
+			recording = append(recording, c)
+		}
+	}
+	b.mu.Unlock()
+	for _, c := range recording {
+		<-c
 	}
 	errs := make([]error, len(b.items))
 	b.mu.Lock()
@@ -592,6 +609,7 @@ func (b *Batch) settleBatchWritten(ctx context.Context, done []*settlement, done
 			// The duplicates replay what the store recorded (without a body, say).
 			it.left = recorded
 		}
+		close(it.recording)
 		b.mu.Unlock()
 	}
 }
