@@ -49,15 +49,21 @@ func (s *claimsThenDown) Claim(ctx context.Context, rec *idemstore.Record, now t
 //  4. The store goes down.
 //  5. DoClaimed(1) (K/B): its Do's claim fails with a store error and met no record in that
 //     call, but request 0 met one: it returns the store error, without running.
+//
+// Subtest OneKeyOtherFirst calls them the other way round: DoClaimed(1) meets caller 1's
+// record (ErrInProgress), then DoClaimed(0), the key's first request, must not run K/A.
 func TestBatchFailOpenRefusedForAKeyAnotherRequestOfTheBatchMet(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		store func(*memstore.Store) idemstore.Store
-		reqs  []idem.Request
+		name       string
+		store      func(*memstore.Store) idemstore.Store
+		reqs       []idem.Request
+		otherFirst bool // DoClaimed(1) first
 	}{
 		// A batch store, one key: Claim claims nothing.
 		{name: "OneKey", store: func(ms *memstore.Store) idemstore.Store { return &claimsThenDown{Store: ms, ok: 1} },
 			reqs: []idem.Request{{Key: "K", Fingerprint: []byte("A")}, {Key: "K", Fingerprint: []byte("B")}}},
+		{name: "OneKeyOtherFirst", store: func(ms *memstore.Store) idemstore.Store { return &claimsThenDown{Store: ms, ok: 1} },
+			reqs: []idem.Request{{Key: "K", Fingerprint: []byte("A")}, {Key: "K", Fingerprint: []byte("B")}}, otherFirst: true},
 		// A store without batch support (pgstore, redisstore): every batch claims lazily, so
 		// padding the batch does not help.
 		{name: "NoBatchStorePadded", store: func(ms *memstore.Store) idemstore.Store { return plainStore{&claimsThenDown{Store: ms, ok: 1}} },
@@ -86,14 +92,35 @@ func TestBatchFailOpenRefusedForAKeyAnotherRequestOfTheBatchMet(t *testing.T) {
 			require.NoError(t, err)
 			ctx := context.Background()
 			b := g2.Claim(ctx, tc.reqs)
-			_, _, errA := idem.DoClaimed(ctx, b, 0, func(context.Context) (int, error) { return 0, nil })
-			require.ErrorIs(t, errA, idem.ErrPayloadMismatch, "request 0's Do met caller 1's live record of K")
-			_, _, errB := idem.DoClaimed(ctx, b, 1, func(context.Context) (int, error) {
-				runsB.Add(1)
-				return 2, nil
-			})
+			var runsA atomic.Int32
+			doA := func() error {
+				_, _, err := idem.DoClaimed(ctx, b, 0, func(context.Context) (int, error) {
+					runsA.Add(1)
+					return 0, nil
+				})
+				return err
+			}
+			doB := func() error {
+				_, _, err := idem.DoClaimed(ctx, b, 1, func(context.Context) (int, error) {
+					runsB.Add(1)
+					return 2, nil
+				})
+				return err
+			}
+			if tc.otherFirst {
+				require.ErrorIs(t, doB(), idem.ErrInProgress, "request 1's Do met caller 1's live record of K")
+				errA := doA()
+				b.Settle(ctx)
+				t.Logf("request 0: err=%v", errA)
+				assert.Zero(t, runsA.Load(), "K/A ran unguarded over caller 1's record, which request 1 had met")
+				assert.ErrorIs(t, errA, idem.ErrStore)
+				return
+			}
+			require.ErrorIs(t, doA(), idem.ErrPayloadMismatch, "request 0's Do met caller 1's live record of K")
+			errB := doB()
 			b.Settle(ctx)
 			t.Logf("request 1: err=%v", errB)
+			assert.Zero(t, runsA.Load())
 			assert.Equal(t, int32(1), runsB.Load(), "K/B ran again, unguarded, while caller 1 still ran it: the batch had met caller 1's record")
 			assert.ErrorIs(t, errB, idem.ErrStore, "request 1 should get the store error, as with a padded batch on a batch store")
 		})
