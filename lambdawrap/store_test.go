@@ -17,7 +17,7 @@ import (
 	"github.com/idemkit/idem/dynamo"
 	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/internal/ddblocal"
-	"github.com/idemkit/idem/internal/samtemplate"
+	"github.com/idemkit/idem/internal/samtables"
 	"github.com/idemkit/idem/memstore"
 )
 
@@ -35,9 +35,7 @@ func stores() []storeCase {
 		{name: "mem", open: func(*testing.T) idemstore.Store { return memstore.New() }},
 		{name: "dynamodb", open: func(t *testing.T) idemstore.Store {
 			client := ddblocal.Client(t)
-			tmpl, err := samtemplate.LoadRepo()
-			require.NoError(t, err)
-			table := tmpl.NewTables(t, client, "IdempotencyTable")["IdempotencyTable"]
+			table := samtables.NewTables(t, client, "IdempotencyTable")["IdempotencyTable"]
 			store, err := dynamo.New(client, table)
 			require.NoError(t, err)
 			return store

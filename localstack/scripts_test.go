@@ -13,7 +13,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"gopkg.in/yaml.v3"
 )
 
 // script returns the absolute path of a script in this directory.
@@ -166,26 +165,6 @@ func TestComposeImage(t *testing.T) {
 			assert.Equal(t, tc.want+" args=compose -f localstack/compose.yaml up -d --wait\n", out)
 		})
 	}
-}
-
-// TestComposeFile checks that compose.yaml takes the image and the artifacts bucket from
-// the environment compose.sh sets, so the init hook creates the bucket deploy.sh uses.
-func TestComposeFile(t *testing.T) {
-	t.Parallel()
-	data, err := os.ReadFile("compose.yaml")
-	require.NoError(t, err)
-	var c struct {
-		Services map[string]struct {
-			Image       string
-			Environment map[string]string
-		}
-	}
-	require.NoError(t, yaml.Unmarshal(data, &c))
-	ls := c.Services["localstack"]
-	assert.True(t, strings.HasPrefix(ls.Image, "${LOCALSTACK_IMAGE:?"), "image %q: chosen by compose.sh, never a silent default", ls.Image)
-	assert.True(t, strings.HasPrefix(ls.Environment["SAM_ARTIFACTS_BUCKET"], "${SAM_ARTIFACTS_BUCKET"),
-		"SAM_ARTIFACTS_BUCKET must reach the init hook: %q", ls.Environment["SAM_ARTIFACTS_BUCKET"])
-	assert.Equal(t, "${LOCALSTACK_AUTH_TOKEN:-}", ls.Environment["LOCALSTACK_AUTH_TOKEN"])
 }
 
 // TestInitHookBucket runs the init hook with a stub awslocal: it creates the bucket named

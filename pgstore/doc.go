@@ -111,7 +111,7 @@
 //	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 //
 // (QueryExecModeSimpleProtocol also works.) The price is that the server parses and plans
-// every statement: on the benchmark machine (internal/cmd/idem-pgbench) a new key cost
+// every statement: on the benchmark machine (lab/cmd/idem-bench -store postgres) a new key cost
 // about three times the server CPU of the default mode. Without a pooler, keep the default.
 // Every parameter in the store's SQL carries an explicit cast, so the statements need no
 // server-side description in any mode; the behaviour suite runs in the default mode,

@@ -16,7 +16,7 @@ import (
 	"github.com/idemkit/idem/internal/ddbcount"
 	"github.com/idemkit/idem/internal/ddblocal"
 	"github.com/idemkit/idem/internal/ledgertest"
-	"github.com/idemkit/idem/internal/samtemplate"
+	"github.com/idemkit/idem/internal/samtables"
 )
 
 // ddbBackend runs on DynamoDB Local, with the idempotency and ledger tables of
@@ -35,9 +35,7 @@ func ddbBackend() backend {
 func ddbTables(tb testing.TB) (client *dynamodb.Client, idemTable, ledgerTable string) {
 	tb.Helper()
 	client = ddblocal.Client(tb)
-	tmpl, err := samtemplate.LoadRepo()
-	require.NoError(tb, err)
-	names := tmpl.NewTables(tb, client, "IdempotencyTable", "LedgerTable")
+	names := samtables.NewTables(tb, client, "IdempotencyTable", "LedgerTable")
 	return client, names["IdempotencyTable"], names["LedgerTable"]
 }
 

@@ -26,7 +26,7 @@ import (
 
 	"github.com/idemkit/idem/emf"
 	"github.com/idemkit/idem/internal/ddblocal"
-	"github.com/idemkit/idem/internal/samtemplate"
+	"github.com/idemkit/idem/internal/samtables"
 	"github.com/idemkit/idem/lambdawrap"
 )
 
@@ -47,9 +47,7 @@ type caller func(t *testing.T, method, path, key, body string) response
 // apiTables creates the example's tables on DynamoDB Local from infra/template.yaml.
 func apiTables(t *testing.T, client *dynamodb.Client) (idemTable, ordersTable string) {
 	t.Helper()
-	tmpl, err := samtemplate.LoadRepo()
-	require.NoError(t, err)
-	names := tmpl.NewTables(t, client, "IdempotencyTable", "OrdersTable")
+	names := samtables.NewTables(t, client, "IdempotencyTable", "OrdersTable")
 	return names["IdempotencyTable"], names["OrdersTable"]
 }
 

@@ -26,7 +26,7 @@ import (
 
 	"github.com/idemkit/idem/emf"
 	"github.com/idemkit/idem/internal/ddblocal"
-	"github.com/idemkit/idem/internal/samtemplate"
+	"github.com/idemkit/idem/internal/samtables"
 	"github.com/idemkit/idem/sqs"
 )
 
@@ -40,9 +40,7 @@ const invalidMessageID = "f0e1d2c3-b4a5-4968-8778-695a4b3c2d64"
 // ledgerTables creates the example's tables on DynamoDB Local from infra/template.yaml.
 func ledgerTables(t *testing.T, client *dynamodb.Client) (idemTable, ledgerTable string) {
 	t.Helper()
-	tmpl, err := samtemplate.LoadRepo()
-	require.NoError(t, err)
-	names := tmpl.NewTables(t, client, "IdempotencyTable", "LedgerTable")
+	names := samtables.NewTables(t, client, "IdempotencyTable", "LedgerTable")
 	return names["IdempotencyTable"], names["LedgerTable"]
 }
 

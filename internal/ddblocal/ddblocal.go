@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -95,7 +96,7 @@ func DisableTTL(tb testing.TB, client *dynamodb.Client, table string) {
 }
 
 // dirOption points dynamotest at <repo>/.cache/ddblocal, found by walking up from the
-// working directory to go.mod; none when there is no go.mod above it.
+// working directory to the root module's go.mod; none when there is none above it.
 func dirOption() dynamotest.Option {
 	root, err := repoRoot()
 	if err != nil {
@@ -104,20 +105,24 @@ func dirOption() dynamotest.Option {
 	return dynamotest.WithDir(filepath.Join(root, cacheDir))
 }
 
+// rootModule is the first line of the repository root's go.mod; the nested modules (lab,
+// pgstore, ...) have go.mod files of their own below it.
+const rootModule = "module github.com/idemkit/idem\n"
+
 // repoRoot walks up from the working directory (a package directory under go test) to the
-// directory holding go.mod.
+// directory holding the root module's go.mod.
 func repoRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
 	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+		if mod, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.HasPrefix(string(mod), rootModule) {
 			return dir, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("no go.mod above the working directory")
+			return "", errors.New("no go.mod of github.com/idemkit/idem above the working directory")
 		}
 		dir = parent
 	}

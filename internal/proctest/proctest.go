@@ -21,13 +21,21 @@ import (
 )
 
 // Build compiles the main package pkg (an import path) into tb's temporary directory and
-// returns the binary's path. It fails tb if the build fails.
+// returns the binary's path. It builds in the directory of the module that holds pkg, so
+// that a test in another module (the lab's) builds an example with the example's go.sum.
+// It fails tb if the build fails.
 func Build(tb testing.TB, pkg string) string {
 	tb.Helper()
 	bin := filepath.Join(tb.TempDir(), path.Base(pkg))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg).CombinedOutput()
+	dir, err := exec.CommandContext(ctx, "go", "list", "-e", "-f", "{{with .Module}}{{.Dir}}{{end}}", pkg).Output()
+	if err != nil {
+		tb.Fatalf("proctest: go list %s: %v", pkg, err)
+	}
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg)
+	build.Dir = strings.TrimSpace(string(dir))
+	out, err := build.CombinedOutput()
 	if err != nil {
 		tb.Fatalf("proctest: go build %s: %v\n%s", pkg, err, out)
 	}

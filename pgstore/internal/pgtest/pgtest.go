@@ -1,6 +1,7 @@
 // Package pgtest gives the PostgreSQL store's tests a real server: the one DATABASE_URL names,
-// else a PostgreSQL 15+ started once per test binary on 127.0.0.1 (as an unprivileged user
-// when the tests run as root) and stopped by process id when the tests end. Tests that
+// else a PostgreSQL 15+ started once per test binary on 127.0.0.1 (by internal/pgserver, as
+// an unprivileged user when the tests run as root) and stopped by process id when the tests
+// end. Tests that
 // cannot have a server fail when IDEM_REQUIRE_POSTGRES is set (make test sets it) and skip
 // with the reason otherwise.
 package pgtest
@@ -18,6 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/idemkit/idem/internal/pgserver"
 	"github.com/idemkit/idem/internal/proctest"
 )
 
@@ -26,6 +28,12 @@ const EnvURL = "DATABASE_URL"
 
 // EnvRequire, when set, turns every reason to skip a PostgreSQL test into a failure.
 const EnvRequire = "IDEM_REQUIRE_POSTGRES"
+
+// Server is a PostgreSQL server started on 127.0.0.1: see [pgserver.Server].
+type Server = pgserver.Server
+
+// Start starts a server on a fresh data directory: see [pgserver.Start].
+func Start(ctx context.Context) (*Server, error) { return pgserver.Start(ctx) }
 
 // shared is the test binary's server, started on first use by [URL].
 var shared struct {
@@ -45,7 +53,7 @@ var shared struct {
 func Main(m *testing.M) int {
 	flag.Parse()
 	if os.Getenv(EnvRequire) != "" && os.Getenv(EnvURL) == "" {
-		if _, err := locate(); err != nil {
+		if _, err := pgserver.Locate(); err != nil {
 			fmt.Fprintf(os.Stderr, "%v (%s is set, so PostgreSQL tests may not skip)\n", err, EnvRequire)
 			return 1
 		}
@@ -73,8 +81,19 @@ func Unavailable(tb testing.TB, reason error) {
 // (see [Unavailable]). It is safe for concurrent use.
 func URL(tb testing.TB) string {
 	tb.Helper()
+	u, err := SharedURL()
+	if err != nil {
+		Unavailable(tb, err)
+	}
+	return u
+}
+
+// SharedURL is [URL] without a testing.TB: it returns [EnvURL] if set, else the
+// connection string of the shared server, started on the first call, or the reason no
+// server can be had. It is safe for concurrent use.
+func SharedURL() (string, error) {
 	if u := os.Getenv(EnvURL); u != "" {
-		return u
+		return u, nil
 	}
 	shared.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -84,10 +103,7 @@ func URL(tb testing.TB) string {
 			shared.url = shared.server.URL()
 		}
 	})
-	if shared.err != nil {
-		Unavailable(tb, shared.err)
-	}
-	return shared.url
+	return shared.url, shared.err
 }
 
 // Pool returns a pool on the test binary's server, closed when tb ends.

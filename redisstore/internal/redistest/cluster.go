@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemkit/idem/internal/proctest"
+	"github.com/idemkit/idem/internal/redisserver"
 )
 
 // Cluster is a local Redis Cluster of masters without replicas, one [Server] each.
@@ -68,7 +69,7 @@ func StartCluster(ctx context.Context, masters int) (*Cluster, error) {
 
 // waitOK waits until every node reports cluster_state:ok.
 func (c *Cluster) waitOK(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	ctx, cancel := context.WithTimeout(ctx, redisserver.StartTimeout)
 	defer cancel()
 	for _, addr := range c.Addrs() {
 		cl := redis.NewClient(&redis.Options{Addr: addr})

@@ -1,3 +1,7 @@
+// Package redistest starts the Redis servers the redisstore tests run against: redis-server
+// (7 or newer) on 127.0.0.1 at a free port (by internal/redisserver), without persistence
+// unless asked, stopped by process id; or the server REDIS_URL names. It also starts small
+// local clusters.
 package redistest
 
 import (
@@ -12,7 +16,18 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/idemkit/idem/internal/proctest"
+	"github.com/idemkit/idem/internal/redisserver"
 )
+
+// Server is one redis-server process started on 127.0.0.1: see [redisserver.Server].
+type Server = redisserver.Server
+
+// Start starts redis-server on a free port of 127.0.0.1: see [redisserver.Start].
+func Start(ctx context.Context, extra ...string) (*Server, error) {
+	return redisserver.Start(ctx, extra...)
+}
 
 // EnvURL names a Redis server to run the tests against instead of starting one, as a
 // redis:// URL (redis.ParseURL). Its database is shared with whatever else uses it: the
@@ -43,8 +58,8 @@ type Env struct {
 //	func TestMain(m *testing.M) { os.Exit(env.Main(m)) }
 //
 // When no server can be had, the binary fails at once with [EnvRequire] set, and otherwise
-// runs, with every test that asks for the server skipped with the reason. Main returns the
-// exit code for os.Exit.
+// runs, with every test that asks for the server skipped with the reason and the examples
+// left out (an example cannot skip). Main returns the exit code for os.Exit.
 func (e *Env) Main(m *testing.M) int {
 	flag.Parse()
 	if url := os.Getenv(EnvURL); url != "" {
@@ -61,6 +76,11 @@ func (e *Env) Main(m *testing.M) int {
 	if e.s.err != nil && os.Getenv(EnvRequire) != "" {
 		fmt.Fprintf(os.Stderr, "redistest: no Redis server, and %s is set: %v\n", EnvRequire, e.s.err)
 		return 1
+	}
+	if e.s.err != nil {
+		// Tests skip; an example cannot, and would fail its output.
+		proctest.LeaveOutExamples()
+		fmt.Fprintf(os.Stderr, "redistest: no Redis server, so the examples are left out: %v\n", e.s.err)
 	}
 	code := m.Run()
 	if e.s.server != nil {

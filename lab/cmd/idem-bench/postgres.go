@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemkit/idem/internal/pgserver"
+	"github.com/idemkit/idem/lab/bench"
+	"github.com/idemkit/idem/pgstore"
+)
+
+// openPostgres starts PostgreSQL unless o names a server, and builds one pool of W3's
+// size in o's exec mode, a fresh table and the store over a wrapper that counts the
+// statements. The table is left on a server o names.
+func openPostgres(ctx context.Context, o options) (t *target, err error) {
+	m := &bench.Meter{}
+	var server *pgserver.Server
+	var pool *pgxpool.Pool
+	t = &target{meter: m, close: func() error {
+		if pool != nil {
+			pool.Close()
+		}
+		if server != nil {
+			return server.Close()
+		}
+		return nil
+	}}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, t.close())
+		}
+	}()
+	url := o.url
+	if url == "" {
+		if server, err = pgserver.Start(ctx); err != nil {
+			return nil, err
+		}
+		url, m.ServerPID = server.URL(), server.PID()
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, err
+	}
+	switch o.mode {
+	case "", "exec":
+		cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
+	case "cache":
+		cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheStatement
+	default:
+		return nil, fmt.Errorf("idem-bench: -mode %q: want exec or cache", o.mode)
+	}
+	cfg.MaxConns = bench.W3Goroutines
+	if pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+		return nil, err
+	}
+	table := "idem_bench_" + bench.Token()[:12]
+	if err := pgstore.CreateTable(ctx, pool, table); err != nil {
+		return nil, err
+	}
+	t.store, err = pgstore.New(&statements{DB: pool, m: m}, table)
+	return t, err
+}
+
+// statements counts the statements the store sends, by method (the benchmark attaches no
+// writes, so the store begins no transactions).
+type statements struct {
+	pgstore.DB
+	m *bench.Meter
+}
+
+func (s *statements) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	s.m.Call("Exec", 0)
+	return s.DB.Exec(ctx, sql, args...)
+}
+
+func (s *statements) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	s.m.Call("Query", 0)
+	return s.DB.Query(ctx, sql, args...)
+}
+
+func (s *statements) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	s.m.Call("QueryRow", 0)
+	return s.DB.QueryRow(ctx, sql, args...)
+}
+
+func (s *statements) Begin(ctx context.Context) (pgx.Tx, error) {
+	s.m.Call("Begin", 0)
+	return s.DB.Begin(ctx)
+}
