@@ -74,7 +74,9 @@ type Hooks struct {
 	// taken over (see [WithHeartbeat]). It runs at most once per run: the first of these
 	// reports the incident, and a later one of the same run does not run it again.
 	OnLeaseLost func(context.Context, Event)
-	// OnReleased runs when a failed handler's key is released for a retry.
+	// OnReleased runs when a key is released for a retry without its outcome stored: its
+	// handler failed ([Event.HandlerFailed]), its completion committed nothing, or its
+	// batch request was settled before it started.
 	OnReleased func(context.Context, Event)
 	// OnStoreError runs when a store operation fails.
 	OnStoreError func(context.Context, Event)
