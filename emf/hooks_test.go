@@ -402,3 +402,32 @@ func TestHooksCountCacheReplays(t *testing.T) {
 	assert.InDelta(t, 2, docs[0][emf.MetricReplays], 0)
 	assert.InDelta(t, 2, docs[0][emf.MetricCacheReplays], 0, "the completion filled the cache")
 }
+
+// A run whose lease the watchdog found run out, and whose completion then met the new
+// owner's record, is one incident: LeaseLost counts it once.
+func TestHooksCountALostLeaseOnce(t *testing.T) {
+	t.Parallel()
+	const margin = 2 * time.Second
+	var out bytes.Buffer
+	r := newRecorder(t, &out)
+	clock := storetest.NewSimulatedClock()
+	g, err := idem.New(memstore.New(), "test", idem.WithClock(clock), idem.WithLease(time.Minute),
+		idem.WithLeaseMargin(margin), idem.WithHooks(r.Hooks()))
+	require.NoError(t, err)
+	_, _, err = idem.Do(context.Background(), g, idem.Request{Key: "k"}, func(hctx context.Context) (int, error) {
+		wait, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		require.True(t, clock.WaitAfterCalls(wait, 1), "the lease watchdog does not wait on the clock")
+		require.True(t, clock.AdvanceToNext(wait), "the lease watchdog set no timer")
+		<-hctx.Done()
+		clock.Advance(margin + time.Second) // the lease ended: another caller takes the key over
+		_, _, err := idem.Do(context.Background(), g, idem.Request{Key: "k"}, func(context.Context) (int, error) { return 2, nil })
+		require.NoError(t, err)
+		return 1, nil // its completion meets the other owner's record
+	})
+	require.ErrorIs(t, err, idem.ErrLeaseLost)
+	require.NoError(t, r.Flush())
+	docs := documents(t, out.Bytes())
+	require.Len(t, docs, 1)
+	assert.InDelta(t, 1.0, docs[0][emf.MetricLeaseLost], 0, "one incident, one count")
+}
