@@ -28,6 +28,9 @@
 //	lambda.Start(otellambda.WrapHandler(lambda.NewHandler(h.Handle),
 //		otellambda.WithTracerProvider(tp), otellambda.WithFlusher(tp)))
 //
+// With metrics too (package emf, say), join the hooks:
+// idem.WithHooks(idem.JoinHooks(rec.Hooks(), tracer.Hooks())).
+//
 // See https://opentelemetry.io/docs/languages/go/ and
 // https://docs.aws.amazon.com/lambda/latest/dg/golang-tracing.html.
 package idemotel
