@@ -403,7 +403,7 @@ func doClaimed[T any](ctx context.Context, b *Batch, k *batchItem, req Request, 
 		// by less than the margin may own the key now, so it must not run.
 		return result, false, ErrLeaseLost
 	}
-	s := g.runHandler(ctx, k.rec, k.now, func(ctx context.Context) (any, error) { return fn(ctx) })
+	s := g.runHooked(ctx, k.rec, k.now, func(ctx context.Context) (any, error) { return fn(ctx) })
 	result, _ = s.value.(T)
 	_, attachMany := g.store.(idemstore.BatchAttachStore)
 	if (len(s.attached) > 0 && !attachMany) || !g.leaseOutlasts(ctx, s.l) {
@@ -534,7 +534,8 @@ func (b *Batch) Settle(ctx context.Context) []error {
 			if len(results) == len(keys) {
 				err = results[j]
 			}
-			g.reportRelease(ctx, s.l, s.start, s.runErr, err)
+			g.reportRelease(s.run.context(ctx), s.l, s.start, s.runErr, err)
+			s.run.end(s.l.handlerRan, s.runErr)
 		}
 	}
 	// An outcome an overlapping Settle took is still being recorded: its answer is that

@@ -169,7 +169,7 @@ func (g *Guard) do(ctx context.Context, req Request, run func(context.Context) (
 
 	if rec := g.cache.get(key, start); rec != nil {
 		known.set(rec)
-		rec, err := g.conflict(ctx, rec, fp, start)
+		rec, err := g.replayCached(ctx, rec, fp, start)
 		return rec, nil, err
 	}
 
@@ -302,7 +302,7 @@ func (g *Guard) decideClaim(ctx context.Context, rec *idemstore.Record, now time
 			return met, false, err
 		}
 		if wrote {
-			g.fire(ctx, g.cfg.hooks.OnClaimed, now, Event{Key: key})
+			g.fire(ctx, g.cfg.hooks.OnClaimed, now, Event{Key: key, LeaseExpires: rec.LeaseExpires})
 			return rec, true, nil
 		}
 		if prev == nil {
@@ -316,7 +316,7 @@ func (g *Guard) decideClaim(ctx context.Context, rec *idemstore.Record, now time
 			// took effect may be an earlier attempt landing late, so the record, not rec,
 			// says which checkpoint (and number) the new owner resumes from.
 			rec.Checkpoint, rec.CheckpointSeq, rec.Fingerprint = prev.Checkpoint, prev.CheckpointSeq, prev.Fingerprint
-			g.fire(ctx, g.cfg.hooks.OnClaimed, now, Event{Key: key})
+			g.fire(ctx, g.cfg.hooks.OnClaimed, now, Event{Key: key, LeaseExpires: rec.LeaseExpires})
 			return rec, true, nil
 		}
 		if prev.Live(now) || attempt == takeoverAttempts {

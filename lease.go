@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemkit/idem/idemstore"
@@ -27,6 +28,16 @@ type lease struct {
 	// cpSeq is the number of the last checkpoint write sent (see
 	// [idemstore.Record.CheckpointSeq]), from the claimed record's on.
 	cpSeq int64
+
+	// handlerRan is how long the handler ran, for the hooks: set when it returns.
+	handlerRan time.Duration
+	// handlerDone is set when the handler returned or panicked, for the hooks: a release
+	// of a lease whose handler never ran is no handler failure.
+	handlerDone bool
+
+	// lostReported is set once [Hooks.OnLeaseLost] ran for the lease (see
+	// [Guard.leaseLost]).
+	lostReported atomic.Bool
 
 	// cpMu serializes the lease's checkpoint writes, so that they are sent in the order of
 	// their numbers, one at a time; it is held across the store call, l.mu is not.

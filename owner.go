@@ -47,13 +47,14 @@ type settlement struct {
 	attached []any             // writes to commit with done
 	value    any               // the handler's result
 	runErr   error             // the handler's error, returned to the caller as is
+	run      *runHooks         // the run's OnRun context and OnRunEnd; nil if none
 }
 
 // runOwned runs fn under the lease on rec, claimed at claimedAt, then settles the outcome.
 // It returns fn's result and the caller's error.
 // If left is not nil, *left is set to the record the outcome left (nil if none).
 func (g *Guard) runOwned(ctx context.Context, rec *idemstore.Record, claimedAt time.Time, run func(context.Context) (any, error), left **idemstore.Record) (any, error) {
-	s := g.runHandler(ctx, rec, claimedAt, run)
+	s := g.runHooked(ctx, rec, claimedAt, run)
 	recorded, err := g.settle(ctx, s)
 	if left != nil {
 		*left = recorded
@@ -82,12 +83,15 @@ func (g *Guard) runHandler(ctx context.Context, rec *idemstore.Record, claimedAt
 			return
 		}
 		stopWatch()
+		l.handlerDone = true
 		g.releaseKey(ctx, l, start, errors.New("idem: handler panicked"))
 	}()
 	v, runErr := run(hctx)
 	finished = true
 	stopWatch()
 	attached := l.takeAttached() // closes the lease to attachments, whatever the outcome
+	// For the hooks; the watchdog has stopped.
+	l.handlerRan, l.handlerDone = g.sinceStart(start), true
 
 	s := settlement{l: l, start: start, value: v, runErr: runErr}
 	if runErr != nil {
@@ -131,7 +135,8 @@ func (g *Guard) recordToComplete(rec *idemstore.Record, l *lease, status idemsto
 // caller's error.
 func (g *Guard) settle(ctx context.Context, s settlement) (*idemstore.Record, error) {
 	if s.done == nil {
-		g.releaseKey(ctx, s.l, s.start, s.runErr)
+		g.releaseKey(s.run.context(ctx), s.l, s.start, s.runErr)
+		s.run.end(s.l.handlerRan, s.runErr)
 		return nil, s.runErr
 	}
 	return g.settleWritten(ctx, s, g.writeCompletion(ctx, s))
@@ -238,11 +243,15 @@ func detached(ctx context.Context) (context.Context, context.CancelFunc) {
 // settleWritten concludes the write of s.done, whose answer was err.
 // It returns the record stored (nil if none; see [Guard.concludeCompletion]) and the
 // caller's error ([callerErr]).
+// It ends the run ([Hooks.OnRunEnd]), whose context its hooks get.
 func (g *Guard) settleWritten(ctx context.Context, s settlement, err error) (*idemstore.Record, error) {
-	recorded, err := g.concludeCompletion(ctx, s, err)
+	recorded, err := g.concludeCompletion(s.run.context(ctx), s, err)
 	if err != nil {
-		return nil, callerErr(s, err)
+		err = callerErr(s, err)
+		s.run.end(s.l.handlerRan, err)
+		return nil, err
 	}
+	s.run.end(s.l.handlerRan, callerErr(s, nil))
 	return recorded, callerErr(s, nil)
 }
 
@@ -301,10 +310,10 @@ func (g *Guard) reportCompletion(ctx context.Context, l *lease, rec *idemstore.R
 	switch {
 	case err == nil:
 		g.cache.put(rec)
-		g.fire(ctx, g.cfg.hooks.OnCompleted, start, Event{Key: l.key})
+		g.fire(ctx, g.cfg.hooks.OnCompleted, start, Event{Key: l.key, HandlerDuration: l.handlerRan})
 		return nil
 	case errors.Is(err, ErrLeaseLost):
-		g.fire(ctx, g.cfg.hooks.OnLeaseLost, start, Event{Key: l.key, Err: err})
+		g.leaseLost(ctx, l, start, Event{Err: err, HandlerDuration: l.handlerRan})
 		if len(attached) == 0 {
 			g.cfg.logger.ErrorContext(ctx, "idem: lease lost before completion; the handler's effects may have happened twice", "key", l.key)
 		} else {
@@ -339,7 +348,7 @@ func (g *Guard) releaseUncommitted(ctx context.Context, s settlement) error {
 		cur, gerr := g.store.Get(cctx, s.l.key)
 		if gerr == nil && cur != nil && cur.LeaseToken == s.done.LeaseToken && cur.Status == s.done.Status {
 			g.cache.put(s.done)
-			g.fire(ctx, g.cfg.hooks.OnCompleted, s.start, Event{Key: s.l.key})
+			g.fire(ctx, g.cfg.hooks.OnCompleted, s.start, Event{Key: s.l.key, HandlerDuration: s.l.handlerRan})
 			return errCompletedAfterAll
 		}
 	}
@@ -367,9 +376,10 @@ func (g *Guard) releaseKey(ctx context.Context, l *lease, start time.Time, cause
 func (g *Guard) reportRelease(ctx context.Context, l *lease, start time.Time, cause, err error) {
 	switch {
 	case err == nil:
-		g.fire(ctx, g.cfg.hooks.OnReleased, start, Event{Key: l.key, Err: cause})
+		failed := l.handlerDone && !errors.Is(cause, idemstore.ErrNotCommitted)
+		g.fire(ctx, g.cfg.hooks.OnReleased, start, Event{Key: l.key, Err: cause, HandlerDuration: l.handlerRan, HandlerFailed: failed})
 	case errors.Is(err, ErrLeaseLost):
-		g.fire(ctx, g.cfg.hooks.OnLeaseLost, start, Event{Key: l.key, Err: err})
+		g.leaseLost(ctx, l, start, Event{Err: err, HandlerDuration: l.handlerRan})
 	default:
 		err = storeErr("release", err)
 		g.storeFailed(ctx, l.key, "release", start, err)

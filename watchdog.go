@@ -161,7 +161,7 @@ func (w *watchdog) apply(r extension) bool {
 	case w.watchCtx.Err() != nil:
 		return false // stopped: the outcome is being recorded
 	case errors.Is(r.err, ErrLeaseLost):
-		g.fire(w.ctx, g.cfg.hooks.OnLeaseLost, time.Time{}, Event{Key: l.key, Err: r.err})
+		g.leaseLost(w.ctx, l, time.Time{}, Event{Err: r.err})
 		w.cancel(ErrLeaseLost)
 		return false
 	default:
@@ -173,7 +173,7 @@ func (w *watchdog) apply(r extension) bool {
 // leaseRanOut cancels the handler's context of l: its lease came within the margin of its
 // end.
 func (g *Guard) leaseRanOut(ctx context.Context, l *lease, cancel context.CancelCauseFunc) {
-	g.fire(ctx, g.cfg.hooks.OnLeaseLost, time.Time{}, Event{Key: l.key, Err: errLeaseRanOut})
+	g.leaseLost(ctx, l, time.Time{}, Event{Err: errLeaseRanOut})
 	g.cfg.logger.WarnContext(ctx, "idem: the lease came within the margin of its end; cancelling the handler's context", "key", l.key)
 	cancel(errLeaseRanOut)
 }

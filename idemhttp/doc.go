@@ -82,6 +82,11 @@
 //   - a connection hijacked: the handler's answer; nothing stored, the key released;
 //   - other methods (GET, PUT, DELETE, ...): the handler, unguarded; the body is not read.
 //
+// Every request refused or failed for a reason of idem's (in flight, payload mismatch,
+// lease lost, store down, …) gets one INFO line through the guard's logger, "idemhttp:
+// request refused", with its stored key (never the raw key), the reason and the status,
+// from which on-call finds its record (TestRefusalLogged).
+//
 // The meaning of each store failure, and of the problem types, is that of lambdawrap. Errors
 // are RFC 9457 problem details (application/problem+json) whose type is one of the Problem
 // constants. The header name is matched in any case; its value may be an RFC 8941 quoted

@@ -103,7 +103,11 @@
 //
 //   - Its logger (idem.WithLogger) gets what is answered rather than returned to Lambda:
 //     a failing store, a response that cannot be replayed, a run without a key, a caller
-//     it cannot identify.
+//     it cannot identify. And every request refused or failed for a reason of idem's (in
+//     flight, payload mismatch, lease lost, store down, …) gets one INFO line,
+//     "lambdawrap: request refused", with its stored key, the reason and the status, from
+//     which on-call finds its record (TestRefusalLogged); [Wrap] writes it for each such
+//     error it returns.
 //   - Its hooks (idem.WithHooks) get the guard's own events. They also get OnUnguarded for
 //     every run without a key and every request refused for an unknown caller.
 //

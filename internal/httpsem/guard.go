@@ -148,13 +148,13 @@ func (s *Guard) Run(ctx context.Context, req *Request, r idem.Request, fpErr err
 	var aborted *abortedError
 	if errors.As(err, &aborted) {
 		s.g.Logger().WarnContext(ctx, s.s.Package+": the handler gave up, answering no status; nothing stored, the key released", "error", err)
-		return Answered, s.Problem(http.StatusServiceUnavailable, ProblemAborted,
-			"the request's run ended before it answered; nothing was stored, and a retry runs it again", StoreRetryAfter, req.MultiValue), nil
+		return Answered, s.refused(ctx, r, ReasonAborted, err, s.Problem(http.StatusServiceUnavailable, ProblemAborted,
+			"the request's run ended before it answered; nothing was stored, and a retry runs it again", StoreRetryAfter, req.MultiValue)), nil
 	}
 	var he *handlerError
 	if errors.As(err, &he) {
 		if resp, ok := s.handlerProblem(ctx, he.err, req.MultiValue); ok {
-			return Answered, resp, nil
+			return Answered, s.refused(ctx, r, RefusalReason(he.err), he.err, resp), nil
 		}
 		return Failed, Response{}, he.err
 	}
@@ -164,8 +164,9 @@ func (s *Guard) Run(ctx context.Context, req *Request, r idem.Request, fpErr err
 		return Ran, Response{}, nil
 	}
 	if resp, ok := s.guardProblem(ctx, err, req.MultiValue); ok {
-		return Answered, resp, nil
+		return Answered, s.refused(ctx, r, RefusalReason(err), err, resp), nil
 	}
 	// No HTTP meaning (a cancelled context, a remembered failure): the caller's to fail.
+	LogRefusal(ctx, s.s.Package, s.g, r, RefusalReason(err), 0, err)
 	return Failed, Response{}, err
 }
