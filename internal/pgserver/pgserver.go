@@ -5,6 +5,7 @@
 package pgserver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -100,7 +101,7 @@ func (s *Server) Restart(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer logf.Close()
+	defer func() { _ = logf.Close() }() // postgres writes through its own descriptor
 	// fsync off: a test server's data need not survive the machine, only the process, which
 	// the page cache covers (the fault test kills the process, never the machine). Commits
 	// stay synchronous, so what a client saw committed is in the WAL when the process dies.
@@ -130,9 +131,9 @@ func (s *Server) waitReady(ctx context.Context) error {
 		}
 		select {
 		case <-s.proc.Done():
-			return fmt.Errorf("postgres exited: %v", s.proc.Err())
+			return fmt.Errorf("postgres exited: %w", cmp.Or(s.proc.Err(), errors.New("exit status 0")))
 		case <-ctx.Done():
-			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
+			return fmt.Errorf("%w (last error: %w)", ctx.Err(), err)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
