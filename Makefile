@@ -83,7 +83,7 @@ test: deps lint
 
 lint: vet $(STATICCHECK) $(GOLANGCI_LINT_STAMP) shellcheck
 	@for m in $(MODULES); do echo "staticcheck ($$m)"; (cd "$$m" && $(STATICCHECK) ./...) || exit 1; done
-	@for m in $(MODULES); do echo "golangci-lint ($$m)"; (cd "$$m" && $(GOLANGCI_LINT) run ./...) || exit 1; done
+	@for m in $(MODULES); do echo "golangci-lint ($$m)"; (cd "$$m" && $(GOLANGCI_LINT) run --allow-parallel-runners ./...) || exit 1; done
 
 vet:
 	@unformatted="$$(gofmt -l $$(git ls-files '*.go'; git ls-files --others --exclude-standard '*.go'))"; \

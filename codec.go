@@ -3,12 +3,15 @@ package idem
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/idemkit/idem/idemstore"
 )
@@ -160,4 +163,115 @@ func inflatedSizeHint(data []byte) int {
 	isize := int(binary.LittleEndian.Uint32(data[len(data)-4:]))
 	// bytes.Buffer.ReadFrom wants room for one more read at the end: 512 bytes.
 	return min(isize, 1032*len(data), maxInflated) + 512
+}
+
+// valuePrefix begins the stored form of a [CheckpointValue]:
+//
+//	idem:cp1 <codec name, quoted> <step, quoted> text <the codec's output>
+//	idem:cp1 <codec name, quoted> <step, quoted> base64 <the codec's output in base64>
+//
+// for example idem:cp1 "json" "reserved" text {"id":"r-1"}. Quoted is Go's strconv.Quote:
+// valid UTF-8 without NUL, whatever the name or step, and read back exactly. The codec's
+// output is kept as text when it is valid UTF-8 without NUL (JSON always is, readable in
+// the record), else in base64 (standard, padded). So every form is a checkpoint every
+// store keeps exactly. [Checkpoint] refuses a string with this prefix: no plain
+// checkpoint reads back as a value.
+const valuePrefix = "idem:cp1 "
+
+// The forms of a checkpoint value's data.
+const (
+	formText   = "text "
+	formBase64 = "base64 "
+)
+
+// checkpointForm is a parsed [CheckpointValue]'s stored form.
+type checkpointForm struct {
+	codec, step string
+	data        []byte
+}
+
+// encodeCheckpoint returns the stored form of step and v, encoded with the codec. It
+// refuses, with [ErrInvalidCheckpoint], a value the codec cannot encode and a form longer
+// than [MaxCheckpointLen].
+func (c *config) encodeCheckpoint(step string, v any) (string, error) {
+	data, err := c.codec.Marshal(v)
+	if err != nil {
+		return "", fmt.Errorf("%w: step %q: value does not encode: %w", ErrInvalidCheckpoint, step, err)
+	}
+	var b strings.Builder
+	b.WriteString(valuePrefix)
+	b.WriteString(strconv.Quote(c.codec.Name()))
+	b.WriteByte(' ')
+	b.WriteString(strconv.Quote(step))
+	b.WriteByte(' ')
+	if utf8.Valid(data) && bytes.IndexByte(data, 0) < 0 {
+		b.WriteString(formText)
+		b.Write(data)
+	} else {
+		b.WriteString(formBase64)
+		b.WriteString(base64.StdEncoding.EncodeToString(data))
+	}
+	if b.Len() > MaxCheckpointLen {
+		return "", fmt.Errorf("%w: step %q and its value (%d bytes encoded) take %d bytes stored, more than %d",
+			ErrInvalidCheckpoint, step, len(data), b.Len(), MaxCheckpointLen)
+	}
+	return b.String(), nil
+}
+
+// parseCheckpoint parses the stored form of a [CheckpointValue]. It fails for a plain
+// checkpoint and for a damaged form.
+func parseCheckpoint(s string) (checkpointForm, error) {
+	var f checkpointForm
+	rest, ok := strings.CutPrefix(s, valuePrefix)
+	if !ok {
+		return f, errors.New("not a checkpoint value")
+	}
+	var err error
+	if f.codec, rest, err = cutQuoted(rest); err != nil {
+		return f, fmt.Errorf("checkpoint value: codec: %w", err)
+	}
+	if f.step, rest, err = cutQuoted(rest); err != nil {
+		return f, fmt.Errorf("checkpoint value: step: %w", err)
+	}
+	if fault := checkpointFault(f.step); fault != "" {
+		return f, fmt.Errorf("checkpoint value: step: %s", fault)
+	}
+	if text, ok := strings.CutPrefix(rest, formText); ok {
+		f.data = []byte(text)
+		return f, nil
+	}
+	if b64, ok := strings.CutPrefix(rest, formBase64); ok {
+		if f.data, err = base64.StdEncoding.Strict().DecodeString(b64); err != nil {
+			return f, fmt.Errorf("checkpoint value: %w", err)
+		}
+		return f, nil
+	}
+	return f, errors.New("checkpoint value: no text or base64 data")
+}
+
+// cutQuoted cuts a double-quoted Go string and the space after it off s, and returns the
+// string unquoted and the rest.
+func cutQuoted(s string) (unquoted, rest string, err error) {
+	if !strings.HasPrefix(s, `"`) {
+		return "", "", errors.New("not quoted")
+	}
+	q, err := strconv.QuotedPrefix(s)
+	if err != nil {
+		return "", "", err
+	}
+	rest, ok := strings.CutPrefix(s[len(q):], " ")
+	if !ok {
+		return "", "", errors.New("no space after the quoted string")
+	}
+	unquoted, err = strconv.Unquote(q)
+	return unquoted, rest, err
+}
+
+// decodeCheckpoint decodes a checkpoint value's data into out with the codec, which must
+// be the one that encoded it.
+func (c *config) decodeCheckpoint(f checkpointForm, out any) error {
+	if f.codec != c.codec.Name() {
+		return fmt.Errorf("value encoded with codec %q, the guard's is %q", f.codec, c.codec.Name())
+	}
+	return c.codec.Unmarshal(f.data, out)
 }

@@ -54,7 +54,9 @@
 // Handlers can:
 //   - record progress with [Checkpoint], and read it after a takeover with
 //     [LastCheckpoint]. A failed or panicking handler's release keeps the checkpoint for
-//     the retry, and a takeover carries it into the new owner's record.
+//     the retry, and a takeover carries it into the new owner's record. With
+//     [CheckpointValue] a checkpoint carries a value, encoded with the guard's codec, that
+//     the next owner gets back from [LastCheckpointValue].
 //   - attach their own store writes to the completion with [Attach]. The business effect
 //     and the record then commit together or not at all.
 //

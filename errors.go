@@ -17,7 +17,7 @@ import (
 //   - Give up, since a retry gets the same answer: [ErrFailed] ([*FailedError] carries
 //     the message), [ErrResultNotStored], [ErrIncompatibleRecord].
 //   - From the handler's side: [ErrConditionFailed] (an attached write's condition
-//     failed), [ErrNoLease] ([Attach] or [Checkpoint] outside a guarded run),
+//     failed), [ErrNoLease] ([Attach] or a checkpoint outside a guarded run),
 //     [ErrInvalidCheckpoint], and [ErrDoNotStore], which a handler returns.
 //   - From constructors: [ErrInvalidOption].
 var (
@@ -48,17 +48,22 @@ var (
 	// handler is not run again.
 	ErrResultNotStored = errors.New("idem: result completed but not stored")
 	// ErrIncompatibleRecord means a stored record has an unknown schema version, status or
-	// encoding, or data that does not decode. The handler is not run again.
+	// encoding, or data that does not decode. The handler is not run again. From
+	// [LastCheckpointValue], it means the checkpoint's value does not decode into the type
+	// asked for with the guard's codec.
 	ErrIncompatibleRecord = idemstore.ErrIncompatibleRecord
 
 	// ErrConditionFailed means a write attached to the completion (see [Attach]) failed its
 	// condition: neither it nor the completion committed, and the key was released.
 	ErrConditionFailed = idemstore.ErrConditionFailed
-	// ErrNoLease means [Attach] or [Checkpoint] was called outside a guarded handler.
+	// ErrNoLease means [Attach], [Checkpoint] or [CheckpointValue] was called outside a
+	// guarded handler.
 	ErrNoLease = errors.New("idem: no lease in context: call from inside a guarded handler")
-	// ErrInvalidCheckpoint means [Checkpoint] was given a checkpoint that not every store
-	// keeps exactly: empty, not valid UTF-8, holding a NUL byte, or longer than
-	// [MaxCheckpointLen] bytes. Nothing was written. The error says which rule it broke.
+	// ErrInvalidCheckpoint means [Checkpoint] or [CheckpointValue] was given a checkpoint
+	// that not every store keeps exactly: empty, not valid UTF-8, holding a NUL byte,
+	// longer than [MaxCheckpointLen] bytes (a value's step and stored form together), or
+	// in the stored form of a value. Or [CheckpointValue]'s codec could not encode the
+	// value. Nothing was written. The error says which rule it broke.
 	ErrInvalidCheckpoint = errors.New("idem: invalid checkpoint")
 	// ErrDoNotStore, returned by a guarded handler (possibly wrapped), releases the key
 	// without storing anything, whatever [WithRememberFailures] says. [Do] returns the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -75,6 +76,75 @@ func ExampleCheckpoint() {
 		return "shipped", nil
 	})
 	// Output: checkpoint: payment_charged
+}
+
+// A checkpoint that carries what the next step needs. The first run reserves a seat,
+// records the reservation, and fails at the carrier; the key is released with the
+// checkpoint kept. The retry resumes with the same reservation instead of making another.
+func ExampleCheckpointValue() {
+	type booking struct {
+		ReservationID string `json:"reservation_id"`
+	}
+	guard, _ := idem.New(memstore.New(), "book-trip")
+	reservations, carrierUp := 0, false
+	book := func(ctx context.Context) (string, error) {
+		step, b, ok, err := idem.LastCheckpointValue[booking](ctx)
+		if err != nil {
+			return "", err
+		}
+		if step != "reserved" || !ok {
+			reservations++
+			b = booking{ReservationID: fmt.Sprintf("r-%d", reservations)}
+			if err := idem.CheckpointValue(ctx, "reserved", b); err != nil {
+				return "", err
+			}
+		}
+		if !carrierUp {
+			return "", errors.New("carrier down")
+		}
+		return "ticket for " + b.ReservationID, nil
+	}
+	ctx := context.Background()
+	_, _, err := idem.Do(ctx, guard, idem.Request{Key: "trip-7"}, book)
+	fmt.Println("first run:", err)
+	carrierUp = true
+	ticket, _, err := idem.Do(ctx, guard, idem.Request{Key: "trip-7"}, book)
+	fmt.Println("retry:", ticket, err)
+	fmt.Println("reservations:", reservations)
+	// Output:
+	// first run: carrier down
+	// retry: ticket for r-1 <nil>
+	// reservations: 1
+}
+
+// A handler moving from string checkpoints to values: a key whose checkpoint an earlier
+// release wrote as "reserved:<id>" reads back as that step with no value (ok false), and
+// the handler parses it once.
+func ExampleLastCheckpointValue() {
+	type booking struct {
+		ReservationID string `json:"reservation_id"`
+	}
+	guard, _ := idem.New(memstore.New(), "book-trip")
+	ctx := context.Background()
+	_, _, _ = idem.Do(ctx, guard, idem.Request{Key: "trip-8"}, func(ctx context.Context) (string, error) {
+		_ = idem.Checkpoint(ctx, "reserved:r-42") // as the earlier release did
+		return "", errors.New("carrier down")
+	})
+	ticket, _, err := idem.Do(ctx, guard, idem.Request{Key: "trip-8"}, func(ctx context.Context) (string, error) {
+		step, b, ok, err := idem.LastCheckpointValue[booking](ctx)
+		if err != nil {
+			return "", err
+		}
+		if id, old := strings.CutPrefix(step, "reserved:"); old && !ok {
+			step, b = "reserved", booking{ReservationID: id}
+		}
+		if step != "reserved" {
+			return "", errors.New("not reserved yet")
+		}
+		return "ticket for " + b.ReservationID, nil
+	})
+	fmt.Println(ticket, err)
+	// Output: ticket for r-42 <nil>
 }
 
 // Writes attached to the completion commit with it or not at all.

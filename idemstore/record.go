@@ -60,7 +60,9 @@ type Record struct {
 	// LeaseToken is the random token of the lease owner. Completion, release, lease
 	// extension and checkpoints are conditional on it.
 	LeaseToken string
-	// Checkpoint is the last progress marker the owner recorded with idem.Checkpoint.
+	// Checkpoint is the last progress marker the owner recorded with idem.Checkpoint, or
+	// the stored form of one recorded with idem.CheckpointValue (text beginning
+	// "idem:cp1 "). A store keeps it byte for byte; it is valid UTF-8 without NUL bytes.
 	Checkpoint string
 	// CheckpointSeq numbers Checkpoint among the checkpoints written to the record: each
 	// checkpoint a lease writes has the next number, and a claim that carries a checkpoint

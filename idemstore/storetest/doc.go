@@ -6,6 +6,7 @@
 //     contention (many goroutines, one key: exactly one run);
 //   - settle.go: release on error, remembered failures, large and incompatible records;
 //   - checkpoint.go and takeover.go: checkpoints and lease takeovers;
+//   - checkpointvalue.go: checkpoints that carry a value, across takeovers and failures;
 //   - failures.go and faulty.go: store failures and lost responses;
 //   - late.go and lateclaim.go: writes and claims that land late, after later ones;
 //   - batchdup.go: duplicate requests in one batch;

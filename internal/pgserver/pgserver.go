@@ -101,7 +101,8 @@ func (s *Server) Restart(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer func() { _ = logf.Close() }() // postgres writes through its own descriptor
+	// The child holds its own descriptor of the log; ours is only for starting it.
+	defer func() { _ = logf.Close() }()
 	// fsync off: a test server's data need not survive the machine, only the process, which
 	// the page cache covers (the fault test kills the process, never the machine). Commits
 	// stay synchronous, so what a client saw committed is in the WAL when the process dies.
