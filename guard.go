@@ -132,9 +132,10 @@ func Do[T any](ctx context.Context, g *Guard, req Request, fn func(context.Conte
 //   - left, if not nil, is set to the record the call leaves for the key: the one
 //     replayed, or the one fn's outcome was recorded as. It is nil when the call left
 //     none: fn failed and the key was released, or an error came before or after fn.
-//   - known, if not nil, is a record the caller already met holding the key. The call
-//     then never fails open (see [Guard.do]).
-func doLeaving[T any](ctx context.Context, g *Guard, req Request, fn func(context.Context) (T, error), left **idemstore.Record, known *idemstore.Record) (result T, replayed bool, err error) {
+//   - known, if not nil, is shared by the calls of one key in a batch: the record any of
+//     them met holding the key. The call never fails open once it is set, and sets it to
+//     the records it meets (see [Guard.do]).
+func doLeaving[T any](ctx context.Context, g *Guard, req Request, fn func(context.Context) (T, error), left **idemstore.Record, known *keyMet) (result T, replayed bool, err error) {
 	// The closure captures only fn, so it stays on the stack; fn's result comes back boxed.
 	rec, v, err := g.do(ctx, req, func(ctx context.Context) (any, error) { return fn(ctx) }, left, known)
 	if rec == nil {
@@ -155,9 +156,10 @@ func doLeaving[T any](ctx context.Context, g *Guard, req Request, fn func(contex
 // returned after running it. Then, if left is not nil, *left is the record fn's outcome
 // was recorded as (nil if none).
 //
-// known, if not nil, is a record the caller already met holding the key (a batch
-// claim's). Like every record a claim or poll of this call meets, it forbids failing open.
-func (g *Guard) do(ctx context.Context, req Request, run func(context.Context) (any, error), left **idemstore.Record, known *idemstore.Record) (*idemstore.Record, any, error) {
+// known, if not nil, holds the record the other calls of the key in a batch met holding
+// it (the batch claim's, or another request's Do's). Like every record a claim or poll of
+// this call meets, it forbids failing open; this call adds the records it meets to it.
+func (g *Guard) do(ctx context.Context, req Request, run func(context.Context) (any, error), left **idemstore.Record, known *keyMet) (*idemstore.Record, any, error) {
 	key, token, err := g.keyAndToken(req)
 	if err != nil {
 		return nil, nil, err
@@ -166,18 +168,23 @@ func (g *Guard) do(ctx context.Context, req Request, run func(context.Context) (
 	start := g.now()
 
 	if rec := g.cache.get(key, start); rec != nil {
+		known.set(rec)
 		rec, err := g.conflict(ctx, rec, fp, start)
 		return rec, nil, err
 	}
 
 	var waitUntil time.Time
-	met := known // the last record this call learned holds the key: then it never fails open
+	var met *idemstore.Record // the last record this call learned holds the key
 	for now := start; ; now = g.now() {
 		rec, owned, err := g.claimOnce(ctx, key, token, fp, now)
 		if rec != nil {
 			met = rec
+			known.set(rec)
 		}
 		if err != nil {
+			if met == nil {
+				met = known.get() // another call of the batch met one: never fail open
+			}
 			if g.failsOpen(ctx, met, err) {
 				v, err := g.runUnguarded(ctx, key, err, run)
 				return nil, v, err
@@ -201,6 +208,7 @@ func (g *Guard) do(ctx context.Context, req Request, run func(context.Context) (
 		}
 		if polled != nil {
 			met = polled
+			known.set(polled)
 		}
 		// The record went away or its lease ended: claim again, with a token of its own.
 		token = newToken()
@@ -271,7 +279,8 @@ const takeoverAttempts = 3
 //   - refused by a live record, or still refused after takeoverAttempts claims: that
 //     record, not owned;
 //   - refused by a lease-ended record: it claims again, carrying the record's checkpoint
-//     if it has one ([Guard.carryCheckpoint], which may answer [ErrPayloadMismatch]);
+//     if it has one ([Guard.carryCheckpoint]). If that answers [ErrPayloadMismatch], the
+//     record and the error;
 //   - an error, or refused without a record: a store error, with the record the claims
 //     met, if any, so [Guard.failsOpen] refuses.
 //
@@ -314,7 +323,9 @@ func (g *Guard) decideClaim(ctx context.Context, rec *idemstore.Record, now time
 			return prev, false, nil
 		}
 		if err := g.carryCheckpoint(ctx, rec, prev, fp, now); err != nil {
-			return nil, false, err
+			// The record holds the key for another payload: return it with the error, so
+			// that a later claim of the same call (or batch) never fails open over it.
+			return prev, false, err
 		}
 		prev, wrote, err = g.store.Claim(ctx, rec, now)
 	}
@@ -452,7 +463,8 @@ func (g *Guard) now() time.Time { return g.cfg.clock.Now() }
 // learn the key's state. It never does:
 //   - when the call met a record holding the key (met): one the store returned with the
 //     error, although it could not read all of it, or one an earlier claim, read or poll
-//     of the same call returned;
+//     of the same call returned, or, in a batch, one that the batch claim or an earlier
+//     call of another request of the key met;
 //   - when the store refused the claim without the record: it said the key is taken;
 //   - once the caller's context has ended, whatever the store answered (its request may
 //     have failed on its own after the deadline passed). Nobody would get the result,
@@ -460,6 +472,34 @@ func (g *Guard) now() time.Time { return g.cfg.clock.Now() }
 func (g *Guard) failsOpen(ctx context.Context, met *idemstore.Record, err error) bool {
 	return g.cfg.failOpen && met == nil && errors.Is(err, ErrStore) && !errors.Is(err, errConflictWithoutRecord) && ctx.Err() == nil &&
 		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}
+
+// keyMet is the record the calls of one key in a batch met holding the key: the batch
+// claim's, or one a request's [Do] met. Once it is set, none of them fails open. A nil
+// *keyMet holds nothing. It is safe for concurrent use.
+type keyMet struct {
+	mu  sync.Mutex
+	rec *idemstore.Record
+}
+
+// get returns the record met, or nil.
+func (m *keyMet) get() *idemstore.Record {
+	if m == nil {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.rec
+}
+
+// set keeps rec as the record met, unless m or rec is nil.
+func (m *keyMet) set(rec *idemstore.Record) {
+	if m == nil || rec == nil {
+		return
+	}
+	m.mu.Lock()
+	m.rec = rec
+	m.mu.Unlock()
 }
 
 // runUnguarded runs run for key without a claim, the claim having failed with err and

@@ -25,9 +25,13 @@ import (
 //
 // A batch takes the same steps, with batch calls:
 //   - Guard.Claim: steps 1 to 3 for every key, with one ClaimMany and decideClaim per key;
+//     the record met per key (keyMet) is shared by the key's requests, so none fails open
+//     once one met it;
 //   - doClaimed: step 5, then leaves the settlement pending for Batch.Settle;
-//   - Batch.Settle: CompleteMany for the pending records, then settleBatchWritten per key
-//     (steps 7 and 8); ReleaseMany and reportRelease for the keys to release.
+//   - Batch.Settle: stamped dates each pending record's expiry from now, CompleteMany
+//     sends them, then settleBatchWritten per key (steps 7 and 8); ReleaseMany and
+//     reportRelease for the keys to release; at last it waits for the recordings an
+//     overlapping Settle has under way.
 
 // completionTimeout bounds the store calls that record a handler's outcome.
 //

@@ -6,6 +6,7 @@ go 1.24.0
 replace github.com/idemkit/idem => ../
 
 require (
+	github.com/go-chi/chi/v5 v5.5.0
 	github.com/idemkit/idem v0.0.0-00010101000000-000000000000
 	github.com/jackc/pgx/v5 v5.8.0
 	github.com/stretchr/testify v1.12.1

@@ -4,7 +4,9 @@ import (
 	"os"
 	"testing"
 
-	"github.com/idemkit/idem/pgstore/internal/pgtest"
+	"github.com/idemkit/idem/pgstore/pgstoretest"
 )
 
-func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+// The binary's PostgreSQL, started once; without one the tests skip (fail with
+// IDEM_REQUIRE_POSTGRES set) and the examples that need it are left out.
+func TestMain(m *testing.M) { os.Exit(pgstoretest.Main(m)) }

@@ -82,8 +82,19 @@ func Unavailable(tb testing.TB, reason error) {
 // (see [Unavailable]). It is safe for concurrent use.
 func URL(tb testing.TB) string {
 	tb.Helper()
+	u, err := SharedURL()
+	if err != nil {
+		Unavailable(tb, err)
+	}
+	return u
+}
+
+// SharedURL is [URL] without a testing.TB: it returns [EnvURL] if set, else the
+// connection string of the shared server, started on the first call, or the reason no
+// server can be had. It is safe for concurrent use.
+func SharedURL() (string, error) {
 	if u := os.Getenv(EnvURL); u != "" {
-		return u
+		return u, nil
 	}
 	shared.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -93,10 +104,7 @@ func URL(tb testing.TB) string {
 			shared.url = shared.server.URL()
 		}
 	})
-	if shared.err != nil {
-		Unavailable(tb, shared.err)
-	}
-	return shared.url
+	return shared.url, shared.err
 }
 
 // Pool returns a pool on the test binary's server, closed when tb ends.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemkit/idem/internal/proctest"
 	"github.com/idemkit/idem/internal/redisserver"
 )
 
@@ -57,8 +58,8 @@ type Env struct {
 //	func TestMain(m *testing.M) { os.Exit(env.Main(m)) }
 //
 // When no server can be had, the binary fails at once with [EnvRequire] set, and otherwise
-// runs, with every test that asks for the server skipped with the reason. Main returns the
-// exit code for os.Exit.
+// runs, with every test that asks for the server skipped with the reason and the examples
+// left out (an example cannot skip). Main returns the exit code for os.Exit.
 func (e *Env) Main(m *testing.M) int {
 	flag.Parse()
 	if url := os.Getenv(EnvURL); url != "" {
@@ -75,6 +76,11 @@ func (e *Env) Main(m *testing.M) int {
 	if e.s.err != nil && os.Getenv(EnvRequire) != "" {
 		fmt.Fprintf(os.Stderr, "redistest: no Redis server, and %s is set: %v\n", EnvRequire, e.s.err)
 		return 1
+	}
+	if e.s.err != nil {
+		// Tests skip; an example cannot, and would fail its output.
+		proctest.LeaveOutExamples()
+		fmt.Fprintf(os.Stderr, "redistest: no Redis server, so the examples are left out: %v\n", e.s.err)
 	}
 	code := m.Run()
 	if e.s.server != nil {
