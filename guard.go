@@ -334,9 +334,9 @@ func (g *Guard) decideClaim(ctx context.Context, rec *idemstore.Record, now time
 // carryCheckpoint sets the checkpoint rec must carry to take over prev. prev refused the
 // claim although it no longer holds its key: its lease ended, and it has a checkpoint.
 //   - prev is past its expiry, or has no checkpoint: rec carries none.
-//   - fp and prev's fingerprint are both set and differ: [ErrPayloadMismatch]. The checkpoint records
-//     effects of prev's request, so the key stays with that request until it completes
-//     or the record expires.
+//   - fp and prev's fingerprint are both set and differ: [ErrPayloadMismatch]. The
+//     checkpoint records effects of prev's request, so the key stays with that request
+//     until it completes or the record expires.
 //   - otherwise: rec carries prev's checkpoint, its number and prev's fingerprint.
 //
 // The check is on the record the claim read. The store checks the record it replaces,

@@ -100,23 +100,25 @@ var errAttachLate = fmt.Errorf("%w: the handler already returned", ErrNoLease)
 
 // Attach adds writes to the completion of the key whose handler ctx belongs to. They commit
 // atomically with the completed record, conditional on the lease token, or not at all: a
-// crash before completion, or a lost lease, means none of them lands.
+// crash before completion, or a lost lease, means none of them lands. Attach is safe for
+// concurrent use. Outside a guarded handler, or after the handler returned, it returns an
+// error wrapping [ErrNoLease].
 //
-// The store defines the accepted values: the DynamoDB store takes its own write items (see
-// its Attach helper, and package dynamotest for an in-memory stand-in that takes them too);
-// the in-memory store (package memstore) takes func() error. A store that says what it
-// takes (idemstore.AttachChecker, as both do) has every value checked here, at once: a
-// value it cannot commit is refused with an error wrapping [idemstore.ErrInvalidAttach]
-// that names its type, and nothing of the call is attached.
+// The store defines the accepted values:
 //
-// Attached writes land only when the handler completes, and a new owner that takes over an
+//   - The DynamoDB store takes its own write items: see its Attach helper, and package
+//     dynamomem for an in-memory DynamoDB that takes them too.
+//   - The in-memory store (package memstore) takes func() error.
+//
+// A store that says what it takes (idemstore.AttachChecker, as both do) has every value
+// checked here, at once. A value it cannot commit is refused with an error wrapping
+// [idemstore.ErrInvalidAttach] that names its type, and nothing of the call is attached.
+//
+// Attached writes land only when the handler completes. A new owner that takes over an
 // ended lease starts with none: unlike a [Checkpoint], which is durable at once, they are
 // not there after a crash. So an owner attaches every write its request needs, including
-// those a previous owner attached, and a checkpoint never marks an attached write as done
-// (see [Checkpoint] and ExampleAttach_withCheckpoint).
-//
-// Attach is safe for concurrent use. Outside a guarded handler, or after the handler
-// returned, it returns an error wrapping [ErrNoLease].
+// those a previous owner attached. A checkpoint never marks an attached write as done (see
+// [Checkpoint] and ExampleAttach_withCheckpoint).
 func Attach(ctx context.Context, writes ...any) error {
 	l := leaseFrom(ctx)
 	if l == nil {

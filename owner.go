@@ -292,13 +292,13 @@ func (g *Guard) concludeCompletion(ctx context.Context, s settlement, err error)
 		// also fences off an attempt of ours still in flight at the store; if one landed
 		// first, the release finds the record completed, and so did we.
 		switch rerr := g.releaseUncommitted(ctx, s); {
-		case rerr == errCompletedAfterAll:
+		case errors.Is(rerr, errCompletedAfterAll):
 			err = nil
 		case rerr != nil:
 			// The release that fences off an attempt of ours still in flight failed: that
 			// attempt may yet commit, so "nothing committed" is no longer known.
-			// %v: the error no longer wraps ErrNotCommitted.
-			err = &StoreError{Op: OpCommit, Err: fmt.Errorf("idem: the release after %v failed: %w", err, rerr)}
+			// err as text: the error no longer wraps ErrNotCommitted.
+			err = &StoreError{Op: OpCommit, Err: fmt.Errorf("idem: the release after %s failed: %w", err.Error(), rerr)}
 		}
 	}
 	return s.done, err

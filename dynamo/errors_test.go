@@ -220,7 +220,7 @@ func TestLeaseFail(t *testing.T) {
 				assert.ErrorIs(t, err, tc.sdkErr, "the SDK error stays reachable")
 				var apiErr smithy.APIError
 				assert.ErrorAs(t, err, &apiErr)
-				if tc.want == idem.ErrStore {
+				if errors.Is(tc.want, idem.ErrStore) {
 					var se *idem.StoreError
 					require.ErrorAs(t, err, &se)
 					assert.Equal(t, op.name, se.Op)
