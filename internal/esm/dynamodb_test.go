@@ -218,6 +218,7 @@ func TestDynamoDBFailOnceRetriesFromRecord(t *testing.T) {
 	require.NoError(t, r.Check())
 	require.Len(t, r.Invocations, 3)
 	assert.Len(t, r.Invocations[2].Records, 3)
+	assert.Len(t, r.Settled()[r.Invocations[0].Shard], 13, "every record written was settled")
 	for i := range 13 {
 		assert.Equal(t, 1, eff.count(fmt.Sprintf("item-%02d", i)), "item-%02d", i)
 	}
@@ -256,6 +257,7 @@ func TestDynamoDBBisectThenDestination(t *testing.T) {
 	assert.Equal(t, seqs[5], d.StartSequenceNumber)
 	assert.Equal(t, 2, d.ApproximateInvokeCount)
 	assert.Equal(t, seqs[7], r.Checkpoints[d.Shard])
+	assert.Equal(t, seqs, r.Settled()[d.Shard], "every record written was finished or discarded")
 	for i := range 8 {
 		want := 1
 		if i == 5 {

@@ -73,8 +73,10 @@ func WithBisectBatchOnFunctionError() Option { return func(c *config) { c.bisect
 func WithMaximumRetryAttempts(n int) Option { return func(c *config) { c.maxRetries = n } }
 
 // WithTimeout sets the function timeout: the deadline of each invocation's context, past
-// which the invocation counts as a function error whatever the handler returns. The
-// default is [DefaultTimeout].
+// which the invocation counts as a function error whatever the handler returns. Go cannot
+// stop a goroutine as Lambda stops a sandbox, so the poller waits for the handler to
+// return before the next batch of the shard: a handler that ignores its context delays
+// the retry but never overlaps it. The default is [DefaultTimeout].
 func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
 
 // WithFault calls f before each invocation; the [Fault] it returns is injected into that

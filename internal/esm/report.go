@@ -82,6 +82,20 @@ func (r *Report) Done() map[string][]string {
 	return done
 }
 
+// Settled returns, for each shard, the sequence numbers finished by an invocation or
+// discarded, in sequence order. After a drain, a test compares it with the records it
+// wrote: one missing was skipped.
+func (r *Report) Settled() map[string][]string {
+	settled := r.Done()
+	for _, d := range r.Discarded {
+		settled[d.Shard] = append(settled[d.Shard], d.Records...)
+	}
+	for _, seqs := range settled {
+		slices.SortStableFunc(seqs, compareSequence)
+	}
+	return settled
+}
+
 // Check verifies, from the invocations alone, the event source mapping's promise to a
 // stream: within each shard, the records finished or discarded follow one another in
 // sequence order, each exactly once, and the checkpoint is the last of them, so it never
@@ -89,12 +103,8 @@ func (r *Report) Done() map[string][]string {
 // checkpoint once the poller has drained (none is left unfinished). It returns the first
 // violation.
 func (r *Report) Check() error {
-	settled := r.Done()
-	for _, d := range r.Discarded {
-		settled[d.Shard] = append(settled[d.Shard], d.Records...)
-	}
+	settled := r.Settled()
 	for shard, seqs := range settled {
-		slices.SortStableFunc(seqs, compareSequence)
 		for i := 1; i < len(seqs); i++ {
 			if !SequenceLess(seqs[i-1], seqs[i]) {
 				return fmt.Errorf("esm: shard %s: record %s was settled twice", shard, seqs[i])
