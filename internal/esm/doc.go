@@ -20,6 +20,8 @@
 // handler, ends the invocation mid-batch as a dying process would (its context is
 // cancelled, and its result is a function error whatever it returns); [WithTimeout] sets
 // the function timeout, past which the invocation fails. A panic is a function error too.
+// [WithRetryDelay] paces the retries of a handler that waits for something, such as a
+// lease left by a crash, to end.
 //
 // # The rules, and where AWS states them
 //

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
 )
@@ -127,6 +128,9 @@ func (p *Poller) Report() *Report {
 // drainShard invokes batches of s until a read finds nothing after the checkpoint.
 func (p *Poller) drainShard(ctx context.Context, s *shard) error {
 	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		want := p.cfg.batchSize
 		if len(s.sizes) > 0 {
 			want = s.sizes[0]
@@ -154,6 +158,23 @@ func (p *Poller) drainShard(ctx context.Context, s *shard) error {
 			return err
 		}
 		p.settle(s, &inv, len(batch), lowest)
+		if inv.Outcome != Success && p.cfg.retryDelay > 0 {
+			if err := sleep(ctx, p.cfg.retryDelay); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// sleep waits d, or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

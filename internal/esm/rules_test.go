@@ -250,8 +250,26 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		"batch size 10001": esm.WithBatchSize(10001),
 		"retries -2":       esm.WithMaximumRetryAttempts(-2),
 		"timeout 0":        esm.WithTimeout(0),
+		"retry delay -1ns": esm.WithRetryDelay(-1),
 	} {
 		_, err := esm.New(newFakeStream(), func(context.Context) error { return nil }, opt)
 		assert.Error(t, err, name)
 	}
+}
+
+// TestRetryDelayWaitsForContext: after a failed invocation the poller waits the retry
+// delay, and a context that ends meanwhile ends the drain with the one invocation made.
+func TestRetryDelayWaitsForContext(t *testing.T) {
+	t.Parallel()
+	src := newFakeStream()
+	src.add("shard-0", "", 2)
+	p, err := esm.New(src, func(context.Context, events.DynamoDBEvent) error { return errors.New("boom") },
+		esm.WithRetryDelay(time.Hour))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	r, err := p.Drain(ctx)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Len(t, r.Invocations, 1)
+	assert.Equal(t, esm.FunctionError, r.Invocations[0].Outcome)
 }
