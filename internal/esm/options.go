@@ -83,7 +83,8 @@ func WithMaximumRetryAttempts(n int) Option { return func(c *config) { c.maxRetr
 func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
 
 // WithFault calls f before each invocation; the [Fault] it returns is injected into that
-// invocation. By default no fault is injected.
+// invocation. Shards call f from their own goroutines, so concurrently when the stream has
+// several. By default no fault is injected.
 func WithFault(f func(Batch) Fault) Option { return func(c *config) { c.fault = f } }
 
 // WithFunctionARN sets the function ARN the handler finds in its lambdacontext. The

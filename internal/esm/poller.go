@@ -29,8 +29,10 @@ type Poller struct {
 }
 
 // New returns a poller that reads src and invokes handler: a [lambda.Handler], or any
-// handler function lambda.Start accepts, which [lambda.NewHandler] wraps. It returns an
-// error naming the option when an option is out of range.
+// handler function lambda.Start accepts, which [lambda.NewHandler] wraps. Each shard
+// invokes it from a goroutine of its own, so a stream of several shards calls it
+// concurrently, as Lambda runs one function instance per shard. It returns an error
+// naming the option when an option is out of range.
 func New(src Source, handler any, opts ...Option) (*Poller, error) {
 	cfg, err := newConfig(opts)
 	if err != nil {
