@@ -1,6 +1,7 @@
 package idem
 
 import (
+	"errors"
 	"context"
 	"reflect"
 	"testing"
@@ -73,7 +74,7 @@ func TestErrorTypesCoverEverySentinel(t *testing.T) {
 	for _, row := range errorKinds {
 		found := false
 		for _, n := range errorTypes {
-			found = found || n.err == row.err
+			found = found || errors.Is(n.err, row.err)
 		}
 		assert.True(t, found, "%v has no row in errorTypes", row.err)
 	}
