@@ -1,8 +1,8 @@
 package idem
 
 import (
-	"errors"
 	"context"
+	"errors"
 	"reflect"
 	"testing"
 
