@@ -138,7 +138,7 @@ func (s *Server) waitReady(ctx context.Context) error {
 		}
 		select {
 		case <-s.proc.Done():
-			return fmt.Errorf("kinesalite: exited before answering (%v); output:\n%s", s.proc.Err(), s.out.String())
+			return fmt.Errorf("kinesalite: exited before answering (%w); output:\n%s", s.proc.Err(), s.out.String())
 		case <-ctx.Done():
 			return fmt.Errorf("kinesalite: no answer on %s: %w; output:\n%s", s.endpoint, ctx.Err(), s.out.String())
 		case <-tick.C:
@@ -152,7 +152,8 @@ func (s *Server) Endpoint() string { return s.endpoint }
 // Stop kills kinesalite by its process id and waits for it to exit.
 func (s *Server) Stop() error {
 	s.stopOnce.Do(func() {
-		defer s.stdin.Close()
+		// The pipe only tells the launcher we are alive; its close error cannot matter.
+		defer func() { _ = s.stdin.Close() }()
 		if err := s.proc.Kill(); err != nil {
 			s.stopErr = fmt.Errorf("kinesalite: %w", err)
 		}
