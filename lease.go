@@ -22,7 +22,8 @@ type lease struct {
 	end        time.Time // the lease end last confirmed: at the claim, then by each extension
 	checkpoint string
 	attached   []any
-	closed     bool // the handler returned: later attachments would be lost
+	refused    func(context.Context, error) (any, bool) // set by OnRefused
+	closed     bool                                     // the handler returned: later attachments would be lost
 
 	// cpSeq is the number of the last checkpoint write sent (see
 	// [idemstore.Record.CheckpointSeq]), from the claimed record's on.
