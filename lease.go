@@ -22,8 +22,10 @@ type lease struct {
 	end        time.Time // the lease end last confirmed: at the claim, then by each extension
 	checkpoint string
 	attached   []any
-	refused    func(context.Context, error) (any, bool) // set by OnRefused
-	closed     bool                                     // the handler returned: later attachments would be lost
+	closed     bool // the handler returned: later attachments would be lost
+
+	// refused is the handler's choice of result for refused attached writes (OnRefused).
+	refused func(context.Context, error) (any, bool)
 
 	// cpSeq is the number of the last checkpoint write sent (see
 	// [idemstore.Record.CheckpointSeq]), from the claimed record's on.

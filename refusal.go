@@ -40,22 +40,20 @@ func refusalReason(err error) string {
 
 // OnRefused sets, from inside a guarded handler, the result its key completes with if the
 // store refuses the handler's attached writes for good ([IsRefused]), instead of releasing
-// the key. f gets the store's error and returns the result to store, of the type the
-// handler returns, and true; or false to release the key, as without OnRefused. A retry
-// then replays that result instead of running the handler again, which would meet the same
-// refusal. Without OnRefused, or for a retryable refusal (f is not called then), the key is
-// released and a retry runs again.
+// the key, so that a retry replays it rather than meet the same refusal. f gets the
+// store's error and returns the result, of the type the handler returns, and true; or
+// false to release the key, as without OnRefused. A retryable refusal never calls f.
 //
-// Storing a result is safe only because nothing committed: the guard first releases the
-// key, conditional on its lease as ever, which fences off any attempt of the completion
-// still in flight at the store (an SDK resend's first attempt landing late). If such an
-// attempt landed before the release, the key is completed with the handler's own result
-// and its writes, f is not called, and [Do] succeeds with the handler's result. Else f is
-// called, and the guard claims the key again under a new lease and completes it with f's
-// result: two more store calls. Do then returns f's result and no error. If another
-// request claimed the key in between, or the completion fails, Do returns f's result with
-// the refusal or the store's error, and nothing of f's is stored; a retry runs the
-// handler again.
+// The result is stored only once nothing of the handler's can commit:
+//   - The guard first releases the key, conditional on its lease, which fences off any
+//     attempt of the completion still in flight (an SDK resend's first attempt landing
+//     late).
+//   - If such an attempt landed before the release, the key is completed with the
+//     handler's own result and writes: f is not called, and [Do] returns that result.
+//   - Else f is called, and the guard claims the key under a new lease and completes it
+//     with f's result (two more store calls). Do returns f's result and no error.
+//   - If another request claimed the key in between, or that completion fails, Do returns
+//     f's result with the refusal or the store's error; a retry runs the handler again.
 //
 // OnRefused applies to [Do]; a batch ([Guard.Claim]) releases such a key. The last call
 // wins. It is safe for concurrent use. Outside a guarded handler, or after the handler

@@ -23,27 +23,25 @@ type Problem struct {
 	Detail string
 }
 
-// WithRefused sets how a request whose attached writes (idem.Attach, pgstore.Attach,
-// dynamo.Attach) the store refused for good is answered: a condition on a business item
-// failed (a balance too low), a constraint was violated (a CHECK on the currency), as
-// idem.IsRefused tells. The handler ran and answered, say, 201, but nothing of it
+// WithRefused sets how a request is answered whose attached writes (idem.Attach,
+// pgstore.Attach, dynamo.Attach) the store refused for good, as idem.IsRefused tells: a
+// condition on a business item failed (a balance too low), a constraint was violated (a
+// CHECK on the currency). The handler ran and answered, say, 201, but nothing of it
 // committed. refused gets the request's context and the store's error (errors.As reaches
 // the store's AttachedWriteError and the driver's error) and returns the problem to
-// answer instead, and true; or false for the default.
-//
-// The answer is recorded as the key's response, exactly as a handler's 4xx is: a retry
-// gets it back, with Idempotent-Replayed, without running the handler again. That is safe
-// because nothing committed: the guard records it only after releasing the key fenced off
-// every attempt of the refused completion (see idem.OnRefused). If another request with
-// the key claimed it first, or recording fails, the request still gets the answer, and
-// the next retry runs the handler again. A response already sent as it was written (see
-// [WithMaxResponseBody]) is not answered again.
-//
-// Default none: such a request is answered 409 [ProblemAttachedWriteFailed] and nothing
-// is stored, so a retry runs the handler again; so is a refusal that may not recur (a
-// conflict with another transaction, throttling: 503 [ProblemNotCommitted]), whatever
-// refused says, since refused is not asked then. refused must not be nil, and must be
-// safe for concurrent use.
+// answer, and true; or false for the default. refused must not be nil, and must be safe
+// for concurrent use.
+//   - The answer is recorded as a handler's 4xx is: a retry gets it back, with
+//     Idempotent-Replayed, without running the handler again. It is safe as nothing
+//     committed: the guard records it once its release fenced off every attempt of the
+//     refused completion (see idem.OnRefused).
+//   - If another request claimed the key first, or recording fails, the request still
+//     gets the answer, and the next retry runs the handler again.
+//   - A response already sent as written (see [WithMaxResponseBody]) is not answered
+//     again.
+//   - Default none: 409 [ProblemAttachedWriteFailed], nothing stored, and a retry runs
+//     again. A refusal that may not recur (a conflict, throttling: 503
+//     [ProblemNotCommitted]) never asks refused.
 func WithRefused(refused func(ctx context.Context, err error) (Problem, bool)) Option {
 	return func(c *config) error {
 		if refused == nil {

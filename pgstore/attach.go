@@ -318,7 +318,7 @@ func errorType(err error) string {
 		if n := fmt.Sprintf("%T", err); !strings.HasPrefix(n, "*errors.") && !strings.HasPrefix(n, "*fmt.") {
 			t = n
 		}
-		switch u := err.(type) {
+		switch u := err.(type) { //nolint:errorlint // it walks the chain itself
 		case interface{ Unwrap() error }:
 			err = u.Unwrap()
 		case interface{ Unwrap() []error }:
