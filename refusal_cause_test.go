@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -114,4 +115,28 @@ func TestRefusedWriteCauseReachesEveryEvent(t *testing.T) {
 			}
 		})
 	}
+}
+
+// releaseFails is a memstore whose Release fails.
+type releaseFails struct{ idemstore.Store }
+
+func (releaseFails) Release(context.Context, string, string, time.Time) error { return errConnReset }
+
+// TestRefusedWriteCauseReachableWhenTheReleaseFails: when the release that fences off the
+// refused completion fails, Do's error (Op OpCommit) no longer says nothing committed, but
+// errors.As still reaches the write's cause.
+func TestRefusedWriteCauseReachableWhenTheReleaseFails(t *testing.T) {
+	t.Parallel()
+	g, err := idem.New(releaseFails{&memstore.Store{}}, "pay")
+	require.NoError(t, err)
+	_, _, err = idem.Do(context.Background(), g, idem.Request{Key: "k"}, func(ctx context.Context) (string, error) {
+		return "201", idem.Attach(ctx, func() error { return &fundsError{account: "a"} })
+	})
+	var se *idem.StoreError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, idem.OpCommit, se.Op)
+	assert.NotErrorIs(t, err, idem.ErrConditionFailed, "whether it committed is unknown")
+	assert.False(t, idem.IsRefused(err))
+	var fe *fundsError
+	assert.ErrorAs(t, err, &fe)
 }
