@@ -28,21 +28,20 @@ type call struct {
 }
 
 // ClaimMany implements [idemstore.BatchStore]: each record's claim is the script of
-// [Store.Claim], so its outcome is exactly that of a single claim (a takeover returns the
-// record it replaced, a refused claim the record that refused it, the tombstone of the
-// record's own token's release refuses it, a record of its own token is returned as the
-// refusing one), and all of them go in one pipeline: one round trip for the batch, whether
-// the keys are new, recorded or in flight. In cluster mode the client sends one pipeline
-// to each node that holds some of the keys, concurrently. The first batch a server runs
-// costs one more round trip, as the first single claim does: EVALSHA answers NOSCRIPT, and
-// the claims it refused go again with EVAL.
+// [Store.Claim], and all of them go in one pipeline: one round trip for the batch, whether
+// the keys are new, recorded or in flight (in cluster mode, one pipeline to each node that
+// holds some of the keys, concurrently; on a server without the script yet, one more, as
+// for a single claim). Each record's outcome is exactly that of a single claim:
+//   - a takeover returns the record it replaced, a refused claim the record that refused
+//     it; the tombstone of the release of the record's own token refuses it, and a record
+//     of its own token comes back as the refusing one;
+//   - a record over the size limit yields [idemstore.ErrTooLarge] and is not sent; one
+//     that does not decode, an error wrapping idem.ErrIncompatibleRecord;
+//   - a failed round trip fails each claim it carried with an error wrapping
+//     idem.ErrStore: whether it was applied is unknown, as with any lost answer.
 //
-// A record over the size limit yields [idemstore.ErrTooLarge] and is not sent; a record
-// that does not decode, an error wrapping idem.ErrIncompatibleRecord. A failed round trip
-// fails each claim it carried with an error wrapping idem.ErrStore; whether such a claim
-// was applied is unknown, as with any answer that was lost. The scripts are atomic each,
-// not together: a claim of the batch and a concurrent claim of the same key are ordered
-// by the server, and exactly one of them holds the key.
+// The scripts are atomic each, not together: a claim of the batch and a concurrent claim
+// of the same key are ordered by the server, and exactly one of them holds the key.
 func (s *Store) ClaimMany(ctx context.Context, recs []*idemstore.Record, now time.Time) []idemstore.ClaimResult {
 	out := make([]idemstore.ClaimResult, len(recs))
 	calls := make([]call, len(recs))

@@ -25,16 +25,17 @@ type Client interface {
 // key with the store's prefix, and one Lua script per state change, so each is atomic and
 // one round trip. It is safe for concurrent use.
 //
-// Round trips: a claim is one script whether it wins or meets a live record (the refusing
-// record comes back in the same reply); a completion, a release (with or without a
-// checkpoint to keep), an extension and a checkpoint are one script each; a get is one
-// HGETALL. The first time a script runs on a server (or after it restarted) it costs one
-// more: EVALSHA answers NOSCRIPT and EVAL sends the script itself.
-//
-// Store is an [idemstore.BatchStore]: a batch's claims ([Store.ClaimMany]), its completions
-// ([Store.CompleteMany]) and its releases ([Store.ReleaseMany]) each go in one pipeline of
-// the same scripts, one per cluster node, so a batch of new keys costs two round trips and
-// a redelivered batch of finished ones one.
+// Round trips:
+//   - a claim is one script whether it wins or meets a live record (the refusing record
+//     comes back in the same reply);
+//   - a completion, a release (with or without a checkpoint to keep), an extension and a
+//     checkpoint are one script each; a get is one HGETALL;
+//   - a batch's claims ([Store.ClaimMany]), its completions ([Store.CompleteMany]) and its
+//     releases ([Store.ReleaseMany]) each go in one pipeline of the same scripts, one per
+//     cluster node: a batch of new keys costs two, a redelivered batch of finished ones one
+//     (Store is an [idemstore.BatchStore]);
+//   - the first time a script runs on a server (or after it restarted) it costs one more:
+//     EVALSHA answers NOSCRIPT and EVAL sends the script itself.
 //
 // Store supports no attached writes ([idem.Attach]): see [ErrAttachUnsupported].
 type Store struct {
