@@ -1,14 +1,18 @@
 // Command idem-bench runs the end-to-end benchmark of BENCHMARKS.md on one store, printing
 // one JSON line per workload; it exits 1 when a workload's "must hold" condition fails.
 //
-//   - -store dynamo (the default): the workloads W1 to W4b through idem and the raw-SDK
-//     floor X1 and X2, against a fresh DynamoDB Local.
-//   - -store postgres: W1 to W3 on the PostgreSQL store, against a fresh PostgreSQL 15+
-//     (fsync off, synchronous commit on), with pgx in -mode exec (QueryExecModeExec, what
-//     pgstore's docs recommend behind RDS Proxy) or cache (pgx's default).
-//   - -store redis: W1 to W3 on the Redis store, against a fresh redis-server without
-//     persistence.
-//   - -store memory: W1 to W4b on the in-memory store, no server.
+//   - -store dynamo (the default): the workloads W1 to W4b, B1 and B1b through idem and
+//     the raw-SDK floor X1 and X2, against a fresh DynamoDB Local.
+//   - -store postgres: the same on the PostgreSQL store, the floor two plain SQL
+//     statements, against a fresh PostgreSQL 15+ (fsync off, synchronous commit on), with
+//     pgx in -mode exec (QueryExecModeExec, what pgstore's docs recommend behind RDS Proxy)
+//     or cache (pgx's default).
+//   - -store redis: the same on the Redis store, the floor two plain commands, against a
+//     fresh redis-server without persistence.
+//   - -store memory: W1 to W4b, B1 and B1b on the in-memory store, no server.
+//
+// B1 and B1b are batches of a hundred records through the guard's batch claims, as a
+// stream's ordered shard is consumed (lab/bench's GuardBatchSteps).
 //
 // Each server is started on 127.0.0.1 and stopped by process id at the end; -url names a
 // running one instead (its CPU is then not measured). The measurement is package
@@ -145,7 +149,7 @@ func run(ctx context.Context, o options, c bench.Counts, stdout, stderr io.Write
 			}
 		}()
 	}
-	steps := b.Workloads()
+	steps := append(b.Workloads(), b.GuardBatchSteps()...)
 	if t.extra != nil {
 		steps = append(steps, t.extra(b)...)
 	}

@@ -16,12 +16,13 @@ import (
 
 // openPostgres starts PostgreSQL unless o names a server, and builds one pool of W3's
 // size in o's exec mode, a fresh table and the store over a wrapper that counts the
-// statements. The table is left on a server o names.
+// statements. The table is left on a server o names. Its workloads are W1–W4b and the raw
+// floor X1, X2 (see pgfloor.go).
 func openPostgres(ctx context.Context, o options) (t *target, err error) {
 	m := &bench.Meter{}
 	var server *pgserver.Server
 	var pool *pgxpool.Pool
-	t = &target{meter: m, close: func() error {
+	t = &target{meter: m, sqs: true, close: func() error {
 		if pool != nil {
 			pool.Close()
 		}
@@ -62,8 +63,15 @@ func openPostgres(ctx context.Context, o options) (t *target, err error) {
 	if err := pgstore.CreateTable(ctx, pool, table); err != nil {
 		return nil, err
 	}
-	t.store, err = pgstore.New(&statements{DB: pool, m: m}, table)
-	return t, err
+	db := &statements{DB: pool, m: m}
+	if t.store, err = pgstore.New(db, table); err != nil {
+		return nil, err
+	}
+	t.extra = func(b *bench.Bench) []bench.Step {
+		x := newPGFloor(b, db, table)
+		return []bench.Step{x.insertUpdate, x.insertConflict}
+	}
+	return t, nil
 }
 
 // statements counts the statements the store sends, by method (the benchmark attaches no
