@@ -35,12 +35,12 @@
 //	items := make([]batch.Item, len(records))
 //	for i, r := range records {
 //		key, err := keyOf(r) // an error fails the record with ReasonKey
-//		items[i] = batch.Item{ID: r.ID, Group: r.PartitionKey, Key: key, Fingerprint: r.Data, Err: err}
+//		items[i] = batch.Item{ID: r.ID, Group: r.Partition, Key: key, Fingerprint: r.Data, Err: err}
 //	}
-//	run := func(ctx context.Context, i int) error { return handler(ctx, records[i]) }
+//	run := func(ctx context.Context, i int) error { return handle(ctx, records[i]) }
 //	rep := engine.Process(ctx, items, run, batch.Mode{Ordered: true})
 //	for _, i := range rep.FirstFailures() {
-//		// report records[i]
+//		fmt.Println("report", records[i].ID)
 //	}
 //
 // Choosing the mode:

@@ -79,17 +79,18 @@ func WithDeadlineMargin(d time.Duration) Option {
 // WithBatchClaims sets whether a batch's keys are claimed and its outcomes recorded
 // together. Default true.
 //
-// On, the keys of a batch are claimed in one [idem.Guard.Claim], so a store that
-// implements [idemstore.BatchStore] (dynamo.Store) claims them in one round trip per store
-// batch (25 keys for DynamoDB) and answers the keys completed before in the same calls.
-// The outcome of a handler that ran waits to be recorded with the others once every item
-// has finished, while its lease lasts until the Lambda deadline; [idem.Batch] lists when
-// an outcome is recorded at once instead. Once less than the margin (see
-// [WithDeadlineMargin]) is left, the batch records the outcomes finished by then and
-// releases the claims of items not yet started.
-//
-// Off, with [Mode.RecordEach], or when two items of the batch carry one key with different
-// fingerprints, each item claims and records its outcome on its own as it runs.
+//   - On, the keys of a batch are claimed in one [idem.Guard.Claim]: a store that
+//     implements [idemstore.BatchStore] (dynamo.Store) claims them in one round trip per
+//     store batch (25 keys for DynamoDB), and answers the keys completed before in the same
+//     calls.
+//   - The outcome of a handler that ran waits to be recorded with the others once every
+//     item has finished, while its lease lasts until the Lambda deadline; [idem.Batch]
+//     lists when an outcome is recorded at once instead.
+//   - Once less than the margin (see [WithDeadlineMargin]) is left, the batch records the
+//     outcomes finished by then and releases the claims of items not yet started.
+//   - Off, with [Mode.RecordEach], or when two items of the batch carry one key with
+//     different fingerprints, each item claims and records its outcome on its own as it
+//     runs.
 func WithBatchClaims(on bool) Option {
 	return func(c *config) error {
 		c.batchClaims = on

@@ -26,9 +26,14 @@
 //
 // # Usage
 //
-//	h, err := dynamostream.New(guard, func(ctx context.Context, r events.DynamoDBEventRecord) error {
-//		return project(ctx, r.EventName, r.Change.NewImage) // attach its write with dynamo.Attach
-//	})
+//	store, err := dynamo.New(ddb, os.Getenv("IDEMPOTENCY_TABLE"))
+//	...
+//	guard, err := idem.New(store, "project-order")
+//	...
+//	project := func(ctx context.Context, r events.DynamoDBEventRecord) error {
+//		return write(ctx, r.EventName, r.Change.NewImage) // attach it with dynamo.Attach
+//	}
+//	h, err := dynamostream.New(guard, project)
 //	...
 //	lambda.Start(h.Handle)
 //

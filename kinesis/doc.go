@@ -33,6 +33,10 @@
 //
 // # Usage
 //
+//	store, err := dynamo.New(ddb, os.Getenv("IDEMPOTENCY_TABLE"))
+//	...
+//	guard, err := idem.New(store, "apply-event")
+//	...
 //	h, err := kinesis.New(guard, func(ctx context.Context, r events.KinesisEventRecord) error {
 //		return apply(ctx, r.Kinesis.Data) // attach its DynamoDB write with dynamo.Attach
 //	}, kinesis.WithKeyJMESPath("event_id"))
