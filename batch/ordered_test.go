@@ -337,3 +337,45 @@ func TestOrderedDeadline(t *testing.T) {
 	require.ErrorIs(t, rep.Outcomes[1].Err, batch.ErrNotStarted)
 	assert.Len(t, store.released, 3, "the claims of the records not started are released")
 }
+
+// TestOrderedLeaseLostMidRun: a record whose lease ends while its handler runs, and whose
+// key another invocation takes over meanwhile, is not recorded over the other owner: it
+// fails with lease_lost and is its group's first failure, and the rest of its group is not
+// started. The other owner's result stays, and the redelivery replays it.
+func TestOrderedLeaseLostMidRun(t *testing.T) {
+	t.Parallel()
+	clock := storetest.NewSettableClock()
+	store := newCountingStore()
+	g, err := idem.New(store, "lease", idem.WithClock(clock))
+	require.NoError(t, err)
+	other, err := idem.New(store, "lease", idem.WithClock(clock))
+	require.NoError(t, err)
+	e, err := batch.New(g, batch.Source{}, batch.WithConcurrency(1), batch.WithDeadlineMargin(0))
+	require.NoError(t, err)
+	its := items("a/a1", "a/a2", "b/b1")
+	rec := &recorder{items: its}
+	ctx := deadlineContext(t, clock, time.Minute)
+	run := func(ctx context.Context, i int) error {
+		if its[i].ID == "a1" {
+			// The lease (to the deadline, plus the guard's margin) ends, and another
+			// invocation takes the key over and completes it.
+			clock.Advance(2 * time.Hour)
+			_, _, err := idem.Do(deadlineContext(t, clock, time.Minute), other, idem.Request{Key: "key-a1", Fingerprint: []byte("a1")},
+				func(context.Context) (string, error) { return "theirs", nil })
+			require.NoError(t, err)
+		}
+		return rec.run(ctx, i)
+	}
+	rep := e.Process(ctx, its, run, batch.Mode{Ordered: true})
+	assert.Equal(t, "a1:lease_lost", statuses(rep)[0])
+	assert.True(t, rep.Outcomes[1].Failed(), "a2 is not started")
+	assert.NotContains(t, rec.ran, "a2")
+	assert.Equal(t, 0, rep.FirstFailures()[0])
+	require.ErrorIs(t, rep.Outcomes[0].Err, idem.ErrLeaseLost)
+
+	got, replayed, err := idem.Do(deadlineContext(t, clock, time.Minute), other, idem.Request{Key: "key-a1", Fingerprint: []byte("a1")},
+		func(context.Context) (string, error) { return "again", nil })
+	require.NoError(t, err)
+	assert.True(t, replayed)
+	assert.Equal(t, "theirs", got, "the other owner's result stands")
+}
