@@ -14,6 +14,8 @@
 // time in sequence order and stops that item at its first failure: the later records are
 // not started, their claims are released, and the first failure's sequence number is
 // reported. Records of other items go on, concurrently (see [WithConcurrency]).
+// [WithOrderingKey] with one value for every record orders the whole shard instead:
+// nothing after a failure runs.
 //
 // When Lambda delivers the shard again from the lowest failure, the records after it that
 // finished are in the batch once more. They replay from the store in the calls that claim

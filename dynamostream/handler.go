@@ -101,7 +101,7 @@ func (h *Handler) Process(ctx context.Context, event events.DynamoDBEvent) (*Rep
 		}
 		it := &items[i]
 		it.ID = r.Change.SequenceNumber
-		it.Group, it.Err = ItemKey(r)
+		it.Group, it.Err = h.cfg.group(r)
 		if it.Err == nil {
 			it.Key, it.Err = h.cfg.key(r)
 		}

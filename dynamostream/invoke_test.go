@@ -254,3 +254,20 @@ func TestOptions(t *testing.T) {
 	_, err = dynamostream.New(g, nil)
 	require.ErrorIs(t, err, idem.ErrInvalidOption)
 }
+
+// TestOrderingKeyShard: with one ordering key for every record, the shard is one group: no
+// record after a failure runs, whatever its item, and the failure alone is reported.
+func TestOrderingKeyShard(t *testing.T) {
+	t.Parallel()
+	ev := loadEvent(t, "dynamodb-orders-three-items")
+	g, err := idem.New(memstore.New(), "projection")
+	require.NoError(t, err)
+	p := &projection{fail: map[string]bool{ev.Records[2].EventID: true}}
+	shard := func(events.DynamoDBEventRecord) string { return "shard" }
+	h, err := dynamostream.New(g, p.apply, dynamostream.WithOrderingKey(shard))
+	require.NoError(t, err)
+	assert.Equal(t, []string{ev.Records[2].Change.SequenceNumber}, failures(t, invoke(t, h, ev)))
+	assert.Equal(t, []string{"o-1:INSERT:NEW", "o-2:INSERT:NEW"}, p.order, "nothing after the failure ran")
+	_, err = dynamostream.New(g, p.apply, dynamostream.WithOrderingKey(nil))
+	require.ErrorIs(t, err, idem.ErrInvalidOption)
+}

@@ -28,6 +28,7 @@ type config struct {
 	concurrency int
 	key         func(events.DynamoDBEventRecord) (string, error)
 	fingerprint func(events.DynamoDBEventRecord) ([]byte, error)
+	group       func(events.DynamoDBEventRecord) (string, error)
 	margin      time.Duration
 	marginSet   bool
 	batchClaims bool
@@ -38,6 +39,7 @@ func defaultConfig() config {
 		concurrency: DefaultConcurrency,
 		key:         DefaultKey,
 		fingerprint: ChangeFingerprint,
+		group:       ItemKey,
 		margin:      DefaultDeadlineMargin,
 		batchClaims: true,
 	}
@@ -87,6 +89,21 @@ func WithKeyJMESPath(expr string) Option {
 			return fmt.Errorf("%w: dynamostream: WithKeyJMESPath: %w", idem.ErrInvalidOption, err)
 		}
 		c.key = func(r events.DynamoDBEventRecord) (string, error) { return q.Key(Decoded(r)) }
+		return nil
+	}
+}
+
+// WithOrderingKey sets a record's ordering group: the records of one group run one at a
+// time in sequence order, and a group stops at its first failure. Default [ItemKey]: the
+// item's primary key, the unit of order DynamoDB Streams keeps. Must not be nil. A
+// function returning one value for every record orders the whole shard: the batch then
+// runs one record at a time and stops at its first failure.
+func WithOrderingKey(group func(events.DynamoDBEventRecord) string) Option {
+	return func(c *config) error {
+		if group == nil {
+			return optErr("WithOrderingKey", "must not be nil")
+		}
+		c.group = func(r events.DynamoDBEventRecord) (string, error) { return group(r), nil }
 		return nil
 	}
 }

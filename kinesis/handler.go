@@ -100,7 +100,7 @@ func (h *Handler) Process(ctx context.Context, event events.KinesisEvent) (*Repo
 			return nil, fmt.Errorf("%w: record %d has no sequenceNumber", ErrInvalidEvent, i)
 		}
 		it := &items[i]
-		it.ID, it.Group = r.Kinesis.SequenceNumber, r.Kinesis.PartitionKey
+		it.ID, it.Group = r.Kinesis.SequenceNumber, h.cfg.group(r)
 		it.Key, it.Err = h.cfg.key(r)
 		if it.Err == nil {
 			it.Fingerprint, it.Err = h.cfg.fingerprint(r)

@@ -294,3 +294,22 @@ func lambdaContext(t testing.TB) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// TestOrderingKeyShard: with one ordering key for every record, the shard is one group: no
+// record after a failure runs, whatever its partition key, and the failure alone is
+// reported.
+func TestOrderingKeyShard(t *testing.T) {
+	t.Parallel()
+	g, err := idem.New(memstore.New(), "ledger")
+	require.NoError(t, err)
+	l := &ledger{fail: map[string]bool{"e3": true}}
+	shard := func(events.KinesisEventRecord) string { return "shard" }
+	h, err := kinesis.New(g, l.apply, kinesis.WithOrderingKey(shard))
+	require.NoError(t, err)
+	ev := loadEvent(t, "kinesis-three-partition-keys")
+	out := invoke(t, h, ev)
+	assert.Equal(t, []string{ev.Records[2].Kinesis.SequenceNumber}, failures(t, out))
+	assert.Equal(t, []string{"e1", "e2"}, l.order, "nothing after the failure ran")
+	_, err = kinesis.New(g, l.apply, kinesis.WithOrderingKey(nil))
+	require.ErrorIs(t, err, idem.ErrInvalidOption)
+}

@@ -29,6 +29,7 @@ type config struct {
 	concurrency int
 	key         func(events.KinesisEventRecord) (string, error)
 	fingerprint func(events.KinesisEventRecord) ([]byte, error)
+	group       func(events.KinesisEventRecord) string
 	margin      time.Duration
 	marginSet   bool
 	batchClaims bool
@@ -39,6 +40,7 @@ func defaultConfig() config {
 		concurrency: DefaultConcurrency,
 		key:         DefaultKey,
 		fingerprint: DataFingerprint,
+		group:       func(r events.KinesisEventRecord) string { return r.Kinesis.PartitionKey },
 		margin:      DefaultDeadlineMargin,
 		batchClaims: true,
 	}
@@ -97,6 +99,21 @@ func WithKeyJMESPath(expr string) Option {
 		c.key = func(r events.KinesisEventRecord) (string, error) {
 			return q.Key(json.RawMessage(r.Kinesis.Data))
 		}
+		return nil
+	}
+}
+
+// WithOrderingKey sets a record's ordering group: the records of one group run one at a
+// time in sequence order, and a group stops at its first failure. Default: the partition
+// key, the unit of order Kinesis keeps. Must not be nil. A function returning one value
+// for every record orders the whole shard: the batch then runs one record at a time and
+// stops at its first failure, so no record after a failure runs before it has succeeded.
+func WithOrderingKey(group func(events.KinesisEventRecord) string) Option {
+	return func(c *config) error {
+		if group == nil {
+			return optErr("WithOrderingKey", "must not be nil")
+		}
+		c.group = group
 		return nil
 	}
 }

@@ -49,7 +49,8 @@ type Outcome struct {
 	// SequenceNumber is the record's sequence number, the batch item failure's
 	// itemIdentifier.
 	SequenceNumber string
-	// PartitionKey is the record's partition key: its ordering group.
+	// PartitionKey is the record's ordering group: its partition key, unless
+	// [WithOrderingKey] says otherwise.
 	PartitionKey string
 	// Key is the idempotency key as the key function returned it (before scoping and
 	// hashing); empty when it could not be determined. This package never logs it.
