@@ -42,4 +42,3 @@ func KeyFromJMESPath[In any](expr string) (KeyFunc[In], error) {
 	}
 	return func(in In) (string, error) { return q.Key(in) }, nil
 }
-
