@@ -10,11 +10,14 @@ import (
 	"github.com/idemkit/idem"
 )
 
-// Source names a source's batches in the engine's log lines. Its zero value names them
-// "batch" and their items "record".
+// Source names a source's batches in the engine's log lines and hooks. Its zero value
+// names them "batch" and their items "record".
 type Source struct {
 	// Name starts every log message: "sqs" gives "sqs: batch processed".
 	Name string
+	// System names the messaging system in the hooks ([idem.BatchEvent.System]), as the
+	// OpenTelemetry messaging conventions' messaging.system does: "aws_sqs".
+	System string
 	// Item is what one item is called: "message" gives "message failed" and the summary's
 	// count attribute "messages". Default "record".
 	Item string
@@ -73,6 +76,9 @@ type Mode struct {
 	// outcomes are recorded together as [WithBatchClaims] says, and an ordered group's next
 	// item starts once the one before it has returned.
 	RecordEach bool
+	// Destination names the queue or stream the batch came from, for the hooks
+	// ([idem.BatchEvent.Destination]); empty if the event names none.
+	Destination string
 }
 
 // Engine processes batches of items through an [idem.Guard]. It is safe for concurrent
@@ -95,7 +101,8 @@ type Engine struct {
 // The Engine takes from guard its clock ([idem.WithClock]), its logger ([idem.WithLogger]:
 // a summary line per batch, INFO or WARN when an item failed, and a WARN line per failed
 // item, ERROR with the stack for a panic; lines carry item IDs, never keys) and its hooks
-// ([idem.WithHooks]: OnBatch gets each batch's [Report.Event]).
+// ([idem.WithHooks]: OnBatch gets each batch's outcomes as an [idem.BatchEvent], with item
+// IDs, never keys).
 func New(guard *idem.Guard, src Source, opts ...Option) (*Engine, error) {
 	if guard == nil {
 		return nil, optErr("New", "guard must not be nil")
@@ -152,7 +159,7 @@ func (e *Engine) Process(ctx context.Context, items []Item, run func(ctx context
 	rep.count()
 	e.logBatch(ctx, rep)
 	if e.onBatch != nil {
-		e.onBatch(ctx, rep.Event())
+		e.onBatch(ctx, rep.event(e.src.System, mode.Destination))
 	}
 	return rep
 }
@@ -189,12 +196,28 @@ func (e *Engine) logBatch(ctx context.Context, rep *Report) {
 
 // logFailure writes a line for a failed item: ERROR with the stack for a panic, since it is
 // a bug; WARN otherwise, so that an operator reading at WARN learns which item failed and
-// why, not only how many. Lines carry the item's ID, never its key.
+// why, not only how many. Lines carry the item's ID and its stored key (the scoped hash,
+// from which idemctl finds the record), never the caller's key.
 func (e *Engine) logFailure(ctx context.Context, o *Outcome) {
 	var pe *PanicError
 	if errors.As(o.Err, &pe) {
-		e.logger.ErrorContext(ctx, e.src.Name+": "+e.src.Item+" handler panicked", e.src.IDAttr, o.ID, "error", o.Err, "stack", string(pe.Stack))
+		e.logger.ErrorContext(ctx, e.src.Name+": "+e.src.Item+" handler panicked", e.src.IDAttr, o.ID,
+			"stored_key", e.storedKey(o), "error", o.Err, "stack", string(pe.Stack))
 		return
 	}
-	e.logger.WarnContext(ctx, e.src.Name+": "+e.src.Item+" failed", e.src.IDAttr, o.ID, "reason", string(o.Reason), "error", o.Err)
+	e.logger.WarnContext(ctx, e.src.Name+": "+e.src.Item+" failed", e.src.IDAttr, o.ID,
+		"stored_key", e.storedKey(o), "reason", string(o.Reason), "error", o.Err)
+}
+
+// storedKey returns the stored key of o's item, as its guard scopes and hashes it; "" for
+// an item without a usable key.
+func (e *Engine) storedKey(o *Outcome) string {
+	if o.Key == "" {
+		return ""
+	}
+	key, err := e.guard.StoredKey(idem.Request{Key: o.Key})
+	if err != nil {
+		return ""
+	}
+	return key
 }

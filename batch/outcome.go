@@ -152,15 +152,15 @@ func (r *Report) count() {
 	}
 }
 
-// Event returns the report as the guard's hooks take it ([idem.Hooks.OnBatch]): item IDs,
-// statuses, reasons and errors, never keys.
-func (r *Report) Event() idem.BatchEvent {
+// event returns the report of a batch from destination of system as the guard's hooks take
+// it ([idem.Hooks.OnBatch]): item IDs, statuses, reasons and errors, never keys.
+func (r *Report) event(system, destination string) idem.BatchEvent {
 	items := make([]idem.BatchItem, len(r.Outcomes))
 	for i, o := range r.Outcomes {
 		items[i] = idem.BatchItem{ID: o.ID, Status: string(o.Status), Reason: string(o.Reason), Err: o.Err}
 	}
 	return idem.BatchEvent{
-		FIFO: r.Ordered, Items: items,
+		FIFO: r.Ordered, System: system, Destination: destination, Items: items,
 		Ran: r.Ran, Replayed: r.Replayed, Duplicates: r.Duplicates, Failed: r.Failed,
 		Duration: r.Duration,
 	}

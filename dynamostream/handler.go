@@ -3,6 +3,7 @@ package dynamostream
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -20,7 +21,7 @@ type Handler struct {
 }
 
 // source names DynamoDB Streams batches in the engine's log lines.
-var source = batch.Source{Name: "dynamostream", Item: "record", IDAttr: "sequence_number", OrderedAttr: "ordered"}
+var source = batch.Source{Name: "dynamostream", System: "aws_dynamodb_streams", Item: "record", IDAttr: "sequence_number", OrderedAttr: "ordered"}
 
 // New returns a Handler that runs fn for each record of a batch, guarded by guard. fn
 // should honour its context: it carries the Lambda deadline, and the lease that
@@ -110,7 +111,7 @@ func (h *Handler) Process(ctx context.Context, event events.DynamoDBEvent) (*Rep
 		}
 	}
 	run := func(ctx context.Context, i int) error { return h.fn(ctx, recs[i]) }
-	rep := h.engine.Process(ctx, items, run, batch.Mode{Ordered: true})
+	rep := h.engine.Process(ctx, items, run, batch.Mode{Ordered: true, Destination: tableName(recs)})
 	out := make([]Outcome, len(rep.Outcomes))
 	for i, o := range rep.Outcomes {
 		out[i] = Outcome{
@@ -123,4 +124,17 @@ func (h *Handler) Process(ctx context.Context, event events.DynamoDBEvent) (*Rep
 		Ran: rep.Ran, Replayed: rep.Replayed, Duplicates: rep.Duplicates, Failed: rep.Failed,
 		Duration: rep.Duration,
 	}, nil
+}
+
+// tableName returns the name of the table whose stream recs came from, from the first
+// record's event source ARN
+// ("arn:aws:dynamodb:<region>:<account>:table/<name>/stream/<label>"); "" without one.
+func tableName(recs []events.DynamoDBEventRecord) string {
+	for _, r := range recs {
+		if _, rest, ok := strings.Cut(r.EventSourceArn, ":table/"); ok {
+			name, _, _ := strings.Cut(rest, "/")
+			return name
+		}
+	}
+	return ""
 }

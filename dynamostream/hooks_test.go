@@ -46,12 +46,16 @@ func TestOnBatchAndLogsNameSequenceNumbers(t *testing.T) {
 	require.NoError(t, err)
 	var ev events.DynamoDBEvent
 	for i, status := range []string{"NEW", "PAID", "SHIPPED"} {
-		ev.Records = append(ev.Records, change(fmt.Sprint(600+i), secret, status))
+		r := change(fmt.Sprint(600+i), secret, status)
+		r.EventSourceArn = "arn:aws:dynamodb:eu-west-1:123456789012:table/orders/stream/2024-05-01T12:00:00.000"
+		ev.Records = append(ev.Records, r)
 	}
 	_, err = h.Handle(lambdaContext(t), ev)
 	require.NoError(t, err)
 
 	require.Len(t, got, 1)
+	assert.Equal(t, "aws_dynamodb_streams", got[0].System)
+	assert.Equal(t, "orders", got[0].Destination, "the table's name")
 	var ids, statuses []string
 	for _, it := range got[0].Items {
 		ids, statuses = append(ids, it.ID), append(statuses, it.Status+"/"+it.Reason)
@@ -62,5 +66,5 @@ func TestOnBatchAndLogsNameSequenceNumbers(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotContains(t, string(dump), secret)
 	assert.NotContains(t, lines.String(), secret)
-	assert.Contains(t, lines.String(), `"msg":"dynamostream: record failed","sequence_number":"601"`)
+	assert.Contains(t, lines.String(), `"msg":"dynamostream: record failed","sequence_number":"601","stored_key":"`)
 }

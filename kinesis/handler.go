@@ -3,6 +3,7 @@ package kinesis
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -20,7 +21,7 @@ type Handler struct {
 }
 
 // source names Kinesis batches in the engine's log lines.
-var source = batch.Source{Name: "kinesis", Item: "record", IDAttr: "sequence_number", OrderedAttr: "ordered"}
+var source = batch.Source{Name: "kinesis", System: "aws_kinesis", Item: "record", IDAttr: "sequence_number", OrderedAttr: "ordered"}
 
 // New returns a Handler that runs fn for each record of a batch, guarded by guard. fn
 // should honour its context: it carries the Lambda deadline, and the lease that
@@ -107,7 +108,7 @@ func (h *Handler) Process(ctx context.Context, event events.KinesisEvent) (*Repo
 		}
 	}
 	run := func(ctx context.Context, i int) error { return h.fn(ctx, recs[i]) }
-	rep := h.engine.Process(ctx, items, run, batch.Mode{Ordered: true})
+	rep := h.engine.Process(ctx, items, run, batch.Mode{Ordered: true, Destination: streamName(recs)})
 	out := make([]Outcome, len(rep.Outcomes))
 	for i, o := range rep.Outcomes {
 		out[i] = Outcome{
@@ -120,4 +121,15 @@ func (h *Handler) Process(ctx context.Context, event events.KinesisEvent) (*Repo
 		Ran: rep.Ran, Replayed: rep.Replayed, Duplicates: rep.Duplicates, Failed: rep.Failed,
 		Duration: rep.Duration,
 	}, nil
+}
+
+// streamName returns the name of the stream recs came from, from the first record's event
+// source ARN ("arn:aws:kinesis:<region>:<account>:stream/<name>"); "" without one.
+func streamName(recs []events.KinesisEventRecord) string {
+	for _, r := range recs {
+		if _, name, ok := strings.Cut(r.EventSourceArn, ":stream/"); ok {
+			return name
+		}
+	}
+	return ""
 }

@@ -46,7 +46,9 @@ func TestOnBatchAndLogsNameSequenceNumbers(t *testing.T) {
 	require.NoError(t, err)
 	var ev events.KinesisEvent
 	for i := range 3 {
-		ev.Records = append(ev.Records, record(fmt.Sprint(500+i), "pk", fmt.Sprintf(`{"id":"%s-%d","n":%d}`, secret, i, i)))
+		r := record(fmt.Sprint(500+i), "pk", fmt.Sprintf(`{"id":"%s-%d","n":%d}`, secret, i, i))
+		r.EventSourceArn = "arn:aws:kinesis:eu-west-1:123456789012:stream/ledger"
+		ev.Records = append(ev.Records, r)
 	}
 	_, err = h.Handle(lambdaContext(t), ev)
 	require.NoError(t, err)
@@ -54,6 +56,8 @@ func TestOnBatchAndLogsNameSequenceNumbers(t *testing.T) {
 	require.Len(t, got, 1)
 	e := got[0]
 	assert.True(t, e.FIFO, "processed in order per partition key")
+	assert.Equal(t, "aws_kinesis", e.System)
+	assert.Equal(t, "ledger", e.Destination, "the stream's name")
 	var ids, statuses []string
 	for _, it := range e.Items {
 		ids, statuses = append(ids, it.ID), append(statuses, it.Status+"/"+it.Reason)
@@ -66,6 +70,6 @@ func TestOnBatchAndLogsNameSequenceNumbers(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotContains(t, string(dump), secret)
 	assert.NotContains(t, lines.String(), secret)
-	assert.Contains(t, lines.String(), `"msg":"kinesis: record failed","sequence_number":"501"`)
+	assert.Contains(t, lines.String(), `"msg":"kinesis: record failed","sequence_number":"501","stored_key":"`)
 	assert.Contains(t, lines.String(), `"msg":"kinesis: batch processed","records":3,"ordered":true`)
 }

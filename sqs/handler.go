@@ -21,7 +21,7 @@ type Handler struct {
 }
 
 // source names SQS batches in the engine's log lines.
-var source = batch.Source{Name: "sqs", Item: "message", IDAttr: "message_id", OrderedAttr: "fifo"}
+var source = batch.Source{Name: "sqs", System: "aws_sqs", Item: "message", IDAttr: "message_id", OrderedAttr: "fifo"}
 
 // New returns a Handler that runs fn for each message of a batch, guarded by guard. fn
 // should honour its context: it carries the Lambda deadline, and the lease that
@@ -135,7 +135,8 @@ func (h *Handler) Process(ctx context.Context, event events.SQSEvent) (*Report, 
 	}
 	run := func(ctx context.Context, i int) error { return h.fn(ctx, msgs[i]) }
 	// A FIFO message runs only once the one before it in its group has durably completed.
-	rep := h.engine.Process(ctx, items, run, batch.Mode{Ordered: fifo, RecordEach: fifo})
+	mode := batch.Mode{Ordered: fifo, RecordEach: fifo, Destination: queueName(msgs)}
+	rep := h.engine.Process(ctx, items, run, mode)
 	out := make([]Outcome, len(rep.Outcomes))
 	for i, o := range rep.Outcomes {
 		out[i] = Outcome{
@@ -148,6 +149,18 @@ func (h *Handler) Process(ctx context.Context, event events.SQSEvent) (*Report, 
 		Ran: rep.Ran, Replayed: rep.Replayed, Duplicates: rep.Duplicates, Failed: rep.Failed,
 		Duration: rep.Duration,
 	}, nil
+}
+
+// queueName returns the name of the queue msgs came from: the last part of the first
+// record's event source ARN ("arn:aws:sqs:<region>:<account>:<name>"); "" without one. An
+// event source mapping reads one queue, so every record names the same.
+func queueName(msgs []events.SQSMessage) string {
+	for _, m := range msgs {
+		if m.EventSourceARN != "" {
+			return m.EventSourceARN[strings.LastIndexByte(m.EventSourceARN, ':')+1:]
+		}
+	}
+	return ""
 }
 
 // isFIFO reports whether an event source ARN names a FIFO queue, whose names end in

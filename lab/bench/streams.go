@@ -2,7 +2,7 @@ package bench
 
 import (
 	"context"
-	"crypto/md5" //nolint:gosec // DynamoDB Streams eventIDs are MD5-shaped hex; nothing relies on it
+	"crypto/md5" //nolint:gosec // DynamoDB Streams eventIDs are MD5-shaped; nothing relies on it
 	"encoding/hex"
 	"errors"
 	"fmt"
