@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -102,13 +103,12 @@ func TestEndToEndOnDynamoDBLocal(t *testing.T) {
 	}
 	h, err := dynamostream.New(guard, apply)
 	require.NoError(t, err)
-	lost := false
+	var lost atomic.Bool // the fault hook runs on each shard's goroutine
 	p, err := esm.New(src, h.Handle,
 		esm.WithReportBatchItemFailures(), esm.WithBisectBatchOnFunctionError(), esm.WithBatchSize(7),
 		esm.WithTimeout(10*time.Second), esm.WithRetryDelay(50*time.Millisecond),
 		esm.WithFault(func(b esm.Batch) esm.Fault {
-			if !lost && b.Retry == 0 && len(b.Records) == 7 {
-				lost = true
+			if b.Retry == 0 && len(b.Records) == 7 && lost.CompareAndSwap(false, true) {
 				return esm.FaultLoseResponse // the second batch's work done, its answer lost
 			}
 			return esm.FaultNone
@@ -117,7 +117,7 @@ func TestEndToEndOnDynamoDBLocal(t *testing.T) {
 	rep, err := p.Drain(ctx)
 	require.NoError(t, err)
 	require.NoError(t, rep.Check())
-	require.True(t, lost)
+	require.True(t, lost.Load())
 
 	delivered := rep.Delivered()
 	assert.Len(t, delivered, 18, "every change was delivered")

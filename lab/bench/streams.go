@@ -15,9 +15,13 @@ import (
 	"github.com/idemkit/idem/kinesis"
 )
 
-// StreamBatchSize is the records per Kinesis or DynamoDB Streams event, and FailAt the
-// position (from 0) of W5c's failing record.
-const StreamBatchSize, FailAt = 100, 40
+// Sizes of the stream workloads.
+const (
+	// StreamBatchSize is the records per Kinesis or DynamoDB Streams event.
+	StreamBatchSize = 100
+	// FailAt is the position (from 0) of W5c's failing record.
+	FailAt = 40
+)
 
 // Sequence numbers of BENCHMARKS.md: Kinesis from a 56-digit number up by 1,000,000,
 // DynamoDB Streams from a 21-digit one up by 100.
