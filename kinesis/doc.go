@@ -26,12 +26,12 @@
 //
 // # Keys
 //
-// By default a record is keyed by its sequence number ([DefaultKey]), which Lambda keeps
-// when it delivers a record again. A producer's retry is another matter: a PutRecord whose
-// answer was lost (a timeout, a connection reset) and that the producer, or its SDK,
-// sends again writes a second record, with a new sequence number and the same data. Only
-// a key from the data tells the two apart: an event or order ID, chosen with
-// [WithKeyJMESPath] ("event_id") or [WithKey].
+// By default a record is keyed by its sequence number with its shard ([DefaultKey], the
+// eventID), which Lambda keeps when it delivers a record again. A producer's retry is
+// another matter: a PutRecord whose answer was lost (a timeout, a connection reset) and
+// that the producer, or its SDK, sends again writes a second record, with a new sequence
+// number and the same data. Only a key from the data tells the two apart: an event or
+// order ID, chosen with [WithKeyJMESPath] ("event_id") or [WithKey].
 //
 // # Usage
 //

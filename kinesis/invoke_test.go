@@ -313,3 +313,23 @@ func TestOrderingKeyShard(t *testing.T) {
 	_, err = kinesis.New(g, l.apply, kinesis.WithOrderingKey(nil))
 	require.ErrorIs(t, err, idem.ErrInvalidOption)
 }
+
+// TestDefaultKeyKeepsShardsApart: a sequence number is unique only within its shard (the
+// Kinesis API reference), so two shards' records with one sequence number and the same
+// data are two records, and both run.
+func TestDefaultKeyKeepsShardsApart(t *testing.T) {
+	t.Parallel()
+	g, err := idem.New(memstore.New(), "shards")
+	require.NoError(t, err)
+	runs := 0
+	h, err := kinesis.New(g, func(context.Context, events.KinesisEventRecord) error { runs++; return nil })
+	require.NoError(t, err)
+	for _, shard := range []string{"shardId-000000000000", "shardId-000000000001"} {
+		r := record("4959", "pk", `{"n":1}`)
+		r.EventID = shard + ":4959"
+		rep, err := h.Process(lambdaContext(t), events.KinesisEvent{Records: []events.KinesisEventRecord{r}})
+		require.NoError(t, err)
+		assert.Equal(t, kinesis.StatusRan, rep.Outcomes[0].Status, shard)
+	}
+	assert.Equal(t, 2, runs)
+}

@@ -64,8 +64,8 @@ func WithConcurrency(n int) Option {
 }
 
 // WithKey sets how a record's idempotency key is chosen. Default [DefaultKey]: the
-// sequence number. Must not be nil. An error from key, or an empty key, fails the record
-// with batch.ReasonKey, and stops its partition key.
+// sequence number with its shard. Must not be nil. An error from key, or an empty key,
+// fails the record with batch.ReasonKey, and stops its partition key.
 //
 // A producer that retries a PutRecord whose answer it lost (a timeout, a connection
 // reset) writes the record again under a new sequence number: only a key carried in the
@@ -161,11 +161,18 @@ func WithBatchClaims(on bool) Option {
 	}
 }
 
-// DefaultKey returns the record's sequence number, which stays the same when Lambda
-// delivers a record again (a retried batch, a redelivery after a reported failure). It
-// never fails. A producer's retried PutRecord gets a new sequence number: key those by
-// their data ([WithKeyJMESPath]).
-func DefaultKey(r events.KinesisEventRecord) (string, error) { return r.Kinesis.SequenceNumber, nil }
+// DefaultKey returns the record's sequence number qualified by its shard: the eventID
+// Lambda forms of the two ("shardId-000000000000:4959…"), or the sequence number alone for
+// a record without one. Both stay the same when Lambda delivers a record again (a retried
+// batch, a redelivery after a reported failure). The shard counts because a sequence
+// number is unique only within its shard. It never fails. A producer's retried PutRecord
+// gets a new sequence number: key those by their data ([WithKeyJMESPath]).
+func DefaultKey(r events.KinesisEventRecord) (string, error) {
+	if r.EventID != "" {
+		return r.EventID, nil
+	}
+	return r.Kinesis.SequenceNumber, nil
+}
 
 // DataFingerprint returns the record's data as its fingerprint. It never fails.
 func DataFingerprint(r events.KinesisEventRecord) ([]byte, error) { return r.Kinesis.Data, nil }
