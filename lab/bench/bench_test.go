@@ -103,3 +103,26 @@ func TestPercentile(t *testing.T) {
 	}
 	assert.Equal(t, time.Duration(0), percentile(nil, 50))
 }
+
+// TestMemstoreStreams runs the stream workloads tiny against the in-memory store: every
+// condition holds (W5c's included: the failure alone reported, nothing after it run before
+// it succeeded, every record once after the retry), in the order of BENCHMARKS.md.
+func TestMemstoreStreams(t *testing.T) {
+	t.Parallel()
+	c := Counts{WarmupW5Batches: 1, W5Batches: 2, W5cBatches: 2}
+	b, err := New(memstore.New(), &Meter{}, Config{Store: "memory", Counts: c, Streams: true})
+	require.NoError(t, err)
+	var stdout, stderr bytes.Buffer
+	require.Equal(t, 0, b.Print(&stdout, &stderr, b.streamSteps()...), "stderr:\n%s", stderr.String())
+	order := []string{"W5_kinesis_batch", "W5b_kinesis_redelivered", "W5c_kinesis_fail_40", "W5c_retry",
+		"W6_ddbstreams_batch", "W6b_ddbstreams_redelivered", "W5_kinesis_batch_concurrent",
+		"W5b_kinesis_redelivered_concurrent", "W6_ddbstreams_batch_concurrent", "W6b_ddbstreams_redelivered_concurrent"}
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	require.Len(t, lines, len(order))
+	for i, line := range lines {
+		var l map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &l), line)
+		assert.Equal(t, order[i], l["name"])
+		assert.Contains(t, l, "records_per_s")
+	}
+}

@@ -23,6 +23,7 @@
 //	go run ./cmd/idem-bench -store postgres -mode cache
 //	go run ./cmd/idem-bench -cpu-share 0.072         # as root: a 128 MB Lambda's CPU share
 //	go run ./cmd/idem-bench -url http://127.0.0.1:8000   # a running DynamoDB Local
+//	go run ./cmd/idem-bench -streams                 # and W5 to W6b, after X2
 //
 // make bench-stores runs it on every store, one after the other. -cpu-share F confines
 // idem-bench, and not the server, to F of one CPU after the warmup, as BENCHMARKS.md
@@ -47,6 +48,7 @@ func main() {
 	flag.StringVar(&o.mode, "mode", "", "postgres: pgx's query exec mode, exec (the default) or cache")
 	flag.StringVar(&o.url, "url", "", "a running server to use instead of starting one: a DynamoDB endpoint, a postgres:// or redis:// URL (its CPU is then not measured)")
 	flag.BoolVar(&o.batchClaims, "batch-claims", true, "dynamo: sqs.WithBatchClaims for W4 and W4b; false measures the per-message path (not the specified workload)")
+	flag.BoolVar(&o.streams, "streams", false, "add the stream workloads W5 to W6b (Kinesis, DynamoDB Streams) after the others")
 	flag.Float64Var(&o.cpuShare, "cpu-share", 0, "confine idem-bench (not the server) to this share of one CPU after the warmup, in [0.01, 2]; needs root")
 	short := flag.Bool("short", false, "run a tenth of the specified sizes, to check that the benchmark works (the figures are not comparable)")
 	flag.Parse()
@@ -69,6 +71,7 @@ type options struct {
 	store, mode string
 	url         string // a running server, or "" to start one
 	batchClaims bool   // passed to sqs.WithBatchClaims
+	streams     bool   // adds W5 to W6b
 	cpuShare    float64
 	// confine, when set, confines this process to cpuShare of one CPU after the warmup;
 	// undo ends the confinement.
@@ -131,7 +134,7 @@ func run(ctx context.Context, o options, c bench.Counts, stdout, stderr io.Write
 		mode = "exec"
 	}
 	b, err := bench.New(t.store, t.meter, bench.Config{Store: o.store, Mode: mode, Counts: c,
-		SQS: t.sqs, BatchClaims: o.batchClaims, CPUShare: o.cpuShare})
+		SQS: t.sqs, BatchClaims: o.batchClaims, Streams: o.streams, CPUShare: o.cpuShare})
 	if err != nil {
 		return fail(err)
 	}
