@@ -21,8 +21,9 @@
 //     the finished records from the store, in the calls that claim the batch, and runs the
 //     rest.
 //   - In provisioned poller mode with ReportBatchItemFailures, [WithReportBatchItemFailures]
-//     makes Handle answer with a partial batch response ([Response]) naming the first
-//     failure of each key by topic-partition and offset. Lambda has no Go type for it; this
+//     makes Handle answer with a partial batch response ([Response]) naming every
+//     record that failed or was not started after a failure, by topic-partition and
+//     offset. Lambda has no Go type for it; this
 //     package defines it. Returned to a mapping without the setting, it would acknowledge
 //     the failed records, so it is off by default.
 //

@@ -26,8 +26,8 @@ func record(partition, offset int64, key, eventID string) events.KafkaRecord {
 }
 
 // A consumer of an MSK topic in provisioned mode with ReportBatchItemFailures: the records
-// of a record key run in offset order, and the first failure of each is reported by its
-// partition and offset.
+// of a record key run in offset order and stop at its first failure; the failure and the
+// records not started after it are reported by partition and offset.
 func Example() {
 	guard, _ := idem.New(memstore.New(), "apply-credit") // dynamo.New(client, table) in production
 	h, _ := kafka.New(guard, func(ctx context.Context, r events.KafkaRecord) error {
@@ -51,7 +51,7 @@ func Example() {
 	out, _ := json.Marshal(resp)
 	fmt.Println(string(out))
 	// Output:
-	// {"batchItemFailures":[{"itemIdentifier":{"partition":"credits-0","offset":11}}]}
+	// {"batchItemFailures":[{"itemIdentifier":{"partition":"credits-0","offset":11}},{"itemIdentifier":{"partition":"credits-0","offset":12}}]}
 }
 
 // Outside provisioned mode Kafka takes no partial response: the batch fails, after every

@@ -135,8 +135,8 @@ func (h *Handler) Process(ctx context.Context, event events.KafkaEvent) (*Report
 		}
 	}
 	return &Report{
-		Outcomes: out, first: rep.FirstFailures(),
-		Ran: rep.Ran, Replayed: rep.Replayed, Duplicates: rep.Duplicates, Failed: rep.Failed,
+		Outcomes: out,
+		Ran:      rep.Ran, Replayed: rep.Replayed, Duplicates: rep.Duplicates, Failed: rep.Failed,
 		Duration: rep.Duration,
 	}, nil
 }

@@ -123,7 +123,7 @@ func TestAWSLambdaGoFixture(t *testing.T) {
 
 // TestPartialResponseStopsTheKey: in provisioned mode, e2 (credits-0, offset 11, key
 // acct-1) fails: e3 after it on acct-1 does not run, e4 (acct-2, same partition) and e5
-// (another partition) do, and the response names credits-0 offset 11 alone. Lambda then
+// (another partition) do, and the response names credits-0 offsets 11 and 12. Lambda then
 // delivers credits-0 from offset 11: e2 and e3 run, e4 replays, and nothing ran twice.
 func TestPartialResponseStopsTheKey(t *testing.T) {
 	t.Parallel()
@@ -135,7 +135,9 @@ func TestPartialResponseStopsTheKey(t *testing.T) {
 	ev := loadEvent(t, "kafka-two-partitions")
 	out, err := invoke(t, h, ev)
 	require.NoError(t, err)
-	assert.JSONEq(t, `{"batchItemFailures":[{"itemIdentifier":{"partition":"credits-0","offset":11}}]}`, string(out))
+	assert.JSONEq(t, `{"batchItemFailures":[
+		{"itemIdentifier":{"partition":"credits-0","offset":11}},
+		{"itemIdentifier":{"partition":"credits-0","offset":12}}]}`, string(out))
 	assert.Equal(t, map[string]int{"e1": 1, "e4": 1, "e5": 1}, l.applied)
 
 	l.mu.Lock()
@@ -245,8 +247,11 @@ func TestMissingKey(t *testing.T) {
 	assert.Equal(t, kafka.ReasonGroupStopped, rep.Outcomes[1].Reason)
 	assert.Equal(t, kafka.ReasonGroupStopped, rep.Outcomes[2].Reason)
 	assert.Equal(t, map[string]int{"e4": 1, "e5": 1}, l.applied)
-	assert.Equal(t, []kafka.BatchItemFailure{{ItemIdentifier: kafka.ItemIdentifier{Partition: "credits-0", Offset: 10}}},
-		rep.Response().BatchItemFailures)
+	assert.Equal(t, []kafka.BatchItemFailure{
+		{ItemIdentifier: kafka.ItemIdentifier{Partition: "credits-0", Offset: 10}},
+		{ItemIdentifier: kafka.ItemIdentifier{Partition: "credits-0", Offset: 11}},
+		{ItemIdentifier: kafka.ItemIdentifier{Partition: "credits-0", Offset: 12}},
+	}, rep.Response().BatchItemFailures)
 }
 
 // TestInvalidEvent: a record without a topic cannot be named, so the whole batch fails.

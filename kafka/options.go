@@ -148,7 +148,8 @@ func WithBatchClaims(on bool) Option {
 // [ErrBatchFailed], and Lambda retries the whole batch, in which the finished records
 // replay. Turn it on only for an event source mapping in provisioned poller mode with
 // FunctionResponseTypes [ReportBatchItemFailures]: Handle then returns no error and names
-// the first failed record of each record key by topic-partition and offset. A mapping
+// every failed record (a key's first failure and the records of the key not started after
+// it) by topic-partition and offset. A mapping
 // without the setting takes the response for a success and drops the failed records.
 func WithReportBatchItemFailures(on bool) Option {
 	return func(c *config) error {

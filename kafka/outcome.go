@@ -76,28 +76,33 @@ type Report struct {
 	Ran, Replayed, Duplicates, Failed int
 	// Duration is how long the batch took.
 	Duration time.Duration
-	first    []int // the first failed outcome of each record key of each partition
 }
 
 // Err returns nil when no record failed, and otherwise an error wrapping [ErrBatchFailed]
 // and the first failed record's error, naming that record and counting the failures: what
 // [Handler.Handle] returns without [WithReportBatchItemFailures].
 func (r *Report) Err() error {
-	if len(r.first) == 0 {
-		return nil
+	for _, o := range r.Outcomes {
+		if o.Failed() {
+			return fmt.Errorf("%w: %d of %d records failed, first %s (%s): %w",
+				ErrBatchFailed, r.Failed, len(r.Outcomes), o.ID, o.Reason, o.Err)
+		}
 	}
-	o := r.Outcomes[r.first[0]]
-	return fmt.Errorf("%w: %d of %d records failed, first %s (%s): %w",
-		ErrBatchFailed, r.Failed, len(r.Outcomes), o.ID, o.Reason, o.Err)
+	return nil
 }
 
-// Response returns the partial batch response of provisioned mode: the first failed
-// record of each record key of each partition, by topic-partition and offset, in the
-// report's order. An empty list acknowledges the whole batch.
+// Response returns the partial batch response of provisioned mode: every failed record
+// by topic-partition and offset, in the report's order: the first failure of a record key
+// and the records of that key not started after it. Whether Lambda retries a partition
+// from its lowest reported offset, as it does a stream shard, or retries exactly the
+// records named, no record that did not finish is acknowledged. An empty list acknowledges
+// the whole batch.
 func (r *Report) Response() Response {
-	failures := make([]BatchItemFailure, 0, len(r.first))
-	for _, i := range r.first {
-		o := r.Outcomes[i]
+	failures := make([]BatchItemFailure, 0, r.Failed)
+	for _, o := range r.Outcomes {
+		if !o.Failed() {
+			continue
+		}
 		failures = append(failures, BatchItemFailure{ItemIdentifier: ItemIdentifier{Partition: o.TopicPartition, Offset: o.Offset}})
 	}
 	return Response{BatchItemFailures: failures}
