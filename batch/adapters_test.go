@@ -2,7 +2,9 @@ package batch_test
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -12,16 +14,20 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dynamostream"
+	"github.com/idemkit/idem/kafka"
 	"github.com/idemkit/idem/kinesis"
 	"github.com/idemkit/idem/memstore"
+	"github.com/idemkit/idem/mq"
 	"github.com/idemkit/idem/sqs"
 )
 
 // TestEveryAdapter runs one batch through each adapter on the engine: four records, the
 // first three of one ordering group (SQS FIFO message group, Kinesis partition key,
-// DynamoDB item), the second failing. Ordered sources never run the third record: streams
-// report the failure alone (Lambda retries the shard from it), SQS FIFO every message not
-// done; SQS standard queues run every message and report the failed one. A redelivery of
+// DynamoDB item, Kafka record key, Amazon MQ queue), the second failing. Ordered sources
+// never run the third record: streams report the failure alone (Lambda retries the shard
+// from it), SQS FIFO and Kafka in provisioned mode every record not done, Kafka in its default
+// mode and Amazon MQ fail the whole batch; SQS standard queues run every message and
+// report the failed one. A redelivery of
 // the same batch replays what finished and runs the rest.
 func TestEveryAdapter(t *testing.T) {
 	t.Parallel()
@@ -77,6 +83,51 @@ func TestEveryAdapter(t *testing.T) {
 			}
 			return out
 		}},
+		{"kafka provisioned", true, []string{"2", "3"}, func(t *testing.T, g *idem.Guard, fail string, ran func(string)) []string {
+			h, err := kafka.New(g, func(_ context.Context, r events.KafkaRecord) error {
+				return countRecord(strconv.FormatInt(r.Offset, 10), fail, ran)
+			}, kafka.WithConcurrency(1), kafka.WithReportBatchItemFailures(true))
+			require.NoError(t, err)
+			resp, err := h.Handle(testContext(t), kafkaEvent(ids, group))
+			require.NoError(t, err)
+			var out []string
+			for _, f := range resp.BatchItemFailures {
+				out = append(out, strconv.FormatInt(f.ItemIdentifier.Offset, 10))
+			}
+			return out
+		}},
+		{"kafka", true, []string{batchFailed}, func(t *testing.T, g *idem.Guard, fail string, ran func(string)) []string {
+			h, err := kafka.New(g, func(_ context.Context, r events.KafkaRecord) error {
+				return countRecord(strconv.FormatInt(r.Offset, 10), fail, ran)
+			}, kafka.WithConcurrency(1))
+			require.NoError(t, err)
+			_, err = h.Handle(testContext(t), kafkaEvent(ids, group))
+			return wholeBatch(t, err, kafka.ErrBatchFailed)
+		}},
+		{"activemq", true, []string{batchFailed}, func(t *testing.T, g *idem.Guard, fail string, ran func(string)) []string {
+			h, err := mq.NewActiveMQ(g, func(_ context.Context, m events.ActiveMQMessage) error {
+				return countRecord(m.MessageID, fail, ran)
+			})
+			require.NoError(t, err)
+			var ev events.ActiveMQEvent
+			for _, id := range ids {
+				ev.Messages = append(ev.Messages, events.ActiveMQMessage{MessageID: id, Data: id,
+					Destination: events.ActiveMQDestination{PhysicalName: "q"}})
+			}
+			return wholeBatch(t, h.Handle(testContext(t), ev), mq.ErrBatchFailed)
+		}},
+		{"rabbitmq", true, []string{batchFailed}, func(t *testing.T, g *idem.Guard, fail string, ran func(string)) []string {
+			h, err := mq.NewRabbitMQ(g, func(_ context.Context, m events.RabbitMQMessage) error {
+				return countRecord(*m.BasicProperties.MessageID, fail, ran)
+			})
+			require.NoError(t, err)
+			ev := events.RabbitMQEvent{MessagesByQueue: map[string][]events.RabbitMQMessage{}}
+			for _, id := range ids {
+				ev.MessagesByQueue["q::/"] = append(ev.MessagesByQueue["q::/"], events.RabbitMQMessage{
+					BasicProperties: events.RabbitMQBasicProperties{MessageID: &id}, Data: id})
+			}
+			return wholeBatch(t, h.Handle(testContext(t), ev), mq.ErrBatchFailed)
+		}},
 	}
 	for _, a := range adapters {
 		t.Run(a.name, func(t *testing.T) {
@@ -128,6 +179,32 @@ func runSQS(t *testing.T, g *idem.Guard, fail string, ran func(string), arn stri
 		out = append(out, f.ItemIdentifier)
 	}
 	return out
+}
+
+// batchFailed stands for the whole-batch error of a source without partial responses
+// (Kafka outside provisioned mode, Amazon MQ): the source delivers the batch again.
+const batchFailed = "the whole batch"
+
+// wholeBatch turns a source's whole-batch error into TestEveryAdapter's report.
+func wholeBatch(t *testing.T, err error, sentinel error) []string {
+	t.Helper()
+	if err == nil {
+		return nil
+	}
+	require.ErrorIs(t, err, sentinel)
+	return []string{batchFailed}
+}
+
+// kafkaEvent returns a Kafka event of one partition with records at offsets ids, keyed by
+// group (base64, as Lambda sends them).
+func kafkaEvent(ids, group []string) events.KafkaEvent {
+	ev := events.KafkaEvent{Records: map[string][]events.KafkaRecord{}}
+	for i, id := range ids {
+		off, _ := strconv.ParseInt(id, 10, 64)
+		ev.Records["t-0"] = append(ev.Records["t-0"], events.KafkaRecord{Topic: "t", Offset: off,
+			Key: base64.StdEncoding.EncodeToString([]byte(group[i])), Value: base64.StdEncoding.EncodeToString([]byte(id))})
+	}
+	return ev
 }
 
 func testContext(t *testing.T) context.Context {

@@ -1,0 +1,57 @@
+package mq_test
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/dynamo"
+	"github.com/idemkit/idem/internal/ddbcount"
+	"github.com/idemkit/idem/internal/ddblocal"
+	"github.com/idemkit/idem/internal/samtables"
+	"github.com/idemkit/idem/mq"
+)
+
+// TestCostOnDynamoDB counts the DynamoDB calls (DynamoDB Local) of an ActiveMQ batch of
+// 100 new messages: ⌈100/25⌉ claim calls and ⌈100/25⌉ completion calls, 8 in all, where a
+// per-message idempotent handler makes 200. The same batch delivered again (the broker's
+// redelivery after a failure) replays in its claim calls: 4, and one read of the records
+// they met.
+func TestCostOnDynamoDB(t *testing.T) {
+	t.Parallel()
+	client := ddblocal.Client(t)
+	table := samtables.NewTables(t, client, "IdempotencyTable")["IdempotencyTable"]
+	api := ddbcount.New(client)
+	store, err := dynamo.New(api, table)
+	require.NoError(t, err)
+	guard, err := idem.New(store, "cost")
+	require.NoError(t, err)
+	h, err := mq.NewActiveMQ(guard, func(context.Context, events.ActiveMQMessage) error { return nil })
+	require.NoError(t, err)
+	var ev events.ActiveMQEvent
+	for i := range 100 {
+		ev.Messages = append(ev.Messages, events.ActiveMQMessage{
+			MessageID: fmt.Sprintf("ID:m-%03d", i), Destination: events.ActiveMQDestination{PhysicalName: "orders"},
+			Data: base64.StdEncoding.EncodeToString(fmt.Appendf(nil, `{"n":%d}`, i)),
+		})
+	}
+	rep := h.Process(lambdaContext(t), ev)
+	require.NoError(t, rep.Err())
+	require.Equal(t, 100, rep.Ran)
+	calls := api.Take()
+	t.Logf("new: %v", calls)
+	assert.Equal(t, map[string]int{"BatchExecuteStatement": 8}, calls, "4 batch claims and 4 batch completions")
+
+	rep = h.Process(lambdaContext(t), ev)
+	require.NoError(t, rep.Err())
+	require.Equal(t, 100, rep.Replayed)
+	calls = api.Take()
+	t.Logf("redelivered: %v", calls)
+	assert.Equal(t, map[string]int{"BatchExecuteStatement": 4, "BatchGetItem": 1}, calls)
+}
