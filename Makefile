@@ -57,7 +57,7 @@ FUZZTIME ?= 20000x
 MODULES := $(sort . $(patsubst %/go.mod,%,$(shell git ls-files --cached --others --exclude-standard '*/go.mod')))
 
 .PHONY: deps test lint vet fuzz bench bench-e2e soak sim build run clean shellcheck shellcheck-install redis-server postgresql bench-redis bench-stores \
-	build-ExampleAPIFunction build-ExampleSQSFunction \
+	build-ExampleAPIFunction build-ExampleSQSFunction build-ExampleStreamFunction \
 	localstack-up localstack-deploy localstack-smoke localstack-logs localstack-down
 
 deps: $(DDBLOCAL_STAMP) $(KINESALITE_STAMP) $(STATICCHECK) $(GOLANGCI_LINT_STAMP) shellcheck-install redis-server postgresql
@@ -141,7 +141,7 @@ sim:
 
 # The Lambda functions, as `bootstrap` binaries for the provided.al2023 runtime on arm64:
 # static (no cgo), without the RPC shim the go1.x runtime needed (lambda.norpc), stripped.
-LAMBDA_FUNCTIONS := example-api example-sqs
+LAMBDA_FUNCTIONS := example-api example-sqs example-stream
 LAMBDA_BUILD := CGO_ENABLED=0 GOOS=linux GOARCH=arm64 go build -tags lambda.norpc -trimpath -ldflags='-s -w'
 
 build:
@@ -215,6 +215,9 @@ build-ExampleAPIFunction:
 
 build-ExampleSQSFunction:
 	$(NEED_ARTIFACTS_DIR)$(LAMBDA_BUILD) -o "$(ARTIFACTS_DIR)/bootstrap" ./cmd/example-sqs
+
+build-ExampleStreamFunction:
+	$(NEED_ARTIFACTS_DIR)$(LAMBDA_BUILD) -o "$(ARTIFACTS_DIR)/bootstrap" ./cmd/example-stream
 
 # Deploying infra/template.yaml to LocalStack and smoke-testing it: needs Docker, the SAM CLI
 # and the AWS CLI (see localstack/README.md). compose.sh picks the image: LocalStack Pro with

@@ -7,7 +7,8 @@
 // claims, completions, replays (from the store or the local cache), in-progress refusals,
 // payload mismatches, lost leases (once per run), handler failures and other releases,
 // store errors, and handler and run durations, each under the guard's operation
-// ([DimensionOperation]); and the outcome of every SQS batch by status and failure
+// ([DimensionOperation]); and the outcome of every batch (SQS, Kinesis, DynamoDB Streams,
+// Kafka, Amazon MQ), under names of its source ([BatchMetric]), by status and failure
 // reason. [Recorder.Flush] writes them as one EMF document per operation and starts over;
 // [Wrap] flushes after every invocation of a Lambda handler. Counts are summed per flush;
 // durations keep every observation (up to [MaxValues] per document, so that CloudWatch

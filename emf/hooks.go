@@ -60,8 +60,30 @@ const (
 // many dimensions as [MaxDimensions], records without it.
 const DimensionOperation = "Operation"
 
-// The metrics of [Recorder.Hooks] for each SQS batch (package sqs), from the guard's
-// OnBatch hook.
+// The metrics of [Recorder.Hooks] for each batch (package sqs, kinesis, dynamostream, and
+// any other adapter of package batch), from the guard's OnBatch hook, named per source by
+// [BatchMetric]: these are the names' endings, after the source's prefix.
+const (
+	// BatchMetricBatches counts batches processed.
+	BatchMetricBatches = "Batches"
+	// BatchMetricItems counts the messages (or records) received; [BatchMetric] names it
+	// "Messages" for a queue and "Records" for a stream.
+	BatchMetricItems = "Items"
+	// BatchMetricRan counts items whose handler ran and succeeded.
+	BatchMetricRan = "Ran"
+	// BatchMetricReplayed counts items acknowledged as completed earlier.
+	BatchMetricReplayed = "Replayed"
+	// BatchMetricDuplicates counts items acknowledged as duplicates within their batch.
+	BatchMetricDuplicates = "Duplicates"
+	// BatchMetricFailed counts items reported for redelivery; [FailedMetric] names the
+	// count of one reason.
+	BatchMetricFailed = "Failed"
+	// BatchMetricDuration observes each batch's duration in milliseconds.
+	BatchMetricDuration = "BatchDuration"
+)
+
+// The metrics of [Recorder.Hooks] for each SQS batch (package sqs): [BatchMetric] for
+// "aws_sqs", the names of before other sources were reported.
 const (
 	// MetricSQSBatches counts batches processed.
 	MetricSQSBatches = "SQSBatches"
@@ -80,14 +102,56 @@ const (
 	MetricSQSBatchDuration = "SQSBatchDuration"
 )
 
+// batchSource returns the prefix of the metrics of a messaging system's batches
+// ([idem.BatchEvent.System]) and the name of their items, ok false for a system not
+// listed. An empty system is SQS's, as before sources named themselves.
+func batchSource(system string) (prefix, items string, ok bool) {
+	switch system {
+	case "", "aws_sqs":
+		return "SQS", "Messages", true
+	case "aws_kinesis":
+		return "Kinesis", "Records", true
+	case "aws_dynamodb_streams":
+		return "DynamoDBStreams", "Records", true
+	case "kafka":
+		return "Kafka", "Records", true
+	case "rabbitmq":
+		return "RabbitMQ", "Messages", true
+	case "activemq":
+		return "ActiveMQ", "Messages", true
+	}
+	return "", "", false
+}
+
+// batchSystems lists the systems batchSource knows, and one it does not ("other").
+func batchSystems() []string {
+	return []string{"aws_sqs", "aws_kinesis", "aws_dynamodb_streams", "kafka", "rabbitmq", "activemq", "other"}
+}
+
+// BatchMetric returns the name of a batch metric (one of the BatchMetric* endings) for the
+// batches of a messaging system ([idem.BatchEvent.System]): the source's prefix ("SQS",
+// "Kinesis", "DynamoDBStreams", "Kafka", "RabbitMQ", "ActiveMQ") followed by the ending,
+// with [BatchMetricItems] spelt "Messages" for a queue and "Records" for a stream; so
+// "SQSBatches" for "aws_sqs" (or ""), "KinesisRecords" for "aws_kinesis". A system not in
+// that list has no prefix ("Batches", "Items").
+func BatchMetric(system, metric string) string {
+	prefix, items, ok := batchSource(system)
+	if metric == BatchMetricItems && ok {
+		metric = items
+	}
+	return prefix + metric
+}
+
 // Hooks returns the [idem.Hooks] that record this package's metrics: for each guarded call,
 // the counts from MetricClaims to MetricStoreErrors, [MetricHandlerDuration] and
-// [MetricRunDuration], under [DimensionOperation]; for each SQS batch (OnBatch), the
-// MetricSQS* counts and [MetricSQSBatchDuration], and the failures by reason under
-// [SQSFailedMetric]. The SQS status counts are recorded even when zero, so an alarm on
-// failures sees a value for every batch; a reason's count only when some message failed
-// for it. They record nothing of an event but its kind, operation, counts and duration:
-// never a key or a message ID. To record traces too, join them with [idem.JoinHooks].
+// [MetricRunDuration], under [DimensionOperation]; for each batch (OnBatch), the counts
+// from BatchMetricBatches to BatchMetricFailed and [BatchMetricDuration], named for the
+// batch's source by [BatchMetric] (MetricSQS* for SQS, "KinesisRecords" and the like for
+// the others), and the failures by reason under [FailedMetric]. The status counts are
+// recorded even when zero, so an alarm on failures sees a value for every batch; a
+// reason's count only when some item failed for it. They record nothing of an event but
+// its kind, operation, counts and duration: never a key, a message ID or a sequence
+// number. To record traces too, join them with [idem.JoinHooks].
 func (r *Recorder) Hooks() idem.Hooks {
 	count := func(name string) func(context.Context, idem.Event) {
 		return func(_ context.Context, e idem.Event) { r.countOp(name, operation(e.Key)) }
@@ -150,14 +214,15 @@ func operation(key string) string {
 	return prefix[j+1:]
 }
 
-// batch records an SQS batch's metrics.
+// batch records a batch's metrics, named for its source.
 func (r *Recorder) batch(_ context.Context, e idem.BatchEvent) {
-	_ = r.Count(MetricSQSBatches, 1)
-	_ = r.Count(MetricSQSMessages, float64(len(e.Items)))
-	_ = r.Count(MetricSQSRan, float64(e.Ran))
-	_ = r.Count(MetricSQSReplayed, float64(e.Replayed))
-	_ = r.Count(MetricSQSDuplicates, float64(e.Duplicates))
-	_ = r.Count(MetricSQSFailed, float64(e.Failed))
+	name := func(metric string) string { return BatchMetric(e.System, metric) }
+	_ = r.Count(name(BatchMetricBatches), 1)
+	_ = r.Count(name(BatchMetricItems), float64(len(e.Items)))
+	_ = r.Count(name(BatchMetricRan), float64(e.Ran))
+	_ = r.Count(name(BatchMetricReplayed), float64(e.Replayed))
+	_ = r.Count(name(BatchMetricDuplicates), float64(e.Duplicates))
+	_ = r.Count(name(BatchMetricFailed), float64(e.Failed))
 	failed := make(map[string]int)
 	for _, it := range e.Items {
 		if it.Reason != "" {
@@ -165,18 +230,24 @@ func (r *Recorder) batch(_ context.Context, e idem.BatchEvent) {
 		}
 	}
 	for _, reason := range slices.Sorted(maps.Keys(failed)) {
-		_ = r.Count(SQSFailedMetric(reason), float64(failed[reason]))
+		_ = r.Count(FailedMetric(e.System, reason), float64(failed[reason]))
 	}
-	_ = r.Observe(MetricSQSBatchDuration, UnitMilliseconds, millis(e.Duration))
+	_ = r.Observe(name(BatchMetricDuration), UnitMilliseconds, millis(e.Duration))
 }
 
-// SQSFailedMetric returns the name of the count of messages failed for reason (an
-// sqs.Reason, as [idem.BatchItem.Reason] carries it): "SQSFailed" followed by the reason in
-// camel case, such as "SQSFailedInProgress" for "in_progress". Reasons are a closed set, so
-// these names are few.
-func SQSFailedMetric(reason string) string {
+// SQSFailedMetric returns the name of the count of SQS messages failed for reason (an
+// sqs.Reason, as [idem.BatchItem.Reason] carries it): [FailedMetric] for "aws_sqs", such as
+// "SQSFailedInProgress" for "in_progress".
+func SQSFailedMetric(reason string) string { return FailedMetric("aws_sqs", reason) }
+
+// FailedMetric returns the name of the count of a system's items failed for reason (a
+// batch.Reason, as [idem.BatchItem.Reason] carries it): [BatchMetric] of
+// [BatchMetricFailed] followed by the reason in camel case, such as
+// "KinesisFailedGroupStopped" for "group_stopped" on "aws_kinesis". Reasons are a closed
+// set, so these names are few.
+func FailedMetric(system, reason string) string {
 	var b strings.Builder
-	b.WriteString(MetricSQSFailed)
+	b.WriteString(BatchMetric(system, BatchMetricFailed))
 	for _, word := range strings.Split(reason, "_") {
 		if word != "" {
 			b.WriteString(strings.ToUpper(word[:1]) + word[1:])
@@ -196,10 +267,19 @@ func reserved(name string) bool {
 	switch name {
 	case MetricClaims, MetricCompletions, MetricReplays, MetricCacheReplays, MetricInProgressRefusals, MetricPayloadMismatches,
 		MetricLeaseLost, MetricHandlerFailures, MetricOtherReleases, MetricStoreErrors,
-		MetricHandlerDuration, MetricRunDuration,
-		MetricSQSBatches, MetricSQSMessages, MetricSQSRan, MetricSQSReplayed, MetricSQSDuplicates,
-		MetricSQSBatchDuration:
+		MetricHandlerDuration, MetricRunDuration:
 		return true
 	}
-	return strings.HasPrefix(name, MetricSQSFailed)
+	for _, system := range batchSystems() {
+		for _, metric := range []string{BatchMetricBatches, BatchMetricItems, BatchMetricRan, BatchMetricReplayed,
+			BatchMetricDuplicates, BatchMetricDuration} {
+			if name == BatchMetric(system, metric) {
+				return true
+			}
+		}
+		if strings.HasPrefix(name, BatchMetric(system, BatchMetricFailed)) {
+			return true
+		}
+	}
+	return false
 }

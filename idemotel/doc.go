@@ -1,5 +1,6 @@
 // Package idemotel traces idem's guarded calls with OpenTelemetry: spans for the claim, the
-// handler's run with the store call that records its outcome, and each SQS batch, with the
+// handler's run with the store call that records its outcome, and each batch of any source
+// (SQS, Kinesis, DynamoDB Streams, Kafka, Amazon MQ) as a messaging process span, with the
 // attributes an operator filters on. It lives in its own module, so a program that does not
 // trace never pulls OpenTelemetry in.
 //

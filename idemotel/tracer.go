@@ -37,8 +37,6 @@ const (
 	SpanExtend = "idem.extend"
 	// SpanCheckpoint is a failed carry-over of a checkpoint to a new lease.
 	SpanCheckpoint = "idem.checkpoint"
-	// SpanSQSBatch is one SQS batch, from its arrival to its response.
-	SpanSQSBatch = "idem.sqs.batch"
 )
 
 // Attribute keys.
@@ -146,8 +144,10 @@ func New(opts ...Option) (*Tracer, error) {
 // Hooks returns the [idem.Hooks] that make the spans: [SpanClaim] for claims, replays,
 // refusals and failed claims; [SpanRun] for each run of a handler, from OnRun to OnRunEnd,
 // with the outcome its completion, release, lost lease or failed completion or release
-// reported; [SpanExtend] and [SpanCheckpoint] for their failures; [SpanSQSBatch] for each
-// SQS batch (package sqs reports its batches through the guard's OnBatch hook). A store
+// reported; [SpanExtend] and [SpanCheckpoint] for their failures; a process span for each
+// batch of any source (packages sqs, kinesis, dynamostream and the other adapters of
+// package batch report their batches through the guard's OnBatch hook), named
+// "process <destination>" with the source's messaging.system. A store
 // error or a lost lease sets the span's status to Error and records the error (idem's and
 // the store's messages carry no key); a release sets it to Error with the error's type only
 // ([AttrErrorType]). To combine them with other hooks, use [idem.JoinHooks].

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds both functions with `sam build` (through the Makefile's build-<LogicalId> targets)
+# Builds the functions with `sam build` (through the Makefile's build-<LogicalId> targets)
 # and deploys infra/template.yaml to LocalStack. Needs Docker (LocalStack running: `make
 # localstack-up`), the SAM CLI, the AWS CLI, Go, make and curl; samlocal is used when
 # installed.

@@ -32,6 +32,10 @@ type Table struct {
 	PointInTimeRecoverySpecification *struct{ PointInTimeRecoveryEnabled bool }
 	// SSESpecification configures encryption with a KMS key; nil when absent.
 	SSESpecification *struct{ SSEEnabled bool }
+	// StreamSpecification turns the table's stream on, with what each record carries
+	// (StreamViewType: "KEYS_ONLY", "NEW_IMAGE", "OLD_IMAGE", "NEW_AND_OLD_IMAGES"); nil
+	// for no stream.
+	StreamSpecification *struct{ StreamViewType string }
 	// GlobalSecondaryIndexes and LocalSecondaryIndexes are kept only to refuse them:
 	// CreateTableInput does not translate indexes.
 	GlobalSecondaryIndexes []any `json:",omitempty"`
@@ -75,8 +79,8 @@ func (tb *Table) TTLAttribute() string {
 }
 
 // CreateTableInput returns the request that creates the table under the given name with
-// the template's key schema, attribute definitions and billing mode. TTL needs a separate
-// UpdateTimeToLive (see [CreateTables]). Point-in-time recovery and encryption are
+// the template's key schema, attribute definitions, billing mode and stream. TTL needs a
+// separate UpdateTimeToLive (see [CreateTables]). Point-in-time recovery and encryption are
 // left out: DynamoDB Local does not model them, and they do not change what the code sees.
 func (tb *Table) CreateTableInput(name string) (*dynamodb.CreateTableInput, error) {
 	if len(tb.GlobalSecondaryIndexes) > 0 || len(tb.LocalSecondaryIndexes) > 0 {
@@ -94,6 +98,15 @@ func (tb *Table) CreateTableInput(name string) (*dynamodb.CreateTableInput, erro
 	}
 	if in.BillingMode == types.BillingModeProvisioned {
 		return nil, fmt.Errorf("samtables: table %s: only PAY_PER_REQUEST is supported", tb.LogicalID)
+	}
+	if spec := tb.StreamSpecification; spec != nil {
+		if spec.StreamViewType == "" {
+			return nil, fmt.Errorf("samtables: table %s: StreamSpecification without StreamViewType", tb.LogicalID)
+		}
+		in.StreamSpecification = &types.StreamSpecification{
+			StreamEnabled:  aws.Bool(true),
+			StreamViewType: types.StreamViewType(spec.StreamViewType),
+		}
 	}
 	for _, a := range tb.AttributeDefinitions {
 		in.AttributeDefinitions = append(in.AttributeDefinitions, types.AttributeDefinition{

@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -43,9 +44,11 @@ func TestCreateTablesLocal(t *testing.T) {
 		id      string
 		hashKey string
 		ttl     string
+		stream  types.StreamViewType // "" for no stream
 	}{
 		{name: "idempotency", id: idempotencyTable, hashKey: "id", ttl: "expiration"},
-		{name: "orders", id: ordersTable, hashKey: "id"},
+		// example-stream consumes the orders table's stream, and needs new images.
+		{name: "orders", id: ordersTable, hashKey: "id", stream: types.StreamViewTypeNewImage},
 		{name: "ledger", id: ledgerTable, hashKey: "account_id"},
 	}
 	for _, tc := range tests {
@@ -54,6 +57,13 @@ func TestCreateTablesLocal(t *testing.T) {
 			require.NoError(t, err)
 			require.Len(t, desc.Table.KeySchema, 1)
 			assert.Equal(t, tc.hashKey, *desc.Table.KeySchema[0].AttributeName)
+			if tc.stream == "" {
+				assert.Nil(t, desc.Table.LatestStreamArn)
+			} else if assert.NotNil(t, desc.Table.StreamSpecification) {
+				assert.True(t, aws.ToBool(desc.Table.StreamSpecification.StreamEnabled))
+				assert.Equal(t, tc.stream, desc.Table.StreamSpecification.StreamViewType)
+				assert.NotNil(t, desc.Table.LatestStreamArn)
+			}
 			ttl, err := client.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(names[tc.id])})
 			require.NoError(t, err)
 			if tc.ttl == "" {

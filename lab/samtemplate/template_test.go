@@ -24,9 +24,13 @@ const (
 	ledgerTable      = "LedgerTable"
 	apiFunction      = "ExampleAPIFunction"
 	sqsFunction      = "ExampleSQSFunction"
+	streamFunction   = "ExampleStreamFunction"
+	streamMapping    = "ExampleStreamMapping"
+	streamFailures   = "OrdersStreamFailureQueue"
 	ledgerQueue      = "LedgerQueue"
 	functionType     = "AWS::Serverless::Function"
 	queueType        = "AWS::SQS::Queue"
+	mappingType      = "AWS::Lambda::EventSourceMapping"
 )
 
 // function holds the properties of an AWS::Serverless::Function that the tests check.
@@ -89,11 +93,13 @@ func TestTemplateTables(t *testing.T) {
 		id      string
 		hashKey string
 		ttl     string
+		stream  string // StreamViewType; "" for no stream
 	}{
 		// The idempotency table must match the store's defaults, or dynamo.New(client, table)
 		// without options would not work against the deployed table.
 		{name: "idempotency", id: idempotencyTable, hashKey: defaults.ID, ttl: defaults.Expiration},
-		{name: "orders", id: ordersTable, hashKey: "id"},
+		// example-stream reads each new order's image from the stream.
+		{name: "orders", id: ordersTable, hashKey: "id", stream: "NEW_IMAGE"},
 		{name: "ledger", id: ledgerTable, hashKey: "account_id"},
 	}
 	for _, tc := range tests {
@@ -105,6 +111,11 @@ func TestTemplateTables(t *testing.T) {
 			assert.Equal(t, []samtables.AttributeDefinition{{AttributeName: tc.hashKey, AttributeType: "S"}}, tb.AttributeDefinitions)
 			assert.Equal(t, tc.ttl, tb.TTLAttribute())
 			assert.Equal(t, "PAY_PER_REQUEST", tb.BillingMode)
+			if tc.stream == "" {
+				assert.Nil(t, tb.StreamSpecification)
+			} else if assert.NotNil(t, tb.StreamSpecification) {
+				assert.Equal(t, tc.stream, tb.StreamSpecification.StreamViewType)
+			}
 			if assert.NotNil(t, tb.PointInTimeRecoverySpecification) {
 				assert.True(t, tb.PointInTimeRecoverySpecification.PointInTimeRecoveryEnabled)
 			}
@@ -130,6 +141,7 @@ func TestTemplateFunctions(t *testing.T) {
 	}{
 		{name: "api", id: apiFunction, env: map[string]string{"IDEMPOTENCY_TABLE": idempotencyTable, "ORDERS_TABLE": ordersTable}},
 		{name: "sqs", id: sqsFunction, env: map[string]string{"IDEMPOTENCY_TABLE": idempotencyTable, "LEDGER_TABLE": ledgerTable}},
+		{name: "stream", id: streamFunction, env: map[string]string{"IDEMPOTENCY_TABLE": idempotencyTable, "LEDGER_TABLE": ledgerTable}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -149,7 +161,7 @@ func TestTemplateFunctions(t *testing.T) {
 			assert.Equal(t, tc.env, env)
 		})
 	}
-	assert.ElementsMatch(t, []string{apiFunction, sqsFunction}, tmpl.LogicalIDs(functionType))
+	assert.ElementsMatch(t, []string{apiFunction, sqsFunction, streamFunction}, tmpl.LogicalIDs(functionType))
 }
 
 // TestTemplateBuildTargets checks that `sam build` finds the Makefile target of every
@@ -323,6 +335,17 @@ func TestTemplateIAM(t *testing.T) {
 			// The ADD, only inside a transaction (IAM cannot require the record in it).
 			ledgerTable: {"dynamodb:UpdateItem" + inTransaction},
 		}},
+		{name: "stream", id: streamFunction, want: map[string][]string{
+			// The dynamostream adapter claims and completes whole batches, as sqs does.
+			idempotencyTable: storeActions(true),
+			ledgerTable:      {"dynamodb:UpdateItem" + inTransaction},
+			// What the event source mapping reads the stream with, on the orders stream
+			// alone (no SAM event: it would attach a managed policy on every stream).
+			ordersTable + ".StreamArn": {"dynamodb:DescribeStream", "dynamodb:GetRecords",
+				"dynamodb:GetShardIterator", "dynamodb:ListStreams"},
+			// The on-failure destination.
+			streamFailures + ".Arn": {"sqs:SendMessage"},
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -333,9 +356,11 @@ func TestTemplateIAM(t *testing.T) {
 	}
 }
 
-// dynamoGrants returns the DynamoDB actions that policies allow, by table logical ID. It
-// fails t on anything it cannot audit: a managed policy or SAM policy template (which could
-// grant more), a Deny, a non-DynamoDB action, or a resource that is not a table's ARN.
+// dynamoGrants returns the actions that policies allow, by table logical ID, or by
+// "<logical ID>.StreamArn" for a table's stream and "<logical ID>.Arn" for a queue. It fails
+// t on anything it cannot audit: a managed policy or SAM policy template (which could grant
+// more), a Deny, a wildcard, a DynamoDB action on anything but a table or its stream, or an
+// action on a queue other than sqs:SendMessage.
 func dynamoGrants(t *testing.T, tmpl *Template, policies []any) map[string][]string {
 	t.Helper()
 	grants := map[string][]string{}
@@ -353,15 +378,26 @@ func dynamoGrants(t *testing.T, tmpl *Template, policies []any) map[string][]str
 				suffix = inTransaction
 			}
 			for _, r := range list(st["Resource"]) {
-				table, attr, ok := GetAtt(r)
-				require.True(t, ok && attr == "Arn", "resource %v is not a table ARN", r)
-				_, err := tmpl.Table(table)
-				require.NoError(t, err)
+				id, attr, ok := GetAtt(r)
+				require.True(t, ok && (attr == "Arn" || attr == "StreamArn"), "resource %v is not a table's, stream's or queue's ARN", r)
+				grantee, prefix := id, "dynamodb:"
+				switch typ := tmpl.Resources[id].Type; {
+				case typ == TableType && attr == "StreamArn":
+					grantee = id + ".StreamArn"
+				case typ == TableType:
+				case typ == queueType && attr == "Arn":
+					grantee, prefix = id+".Arn", "sqs:"
+				default:
+					t.Fatalf("resource %v: %s", r, typ)
+				}
 				for _, a := range list(st["Action"]) {
 					action := a.(string)
-					require.True(t, strings.HasPrefix(action, "dynamodb:"), action)
+					require.True(t, strings.HasPrefix(action, prefix), action)
 					require.NotContains(t, action, "*")
-					grants[table] = append(grants[table], action+suffix)
+					if prefix == "sqs:" {
+						require.Equal(t, "sqs:SendMessage", action)
+					}
+					grants[grantee] = append(grants[grantee], action+suffix)
 				}
 			}
 		}
@@ -401,13 +437,15 @@ func TestTemplateOutputs(t *testing.T) {
 	t.Parallel()
 	tmpl := loadTemplate(t)
 	refs := map[string]string{
-		"QueueURL":             ledgerQueue,
-		"IdempotencyTableName": idempotencyTable,
-		"OrdersTableName":      ordersTable,
-		"LedgerTableName":      ledgerTable,
-		"APIID":                "OrdersAPI",
-		"APIFunctionName":      apiFunction,
-		"SQSFunctionName":      sqsFunction,
+		"QueueURL":              ledgerQueue,
+		"IdempotencyTableName":  idempotencyTable,
+		"OrdersTableName":       ordersTable,
+		"LedgerTableName":       ledgerTable,
+		"APIID":                 "OrdersAPI",
+		"APIFunctionName":       apiFunction,
+		"SQSFunctionName":       sqsFunction,
+		"StreamFunctionName":    streamFunction,
+		"StreamFailureQueueURL": streamFailures,
 	}
 	for name, id := range refs {
 		out, ok := tmpl.Outputs[name]
@@ -419,4 +457,64 @@ func TestTemplateOutputs(t *testing.T) {
 	require.Contains(t, tmpl.Outputs, "APIURL")
 	sub, _ := tmpl.Outputs["APIURL"].Value.(map[string]any)["Fn::Sub"].(string)
 	assert.Contains(t, sub, "${OrdersAPI}")
+}
+
+// mapping holds the properties of an AWS::Lambda::EventSourceMapping that the tests check.
+type mapping struct {
+	FunctionName               any
+	EventSourceArn             any
+	StartingPosition           string
+	BatchSize                  int
+	FunctionResponseTypes      []string
+	BisectBatchOnFunctionError bool
+	MaximumRetryAttempts       *int
+	MaximumRecordAgeInSeconds  *int
+	DestinationConfig          struct{ OnFailure struct{ Destination any } }
+}
+
+// TestTemplateStreamMapping checks the orders stream's event source mapping: it reports
+// partial failures (without that, one failed record makes Lambda retry the whole batch),
+// bisects a batch that fails as a whole, gives up after bounded retries into an SQS
+// destination, and is the function's only event (a SAM DynamoDB event would attach a
+// managed policy that reads every stream).
+func TestTemplateStreamMapping(t *testing.T) {
+	t.Parallel()
+	tmpl := loadTemplate(t)
+	require.Equal(t, []string{streamMapping}, tmpl.LogicalIDs(mappingType))
+	var m mapping
+	require.NoError(t, tmpl.DecodeProperties(streamMapping, mappingType, &m))
+	fn, ok := Ref(m.FunctionName)
+	require.True(t, ok)
+	assert.Equal(t, streamFunction, fn)
+	id, attr, ok := GetAtt(m.EventSourceArn)
+	require.True(t, ok)
+	assert.Equal(t, ordersTable+".StreamArn", id+"."+attr)
+	assert.Contains(t, []string{"TRIM_HORIZON", "LATEST"}, m.StartingPosition)
+	assert.Equal(t, []string{"ReportBatchItemFailures"}, m.FunctionResponseTypes)
+	assert.True(t, m.BisectBatchOnFunctionError)
+	// Both bounded: -1 or absent retries until the record expires (24 hours), blocking its
+	// shard that long.
+	if assert.NotNil(t, m.MaximumRetryAttempts) {
+		assert.True(t, *m.MaximumRetryAttempts >= 1 && *m.MaximumRetryAttempts <= 10000, *m.MaximumRetryAttempts)
+	}
+	if assert.NotNil(t, m.MaximumRecordAgeInSeconds) {
+		assert.True(t, *m.MaximumRecordAgeInSeconds >= 60 && *m.MaximumRecordAgeInSeconds < 24*3600, *m.MaximumRecordAgeInSeconds)
+	}
+	assert.True(t, m.BatchSize >= 1 && m.BatchSize <= 10000, m.BatchSize)
+	dest, attr, ok := GetAtt(m.DestinationConfig.OnFailure.Destination)
+	require.True(t, ok, "the on-failure destination should be !GetAtt <queue>.Arn")
+	assert.Equal(t, streamFailures+".Arn", dest+"."+attr)
+	q := loadQueue(t, tmpl, dest)
+	if assert.NotNil(t, q.MessageRetentionPeriod) {
+		assert.Equal(t, 14*24*3600, *q.MessageRetentionPeriod, "kept as long as SQS can")
+	}
+	assert.Empty(t, loadFunction(t, tmpl, streamFunction).Events)
+
+	// The idempotency records outlive the stream's 24 hours, so a record delivered again
+	// always finds its key: the example's expiry is checked in cmd/example-stream.
+	var orders struct {
+		StreamSpecification *struct{ StreamViewType string }
+	}
+	require.NoError(t, tmpl.DecodeProperties(ordersTable, TableType, &orders))
+	require.NotNil(t, orders.StreamSpecification)
 }

@@ -59,25 +59,25 @@ func TestSQSBatchSpan(t *testing.T) {
 	spans := r.idemSpans(t, parent)
 	require.Len(t, spans, 5, "%v", spans)
 	batch := spans[len(spans)-1]
-	assert.Equal(t, idemotel.SpanSQSBatch, batch.name)
+	assert.Equal(t, "process credits", batch.name)
 	assert.Equal(t, map[string]any{
 		"messaging.system":              "aws_sqs",
 		"messaging.operation.type":      "process",
 		"messaging.operation.name":      "process",
 		"messaging.destination.name":    "credits",
 		"messaging.batch.message_count": int64(3),
-		"idem.sqs.fifo":                 false,
-		"idem.sqs.ran":                  int64(1),
-		"idem.sqs.replayed":             int64(0),
-		"idem.sqs.duplicates":           int64(1),
-		"idem.sqs.failed":               int64(1),
+		"idem.batch.ordered":            false,
+		"idem.batch.ran":                int64(1),
+		"idem.batch.replayed":           int64(0),
+		"idem.batch.duplicates":         int64(1),
+		"idem.batch.failed":             int64(1),
 	}, batch.attrs)
 	assert.Equal(t, 6*time.Millisecond, batch.duration, "two handler runs on the batch's clock")
-	assert.Equal(t, []string{idemotel.EventMessageFailed}, batch.events)
+	assert.Equal(t, []string{idemotel.EventItemFailed}, batch.events)
 
 	var events []sdktrace.Event
 	for _, s := range r.exp.GetSpans() {
-		if s.Name == idemotel.SpanSQSBatch {
+		if s.Name == "process credits" {
 			events = s.Events
 			assert.Equal(t, trace.SpanKindConsumer, s.SpanKind, "a messaging process span")
 		}
@@ -87,7 +87,7 @@ func TestSQSBatchSpan(t *testing.T) {
 	for _, kv := range events[0].Attributes {
 		got[string(kv.Key)] = kv.Value.AsString()
 	}
-	assert.Equal(t, map[string]string{"messaging.message.id": "msg-3", "idem.sqs.reason": "handler"}, got)
+	assert.Equal(t, map[string]string{"messaging.message.id": "msg-3", "idem.batch.reason": "handler"}, got)
 
 	outcomes := map[string]int{}
 	for _, s := range spans[:len(spans)-1] {
