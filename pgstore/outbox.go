@@ -17,15 +17,23 @@ import (
 // (see [Store.OutboxTable]).
 const OutboxSuffix = "_outbox"
 
-// Advisory lock classes (the first key of PostgreSQL's two-key advisory locks) that order
-// each ordering key's events: producers take [OutboxProducerLock] on the key's hash from
-// their event's INSERT until their commit, so one ordering key's events get their
-// sequence numbers in commit order; relays take [OutboxRelayLock] on it while they
-// publish, so two relays never publish one key's events at once.
+// Seeds of the advisory locks that order each ordering key's events. A lock's key is
+// [OutboxLockKey]: hashtextextended('<table>:' || ordering_key, seed), so outbox tables
+// sharing a database lock apart. Producers take the [OutboxProducerLock] one from their
+// event's INSERT to their commit, so one ordering key's events get their sequence numbers
+// in commit order; relays take the [OutboxRelayLock] one while they publish, so two relays
+// never publish one key's events at once.
 const (
 	OutboxProducerLock = 0x1de0
 	OutboxRelayLock    = 0x1de1
 )
+
+// OutboxLockKey returns the SQL expression of the advisory lock key (a bigint) of the
+// ordering key that keyExpr evaluates to, in outbox table table, for seed
+// ([OutboxProducerLock] or [OutboxRelayLock]).
+func OutboxLockKey(table, keyExpr string, seed int) string {
+	return fmt.Sprintf("hashtextextended(%s || %s, %d)", literal(table+":"), keyExpr, seed)
+}
 
 // OutboxTable returns the name of the store's outbox table: its records table's name with
 // [OutboxSuffix]. Create it with [OutboxSchema].
@@ -97,13 +105,13 @@ func OutboxChannel(table string) string {
 // of the event's ordering key (held to the commit), inserts the row, and notifies the
 // table's channel (delivered at the commit; one per transaction and channel).
 func outboxInsert(table string) string {
-	return fmt.Sprintf(`WITH l AS (SELECT pg_advisory_xact_lock(%[2]d, hashtext($2::text))),
+	return fmt.Sprintf(`WITH l AS (SELECT pg_advisory_xact_lock(%[2]s)),
 ins AS (
 	INSERT INTO %[1]s (id, ordering_key, destination, type, payload, headers, stored_key, recorded_at)
 	SELECT $1::text, $2::text, $3::text, $4::text, $5::bytea, $6::jsonb, $7::text, $8::timestamptz FROM l
 	RETURNING 1
 )
-SELECT pg_notify($9::text, '') FROM ins`, quote(table), OutboxProducerLock)
+SELECT pg_notify($9::text, '') FROM ins`, quote(table), OutboxLockKey(table, "$2::text", OutboxProducerLock))
 }
 
 // outboxWrites returns attached with each outbox message replaced by the [Write] that

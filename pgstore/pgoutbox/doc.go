@@ -6,7 +6,7 @@
 // pgstore.OutboxChannel), and polls as a fallback every [WithPollInterval]. Each pass
 // takes a batch of unpublished rows in one transaction: oldest first, FOR UPDATE SKIP
 // LOCKED, and only rows whose ordering key no other relay holds (a transaction-scoped
-// advisory lock per ordering key, pgstore.OutboxRelayLock). It hands them to an
+// advisory lock per ordering key, pgstore.OutboxLockKey). It hands them to an
 // [outbox.Publisher] at most one message per ordering key per call, a key's next message
 // only after its previous one was published, marks what was published (published_at) in
 // the same transaction, and commits, which releases the keys.

@@ -202,10 +202,10 @@ func newStatements(table string) statements {
 		// relay holds: the advisory lock is taken by the filter and held to the commit.
 		take: fmt.Sprintf(`SELECT seq, id, ordering_key, destination, type, payload, headers, coalesce(stored_key, ''), recorded_at
 FROM %s
-WHERE published_at IS NULL AND pg_try_advisory_xact_lock(%d, hashtext(ordering_key))
+WHERE published_at IS NULL AND pg_try_advisory_xact_lock(%s)
 ORDER BY seq
 LIMIT $1::integer
-FOR UPDATE SKIP LOCKED`, t, pgstore.OutboxRelayLock),
+FOR UPDATE SKIP LOCKED`, t, pgstore.OutboxLockKey(table, "ordering_key", pgstore.OutboxRelayLock)),
 		mark: fmt.Sprintf(`UPDATE %s SET published_at = clock_timestamp() WHERE seq = ANY($1::bigint[])`, t),
 		fail: fmt.Sprintf(`UPDATE %s AS o SET attempts = o.attempts + 1, last_error = f.err
 FROM unnest($1::bigint[], $2::text[]) AS f(seq, err) WHERE o.seq = f.seq`, t),

@@ -119,6 +119,7 @@ func TestRunWakesOnNotify(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(cancel)
 	// The first pass runs at start; wait for it (the lag hook runs after it), so what
 	// follows can only be published on a wake-up.
 	eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(lags) > 0 }, "the first pass")
@@ -138,6 +139,7 @@ func TestConcurrentRelaysKeepKeyOrder(t *testing.T) {
 	rec := &recorder{fail: func(m outbox.Message, attempt int) bool { return attempt == 1 && m.ID[len(m.ID)-1] < '3' }}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() }) // before the pool closes, also on failure
 	for range 3 {
 		r, err := pgoutbox.New(e.pool, e.store.OutboxTable(), rec, pgoutbox.WithBatchSize(7),
 			pgoutbox.WithPollInterval(20*time.Millisecond), pgoutbox.WithRetryDelay(5*time.Millisecond))
