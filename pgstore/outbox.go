@@ -52,11 +52,13 @@ func (s *Store) OutboxTable() string { return s.table + OutboxSuffix }
 //   - attempts (integer), last_error (text): failed publishes so far, and the last one's
 //     error.
 //
-// A partial index on seq holds the unpublished rows (the relay's scan and the lag), one on
-// published_at the published ones ([OutboxPurgeStatement]).
+// Partial indexes on seq and on (ordering_key, seq) hold the unpublished rows (the
+// relay's scans and the lag), one on published_at the published ones
+// ([OutboxPurgeStatement]).
 func OutboxSchema(table string) string {
 	t := quote(table)
 	pending := quote(lastPart(table) + "_pending")
+	heads := quote(lastPart(table) + "_heads")
 	published := quote(lastPart(table) + "_published")
 	return fmt.Sprintf(`-- idem pgstore outbox
 CREATE TABLE IF NOT EXISTS %[1]s (
@@ -75,8 +77,9 @@ CREATE TABLE IF NOT EXISTS %[1]s (
     last_error   text
 );
 CREATE INDEX IF NOT EXISTS %[2]s ON %[1]s (seq) WHERE published_at IS NULL;
+CREATE INDEX IF NOT EXISTS %[4]s ON %[1]s (ordering_key, seq) WHERE published_at IS NULL;
 CREATE INDEX IF NOT EXISTS %[3]s ON %[1]s (published_at) WHERE published_at IS NOT NULL;
-`, t, pending, published)
+`, t, pending, published, heads)
 }
 
 // OutboxPurgeStatement returns the statement that removes published events older than

@@ -6,7 +6,9 @@
 // pgstore.OutboxChannel), and polls as a fallback every [WithPollInterval]. Each pass
 // takes a batch of unpublished rows in one transaction: oldest first, FOR UPDATE SKIP
 // LOCKED, and only rows whose ordering key no other relay holds (a transaction-scoped
-// advisory lock per ordering key, pgstore.OutboxLockKey). It hands them to an
+// advisory lock per ordering key, pgstore.OutboxLockKey); then, holding those keys, it
+// reads their oldest unpublished rows again, so each key's rows start at its oldest and
+// have no gaps. It hands them to an
 // [outbox.Publisher] at most one message per ordering key per call, a key's next message
 // only after its previous one was published, marks what was published (published_at) in
 // the same transaction, and commits, which releases the keys.

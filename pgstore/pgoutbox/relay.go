@@ -75,6 +75,9 @@ func (r *Relay) RelayOnce(ctx context.Context) (Pass, error) {
 	if len(rows) == 0 {
 		return p, nil
 	}
+	if rows, err = r.heads(ctx, tx, rows); err != nil {
+		return Pass{}, err
+	}
 	published, failed := r.publish(ctx, rows)
 	p.Published, p.Failed = len(published), len(failed)
 	// Mark even when ctx ended during the publish: what the broker took should not be
@@ -104,11 +107,16 @@ func (r *Relay) RelayOnce(ctx context.Context) (Pass, error) {
 	return p, nil
 }
 
-// take locks and reads the pass's rows.
+// take locks the ordering keys of a batch of unpublished rows, and reads those rows.
 func (r *Relay) take(ctx context.Context, tx pgx.Tx) ([]row, error) {
-	q, err := tx.Query(ctx, r.sql.take, r.cfg.batchSize)
+	return r.scan(ctx, tx, "take", r.sql.take, r.cfg.batchSize)
+}
+
+// scan runs a statement that reads outbox rows.
+func (r *Relay) scan(ctx context.Context, tx pgx.Tx, op, sql string, args ...any) ([]row, error) {
+	q, err := tx.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, fmt.Errorf("pgoutbox: take: %w", err)
+		return nil, fmt.Errorf("pgoutbox: %s: %w", op, err)
 	}
 	defer q.Close()
 	var out []row
@@ -116,14 +124,33 @@ func (r *Relay) take(ctx context.Context, tx pgx.Tx) ([]row, error) {
 		var rw row
 		m := &rw.msg
 		if err := q.Scan(&rw.seq, &m.ID, &m.OrderingKey, &m.Destination, &m.Type, &m.Payload, &m.Headers, &m.StoredKey, &m.RecordedAt); err != nil {
-			return nil, fmt.Errorf("pgoutbox: take: %w", err)
+			return nil, fmt.Errorf("pgoutbox: %s: %w", op, err)
 		}
 		out = append(out, rw)
 	}
 	if err := q.Err(); err != nil {
-		return nil, fmt.Errorf("pgoutbox: take: %w", err)
+		return nil, fmt.Errorf("pgoutbox: %s: %w", op, err)
 	}
 	return out, nil
+}
+
+// heads returns the oldest unpublished rows of the ordering keys of rows, up to a batch,
+// in seq order: each key's rows from its oldest on, without gaps. The take statement
+// cannot promise that: it evaluates each row's key lock as it scans, in the order of its
+// plan, so a key another relay held when some of its rows were scanned, and released (its
+// relay committed, or died) before others were, has only some rows taken, and publishing
+// those would overtake the others. Holding every taken key's lock now, the relay reads the
+// keys' rows again in a new snapshot, which sees what the previous holder committed.
+func (r *Relay) heads(ctx context.Context, tx pgx.Tx, rows []row) ([]row, error) {
+	seen := map[string]bool{}
+	var keys []string
+	for _, rw := range rows {
+		if k := rw.msg.OrderingKey; !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	return r.scan(ctx, tx, "heads", r.sql.heads, keys, r.cfg.batchSize)
 }
 
 // publish hands rows to the publisher in rounds of at most one message per ordering key,
@@ -192,20 +219,32 @@ func (r *Relay) Lag(ctx context.Context) (time.Duration, error) {
 	return time.Duration(us) * time.Microsecond, nil
 }
 
+// cols are the columns the relay reads, in the order scan reads them.
+const cols = `seq, id, ordering_key, destination, type, payload, headers, coalesce(stored_key, ''), recorded_at`
+
 // statements holds the relay's SQL for one table.
-type statements struct{ take, mark, fail, lag string }
+type statements struct{ take, heads, mark, fail, lag string }
 
 func newStatements(table string) statements {
 	t := pgx.Identifier(splitName(table)).Sanitize()
 	return statements{
 		// Oldest first, skipping rows another relay has locked and ordering keys another
 		// relay holds: the advisory lock is taken by the filter and held to the commit.
-		take: fmt.Sprintf(`SELECT seq, id, ordering_key, destination, type, payload, headers, coalesce(stored_key, ''), recorded_at
+		take: fmt.Sprintf(`SELECT `+cols+`
 FROM %s
 WHERE published_at IS NULL AND pg_try_advisory_xact_lock(%s)
 ORDER BY seq
 LIMIT $1::integer
 FOR UPDATE SKIP LOCKED`, t, pgstore.OutboxLockKey(table, "ordering_key", pgstore.OutboxRelayLock)),
+		// The keys' rows again, in a new snapshot, once their locks are held: a prefix
+		// of each key's unpublished rows. FOR UPDATE without SKIP LOCKED: only a relay
+		// that is ending can still hold one of them.
+		heads: fmt.Sprintf(`SELECT `+cols+`
+FROM %s
+WHERE published_at IS NULL AND ordering_key = ANY($1::text[])
+ORDER BY seq
+LIMIT $2::integer
+FOR UPDATE`, t),
 		mark: fmt.Sprintf(`UPDATE %s SET published_at = clock_timestamp() WHERE seq = ANY($1::bigint[])`, t),
 		fail: fmt.Sprintf(`UPDATE %s AS o SET attempts = o.attempts + 1, last_error = f.err
 FROM unnest($1::bigint[], $2::text[]) AS f(seq, err) WHERE o.seq = f.seq`, t),
