@@ -215,8 +215,8 @@ func TestEndToEnd(t *testing.T) {
 		}
 	}()
 
-	// Three relay slots; each restarts its relay every few dozen milliseconds on a new
-	// pool, whose connections a crashing publisher kills now and then.
+	// Three relay slots; each restarts its relay every few passes on a new pool, whose
+	// connections a crashing publisher kills now and then.
 	var calls, kills, restarts atomic.Int64
 	for slot := range 3 {
 		wg.Add(1)
@@ -225,13 +225,22 @@ func TestEndToEnd(t *testing.T) {
 			for gen := 0; runCtx.Err() == nil; gen++ {
 				app := fmt.Sprintf("relay-%d-%d", slot, gen)
 				pool := pgtest.PoolFor(t, url, func(c *pgxpool.Config) { c.ConnConfig.RuntimeParams["application_name"] = app })
+				// Each generation ends after a few committed passes (not after a time, which
+				// a loaded machine could make too short for any pass to finish).
+				rctx, cancel := context.WithCancel(runCtx)
+				var passes atomic.Int64
 				r, err := pgoutbox.New(pool, e.store.OutboxTable(), crashing{inner: pub, admin: admin, app: app, calls: &calls, kills: &kills},
-					pgoutbox.WithBatchSize(8), pgoutbox.WithPollInterval(50*time.Millisecond), pgoutbox.WithRetryDelay(5*time.Millisecond))
+					pgoutbox.WithBatchSize(8), pgoutbox.WithPollInterval(50*time.Millisecond), pgoutbox.WithRetryDelay(5*time.Millisecond),
+					pgoutbox.WithHooks(pgoutbox.Hooks{OnPass: func(pgoutbox.Pass) {
+						if passes.Add(1) == int64(2+slot) {
+							cancel()
+						}
+					}}))
 				if err != nil {
+					cancel()
 					t.Error(err)
 					return
 				}
-				rctx, cancel := context.WithTimeout(runCtx, time.Duration(30+10*slot)*time.Millisecond)
 				_ = r.Run(rctx)
 				cancel()
 				pool.Close()

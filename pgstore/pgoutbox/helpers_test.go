@@ -95,10 +95,10 @@ func (r *recorder) published() []outbox.Message {
 	return append([]outbox.Message(nil), r.ok...)
 }
 
-// eventually waits up to a minute for cond, polling.
+// eventually waits up to three minutes (a loaded machine) for cond, polling.
 func eventually(t *testing.T, cond func() bool, what string) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(3 * time.Minute)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting: %s", what)
