@@ -25,6 +25,7 @@ const (
 	OutboxHeadersAttr     = "headers"      // M of S, absent when empty
 	OutboxStoredKeyAttr   = "stored_key"   // S, absent when empty
 	OutboxRecordedAtAttr  = "recorded_at"  // N, epoch milliseconds
+	OutboxPositionAttr    = "position"     // N, the event's place among its completion's events, from 0
 	OutboxExpirationAttr  = "expiration"   // N, epoch seconds: the table's TTL attribute
 )
 
@@ -50,19 +51,24 @@ func WithOutboxTable(table string) Option {
 	}
 }
 
-// OutboxItem returns the Put of m into the outbox table: partition key the ordering key
-// (DynamoDB Streams keeps the order of one partition key's records, so a relay reading
-// each shard in order publishes one ordering key's events in commit order), sort key the
-// event id, and the attributes the Outbox*Attr constants name; the TTL attribute is
-// RecordedAt plus [DefaultOutboxRetention]. The Put is conditional on the item being new,
-// so an event is never overwritten.
-func OutboxItem(table string, m idemstore.OutboxMessage) types.TransactWriteItem {
+// OutboxItem returns the Put of m, the position-th event (from 0) of its completion, into
+// the outbox table: partition key the ordering key (DynamoDB Streams keeps one partition
+// key's changes in one shard, so a relay reading each shard in order publishes one
+// ordering key's events in commit order), sort key the event id, and the attributes the
+// Outbox*Attr constants name; the TTL attribute is RecordedAt plus
+// [DefaultOutboxRetention]. The events of one completion commit in one transaction, whose
+// stream records DynamoDB does not order among themselves: a relay orders those of one
+// stored key ([OutboxStoredKeyAttr]) by [OutboxPositionAttr], the order of their
+// outbox.Record calls. The Put is conditional on the item being new, so an event is
+// never overwritten.
+func OutboxItem(table string, m idemstore.OutboxMessage, position int) types.TransactWriteItem {
 	item := map[string]types.AttributeValue{
 		OutboxOrderingKeyAttr: &types.AttributeValueMemberS{Value: m.OrderingKey},
 		OutboxIDAttr:          &types.AttributeValueMemberS{Value: m.ID},
 		OutboxDestinationAttr: &types.AttributeValueMemberS{Value: m.Destination},
 		OutboxTypeAttr:        &types.AttributeValueMemberS{Value: m.Type},
 		OutboxRecordedAtAttr:  &types.AttributeValueMemberN{Value: strconv.FormatInt(m.RecordedAt.UnixMilli(), 10)},
+		OutboxPositionAttr:    &types.AttributeValueMemberN{Value: strconv.Itoa(position)},
 		OutboxExpirationAttr:  &types.AttributeValueMemberN{Value: strconv.FormatInt(m.RecordedAt.Add(DefaultOutboxRetention).Unix(), 10)},
 	}
 	if len(m.Payload) > 0 {
@@ -88,7 +94,8 @@ func OutboxItem(table string, m idemstore.OutboxMessage) types.TransactWriteItem
 
 // OutboxMessage decodes an outbox item (an [OutboxItem]'s, as a stream's NEW_IMAGE holds
 // it) back into the message: what a relay on the outbox table's stream publishes. It
-// returns an error for an item without an id, ordering key, destination or type.
+// returns an error for an item without an id, ordering key, destination or type. See
+// [OutboxPosition] for the event's place in its completion.
 func OutboxMessage(item map[string]types.AttributeValue) (idemstore.OutboxMessage, error) {
 	var m idemstore.OutboxMessage
 	str := func(attr string) string {
@@ -122,6 +129,20 @@ func OutboxMessage(item map[string]types.AttributeValue) (idemstore.OutboxMessag
 		}
 	}
 	return m, nil
+}
+
+// OutboxPosition returns an outbox item's [OutboxPositionAttr]: the event's place among its
+// completion's events, from 0; 0 when the item has none.
+func OutboxPosition(item map[string]types.AttributeValue) int {
+	n, ok := item[OutboxPositionAttr].(*types.AttributeValueMemberN)
+	if !ok {
+		return 0
+	}
+	p, err := strconv.Atoi(n.Value)
+	if err != nil {
+		return 0
+	}
+	return p
 }
 
 // OutboxTableInput returns the input that creates an outbox table named table: key
@@ -194,6 +215,7 @@ func OutboxWrites(table string, attached []any) ([]any, error) {
 		return attached, nil
 	}
 	out := make([]any, len(attached))
+	position := 0
 	for i, a := range attached {
 		m, ok := a.(idemstore.OutboxMessage)
 		if !ok {
@@ -203,7 +225,8 @@ func OutboxWrites(table string, attached []any) ([]any, error) {
 		if table == "" {
 			return nil, fmt.Errorf("attached write %d: %w", i, errNoOutbox)
 		}
-		out[i] = OutboxItem(table, m)
+		out[i] = OutboxItem(table, m, position)
+		position++
 	}
 	return out, nil
 }
