@@ -62,6 +62,10 @@ func TestOutboxEventsCommitInTheCompletionTransaction(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, desc.Table.StreamSpecification)
 	assert.Equal(t, types.StreamViewTypeNewImage, desc.Table.StreamSpecification.StreamViewType)
+	require.NoError(t, dynamo.EnableOutboxTTL(ctx, e.client, table))
+	ttl, err := e.client.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(table)})
+	require.NoError(t, err)
+	assert.Equal(t, dynamo.OutboxExpirationAttr, aws.ToString(ttl.TimeToLiveDescription.AttributeName))
 
 	store, err := dynamo.New(e.client, e.table, dynamo.WithOutboxTable(table))
 	require.NoError(t, err)
