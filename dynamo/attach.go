@@ -59,6 +59,10 @@ func Attach(ctx context.Context, items ...types.TransactWriteItem) error {
 // else needs the table (its key types, its indexes) or the expressions parsed. The
 // completion then fails with [idemstore.ErrNotCommitted], and the key is released.
 func (s *Store) CheckAttached(attached []any) error {
+	attached, err := s.withOutbox(attached)
+	if err != nil {
+		return fmt.Errorf("dynamo: %w", err)
+	}
 	items, err := attrcheck.AppendAttached(nil, attached, MaxAttached)
 	if err != nil {
 		return fmt.Errorf("dynamo: %w", err)
@@ -75,10 +79,14 @@ func (s *Store) CheckAttached(attached []any) error {
 // types.TransactWriteItem values or non-nil pointers to them, at most [MaxAttached]. The
 // items themselves are DynamoDB's to judge when the transaction is sent
 // ([Store.CheckAttached] judges them earlier, at Attach).
-func transactItems(completion *types.Update, attached []any) ([]types.TransactWriteItem, error) {
+func (s *Store) transactItems(completion *types.Update, attached []any) ([]types.TransactWriteItem, error) {
+	attached, err := s.withOutbox(attached)
+	if err != nil {
+		return nil, fmt.Errorf("dynamo: %w", err)
+	}
 	items := make([]types.TransactWriteItem, 1, 1+len(attached))
 	items[0] = types.TransactWriteItem{Update: completion}
-	items, err := attrcheck.AppendAttached(items, attached, MaxAttached)
+	items, err = attrcheck.AppendAttached(items, attached, MaxAttached)
 	if err != nil {
 		return nil, fmt.Errorf("dynamo: %w", err)
 	}

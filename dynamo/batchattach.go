@@ -187,7 +187,7 @@ func (s *Store) group(i int, rec *idemstore.Record, attached []any) (txGroup, er
 	upd.ConditionExpression = aws.String(ownedInProgressCondition)
 	upd.ExpressionAttributeValues[":inprogress"] = &types.AttributeValueMemberS{Value: string(idemstore.StatusInProgress)}
 	upd.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
-	items, err := transactItems(upd, attached)
+	items, err := s.transactItems(upd, attached)
 	if err != nil {
 		return g, err
 	}

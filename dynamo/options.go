@@ -83,6 +83,8 @@ type config struct {
 	// partition key then holds partitionValue.
 	sortKey        string
 	partitionValue string
+	// outboxTable names the table outbox messages are put in; "": none (WithOutboxTable).
+	outboxTable string
 }
 
 func newConfig(opts []Option) (config, error) {

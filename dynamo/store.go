@@ -268,7 +268,7 @@ func (s *Store) Complete(ctx context.Context, rec *idemstore.Record, attached []
 	upd.ConditionExpression = aws.String(ownedInProgressCondition)
 	upd.ExpressionAttributeValues[":inprogress"] = &types.AttributeValueMemberS{Value: string(idemstore.StatusInProgress)}
 	upd.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
-	items, err := transactItems(upd, attached)
+	items, err := s.transactItems(upd, attached)
 	if err != nil {
 		return err
 	}

@@ -25,9 +25,11 @@ import (
 // must not be copied after first use. It is safe for concurrent use. Expired records are
 // treated as absent but kept until overwritten, as DynamoDB's lagging TTL deletion would.
 //
-// Attached writes (idem.Attach) must be of type func() error, and idem.Attach refuses any
-// other value at once ([Store.CheckAttached]). They run under the store's lock when the
-// completion's lease condition holds, once per completion (a resent completion runs none):
+// Attached writes (idem.Attach) must be of type func() error, or outbox messages (as
+// outbox.Record attaches; committed with the record, then listed by [Store.Outbox]), and
+// idem.Attach refuses any other value at once ([Store.CheckAttached]). They run under the
+// store's lock when the completion's lease condition holds, once per completion (a resent
+// completion runs none):
 //
 //   - An error from one fails the completion with [idemstore.ErrConditionFailed]. An error
 //     that wraps it, or [idemstore.ErrNotCommitted] for a write refused as a whole, is
@@ -41,6 +43,7 @@ import (
 type Store struct {
 	mu      sync.Mutex
 	records map[string]idemstore.Record
+	outbox  []idemstore.OutboxMessage // committed with their completions, in commit order
 }
 
 // New returns an empty store; new(Store) and a Store's zero value do as well.
@@ -100,9 +103,13 @@ func (s *Store) owned(key, token string, inProgress bool) (idemstore.Record, err
 }
 
 // CheckAttached implements [idemstore.AttachChecker]: every attached write must be a
-// func() error (not nil), so idem.Attach refuses anything else at once.
+// func() error (not nil) or an outbox message ([idemstore.OutboxMessage], as outbox.Record
+// attaches), so idem.Attach refuses anything else at once.
 func (s *Store) CheckAttached(attached []any) error {
 	for i, a := range attached {
+		if _, ok := a.(idemstore.OutboxMessage); ok {
+			continue
+		}
 		if f, ok := a.(func() error); !ok || f == nil {
 			return fmt.Errorf("memstore: attached write %d is %s, want a func() error", i, describe(a))
 		}
@@ -126,9 +133,14 @@ func (s *Store) Complete(ctx context.Context, rec *idemstore.Record, attached []
 	if err := s.CheckAttached(attached); err != nil {
 		return err
 	}
-	writes := make([]func() error, len(attached))
-	for i, a := range attached {
-		writes[i] = a.(func() error)
+	var writes []func() error
+	var msgs []idemstore.OutboxMessage
+	for _, a := range attached {
+		if m, ok := a.(idemstore.OutboxMessage); ok {
+			msgs = append(msgs, m)
+			continue
+		}
+		writes = append(writes, a.(func() error))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -151,7 +163,17 @@ func (s *Store) Complete(ctx context.Context, rec *idemstore.Record, attached []
 	next.Checkpoint, next.CheckpointSeq = old.Checkpoint, old.CheckpointSeq
 	next.LeaseExpires = time.Time{}
 	s.put(next)
+	s.outbox = append(s.outbox, msgs...)
 	return nil
+}
+
+// Outbox returns the outbox messages committed so far (see package outbox), in the order
+// they committed: each with its completion, none of a completion that failed or of a run
+// whose lease was lost. It is what a relay would publish; tests read it.
+func (s *Store) Outbox() []idemstore.OutboxMessage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]idemstore.OutboxMessage(nil), s.outbox...)
 }
 
 // Release implements [idemstore.Store].

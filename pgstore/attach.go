@@ -88,7 +88,7 @@ func Attach(ctx context.Context, writes ...Write) error {
 // ended the transaction (see [TxEndedError]); the COMMIT is checked to be the store's own
 // transaction's (see [Store.begin]).
 func (s *Store) completeWith(ctx context.Context, rec *idemstore.Record, attached []any) (err error) {
-	writes, err := attachedWrites(attached)
+	writes, err := attachedWrites(s.outboxWrites(attached))
 	if err != nil {
 		return err
 	}
@@ -349,9 +349,10 @@ const (
 )
 
 // CheckAttached implements [idemstore.AttachChecker]: idem.Attach refuses at once, naming
-// its type, a value the completion could not run (anything but a non-nil [Write] or a
-// function of its signature), instead of failing the completion after the handler's work.
+// its type, a value the completion could not run (anything but a non-nil [Write], a
+// function of its signature, or an outbox message, which becomes an INSERT into
+// [Store.OutboxTable]), instead of failing the completion after the handler's work.
 func (s *Store) CheckAttached(attached []any) error {
-	_, err := attachedWrites(attached)
+	_, err := attachedWrites(s.outboxWrites(attached))
 	return err
 }

@@ -6,6 +6,9 @@ go 1.24.0
 replace github.com/idemkit/idem => ../
 
 require (
+	github.com/aws/aws-lambda-go v1.54.0
+	github.com/aws/aws-sdk-go-v2 v1.47.7
+	github.com/aws/aws-sdk-go-v2/service/sqs v1.52.5
 	github.com/go-chi/chi/v5 v5.5.0
 	github.com/idemkit/idem v0.0.0-00010101000000-000000000000
 	github.com/jackc/pgx/v5 v5.8.0
@@ -13,6 +16,9 @@ require (
 )
 
 require (
+	github.com/aws/aws-sdk-go-v2/internal/configsources v1.5.10 // indirect
+	github.com/aws/aws-sdk-go-v2/internal/endpoints/v2 v2.8.10 // indirect
+	github.com/aws/smithy-go v1.28.8 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.2 // indirect

@@ -25,6 +25,14 @@ import (
 type Store struct {
 	memstore.Store // the records; its Complete runs the attached writes under its lock
 	tables         tables
+
+	// OutboxTable names the in-memory outbox table that events recorded with
+	// outbox.Record are put in, as dynamo.WithOutboxTable names it for dynamo.Store: each
+	// becomes a dynamo.OutboxItem Put in the completion's transaction. Create the table
+	// with CreateTable(ctx, dynamo.OutboxTableInput(name)). Empty (the default): events are
+	// refused, as by a dynamo.Store without an outbox table. Committed events are also
+	// listed by [memstore.Store.Outbox]. Set it before first use.
+	OutboxTable string
 }
 
 // New returns an empty Store; new(Store) and a Store's zero value do as well.
@@ -124,6 +132,10 @@ func (m *Store) PutItem(_ context.Context, in *dynamodb.PutItemInput, _ ...func(
 
 // prepare is tables.prepare under the tables' lock.
 func (m *Store) prepare(attached []any) ([]write, error) {
+	attached, err := dynamo.OutboxWrites(m.OutboxTable, attached)
+	if err != nil {
+		return nil, fmt.Errorf("dynamomem: %w", err)
+	}
 	m.tables.mu.Lock()
 	defer m.tables.mu.Unlock()
 	return m.tables.prepare(attached)
@@ -148,14 +160,21 @@ func (m *Store) Complete(ctx context.Context, rec *idemstore.Record, attached []
 		return err
 	}
 	// The function runs under the record store's lock, only if the lease still holds and
-	// the record is not completed yet (a resent completion applies nothing twice).
-	return m.Store.Complete(ctx, rec, []any{func() error {
+	// the record is not completed yet (a resent completion applies nothing twice). The
+	// outbox messages, already in ws as items, go with it for memstore's Outbox list.
+	msgs, _ := idemstore.SplitOutbox(attached)
+	withRecord := make([]any, 0, 1+len(msgs))
+	withRecord = append(withRecord, func() error {
 		cerr := m.tables.commit(ws)
 		if cerr == nil {
 			return nil
 		}
 		return cerr.asError(len(ws))
-	}})
+	})
+	for _, msg := range msgs {
+		withRecord = append(withRecord, msg)
+	}
+	return m.Store.Complete(ctx, rec, withRecord)
 }
 
 // CompleteManyAttached implements [idemstore.BatchAttachStore] by completing each record

@@ -1,0 +1,86 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore"
+)
+
+// IDAttribute is the message attribute (SQS), header (Kafka) or detail field
+// (EventBridge) that carries an event's [Message.ID] to the consumer. It is the name
+// package sqs reads a message's idempotency key from by default, so a consumer wrapped
+// with sqs.New deduplicates on the event id without configuration.
+const IDAttribute = "Idempotency-Key"
+
+// Event is what a handler records: where it goes (Destination, required), what orders it
+// (OrderingKey: the events of one ordering key are published in the order they committed;
+// empty means unordered, and the event's ID becomes its ordering key), what it is (Type,
+// required), its body (Payload, passed through unchanged) and extra attributes (Headers;
+// none may be named [IDAttribute], which the relay sets).
+type Event = idemstore.OutboxEvent
+
+// Message is an event as recorded: the [Event] with its ID (a UUID of version 7, drawn
+// when the event was recorded and stored with it, so every relay and every retry of a
+// publish sends the same id; the consumer's idempotency key), the StoredKey of the request
+// whose run recorded it (see idem.StoredKey) and RecordedAt, the producer's clock at
+// [Record]. Stores commit it; relays hand it to a [Publisher].
+type Message = idemstore.OutboxMessage
+
+// Errors [Record] returns for an event it refuses, wrapped with the field at fault.
+var (
+	// ErrInvalidEvent is wrapped by the error of an event without a destination or type,
+	// or with a header named [IDAttribute].
+	ErrInvalidEvent = errors.New("outbox: invalid event")
+)
+
+// Record records e in the outbox of the guarded run ctx belongs to, and returns its id:
+// the event commits with the run's completion, in the same transaction, or not at all (a
+// handler error, a crash, a lost lease). It attaches a [Message] with idem.Attach, so the
+// guard's store decides how it commits (see the package documentation); a store that
+// cannot commit it with the record refuses here, with an error wrapping
+// idemstore.ErrInvalidAttach (Redis: redisstore.ErrAttachUnsupported).
+//
+// Outside a guarded handler, or after it returned, the error wraps [idem.ErrNoLease].
+// An event without a destination or type, or with a header named [IDAttribute], is
+// refused with [ErrInvalidEvent]. Record is safe for concurrent use; events of one run
+// commit in the order of their Record calls.
+func Record(ctx context.Context, e Event) (string, error) {
+	if err := check(e); err != nil {
+		return "", err
+	}
+	id, err := newID(time.Now())
+	if err != nil {
+		return "", fmt.Errorf("outbox: Record: %w", err)
+	}
+	m := Message{OutboxEvent: e, ID: id, StoredKey: idem.StoredKey(ctx), RecordedAt: time.Now()}
+	if m.OrderingKey == "" {
+		m.OrderingKey = id
+	}
+	if len(e.Headers) > 0 {
+		m.Headers = make(map[string]string, len(e.Headers))
+		for k, v := range e.Headers {
+			m.Headers[k] = v
+		}
+	}
+	if err := idem.Attach(ctx, m); err != nil {
+		return "", fmt.Errorf("outbox: Record: %w", err)
+	}
+	return id, nil
+}
+
+func check(e Event) error {
+	switch {
+	case e.Destination == "":
+		return fmt.Errorf("%w: no Destination", ErrInvalidEvent)
+	case e.Type == "":
+		return fmt.Errorf("%w: no Type", ErrInvalidEvent)
+	}
+	if _, ok := e.Headers[IDAttribute]; ok {
+		return fmt.Errorf("%w: header %s is the relay's", ErrInvalidEvent, IDAttribute)
+	}
+	return nil
+}

@@ -1,0 +1,254 @@
+package pgoutbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/outbox"
+	"github.com/idemkit/idem/pgstore"
+)
+
+// Relay publishes an outbox table's committed events. It is safe for concurrent use, and
+// any number of relays (goroutines, processes, hosts) may run over one table.
+type Relay struct {
+	pool  *pgxpool.Pool
+	table string
+	pub   outbox.Publisher
+	cfg   config
+	sql   statements
+}
+
+// New returns a relay of the outbox table (see pgstore.Store.OutboxTable) through pool,
+// publishing with pub. It returns an error wrapping idem.ErrInvalidOption for a nil pool
+// or publisher, an empty table name, or a bad option.
+func New(pool *pgxpool.Pool, table string, pub outbox.Publisher, opts ...Option) (*Relay, error) {
+	switch {
+	case pool == nil:
+		return nil, invalid("New", "pool must not be nil")
+	case pub == nil:
+		return nil, invalid("New", "publisher must not be nil")
+	case table == "":
+		return nil, invalid("New", "table name must not be empty")
+	}
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Relay{pool: pool, table: table, pub: pub, cfg: cfg, sql: newStatements(table)}, nil
+}
+
+// Pass is what one pass of a relay did: the messages it published and those the publisher
+// reported failed (they are published again by a later pass).
+type Pass struct {
+	Published, Failed int
+	// Full is true when the pass took a whole batch: more may be waiting.
+	Full bool
+}
+
+// row is an unpublished outbox row.
+type row struct {
+	seq int64
+	msg outbox.Message
+}
+
+// RelayOnce runs one pass: it takes up to [WithBatchSize] unpublished events whose
+// ordering keys no other relay holds, publishes them in order per ordering key, marks the
+// published ones and commits. [Relay.Run] calls it; a scheduled function can too. An
+// error means the pass's marks did not commit (what it published is published again).
+func (r *Relay) RelayOnce(ctx context.Context) (Pass, error) {
+	tx, err := r.pool.Begin(ctx)
+	if err != nil {
+		return Pass{}, fmt.Errorf("pgoutbox: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	rows, err := r.take(ctx, tx)
+	if err != nil {
+		return Pass{}, err
+	}
+	p := Pass{Full: len(rows) == r.cfg.batchSize}
+	if len(rows) == 0 {
+		return p, nil
+	}
+	if rows, err = r.heads(ctx, tx, rows); err != nil {
+		return Pass{}, err
+	}
+	published, failed := r.publish(ctx, rows)
+	p.Published, p.Failed = len(published), len(failed)
+	// Mark even when ctx ended during the publish: what the broker took should not be
+	// sent again without need.
+	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.markTimeout)
+	defer cancel()
+	if len(published) > 0 {
+		if _, err := tx.Exec(mctx, r.sql.mark, published); err != nil {
+			return Pass{}, fmt.Errorf("pgoutbox: mark published: %w", err)
+		}
+	}
+	if len(failed) > 0 {
+		seqs, msgs := make([]int64, 0, len(failed)), make([]string, 0, len(failed))
+		for seq, err := range failed {
+			seqs, msgs = append(seqs, seq), append(msgs, err.Error())
+		}
+		if _, err := tx.Exec(mctx, r.sql.fail, seqs, msgs); err != nil {
+			return Pass{}, fmt.Errorf("pgoutbox: mark failed: %w", err)
+		}
+	}
+	if err := tx.Commit(mctx); err != nil {
+		return Pass{}, fmt.Errorf("pgoutbox: commit: %w", err)
+	}
+	if h := r.cfg.hooks.OnPass; h != nil {
+		h(p)
+	}
+	return p, nil
+}
+
+// take locks the ordering keys of a batch of unpublished rows, and reads those rows.
+func (r *Relay) take(ctx context.Context, tx pgx.Tx) ([]row, error) {
+	return r.scan(ctx, tx, "take", r.sql.take, r.cfg.batchSize)
+}
+
+// scan runs a statement that reads outbox rows.
+func (r *Relay) scan(ctx context.Context, tx pgx.Tx, op, sql string, args ...any) ([]row, error) {
+	q, err := tx.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("pgoutbox: %s: %w", op, err)
+	}
+	defer q.Close()
+	var out []row
+	for q.Next() {
+		var rw row
+		m := &rw.msg
+		if err := q.Scan(&rw.seq, &m.ID, &m.OrderingKey, &m.Destination, &m.Type, &m.Payload, &m.Headers, &m.StoredKey, &m.RecordedAt); err != nil {
+			return nil, fmt.Errorf("pgoutbox: %s: %w", op, err)
+		}
+		out = append(out, rw)
+	}
+	if err := q.Err(); err != nil {
+		return nil, fmt.Errorf("pgoutbox: %s: %w", op, err)
+	}
+	return out, nil
+}
+
+// heads returns the oldest unpublished rows of the ordering keys of rows, up to a batch,
+// in seq order: each key's rows from its oldest on, without gaps. The take statement
+// cannot promise that: it evaluates each row's key lock as it scans, in the order of its
+// plan, so a key another relay held when some of its rows were scanned, and released (its
+// relay committed, or died) before others were, has only some rows taken, and publishing
+// those would overtake the others. Holding every taken key's lock now, the relay reads the
+// keys' rows again in a new snapshot, which sees what the previous holder committed.
+func (r *Relay) heads(ctx context.Context, tx pgx.Tx, rows []row) ([]row, error) {
+	seen := map[string]bool{}
+	var keys []string
+	for _, rw := range rows {
+		if k := rw.msg.OrderingKey; !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	return r.scan(ctx, tx, "heads", r.sql.heads, keys, r.cfg.batchSize)
+}
+
+// publish hands rows to the publisher in rounds of at most one message per ordering key,
+// in seq order: a key's next message goes in the next round, only if its previous one was
+// published. It returns the seqs published and the failures by seq.
+func (r *Relay) publish(ctx context.Context, rows []row) (published []int64, failed map[int64]error) {
+	queues := map[string][]row{}
+	var keys []string
+	for _, rw := range rows {
+		k := rw.msg.OrderingKey
+		if _, ok := queues[k]; !ok {
+			keys = append(keys, k)
+		}
+		queues[k] = append(queues[k], rw)
+	}
+	failed = map[int64]error{}
+	for len(keys) > 0 {
+		round := make([]row, len(keys))
+		msgs := make([]idemstore.OutboxMessage, len(keys))
+		for i, k := range keys {
+			round[i], msgs[i] = queues[k][0], queues[k][0].msg
+		}
+		errs := outcomes(r.pub.Publish(ctx, msgs), len(msgs))
+		next := keys[:0]
+		for i, k := range keys {
+			if errs[i] != nil {
+				failed[round[i].seq] = errs[i] // the key stops here: its later rows wait
+				continue
+			}
+			published = append(published, round[i].seq)
+			if queues[k] = queues[k][1:]; len(queues[k]) > 0 {
+				next = append(next, k)
+			}
+		}
+		keys = next
+	}
+	return published, failed
+}
+
+// errOutcomes is a publisher's answer of the wrong length.
+var errOutcomes = errors.New("pgoutbox: the publisher returned a number of errors other than the number of messages")
+
+// outcomes returns one error per message from a publisher's answer.
+func outcomes(errs []error, n int) []error {
+	if errs == nil {
+		return make([]error, n)
+	}
+	if len(errs) != n {
+		out := make([]error, n)
+		for i := range out {
+			out[i] = errOutcomes
+		}
+		return out
+	}
+	return errs
+}
+
+// Lag returns the age of the oldest unpublished event, by the database clock from its
+// commit (committed_at): the outbox's lag, 0 when every event is published. Export it as
+// a metric and alarm when it grows.
+func (r *Relay) Lag(ctx context.Context) (time.Duration, error) {
+	var us int64
+	if err := r.pool.QueryRow(ctx, r.sql.lag).Scan(&us); err != nil {
+		return 0, fmt.Errorf("pgoutbox: lag: %w", err)
+	}
+	return time.Duration(us) * time.Microsecond, nil
+}
+
+// cols are the columns the relay reads, in the order scan reads them.
+const cols = `seq, id, ordering_key, destination, type, payload, headers, coalesce(stored_key, ''), recorded_at`
+
+// statements holds the relay's SQL for one table.
+type statements struct{ take, heads, mark, fail, lag string }
+
+func newStatements(table string) statements {
+	t := pgx.Identifier(splitName(table)).Sanitize()
+	return statements{
+		// Oldest first, skipping rows another relay has locked and ordering keys another
+		// relay holds: the advisory lock is taken by the filter and held to the commit.
+		take: fmt.Sprintf(`SELECT `+cols+`
+FROM %s
+WHERE published_at IS NULL AND pg_try_advisory_xact_lock(%s)
+ORDER BY seq
+LIMIT $1::integer
+FOR UPDATE SKIP LOCKED`, t, pgstore.OutboxLockKey(table, "ordering_key", pgstore.OutboxRelayLock)),
+		// The keys' rows again, in a new snapshot, once their locks are held: a prefix
+		// of each key's unpublished rows. FOR UPDATE without SKIP LOCKED: only a relay
+		// that is ending can still hold one of them.
+		heads: fmt.Sprintf(`SELECT `+cols+`
+FROM %s
+WHERE published_at IS NULL AND ordering_key = ANY($1::text[])
+ORDER BY seq
+LIMIT $2::integer
+FOR UPDATE`, t),
+		mark: fmt.Sprintf(`UPDATE %s SET published_at = clock_timestamp() WHERE seq = ANY($1::bigint[])`, t),
+		fail: fmt.Sprintf(`UPDATE %s AS o SET attempts = o.attempts + 1, last_error = f.err
+FROM unnest($1::bigint[], $2::text[]) AS f(seq, err) WHERE o.seq = f.seq`, t),
+		lag: fmt.Sprintf(`SELECT coalesce((SELECT (extract(epoch FROM clock_timestamp() - committed_at) * 1e6)::bigint
+FROM %s WHERE published_at IS NULL ORDER BY seq LIMIT 1), 0)`, t),
+	}
+}
