@@ -18,6 +18,13 @@
 // after the statement began (two first claims of one key at once) is it out of the
 // statement's sight; the claim is then sent once more.
 //
+// Batches (the guard's batch claims, SQS batches) take the same statements for many keys
+// at once: the records travel as one array per column, unnested into rows, so a batch's
+// claims are one statement whose refused rows come back from it, its completions one, its
+// releases one, and its completions with attached writes one transaction. Each statement
+// takes its rows' locks in key order, so two batches over the same keys wait for each
+// other rather than deadlock (attached writes take their own locks in their own order).
+//
 // Completion, release, lease extension and checkpoints are conditional on the random lease
 // token written by the claim (fencing): a worker whose lease ran out and was taken over
 // changes nothing, and learns so from [idem.ErrLeaseLost]. Expiry is judged at read time
