@@ -25,6 +25,9 @@ type lease struct {
 	attached   []any
 	closed     bool // the handler returned: later attachments would be lost
 
+	// refused is the handler's choice of result for refused attached writes (OnRefused).
+	refused func(context.Context, error) (any, bool)
+
 	// cpSeq is the number of the last checkpoint write sent (see
 	// [idemstore.Record.CheckpointSeq]), from the claimed record's on.
 	cpSeq int64

@@ -56,6 +56,13 @@ type settlement struct {
 func (g *Guard) runOwned(ctx context.Context, rec *idemstore.Record, claimedAt time.Time, run func(context.Context) (any, error), left **idemstore.Record) (any, error) {
 	s := g.runHooked(ctx, rec, claimedAt, run)
 	recorded, err := g.settle(ctx, s)
+	if f := s.l.takeRefused(); f != nil && len(s.attached) > 0 && IsRefused(err) {
+		// The store refused the writes for good, and settle released the key: store the
+		// result the handler chose for that, so that a retry replays it.
+		var v any
+		v, recorded, err = g.recordRefusal(ctx, s, f, err)
+		s.value = v
+	}
 	if left != nil {
 		*left = recorded
 	}
@@ -291,14 +298,15 @@ func (g *Guard) concludeCompletion(ctx context.Context, s settlement, err error)
 		// Nothing committed, attached writes included: a retry may run again. Releasing
 		// also fences off an attempt of ours still in flight at the store; if one landed
 		// first, the release finds the record completed, and so did we.
-		switch rerr := g.releaseUncommitted(ctx, s); {
+		switch rerr := g.releaseUncommitted(ctx, s, err); {
 		case errors.Is(rerr, errCompletedAfterAll):
 			err = nil
 		case rerr != nil:
 			// The release that fences off an attempt of ours still in flight failed: that
-			// attempt may yet commit, so "nothing committed" is no longer known.
-			// err as text: the error no longer wraps ErrNotCommitted.
-			err = &StoreError{Op: OpCommit, Err: fmt.Errorf("idem: the release after %s failed: %w", err.Error(), rerr)}
+			// attempt may yet commit, so "nothing committed" is no longer known. The error
+			// no longer wraps ErrNotCommitted or ErrConditionFailed, but errors.As still
+			// reaches the store's and the driver's errors.
+			err = &StoreError{Op: OpCommit, Err: releaseFailed(err, rerr)}
 		}
 	}
 	return s.done, err
@@ -320,14 +328,21 @@ func (g *Guard) reportCompletion(ctx context.Context, l *lease, rec *idemstore.R
 			g.cfg.logger.WarnContext(ctx, "idem: lease lost before completion; attached writes did not commit", "key", l.key)
 		}
 		return err
-	case errors.Is(err, ErrConditionFailed), errors.Is(err, idemstore.ErrTooLarge):
+	case errors.Is(err, ErrConditionFailed) && !errors.Is(err, idemstore.ErrNotCommitted):
+		g.logRefusal(ctx, l.key, err)
+		return err
+	case errors.Is(err, idemstore.ErrTooLarge):
 		return err
 	default:
 		err = storeErr("complete", err)
 		g.storeFailed(ctx, l.key, "complete", start, err)
-		if errors.Is(err, idemstore.ErrNotCommitted) {
+		var r idemstore.Refusal
+		switch {
+		case errors.Is(err, idemstore.ErrNotCommitted) && errors.As(err, &r):
+			g.logRefusal(ctx, l.key, err) // not the error's text: it may hold the write's values
+		case errors.Is(err, idemstore.ErrNotCommitted):
 			g.cfg.logger.WarnContext(ctx, "idem: completion not committed; releasing the key", "key", l.key, "error", err)
-		} else {
+		default:
 			g.cfg.logger.ErrorContext(ctx, "idem: completion failed; the key stays in progress until its lease ends", "key", l.key, "error", err)
 		}
 		return err
@@ -340,7 +355,7 @@ func (g *Guard) reportCompletion(ctx context.Context, l *lease, rec *idemstore.R
 //   - errCompletedAfterAll: the record is completed under our token (such an attempt
 //     landed before the release);
 //   - the release's error: it failed, and an attempt in flight may still commit.
-func (g *Guard) releaseUncommitted(ctx context.Context, s settlement) error {
+func (g *Guard) releaseUncommitted(ctx context.Context, s settlement, cause error) error {
 	cctx, cancel := detached(ctx)
 	defer cancel()
 	err := g.store.Release(cctx, s.l.key, s.l.token, g.now())
@@ -352,7 +367,7 @@ func (g *Guard) releaseUncommitted(ctx context.Context, s settlement) error {
 			return errCompletedAfterAll
 		}
 	}
-	g.reportRelease(ctx, s.l, s.start, idemstore.ErrNotCommitted, err)
+	g.reportRelease(ctx, s.l, s.start, cause, err)
 	if err != nil && !errors.Is(err, ErrLeaseLost) {
 		return err
 	}

@@ -309,7 +309,7 @@ func (s *Store) verdict(g txGroup, reasons []types.CancellationReason, err error
 		case k == g.completion && tooLarge:
 			return fmt.Errorf("dynamo: complete: %w: %w", idemstore.ErrTooLarge, err), true
 		case k > g.completion && c == "ConditionalCheckFailed":
-			return &AttachedWriteError{Index: k - g.completion - 1, Table: tableOf(g.items, k), Err: fmt.Errorf("%w: %w", idem.ErrConditionFailed, err)}, true
+			return &AttachedWriteError{Index: k - g.completion - 1, Table: tableOf(g.items, k), Code: codeConditionFailed, Err: fmt.Errorf("%w: %w", idem.ErrConditionFailed, err)}, true
 		case k > g.completion && tooLarge:
 			return attachedTooLarge(k-g.completion-1, tableOf(g.items, k), err), true
 		}

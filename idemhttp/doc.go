@@ -73,6 +73,9 @@
 //     not run;
 //   - the handler ran, and the store committed nothing of its outcome: 503 with
 //     Retry-After; the key released, a retry runs again;
+//   - the handler ran, and the store refused an attached write's condition: 409; nothing
+//     stored, the key released; or, for a refusal for good, the answer WithRefused
+//     chooses, stored and replayed like a handler's 4xx;
 //   - the handler ran, and the store failed to record its outcome: the handler's response,
 //     logged at ERROR;
 //   - the same, with attached writes and the record unreadable: 503 with Retry-After; the

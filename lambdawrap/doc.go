@@ -49,6 +49,9 @@
 //     The handler does not run.
 //   - The handler ran, and the store committed nothing of its outcome: 503 with
 //     Retry-After. The key is released, and a retry runs the handler again.
+//   - The handler ran, and the store refused an attached write's condition: 409. Nothing
+//     is stored, and the key is released. For a refusal for good, [WithRefused] answers
+//     as the handler's author chooses instead, stored and replayed like a handler's 4xx.
 //   - The handler ran, and the store failed to record its outcome: the handler's response.
 //     The failure is logged at ERROR (see below).
 //   - The same, with attached writes and the record unreadable: 503 with Retry-After.

@@ -111,7 +111,8 @@ func (s *Guard) Run(ctx context.Context, req *Request, r idem.Request, fpErr err
 		}
 		return Answered, s.Problem(http.StatusBadRequest, ProblemInvalidRequest, detail, 0, req.MultiValue), nil
 	}
-	handled := false // the handler returned a response
+	handled := false     // the handler returned a response
+	var answer *Response // the answer chosen for attached writes refused for good
 	resp, replayed, err := idem.Do(ctx, s.g, r, func(ctx context.Context) (Response, error) {
 		resp, err := handler(ctx)
 		if err != nil {
@@ -132,8 +133,17 @@ func (s *Guard) Run(ctx context.Context, req *Request, r idem.Request, fpErr err
 		if !s.s.Cacheable(resp.StatusCode) {
 			return resp, ErrNotCacheable
 		}
+		if !resp.NotStored { // else the client has the response already
+			s.onRefused(ctx, req.MultiValue, &answer)
+		}
 		return resp, nil
 	})
+	if answer != nil {
+		// The store refused the handler's attached writes for good, and the answer chosen
+		// for that is the request's, stored (err is nil) or not (the key was released, or
+		// is held by another request).
+		return Answered, *answer, nil
+	}
 	switch {
 	case err == nil && replayed && resp.NotStored:
 		// Recorded as done without its response, as the guard records a result too large
