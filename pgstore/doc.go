@@ -120,6 +120,10 @@
 // (QueryExecModeSimpleProtocol also works.) The price is that the server parses and plans
 // every statement: on the benchmark machine (lab/cmd/idem-bench -store postgres) a new key cost
 // about three times the server CPU of the default mode. Without a pooler, keep the default.
+// In it, the store's statements are planned once per connection: the check that travels
+// with a completion's COMMIT too, a statement the store prepares on the connection the
+// first time (through a *pgxpool.Pool or *pgx.Conn; through a wrapper of either only if it
+// has their Config method) and runs with EXECUTE.
 // Every parameter in the store's SQL carries an explicit cast, so the statements need no
 // server-side description in any mode; the behaviour suite runs in the default mode,
 // QueryExecModeExec and QueryExecModeSimpleProtocol. In Lambda, create the pool once per

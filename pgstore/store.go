@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -46,6 +47,9 @@ type Store struct {
 	table string
 	sql   statements
 	batch batchStatements
+
+	modeOnce sync.Once // sets prepared
+	prepared bool      // see Store.prepares
 }
 
 // New returns a Store that keeps records in table (see [Schema]; "schema.name" is
