@@ -105,7 +105,8 @@ func TestRun(t *testing.T) {
 	}
 }
 
-// TestRunStores runs W1–W3 with tiny sizes on PostgreSQL in both modes, on Redis and on
+// TestRunStores runs W1–W3 (on PostgreSQL also P1–H2r, idem with an attached write beside
+// the hand-written designs) with tiny sizes on PostgreSQL in both modes, on Redis and on
 // the in-memory store, each server started by idem-bench (or the one DATABASE_URL or
 // REDIS_URL names): the conditions hold, the lines name the store, and a new key costs two
 // calls and a replay one on every store, as BENCHMARKS.md reports. A missing server skips
@@ -115,8 +116,8 @@ func TestRunStores(t *testing.T) {
 		store, mode, mustEnv, urlEnv, bin string
 		lines                             int
 	}{
-		{store: "postgres", mode: "exec", mustEnv: "IDEM_REQUIRE_POSTGRES", urlEnv: "DATABASE_URL", bin: "postgres", lines: 3},
-		{store: "postgres", mode: "cache", mustEnv: "IDEM_REQUIRE_POSTGRES", urlEnv: "DATABASE_URL", bin: "postgres", lines: 3},
+		{store: "postgres", mode: "exec", mustEnv: "IDEM_REQUIRE_POSTGRES", urlEnv: "DATABASE_URL", bin: "postgres", lines: 9},
+		{store: "postgres", mode: "cache", mustEnv: "IDEM_REQUIRE_POSTGRES", urlEnv: "DATABASE_URL", bin: "postgres", lines: 9},
 		{store: "redis", mustEnv: "IDEM_REQUIRE_REDIS", urlEnv: "REDIS_URL", bin: "redis-server", lines: 3},
 		{store: "memory", lines: 5},
 	} {
@@ -155,6 +156,19 @@ func TestRunStores(t *testing.T) {
 			if tc.store != "memory" {
 				assert.EqualValues(t, 2, got["W1_new_keys"]["calls_per_op"])
 				assert.EqualValues(t, 1, got["W2_replays"]["calls_per_op"])
+			}
+			if tc.store == "postgres" {
+				// idem with an attached write beside the hand-written designs: statements
+				// (BEGIN and COMMIT included) per invocation.
+				for name, calls := range map[string]float64{
+					"P1_idem_attached_new_keys": 5, "P2_idem_attached_replays": 1,
+					"H1_processed_events_new_keys": 4, "H1r_processed_events_duplicates": 3,
+					"H2_idempotency_keys_new_keys": 5, "H2r_idempotency_keys_replays": 4,
+				} {
+					if assert.Contains(t, got, name) {
+						assert.EqualValues(t, calls, got[name]["calls_per_op"], name)
+					}
+				}
 			}
 		})
 	}

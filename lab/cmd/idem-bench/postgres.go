@@ -62,16 +62,39 @@ func openPostgres(ctx context.Context, o options) (t *target, err error) {
 	if err := pgstore.CreateTable(ctx, pool, table); err != nil {
 		return nil, err
 	}
-	t.store, err = pgstore.New(&statements{DB: pool, m: m}, table)
-	return t, err
+	if t.store, err = pgstore.New(&statements{DB: pool, pool: pool, m: m}, table); err != nil {
+		return nil, err
+	}
+	h, err := createHandWritten(ctx, pool, table[len("idem_bench_"):])
+	if err != nil {
+		return nil, err
+	}
+	t.extra = func(b *bench.Bench) []bench.Step { return h.steps(b, m) }
+	return t, nil
 }
 
-// statements counts the statements the store sends, by method (the benchmark attaches no
-// writes, so the store begins no transactions).
+// statements counts the statements the store sends, by method, those of its transactions
+// (with attached writes: P1) included. It begins transactions and reports the pool's
+// configuration as the pool does, so the store sends the check with its COMMIT and, in
+// pgx's default mode, prepares it.
 type statements struct {
 	pgstore.DB
-	m *bench.Meter
+	pool *pgxpool.Pool
+	m    *bench.Meter
 }
+
+// BeginTx counts a "Begin" and begins through the pool.
+func (s *statements) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error) {
+	s.m.Call("Begin", 0)
+	tx, err := s.pool.BeginTx(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &countingTx{Tx: tx, m: s.m}, nil
+}
+
+// Config returns the pool's configuration.
+func (s *statements) Config() *pgxpool.Config { return s.pool.Config() }
 
 func (s *statements) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	s.m.Call("Exec", 0)
@@ -90,5 +113,9 @@ func (s *statements) QueryRow(ctx context.Context, sql string, args ...any) pgx.
 
 func (s *statements) Begin(ctx context.Context) (pgx.Tx, error) {
 	s.m.Call("Begin", 0)
-	return s.DB.Begin(ctx)
+	tx, err := s.DB.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &countingTx{Tx: tx, m: s.m}, nil
 }
