@@ -536,7 +536,7 @@ func (b *Batch) Settle(ctx context.Context) []error {
 			if len(results) == len(keys) {
 				err = results[j]
 			}
-			g.reportRelease(s.run.context(ctx), s.l, s.start, s.runErr, err)
+			g.reportRelease(s.run.context(ctx), s.l, s.start, s.runErr, err, s.l.handlerDone)
 			s.run.end(s.l.handlerRan, s.runErr)
 		}
 	}

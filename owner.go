@@ -367,7 +367,7 @@ func (g *Guard) releaseUncommitted(ctx context.Context, s settlement, cause erro
 			return errCompletedAfterAll
 		}
 	}
-	g.reportRelease(ctx, s.l, s.start, cause, err)
+	g.reportRelease(ctx, s.l, s.start, cause, err, false)
 	if err != nil && !errors.Is(err, ErrLeaseLost) {
 		return err
 	}
@@ -384,14 +384,16 @@ var errCompletedAfterAll = errors.New("idem: completed after all")
 func (g *Guard) releaseKey(ctx context.Context, l *lease, start time.Time, cause error) {
 	cctx, cancel := detached(ctx)
 	defer cancel()
-	g.reportRelease(ctx, l, start, cause, g.store.Release(cctx, l.key, l.token, g.now()))
+	g.reportRelease(ctx, l, start, cause, g.store.Release(cctx, l.key, l.token, g.now()), l.handlerDone)
 }
 
 // reportRelease acts on err, the store's answer to releasing l's key: hooks and logs.
-func (g *Guard) reportRelease(ctx context.Context, l *lease, start time.Time, cause, err error) {
+// handlerFailed says the release follows the handler's failure, not a completion that
+// committed nothing (whose cause is the store's error since refusals keep their cause).
+func (g *Guard) reportRelease(ctx context.Context, l *lease, start time.Time, cause, err error, handlerFailed bool) {
 	switch {
 	case err == nil:
-		failed := l.handlerDone && !errors.Is(cause, idemstore.ErrNotCommitted)
+		failed := handlerFailed && !errors.Is(cause, idemstore.ErrNotCommitted)
 		g.fire(ctx, g.cfg.hooks.OnReleased, start, Event{Key: l.key, Err: cause, HandlerDuration: l.handlerRan, HandlerFailed: failed})
 	case errors.Is(err, ErrLeaseLost):
 		g.leaseLost(ctx, l, start, Event{Err: err, HandlerDuration: l.handlerRan})
