@@ -532,3 +532,47 @@ func TestBatchAttachedWriteEndsTransaction(t *testing.T) {
 	}
 	assert.Equal(t, map[string][]int64{ks[0]: {1}, ks[1]: {1}}, e.runs(t))
 }
+
+// TestBatchClaimRefusedByConcurrentWriter interleaves a batch claim with a transaction of
+// single claims that holds two of its keys: one key's lease-ended record it takes over,
+// the other key it creates. The batch claim waits for their row locks and, once they
+// commit, returns for each the record that refused it as committed (the one its statement
+// could not see, by claiming that key again alone), and claims its third key.
+func TestBatchClaimRefusedByConcurrentWriter(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newCounter(nil)
+	s, pool := newStore(t, c)
+	c.db = pool
+	bs := batchStore(t, s)
+	claimAt("a", t0)(t, s, "old")
+	now := t0.Add(2 * time.Minute) // a's lease has ended
+
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	other, err := pgstore.New(tx, s.Table())
+	require.NoError(t, err)
+	for _, k := range []string{"old", "created"} {
+		_, claimed, err := other.Claim(ctx, inProgress(k, "other", now), now)
+		require.NoError(t, err)
+		require.True(t, claimed, k)
+	}
+
+	c.take()
+	done := make(chan []idemstore.ClaimResult, 1)
+	go func() { done <- bs.ClaimMany(ctx, claims([]string{"old", "created", "free"}, "b", now), now) }()
+	waitForLockWait(t, pool, s.Table())
+	require.NoError(t, tx.Commit(ctx))
+	res := <-done
+	for i, k := range []string{"old", "created"} {
+		require.NoError(t, res[i].Err, k)
+		assert.False(t, res[i].Claimed, k)
+		if assert.NotNil(t, res[i].Prev, "%s: the refusing record comes back", k) {
+			assert.Equal(t, "other", res[i].Prev.LeaseToken, "%s: as committed", k)
+		}
+	}
+	require.NoError(t, res[2].Err)
+	assert.True(t, res[2].Claimed)
+	assert.Equal(t, 2, c.take()["query"], "the batch statement, and the claim of the key it could not see")
+}
