@@ -22,6 +22,15 @@ const completeInput = `input AS (
 
 func newBatchStatements(table string) batchStatements {
 	t := quote(table)
+	// locked locks the rows of the input's keys under their tokens, in key order, each
+	// found by its key (a lookup per key, whatever the planner thinks of the table's
+	// size), and names them by their row version (tid), which the UPDATE then reads
+	// directly: no statement scans the table.
+	lockedOwned := fmt.Sprintf(`locked AS (
+	SELECT r.* FROM (SELECT id, lease_token FROM input ORDER BY id) AS i
+	CROSS JOIN LATERAL (SELECT ctid AS tid, id, status FROM %s AS r
+		WHERE r.id = i.id AND r.lease_token = i.lease_token FOR UPDATE) AS r
+)`, t)
 	return batchStatements{
 		// Store.Claim's statement for many records: the upsert's WHERE is the single
 		// claim's, with the claim's values taken from excluded (its released token is
@@ -51,10 +60,8 @@ func newBatchStatements(table string) batchStatements {
 					AND coalesce(r.validation, '') = coalesce(excluded.validation, '') END)
 	RETURNING r.id
 ), held AS (
-	SELECT `+columns+` FROM %[1]s
-	WHERE id IN (SELECT id FROM input) AND id NOT IN (SELECT id FROM claim)
-	ORDER BY id
-	FOR SHARE
+	SELECT h.* FROM (SELECT id FROM input WHERE id NOT IN (SELECT id FROM claim) ORDER BY id) AS i
+	CROSS JOIN LATERAL (SELECT `+columns+` FROM %[1]s AS r WHERE r.id = i.id FOR SHARE) AS h
 )
 SELECT input.n, claim.id IS NOT NULL, held.*
 FROM input LEFT JOIN claim ON claim.id = input.id LEFT JOIN held ON held.id = input.id
@@ -62,31 +69,25 @@ ORDER BY input.n`, t),
 
 		// Store.Complete's statement for many records, conditional on each one's token
 		// alone. locked takes the rows in key order before the UPDATE changes them.
-		complete: fmt.Sprintf(`WITH `+completeInput+`, locked AS (
-	SELECT r.id FROM %[1]s AS r JOIN input ON r.id = input.id AND r.lease_token = input.lease_token
-	ORDER BY r.id FOR UPDATE OF r
-)
+		complete: fmt.Sprintf(`WITH `+completeInput+`, `+lockedOwned+`
 UPDATE %[1]s AS r SET status = input.status, expires_at = input.expires_at,
 	lease_expires_at = NULL, validation = input.validation, data = input.data,
 	encoding = input.encoding, version = input.version
 FROM input
-WHERE r.id = input.id AND r.lease_token = input.lease_token AND r.id IN (SELECT id FROM locked)
+WHERE r.ctid = ANY (ARRAY(SELECT tid FROM locked)) AND r.id = input.id AND r.lease_token = input.lease_token
 RETURNING input.n`, t),
 
 		// The completeOwned statement for many records (completions with attached writes):
 		// also conditional on the record being in progress, and each input row comes back
 		// with whether it was completed and, if not, the status of the record under its
 		// token (a resend finds it completed; a lost lease finds none).
-		completeOwned: fmt.Sprintf(`WITH `+completeInput+`, locked AS (
-	SELECT r.id, r.status FROM %[1]s AS r JOIN input ON r.id = input.id AND r.lease_token = input.lease_token
-	ORDER BY r.id FOR UPDATE OF r
-), done AS (
+		completeOwned: fmt.Sprintf(`WITH `+completeInput+`, `+lockedOwned+`, done AS (
 	UPDATE %[1]s AS r SET status = input.status, expires_at = input.expires_at,
 		lease_expires_at = NULL, validation = input.validation, data = input.data,
 		encoding = input.encoding, version = input.version
 	FROM input
-	WHERE r.id = input.id AND r.lease_token = input.lease_token AND r.status = 'INPROGRESS'
-		AND r.id IN (SELECT id FROM locked)
+	WHERE r.ctid = ANY (ARRAY(SELECT tid FROM locked)) AND r.id = input.id
+		AND r.lease_token = input.lease_token AND r.status = 'INPROGRESS'
 	RETURNING r.id
 )
 SELECT input.n, done.id IS NOT NULL, locked.status
@@ -97,15 +98,11 @@ ORDER BY input.n`, t),
 		// token $4 || the token.
 		release: fmt.Sprintf(`WITH input AS (
 	SELECT * FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS i(id, lease_token, n)
-), locked AS (
-	SELECT r.id FROM %[1]s AS r JOIN input ON r.id = input.id AND r.lease_token = input.lease_token
-	WHERE r.status = 'INPROGRESS'
-	ORDER BY r.id FOR UPDATE OF r
-)
+), `+lockedOwned+`
 UPDATE %[1]s AS r SET lease_expires_at = $3::timestamptz, lease_token = $4::text || input.lease_token
 FROM input
-WHERE r.id = input.id AND r.lease_token = input.lease_token AND r.status = 'INPROGRESS'
-	AND r.id IN (SELECT id FROM locked)
+WHERE r.ctid = ANY (ARRAY(SELECT tid FROM locked)) AND r.id = input.id
+	AND r.lease_token = input.lease_token AND r.status = 'INPROGRESS'
 RETURNING input.n`, t),
 	}
 }
