@@ -244,10 +244,11 @@ localstack-down:
 bench-e2e: $(DDBLOCAL_STAMP)
 	cd lab && go run ./cmd/idem-bench $(BENCH_FLAGS)
 
-# W1-W3 on every store, one after the other on this machine, one JSON line per workload
-# (BENCHMARKS.md, "Every store"): one program, lab/cmd/idem-bench, on DynamoDB Local (where
-# it runs W4, W4b, X1 and X2 too), PostgreSQL in both pgx modes, and Redis. Each run starts
-# its own server on 127.0.0.1. BENCH_FLAGS=-short checks that every store runs.
+# Every workload on every store, one after the other on this machine, one JSON line per
+# workload (BENCHMARKS.md, "Every store"): one program, lab/cmd/idem-bench, on DynamoDB
+# Local, PostgreSQL in both pgx modes, and Redis; W1-W4b, the batches of a hundred (B1,
+# B1b) and each store's raw floor (X1, X2). Each run starts its own server on 127.0.0.1.
+# BENCH_FLAGS=-short checks that every store runs.
 bench-stores: $(DDBLOCAL_STAMP) postgresql redis-server
 	cd lab && go run ./cmd/idem-bench -store dynamo $(BENCH_FLAGS)
 	cd lab && go run ./cmd/idem-bench -store postgres -mode exec $(BENCH_FLAGS)

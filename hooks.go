@@ -99,15 +99,17 @@ type Hooks struct {
 // BatchEvent describes a batch of messages that a batch wrapper processed, for
 // [Hooks.OnBatch]. It names messages by their IDs, never by their keys or bodies.
 type BatchEvent struct {
-	// FIFO reports whether the batch came from a FIFO queue and was processed group by
-	// group.
+	// FIFO reports whether the batch was processed group by group, in order within each:
+	// an SQS FIFO queue's, or a stream's (package kinesis, dynamostream).
 	FIFO bool
 	// System names the messaging system the batch came from, as the OpenTelemetry
-	// messaging conventions' messaging.system does: "aws_sqs" for package sqs.
+	// messaging conventions' messaging.system does: "aws_sqs" for package sqs,
+	// "aws_kinesis" for kinesis, "aws_dynamodb_streams" for dynamostream.
 	System string
 	// Destination is the name of the queue (or stream) the batch came from, as the
 	// messaging conventions' messaging.destination.name: for SQS, the last part of the
-	// records' event source ARN. Empty if the event names none.
+	// records' event source ARN; for Kinesis, the stream's name; for DynamoDB Streams, the
+	// table's. Empty if the event names none.
 	Destination string
 	// Items holds one item per message, in the event's order.
 	Items []BatchItem
@@ -119,7 +121,7 @@ type BatchEvent struct {
 
 // BatchItem is what became of one message of a [BatchEvent].
 type BatchItem struct {
-	// ID is the message's ID (the SQS messageId).
+	// ID is the message's ID: the SQS messageId, or a stream record's sequence number.
 	ID string
 	// Status is what became of the message: "ran" (the handler ran and its completion was
 	// recorded), "replayed" (completed earlier), "duplicate" (an earlier message of the batch

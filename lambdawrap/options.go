@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/jmespathkey"
 )
 
 // Option is a setting that reads the event, so its type names the event type In.
@@ -90,12 +91,12 @@ func WithFingerprint[In any](fingerprint func(In) ([]byte, error)) Option[In] {
 // fails the invocation. The error names the expression, never the event's values (see
 // [KeyFromJMESPath]).
 func WithFingerprintJMESPath[In any](expr string) Option[In] {
-	q, err := compileJMESPath(expr)
+	q, err := jmespathkey.Compile("lambdawrap", expr)
 	return func(c *eventConfig[In]) error {
 		if err != nil {
 			return fmt.Errorf("%w: lambdawrap: WithFingerprintJMESPath: %w", idem.ErrInvalidOption, err)
 		}
-		c.fingerprint = func(in In) ([]byte, error) { return q.fingerprint(in) }
+		c.fingerprint = func(in In) ([]byte, error) { return q.Fingerprint(in) }
 		return nil
 	}
 }

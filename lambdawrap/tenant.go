@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/idemkit/idem/internal/jmespathkey"
 )
 
 // Tenant prefixes name where an identity came from. So an authorizer principal "alice"
@@ -326,7 +328,7 @@ func identityOf(v any) (string, bool) {
 func exactNumbers(v any) bool {
 	switch v := v.(type) {
 	case float64:
-		return v == math.Trunc(v) && math.Abs(v) < maxExactInt
+		return v == math.Trunc(v) && math.Abs(v) < jmespathkey.MaxExactInt
 	case map[string]any:
 		for _, e := range v {
 			if !exactNumbers(e) {

@@ -22,6 +22,14 @@
 // overwrites the new owner's record. Each script touches one key, the record's, so in
 // cluster mode it runs on that key's slot and never needs a cross-slot script.
 //
+// A batch (idem.Guard.Claim, as the sqs package's batch claims use it) sends the same
+// scripts for all of its records in one pipeline: its claims in one round trip, its
+// completions in another, its releases in another. In cluster mode the client sends one
+// pipeline to each node that holds some of the keys, concurrently. The scripts are atomic
+// each, not together, so each record's outcome is exactly that of its single claim,
+// completion or release, and a concurrent caller of one of the keys meets that record
+// alone.
+//
 // # Time
 //
 // The claim decides with the caller's clock (the now [idem.Guard] passes), never the

@@ -22,6 +22,7 @@ import (
 type counter struct {
 	mu    sync.Mutex
 	names []string
+	cmds  int // commands sent in pipelines since the last piped
 }
 
 func (c *counter) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -39,6 +40,7 @@ func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		c.mu.Lock()
 		c.names = append(c.names, "pipeline")
+		c.cmds += len(cmds)
 		c.mu.Unlock()
 		return next(ctx, cmds)
 	}
@@ -50,6 +52,15 @@ func (c *counter) take() []string {
 	defer c.mu.Unlock()
 	n := c.names
 	c.names = nil
+	return n
+}
+
+// piped returns the commands sent in pipelines since the last call, and starts over.
+func (c *counter) piped() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.cmds
+	c.cmds = 0
 	return n
 }
 

@@ -25,11 +25,17 @@ type Client interface {
 // key with the store's prefix, and one Lua script per state change, so each is atomic and
 // one round trip. It is safe for concurrent use.
 //
-// Round trips: a claim is one script whether it wins or meets a live record (the refusing
-// record comes back in the same reply); a completion, a release (with or without a
-// checkpoint to keep), an extension and a checkpoint are one script each; a get is one
-// HGETALL. The first time a script runs on a server (or after it restarted) it costs one
-// more: EVALSHA answers NOSCRIPT and EVAL sends the script itself.
+// Round trips:
+//   - a claim is one script whether it wins or meets a live record (the refusing record
+//     comes back in the same reply);
+//   - a completion, a release (with or without a checkpoint to keep), an extension and a
+//     checkpoint are one script each; a get is one HGETALL;
+//   - a batch's claims ([Store.ClaimMany]), its completions ([Store.CompleteMany]) and its
+//     releases ([Store.ReleaseMany]) each go in one pipeline of the same scripts, one per
+//     cluster node: a batch of new keys costs two, a redelivered batch of finished ones one
+//     (Store is an [idemstore.BatchStore]);
+//   - the first time a script runs on a server (or after it restarted) it costs one more:
+//     EVALSHA answers NOSCRIPT and EVAL sends the script itself.
 //
 // Store supports no attached writes ([idem.Attach]): see [ErrAttachUnsupported].
 type Store struct {
@@ -64,17 +70,33 @@ func (s *Store) RedisKey(key string) string { return s.cfg.prefix + key }
 // over the store's size limit yields [idemstore.ErrTooLarge]; a record that does not
 // decode, an error wrapping [idem.ErrIncompatibleRecord].
 func (s *Store) Claim(ctx context.Context, rec *idemstore.Record, now time.Time) (*idemstore.Record, bool, error) {
-	key := s.RedisKey(rec.Key)
-	fields := fieldArgs(rec, true)
-	if err := s.checkSize("claim", key, rec, fields); err != nil {
-		return nil, false, err
+	c := s.claimCall(rec, now)
+	if c.err != nil {
+		return nil, false, c.err
 	}
-	args := append([]any{strconv.FormatInt(nowMillis(now), 10), rec.Checkpoint, strconv.FormatInt(expireAt(rec, s.cfg.expiryGrace), 10),
-		idemstore.ReleasedToken(rec.LeaseToken), strconv.FormatInt(rec.CheckpointSeq, 10), rec.Fingerprint}, fields...)
-	reply, err := s.run(ctx, claimScript, key, args)
+	reply, err := s.run(ctx, c.script, c.key, c.args)
 	if err != nil {
 		return nil, false, s.fail("claim", err)
 	}
+	return s.claimReply(rec, reply)
+}
+
+// claimCall returns the claim script's call for rec at now, or a call carrying
+// [idemstore.ErrTooLarge] for a record over the size limit.
+func (s *Store) claimCall(rec *idemstore.Record, now time.Time) call {
+	key := s.RedisKey(rec.Key)
+	fields := fieldArgs(rec, true)
+	if err := s.checkSize("claim", key, rec, fields); err != nil {
+		return call{err: err}
+	}
+	args := append([]any{strconv.FormatInt(nowMillis(now), 10), rec.Checkpoint, strconv.FormatInt(expireAt(rec, s.cfg.expiryGrace), 10),
+		idemstore.ReleasedToken(rec.LeaseToken), strconv.FormatInt(rec.CheckpointSeq, 10), rec.Fingerprint}, fields...)
+	return call{script: claimScript, key: key, args: args}
+}
+
+// claimReply turns the claim script's reply for rec into [idemstore.Store.Claim]'s
+// results.
+func (s *Store) claimReply(rec *idemstore.Record, reply any) (*idemstore.Record, bool, error) {
 	list, ok := reply.([]any)
 	if !ok || len(list) != 2 {
 		return nil, false, s.fail("claim", fmt.Errorf("redisstore: unexpected claim reply %v", reply))
@@ -141,16 +163,26 @@ func (s *Store) Complete(ctx context.Context, rec *idemstore.Record, attached []
 		return &idem.StoreError{Op: "complete", Err: fmt.Errorf("redisstore: complete: %w: %w (%d attached, the first a %T)",
 			idemstore.ErrNotCommitted, ErrAttachUnsupported, len(attached), attached[0])}
 	}
+	c := s.completeCall(rec)
+	if c.err != nil {
+		return c.err
+	}
+	return s.owned(ctx, "complete", c.script, c.key, c.args)
+}
+
+// completeCall returns the completion script's call for rec, or a call carrying the
+// error of a record without a lease token or over the size limit.
+func (s *Store) completeCall(rec *idemstore.Record) call {
 	if rec.LeaseToken == "" {
-		return errors.New("redisstore: complete: record has no lease token")
+		return call{err: errors.New("redisstore: complete: record has no lease token")}
 	}
 	key := s.RedisKey(rec.Key)
 	fields := fieldArgs(rec, false)
 	if err := s.checkSize("complete", key, rec, fields); err != nil {
-		return err
+		return call{err: err}
 	}
 	args := append([]any{rec.LeaseToken, strconv.FormatInt(expireAt(rec, s.cfg.expiryGrace), 10)}, fields...)
-	return s.owned(ctx, "complete", completeScript, key, args)
+	return call{script: completeScript, key: key, args: args}
 }
 
 // Release implements [idemstore.Store] with one script that keeps the record as a
@@ -160,7 +192,12 @@ func (s *Store) Complete(ctx context.Context, rec *idemstore.Record, attached []
 // delivered after it is refused rather than hold the key again. A token that does
 // not own an in-progress record yields [idem.ErrLeaseLost].
 func (s *Store) Release(ctx context.Context, key, token string, now time.Time) error {
-	return s.owned(ctx, "release", releaseScript, s.RedisKey(key), []any{token, idemstore.ReleasedToken(token), strconv.FormatInt(nowMillis(now), 10)})
+	return s.owned(ctx, "release", releaseScript, s.RedisKey(key), releaseArgs(token, now))
+}
+
+// releaseArgs returns the release script's arguments for token at now.
+func releaseArgs(token string, now time.Time) []any {
+	return []any{token, idemstore.ReleasedToken(token), strconv.FormatInt(nowMillis(now), 10)}
 }
 
 // Extend implements [idemstore.Store] with one script that moves the lease end of the
@@ -185,6 +222,12 @@ func (s *Store) SetCheckpoint(ctx context.Context, key, token, checkpoint string
 // and 0 when it does not, and maps 0 to [idem.ErrLeaseLost].
 func (s *Store) owned(ctx context.Context, op string, script *redis.Script, key string, args []any) error {
 	reply, err := s.run(ctx, script, key, args)
+	return s.ownedReply(op, reply, err)
+}
+
+// ownedReply maps the reply or error of a write conditional on the lease token (1 when it
+// holds, 0 when it does not) to op's error: nil, [idem.ErrLeaseLost], or a failure.
+func (s *Store) ownedReply(op string, reply any, err error) error {
 	if err != nil {
 		return s.fail(op, err)
 	}

@@ -17,6 +17,11 @@
 // redelivery. Messages not started before the Lambda deadline draws near are reported, not
 // lost to the timeout.
 //
+// A [Handler] is a thin adapter over package batch, the engine that the kinesis and
+// dynamostream packages share: messages become its items (message ID, key, body as the
+// fingerprint, MessageGroupId as the ordering group of a FIFO batch), and its outcomes the
+// response. [Status], [Reason], the errors and [PanicError] are the engine's.
+//
 // On its own, a new message costs two store round trips (claim and complete), a replayed
 // one one, a duplicate within the batch none. With a store that claims and completes many
 // records at once ([idemstore.BatchStore], such as dynamo.Store), a standard-queue batch is

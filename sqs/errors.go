@@ -2,7 +2,8 @@ package sqs
 
 import (
 	"errors"
-	"fmt"
+
+	"github.com/idemkit/idem/batch"
 )
 
 // Errors of this package. The errors in an [Outcome] also wrap the idem sentinels
@@ -14,32 +15,20 @@ var (
 	// Lambda retries the whole batch; it is the only error Handle returns.
 	ErrInvalidEvent = errors.New("sqs: invalid event")
 	// ErrNotStarted means a message was not started because the Lambda deadline was nearer
-	// than the margin (see [WithDeadlineMargin]) or the context had ended.
-	ErrNotStarted = errors.New("sqs: message not started: the deadline is near or the context ended")
+	// than the margin (see [WithDeadlineMargin]) or the context had ended. It is the batch
+	// engine's error.
+	ErrNotStarted = batch.ErrNotStarted
 	// ErrGroupStopped means a FIFO message was not started because an earlier message of its
-	// group failed in the same batch. The error also wraps that failure.
-	ErrGroupStopped = errors.New("sqs: message not started: an earlier message of its group failed")
+	// group failed in the same batch. The error also wraps that failure. It is the batch
+	// engine's error.
+	ErrGroupStopped = batch.ErrGroupStopped
 	// ErrDuplicateFailed means a message was not run because an earlier message of the same
 	// batch with the same key and fingerprint failed; it shares that failure, which the error
-	// also wraps.
-	ErrDuplicateFailed = errors.New("sqs: message not run: an earlier duplicate in the batch failed")
+	// also wraps. It is the batch engine's error.
+	ErrDuplicateFailed = batch.ErrDuplicateFailed
 )
 
-// PanicError reports a message handler that panicked. The panic is recovered so the rest of
-// the batch is still processed and reported, the key is released (by idem) so a redelivery
-// runs again, and the message is a batch item failure.
-type PanicError struct {
-	// Value is the value passed to panic.
-	Value any
-	// Stack is the panicking goroutine's stack trace.
-	Stack []byte
-}
-
-// Error describes the panic.
-func (e *PanicError) Error() string { return fmt.Sprintf("sqs: message handler panicked: %v", e.Value) }
-
-// Unwrap returns the panic value if it is an error, so errors.Is reaches it.
-func (e *PanicError) Unwrap() error {
-	err, _ := e.Value.(error)
-	return err
-}
+// PanicError reports a message handler that panicked: the batch engine's error. The panic
+// is recovered so the rest of the batch is still processed and reported, the key is
+// released (by idem) so a redelivery runs again, and the message is a batch item failure.
+type PanicError = batch.PanicError

@@ -2,30 +2,26 @@ package sqs
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"log/slog"
-	"maps"
-	"slices"
+	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/batch"
 )
 
 // Handler processes SQS batches for Lambda: each message under its idempotency key, with
 // partial batch failures. It is safe for concurrent use; create one per function (container)
 // and share it.
 type Handler struct {
-	guard *idem.Guard
-	fn    func(context.Context, events.SQSMessage) error
-	cfg   config
-
-	// Taken from the guard, whose settings are fixed once it is made.
-	clock   idem.Clock
-	logger  *slog.Logger
-	onBatch func(context.Context, idem.BatchEvent)
+	fn     func(context.Context, events.SQSMessage) error
+	cfg    config
+	engine *batch.Engine
 }
+
+// source names SQS batches in the engine's log lines.
+var source = batch.Source{Name: "sqs", System: "aws_sqs", Item: "message", IDAttr: "message_id", OrderedAttr: "fifo"}
 
 // New returns a Handler that runs fn for each message of a batch, guarded by guard. fn
 // should honour its context: it carries the Lambda deadline, and the lease that
@@ -62,7 +58,15 @@ func New(guard *idem.Guard, fn func(context.Context, events.SQSMessage) error, o
 			return nil, err
 		}
 	}
-	return &Handler{guard: guard, fn: fn, cfg: cfg, clock: guard.Clock(), logger: guard.Logger(), onBatch: guard.Hooks().OnBatch}, nil
+	engineOpts := []batch.Option{batch.WithConcurrency(cfg.concurrency), batch.WithBatchClaims(cfg.batchClaims)}
+	if cfg.marginSet {
+		engineOpts = append(engineOpts, batch.WithDeadlineMargin(cfg.margin))
+	}
+	engine, err := batch.New(guard, source, engineOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return &Handler{fn: fn, cfg: cfg, engine: engine}, nil
 }
 
 // Handle is the Lambda handler: pass h.Handle to lambda.Start, and enable
@@ -114,89 +118,52 @@ func (h *Handler) Handle(ctx context.Context, event events.SQSEvent) (events.SQS
 // report. Before it returns, it writes the summary line to the guard's logger and calls
 // the guard's OnBatch hook with the report as an [idem.BatchEvent] (see [New]).
 func (h *Handler) Process(ctx context.Context, event events.SQSEvent) (*Report, error) {
-	start := h.clock.Now()
-	for i, m := range event.Records {
+	msgs := event.Records
+	items := make([]batch.Item, len(msgs))
+	fifo := false
+	for i, m := range msgs {
 		if m.MessageId == "" {
 			return nil, fmt.Errorf("%w: record %d has no messageId", ErrInvalidEvent, i)
 		}
-	}
-	b := h.newBatch(ctx, event.Records, start)
-	units := b.plan()
-	b.claimAll(ctx)
-	stop := b.settleWhenLate(ctx)
-	b.run(ctx, units)
-	stop()
-	b.settle(ctx)
-	if b.claims != nil { // the outcomes are final now that the claims are settled
-		for i := range b.out {
-			if b.out[i].Failed() {
-				h.logFailure(ctx, &b.out[i])
-			}
+		fifo = fifo || isFIFO(m.EventSourceARN)
+		it := &items[i]
+		it.ID, it.Group = m.MessageId, m.Attributes[attrGroupID]
+		it.Key, it.Err = h.cfg.key(m)
+		if it.Err == nil {
+			it.Fingerprint, it.Err = h.cfg.fingerprint(m)
 		}
 	}
-	rep := &Report{Outcomes: b.out, FIFO: b.fifo, Duration: h.clock.Now().Sub(start)}
-	rep.count()
-	h.logBatch(ctx, rep)
-	if h.onBatch != nil {
-		h.onBatch(ctx, rep.event(queueName(event.Records)))
-	}
-	return rep, nil
-}
-
-// logBatch writes the summary line: INFO, or WARN when a message failed, with the failures
-// counted by reason.
-func (h *Handler) logBatch(ctx context.Context, rep *Report) {
-	level := slog.LevelInfo
-	if rep.Failed > 0 {
-		level = slog.LevelWarn
-	}
-	if !h.logger.Enabled(ctx, level) {
-		return
-	}
-	attrs := []slog.Attr{
-		slog.Int("messages", len(rep.Outcomes)),
-		slog.Bool("fifo", rep.FIFO),
-		slog.Int("ran", rep.Ran),
-		slog.Int("replayed", rep.Replayed),
-		slog.Int("duplicates", rep.Duplicates),
-		slog.Int("failed", rep.Failed),
-		slog.Duration("duration", rep.Duration),
-	}
-	if rep.Failed > 0 {
-		counts := rep.FailedBy()
-		var by []any
-		for _, r := range slices.Sorted(maps.Keys(counts)) {
-			by = append(by, slog.Int(string(r), counts[r]))
+	run := func(ctx context.Context, i int) error { return h.fn(ctx, msgs[i]) }
+	// A FIFO message runs only once the one before it in its group has durably completed.
+	mode := batch.Mode{Ordered: fifo, RecordEach: fifo, Destination: queueName(msgs)}
+	rep := h.engine.Process(ctx, items, run, mode)
+	out := make([]Outcome, len(rep.Outcomes))
+	for i, o := range rep.Outcomes {
+		out[i] = Outcome{
+			MessageID: o.ID, GroupID: o.Group, Key: o.Key,
+			Status: o.Status, Reason: o.Reason, Err: o.Err, Duration: o.Duration,
 		}
-		attrs = append(attrs, slog.Group("failed_by", by...))
 	}
-	h.logger.LogAttrs(ctx, level, "sqs: batch processed", attrs...)
+	return &Report{
+		Outcomes: out, FIFO: rep.Ordered,
+		Ran: rep.Ran, Replayed: rep.Replayed, Duplicates: rep.Duplicates, Failed: rep.Failed,
+		Duration: rep.Duration,
+	}, nil
 }
 
-// logFailure writes a line for a failed message: ERROR with the stack for a panic, since it
-// is a bug; WARN otherwise, so that an operator reading at WARN learns which message failed
-// and why, not only how many. Lines carry the message ID and the stored key (the scoped
-// hash, from which idemctl finds the record), never the caller's key or the body.
-func (h *Handler) logFailure(ctx context.Context, o *Outcome) {
-	var pe *PanicError
-	if errors.As(o.Err, &pe) {
-		h.logger.ErrorContext(ctx, "sqs: message handler panicked", "message_id", o.MessageID, "stored_key", h.storedKey(o),
-			"error", o.Err, "stack", string(pe.Stack))
-		return
+// queueName returns the name of the queue msgs came from: the last part of the first
+// record's event source ARN ("arn:aws:sqs:<region>:<account>:<name>"); "" without one. An
+// event source mapping reads one queue, so every record names the same.
+func queueName(msgs []events.SQSMessage) string {
+	for _, m := range msgs {
+		if m.EventSourceARN != "" {
+			return m.EventSourceARN[strings.LastIndexByte(m.EventSourceARN, ':')+1:]
+		}
 	}
-	h.logger.WarnContext(ctx, "sqs: message failed", "message_id", o.MessageID, "stored_key", h.storedKey(o),
-		"reason", string(o.Reason), "error", o.Err)
+	return ""
 }
 
-// storedKey returns the stored key of o's message, as its guard scopes and hashes it; ""
-// for a message without a usable key.
-func (h *Handler) storedKey(o *Outcome) string {
-	if o.Key == "" {
-		return ""
-	}
-	key, err := h.guard.StoredKey(idem.Request{Key: o.Key})
-	if err != nil {
-		return ""
-	}
-	return key
-}
+// isFIFO reports whether an event source ARN names a FIFO queue, whose names end in
+// ".fifo". It is the only sign of a FIFO batch that the handler reads: a standard (fair)
+// queue's messages may carry a MessageGroupId too.
+func isFIFO(arn string) bool { return strings.HasSuffix(arn, ".fifo") }

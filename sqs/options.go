@@ -7,18 +7,19 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/batch"
 )
 
 // Defaults of the [Handler] options.
 const (
 	// DefaultConcurrency is how many messages (or FIFO message groups) are processed at once
 	// (see [WithConcurrency]).
-	DefaultConcurrency = 10
+	DefaultConcurrency = batch.DefaultConcurrency
 	// DefaultDeadlineMargin is how much Lambda time must remain for a message to be started
 	// (see [WithDeadlineMargin]). Unless set explicitly, the margin is also never more than a
 	// quarter of the time left when the batch arrives, so a function with a short timeout
 	// still starts its messages.
-	DefaultDeadlineMargin = 5 * time.Second
+	DefaultDeadlineMargin = batch.DefaultDeadlineMargin
 )
 
 // Option configures a [Handler]. Options are applied in order by [New].

@@ -5,32 +5,33 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/batch"
 )
 
-// Status says what became of one message of a batch.
-type Status string
+// Status says what became of one message of a batch: the batch engine's status.
+type Status = batch.Status
 
 // The statuses of an [Outcome]. Every status but [StatusFailed] acknowledges the message:
 // SQS deletes it.
 const (
 	// StatusRan means the handler ran and succeeded, and its completion was recorded.
-	StatusRan Status = "ran"
+	StatusRan = batch.StatusRan
 	// StatusReplayed means the key had completed in an earlier invocation: the message is
 	// acknowledged without running the handler.
-	StatusReplayed Status = "replayed"
+	StatusReplayed = batch.StatusReplayed
 	// StatusDuplicate means an earlier message of the same batch had the same key and
 	// fingerprint and succeeded: the message is acknowledged without running the handler or
 	// calling the store.
-	StatusDuplicate Status = "duplicate"
+	StatusDuplicate = batch.StatusDuplicate
 	// StatusFailed means the message is reported as a batch item failure, so SQS delivers it
 	// again (or moves it to the dead-letter queue after maxReceiveCount deliveries). The
 	// [Reason] says why.
-	StatusFailed Status = "failed"
+	StatusFailed = batch.StatusFailed
 )
 
-// Reason says why a message failed. It is empty for messages that did not.
-type Reason string
+// Reason says why a message failed: the batch engine's reason. It is empty for messages
+// that did not.
+type Reason = batch.Reason
 
 // The reasons of a failed [Outcome].
 const (
@@ -38,38 +39,38 @@ const (
 	// redelivery runs it again), a write it attached to the completion failed its condition
 	// (idem.ErrConditionFailed), or, with idem.WithRememberFailures, an earlier run failed
 	// permanently (idem.ErrFailed), which sends the message on to the dead-letter queue.
-	ReasonHandler Reason = "handler"
+	ReasonHandler = batch.ReasonHandler
 	// ReasonPanic means the handler panicked; the error is a [*PanicError].
-	ReasonPanic Reason = "panic"
+	ReasonPanic = batch.ReasonPanic
 	// ReasonInProgress means another invocation holds the key (idem.ErrInProgress). The
 	// redelivery, after the queue's visibility timeout, replays its result.
-	ReasonInProgress Reason = "in_progress"
+	ReasonInProgress = batch.ReasonInProgress
 	// ReasonPayloadMismatch means the key was used before for a different fingerprint
 	// (idem.ErrPayloadMismatch). Redeliveries fail the same way, so the message ends in the
 	// dead-letter queue, where it belongs: its key collides with another message's.
-	ReasonPayloadMismatch Reason = "payload_mismatch"
+	ReasonPayloadMismatch = batch.ReasonPayloadMismatch
 	// ReasonKey means the message's key or fingerprint could not be determined, or the key
 	// is missing or invalid (idem.ErrMissingKey, idem.ErrInvalidKey).
-	ReasonKey Reason = "key"
+	ReasonKey = batch.ReasonKey
 	// ReasonLeaseLost means the handler ran, but its lease had ended and another invocation
 	// took the key over before the completion (idem.ErrLeaseLost). The redelivery replays
 	// the other invocation's result.
-	ReasonLeaseLost Reason = "lease_lost"
+	ReasonLeaseLost = batch.ReasonLeaseLost
 	// ReasonStore means the idempotency store failed (idem.ErrStore) or holds a record this
 	// version cannot read (idem.ErrIncompatibleRecord). If the claim failed, the handler did
 	// not run (unless the guard fails open); if the completion failed, it ran, its attached
 	// writes did not commit, and a redelivery after the lease ends runs it again.
-	ReasonStore Reason = "store"
+	ReasonStore = batch.ReasonStore
 	// ReasonNotStarted means the message was not started because the deadline was near or
 	// the context had ended ([ErrNotStarted]).
-	ReasonNotStarted Reason = "not_started"
+	ReasonNotStarted = batch.ReasonNotStarted
 	// ReasonGroupStopped means a FIFO message was not started because an earlier message of
 	// its group failed ([ErrGroupStopped]); reporting it keeps the group in order.
-	ReasonGroupStopped Reason = "group_stopped"
+	ReasonGroupStopped = batch.ReasonGroupStopped
 	// ReasonDuplicateFailed means an earlier message of the batch with the same key and
 	// fingerprint failed, and this one shares its failure ([ErrDuplicateFailed]) so that
 	// SQS delivers it again along with the original.
-	ReasonDuplicateFailed Reason = "duplicate_failed"
+	ReasonDuplicateFailed = batch.ReasonDuplicateFailed
 )
 
 // Outcome is what became of one message of a batch.
@@ -138,34 +139,4 @@ func (r *Report) FailedBy() map[Reason]int {
 		}
 	}
 	return by
-}
-
-func (r *Report) count() {
-	r.Ran, r.Replayed, r.Duplicates, r.Failed = 0, 0, 0, 0
-	for _, o := range r.Outcomes {
-		switch o.Status {
-		case StatusRan:
-			r.Ran++
-		case StatusReplayed:
-			r.Replayed++
-		case StatusDuplicate:
-			r.Duplicates++
-		case StatusFailed:
-			r.Failed++
-		}
-	}
-}
-
-// event returns the report of a batch from queue as the guard's hooks take it: message
-// IDs, statuses, reasons and errors, never keys.
-func (r *Report) event(queue string) idem.BatchEvent {
-	items := make([]idem.BatchItem, len(r.Outcomes))
-	for i, o := range r.Outcomes {
-		items[i] = idem.BatchItem{ID: o.MessageID, Status: string(o.Status), Reason: string(o.Reason), Err: o.Err}
-	}
-	return idem.BatchEvent{
-		FIFO: r.FIFO, System: "aws_sqs", Destination: queue, Items: items,
-		Ran: r.Ran, Replayed: r.Replayed, Duplicates: r.Duplicates, Failed: r.Failed,
-		Duration: r.Duration,
-	}
 }

@@ -37,13 +37,21 @@ type Counts struct {
 	WarmupInvocations, WarmupW3Rounds, WarmupW4Batches int
 	Invocations                                        int // W1, W2, and X1, X2 on DynamoDB
 	W3Rounds, W4Batches, W4bBatches                    int
+	// The stream workloads (Config.Streams): warmup batches, W5/W5b/W6/W6b batches, W5c's.
+	WarmupW5Batches, W5Batches, W5cBatches int
 }
 
 // Spec returns the sizes of BENCHMARKS.md; any other makes the figures incomparable.
-func Spec() Counts { return Counts{10000, 10, 100, 2000, 20, 200, 50} }
+func Spec() Counts {
+	return Counts{WarmupInvocations: 10000, WarmupW3Rounds: 10, WarmupW4Batches: 100, Invocations: 2000,
+		W3Rounds: 20, W4Batches: 200, W4bBatches: 50, WarmupW5Batches: 100, W5Batches: 50, W5cBatches: 20}
+}
 
 // Short returns a tenth of [Spec], to check that the benchmark runs.
-func Short() Counts { return Counts{1000, 2, 10, 200, 2, 20, 5} }
+func Short() Counts {
+	return Counts{WarmupInvocations: 1000, WarmupW3Rounds: 2, WarmupW4Batches: 10, Invocations: 200,
+		W3Rounds: 2, W4Batches: 20, W4bBatches: 5, WarmupW5Batches: 10, W5Batches: 5, W5cBatches: 2}
+}
 
 // Config says how a [Bench] runs.
 type Config struct {
@@ -53,6 +61,8 @@ type Config struct {
 	// SQS adds W4 and W4b (and their warmup) after W3, with sqs.WithBatchClaims set to
 	// BatchClaims.
 	SQS, BatchClaims bool
+	// Streams adds the stream workloads W5 to W6b (and their warmup) after the others.
+	Streams bool
 	// CPUShare is printed in every line when not 0 (the caller confines the process).
 	CPUShare float64
 }
@@ -67,6 +77,7 @@ type Bench struct {
 	Guard      *idem.Guard
 	m          *Meter
 	sqs        *sqs.Handler
+	streams    *streams
 	executions atomic.Int64
 }
 
@@ -79,9 +90,16 @@ func New(store idemstore.Store, m *Meter, cfg Config) (*Bench, error) {
 	}
 	if cfg.SQS {
 		noValidation := func(events.SQSMessage) ([]byte, error) { return nil, nil }
-		b.sqs, err = sqs.New(b.Guard, b.handleMessage, sqs.WithFingerprint(noValidation), sqs.WithBatchClaims(cfg.BatchClaims))
+		if b.sqs, err = sqs.New(b.Guard, b.handleMessage, sqs.WithFingerprint(noValidation), sqs.WithBatchClaims(cfg.BatchClaims)); err != nil {
+			return nil, err
+		}
 	}
-	return b, err
+	if cfg.Streams {
+		if err := b.newStreams(); err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
 }
 
 // Counts returns the sizes the bench runs.
@@ -102,6 +120,12 @@ func (b *Bench) Warmup() error {
 	if b.cfg.SQS {
 		steps = append(steps, func() *Result { return b.SQSBatches("warmup_sqs_batch", c.WarmupW4Batches) })
 	}
+	if b.cfg.Streams {
+		steps = append(steps, func() *Result {
+			h := b.streamHandle(true, true, c.WarmupW5Batches)
+			return b.streamRun("warmup_kinesis_batch", c.WarmupW5Batches, h, int64(c.WarmupW5Batches*StreamBatchSize))
+		})
+	}
 	for _, step := range steps {
 		if r := step(); len(r.Violations) > 0 {
 			return fmt.Errorf("bench: warmup: %s: %v", r.Name, r.Violations)
@@ -110,8 +134,8 @@ func (b *Bench) Warmup() error {
 	return nil
 }
 
-// Workloads returns W1, W2 and W3, then W4 and W4b with Config.SQS, in the order of
-// BENCHMARKS.md; W2 replays W1's events.
+// Workloads returns W1, W2 and W3, then W4 and W4b with Config.SQS, then W5 to W6b with
+// Config.Streams, in the order of BENCHMARKS.md; W2 replays W1's events.
 func (b *Bench) Workloads() []Step {
 	c := b.cfg.Counts
 	evs := NewEvents(c.Invocations)
@@ -124,6 +148,9 @@ func (b *Bench) Workloads() []Step {
 		steps = append(steps,
 			func() *Result { return b.SQSBatches("W4_sqs_batch", c.W4Batches) },
 			func() *Result { return b.SQSInProgress(c.W4bBatches) })
+	}
+	if b.cfg.Streams {
+		steps = append(steps, b.streamSteps()...)
 	}
 	return steps
 }

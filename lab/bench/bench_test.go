@@ -27,9 +27,10 @@ func TestMemstore(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, b.Warmup())
 	var stdout, stderr bytes.Buffer
-	require.Equal(t, 0, b.Print(&stdout, &stderr, b.Workloads()...), "stderr:\n%s", stderr.String())
+	require.Equal(t, 0, b.Print(&stdout, &stderr, append(b.Workloads(), b.GuardBatchSteps()...)...), "stderr:\n%s", stderr.String())
 
-	order := []string{"W1_new_keys", "W2_replays", "W3_contention", "W4_sqs_batch", "W4b_sqs_batch_3_inprogress"}
+	order := []string{"W1_new_keys", "W2_replays", "W3_contention", "W4_sqs_batch", "W4b_sqs_batch_3_inprogress",
+		"B1_batch_100_new", "B1b_batch_100_redelivered"}
 	fields := []string{"name", "store", "n", "unit", "wall_ms", "p50_us", "p99_us", "mean_us", "max_us",
 		"ops_per_s", "calls", "calls_per_op", "calls_by_op", "handler_executions", "client_cpu_ms",
 		"client_sys_ms", "server_cpu_ms", "server_sys_ms", "other_cpu_ms"}
@@ -53,6 +54,9 @@ func TestMemstore(t *testing.T) {
 	assert.EqualValues(t, 1, got["W3_contention"]["handler_executions_per_key"])
 	assert.EqualValues(t, tiny.W4Batches*BatchSize, got["W4_sqs_batch"]["handler_executions"])
 	assert.EqualValues(t, tiny.W4bBatches, got["W4b_sqs_batch_3_inprogress"]["batches_reporting_exactly_preclaimed"])
+	assert.EqualValues(t, GuardBatchCount(tiny)*GuardBatchSize, got["B1_batch_100_new"]["handler_executions"])
+	assert.EqualValues(t, GuardBatchCount(tiny), got["B1b_batch_100_redelivered"]["n"])
+	assert.EqualValues(t, 0, got["B1b_batch_100_redelivered"]["handler_executions"])
 }
 
 // TestMeterCalls checks that the meter counts only inside a measured region, and that a
@@ -98,4 +102,27 @@ func TestPercentile(t *testing.T) {
 		})
 	}
 	assert.Equal(t, time.Duration(0), percentile(nil, 50))
+}
+
+// TestMemstoreStreams runs the stream workloads tiny against the in-memory store: every
+// condition holds (W5c's included: the failure alone reported, nothing after it run before
+// it succeeded, every record once after the retry), in the order of BENCHMARKS.md.
+func TestMemstoreStreams(t *testing.T) {
+	t.Parallel()
+	c := Counts{WarmupW5Batches: 1, W5Batches: 2, W5cBatches: 2}
+	b, err := New(memstore.New(), &Meter{}, Config{Store: "memory", Counts: c, Streams: true})
+	require.NoError(t, err)
+	var stdout, stderr bytes.Buffer
+	require.Equal(t, 0, b.Print(&stdout, &stderr, b.streamSteps()...), "stderr:\n%s", stderr.String())
+	order := []string{"W5_kinesis_batch", "W5b_kinesis_redelivered", "W5c_kinesis_fail_40", "W5c_retry",
+		"W6_ddbstreams_batch", "W6b_ddbstreams_redelivered", "W5_kinesis_batch_concurrent",
+		"W5b_kinesis_redelivered_concurrent", "W6_ddbstreams_batch_concurrent", "W6b_ddbstreams_redelivered_concurrent"}
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	require.Len(t, lines, len(order))
+	for i, line := range lines {
+		var l map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &l), line)
+		assert.Equal(t, order[i], l["name"])
+		assert.Contains(t, l, "records_per_s")
+	}
 }

@@ -26,6 +26,9 @@ type Meter struct {
 	// Wire, when set, adds the counts only a DynamoDB client reports (HTTP attempts,
 	// failed conditions, request bytes) to every result.
 	Wire bool
+	// Commands, when set, adds the commands counted apart from the calls (the Redis
+	// commands of a pipeline, which is one call) to every result.
+	Commands bool
 
 	mu       sync.Mutex
 	on       bool
@@ -35,11 +38,11 @@ type Meter struct {
 
 // tally is what a meter sums over its regions; CPU times are in milliseconds.
 type tally struct {
-	calls, tries, ccf, reqBytes int64
-	byOp                        map[string]int64
-	wall                        time.Duration
-	client, server              cpuTimes
-	busy                        float64 // the whole machine's
+	calls, tries, ccf, reqBytes, cmds int64
+	byOp                              map[string]int64
+	wall                              time.Duration
+	client, server                    cpuTimes
+	busy                              float64 // the whole machine's
 }
 
 // cpuTimes are CPU times in milliseconds: total (user and system) and system alone.
@@ -105,6 +108,10 @@ func (m *Meter) count(f func(t *tally)) {
 func (m *Meter) Call(op string, reqBytes int64) {
 	m.count(func(t *tally) { t.calls++; t.byOp[op]++; t.reqBytes += max(reqBytes, 0) })
 }
+
+// Command counts n commands carried by the calls (a Redis pipeline is one call of many
+// commands).
+func (m *Meter) Command(n int64) { m.count(func(t *tally) { t.cmds += n }) }
 
 // Attempt counts one attempt of a request on the wire (a DynamoDB HTTP attempt).
 func (m *Meter) Attempt() { m.count(func(t *tally) { t.tries++ }) }
@@ -196,6 +203,9 @@ type Result struct {
 	HTTPAttempts           *int64   `json:"http_attempts,omitempty"`
 	ConditionalCheckFailed *int64   `json:"conditional_check_failed,omitempty"`
 	ReqBytesPerOp          *float64 `json:"req_bytes_per_op,omitempty"`
+	// With Meter.Commands (Redis) only: the commands, a pipeline's each counted.
+	Commands      *int64   `json:"commands,omitempty"`
+	CommandsPerOp *float64 `json:"commands_per_op,omitempty"`
 
 	HandlerExecutions int64   `json:"handler_executions"`
 	ClientCPUMS       float64 `json:"client_cpu_ms"`
@@ -240,6 +250,10 @@ func (m *Meter) result(name, unit string, latencies []time.Duration, executions 
 		tries, ccf := t.tries, t.ccf
 		r.HTTPAttempts, r.ConditionalCheckFailed = &tries, &ccf
 	}
+	if m.Commands {
+		cmds := t.cmds
+		r.Commands = &cmds
+	}
 	if n == 0 {
 		return r
 	}
@@ -255,6 +269,10 @@ func (m *Meter) result(name, unit string, latencies []time.Duration, executions 
 		r.OpsPerS = round(float64(n)/t.wall.Seconds(), 1)
 	}
 	r.CallsPerOp = round(float64(t.calls)/float64(n), 3)
+	if m.Commands {
+		c := round(float64(t.cmds)/float64(n), 3)
+		r.CommandsPerOp = &c
+	}
 	if m.Wire {
 		b := round(float64(t.reqBytes)/float64(n), 1)
 		r.ReqBytesPerOp = &b

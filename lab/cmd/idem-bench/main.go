@@ -1,17 +1,21 @@
 // Command idem-bench runs the end-to-end benchmark of BENCHMARKS.md on one store, printing
 // one JSON line per workload; it exits 1 when a workload's "must hold" condition fails.
 //
-//   - -store dynamo (the default): the workloads W1 to W4b through idem and the raw-SDK
-//     floor X1 and X2, against a fresh DynamoDB Local.
-//   - -store postgres: W1 to W3 on the PostgreSQL store, against a fresh PostgreSQL 15+
-//     (fsync off, synchronous commit on), with pgx in -mode exec (QueryExecModeExec, what
-//     pgstore's docs recommend behind RDS Proxy) or cache (pgx's default); then P1 and P2,
-//     idem with an attached business write, beside H1 and H1r (a processed_events
-//     insert-or-skip) and H2 and H2r (a Stripe-style idempotency_keys table with the
-//     stored response), the same write on the same server (see pghand.go).
-//   - -store redis: W1 to W3 on the Redis store, against a fresh redis-server without
-//     persistence.
-//   - -store memory: W1 to W4b on the in-memory store, no server.
+//   - -store dynamo (the default): the workloads W1 to W4b, B1 and B1b through idem and
+//     the raw-SDK floor X1 and X2, against a fresh DynamoDB Local.
+//   - -store postgres: the same on the PostgreSQL store, the floor two plain SQL
+//     statements, against a fresh PostgreSQL 15+ (fsync off, synchronous commit on), with
+//     pgx in -mode exec (QueryExecModeExec, what pgstore's docs recommend behind RDS Proxy)
+//     or cache (pgx's default); then P1 and P2, idem with an attached business write,
+//     beside H1 and H1r (a processed_events insert-or-skip) and H2 and H2r (a Stripe-style
+//     idempotency_keys table with the stored response), the same write on the same server
+//     (see pghand.go).
+//   - -store redis: the same on the Redis store, the floor two plain commands, against a
+//     fresh redis-server without persistence.
+//   - -store memory: W1 to W4b, B1 and B1b on the in-memory store, no server.
+//
+// B1 and B1b are batches of a hundred records through the guard's batch claims, as a
+// stream's ordered shard is consumed (lab/bench's GuardBatchSteps).
 //
 // Each server is started on 127.0.0.1 and stopped by process id at the end; -url names a
 // running one instead (its CPU is then not measured). The measurement is package
@@ -22,6 +26,7 @@
 //	go run ./cmd/idem-bench -store postgres -mode cache
 //	go run ./cmd/idem-bench -cpu-share 0.072         # as root: a 128 MB Lambda's CPU share
 //	go run ./cmd/idem-bench -url http://127.0.0.1:8000   # a running DynamoDB Local
+//	go run ./cmd/idem-bench -streams                 # and W5 to W6b, after X2
 //
 // make bench-stores runs it on every store, one after the other. -cpu-share F confines
 // idem-bench, and not the server, to F of one CPU after the warmup, as BENCHMARKS.md
@@ -46,6 +51,7 @@ func main() {
 	flag.StringVar(&o.mode, "mode", "", "postgres: pgx's query exec mode, exec (the default) or cache")
 	flag.StringVar(&o.url, "url", "", "a running server to use instead of starting one: a DynamoDB endpoint, a postgres:// or redis:// URL (its CPU is then not measured)")
 	flag.BoolVar(&o.batchClaims, "batch-claims", true, "dynamo: sqs.WithBatchClaims for W4 and W4b; false measures the per-message path (not the specified workload)")
+	flag.BoolVar(&o.streams, "streams", false, "add the stream workloads W5 to W6b (Kinesis, DynamoDB Streams) after the others")
 	flag.Float64Var(&o.cpuShare, "cpu-share", 0, "confine idem-bench (not the server) to this share of one CPU after the warmup, in [0.01, 2]; needs root")
 	short := flag.Bool("short", false, "run a tenth of the specified sizes, to check that the benchmark works (the figures are not comparable)")
 	flag.Parse()
@@ -68,6 +74,7 @@ type options struct {
 	store, mode string
 	url         string // a running server, or "" to start one
 	batchClaims bool   // passed to sqs.WithBatchClaims
+	streams     bool   // adds W5 to W6b
 	cpuShare    float64
 	// confine, when set, confines this process to cpuShare of one CPU after the warmup;
 	// undo ends the confinement.
@@ -130,7 +137,7 @@ func run(ctx context.Context, o options, c bench.Counts, stdout, stderr io.Write
 		mode = "exec"
 	}
 	b, err := bench.New(t.store, t.meter, bench.Config{Store: o.store, Mode: mode, Counts: c,
-		SQS: t.sqs, BatchClaims: o.batchClaims, CPUShare: o.cpuShare})
+		SQS: t.sqs, BatchClaims: o.batchClaims, Streams: o.streams, CPUShare: o.cpuShare})
 	if err != nil {
 		return fail(err)
 	}
@@ -148,7 +155,7 @@ func run(ctx context.Context, o options, c bench.Counts, stdout, stderr io.Write
 			}
 		}()
 	}
-	steps := b.Workloads()
+	steps := append(b.Workloads(), b.GuardBatchSteps()...)
 	if t.extra != nil {
 		steps = append(steps, t.extra(b)...)
 	}

@@ -42,9 +42,12 @@ func TestRun(t *testing.T) {
 			"round_wall_p50_us", "round_wall_p99_us"},
 		"W4_sqs_batch":               {"records_per_s"},
 		"W4b_sqs_batch_3_inprogress": {"batches_reporting_exactly_preclaimed"},
+		"B1_batch_100_new":           {"records_per_s"},
+		"B1b_batch_100_redelivered":  {"records_per_s"},
 	}
 	order := []string{"W1_new_keys", "W2_replays", "W3_contention", "W4_sqs_batch",
-		"W4b_sqs_batch_3_inprogress", "X1_raw_sdk_put_update", "X2_raw_sdk_put_conflict"}
+		"W4b_sqs_batch_3_inprogress", "B1_batch_100_new", "B1b_batch_100_redelivered",
+		"X1_raw_sdk_put_update", "X2_raw_sdk_put_conflict"}
 	for _, tc := range []struct {
 		name        string
 		batchClaims bool
@@ -97,6 +100,10 @@ func TestRun(t *testing.T) {
 			assert.EqualValues(t, 2, got["W1_new_keys"]["calls_per_op"])
 			assert.EqualValues(t, 1, got["W2_replays"]["calls_per_op"])
 			assert.EqualValues(t, c.Invocations, got["X2_raw_sdk_put_conflict"]["conditional_check_failed"])
+			// A hundred records in batches of 25 statements: four calls of claims and four
+			// of completions; redelivered, four of refused claims and one BatchGetItem.
+			assert.EqualValues(t, 8, got["B1_batch_100_new"]["calls_per_op"])
+			assert.EqualValues(t, 5, got["B1b_batch_100_redelivered"]["calls_per_op"])
 			// Each preclaimed record meets a failed condition, on the single-item path
 			// (PutItem) or the batched one (a PartiQL INSERT's DuplicateItem).
 			assert.GreaterOrEqual(t, got["W4b_sqs_batch_3_inprogress"]["conditional_check_failed"],
@@ -105,21 +112,24 @@ func TestRun(t *testing.T) {
 	}
 }
 
-// TestRunStores runs W1–W3 (on PostgreSQL also P1–H2r, idem with an attached write beside
-// the hand-written designs) with tiny sizes on PostgreSQL in both modes, on Redis and on
-// the in-memory store, each server started by idem-bench (or the one DATABASE_URL or
-// REDIS_URL names): the conditions hold, the lines name the store, and a new key costs two
-// calls and a replay one on every store, as BENCHMARKS.md reports. A missing server skips
-// its case, or fails it with IDEM_REQUIRE_POSTGRES or IDEM_REQUIRE_REDIS set.
+// TestRunStores runs every workload with tiny sizes on PostgreSQL in both modes, on Redis
+// and on the in-memory store, each server started by idem-bench (or the one DATABASE_URL
+// or REDIS_URL names): the conditions hold, the lines name the store, a new key costs two
+// calls and a replay one on every store, as does each store's raw floor (X1, X2), on Redis
+// a batch of new keys two round trips (pipelines) and a redelivered one one, on PostgreSQL
+// a batch of new keys two statements and a redelivered one one, and idem with an attached
+// write and the hand-written designs beside it (P1–H2r) their statements, as BENCHMARKS.md
+// reports. A missing server skips its case, or fails it with IDEM_REQUIRE_POSTGRES or
+// IDEM_REQUIRE_REDIS set.
 func TestRunStores(t *testing.T) {
 	for _, tc := range []struct {
 		store, mode, mustEnv, urlEnv, bin string
 		lines                             int
 	}{
-		{store: "postgres", mode: "exec", mustEnv: "IDEM_REQUIRE_POSTGRES", urlEnv: "DATABASE_URL", bin: "postgres", lines: 9},
-		{store: "postgres", mode: "cache", mustEnv: "IDEM_REQUIRE_POSTGRES", urlEnv: "DATABASE_URL", bin: "postgres", lines: 9},
-		{store: "redis", mustEnv: "IDEM_REQUIRE_REDIS", urlEnv: "REDIS_URL", bin: "redis-server", lines: 3},
-		{store: "memory", lines: 5},
+		{store: "postgres", mode: "exec", mustEnv: "IDEM_REQUIRE_POSTGRES", urlEnv: "DATABASE_URL", bin: "postgres", lines: 15},
+		{store: "postgres", mode: "cache", mustEnv: "IDEM_REQUIRE_POSTGRES", urlEnv: "DATABASE_URL", bin: "postgres", lines: 15},
+		{store: "redis", mustEnv: "IDEM_REQUIRE_REDIS", urlEnv: "REDIS_URL", bin: "redis-server", lines: 9},
+		{store: "memory", lines: 7},
 	} {
 		name := tc.store
 		if tc.mode != "" {
@@ -156,8 +166,38 @@ func TestRunStores(t *testing.T) {
 			if tc.store != "memory" {
 				assert.EqualValues(t, 2, got["W1_new_keys"]["calls_per_op"])
 				assert.EqualValues(t, 1, got["W2_replays"]["calls_per_op"])
+				var floor []string
+				for name := range got {
+					if strings.HasPrefix(name, "X") {
+						floor = append(floor, name)
+					}
+				}
+				require.Len(t, floor, 2, "the raw floor X1, X2")
+				for _, name := range floor {
+					want := 1
+					if strings.HasPrefix(name, "X1_") {
+						want = 2
+					}
+					assert.EqualValues(t, want, got[name]["calls_per_op"], name)
+				}
+			}
+			if tc.store == "redis" {
+				for name, want := range map[string][2]float64{ // round trips, commands per batch
+					"W4_sqs_batch": {2, 20}, "B1_batch_100_new": {2, 200}, "B1b_batch_100_redelivered": {1, 100},
+				} {
+					assert.EqualValues(t, want[0], got[name]["calls_per_op"], name)
+					assert.EqualValues(t, want[1], got[name]["commands_per_op"], name)
+				}
+				assert.EqualValues(t, 2, got["X1_raw_redis_set_nx_set"]["commands_per_op"])
 			}
 			if tc.store == "postgres" {
+				// The batch store: one statement for a batch's claims, one for its
+				// completions (W4b: three records in flight, refused by the claims).
+				for name, want := range map[string]float64{
+					"W4_sqs_batch": 2, "W4b_sqs_batch_3_inprogress": 2, "B1_batch_100_new": 2, "B1b_batch_100_redelivered": 1,
+				} {
+					assert.EqualValues(t, want, got[name]["calls_per_op"], name)
+				}
 				// idem with an attached write beside the hand-written designs: statements
 				// (BEGIN and COMMIT included) per invocation.
 				for name, calls := range map[string]float64{

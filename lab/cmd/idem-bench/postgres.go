@@ -16,12 +16,14 @@ import (
 
 // openPostgres starts PostgreSQL unless o names a server, and builds one pool of W3's
 // size in o's exec mode, a fresh table and the store over a wrapper that counts the
-// statements. The table is left on a server o names.
+// statements. The table is left on a server o names. Its workloads are W1–W4b, the raw
+// floor X1, X2 (see pgfloor.go), and idem with an attached write beside the hand-written
+// designs, P1–H2r (see pghand.go).
 func openPostgres(ctx context.Context, o options) (t *target, err error) {
 	m := &bench.Meter{}
 	var server *pgserver.Server
 	var pool *pgxpool.Pool
-	t = &target{meter: m, close: func() error {
+	t = &target{meter: m, sqs: true, close: func() error {
 		if pool != nil {
 			pool.Close()
 		}
@@ -62,14 +64,18 @@ func openPostgres(ctx context.Context, o options) (t *target, err error) {
 	if err := pgstore.CreateTable(ctx, pool, table); err != nil {
 		return nil, err
 	}
-	if t.store, err = pgstore.New(&statements{DB: pool, pool: pool, m: m}, table); err != nil {
+	db := &statements{DB: pool, pool: pool, m: m}
+	if t.store, err = pgstore.New(db, table); err != nil {
 		return nil, err
 	}
 	h, err := createHandWritten(ctx, pool, table[len("idem_bench_"):])
 	if err != nil {
 		return nil, err
 	}
-	t.extra = func(b *bench.Bench) []bench.Step { return h.steps(b, m) }
+	t.extra = func(b *bench.Bench) []bench.Step {
+		x := newPGFloor(b, db, table)
+		return append([]bench.Step{x.insertUpdate, x.insertConflict}, h.steps(b, m)...)
+	}
 	return t, nil
 }
 

@@ -1,4 +1,4 @@
-package sqs
+package batch
 
 import (
 	"bytes"
@@ -11,19 +11,19 @@ import (
 	"github.com/idemkit/idem"
 )
 
-// process decides the outcome of message i of unit, in named steps: a key error fails it;
-// an earlier duplicate in the unit answers it; too little time left holds it back; else it
+// process decides the outcome of item i of unit, in named steps: a key error fails it; an
+// earlier duplicate in the unit answers it; too little time left holds it back; else it
 // runs through the guard.
 func (b *batch) process(ctx context.Context, unit []int, i int) {
 	o, st := &b.out[i], &b.state[i]
-	if err := st.keyErr; err != nil {
-		b.fail(o, ReasonKey, fmt.Errorf("sqs: key: %w", err))
+	if err := b.items[i].Err; err != nil {
+		b.fail(o, ReasonKey, fmt.Errorf("batch: key: %w", err))
 		return
 	}
 	if j := b.earlierDuplicate(unit, i); j >= 0 {
 		st.tried, st.dupOf = true, j
 		if d := b.out[j]; d.Failed() {
-			b.fail(o, ReasonDuplicateFailed, fmt.Errorf("%w: message %s: %w", ErrDuplicateFailed, d.MessageID, d.Err))
+			b.fail(o, ReasonDuplicateFailed, duplicateFailed(d))
 		} else {
 			o.Status = StatusDuplicate
 		}
@@ -33,9 +33,9 @@ func (b *batch) process(ctx context.Context, unit []int, i int) {
 		b.fail(o, ReasonNotStarted, err)
 		return
 	}
-	start := b.h.clock.Now()
+	start := b.e.clock.Now()
 	replayed, ran, handlerErr, err := b.guarded(ctx, i)
-	o.Duration = b.h.clock.Now().Sub(start)
+	o.Duration = b.e.clock.Now().Sub(start)
 	st.tried = true
 	switch {
 	case err == nil && replayed, errors.Is(err, idem.ErrResultNotStored):
@@ -44,7 +44,7 @@ func (b *batch) process(ctx context.Context, unit []int, i int) {
 	case err == nil:
 		o.Status = StatusRan
 	case !ran && errors.Is(err, idem.ErrLeaseLost):
-		// The batch's claims were settled, near the deadline, before this message started.
+		// The batch's claims were settled, near the deadline, before this item started.
 		st.tried = false
 		b.fail(o, ReasonNotStarted, fmt.Errorf("%w: %w", ErrNotStarted, err))
 	case !ran && ctx.Err() != nil:
@@ -55,7 +55,7 @@ func (b *batch) process(ctx context.Context, unit []int, i int) {
 	}
 }
 
-// earlierDuplicate returns the index of an earlier message of unit whose outcome message i
+// earlierDuplicate returns the index of an earlier item of unit whose outcome item i
 // shares, or -1: same key, equal fingerprint (both nil counts as equal: validation is off),
 // and an outcome that came from the guard rather than from being held back.
 func (b *batch) earlierDuplicate(unit []int, i int) int {
@@ -63,8 +63,8 @@ func (b *batch) earlierDuplicate(unit []int, i int) int {
 		if j >= i {
 			break
 		}
-		sj, si := &b.state[j], &b.state[i]
-		if sj.tried && sj.key == si.key && bytes.Equal(sj.fp, si.fp) {
+		ij, ii := &b.items[j], &b.items[i]
+		if b.state[j].tried && ij.Key == ii.Key && bytes.Equal(ij.Fingerprint, ii.Fingerprint) {
 			return j
 		}
 	}
@@ -80,34 +80,34 @@ func (b *batch) mayStart(ctx context.Context) error {
 	if !b.hasDeadline {
 		return nil
 	}
-	if left := b.deadline.Sub(b.h.clock.Now()); left <= 0 || left < b.margin {
+	if left := b.deadline.Sub(b.e.clock.Now()); left <= 0 || left < b.margin {
 		return fmt.Errorf("%w: %s left, margin %s", ErrNotStarted, left.Round(time.Millisecond), b.margin)
 	}
 	return nil
 }
 
-// guarded runs the handler for message i under its key. ran reports whether the handler
-// ran, and handlerErr is what it returned, so that its error is told apart from the
-// guard's. A panic in the handler is recovered as a [*PanicError]: the guard has released
-// the key by then, and the rest of the batch goes on.
+// guarded runs the handler for item i under its key. ran reports whether the handler ran,
+// and handlerErr is what it returned, so that its error is told apart from the guard's. A
+// panic in the handler is recovered as a [*PanicError]: the guard has released the key by
+// then, and the rest of the batch goes on.
 func (b *batch) guarded(ctx context.Context, i int) (replayed, ran bool, handlerErr, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			ran, err = true, &PanicError{Value: v, Stack: debug.Stack()}
 		}
 	}()
-	m := &b.msgs[i]
-	req := idem.Request{Key: b.state[i].key, Fingerprint: b.state[i].fp}
+	it := &b.items[i]
+	req := idem.Request{Key: it.Key, Fingerprint: it.Fingerprint}
 	fn := func(ctx context.Context) (struct{}, error) {
 		ran = true
-		handlerErr = b.h.fn(ctx, *m)
+		handlerErr = b.run1(ctx, i)
 		return struct{}{}, handlerErr
 	}
 	if b.claims != nil && b.state[i].claim >= 0 {
 		replayed, err = b.doClaimed(ctx, i, fn)
 		return replayed, ran, handlerErr, err
 	}
-	_, replayed, err = idem.Do(ctx, b.h.guard, req, fn)
+	_, replayed, err = idem.Do(ctx, b.e.guard, req, fn)
 	return replayed, ran, handlerErr, err
 }
 
@@ -137,8 +137,14 @@ func classify(err, handlerErr error) Reason {
 	}
 }
 
-// groupStopped is the error of a FIFO message held back after failed, the first failure of
-// its group.
+// groupStopped is the error of an item of an ordered group held back after failed, the
+// first failure of its group.
 func groupStopped(failed Outcome) error {
-	return fmt.Errorf("%w: message %s: %w", ErrGroupStopped, failed.MessageID, failed.Err)
+	return fmt.Errorf("%w: item %s: %w", ErrGroupStopped, failed.ID, failed.Err)
+}
+
+// duplicateFailed is the error of an item that shares the failure of d, an earlier item of
+// the batch with its key and fingerprint.
+func duplicateFailed(d Outcome) error {
+	return fmt.Errorf("%w: item %s: %w", ErrDuplicateFailed, d.ID, d.Err)
 }

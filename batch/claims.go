@@ -1,4 +1,4 @@
-package sqs
+package batch
 
 import (
 	"bytes"
@@ -10,61 +10,64 @@ import (
 )
 
 // claimAll claims the keys of the batch together ([idem.Guard.Claim]) when batch claims are
-// on and the batch allows it, and sets each message's claim index. It claims nothing when
-// no message could start: the claims would only be released again.
+// on and the batch allows it, and sets each item's claim index. It claims nothing when no
+// item could start: the claims would only be released again.
 //
-// The batch keeps the per-message path in two cases, where recording outcomes at the end
-// would not be what the per-message path does:
-//   - FIFO queues: a message runs only once the one before it in its group has durably
-//     completed, so a failed completion stops the group before its next message runs.
-//   - A key that two messages of the batch carry with different fingerprints: the later one
+// The batch keeps the per-item path in two cases, where recording outcomes at the end
+// would not be what the per-item path does:
+//   - [Mode.RecordEach]: an item of an ordered group runs only once the one before it has
+//     durably completed, so a failed completion stops the group before its next item runs.
+//   - A key that two items of the batch carry with different fingerprints: the later one
 //     must meet the earlier one's recorded outcome (a payload mismatch, or a run after a
 //     release), which a batch records only at its end.
 //
 // What a batch costs is the guard's to judge: a batch with a single key to claim is claimed
 // as [idem.Do] would claim it (see [idem.Guard.Claim]), since a recorded or in-flight key
 // costs one round trip that way and two in a batch claim; from two keys on a batch claim
-// never costs more round trips than the per-message path, redeliveries or not.
+// never costs more round trips than the per-item path, redeliveries or not.
 func (b *batch) claimAll(ctx context.Context) {
-	if !b.h.cfg.batchClaims || b.fifo || b.mayStart(ctx) != nil {
+	if !b.e.cfg.batchClaims || b.mode.RecordEach || b.mayStart(ctx) != nil {
 		return
 	}
 	type first struct {
 		claim int
 		fp    []byte
 	}
-	byKey := make(map[string]first, len(b.msgs))
+	byKey := make(map[string]first, len(b.items))
 	var reqs []idem.Request
 	for i := range b.state {
-		st := &b.state[i]
+		it, st := &b.items[i], &b.state[i]
 		st.claim = -1
-		if st.keyErr != nil {
+		if it.Err != nil {
 			continue
 		}
-		if f, ok := byKey[st.key]; ok {
-			if !bytes.Equal(f.fp, st.fp) {
+		if f, ok := byKey[it.Key]; ok {
+			if !bytes.Equal(f.fp, it.Fingerprint) {
+				for j := range b.state {
+					b.state[j].claim = -1
+				}
 				return
 			}
 			st.claim = f.claim
 			continue
 		}
 		st.claim = len(reqs)
-		byKey[st.key] = first{claim: st.claim, fp: st.fp}
-		reqs = append(reqs, idem.Request{Key: st.key, Fingerprint: st.fp})
+		byKey[it.Key] = first{claim: st.claim, fp: it.Fingerprint}
+		reqs = append(reqs, idem.Request{Key: it.Key, Fingerprint: it.Fingerprint})
 	}
-	b.claims = b.h.guard.Claim(ctx, reqs)
+	b.claims = b.e.guard.Claim(ctx, reqs)
 	b.claimUsed = make([]bool, len(reqs))
 }
 
 // settleWhenLate settles the batch's claims once less than the margin is left before the
-// deadline, while messages may still run: outcomes finished by then are recorded before the
+// deadline, while items may still run: outcomes finished by then are recorded before the
 // Lambda timeout can lose them, and claims not yet started are released. The returned stop
 // ends the goroutine and waits for it; call it before the final settle.
 func (b *batch) settleWhenLate(ctx context.Context) (stop func()) {
 	if b.claims == nil || !b.hasDeadline {
 		return func() {}
 	}
-	late := b.h.clock.After(max(b.deadline.Sub(b.h.clock.Now())-b.margin, 0))
+	late := b.e.clock.After(max(b.deadline.Sub(b.e.clock.Now())-b.margin, 0))
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -80,12 +83,12 @@ func (b *batch) settleWhenLate(ctx context.Context) (stop func()) {
 	return func() { close(done); wg.Wait() }
 }
 
-// errClaimUsed answers a message whose key's claim an earlier message of the batch used.
-var errClaimUsed = fmt.Errorf("sqs: the batch's claim of this key was used before the message started: %w", idem.ErrLeaseLost)
+// errClaimUsed answers an item whose key's claim an earlier item of the batch used.
+var errClaimUsed = fmt.Errorf("batch: the batch's claim of this key was used before the item started: %w", idem.ErrLeaseLost)
 
-// doClaimed runs message i's handler through the batch's claim of its key. A claim is used
-// by one message only: later messages with its key are duplicates of it, or come after it
-// was settled unstarted.
+// doClaimed runs item i's handler through the batch's claim of its key. A claim is used by
+// one item only: later items with its key are duplicates of it, or come after it was
+// settled unstarted.
 func (b *batch) doClaimed(ctx context.Context, i int, fn func(context.Context) (struct{}, error)) (bool, error) {
 	c := b.state[i].claim
 	if b.claimUsed[c] {
@@ -96,10 +99,10 @@ func (b *batch) doClaimed(ctx context.Context, i int, fn func(context.Context) (
 	return replayed, err
 }
 
-// settle records the outcomes of the batch's claims and fails the messages whose outcome
-// could not be recorded: they ran, but their completion failed (the lease was lost or the
-// store failed), as a per-message completion would have reported. A duplicate that took
-// such a message's success shares its failure.
+// settle records the outcomes of the batch's claims (and releases the claims of items not
+// started), and fails the items whose outcome could not be recorded: they ran, but their
+// completion failed (the lease was lost or the store failed), as a per-item completion
+// would have reported. A duplicate that took such an item's success shares its failure.
 func (b *batch) settle(ctx context.Context) {
 	if b.claims == nil {
 		return
@@ -112,8 +115,7 @@ func (b *batch) settle(ctx context.Context) {
 			err := errs[st.claim]
 			b.fail(o, classify(err, nil), err)
 		case o.Status == StatusDuplicate && st.dupOf >= 0 && b.out[st.dupOf].Failed():
-			d := b.out[st.dupOf]
-			b.fail(o, ReasonDuplicateFailed, fmt.Errorf("%w: message %s: %w", ErrDuplicateFailed, d.MessageID, d.Err))
+			b.fail(o, ReasonDuplicateFailed, duplicateFailed(b.out[st.dupOf]))
 		}
 	}
 }

@@ -1,0 +1,73 @@
+// Package batch is the batch engine under every idem event source: SQS, Kinesis, DynamoDB
+// Streams, and the sources to come (Kafka, Amazon MQ). It runs each record of a batch at
+// most once per idempotency key, through an [idem.Guard], and tells the source adapter
+// what became of each one, so the adapter can answer its source's way.
+//
+// # Mental model
+//
+// A source adapter maps its event's records to [Item]s (an ID the source knows the record
+// by, an idempotency key, a fingerprint of its content, an ordering group) and calls
+// [Engine.Process] with a function that runs the handler for one record. The engine:
+//
+//   - claims the batch's keys together ([idem.Guard.Claim]): on dynamo.Store one round
+//     trip per 25 keys, which also answers the keys completed before, so a redelivered
+//     record replays from these calls;
+//   - runs items that share a key and content once (the others are duplicates), reports a
+//     key in flight elsewhere as a failure, and starts no item once less than the margin
+//     is left before the Lambda deadline;
+//   - in an ordered batch ([Mode.Ordered]) runs the items of each group one at a time in
+//     order, and stops a group at its first failure: the rest of the group fails with
+//     [ReasonGroupStopped] without starting, and their claims are released;
+//   - records the outcomes together after the last item (attached writes in as few
+//     transactions as the store allows), or each as it ends where [idem.Batch] says so;
+//   - writes a summary log line and a line per failed item, and calls the guard's
+//     [idem.Hooks.OnBatch] with the item IDs, never keys.
+//
+// The adapter then turns the [Report] into its source's response: SQS lists every failed
+// message ([Report.Outcomes]); a stream reports the first failure of each ordering group
+// ([Report.FirstFailures]), since Lambda checkpoints at the lowest reported sequence
+// number and retries the shard from there.
+//
+// # Writing an adapter
+//
+// An adapter is a thin layer: decode the event, build the items, call Process, answer.
+//
+//	items := make([]batch.Item, len(records))
+//	for i, r := range records {
+//		key, err := keyOf(r) // an error fails the record with ReasonKey
+//		items[i] = batch.Item{ID: r.ID, Group: r.Partition, Key: key, Fingerprint: r.Data, Err: err}
+//	}
+//	run := func(ctx context.Context, i int) error { return handle(ctx, records[i]) }
+//	rep := engine.Process(ctx, items, run, batch.Mode{Ordered: true})
+//	for _, i := range rep.FirstFailures() {
+//		fmt.Println("report", records[i].ID)
+//	}
+//
+// Choosing the mode:
+//
+//   - Unordered (SQS standard queues): every item may run concurrently with every other of
+//     another key, and every failed item is reported.
+//   - Ordered (Kinesis per partition key, DynamoDB Streams per item key, Kafka per
+//     topic-partition and record key, Amazon MQ with one group for the whole queue): the
+//     source redelivers from a failure on, so the items after it in its group must not run.
+//     Items of different groups run concurrently; [WithConcurrency](1) runs the whole batch
+//     one item at a time in its order.
+//   - RecordEach with Ordered (SQS FIFO queues): each item's outcome is recorded before the
+//     next item of its group starts. Without it, the next item starts once the one before
+//     returned, and outcomes are recorded with the batch: if a recording then fails (the
+//     lease was lost, the store failed), that item fails and is its group's first failure,
+//     while the later items of its group have run and are recorded. A stream redelivers
+//     from the failed item, and the later ones replay.
+//
+// A source without partial responses (Kafka outside provisioned mode, Amazon MQ) returns
+// an error for the whole batch when [Report.Failed] is not zero: Process has recorded every
+// item that finished before it returns, so the redelivery replays them and runs the rest.
+//
+// [Source] names the adapter's log lines ("sqs: batch processed", message_id=…). The
+// statuses, reasons and errors are the engine's; an adapter may alias them (package sqs
+// does) so its users need not import this package.
+//
+// See https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-errorhandling.html and
+// https://docs.aws.amazon.com/lambda/latest/dg/services-kinesis-batchfailurereporting.html
+// for partial batch responses.
+package batch

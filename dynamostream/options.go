@@ -1,0 +1,156 @@
+package dynamostream
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/batch"
+	"github.com/idemkit/idem/internal/jmespathkey"
+)
+
+// Defaults of the [Handler] options.
+const (
+	// DefaultConcurrency is how many items are processed at once, each in order
+	// (see [WithConcurrency]).
+	DefaultConcurrency = batch.DefaultConcurrency
+	// DefaultDeadlineMargin is how much Lambda time must remain for a record to be started
+	// (see [WithDeadlineMargin]).
+	DefaultDeadlineMargin = batch.DefaultDeadlineMargin
+)
+
+// Option configures a [Handler]. Options are applied in order by [New].
+type Option func(*config) error
+
+type config struct {
+	concurrency int
+	key         func(events.DynamoDBEventRecord) (string, error)
+	fingerprint func(events.DynamoDBEventRecord) ([]byte, error)
+	group       func(events.DynamoDBEventRecord) (string, error)
+	margin      time.Duration
+	marginSet   bool
+	batchClaims bool
+}
+
+func defaultConfig() config {
+	return config{
+		concurrency: DefaultConcurrency,
+		key:         DefaultKey,
+		fingerprint: ChangeFingerprint,
+		group:       ItemKey,
+		margin:      DefaultDeadlineMargin,
+		batchClaims: true,
+	}
+}
+
+func optErr(name, msg string) error {
+	return fmt.Errorf("%w: dynamostream: %s: %s", idem.ErrInvalidOption, name, msg)
+}
+
+// WithConcurrency sets how many items (primary keys) are processed at once, each in
+// sequence order. Default [DefaultConcurrency]; must be at least 1. With 1, the batch runs
+// one record at a time in the shard's order.
+func WithConcurrency(n int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return optErr("WithConcurrency", "must be at least 1")
+		}
+		c.concurrency = n
+		return nil
+	}
+}
+
+// WithKey sets how a record's idempotency key is chosen. Default [DefaultKey]: the
+// eventID. Must not be nil. An error from key, or an empty key, fails the record with
+// batch.ReasonKey, and stops its item.
+func WithKey(key func(events.DynamoDBEventRecord) (string, error)) Option {
+	return func(c *config) error {
+		if key == nil {
+			return optErr("WithKey", "must not be nil")
+		}
+		c.key = key
+		return nil
+	}
+}
+
+// WithKeyJMESPath keys each record by a JMESPath expression over the record decoded to
+// plain JSON (see [Decoded]): "NewImage.order_id", or "[Keys.pk, NewImage.version]". It
+// replaces [WithKey]. A selected string is the key as it is; any other value is the key
+// in its compact JSON encoding; a null or empty value is no key (idem.ErrMissingKey), which
+// fails the record. The Powertools functions powertools_json, powertools_base64 and
+// powertools_base64_gzip are available. Errors name the expression, never the record's
+// values. The expression must compile.
+func WithKeyJMESPath(expr string) Option {
+	return func(c *config) error {
+		q, err := jmespathkey.Compile("dynamostream", expr)
+		if err != nil {
+			return fmt.Errorf("%w: dynamostream: WithKeyJMESPath: %w", idem.ErrInvalidOption, err)
+		}
+		c.key = func(r events.DynamoDBEventRecord) (string, error) { return q.Key(Decoded(r)) }
+		return nil
+	}
+}
+
+// WithOrderingKey sets a record's ordering group: the records of one group run one at a
+// time in sequence order, and a group stops at its first failure. Default [ItemKey]: the
+// item's primary key, the unit of order DynamoDB Streams keeps. Must not be nil. A
+// function returning one value for every record orders the whole shard: the batch then
+// runs one record at a time and stops at its first failure.
+func WithOrderingKey(group func(events.DynamoDBEventRecord) string) Option {
+	return func(c *config) error {
+		if group == nil {
+			return optErr("WithOrderingKey", "must not be nil")
+		}
+		c.group = func(r events.DynamoDBEventRecord) (string, error) { return group(r), nil }
+		return nil
+	}
+}
+
+// WithFingerprint sets what identifies a record's content, so a key reused for different
+// content fails with idem.ErrPayloadMismatch instead of being acknowledged unprocessed.
+// Default [ChangeFingerprint]. Must not be nil; a function returning nil turns payload
+// validation off.
+func WithFingerprint(fingerprint func(events.DynamoDBEventRecord) ([]byte, error)) Option {
+	return func(c *config) error {
+		if fingerprint == nil {
+			return optErr("WithFingerprint", "must not be nil")
+		}
+		c.fingerprint = fingerprint
+		return nil
+	}
+}
+
+// WithDeadlineMargin sets how much time must remain before the Lambda deadline
+// (ctx.Deadline()) for a record to be started, as batch.WithDeadlineMargin says. Must not
+// be negative. Default [DefaultDeadlineMargin], lowered to a quarter of the time left when
+// the batch arrives if that is less. A record not started fails with [ReasonNotStarted]
+// and stops its item.
+func WithDeadlineMargin(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return optErr("WithDeadlineMargin", "must not be negative")
+		}
+		c.margin, c.marginSet = d, true
+		return nil
+	}
+}
+
+// WithBatchClaims sets whether a batch's keys are claimed and its outcomes recorded
+// together, as batch.WithBatchClaims says. Default true: on dynamo.Store, a batch of n new
+// records costs ⌈n/25⌉ claim calls and ⌈n/25⌉ completion calls, and a redelivered batch
+// of finished records replays in its claim calls. A record of an item then starts once
+// the one before it returned, not once its completion is recorded: if that recording
+// fails, the earlier record is reported, and the later ones, recorded, replay when Lambda
+// delivers them again. Off, each record claims and completes on its own.
+func WithBatchClaims(on bool) Option {
+	return func(c *config) error {
+		c.batchClaims = on
+		return nil
+	}
+}
+
+// DefaultKey returns the record's eventID, which identifies one change of one item and
+// stays the same when Lambda delivers the record again. It never fails.
+func DefaultKey(r events.DynamoDBEventRecord) (string, error) { return r.EventID, nil }
