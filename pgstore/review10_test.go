@@ -1,0 +1,84 @@
+package pgstore_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/pgstore/internal/pgtest"
+)
+
+// extendHeld begins a transaction on pool that extends key's lease under token (the
+// Store.Extend statement of the same owner: a heartbeat, or an earlier attempt of it
+// landing late) and keeps its row lock until the caller commits.
+func extendHeld(t *testing.T, pool interface {
+	Begin(context.Context) (pgx.Tx, error)
+}, table, key, token string, until time.Time) pgx.Tx {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
+	tag, err := tx.Exec(ctx, fmt.Sprintf(`UPDATE %s SET lease_expires_at = GREATEST(lease_expires_at, $3::timestamptz)
+WHERE id = $1::text AND lease_token = $2::text AND status = 'INPROGRESS'`, pgx.Identifier{table}.Sanitize()), key, token, until)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, tag.RowsAffected(), "the owner's extension holds the row")
+	return tx
+}
+
+// TestReview10_BatchCompleteLosesToOwnHeartbeat: the owner of key k (token "a") completes
+// it in a batch while its own lease extension (same token, still in progress) holds the
+// row. The batch statement's snapshot predates the extension's commit; its locked CTE
+// follows the row to the extension's new version and returns that version's ctid, but the
+// UPDATE reads with the statement's snapshot, to which the new version is invisible, so
+// nothing is updated and the record is answered ErrLeaseLost although nobody else ever
+// held it. The single Complete, under the same interleaving, completes (EvalPlanQual
+// rechecks id and token on the latest version). The record stays INPROGRESS under "a":
+// the handler's result is lost and, once the lease ends, a retry takes the key over and
+// runs the handler a second time.
+func TestReview10_BatchCompleteLosesToOwnHeartbeat(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{"CompleteMany", "CompleteManyAttached", "Complete"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			s, pool := newStore(t, nil)
+			bs := batchStore(t, s)
+			l := newLedger(t, pool)
+			other := pgtest.Pool(t)
+			ks := []string{"k"}
+			for _, r := range bs.ClaimMany(ctx, claims(ks, "a", t0), t0) {
+				require.NoError(t, r.Err)
+				require.True(t, r.Claimed)
+			}
+			tx := extendHeld(t, other, s.Table(), "k", "a", t0.Add(5*time.Minute))
+
+			rec := completed(inProgress("k", "a", t0), t0)
+			done := make(chan error, 1)
+			go func() {
+				switch mode {
+				case "CompleteMany":
+					done <- bs.CompleteMany(ctx, []*idemstore.Record{rec})[0]
+				case "CompleteManyAttached":
+					done <- bs.CompleteManyAttached(ctx, []*idemstore.Record{rec}, [][]any{{l.add("acct", 1, false)}})[0]
+				default:
+					done <- s.Complete(ctx, rec, nil)
+				}
+			}()
+			waitForLockWait(t, pool, s.Table())
+			require.NoError(t, tx.Commit(ctx))
+			err := <-done
+			assert.NoError(t, err, "the lease was never lost: the owner's own heartbeat held the row")
+			got, err := s.Get(ctx, "k")
+			require.NoError(t, err)
+			require.NotNil(t, got)
+			assert.Equal(t, idemstore.StatusCompleted, got.Status, "the first result is stored")
+		})
+	}
+}
