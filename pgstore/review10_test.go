@@ -79,6 +79,108 @@ func TestReview10_BatchCompleteLosesToOwnHeartbeat(t *testing.T) {
 			require.NoError(t, err)
 			require.NotNil(t, got)
 			assert.Equal(t, idemstore.StatusCompleted, got.Status, "the first result is stored")
+			later := t0.Add(10 * time.Minute) // the lease extended to t0+5m has ended
+			r := bs.ClaimMany(ctx, claims(ks, "b", later), later)[0]
+			require.NoError(t, r.Err)
+			assert.False(t, r.Claimed, "a retry once the lease ended must replay, not run the handler a second time")
+		})
+	}
+}
+
+// TestReview10_BatchStatementsBehindOwnFirstAttempt: the same ctid hole met by a statement
+// of the owner's that follows an earlier attempt of its own (a resend after a lost
+// answer, whose first attempt lands late, or the guard's completion queued behind its
+// batch's), or by a release behind the owner's extension.
+//
+//   - CompleteMany resent while its first attempt (same record, same token) holds the
+//     row: the first commits the completion; the resend answers ErrLeaseLost where
+//     Complete, conditional on the token alone, writes the same values again and
+//     answers nil. The guard reports the lease lost for a completion that stands.
+//   - ReleaseMany behind the owner's extension: ErrLeaseLost, and no tombstone is left,
+//     so the key stays blocked until the extended lease ends, where Release releases.
+func TestReview10_BatchStatementsBehindOwnFirstAttempt(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		hold func(t *testing.T, tx pgx.Tx, table string)
+		run  func(ctx context.Context, s idemstore.BatchAttachStore) error
+		want idemstore.Status // the record's status afterwards
+	}{
+		{
+			name: "CompleteManyResent",
+			hold: func(t *testing.T, tx pgx.Tx, table string) {
+				rec := completed(inProgress("k", "a", t0), t0)
+				tag, err := tx.Exec(context.Background(), fmt.Sprintf(`UPDATE %s SET status = $2::text, expires_at = $3::timestamptz,
+	lease_expires_at = NULL, validation = $4::text, data = $5::bytea, encoding = $6::text, version = $7::integer
+WHERE id = $1::text AND lease_token = $8::text`, pgx.Identifier{table}.Sanitize()),
+					rec.Key, string(rec.Status), rec.Expires, rec.Fingerprint, rec.Data, rec.Encoding, rec.Version, rec.LeaseToken)
+				require.NoError(t, err)
+				require.EqualValues(t, 1, tag.RowsAffected())
+			},
+			run: func(ctx context.Context, s idemstore.BatchAttachStore) error {
+				return s.CompleteMany(ctx, []*idemstore.Record{completed(inProgress("k", "a", t0), t0)})[0]
+			},
+			want: idemstore.StatusCompleted,
+		},
+		{
+			name: "ReleaseManyBehindExtension",
+			hold: func(t *testing.T, tx pgx.Tx, table string) {
+				_, err := tx.Exec(context.Background(), fmt.Sprintf(`UPDATE %s SET lease_expires_at = $2::timestamptz
+WHERE id = $1::text AND lease_token = 'a'`, pgx.Identifier{table}.Sanitize()), "k", t0.Add(5*time.Minute))
+				require.NoError(t, err)
+			},
+			run: func(ctx context.Context, s idemstore.BatchAttachStore) error {
+				return s.ReleaseMany(ctx, []string{"k"}, []string{"a"}, t0)[0]
+			},
+			want: idemstore.StatusInProgress,
+		},
+	}
+	// The single statements under the same interleavings: they hold.
+	cases = append(cases,
+		struct {
+			name string
+			hold func(t *testing.T, tx pgx.Tx, table string)
+			run  func(ctx context.Context, s idemstore.BatchAttachStore) error
+			want idemstore.Status
+		}{name: "CompleteResent", hold: cases[0].hold, want: cases[0].want,
+			run: func(ctx context.Context, s idemstore.BatchAttachStore) error {
+				return s.Complete(ctx, completed(inProgress("k", "a", t0), t0), nil)
+			}},
+		struct {
+			name string
+			hold func(t *testing.T, tx pgx.Tx, table string)
+			run  func(ctx context.Context, s idemstore.BatchAttachStore) error
+			want idemstore.Status
+		}{name: "ReleaseBehindExtension", hold: cases[1].hold, want: cases[1].want,
+			run: func(ctx context.Context, s idemstore.BatchAttachStore) error {
+				return s.Release(ctx, "k", "a", t0)
+			}})
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			s, pool := newStore(t, nil)
+			bs := batchStore(t, s)
+			other := pgtest.Pool(t)
+			r := bs.ClaimMany(ctx, claims([]string{"k"}, "a", t0), t0)[0]
+			require.NoError(t, r.Err)
+			require.True(t, r.Claimed)
+			tx, err := other.Begin(ctx)
+			require.NoError(t, err)
+			defer func() { _ = tx.Rollback(ctx) }()
+			tc.hold(t, tx, s.Table())
+			done := make(chan error, 1)
+			go func() { done <- tc.run(ctx, bs) }()
+			waitForLockWait(t, pool, s.Table())
+			require.NoError(t, tx.Commit(ctx))
+			assert.NoError(t, <-done, "the owner's token holds the record throughout")
+			got, err := s.Get(ctx, "k")
+			require.NoError(t, err)
+			require.NotNil(t, got)
+			assert.Equal(t, tc.want, got.Status)
+			if tc.want == idemstore.StatusInProgress {
+				assert.Equal(t, idemstore.ReleasedToken("a"), got.LeaseToken, "released: a tombstone")
+			}
 		})
 	}
 }
