@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,7 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/pgstore"
 	"github.com/idemkit/idem/pgstore/internal/pgtest"
 )
 
@@ -181,6 +184,76 @@ WHERE id = $1::text AND lease_token = 'a'`, pgx.Identifier{table}.Sanitize()), "
 			if tc.want == idemstore.StatusInProgress {
 				assert.Equal(t, idemstore.ReleasedToken("a"), got.LeaseToken, "released: a tombstone")
 			}
+		})
+	}
+}
+
+// TestReview10_GuardBatchRunsTwiceAfterOwnExtension: the hole of
+// TestReview10_BatchCompleteLosesToOwnHeartbeat through the guard. One request is claimed
+// in a batch and its handler runs once; while Settle's completion goes out, an UPDATE of
+// the owner's own record that keeps its token (the owner's extension still executing on
+// the server: the watchdog's stop cancels the call on the client side, not the statement
+// already running) holds the row and commits. Settle answers ErrLeaseLost, the record
+// stays in progress, and the next delivery of the same request, once the lease has ended,
+// takes the key over and runs the handler a second time, though no other owner ever held
+// the key.
+func TestReview10_GuardBatchRunsTwiceAfterOwnExtension(t *testing.T) {
+	t.Parallel()
+	for _, attached := range []bool{false, true} {
+		t.Run(fmt.Sprintf("attached=%t", attached), func(t *testing.T) {
+			t.Parallel()
+			// A deadline, so that outcomes wait for Settle.
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			s, pool := newStore(t, nil)
+			l := newLedger(t, pool)
+			other := pgtest.Pool(t)
+			var mu sync.Mutex
+			now := time.Now()
+			clock := idem.ClockFunc(func() time.Time { mu.Lock(); defer mu.Unlock(); return now })
+			g, err := idem.New(s, "batch", idem.WithScope("test"), idem.WithClock(clock), idem.WithLease(5*time.Minute))
+			require.NoError(t, err)
+			reqs := []idem.Request{{Key: "m"}, {Key: "n"}} // n never runs: released by Settle
+			runs := 0
+			handler := func(ctx context.Context) (out, error) {
+				runs++
+				if attached {
+					return out{N: runs}, pgstore.Attach(ctx, l.add("acct", 1, false))
+				}
+				return out{N: runs}, nil
+			}
+
+			b := g.Claim(ctx, reqs)
+			_, _, err = idem.DoClaimed(ctx, b, 0, handler)
+			require.NoError(t, err)
+			tx, err := other.Begin(ctx)
+			require.NoError(t, err)
+			defer func() { _ = tx.Rollback(ctx) }()
+			m, err := g.StoredKey(reqs[0])
+			require.NoError(t, err)
+			tag, err := tx.Exec(ctx, fmt.Sprintf(`UPDATE %s SET lease_expires_at = lease_expires_at + interval '1 second'
+WHERE id = $1 AND status = 'INPROGRESS'`, pgx.Identifier{s.Table()}.Sanitize()), m)
+			require.NoError(t, err)
+			require.EqualValues(t, 1, tag.RowsAffected(), "the owner's record, its token kept")
+			settled := make(chan []error, 1)
+			go func() { settled <- b.Settle(ctx) }()
+			waitForLockWait(t, pool, s.Table())
+			require.NoError(t, tx.Commit(ctx))
+			assert.NoError(t, (<-settled)[0], "the handler's outcome is recorded: nobody else held the key")
+
+			mu.Lock()
+			now = now.Add(20 * time.Minute) // the lease has ended; the record has not expired
+			later := now
+			mu.Unlock()
+			// The redelivery's deadline, on the guard's clock.
+			ctx2, cancel2 := context.WithDeadline(context.Background(), later.Add(30*time.Second))
+			defer cancel2()
+			b = g.Claim(ctx2, reqs[:1])
+			got, _, err := idem.DoClaimed(ctx2, b, 0, handler)
+			require.NoError(t, err)
+			b.Settle(ctx2)
+			assert.Equal(t, 1, runs, "the handler ran once")
+			assert.Equal(t, 1, got.N, "the retry gets the first result")
 		})
 	}
 }
