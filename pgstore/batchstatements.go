@@ -24,12 +24,22 @@ func newBatchStatements(table string) batchStatements {
 	t := quote(table)
 	// locked locks the rows of the input's keys under their tokens, in key order, each
 	// found by its key (a lookup per key, whatever the planner thinks of the table's
-	// size), and names them by their row version (tid), which the UPDATE then reads
-	// directly: no statement scans the table.
+	// size), and names them by their row version (tid): the newest one, when an update
+	// of the owner's own (an extension, an earlier attempt of the same statement)
+	// changed the row while locked waited. That version is invisible to the statement's
+	// snapshot, so seen names, for each key locked, the version the snapshot sees (a
+	// lookup per key: LIMIT 1 keeps the planner from turning it into a join over the
+	// table). The UPDATE reads both versions directly, so no statement scans the table:
+	// it meets the row by the version it sees, and PostgreSQL rechecks its WHERE (key,
+	// token, and tid, hence the newest version's tid in the list) on the newest version
+	// (EvalPlanQual), as it does for the single statements. Reading only the locked
+	// version, the UPDATE would find nothing and answer ErrLeaseLost to the owner.
 	lockedOwned := fmt.Sprintf(`locked AS (
 	SELECT r.* FROM (SELECT id, lease_token FROM input ORDER BY id) AS i
-	CROSS JOIN LATERAL (SELECT ctid AS tid, id, status FROM %s AS r
+	CROSS JOIN LATERAL (SELECT ctid AS tid, id, status FROM %[1]s AS r
 		WHERE r.id = i.id AND r.lease_token = i.lease_token FOR UPDATE) AS r
+), seen AS (
+	SELECT r.tid FROM locked CROSS JOIN LATERAL (SELECT ctid AS tid FROM %[1]s AS r WHERE r.id = locked.id LIMIT 1) AS r
 )`, t)
 	return batchStatements{
 		// Store.Claim's statement for many records: the upsert's WHERE is the single
@@ -74,7 +84,7 @@ UPDATE %[1]s AS r SET status = input.status, expires_at = input.expires_at,
 	lease_expires_at = NULL, validation = input.validation, data = input.data,
 	encoding = input.encoding, version = input.version
 FROM input
-WHERE r.ctid = ANY (ARRAY(SELECT tid FROM locked)) AND r.id = input.id AND r.lease_token = input.lease_token
+WHERE r.ctid = ANY (ARRAY(SELECT tid FROM locked UNION ALL SELECT tid FROM seen)) AND r.id = input.id AND r.lease_token = input.lease_token
 RETURNING input.n`, t),
 
 		// The completeOwned statement for many records (completions with attached writes):
@@ -86,7 +96,7 @@ RETURNING input.n`, t),
 		lease_expires_at = NULL, validation = input.validation, data = input.data,
 		encoding = input.encoding, version = input.version
 	FROM input
-	WHERE r.ctid = ANY (ARRAY(SELECT tid FROM locked)) AND r.id = input.id
+	WHERE r.ctid = ANY (ARRAY(SELECT tid FROM locked UNION ALL SELECT tid FROM seen)) AND r.id = input.id
 		AND r.lease_token = input.lease_token AND r.status = 'INPROGRESS'
 	RETURNING r.id
 )
@@ -101,7 +111,7 @@ ORDER BY input.n`, t),
 ), `+lockedOwned+`
 UPDATE %[1]s AS r SET lease_expires_at = $3::timestamptz, lease_token = $4::text || input.lease_token
 FROM input
-WHERE r.ctid = ANY (ARRAY(SELECT tid FROM locked)) AND r.id = input.id
+WHERE r.ctid = ANY (ARRAY(SELECT tid FROM locked UNION ALL SELECT tid FROM seen)) AND r.id = input.id
 	AND r.lease_token = input.lease_token AND r.status = 'INPROGRESS'
 RETURNING input.n`, t),
 	}

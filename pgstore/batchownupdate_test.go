@@ -35,17 +35,14 @@ WHERE id = $1::text AND lease_token = $2::text AND status = 'INPROGRESS'`, pgx.I
 	return tx
 }
 
-// TestReview10_BatchCompleteLosesToOwnHeartbeat: the owner of key k (token "a") completes
-// it in a batch while its own lease extension (same token, still in progress) holds the
-// row. The batch statement's snapshot predates the extension's commit; its locked CTE
-// follows the row to the extension's new version and returns that version's ctid, but the
-// UPDATE reads with the statement's snapshot, to which the new version is invisible, so
-// nothing is updated and the record is answered ErrLeaseLost although nobody else ever
-// held it. The single Complete, under the same interleaving, completes (EvalPlanQual
-// rechecks id and token on the latest version). The record stays INPROGRESS under "a":
-// the handler's result is lost and, once the lease ends, a retry takes the key over and
-// runs the handler a second time.
-func TestReview10_BatchCompleteLosesToOwnHeartbeat(t *testing.T) {
+// TestBatchCompleteBehindOwnExtension: the owner of key k (token "a") completes it in a
+// batch while its own lease extension (same token, still in progress) holds the row. The
+// batch statement's snapshot predates the extension's commit, and the version its locked
+// CTE locks is invisible to that snapshot; the completion must still find the record
+// under its token on the newest version, as the single Complete does, and complete it:
+// answered ErrLeaseLost, the record would stay in progress and, once the lease ends, a
+// retry would take the key over and run the handler a second time.
+func TestBatchCompleteBehindOwnExtension(t *testing.T) {
 	t.Parallel()
 	for _, mode := range []string{"CompleteMany", "CompleteManyAttached", "Complete"} {
 		t.Run(mode, func(t *testing.T) {
@@ -90,18 +87,19 @@ func TestReview10_BatchCompleteLosesToOwnHeartbeat(t *testing.T) {
 	}
 }
 
-// TestReview10_BatchStatementsBehindOwnFirstAttempt: the same ctid hole met by a statement
-// of the owner's that follows an earlier attempt of its own (a resend after a lost
-// answer, whose first attempt lands late, or the guard's completion queued behind its
-// batch's), or by a release behind the owner's extension.
+// TestBatchStatementsBehindOwnUpdate: the batch statements behind an update of the
+// owner's own that keeps its token: an earlier attempt of the same statement (a resend
+// after a lost answer, whose first attempt lands late, or the guard's completion queued
+// behind its batch's), or the owner's extension. Each answers as its single statement.
 //
 //   - CompleteMany resent while its first attempt (same record, same token) holds the
-//     row: the first commits the completion; the resend answers ErrLeaseLost where
-//     Complete, conditional on the token alone, writes the same values again and
-//     answers nil. The guard reports the lease lost for a completion that stands.
-//   - ReleaseMany behind the owner's extension: ErrLeaseLost, and no tombstone is left,
-//     so the key stays blocked until the extended lease ends, where Release releases.
-func TestReview10_BatchStatementsBehindOwnFirstAttempt(t *testing.T) {
+//     row: the first commits the completion; the resend, conditional on the token alone
+//     as Complete is, writes the same values again and answers nil (not ErrLeaseLost,
+//     which would report the lease lost for a completion that stands).
+//   - ReleaseMany behind the owner's extension: releases, leaving a tombstone, as
+//     Release does (not ErrLeaseLost, which would leave the key blocked until the
+//     extended lease ends).
+func TestBatchStatementsBehindOwnUpdate(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name string
@@ -188,16 +186,14 @@ WHERE id = $1::text AND lease_token = 'a'`, pgx.Identifier{table}.Sanitize()), "
 	}
 }
 
-// TestReview10_GuardBatchRunsTwiceAfterOwnExtension: the hole of
-// TestReview10_BatchCompleteLosesToOwnHeartbeat through the guard. One request is claimed
-// in a batch and its handler runs once; while Settle's completion goes out, an UPDATE of
-// the owner's own record that keeps its token (the owner's extension still executing on
-// the server: the watchdog's stop cancels the call on the client side, not the statement
-// already running) holds the row and commits. Settle answers ErrLeaseLost, the record
-// stays in progress, and the next delivery of the same request, once the lease has ended,
-// takes the key over and runs the handler a second time, though no other owner ever held
-// the key.
-func TestReview10_GuardBatchRunsTwiceAfterOwnExtension(t *testing.T) {
+// TestGuardBatchRunsOnceAfterOwnExtension: TestBatchCompleteBehindOwnExtension through
+// the guard. One request is claimed in a batch and its handler runs once; while Settle's
+// completion goes out, an UPDATE of the owner's own record that keeps its token (the
+// owner's extension still executing on the server: the watchdog's stop cancels the call
+// on the client side, not the statement already running) holds the row and commits.
+// Settle records the handler's outcome, and the next delivery of the same request, once
+// the lease has ended, replays the first result instead of running the handler again.
+func TestGuardBatchRunsOnceAfterOwnExtension(t *testing.T) {
 	t.Parallel()
 	for _, attached := range []bool{false, true} {
 		t.Run(fmt.Sprintf("attached=%t", attached), func(t *testing.T) {
@@ -256,4 +252,32 @@ WHERE id = $1 AND status = 'INPROGRESS'`, pgx.Identifier{s.Table()}.Sanitize()),
 			assert.Equal(t, 1, got.N, "the retry gets the first result")
 		})
 	}
+}
+
+// TestClaimManyBehindOwnerExtension: another caller claims key k in a batch once the
+// owner's lease has ended, while the owner's extension holds the row: the claim reads the
+// newest version (the upsert's WHERE and the refusal read back under a row lock), so it
+// refuses against the extended lease and answers the record as the extension left it.
+func TestClaimManyBehindOwnerExtension(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, pool := newStore(t, nil)
+	bs := batchStore(t, s)
+	other := pgtest.Pool(t)
+	r := bs.ClaimMany(ctx, claims([]string{"k"}, "a", t0), t0)[0]
+	require.NoError(t, r.Err)
+	require.True(t, r.Claimed)
+	extended := t0.Add(5 * time.Minute)
+	tx := extendHeld(t, other, s.Table(), "k", "a", extended)
+	later := t0.Add(2 * time.Minute) // the one-minute lease has ended; the extended one has not
+	done := make(chan idemstore.ClaimResult, 1)
+	go func() { done <- bs.ClaimMany(ctx, claims([]string{"k"}, "b", later), later)[0] }()
+	waitForLockWait(t, pool, s.Table())
+	require.NoError(t, tx.Commit(ctx))
+	r = <-done
+	require.NoError(t, r.Err)
+	assert.False(t, r.Claimed, "the owner's extended lease holds the key")
+	require.NotNil(t, r.Prev, "the refusing record is read back")
+	assert.Equal(t, "a", r.Prev.LeaseToken)
+	assert.True(t, r.Prev.LeaseExpires.Equal(extended), "the extension's lease: %v", r.Prev.LeaseExpires)
 }
