@@ -18,6 +18,13 @@
 // after the statement began (two first claims of one key at once) is it out of the
 // statement's sight; the claim is then sent once more.
 //
+// Batches (the guard's batch claims, SQS batches) take the same statements for many keys
+// at once: the records travel as one array per column, unnested into rows, so a batch's
+// claims are one statement whose refused rows come back from it, its completions one, its
+// releases one, and its completions with attached writes one transaction. Each statement
+// takes its rows' locks in key order, so two batches over the same keys wait for each
+// other rather than deadlock (attached writes take their own locks in their own order).
+//
 // Completion, release, lease extension and checkpoints are conditional on the random lease
 // token written by the claim (fencing): a worker whose lease ran out and was taken over
 // changes nothing, and learns so from [idem.ErrLeaseLost]. Expiry is judged at read time
@@ -113,6 +120,10 @@
 // (QueryExecModeSimpleProtocol also works.) The price is that the server parses and plans
 // every statement: on the benchmark machine (lab/cmd/idem-bench -store postgres) a new key cost
 // about three times the server CPU of the default mode. Without a pooler, keep the default.
+// In it, the store's statements are planned once per connection: the check that travels
+// with a completion's COMMIT too, a statement the store prepares on the connection the
+// first time (through a *pgxpool.Pool or *pgx.Conn; through a wrapper of either only if it
+// has their Config method) and runs with EXECUTE.
 // Every parameter in the store's SQL carries an explicit cast, so the statements need no
 // server-side description in any mode; the behaviour suite runs in the default mode,
 // QueryExecModeExec and QueryExecModeSimpleProtocol. In Lambda, create the pool once per

@@ -137,6 +137,10 @@ func (c *counter) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, erro
 	return &countingTx{Tx: tx, c: c}, nil
 }
 
+// Config returns the wrapped pool's configuration, as a *pgxpool.Pool does: the store
+// reads its query mode from it (it prepares its commit check in pgx's default mode).
+func (c *counter) Config() *pgxpool.Config { return c.db.(*pgxpool.Pool).Config() }
+
 // countingTx counts the statements of a transaction begun through a counter.
 type countingTx struct {
 	pgx.Tx

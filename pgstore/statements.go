@@ -1,6 +1,11 @@
 package pgstore
 
-import "fmt"
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+)
 
 // columns are the record's columns, in the order scanRecord reads them.
 const columns = `id, status, expires_at, lease_expires_at, validation, data, encoding, lease_token, checkpoint, version, checkpoint_seq`
@@ -10,11 +15,31 @@ const columns = `id, status, expires_at, lease_expires_at, validation, data, enc
 // protocol included (see the package documentation on RDS Proxy).
 type statements struct {
 	claim, get, complete, completeOwned, ownedCheck, release, extend, checkpoint string
+	// commitCheck is the check sent with COMMIT (see Store.commitCheck) as a statement of
+	// three parameters, prepared under commitCheckName; commitCheckPrefix is its text up to
+	// its WHERE, for the check with the values inlined.
+	commitCheck, commitCheckName, commitCheckPrefix string
+	// escape doubles backslashes and quotes, for literal.
+	escape *strings.Replacer
+}
+
+// literal returns v as a PostgreSQL escape-string constant.
+func (st *statements) literal(v string) string {
+	return "E'" + st.escape.Replace(v) + "'"
 }
 
 func newStatements(table string) statements {
 	t := quote(table)
+	checkPrefix := fmt.Sprintf(`SELECT ('%s: ' || count(*))::integer FROM %s
+`, commitCheckMarker, t)
+	check := checkPrefix + `WHERE id = $1::text AND lease_token = $2::text AND status = $3::text HAVING count(*) = 0`
+	sum := sha256.Sum256([]byte(check))
 	return statements{
+		commitCheck: check, commitCheckPrefix: checkPrefix,
+		// Named after the text (and so the table), as pgx names the statements it caches.
+		commitCheckName: "idem_commit_check_" + hex.EncodeToString(sum[:12]),
+		escape:          strings.NewReplacer(`\`, `\\`, `'`, `''`),
+
 		// One statement whether it wins or not. The INSERT wins on a free key; on a taken
 		// one, ON CONFLICT locks the record's latest version and replaces it only if the
 		// claim condition holds there: expired, or in progress with its lease ended, not

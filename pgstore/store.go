@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -38,11 +39,17 @@ const claimAttempts = 3
 // waited); a completion is one, or, with attached writes ([Attach]), one plus the
 // transaction's BEGIN and COMMIT and the attached writes' own statements (and, through a
 // db without BeginTx, the check of the transaction that otherwise travels with the
-// COMMIT); release, extend, checkpoint and get are one each.
+// COMMIT); release, extend, checkpoint and get are one each. Batches ([Store.ClaimMany],
+// [Store.CompleteMany], [Store.ReleaseMany]) are one statement each for the whole batch,
+// and [Store.CompleteManyAttached] one transaction.
 type Store struct {
 	db    DB
 	table string
 	sql   statements
+	batch batchStatements
+
+	modeOnce sync.Once // sets prepared
+	prepared bool      // see Store.prepares
 }
 
 // New returns a Store that keeps records in table (see [Schema]; "schema.name" is
@@ -54,7 +61,7 @@ func New(db DB, table string) (*Store, error) {
 	if table == "" {
 		return nil, fmt.Errorf("%w: pgstore: New: table name must not be empty", idem.ErrInvalidOption)
 	}
-	return &Store{db: db, table: table, sql: newStatements(table)}, nil
+	return &Store{db: db, table: table, sql: newStatements(table), batch: newBatchStatements(table)}, nil
 }
 
 // Table returns the name of the store's table.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemstore"
@@ -57,14 +58,42 @@ type txBeginner interface {
 // begin opens the transaction that completes rec. Through a db that has BeginTx, the
 // transaction's COMMIT is sent with a check before it (see commitCheck), in the same
 // round trip, and checked is true; otherwise the caller checks with the ownedCheck
-// statement before COMMIT.
+// statement before COMMIT. Where pgx prepares statements (its default mode), the check is
+// a statement prepared on the connection once, the first time, in the transaction (see
+// Store.prepares).
 func (s *Store) begin(ctx context.Context, rec *idemstore.Record) (tx pgx.Tx, checked bool, err error) {
-	if b, ok := s.db.(txBeginner); ok {
-		tx, err = b.BeginTx(ctx, pgx.TxOptions{CommitQuery: s.commitCheck(rec) + "; COMMIT"})
+	b, ok := s.db.(txBeginner)
+	if !ok {
+		tx, err = s.db.Begin(ctx)
+		return tx, false, err
+	}
+	prepared := s.prepares()
+	tx, err = b.BeginTx(ctx, pgx.TxOptions{CommitQuery: s.commitCheck(rec, prepared) + "; COMMIT"})
+	if err != nil || !prepared {
 		return tx, true, err
 	}
-	tx, err = s.db.Begin(ctx)
-	return tx, false, err
+	// Free once the connection has it: pgx keeps the statements it prepared by name.
+	if _, err := tx.Conn().Prepare(ctx, s.sql.commitCheckName, s.sql.commitCheck); err != nil {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return nil, false, err
+	}
+	return tx, true, nil
+}
+
+// prepares reports whether the store's db prepares statements on its connections: a
+// *pgxpool.Pool or *pgx.Conn (or a wrapper with their Config method) in pgx's default
+// mode, QueryExecModeCacheStatement. It is decided on the first call: a pool's
+// configuration does not change.
+func (s *Store) prepares() bool {
+	s.modeOnce.Do(func() {
+		switch d := s.db.(type) {
+		case interface{ Config() *pgxpool.Config }:
+			s.prepared = d.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement
+		case interface{ Config() *pgx.ConnConfig }:
+			s.prepared = d.Config().DefaultQueryExecMode == pgx.QueryExecModeCacheStatement
+		}
+	})
+	return s.prepared
 }
 
 // commitCheckMarker is in the message of the error commitCheck raises.
@@ -75,24 +104,23 @@ const commitCheckMarker = "pgstore: the transaction being committed has not comp
 // completed under its token in the transaction running it: the store's own transaction,
 // not one an attached write began after ending the store's (see [TxEndedError]). The
 // failure is a cast of commitCheckMarker to integer; the count keeps the planner from
-// evaluating the cast before the rows are counted. The values are sent as escape-string
-// literals (E'...'), which read the same whatever standard_conforming_strings says: the
-// COMMIT takes no parameters.
-func (s *Store) commitCheck(rec *idemstore.Record) string {
-	return fmt.Sprintf(`SELECT ('%s: ' || count(*))::integer FROM %s
-WHERE id = %s AND lease_token = %s AND status = %s HAVING count(*) = 0`,
-		commitCheckMarker, quote(s.table), literal(rec.Key), literal(rec.LeaseToken), literal(string(rec.Status)))
+// evaluating the cast before the rows are counted. The COMMIT takes no parameters, so the
+// values are sent as escape-string literals (E'...'), which read the same whatever
+// standard_conforming_strings says: as the arguments of the prepared check (EXECUTE) when
+// prepared is true, whose plan the server keeps, else inlined in the check's text, which
+// the server parses and plans each time.
+func (s *Store) commitCheck(rec *idemstore.Record, prepared bool) string {
+	key, token, status := s.sql.literal(rec.Key), s.sql.literal(rec.LeaseToken), s.sql.literal(string(rec.Status))
+	if prepared {
+		return "EXECUTE " + s.sql.commitCheckName + "(" + key + ", " + token + ", " + status + ")"
+	}
+	return s.sql.commitCheckPrefix + "WHERE id = " + key + " AND lease_token = " + token + " AND status = " + status + " HAVING count(*) = 0"
 }
 
 // isCommitCheck reports whether err is the failure of commitCheck.
 func isCommitCheck(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && pe.Code == "22P02" && strings.Contains(pe.Message, commitCheckMarker)
-}
-
-// literal returns v as a PostgreSQL escape-string constant.
-func literal(v string) string {
-	return "E'" + strings.NewReplacer(`\`, `\\`, `'`, `''`).Replace(v) + "'"
 }
 
 // ownedCheck is the check of commitCheck as a statement of its own, for a db without

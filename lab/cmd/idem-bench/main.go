@@ -6,7 +6,10 @@
 //   - -store postgres: the same on the PostgreSQL store, the floor two plain SQL
 //     statements, against a fresh PostgreSQL 15+ (fsync off, synchronous commit on), with
 //     pgx in -mode exec (QueryExecModeExec, what pgstore's docs recommend behind RDS Proxy)
-//     or cache (pgx's default).
+//     or cache (pgx's default); then P1 and P2, idem with an attached business write,
+//     beside H1 and H1r (a processed_events insert-or-skip) and H2 and H2r (a Stripe-style
+//     idempotency_keys table with the stored response), the same write on the same server
+//     (see pghand.go).
 //   - -store redis: the same on the Redis store, the floor two plain commands, against a
 //     fresh redis-server without persistence.
 //   - -store memory: W1 to W4b, B1 and B1b on the in-memory store, no server.

@@ -115,17 +115,19 @@ func TestRun(t *testing.T) {
 // TestRunStores runs every workload with tiny sizes on PostgreSQL in both modes, on Redis
 // and on the in-memory store, each server started by idem-bench (or the one DATABASE_URL
 // or REDIS_URL names): the conditions hold, the lines name the store, a new key costs two
-// calls and a replay one on every store, as does each store's raw floor (X1, X2), and on
-// Redis a batch of new keys two round trips (pipelines) and a redelivered one one, as
-// BENCHMARKS.md reports. A missing server skips its case, or fails it with
-// IDEM_REQUIRE_POSTGRES or IDEM_REQUIRE_REDIS set.
+// calls and a replay one on every store, as does each store's raw floor (X1, X2), on Redis
+// a batch of new keys two round trips (pipelines) and a redelivered one one, on PostgreSQL
+// a batch of new keys two statements and a redelivered one one, and idem with an attached
+// write and the hand-written designs beside it (P1–H2r) their statements, as BENCHMARKS.md
+// reports. A missing server skips its case, or fails it with IDEM_REQUIRE_POSTGRES or
+// IDEM_REQUIRE_REDIS set.
 func TestRunStores(t *testing.T) {
 	for _, tc := range []struct {
 		store, mode, mustEnv, urlEnv, bin string
 		lines                             int
 	}{
-		{store: "postgres", mode: "exec", mustEnv: "IDEM_REQUIRE_POSTGRES", urlEnv: "DATABASE_URL", bin: "postgres", lines: 9},
-		{store: "postgres", mode: "cache", mustEnv: "IDEM_REQUIRE_POSTGRES", urlEnv: "DATABASE_URL", bin: "postgres", lines: 9},
+		{store: "postgres", mode: "exec", mustEnv: "IDEM_REQUIRE_POSTGRES", urlEnv: "DATABASE_URL", bin: "postgres", lines: 15},
+		{store: "postgres", mode: "cache", mustEnv: "IDEM_REQUIRE_POSTGRES", urlEnv: "DATABASE_URL", bin: "postgres", lines: 15},
 		{store: "redis", mustEnv: "IDEM_REQUIRE_REDIS", urlEnv: "REDIS_URL", bin: "redis-server", lines: 9},
 		{store: "memory", lines: 7},
 	} {
@@ -187,6 +189,26 @@ func TestRunStores(t *testing.T) {
 					assert.EqualValues(t, want[1], got[name]["commands_per_op"], name)
 				}
 				assert.EqualValues(t, 2, got["X1_raw_redis_set_nx_set"]["commands_per_op"])
+			}
+			if tc.store == "postgres" {
+				// The batch store: one statement for a batch's claims, one for its
+				// completions (W4b: three records in flight, refused by the claims).
+				for name, want := range map[string]float64{
+					"W4_sqs_batch": 2, "W4b_sqs_batch_3_inprogress": 2, "B1_batch_100_new": 2, "B1b_batch_100_redelivered": 1,
+				} {
+					assert.EqualValues(t, want, got[name]["calls_per_op"], name)
+				}
+				// idem with an attached write beside the hand-written designs: statements
+				// (BEGIN and COMMIT included) per invocation.
+				for name, calls := range map[string]float64{
+					"P1_idem_attached_new_keys": 5, "P2_idem_attached_replays": 1,
+					"H1_processed_events_new_keys": 4, "H1r_processed_events_duplicates": 3,
+					"H2_idempotency_keys_new_keys": 5, "H2r_idempotency_keys_replays": 4,
+				} {
+					if assert.Contains(t, got, name) {
+						assert.EqualValues(t, calls, got[name]["calls_per_op"], name)
+					}
+				}
 			}
 		})
 	}

@@ -16,8 +16,9 @@ import (
 
 // openPostgres starts PostgreSQL unless o names a server, and builds one pool of W3's
 // size in o's exec mode, a fresh table and the store over a wrapper that counts the
-// statements. The table is left on a server o names. Its workloads are W1–W4b and the raw
-// floor X1, X2 (see pgfloor.go).
+// statements. The table is left on a server o names. Its workloads are W1–W4b, the raw
+// floor X1, X2 (see pgfloor.go), and idem with an attached write beside the hand-written
+// designs, P1–H2r (see pghand.go).
 func openPostgres(ctx context.Context, o options) (t *target, err error) {
 	m := &bench.Meter{}
 	var server *pgserver.Server
@@ -63,23 +64,43 @@ func openPostgres(ctx context.Context, o options) (t *target, err error) {
 	if err := pgstore.CreateTable(ctx, pool, table); err != nil {
 		return nil, err
 	}
-	db := &statements{DB: pool, m: m}
+	db := &statements{DB: pool, pool: pool, m: m}
 	if t.store, err = pgstore.New(db, table); err != nil {
+		return nil, err
+	}
+	h, err := createHandWritten(ctx, pool, table[len("idem_bench_"):])
+	if err != nil {
 		return nil, err
 	}
 	t.extra = func(b *bench.Bench) []bench.Step {
 		x := newPGFloor(b, db, table)
-		return []bench.Step{x.insertUpdate, x.insertConflict}
+		return append([]bench.Step{x.insertUpdate, x.insertConflict}, h.steps(b, m)...)
 	}
 	return t, nil
 }
 
-// statements counts the statements the store sends, by method (the benchmark attaches no
-// writes, so the store begins no transactions).
+// statements counts the statements the store sends, by method, those of its transactions
+// (with attached writes: P1) included. It begins transactions and reports the pool's
+// configuration as the pool does, so the store sends the check with its COMMIT and, in
+// pgx's default mode, prepares it.
 type statements struct {
 	pgstore.DB
-	m *bench.Meter
+	pool *pgxpool.Pool
+	m    *bench.Meter
 }
+
+// BeginTx counts a "Begin" and begins through the pool.
+func (s *statements) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error) {
+	s.m.Call("Begin", 0)
+	tx, err := s.pool.BeginTx(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &countingTx{Tx: tx, m: s.m}, nil
+}
+
+// Config returns the pool's configuration.
+func (s *statements) Config() *pgxpool.Config { return s.pool.Config() }
 
 func (s *statements) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	s.m.Call("Exec", 0)
@@ -98,5 +119,9 @@ func (s *statements) QueryRow(ctx context.Context, sql string, args ...any) pgx.
 
 func (s *statements) Begin(ctx context.Context) (pgx.Tx, error) {
 	s.m.Call("Begin", 0)
-	return s.DB.Begin(ctx)
+	tx, err := s.DB.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &countingTx{Tx: tx, m: s.m}, nil
 }
