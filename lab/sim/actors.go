@@ -130,11 +130,12 @@ func (a *actor) skew() time.Duration { return a.c.clk.skew }
 // wrapper does).
 func (a *actor) settlesBeforeKill() bool {
 	// After a step of its clock (FeatClockStep), the lower reading: a step back may come
-	// before the wrapper reads the time it sets its settle timer by.
+	// before the wrapper reads the time it sets its settle timer by. The margin it lowers
+	// from the time left at its start, read before any step.
 	skew := min(a.skew0, a.skew())
 	margin := a.margin
 	if margin == 0 {
-		margin = min(sqs.DefaultDeadlineMargin, a.deadline.Sub(a.start.Add(skew))/4)
+		margin = min(sqs.DefaultDeadlineMargin, a.deadline.Sub(a.start.Add(a.skew0))/4)
 	}
 	return -skew < margin
 }
