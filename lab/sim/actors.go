@@ -392,6 +392,9 @@ func (w *world) answered(a *actor, k *keyInfo, body, v string, replayed bool, er
 		return
 	}
 	w.logf("%s answered %s: error %v", a, k.name, err)
+	if errors.Is(err, idem.ErrPayloadMismatch) {
+		w.led.mismatch(a, k.stored, fingerprint(body))
+	}
 	if a.finisher && !errors.Is(err, idem.ErrPayloadMismatch) && !errors.Is(err, errPermanent) {
 		w.led.mu.Lock()
 		w.led.violate("d.notSettled", k.name, "the final call after every lease ended got %v", err)

@@ -792,6 +792,20 @@ func (l *ledger) answer(w *world, a *actor, key, fp, value string, replayed, fai
 	l.violate("b.replayDiffers", ks.name, "%s was replayed %q, recorded %s results: %q", a, value, want, recorded)
 }
 
+// mismatch checks an idem.ErrPayloadMismatch answered to a of a request for key with body
+// fingerprint fp (invariant b): some lease of the key was granted to a request with another
+// body, whose record the guard met (b.mismatchWithoutOther).
+func (l *ledger) mismatch(a *actor, key, fp string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range l.runs {
+		if r.key == key && r.guarded && r.fp != "" && r.fp != fp {
+			return
+		}
+	}
+	l.violate("b.mismatchWithoutOther", l.keys[key].name, "%s was answered ErrPayloadMismatch, but no request with another body ever held the key", a)
+}
+
 // settleAnswered checks a Settle's answer (invariant b): a nil error for a request whose
 // DoClaimed returned a result before that Settle began means the result is recorded
 // (b.settleNotRecorded). values[i] is that result, or empty.
