@@ -46,8 +46,8 @@ func (s *takeoverGate) Claim(ctx context.Context, rec *idemstore.Record, now tim
 
 // TestBatchFailOpenRefusedWhileATakeoverClaimsAgain: a request of a batch does not fail
 // open for a key whose record another request of the batch has met, while that request's
-// claim step is still under way. Found by the deterministic simulation (lab/sim seed
-// 8056326, invariant a.failOpenAfterMet).
+// claim step is still under way. Found by the deterministic simulation (lab/sim, invariant
+// a.failOpenAfterMet; seed 12102926 of `idemsim -features=all`).
 //
 //  1. K/A ran, recorded a checkpoint and failed: its release left a tombstone with the
 //     checkpoint, which holds K for payload A.

@@ -384,14 +384,27 @@ func (w *world) answered(a *actor, k *keyInfo, body, v string, replayed bool, er
 		return
 	case err == nil:
 		w.logf("%s answered %s: %q (replayed %t)", a, k.name, v, replayed)
+	case errors.As(err, &failed):
+		w.logf("%s answered %s: remembered failure", a, k.name)
+	default:
+		w.logf("%s answered %s: error %v", a, k.name, err)
+	}
+	w.judged(a, k, body, v, replayed, err)
+}
+
+// judged is answered without the trace line.
+func (w *world) judged(a *actor, k *keyInfo, body, v string, replayed bool, err error) {
+	var failed *idem.FailedError
+	switch {
+	case errors.Is(err, errShutdown), w.isDead(a):
+		return
+	case err == nil:
 		w.led.answer(w, a, k.stored, fingerprint(body), v, replayed, false)
 		return
 	case errors.As(err, &failed):
-		w.logf("%s answered %s: remembered failure", a, k.name)
 		w.led.answer(w, a, k.stored, fingerprint(body), failed.Message, true, true)
 		return
 	}
-	w.logf("%s answered %s: error %v", a, k.name, err)
 	if errors.Is(err, idem.ErrPayloadMismatch) {
 		w.led.mismatch(a, k.stored, fingerprint(body))
 	}
@@ -502,6 +515,15 @@ func (w *world) batchBody(a *actor, concurrent, early, loose bool) func(context.
 		doOne := func(i int) {
 			r := batchResult{ctx: ctxs[i]}
 			k := a.keys[i]
+			if concurrent && a.bodies != nil && w.block(a, pointStep, "call", k.name+reqTag(ctxs[i])).abort {
+				// Which request of a key calls DoClaimed first decides which runs it and
+				// which share its outcome: the scheduler decides, not the goroutines' order.
+				r.err = errShutdown
+				mu.Lock()
+				results[i] = r
+				mu.Unlock()
+				return
+			}
 			func() {
 				defer recoverPanic(&r.err)
 				r.v, r.replayed, r.err = idem.DoClaimed(ctxs[i], b, i, func(ctx context.Context) (string, error) {
@@ -587,6 +609,13 @@ func (w *world) batchBody(a *actor, concurrent, early, loose bool) func(context.
 				err = errs[i]
 			}
 			results[i].err = err
+			if a.bodies != nil && r.ctx != nil && r.ctx.Err() != nil && !w.isDead(a) && !errors.Is(err, errShutdown) {
+				// A request whose context ended may have been answered its key's outcome or
+				// its context's error, as the library's select drew: judged, not traced.
+				w.logf("%s answered %s after its context ended", a, a.keys[i].name)
+				w.judged(a, a.keys[i], a.bodyOf(i), r.v, r.replayed, err)
+				continue
+			}
 			w.answered(a, a.keys[i], a.bodyOf(i), r.v, r.replayed, err)
 		}
 		if len(a.bodies) > 0 && !w.isDead(a) {

@@ -76,7 +76,12 @@
 // the actors' own: their Deadline is in simulated time and they end when their
 // container's clock passes it; a batch request's own context (FeatBatchMix) derives from
 // its actor's, and ends at its own deadline the same way. Its points' labels carry the
-// request's index, so that requests of one key stay apart.
+// request's index, so that requests of one key stay apart. Such a batch's concurrent
+// DoClaimed calls each pass a point first: which request of a key calls first decides
+// which runs it and which share its outcome, so the scheduler decides it, not the order
+// the runtime runs goroutines in (random under the race detector). A request whose own
+// context has ended may be answered its key's outcome or its context's error, as a select
+// in the library draws: its answer is judged but not traced.
 //
 // # The store
 //

@@ -295,7 +295,7 @@ var simulationSeeds = []struct {
 	// their fixes (main at 775ec8b, `idemsim -start=9000000 -features=` the features
 	// below): each broke its class then and passes since. A request failed open for a key
 	// another request of its batch had met (3fecff9) ...
-	{9000037, batchHoles, "a.failOpenAfterMet", false},
+	{9000042, batchHoles, "a.failOpenAfterMet", false},
 	// ... a Settle overlapping another answered nil for an outcome the other was still
 	// recording, which then failed (0b522ab) ...
 	{9000076, batchHoles, "b.settleNotRecorded", false},
@@ -304,8 +304,8 @@ var simulationSeeds = []struct {
 	{9001857, batchHoles, "b.completedExpired", false},
 	// Open: a request fails open while another request of its batch takes the key's
 	// lease-ended record over (see knownOpen); the first seed of
-	// `idemsim -start=8000000 -time=5m -features=all` with this class.
-	{8056326, "all", "a.failOpenAfterMet", true},
+	// `idemsim -start=12000000 -time=5m -features=all` with this class.
+	{12102926, "all", "a.failOpenAfterMet", true},
 	// The model lagging (fixed in lab/sim): an SQS invocation's clock stepped back after
 	// its start, before the wrapper armed its settle timer; the model lowered the default
 	// deadline margin from the time left on the stepped clock, the wrapper from the time
