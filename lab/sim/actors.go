@@ -378,18 +378,46 @@ func (w *world) doBody(a *actor, k *keyInfo, body string) func(context.Context) 
 // answered checks a Do or DoClaimed answer to a request of k with body against the ledger
 // (invariant b), and in the final phase that the key settled (invariant d).
 func (w *world) answered(a *actor, k *keyInfo, body, v string, replayed bool, err error) {
+	if line := w.answerLine(a, k, v, replayed, err); line != "" {
+		w.logf("%s", line)
+	}
+	w.judged(a, k, body, v, replayed, err)
+}
+
+// errClass names the class of a batch request's error, for the trace.
+func errClass(err error) string {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return "a context ended"
+	case errors.Is(err, idem.ErrPayloadMismatch):
+		return "payload mismatch"
+	case errors.Is(err, idem.ErrInProgress):
+		return "in progress"
+	case errors.Is(err, idem.ErrLeaseLost):
+		return "lease lost"
+	case errors.Is(err, idem.ErrStore):
+		return "store error"
+	case errors.Is(err, errPermanent):
+		return "permanent handler error"
+	default:
+		return "handler error"
+	}
+}
+
+// answerLine is the trace line of an answer, or "" for none (the schedule is over, or a
+// is dead).
+func (w *world) answerLine(a *actor, k *keyInfo, v string, replayed bool, err error) string {
 	var failed *idem.FailedError
 	switch {
 	case errors.Is(err, errShutdown), w.isDead(a):
-		return
+		return ""
 	case err == nil:
-		w.logf("%s answered %s: %q (replayed %t)", a, k.name, v, replayed)
+		return fmt.Sprintf("%s answered %s: %q (replayed %t)", a, k.name, v, replayed)
 	case errors.As(err, &failed):
-		w.logf("%s answered %s: remembered failure", a, k.name)
+		return fmt.Sprintf("%s answered %s: remembered failure", a, k.name)
 	default:
-		w.logf("%s answered %s: error %v", a, k.name, err)
+		return fmt.Sprintf("%s answered %s: error %v", a, k.name, err)
 	}
-	w.judged(a, k, body, v, replayed, err)
 }
 
 // judged is answered without the trace line.
@@ -609,10 +637,24 @@ func (w *world) batchBody(a *actor, concurrent, early, loose bool) func(context.
 				err = errs[i]
 			}
 			results[i].err = err
-			if a.bodies != nil && r.ctx != nil && r.ctx.Err() != nil && !w.isDead(a) && !errors.Is(err, errShutdown) {
-				// A request whose context ended may have been answered its key's outcome or
-				// its context's error, as the library's select drew: judged, not traced.
-				w.logf("%s answered %s after its context ended", a, a.keys[i].name)
+			if a.bodies != nil {
+				// The caller may be here having woken when a context ended, not released
+				// at a point, along with other such goroutines: its lines go into the trace
+				// sorted, with the notes. A request whose context ended may have been
+				// answered its key's outcome or its context's error, as the library's
+				// select drew: judged, not traced.
+				if line := w.answerLine(a, a.keys[i], r.v, r.replayed, err); line != "" {
+					var failed *idem.FailedError
+					switch {
+					case r.ctx != nil && r.ctx.Err() != nil:
+						line = fmt.Sprintf("%s answered %s after its context ended", a, a.keys[i].name)
+					case err != nil && !errors.As(err, &failed):
+						// By its class: the text may hold the error of another request
+						// of the key, whose context ended (see above).
+						line = fmt.Sprintf("%s answered %s: error (%s)", a, a.keys[i].name, errClass(err))
+					}
+					w.note(fmt.Sprintf("%03d 9 answered %04d", a.id, i), line)
+				}
 				w.judged(a, a.keys[i], a.bodyOf(i), r.v, r.replayed, err)
 				continue
 			}

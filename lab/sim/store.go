@@ -105,7 +105,16 @@ const (
 // not know its caller gave up.
 func (s *store) send(ctx context.Context, op, n string, apply func(context.Context, attempt, []bool) any) (res any, err error) {
 	a := actorOf(ctx)
-	n += reqTag(ctx)
+	if tag := reqTag(ctx); tag != "" {
+		if err := ctx.Err(); err != nil {
+			// A request of a batch with duplicate keys, made on a context that has ended:
+			// the SDK returns the context's error without sending it. (Whether the library
+			// makes it at all may depend on a select between that context and another
+			// request's outcome, both ready: no point, so that the schedule does not.)
+			return nil, fmt.Errorf("%w: sim: request not sent: %w", idem.ErrStore, err)
+		}
+		n += tag
+	}
 	late := func(maybe bool) {
 		if s.w.p.has(FeatDelay) {
 			lctx := context.WithoutCancel(ctx)
