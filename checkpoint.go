@@ -16,15 +16,18 @@ import (
 const MaxCheckpointLen = 1024
 
 // Checkpoint records a progress marker (for example "payment_charged") on the key whose
-// handler ctx belongs to, conditional on the lease token: one store round trip. If the
-// handler crashes, the next owner reads the marker with [LastCheckpoint] after taking over
-// the expired lease and can resume. If the handler returns an error or panics after a
-// checkpoint, the key is released with the checkpoint kept (the record stays, its lease
-// ended), so the retry runs at once and resumes from it too. A checkpoint lasts until the
-// key completes or expires, through any number of takeovers: each new owner's claim carries
-// it into its own record (one more claim round trip), and a request with another
-// fingerprint gets [ErrPayloadMismatch] rather than take the key over. A checkpoint
-// replaces the last one, a [CheckpointValue]'s included.
+// handler ctx belongs to, conditional on the lease token: one store round trip. A
+// checkpoint replaces the last one, a [CheckpointValue]'s included. The next owner reads it
+// with [LastCheckpoint] and can resume:
+//
+//   - If the handler crashes, the next owner reads it after taking over the expired lease.
+//   - If the handler returns an error or panics after a checkpoint, the key is released
+//     with the checkpoint kept (the record stays, its lease ended). So the retry runs at
+//     once and resumes from it too.
+//
+// A checkpoint lasts until the key completes or expires, through any number of takeovers.
+// Each new owner's claim carries it into its own record (one more claim round trip). A
+// request with another fingerprint gets [ErrPayloadMismatch] rather than take the key over.
 //
 // A checkpoint is durable at once; writes attached with [Attach] land only when the
 // handler completes, and a crash or a lost lease loses them. So a checkpoint marks effects
@@ -33,18 +36,21 @@ const MaxCheckpointLen = 1024
 // write, and skip the write for good. Every owner attaches every write its request needs,
 // whatever the checkpoint says (see ExampleAttach_withCheckpoint).
 //
-// A checkpoint is kept byte for byte on every store. It must be valid UTF-8 without NUL
-// bytes, not empty, at most [MaxCheckpointLen] bytes long, and not begin with "idem:cp1 "
-// (the form a [CheckpointValue] is stored in). Checkpoint refuses any other with an error
-// wrapping [ErrInvalidCheckpoint], and writes nothing.
+// A checkpoint is kept byte for byte on every store. Checkpoint refuses, with an error
+// wrapping [ErrInvalidCheckpoint], and writes nothing for a checkpoint that:
+//
+//   - is not valid UTF-8, or holds a NUL byte;
+//   - is empty, or longer than [MaxCheckpointLen] bytes;
+//   - begins with "idem:cp1 ", the form a [CheckpointValue] is stored in.
 //
 // The checkpoints of one lease are numbered and sent one at a time (concurrent calls wait
-// for each other), and a store never lets a checkpoint write replace one numbered after
-// it: a write whose first attempt reaches the store late, after a client's resend
-// succeeded and a later checkpoint was recorded, changes nothing, so the next owner
-// resumes from the last checkpoint recorded, never an earlier one. Checkpoint returns
-// [ErrLeaseLost] if the lease was taken over, an error wrapping [ErrStore] if the store
-// failed, and an error outside a guarded handler.
+// for each other). A store never lets a checkpoint write replace one numbered after it. So
+// a write whose first attempt reaches the store late, after a client's resend succeeded
+// and a later checkpoint was recorded, changes nothing: the next owner resumes from the
+// last checkpoint recorded, never an earlier one.
+//
+// Checkpoint returns [ErrLeaseLost] if the lease was taken over, an error wrapping
+// [ErrStore] if the store failed, and an error outside a guarded handler.
 func Checkpoint(ctx context.Context, checkpoint string) error {
 	l := leaseFrom(ctx)
 	if l == nil {
@@ -63,13 +69,17 @@ func Checkpoint(ctx context.Context, checkpoint string) error {
 // the last checkpoint. So the value is the state to resume from, not a log entry: carry
 // forward what later steps still need. The next owner reads it with [LastCheckpointValue].
 //
-// The value is encoded with the guard's codec ([WithCodec], JSON by default) and stored
-// as text every store keeps exactly, whatever bytes the codec produced: the codec's output
-// as it is when it is valid UTF-8 without NUL bytes, else its base64. Step and encoded
-// value together must fit [MaxCheckpointLen] bytes. The step must be a valid [Checkpoint].
-// A step or value that breaks these rules, or a value the codec cannot encode, is refused
-// with an error wrapping [ErrInvalidCheckpoint] (and the codec's error), and nothing is
-// written. Otherwise it returns what [Checkpoint] returns.
+// The value is encoded with the guard's codec ([WithCodec], JSON by default). It is
+// stored as text every store keeps exactly, whatever bytes the codec produced: the codec's
+// output as it is when it is valid UTF-8 without NUL bytes, else its base64. It returns an
+// error wrapping [ErrInvalidCheckpoint] (and the codec's error, if any), and writes
+// nothing, for:
+//
+//   - a step that is not a valid [Checkpoint];
+//   - a step and encoded value that together do not fit [MaxCheckpointLen] bytes;
+//   - a value the codec cannot encode.
+//
+// Otherwise it returns what [Checkpoint] returns.
 //
 // [LastCheckpoint] reads the step alone. An idem before this function reads the stored
 // form, "idem:cp1 " and the rest, as a plain checkpoint.

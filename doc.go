@@ -85,6 +85,15 @@
 // ErrNotCommitted, the key stays in progress until its lease ends. A retry after that
 // runs the handler again.
 //
+// An attached write the store refused ([ErrConditionFailed]: its condition failed, a
+// constraint was violated) committed nothing either, and the key was released. The
+// store's typed error (pgstore's or dynamo's AttachedWriteError, an
+// [idemstore.Refusal]) and the driver's error stay reachable with errors.As from Do's
+// error and from the hooks' events, and the guard logs the refusal once at WARN with its
+// reason, never a value. [IsRefused] tells a refusal for good from one that may not
+// recur; for one for good, a handler may choose the result its key completes with
+// instead ([OnRefused]), so that a retry replays it rather than meet the same refusal.
+//
 // [ErrPayloadMismatch] also answers a request whose key is held by another request's
 // lease-ended record with a checkpoint. The checkpoint records that request's effects, so
 // the key stays with it until it completes or expires.

@@ -372,6 +372,30 @@ func ExampleWithHooks() {
 	// Output: replays: 2
 }
 
+// Metrics and traces together: each gets every event. OnRun's context is the handler's, so
+// a tracer's run span is the parent of the spans the handler starts.
+func ExampleJoinHooks() {
+	type runKey struct{}
+	counted := idem.Hooks{OnCompleted: func(context.Context, idem.Event) { fmt.Println("metrics: completed") }}
+	traced := idem.Hooks{
+		OnRun: func(ctx context.Context, _ idem.Event) context.Context {
+			fmt.Println("traces: run started")
+			return context.WithValue(ctx, runKey{}, "span-1")
+		},
+		OnRunEnd: func(ctx context.Context, _ idem.Event) { fmt.Println("traces: run ended,", ctx.Value(runKey{})) },
+	}
+	guard, _ := idem.New(memstore.New(), "create-order", idem.WithHooks(idem.JoinHooks(counted, traced)))
+	_, _, _ = idem.Do(context.Background(), guard, idem.Request{Key: "k"}, func(ctx context.Context) (int, error) {
+		fmt.Println("handler runs under", ctx.Value(runKey{}))
+		return 1, nil
+	})
+	// Output:
+	// traces: run started
+	// handler runs under span-1
+	// metrics: completed
+	// traces: run ended, span-1
+}
+
 // A batch consumer claims all its requests at once, runs them, then records every
 // outcome together: on a batch-capable store, two round trips for the whole batch. A
 // duplicate in the batch (the second m1) does not run: it replays the first's result.

@@ -45,6 +45,9 @@ func Example_tour() {
 		// Any function: run at most once per key, replay the stored result afterwards.
 		receipt, replayed, err := idem.Do(ctx, guard, idem.Request{Key: paymentID, Fingerprint: body},
 			func(ctx context.Context) (Receipt, error) { return charge(ctx, body) })
+		if err != nil {
+			return err
+		}
 
 		// An API Gateway HTTP API function, guarded by its Idempotency-Key header.
 		handler, err := lambdawrap.HTTPAPI(guard, createOrderHTTP)

@@ -169,7 +169,7 @@ func (g *Guard) do(ctx context.Context, req Request, run func(context.Context) (
 
 	if rec := g.cache.get(key, start); rec != nil {
 		known.set(rec)
-		rec, err := g.conflict(ctx, rec, fp, start)
+		rec, err := g.replayCached(ctx, rec, fp, start)
 		return rec, nil, err
 	}
 
@@ -302,7 +302,7 @@ func (g *Guard) decideClaim(ctx context.Context, rec *idemstore.Record, now time
 			return met, false, err
 		}
 		if wrote {
-			g.fire(ctx, g.cfg.hooks.OnClaimed, now, Event{Key: key})
+			g.fire(ctx, g.cfg.hooks.OnClaimed, now, Event{Key: key, LeaseExpires: rec.LeaseExpires})
 			return rec, true, nil
 		}
 		if prev == nil {
@@ -316,7 +316,7 @@ func (g *Guard) decideClaim(ctx context.Context, rec *idemstore.Record, now time
 			// took effect may be an earlier attempt landing late, so the record, not rec,
 			// says which checkpoint (and number) the new owner resumes from.
 			rec.Checkpoint, rec.CheckpointSeq, rec.Fingerprint = prev.Checkpoint, prev.CheckpointSeq, prev.Fingerprint
-			g.fire(ctx, g.cfg.hooks.OnClaimed, now, Event{Key: key})
+			g.fire(ctx, g.cfg.hooks.OnClaimed, now, Event{Key: key, LeaseExpires: rec.LeaseExpires})
 			return rec, true, nil
 		}
 		if prev.Live(now) || attempt == takeoverAttempts {
@@ -334,9 +334,9 @@ func (g *Guard) decideClaim(ctx context.Context, rec *idemstore.Record, now time
 // carryCheckpoint sets the checkpoint rec must carry to take over prev. prev refused the
 // claim although it no longer holds its key: its lease ended, and it has a checkpoint.
 //   - prev is past its expiry, or has no checkpoint: rec carries none.
-//   - fp and prev's fingerprint are both set and differ: [ErrPayloadMismatch]. The checkpoint records
-//     effects of prev's request, so the key stays with that request until it completes
-//     or the record expires.
+//   - fp and prev's fingerprint are both set and differ: [ErrPayloadMismatch]. The
+//     checkpoint records effects of prev's request, so the key stays with that request
+//     until it completes or the record expires.
 //   - otherwise: rec carries prev's checkpoint, its number and prev's fingerprint.
 //
 // The check is on the record the claim read. The store checks the record it replaces,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemkit/idem/idemstore"
@@ -24,9 +25,22 @@ type lease struct {
 	attached   []any
 	closed     bool // the handler returned: later attachments would be lost
 
+	// refused is the handler's choice of result for refused attached writes (OnRefused).
+	refused func(context.Context, error) (any, bool)
+
 	// cpSeq is the number of the last checkpoint write sent (see
 	// [idemstore.Record.CheckpointSeq]), from the claimed record's on.
 	cpSeq int64
+
+	// handlerRan is how long the handler ran, for the hooks: set when it returns.
+	handlerRan time.Duration
+	// handlerDone is set when the handler returned or panicked, for the hooks: a release
+	// of a lease whose handler never ran is no handler failure.
+	handlerDone bool
+
+	// lostReported is set once [Hooks.OnLeaseLost] ran for the lease (see
+	// [Guard.leaseLost]).
+	lostReported atomic.Bool
 
 	// cpMu serializes the lease's checkpoint writes, so that they are sent in the order of
 	// their numbers, one at a time; it is held across the store call, l.mu is not.
@@ -89,23 +103,25 @@ var errAttachLate = fmt.Errorf("%w: the handler already returned", ErrNoLease)
 
 // Attach adds writes to the completion of the key whose handler ctx belongs to. They commit
 // atomically with the completed record, conditional on the lease token, or not at all: a
-// crash before completion, or a lost lease, means none of them lands.
+// crash before completion, or a lost lease, means none of them lands. Attach is safe for
+// concurrent use. Outside a guarded handler, or after the handler returned, it returns an
+// error wrapping [ErrNoLease].
 //
-// The store defines the accepted values: the DynamoDB store takes its own write items (see
-// its Attach helper, and package dynamotest for an in-memory stand-in that takes them too);
-// the in-memory store (package memstore) takes func() error. A store that says what it
-// takes (idemstore.AttachChecker, as both do) has every value checked here, at once: a
-// value it cannot commit is refused with an error wrapping [idemstore.ErrInvalidAttach]
-// that names its type, and nothing of the call is attached.
+// The store defines the accepted values:
 //
-// Attached writes land only when the handler completes, and a new owner that takes over an
+//   - The DynamoDB store takes its own write items: see its Attach helper, and package
+//     dynamomem for an in-memory DynamoDB that takes them too.
+//   - The in-memory store (package memstore) takes func() error.
+//
+// A store that says what it takes (idemstore.AttachChecker, as both do) has every value
+// checked here, at once. A value it cannot commit is refused with an error wrapping
+// [idemstore.ErrInvalidAttach] that names its type, and nothing of the call is attached.
+//
+// Attached writes land only when the handler completes. A new owner that takes over an
 // ended lease starts with none: unlike a [Checkpoint], which is durable at once, they are
 // not there after a crash. So an owner attaches every write its request needs, including
-// those a previous owner attached, and a checkpoint never marks an attached write as done
-// (see [Checkpoint] and ExampleAttach_withCheckpoint).
-//
-// Attach is safe for concurrent use. Outside a guarded handler, or after the handler
-// returned, it returns an error wrapping [ErrNoLease].
+// those a previous owner attached. A checkpoint never marks an attached write as done (see
+// [Checkpoint] and ExampleAttach_withCheckpoint).
 func Attach(ctx context.Context, writes ...any) error {
 	l := leaseFrom(ctx)
 	if l == nil {

@@ -69,8 +69,9 @@ type config struct {
 func optErr(name, msg string) error { return fmt.Errorf("%w: %s: %s", ErrInvalidOption, name, msg) }
 
 // WithExpiry sets how long a completed or failed record is kept and replayed, counted from
-// completion. An in-progress record expires this long after its lease ends. Default [DefaultExpiry]; must be positive. It becomes the record's TTL
-// attribute, but a record past it counts as absent even before DynamoDB deletes it.
+// completion. An in-progress record expires this long after its lease ends. Default
+// [DefaultExpiry]; must be positive. It becomes the record's TTL attribute, but a record
+// past it counts as absent even before DynamoDB deletes it.
 func WithExpiry(d time.Duration) Option {
 	return func(c *config) error {
 		if d <= 0 {
@@ -224,8 +225,9 @@ func WithWait(maxWait, poll time.Duration) Option {
 }
 
 // WithRememberFailures stores handler errors for which permanent returns true as
-// [idemstore.StatusFailed] records; their retries get a [*FailedError] without running. Default off:
-// every failure releases the key so the next retry runs again. Must not be nil.
+// [idemstore.StatusFailed] records; their retries get a [*FailedError] without running.
+// Default off: every failure releases the key so the next retry runs again. Must not be
+// nil.
 func WithRememberFailures(permanent func(error) bool) Option {
 	return func(c *config) error {
 		if permanent == nil {
@@ -237,28 +239,33 @@ func WithRememberFailures(permanent func(error) bool) Option {
 }
 
 // WithHeartbeat extends the lease every interval, counted from the claim, while the handler
-// runs, for work that may outlive its lease: each beat moves the lease end to at least
-// min([WithLease], [WithMaxLease]) plus [WithLeaseMargin] from then (never earlier than the
-// deadline-based end), but not past the record's expiry, which is [WithExpiry] after the
-// first lease end; work longer than that needs a longer expiry. A request whose handler
-// starts an interval or more after its claim (a batch) beats at once.
+// runs, for work that may outlive its lease. Each beat moves the lease end to at least
+// min([WithLease], [WithMaxLease]) plus [WithLeaseMargin] from then. It is never earlier
+// than the deadline-based end, and never past the record's expiry, which is [WithExpiry]
+// after the first lease end: work longer than that needs a longer expiry. A request whose
+// handler starts an interval or more after its claim (a batch) beats at once.
 //
-// What a heartbeat promises: the handler's context is cancelled, with a cause wrapping
-// [ErrLeaseLost], as soon as an extension finds the lease taken over, and also when no
-// extension has succeeded by the lease end last confirmed (by the claim or the last
-// successful extension) less [WithLeaseMargin], the earliest moment a caller whose clock
-// runs ahead by the margin may take the key over (the lease watchdog of [WithMaxLease]).
+// The handler's context is cancelled, with a cause wrapping [ErrLeaseLost]:
+//
+//   - as soon as an extension finds the lease taken over;
+//   - when no extension has succeeded by the lease end last confirmed (by the claim or the
+//     last successful extension) less [WithLeaseMargin]. That is the earliest moment a
+//     caller whose clock runs ahead by the margin may take the key over (the lease
+//     watchdog of [WithMaxLease]).
+//
 // [Hooks.OnLeaseLost] runs either way. An extension that fails with a store error
-// (throttling, network) is reported to [Hooks.OnStoreError] and the beats go on until then.
-// So a handler that stops when its context ends never runs alongside the key's next owner;
-// one that ignores its context may. Whatever the handler then returns is recorded as usual,
-// fenced by the lease token: an error releases the key, and a result completes it if the
-// lease is in fact still ours (the store was only unreachable) or else the caller gets
-// [ErrLeaseLost].
+// (throttling, network) is reported to [Hooks.OnStoreError], and the beats go on until
+// that moment. So a handler that stops when its context ends never runs alongside the key's next
+// owner; one that ignores its context may. Whatever the handler then returns is recorded
+// as usual, fenced by the lease token:
 //
-// Default off (0); must not be negative, and at most half of min(WithLease, WithMaxLease)
-// less WithLeaseMargin, so that the lease survives one failed beat with room to spare: [New]
-// returns an error naming WithHeartbeat otherwise.
+//   - an error releases the key;
+//   - a result completes it if the lease is in fact still ours (the store was only
+//     unreachable), or else the caller gets [ErrLeaseLost].
+//
+// Default off (0); must not be negative. It must be at most half of min(WithLease,
+// WithMaxLease) less WithLeaseMargin, so that the lease survives one failed beat with room
+// to spare: [New] returns an error naming WithHeartbeat otherwise.
 func WithHeartbeat(interval time.Duration) Option {
 	return func(c *config) error {
 		if interval < 0 {
@@ -312,16 +319,19 @@ func WithMaxResultSize(n int) Option {
 
 // WithFailOpen runs the handler unguarded when the store fails to claim the key, instead of
 // failing closed with [ErrStore]. Default false. Only for work whose duplicates are cheap.
-// Only when the call could not learn the key's state: once a claim, read or poll of the
-// call met the record holding the key, a store failure returns the store error and the
-// handler does not run, since the key may be completed or in progress elsewhere, or hold a
-// checkpoint of effects already made. That covers a claim that met the record but failed to
-// read all of it (a result the DynamoDB store keeps in an item of its own, say), a takeover
-// claim carrying a checkpoint the first claim returned, a claim after a [WithWait] poll,
-// and a batch claim's record ([Guard.Claim]). A claim the store refused without returning
-// the record returns the store error too: the store said the key is taken. Never for a caller whose context has ended by the
-// time the claim fails, whatever the store's error: that caller gets the error, and the
-// handler does not run.
+// It applies only when the call could not learn the key's state. A store failure returns
+// the store error, and the handler does not run:
+//
+//   - once a claim, read or poll of the call met the record holding the key, since the
+//     key may be completed or in progress elsewhere, or hold a checkpoint of effects
+//     already made. That covers a claim that met the record but failed to read all of it
+//     (a result the DynamoDB store keeps in an item of its own, say), a takeover claim
+//     carrying a checkpoint the first claim returned, a claim after a [WithWait] poll, and
+//     a batch claim's record ([Guard.Claim]);
+//   - for a claim the store refused without returning the record: the store said the key
+//     is taken;
+//   - for a caller whose context has ended by the time the claim fails, whatever the
+//     store's error.
 func WithFailOpen(failOpen bool) Option {
 	return func(c *config) error {
 		c.failOpen = failOpen

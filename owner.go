@@ -47,14 +47,22 @@ type settlement struct {
 	attached []any             // writes to commit with done
 	value    any               // the handler's result
 	runErr   error             // the handler's error, returned to the caller as is
+	run      *runHooks         // the run's OnRun context and OnRunEnd; nil if none
 }
 
 // runOwned runs fn under the lease on rec, claimed at claimedAt, then settles the outcome.
 // It returns fn's result and the caller's error.
 // If left is not nil, *left is set to the record the outcome left (nil if none).
 func (g *Guard) runOwned(ctx context.Context, rec *idemstore.Record, claimedAt time.Time, run func(context.Context) (any, error), left **idemstore.Record) (any, error) {
-	s := g.runHandler(ctx, rec, claimedAt, run)
+	s := g.runHooked(ctx, rec, claimedAt, run)
 	recorded, err := g.settle(ctx, s)
+	if f := s.l.takeRefused(); f != nil && len(s.attached) > 0 && IsRefused(err) {
+		// The store refused the writes for good, and settle released the key: store the
+		// result the handler chose for that, so that a retry replays it.
+		var v any
+		v, recorded, err = g.recordRefusal(ctx, s, f, err)
+		s.value = v
+	}
 	if left != nil {
 		*left = recorded
 	}
@@ -82,12 +90,15 @@ func (g *Guard) runHandler(ctx context.Context, rec *idemstore.Record, claimedAt
 			return
 		}
 		stopWatch()
+		l.handlerDone = true
 		g.releaseKey(ctx, l, start, errors.New("idem: handler panicked"))
 	}()
 	v, runErr := run(hctx)
 	finished = true
 	stopWatch()
 	attached := l.takeAttached() // closes the lease to attachments, whatever the outcome
+	// For the hooks; the watchdog has stopped.
+	l.handlerRan, l.handlerDone = g.sinceStart(start), true
 
 	s := settlement{l: l, start: start, value: v, runErr: runErr}
 	if runErr != nil {
@@ -131,7 +142,8 @@ func (g *Guard) recordToComplete(rec *idemstore.Record, l *lease, status idemsto
 // caller's error.
 func (g *Guard) settle(ctx context.Context, s settlement) (*idemstore.Record, error) {
 	if s.done == nil {
-		g.releaseKey(ctx, s.l, s.start, s.runErr)
+		g.releaseKey(s.run.context(ctx), s.l, s.start, s.runErr)
+		s.run.end(s.l.handlerRan, s.runErr)
 		return nil, s.runErr
 	}
 	return g.settleWritten(ctx, s, g.writeCompletion(ctx, s))
@@ -238,11 +250,15 @@ func detached(ctx context.Context) (context.Context, context.CancelFunc) {
 // settleWritten concludes the write of s.done, whose answer was err.
 // It returns the record stored (nil if none; see [Guard.concludeCompletion]) and the
 // caller's error ([callerErr]).
+// It ends the run ([Hooks.OnRunEnd]), whose context its hooks get.
 func (g *Guard) settleWritten(ctx context.Context, s settlement, err error) (*idemstore.Record, error) {
-	recorded, err := g.concludeCompletion(ctx, s, err)
+	recorded, err := g.concludeCompletion(s.run.context(ctx), s, err)
 	if err != nil {
-		return nil, callerErr(s, err)
+		err = callerErr(s, err)
+		s.run.end(s.l.handlerRan, err)
+		return nil, err
 	}
+	s.run.end(s.l.handlerRan, callerErr(s, nil))
 	return recorded, callerErr(s, nil)
 }
 
@@ -282,14 +298,15 @@ func (g *Guard) concludeCompletion(ctx context.Context, s settlement, err error)
 		// Nothing committed, attached writes included: a retry may run again. Releasing
 		// also fences off an attempt of ours still in flight at the store; if one landed
 		// first, the release finds the record completed, and so did we.
-		switch rerr := g.releaseUncommitted(ctx, s); {
-		case rerr == errCompletedAfterAll:
+		switch rerr := g.releaseUncommitted(ctx, s, err); {
+		case errors.Is(rerr, errCompletedAfterAll):
 			err = nil
 		case rerr != nil:
 			// The release that fences off an attempt of ours still in flight failed: that
-			// attempt may yet commit, so "nothing committed" is no longer known.
-			// %v: the error no longer wraps ErrNotCommitted.
-			err = &StoreError{Op: OpCommit, Err: fmt.Errorf("idem: the release after %v failed: %w", err, rerr)}
+			// attempt may yet commit, so "nothing committed" is no longer known. The error
+			// no longer wraps ErrNotCommitted or ErrConditionFailed, but errors.As still
+			// reaches the store's and the driver's errors.
+			err = &StoreError{Op: OpCommit, Err: releaseFailed(err, rerr)}
 		}
 	}
 	return s.done, err
@@ -301,24 +318,31 @@ func (g *Guard) reportCompletion(ctx context.Context, l *lease, rec *idemstore.R
 	switch {
 	case err == nil:
 		g.cache.put(rec)
-		g.fire(ctx, g.cfg.hooks.OnCompleted, start, Event{Key: l.key})
+		g.fire(ctx, g.cfg.hooks.OnCompleted, start, Event{Key: l.key, HandlerDuration: l.handlerRan})
 		return nil
 	case errors.Is(err, ErrLeaseLost):
-		g.fire(ctx, g.cfg.hooks.OnLeaseLost, start, Event{Key: l.key, Err: err})
+		g.leaseLost(ctx, l, start, Event{Err: err, HandlerDuration: l.handlerRan})
 		if len(attached) == 0 {
 			g.cfg.logger.ErrorContext(ctx, "idem: lease lost before completion; the handler's effects may have happened twice", "key", l.key)
 		} else {
 			g.cfg.logger.WarnContext(ctx, "idem: lease lost before completion; attached writes did not commit", "key", l.key)
 		}
 		return err
-	case errors.Is(err, ErrConditionFailed), errors.Is(err, idemstore.ErrTooLarge):
+	case errors.Is(err, ErrConditionFailed) && !errors.Is(err, idemstore.ErrNotCommitted):
+		g.logRefusal(ctx, l.key, err)
+		return err
+	case errors.Is(err, idemstore.ErrTooLarge):
 		return err
 	default:
 		err = storeErr("complete", err)
 		g.storeFailed(ctx, l.key, "complete", start, err)
-		if errors.Is(err, idemstore.ErrNotCommitted) {
+		var r idemstore.Refusal
+		switch {
+		case errors.Is(err, idemstore.ErrNotCommitted) && errors.As(err, &r):
+			g.logRefusal(ctx, l.key, err) // not the error's text: it may hold the write's values
+		case errors.Is(err, idemstore.ErrNotCommitted):
 			g.cfg.logger.WarnContext(ctx, "idem: completion not committed; releasing the key", "key", l.key, "error", err)
-		} else {
+		default:
 			g.cfg.logger.ErrorContext(ctx, "idem: completion failed; the key stays in progress until its lease ends", "key", l.key, "error", err)
 		}
 		return err
@@ -331,7 +355,7 @@ func (g *Guard) reportCompletion(ctx context.Context, l *lease, rec *idemstore.R
 //   - errCompletedAfterAll: the record is completed under our token (such an attempt
 //     landed before the release);
 //   - the release's error: it failed, and an attempt in flight may still commit.
-func (g *Guard) releaseUncommitted(ctx context.Context, s settlement) error {
+func (g *Guard) releaseUncommitted(ctx context.Context, s settlement, cause error) error {
 	cctx, cancel := detached(ctx)
 	defer cancel()
 	err := g.store.Release(cctx, s.l.key, s.l.token, g.now())
@@ -339,11 +363,11 @@ func (g *Guard) releaseUncommitted(ctx context.Context, s settlement) error {
 		cur, gerr := g.store.Get(cctx, s.l.key)
 		if gerr == nil && cur != nil && cur.LeaseToken == s.done.LeaseToken && cur.Status == s.done.Status {
 			g.cache.put(s.done)
-			g.fire(ctx, g.cfg.hooks.OnCompleted, s.start, Event{Key: s.l.key})
+			g.fire(ctx, g.cfg.hooks.OnCompleted, s.start, Event{Key: s.l.key, HandlerDuration: s.l.handlerRan})
 			return errCompletedAfterAll
 		}
 	}
-	g.reportRelease(ctx, s.l, s.start, idemstore.ErrNotCommitted, err)
+	g.reportRelease(ctx, s.l, s.start, cause, err, false)
 	if err != nil && !errors.Is(err, ErrLeaseLost) {
 		return err
 	}
@@ -360,16 +384,19 @@ var errCompletedAfterAll = errors.New("idem: completed after all")
 func (g *Guard) releaseKey(ctx context.Context, l *lease, start time.Time, cause error) {
 	cctx, cancel := detached(ctx)
 	defer cancel()
-	g.reportRelease(ctx, l, start, cause, g.store.Release(cctx, l.key, l.token, g.now()))
+	g.reportRelease(ctx, l, start, cause, g.store.Release(cctx, l.key, l.token, g.now()), l.handlerDone)
 }
 
 // reportRelease acts on err, the store's answer to releasing l's key: hooks and logs.
-func (g *Guard) reportRelease(ctx context.Context, l *lease, start time.Time, cause, err error) {
+// handlerFailed says the release follows the handler's failure, not a completion that
+// committed nothing (whose cause is the store's error since refusals keep their cause).
+func (g *Guard) reportRelease(ctx context.Context, l *lease, start time.Time, cause, err error, handlerFailed bool) {
 	switch {
 	case err == nil:
-		g.fire(ctx, g.cfg.hooks.OnReleased, start, Event{Key: l.key, Err: cause})
+		failed := handlerFailed && !errors.Is(cause, idemstore.ErrNotCommitted)
+		g.fire(ctx, g.cfg.hooks.OnReleased, start, Event{Key: l.key, Err: cause, HandlerDuration: l.handlerRan, HandlerFailed: failed})
 	case errors.Is(err, ErrLeaseLost):
-		g.fire(ctx, g.cfg.hooks.OnLeaseLost, start, Event{Key: l.key, Err: err})
+		g.leaseLost(ctx, l, start, Event{Err: err, HandlerDuration: l.handlerRan})
 	default:
 		err = storeErr("release", err)
 		g.storeFailed(ctx, l.key, "release", start, err)

@@ -13,20 +13,21 @@ import (
 var errLeaseRanOut = fmt.Errorf("%w: the lease came within the margin of its end", ErrLeaseLost)
 
 // watch returns the handler's context for the lease l, claimed at claimedAt, and a stop
-// function that the owner calls when the handler returns.
+// function that the owner calls when the handler returns. stop waits for the watchdog's
+// goroutines. The handler's context never outlives its lease. It is cancelled, with a
+// cause wrapping [ErrLeaseLost]:
 //
-// The handler's context never outlives its lease: it is cancelled, with a cause wrapping
-// [ErrLeaseLost], once the lease end last confirmed (at the claim, or by an extension) less
-// the lease margin has come, the earliest moment a caller whose clock runs ahead of the
-// owner's by the margin may take the key over. If that moment has passed already when the
-// handler starts (a slow claim, a batch request started late), its context has ended
-// before it starts. With [WithHeartbeat], beats extend the lease every interval, counted
-// from the claim, and an extension that finds the lease taken over cancels the context at
-// once.
+//   - once the lease end last confirmed (at the claim, or by an extension) less the lease
+//     margin has come: the earliest moment a caller whose clock runs ahead of the owner's
+//     by the margin may take the key over. If that moment has passed already when the
+//     handler starts (a slow claim, a batch request started late), its context has ended
+//     before it starts.
+//   - with [WithHeartbeat], when an extension finds the lease taken over. Beats extend the
+//     lease every interval, counted from the claim.
 //
 // Only when neither is needed does watch start nothing: no heartbeat, and a context
 // deadline that the lease outlasts by the margin (the context ends first, as in Lambda
-// without [WithMaxLease] below the timeout). stop waits for the watchdog's goroutines.
+// without [WithMaxLease] below the timeout).
 func (g *Guard) watch(ctx context.Context, l *lease, expires, claimedAt time.Time) (context.Context, func()) {
 	lossAt := l.confirmedEnd().Add(-g.cfg.leaseMargin)
 	if dl, ok := ctx.Deadline(); ok && g.cfg.heartbeat <= 0 && !lossAt.Before(dl) {
@@ -161,7 +162,7 @@ func (w *watchdog) apply(r extension) bool {
 	case w.watchCtx.Err() != nil:
 		return false // stopped: the outcome is being recorded
 	case errors.Is(r.err, ErrLeaseLost):
-		g.fire(w.ctx, g.cfg.hooks.OnLeaseLost, time.Time{}, Event{Key: l.key, Err: r.err})
+		g.leaseLost(w.ctx, l, time.Time{}, Event{Err: r.err})
 		w.cancel(ErrLeaseLost)
 		return false
 	default:
@@ -173,7 +174,7 @@ func (w *watchdog) apply(r extension) bool {
 // leaseRanOut cancels the handler's context of l: its lease came within the margin of its
 // end.
 func (g *Guard) leaseRanOut(ctx context.Context, l *lease, cancel context.CancelCauseFunc) {
-	g.fire(ctx, g.cfg.hooks.OnLeaseLost, time.Time{}, Event{Key: l.key, Err: errLeaseRanOut})
+	g.leaseLost(ctx, l, time.Time{}, Event{Err: errLeaseRanOut})
 	g.cfg.logger.WarnContext(ctx, "idem: the lease came within the margin of its end; cancelling the handler's context", "key", l.key)
 	cancel(errLeaseRanOut)
 }

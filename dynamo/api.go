@@ -9,10 +9,11 @@ import (
 // API is the part of the DynamoDB client that [Store] calls, with the SDK's exact
 // signatures: a *dynamodb.Client satisfies it, and so does any wrapper (tracing, metrics,
 // a test fake) with the same methods. BatchExecuteStatement and BatchGetItem serve the batch
-// methods ([Store.ClaimMany] and the rest); they are part of API rather than an optional extension so
-// that a wrapper without it fails to compile instead of silently costing a batch consumer
-// two round trips per message. DeleteItem is no longer called (a release keeps a tombstone,
-// see [Store.Release]); it stays so that tools built on API (idemctl's delete) keep it.
+// methods ([Store.ClaimMany] and the rest). They are part of API rather than an optional
+// extension, so a wrapper without them fails to compile instead of silently costing a
+// batch consumer two round trips per message. DeleteItem is no longer called (a release
+// keeps a tombstone, see [Store.Release]); it stays so that tools built on API (idemctl's
+// delete) keep it.
 type API interface {
 	PutItem(ctx context.Context, params *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 	GetItem(ctx context.Context, params *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)

@@ -16,19 +16,20 @@ const MaxAttached = 99
 
 // Attach adds DynamoDB writes to the completion of the key whose guarded handler ctx
 // belongs to (see [idem.Attach]). They commit in one TransactWriteItems with the completed
-// record, which is conditional on the lease token: they all land with it or none does, so
+// record, which is conditional on the lease token: they all land with it or none does. So
 // a crash between doing the work and recording it cannot lead to a second execution, and
-// a worker whose lease was taken over never writes. Give every item its TableName; an item
-// may carry its own condition, and if that fails the completion fails with
-// [idem.ErrConditionFailed] and the key is released.
+// a worker whose lease was taken over never writes. Give every item its TableName. An item
+// may carry its own condition; if that fails, the completion fails with
+// [idem.ErrConditionFailed] and the key is released. It is safe for concurrent use.
 //
-// Attach returns an error outside a guarded handler, and, wrapping
-// [idemstore.ErrInvalidAttach], for items the completion could not commit (see
-// [Store.CheckAttached]): more than [MaxAttached] in all, over every call, an item
-// without exactly one action or without its table, or one holding a value DynamoDB
-// refuses (a number it cannot parse or store, an empty set, an empty key value, ...).
-// Nothing of a refused call is attached.
-// It is safe for concurrent use.
+// Attach returns an error outside a guarded handler. It returns an error wrapping
+// [idemstore.ErrInvalidAttach] for items the completion could not commit (see
+// [Store.CheckAttached]), and attaches nothing of that call:
+//
+//   - more than [MaxAttached] in all, over every call;
+//   - an item without exactly one action or without its table;
+//   - an item holding a value DynamoDB refuses: a number it cannot parse or store, an
+//     empty set, an empty key value, and so on.
 func Attach(ctx context.Context, items ...types.TransactWriteItem) error {
 	writes := make([]any, len(items))
 	for i := range items {
@@ -38,20 +39,25 @@ func Attach(ctx context.Context, items ...types.TransactWriteItem) error {
 }
 
 // CheckAttached implements [idemstore.AttachChecker], so that idem.Attach (and [Attach])
-// refuse at once what a completion could not commit: every attached write must be a
+// refuse at once what a completion could not commit. Every attached write must be a
 // types.TransactWriteItem or a non-nil pointer to one, with exactly one action (Put,
-// Update, Delete or ConditionCheck) naming its table, and there may be at most
-// [MaxAttached] of them in all. The values and names a write holds (its item, its key,
-// its expression attribute names and values, and what they contain) must be ones DynamoDB
-// takes: no number DynamoDB cannot parse (0x10, 1/3, " 1") or store (more than 38
-// significant digits, a magnitude above 9.9999999999999999999999999999999999999E+125 or,
-// unless zero, below 1E-130), no empty set, no set with a member twice, no attribute named
-// "", no empty string or binary value in a Key, no NULL that is not true, no nil binary
-// value, no empty ExpressionAttributeNames or ExpressionAttributeValues map. The store does
-// not know the tables' key schemas, so an empty string or binary key attribute in a Put's
-// Item, and whatever else needs the table (its key types, its indexes) or the expressions
-// parsed, only DynamoDB refuses, when the completion is sent: the completion then fails
-// with [idemstore.ErrNotCommitted], and the key is released.
+// Update, Delete or ConditionCheck) naming its table. There may be at most [MaxAttached]
+// of them in all. The values and names a write holds (its item, its key, its expression
+// attribute names and values, and what they contain) must be ones DynamoDB takes. So
+// there must be:
+//
+//   - no number DynamoDB cannot parse (0x10, 1/3, " 1");
+//   - no number it cannot store: more than 38 significant digits, a magnitude above
+//     9.9999999999999999999999999999999999999E+125 or, unless zero, below 1E-130;
+//   - no empty set, and no set with a member twice;
+//   - no attribute named "", and no empty string or binary value in a Key;
+//   - no NULL that is not true, and no nil binary value;
+//   - no empty ExpressionAttributeNames or ExpressionAttributeValues map.
+//
+// The store does not know the tables' key schemas. So only DynamoDB refuses, when the
+// completion is sent, an empty string or binary key attribute in a Put's Item, and whatever
+// else needs the table (its key types, its indexes) or the expressions parsed. The
+// completion then fails with [idemstore.ErrNotCommitted], and the key is released.
 func (s *Store) CheckAttached(attached []any) error {
 	items, err := attrcheck.AppendAttached(nil, attached, MaxAttached)
 	if err != nil {

@@ -25,30 +25,29 @@ import (
 // this many records.
 const MaxBatchStatements = 25
 
-// ClaimMany implements [idemstore.BatchStore]: it claims each record as [Store.Claim] would, in
-// as few round trips as the records allow.
+// ClaimMany implements [idemstore.BatchStore]: it claims each record as [Store.Claim]
+// would, in as few round trips as the records allow:
 //
-// One BatchExecuteStatement call per [MaxBatchStatements] records inserts them with PartiQL
-// INSERT, which writes only where no item has the key. A key already taken costs a second
-// call, shared by all such keys (up to 100): a strongly consistent BatchGetItem of their
-// items. An item that would refuse the record's claim (a live one, an ended lease whose
-// checkpoint, with its number and for its request, the record does not carry, or the
-// tombstone of the release of the record's own token: see [Store.Claim]) is the conflict, returned as prev, as a single claim would
-// return it. Completed records whose results are kept apart
-// (see [Store.Complete]) cost a third call, shared by all of them: a BatchGetItem of the
-// results' items. Any other outcome (an expired item, an ended
-// lease the claim may take over, an item that does not decode or has gone since, a
-// statement that failed for another reason such as throttling) falls back to [Store.Claim]
-// for that record alone, so takeovers come back exactly as from a single claim. A batch of
-// new keys thus costs one call, a batch of replays two. A key released before (a failed
-// message's redelivery) is taken by the tombstone its release left ([Store.Release]): it
-// costs the read and a PutItem of its own besides, where a deleted record cost nothing
-// more.
+//   - One BatchExecuteStatement call per [MaxBatchStatements] records inserts them with
+//     PartiQL INSERT, which writes only where no item has the key.
+//   - The keys already taken cost a second call, shared by up to 100 of them: a strongly
+//     consistent BatchGetItem of their items. An item that would refuse the record's claim
+//     (see [Store.Claim]) is the conflict, returned as prev, as a single claim returns it.
+//   - Completed records whose results are kept apart (see [Store.Complete]) cost a third
+//     call, shared by all of them: a BatchGetItem of the results' items.
+//   - Any other outcome falls back to [Store.Claim] for that record alone, so takeovers
+//     come back exactly as from a single claim. Such outcomes are an expired item, an
+//     ended lease the claim may take over, an item that does not decode or has gone since,
+//     and a statement that failed for another reason, such as throttling.
 //
-// A failed call fails each of its records with an error wrapping [idem.ErrStore]; a
-// failed read of a result kept apart leaves the record that refused the claim, without its
-// result, in Prev as well, as [Store.Claim] does. The function's role needs the IAM
-// actions dynamodb:PartiQLInsert and dynamodb:BatchGetItem on the table, besides those of
+// A batch of new keys thus costs one call, a batch of replays two. A key released before
+// (a failed message's redelivery) is taken by the tombstone its release left (see
+// [Store.Release]). It costs the read and a PutItem of its own besides.
+//
+// A failed call fails each of its records with an error wrapping [idem.ErrStore]. A failed
+// read of a result kept apart leaves the record that refused the claim in Prev as well,
+// without its result, as [Store.Claim] does. The function's role needs the IAM actions
+// dynamodb:PartiQLInsert and dynamodb:BatchGetItem on the table, besides those of
 // [Store.Claim].
 func (s *Store) ClaimMany(ctx context.Context, recs []*idemstore.Record, now time.Time) []idemstore.ClaimResult {
 	out := make([]idemstore.ClaimResult, len(recs))
@@ -299,7 +298,8 @@ func (s *Store) getMany(ctx context.Context, keys []string) ([]map[string]types.
 
 // stmtResult is the outcome of one statement of a batch.
 type stmtResult struct {
-	item    map[string]types.AttributeValue   // the item returned, or the one that failed the condition
+	// item is the item returned, or the one that failed the condition.
+	item    map[string]types.AttributeValue
 	code    types.BatchStatementErrorCodeEnum // the statement's error code; empty if it succeeded
 	msg     string
 	err     error // the statement's error, a *StatementError

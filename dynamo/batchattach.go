@@ -38,27 +38,34 @@ type txGroup struct {
 }
 
 // CompleteManyAttached implements [idemstore.BatchAttachStore]: it completes each record
-// with its attached writes as [Store.Complete] would, packing the records' items into as
+// with its attached writes as [Store.Complete] would. It packs the records' items into as
 // few TransactWriteItems calls as DynamoDB's limits allow (100 actions, 4 MB): a batch of
 // 10 completions with one attached write each is one call instead of ten. A record's group
-// in a transaction holds, in this order, its result's item when the result is kept apart
-// (so that the completion naming it never commits without it), its completion, conditional
-// on its lease token and on the record being in progress, and its attached writes.
+// in a transaction holds, in this order:
+//
+//   - its result's item, when the result is kept apart, so that the completion naming it
+//     never commits without it;
+//   - its completion, conditional on its lease token and on the record being in progress;
+//   - its attached writes.
 //
 // Two records whose actions touch one item (attached writes crediting one account) go in
 // different transactions, which DynamoDB requires.
 //
 // A cancelled transaction names the failing actions in its CancellationReasons. Each
-// record whose own action failed gets its verdict, as Complete would report it: its
-// completion's condition failed ([idem.ErrLeaseLost]; or nil, when the record is completed
-// under its token already, a resend of a transaction that landed), an attached write's
-// condition failed (an [*AttachedWriteError] wrapping [idem.ErrConditionFailed]), or an item
-// over the size limit. The transaction is then sent once more without those records. If it
-// is cancelled again, or was cancelled for no record's own action (a conflicting
-// transaction, throttling), the records left are completed one by one with Complete. A
-// call whose outcome is unknown (a network error, a timeout) fails each of its records
-// with an error wrapping [idem.ErrStore]: the guard sends each alone again with Complete,
-// which commits nothing twice, and reads it back if that fails too.
+// record whose own action failed gets its verdict, as Complete would report it:
+//
+//   - its completion's condition failed: [idem.ErrLeaseLost], or nil when the record is
+//     completed under its token already (a resend of a transaction that landed);
+//   - an attached write's condition failed: an [*AttachedWriteError] wrapping
+//     [idem.ErrConditionFailed];
+//   - an item is over the size limit.
+//
+// The transaction is then sent once more without those records. If it is cancelled again,
+// or was cancelled for no record's own action (a conflicting transaction, throttling), the
+// records left are completed one by one with Complete. A call whose outcome is unknown (a
+// network error, a timeout) fails each of its records with an error wrapping
+// [idem.ErrStore]. The guard then sends each alone again with Complete, which commits
+// nothing twice, and reads it back if that fails too.
 //
 // A record with more attached writes than fit one transaction with it and its result is
 // completed alone with Complete. The function's role needs dynamodb:PutItem,
@@ -236,8 +243,9 @@ func (s *Store) commitGroups(ctx context.Context, groups []txGroup, out []error)
 		var tce *types.TransactionCanceledException
 		cancelled := errors.As(err, &tce)
 		if !cancelled && !refused(err) {
+			// Unknown outcome: the guard resends and reads back.
 			for _, g := range groups {
-				out[g.i] = s.fail("complete", err) // unknown outcome: the guard resends and reads back
+				out[g.i] = s.fail("complete", err)
 			}
 			return
 		}
@@ -294,13 +302,14 @@ func (s *Store) verdict(g txGroup, reasons []types.CancellationReason, err error
 			return fmt.Errorf("dynamo: complete: %w: %w", idemstore.ErrTooLarge, err), true
 		case k == g.completion && c == "ConditionalCheckFailed":
 			if s.completedBy(r.Item, g.rec) {
-				return nil, true // a resend of a transaction that committed: nothing committed twice
+				// A resend of a transaction that committed: nothing committed twice.
+				return nil, true
 			}
 			return fmt.Errorf("dynamo: complete: %w: %w", idem.ErrLeaseLost, err), true
 		case k == g.completion && tooLarge:
 			return fmt.Errorf("dynamo: complete: %w: %w", idemstore.ErrTooLarge, err), true
 		case k > g.completion && c == "ConditionalCheckFailed":
-			return &AttachedWriteError{Index: k - g.completion - 1, Table: tableOf(g.items, k), Err: fmt.Errorf("%w: %w", idem.ErrConditionFailed, err)}, true
+			return &AttachedWriteError{Index: k - g.completion - 1, Table: tableOf(g.items, k), Code: codeConditionFailed, Err: fmt.Errorf("%w: %w", idem.ErrConditionFailed, err)}, true
 		case k > g.completion && tooLarge:
 			return attachedTooLarge(k-g.completion-1, tableOf(g.items, k), err), true
 		}

@@ -53,7 +53,7 @@ func (s *Store) transactFail(rec *idemstore.Record, ref string, items []types.Tr
 	reasons := tce.CancellationReasons
 	if len(reasons) > 0 {
 		switch code(reasons[0].Code) {
-		case "ConditionalCheckFailed":
+		case codeConditionFailed:
 			if s.completedBy(reasons[0].Item, rec) {
 				return nil // a resend of a transaction that committed: nothing committed twice
 			}
@@ -69,17 +69,29 @@ func (s *Store) transactFail(rec *idemstore.Record, ref string, items []types.Tr
 			continue
 		}
 		switch {
-		case code(r.Code) == "ConditionalCheckFailed":
-			return &AttachedWriteError{Index: i - 1, Table: tableOf(items, i), Err: fmt.Errorf("%w: %w", idem.ErrConditionFailed, err)}
+		case code(r.Code) == codeConditionFailed:
+			return &AttachedWriteError{Index: i - 1, Table: tableOf(items, i), Code: codeConditionFailed, Err: fmt.Errorf("%w: %w", idem.ErrConditionFailed, err)}
 		case code(r.Code) == "ValidationError" && mentionsItemSize(r.Message):
 			return attachedTooLarge(i-1, tableOf(items, i), err)
 		}
 	}
 	// Cancelled for another reason (a conflicting transaction, throttling, an invalid
 	// attached item): the transaction committed nothing, so the guard can release the key
-	// instead of leaving it in progress until the lease ends.
+	// instead of leaving it in progress until the lease ends. The first attached write
+	// DynamoDB gives a reason for is named, so the guard logs the reason code.
+	for i := 1; i < len(reasons); i++ {
+		if c := code(reasons[i].Code); c != "" && c != "None" {
+			return &idem.StoreError{Op: "complete", Err: &AttachedWriteError{
+				Index: i - 1, Table: tableOf(items, i), Code: c,
+				Err: fmt.Errorf("%w: %w", idemstore.ErrNotCommitted, err),
+			}}
+		}
+	}
 	return &idem.StoreError{Op: "complete", Err: fmt.Errorf("dynamo: complete: %w: %w", idemstore.ErrNotCommitted, err)}
 }
+
+// codeConditionFailed is the cancellation reason code of a write whose condition failed.
+const codeConditionFailed = "ConditionalCheckFailed"
 
 // completedBy reports whether item, returned by the completion's failed condition, is
 // rec's key completed under rec's token: the transaction was sent before and committed.
@@ -114,7 +126,7 @@ func (s *Store) tooLarge(rec *idemstore.Record, ref string, items []types.Transa
 
 func attachedTooLarge(index int, table string, err error) error {
 	return &idem.StoreError{Op: "complete", Err: &AttachedWriteError{
-		Index: index, Table: table,
+		Index: index, Table: table, Code: "ValidationError",
 		Err: fmt.Errorf("%w: item over DynamoDB's size limit of 400 KB: %w", idemstore.ErrNotCommitted, err),
 	}}
 }
@@ -142,16 +154,48 @@ func tableOf(items []types.TransactWriteItem, i int) string {
 // transaction fail. Nothing committed, the completion included, and the guard released the
 // key. Err wraps [idem.ErrConditionFailed] when the write's own condition failed, or
 // [idemstore.ErrNotCommitted] when DynamoDB refused it for another reason, such as an item over
-// the 400 KB limit (the error then also comes inside an [*idem.StoreError]); and the SDK
-// error, which errors.As still reaches.
+// the 400 KB limit, a conflicting transaction or throttling (the error then also comes
+// inside an [*idem.StoreError]); and the SDK error (a
+// [*types.TransactionCanceledException] with its CancellationReasons, or the
+// ValidationException of an item too large), which errors.As still reaches.
+//
+// It implements [idemstore.Refusal]: [AttachedWriteError.Permanent] tells a refusal for
+// good, which [idem.IsRefused] reports and [idem.OnRefused] may answer, from one that may
+// not recur, and [AttachedWriteError.Reason] says what refused, for the guard's log.
 type AttachedWriteError struct {
 	// Index is the write's position among the attached writes, from 0, or -1 when DynamoDB
 	// did not say which write it refused.
 	Index int
 	// Table is the table the write goes to; "" when Index is -1.
 	Table string
+	// Code is DynamoDB's cancellation reason code for the write: "ConditionalCheckFailed",
+	// "TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded",
+	// "ValidationError" (also for an item over the limit, which DynamoDB does not name),
+	// and so on; "" when unknown.
+	Code string
 	// Err is the cause.
 	Err error
+}
+
+// Permanent reports whether the write was refused for good: its own condition failed
+// (ConditionalCheckFailed on the attached item, a condition on a business item such as a
+// balance too low), so that sent again with the same data it meets the same refusal. A
+// conflicting transaction, throttling or an item DynamoDB cannot take is not.
+func (e *AttachedWriteError) Permanent() bool {
+	return e.Code == codeConditionFailed && !errors.Is(e.Err, idemstore.ErrNotCommitted)
+}
+
+// Reason says what refused the write, for an operator's log: DynamoDB's reason code, the
+// write's position and its table. It never holds a value of the item or its key.
+func (e *AttachedWriteError) Reason() string {
+	c := e.Code
+	if c == "" {
+		c = "unknown reason"
+	}
+	if e.Index < 0 {
+		return c + ", an attached write"
+	}
+	return fmt.Sprintf("%s, attached write %d (table %s)", c, e.Index, e.Table)
 }
 
 // Error describes the failure and names the write.

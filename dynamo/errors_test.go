@@ -56,6 +56,8 @@ func TestErrorMapping(t *testing.T) {
 		{"AttachedConditionFails", true, nil, "", reasons("None", "None", "ConditionalCheckFailed"), false, []error{idem.ErrConditionFailed}, 1},
 		{"CompletionTooLarge", true, nil, "", tooBigReason, false, []error{idemstore.ErrTooLarge}, -2},
 		{"TransactionConflict", true, nil, "", reasons("TransactionConflict", "None"), false, notCommitted, -2},
+		{"AttachedTransactionConflict", true, nil, "", reasons("None", "TransactionConflict"), false, notCommitted, 0},
+		{"AttachedThrottled", true, nil, "", reasons("None", "None", "ThrottlingError"), false, notCommitted, 1},
 		{"NoReasons", true, nil, "", reasons(), false, notCommitted, -2},
 		// A request-level refusal for size: the record is too large if it is over the limit
 		// (its result is apart, but its checkpoint is not), else an attached write is.
@@ -112,6 +114,9 @@ func TestErrorMapping(t *testing.T) {
 				assert.False(t, errors.As(err, &awe), "no attached write is blamed")
 			} else if assert.ErrorAs(t, err, &awe) {
 				assert.Equal(t, tc.attached, awe.Index)
+				assert.Equal(t, errors.Is(err, idem.ErrConditionFailed), awe.Permanent(), "only a failed condition is permanent")
+				assert.Equal(t, errors.Is(err, idem.ErrConditionFailed), idem.IsRefused(err))
+				assert.NotEmpty(t, awe.Code)
 			}
 		})
 	}
@@ -220,7 +225,7 @@ func TestLeaseFail(t *testing.T) {
 				assert.ErrorIs(t, err, tc.sdkErr, "the SDK error stays reachable")
 				var apiErr smithy.APIError
 				assert.ErrorAs(t, err, &apiErr)
-				if tc.want == idem.ErrStore {
+				if errors.Is(tc.want, idem.ErrStore) {
 					var se *idem.StoreError
 					require.ErrorAs(t, err, &se)
 					assert.Equal(t, op.name, se.Op)

@@ -21,18 +21,20 @@ import (
 const claimAttempts = 3
 
 // Store is the DynamoDB [idemstore.Store]: one item per record, written with conditional
-// writes so that every operation is atomic per key, and for a result too large for a
-// record of 1 KB a second item that holds the result (see [Store.Complete]). It is safe
-// for concurrent use.
+// writes so that every operation is atomic per key. A result too large for a record of
+// 1 KB gets a second item of its own (see [Store.Complete]). It is safe for concurrent
+// use. Its round trips:
 //
-// Round trips: a claim is one PutItem whether it wins or meets a live record; a completion
-// is one UpdateItem, or one TransactWriteItems with attached writes; a release is one
-// UpdateItem (the record stays, a tombstone: see [Store.Release]); extend, checkpoint and
-// get are one call each. A result over 1 KB (after compression) costs one call more to
-// store (a PutItem of its item) and one more to read (a GetItem, by a claim that meets the
-// completed record or by Get). Store is also an [idemstore.BatchStore]: see
-// [Store.ClaimMany], [Store.CompleteMany] and [Store.ReleaseMany] for many records in a
-// call.
+//   - A claim is one PutItem, whether it wins or meets a live record.
+//   - A completion is one UpdateItem, or one TransactWriteItems with attached writes.
+//   - A release is one UpdateItem: the record stays, a tombstone (see [Store.Release]).
+//   - Extend, checkpoint and get are one call each.
+//   - A result over 1 KB (after compression) costs one call more to store (a PutItem of
+//     its item) and one more to read (a GetItem, by a claim that meets the completed
+//     record or by Get).
+//
+// Store is also an [idemstore.BatchStore]: see [Store.ClaimMany], [Store.CompleteMany]
+// and [Store.ReleaseMany] for many records in a call.
 type Store struct {
 	client API
 	table  string
@@ -67,27 +69,36 @@ func (s *Store) Table() string { return s.table }
 //	    AND #checkpoint = :checkpoint AND #checkpoint_seq = :seq
 //	    AND #validation = :fingerprint)
 //
-// where :released is [idemstore.ReleasedToken] of rec's token; an absent checkpoint number
+// :released is [idemstore.ReleasedToken] of rec's token. An absent checkpoint number
 // counts as 0 and an absent fingerprint as an empty one. When rec carries no checkpoint,
-// the last two lines are (attribute_not_exists(#checkpoint) OR #checkpoint = :empty): an
-// empty string, which the release before checkpoint numbers wrote for
-// idem.Checkpoint(ctx, ""), counts as no checkpoint. An expired record still
-// in the table (TTL deletion lags) is thereby overwritten, and so is an in-progress record
-// whose lease has ended, but only by a claim that carries its checkpoint into the new
-// item (the checkpoint never lives only in a response that can be lost), with its number
-// (an earlier checkpoint of an equal value, carried by a late claim, does not do), for
-// the same request (another request's checkpoint records its own effects), and never by a
-// claim whose own owner released the key since (see [Store.Release]): the first attempt
-// of a PutItem the SDK resent, landing after the resend's owner ran, failed and released. When the condition fails, DynamoDB returns the record that refused the claim with
-// the error (ReturnValuesOnConditionCheckFailure), so a conflict costs one round trip too;
-// only a store that omits it costs a strongly consistent GetItem more, and so does a
-// completed record whose result is kept in an item of its own (see [Store.Complete]): the
-// claim then costs one write unit, whatever the result's size, plus the read of the
-// result. If that read fails, Claim returns the record it met, without its result, with
-// the error (an [idem.ErrStore]), as [idemstore.Store] asks: the key is held, and the
-// guard does not fail open ([idem.WithFailOpen]). A record that does not decode yields an
-// error wrapping [idem.ErrIncompatibleRecord].
+// the last two lines are (attribute_not_exists(#checkpoint) OR #checkpoint = :empty). An
+// empty string counts as no checkpoint: the release before checkpoint numbers wrote it for
+// idem.Checkpoint(ctx, ""). The claim thus overwrites:
+//
+//   - an expired record still in the table (TTL deletion lags);
+//   - an in-progress record whose lease has ended, but only by a claim that carries its
+//     checkpoint into the new item, with its number, for the same request, and whose own
+//     owner has not released the key since (see [Store.Release]).
+//
+// When the condition fails, DynamoDB returns the record that refused the claim with the
+// error (ReturnValuesOnConditionCheckFailure), so a conflict costs one round trip too. A
+// strongly consistent GetItem more is needed only for a store that omits it, and for a
+// completed record whose result is kept in an item of its own (see [Store.Complete]). Such
+// a claim costs one write unit, whatever the result's size, plus the read of the result.
+// If that read fails, Claim returns the record it met, without its result, with the error
+// (an [idem.ErrStore]), as [idemstore.Store] asks: the key is held, and the guard does not
+// fail open ([idem.WithFailOpen]). A record that does not decode yields an error wrapping
+// [idem.ErrIncompatibleRecord].
 func (s *Store) Claim(ctx context.Context, rec *idemstore.Record, now time.Time) (*idemstore.Record, bool, error) {
+	// Why a takeover needs each part of the condition:
+	//
+	//   - the checkpoint: it never lives only in a response that can be lost;
+	//   - its number: an earlier checkpoint of an equal value, carried by a late claim,
+	//     does not do;
+	//   - the same request: another request's checkpoint records its own effects;
+	//   - no release by the claim's own owner since: such a claim is the first attempt of
+	//     a PutItem the SDK resent, landing after the resend's owner ran, failed and
+	//     released.
 	a := &s.cfg.attrs
 	cond, names, values := claimExpr(rec)
 	values[":now"] = encodeEpoch(now, expirationUnit)
@@ -189,38 +200,42 @@ func (s *Store) getItem(ctx context.Context, key string) (map[string]types.Attri
 	return out.Item, nil
 }
 
-// Complete implements [idemstore.Store]. Without attachments it is one UpdateItem of the record
-// to rec's status, result and expiry, conditional on the lease token: a worker whose lease
-// was taken over gets [idem.ErrLeaseLost] and never overwrites the new owner's record, and
-// a resend of a completion that landed writes the same values again. With attachments (see
-// [Attach]) it is one TransactWriteItems holding that update first and the attached writes
-// after it, so they commit together or not at all; the update then also requires the
-// record in progress, so that a resend of a transaction that landed commits nothing (the
-// failed condition returns the record, which shows it completed under rec's token, and
-// Complete returns nil). A failed condition on an attached write yields an
-// [*AttachedWriteError] wrapping [idem.ErrConditionFailed]. A record over DynamoDB's item
-// size limit yields [idemstore.ErrTooLarge]; an attached write over it, an error wrapping
-// [idem.ErrStore], [idemstore.ErrNotCommitted] and an [*AttachedWriteError] naming it, so the
-// guard releases the key. The checkpoint is kept; the lease end is removed.
+// Complete implements [idemstore.Store]. It completes the record as follows:
+//
+//   - Without attachments it is one UpdateItem of the record to rec's status, result and
+//     expiry, conditional on the lease token. A worker whose lease was taken over gets
+//     [idem.ErrLeaseLost] and never overwrites the new owner's record. A resend of a
+//     completion that landed writes the same values again.
+//   - With attachments (see [Attach]) it is one TransactWriteItems holding that update
+//     first and the attached writes after it, so they commit together or not at all. The
+//     update then also requires the record in progress, so a resend of a transaction that
+//     landed commits nothing. Its failed condition returns the record, which shows it
+//     completed under rec's token, and Complete returns nil.
+//
+// The checkpoint is kept; the lease end is removed. Complete's errors:
+//
+//   - a failed condition on an attached write: an [*AttachedWriteError] wrapping
+//     [idem.ErrConditionFailed];
+//   - a record over DynamoDB's item size limit: [idemstore.ErrTooLarge];
+//   - an attached write over it: an error wrapping [idem.ErrStore],
+//     [idemstore.ErrNotCommitted] and an [*AttachedWriteError] naming it, so the guard
+//     releases the key.
 //
 // A result that would make the record's item larger than 1 KB (see [WithInlineLimit]) is
-// kept in an item of its own, "<key>#result#<lease token>" in the record's key attribute
-// (for a token not of the guard's form, 32 lowercase hex digits, a hash of it instead),
-// with the record's TTL (plus an hour), written by one PutItem before the completion, which
-// then names it ([Attributes.DataRef]) instead of holding it. A claim that meets the completed record
-// thus conflicts on an item under 1 KB: DynamoDB bills a failed conditional write by the
-// item's size, one write unit per KB, so a replay costs one write unit and a strongly
-// consistent read of the result (one read unit per 4 KB) instead of one write unit per KB
-// of the result. Only the completion that names it makes the result count, and it is
-// conditional on the token: an owner that crashed, or was fenced off, after writing its
-// result leaves an orphan item that nothing names, which TTL removes. A result's item over
-// DynamoDB's 400 KB limit, or whose key is over DynamoDB's key limit (2048 bytes, 1024
-// with [WithSortKey]: only for a record key within 40 bytes of it, never the guard's),
-// yields [idemstore.ErrTooLarge], and the completion is not sent.
-// Records naming their result are stored at schema version 2, which versions of this
-// package that keep every result inline refuse ([idem.ErrIncompatibleRecord]) rather than
-// replay without it; records with the result inline, whatever their size, are read as
-// before.
+// kept in an item of its own, with the record's TTL plus an hour. Its key attribute is
+// "<key>#result#<lease token>" (for a token not of the guard's form, 32 lowercase hex
+// digits, a hash of it instead). One PutItem writes it before the completion, which then
+// names it ([Attributes.DataRef]) instead of holding it. A replay then costs one write unit
+// and a strongly consistent read of the result (one read unit per 4 KB), instead of one
+// write unit per KB of the result. A result's item over DynamoDB's 400 KB limit, or whose
+// key is over DynamoDB's key limit, yields [idemstore.ErrTooLarge], and the completion is
+// not sent. The key limit is 2048 bytes, or 1024 with [WithSortKey]; only a record key
+// within 40 bytes of it reaches it, never the guard's.
+//
+// Records naming their result are stored at schema version 2. Versions of this package
+// that keep every result inline refuse them ([idem.ErrIncompatibleRecord]) rather than
+// replay without the result. Records with the result inline, whatever their size, are read
+// as before.
 func (s *Store) Complete(ctx context.Context, rec *idemstore.Record, attached []any) error {
 	ref, result := s.resultApart(rec)
 	upd, err := s.completion(rec, ref)
@@ -228,6 +243,12 @@ func (s *Store) Complete(ctx context.Context, rec *idemstore.Record, attached []
 		return err
 	}
 	if result != nil {
+		// A claim that meets the completed record conflicts on an item under 1 KB: DynamoDB
+		// bills a failed conditional write by the item's size, one write unit per KB. Only
+		// the completion that names the result makes it count, and it is conditional on
+		// the token: an owner that crashed, or was fenced off, after writing its result
+		// leaves an orphan item that nothing names, which TTL removes.
+		//
 		// Before the completion that names it: a completed record's result is always there.
 		if err := s.putResult(ctx, ref, result); err != nil {
 			return err
@@ -339,25 +360,31 @@ func storedVersion(rec *idemstore.Record, ref string) int {
 }
 
 // Release implements [idemstore.Store] with one UpdateItem, conditional on the lease token
-// and on the record being in progress, that keeps the record as a tombstone: its lease
-// ended at now (the caller's clock, rounded down to the millisecond as a claim's now is,
-// so that a claim at or after now takes it over) and
-// its token replaced by [idemstore.ReleasedToken](token). A claim made from then on takes
-// it over at once, with its checkpoint if it has one (see [Store.Claim]).
+// and on the record being in progress. It keeps the record as a tombstone:
 //
-// The record is never deleted, because of two writes that may still be in flight at
-// DynamoDB when the caller releases. A completion of ours (a transaction whose answer
-// timed out) is conditional on the token and the status, which the record would otherwise
-// still satisfy, so it could land after the caller was told that nothing committed. And
-// the first attempt of our own claim, which the SDK resent after a broken connection,
-// would find no item and put the in-progress record again, holding the key for a lease
-// nobody owns; the tombstone refuses it, by its token. It refuses as well the first
-// attempt of a claim of an earlier owner that released the key before we took it over,
-// by the lease end: that claim was sent before our release, and at its now our lease has
-// not ended. An UpdateItem costs the write units a DeleteItem of the same item would (both
-// are billed by the item's size); the tombstone stays until TTL deletes it at the
-// record's expiry, as a completed record would.
+//   - its lease ended at now: the caller's clock, rounded down to the millisecond as a
+//     claim's now is, so that a claim at or after now takes it over;
+//   - its token is replaced by [idemstore.ReleasedToken](token).
+//
+// A claim made from then on takes it over at once, with its checkpoint if it has one (see
+// [Store.Claim]). The record is never deleted: the tombstone fences off a completion or a
+// claim of ours that may still be in flight. An UpdateItem costs the write units a
+// DeleteItem of the same item would (both are billed by the item's size). The tombstone
+// stays until TTL deletes it at the record's expiry, as a completed record would.
 func (s *Store) Release(ctx context.Context, key, token string, now time.Time) error {
+	// The record is never deleted, because of two writes that may still be in flight at
+	// DynamoDB when the caller releases:
+	//
+	//   - A completion of ours (a transaction whose answer timed out) is conditional on the
+	//     token and the status, which the record would otherwise still satisfy. It could
+	//     land after the caller was told that nothing committed.
+	//   - The first attempt of our own claim, which the SDK resent after a broken
+	//     connection, would find no item and put the in-progress record again. It would
+	//     hold the key for a lease nobody owns; the tombstone refuses it, by its token.
+	//
+	// The tombstone refuses as well, by the lease end, the first attempt of a claim of an
+	// earlier owner that released the key before we took it over. That claim was sent
+	// before our release, and at its now our lease has not ended.
 	a := &s.cfg.attrs
 	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                aws.String(s.table),

@@ -4,16 +4,18 @@
 // utility does.
 //
 // A [Recorder] collects what idem's hooks ([Recorder.Hooks]) report during an invocation:
-// claims, completions, replays, in-progress refusals, payload mismatches, lost leases,
-// releases, store errors and handler durations, and the outcome of every SQS batch by
-// status and failure reason. [Recorder.Flush] writes them as one EMF document and
-// starts over; [Wrap] flushes after every invocation of a Lambda handler. Counts are summed
-// per flush; durations keep every observation (up to [MaxValues] per document, so that
-// CloudWatch computes percentiles).
+// claims, completions, replays (from the store or the local cache), in-progress refusals,
+// payload mismatches, lost leases (once per run), handler failures and other releases,
+// store errors, and handler and run durations, each under the guard's operation
+// ([DimensionOperation]); and the outcome of every SQS batch by status and failure
+// reason. [Recorder.Flush] writes them as one EMF document per operation and starts over;
+// [Wrap] flushes after every invocation of a Lambda handler. Counts are summed per flush;
+// durations keep every observation (up to [MaxValues] per document, so that CloudWatch
+// computes percentiles).
 //
 // Metrics never carry keys, message IDs or bodies: only counts and durations, under the
-// fixed dimensions given to [New] (such as the service name), so the number of metrics
-// CloudWatch stores does not grow with traffic.
+// fixed dimensions given to [New] (such as the service name) and the operation, so the
+// number of metrics CloudWatch stores does not grow with traffic.
 //
 //	rec, err := emf.New(os.Stdout, "Credits", emf.WithDimension("Service", "credits"))
 //	// ...

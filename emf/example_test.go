@@ -34,7 +34,7 @@ func Example() {
 	}
 	_ = rec.Flush()
 	// Output:
-	// {"Claims":1,"Completions":1,"HandlerDuration":0,"Replays":1,"Service":"orders-api","_aws":{"Timestamp":1700000000000,"CloudWatchMetrics":[{"Namespace":"Orders","Dimensions":[["Service"]],"Metrics":[{"Name":"Claims","Unit":"Count"},{"Name":"Completions","Unit":"Count"},{"Name":"HandlerDuration","Unit":"Milliseconds"},{"Name":"Replays","Unit":"Count"}]}]}}
+	// {"Claims":1,"Completions":1,"HandlerDuration":0,"Operation":"create-order","Replays":1,"RunDuration":0,"Service":"orders-api","_aws":{"Timestamp":1700000000000,"CloudWatchMetrics":[{"Namespace":"Orders","Dimensions":[["Service","Operation"]],"Metrics":[{"Name":"Claims","Unit":"Count"},{"Name":"Completions","Unit":"Count"},{"Name":"HandlerDuration","Unit":"Milliseconds"},{"Name":"RunDuration","Unit":"Milliseconds"},{"Name":"Replays","Unit":"Count"}]}]}}
 }
 
 // Each invocation of a wrapped handler writes its own document.
@@ -81,7 +81,7 @@ func Example_sqs() {
 		{MessageId: "m-2", Body: "", EventSourceARN: queue},
 	}})
 	// Output:
-	// {"Claims":2,"Completions":1,"HandlerDuration":[0,0],"Releases":1,"SQSBatchDuration":0,"SQSBatches":1,"SQSDuplicates":0,"SQSFailed":1,"SQSFailedHandler":1,"SQSMessages":2,"SQSRan":1,"SQSReplayed":0,"_aws":{"Timestamp":1700000000000,"CloudWatchMetrics":[{"Namespace":"Credits","Dimensions":[[]],"Metrics":[{"Name":"Claims","Unit":"Count"},{"Name":"Completions","Unit":"Count"},{"Name":"HandlerDuration","Unit":"Milliseconds"},{"Name":"Releases","Unit":"Count"},{"Name":"SQSBatches","Unit":"Count"},{"Name":"SQSMessages","Unit":"Count"},{"Name":"SQSRan","Unit":"Count"},{"Name":"SQSReplayed","Unit":"Count"},{"Name":"SQSDuplicates","Unit":"Count"},{"Name":"SQSFailed","Unit":"Count"},{"Name":"SQSFailedHandler","Unit":"Count"},{"Name":"SQSBatchDuration","Unit":"Milliseconds"}]}]}}
+	// {"Claims":2,"Completions":1,"HandlerDuration":[0,0],"HandlerFailures":1,"Operation":"credit-account","RunDuration":[0,0],"SQSBatchDuration":0,"SQSBatches":1,"SQSDuplicates":0,"SQSFailed":1,"SQSFailedHandler":1,"SQSMessages":2,"SQSRan":1,"SQSReplayed":0,"_aws":{"Timestamp":1700000000000,"CloudWatchMetrics":[{"Namespace":"Credits","Dimensions":[["Operation"]],"Metrics":[{"Name":"Claims","Unit":"Count"},{"Name":"Completions","Unit":"Count"},{"Name":"HandlerDuration","Unit":"Milliseconds"},{"Name":"RunDuration","Unit":"Milliseconds"},{"Name":"HandlerFailures","Unit":"Count"}]},{"Namespace":"Credits","Dimensions":[[]],"Metrics":[{"Name":"SQSBatches","Unit":"Count"},{"Name":"SQSMessages","Unit":"Count"},{"Name":"SQSRan","Unit":"Count"},{"Name":"SQSReplayed","Unit":"Count"},{"Name":"SQSDuplicates","Unit":"Count"},{"Name":"SQSFailed","Unit":"Count"},{"Name":"SQSFailedHandler","Unit":"Count"},{"Name":"SQSBatchDuration","Unit":"Milliseconds"}]}]}}
 }
 
 // A metric of the function's own in the same document as idem's.

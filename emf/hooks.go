@@ -11,7 +11,7 @@ import (
 )
 
 // The metrics of [Recorder.Hooks] for each guarded call, one count per hook call unless
-// said otherwise.
+// said otherwise, under the dimension [DimensionOperation] beside the recorder's own.
 const (
 	// MetricClaims counts keys claimed: the handler was about to run.
 	MetricClaims = "Claims"
@@ -19,22 +19,46 @@ const (
 	MetricCompletions = "Completions"
 	// MetricReplays counts stored results replayed instead of running the handler.
 	MetricReplays = "Replays"
-	// MetricInProgress counts requests refused because their key was in flight.
-	MetricInProgress = "InProgress"
-	// MetricPayloadMismatches counts keys reused with a different request.
+	// MetricCacheReplays counts the replays (among MetricReplays) that came from the
+	// guard's local cache ([idem.WithCache]), with no store round trip.
+	MetricCacheReplays = "CacheReplays"
+	// MetricInProgressRefusals counts requests refused because their key was in flight
+	// (answered 409, or an SQS message failed as in_progress): refusals, not keys in
+	// flight. Before, it was named "InProgress".
+	MetricInProgressRefusals = "InProgressRefusals"
+	// MetricPayloadMismatches counts requests refused because their key was used before
+	// with a different request.
 	MetricPayloadMismatches = "PayloadMismatches"
-	// MetricLeaseLost counts leases found taken over: the handler's effects may have
-	// happened twice unless they were attached to the completion. Alarm on it.
+	// MetricLeaseLost counts runs whose lease was found taken over or ran out, once per
+	// run: the handler's effects may have happened twice unless they were attached to the
+	// completion. Alarm on it.
 	MetricLeaseLost = "LeaseLost"
-	// MetricReleases counts keys released after their handler failed.
-	MetricReleases = "Releases"
+	// MetricHandlerFailures counts keys released because their handler failed (returned
+	// an error or panicked), so that a retry runs it again. With MetricOtherReleases, it
+	// replaces "Releases", which counted both.
+	MetricHandlerFailures = "HandlerFailures"
+	// MetricOtherReleases counts keys released although their handler did not fail: a
+	// completion that committed nothing (an attached write refused), or a batch request
+	// settled before it started.
+	MetricOtherReleases = "OtherReleases"
 	// MetricStoreErrors counts failed store operations.
 	MetricStoreErrors = "StoreErrors"
-	// MetricHandlerDuration observes, in milliseconds, each handler run together with the
+	// MetricHandlerDuration observes, in milliseconds, each handler's run alone
+	// ([idem.Event.HandlerDuration]). Before, it covered the recording too, as
+	// MetricRunDuration does.
+	MetricHandlerDuration = "HandlerDuration"
+	// MetricRunDuration observes, in milliseconds, each handler's run together with the
 	// store call that recorded its outcome (completion or release): what
 	// [idem.Event.Duration] covers.
-	MetricHandlerDuration = "HandlerDuration"
+	MetricRunDuration = "RunDuration"
 )
+
+// DimensionOperation is the dimension that [Recorder.Hooks] gives the metrics of each
+// guarded call: the guard's operation (the name given to [idem.New]), from the stored
+// key, so that two guards in one function have metrics of their own. The batch metrics
+// have no operation. A recorder given a dimension of this name ([WithDimension]), or as
+// many dimensions as [MaxDimensions], records without it.
+const DimensionOperation = "Operation"
 
 // The metrics of [Recorder.Hooks] for each SQS batch (package sqs), from the guard's
 // OnBatch hook.
@@ -57,35 +81,73 @@ const (
 )
 
 // Hooks returns the [idem.Hooks] that record this package's metrics: for each guarded call,
-// the counts from MetricClaims to MetricStoreErrors and [MetricHandlerDuration]; for each
-// SQS batch (OnBatch), the MetricSQS* counts and [MetricSQSBatchDuration], and the failures
-// by reason under [SQSFailedMetric]. The SQS status counts are recorded even when zero, so
-// an alarm on failures sees a value for every batch; a reason's count only when some
-// message failed for it. They record nothing of an event but its kind, counts and
-// duration: never a key or a message ID.
+// the counts from MetricClaims to MetricStoreErrors, [MetricHandlerDuration] and
+// [MetricRunDuration], under [DimensionOperation]; for each SQS batch (OnBatch), the
+// MetricSQS* counts and [MetricSQSBatchDuration], and the failures by reason under
+// [SQSFailedMetric]. The SQS status counts are recorded even when zero, so an alarm on
+// failures sees a value for every batch; a reason's count only when some message failed
+// for it. They record nothing of an event but its kind, operation, counts and duration:
+// never a key or a message ID. To record traces too, join them with [idem.JoinHooks].
 func (r *Recorder) Hooks() idem.Hooks {
 	count := func(name string) func(context.Context, idem.Event) {
-		return func(context.Context, idem.Event) { _ = r.Count(name, 1) }
+		return func(_ context.Context, e idem.Event) { r.countOp(name, operation(e.Key)) }
 	}
-	ran := func(name string) func(context.Context, idem.Event) {
-		return func(_ context.Context, e idem.Event) {
-			_ = r.Count(name, 1)
-			_ = r.Observe(MetricHandlerDuration, UnitMilliseconds, millis(e.Duration))
-		}
+	ran := func(e idem.Event) {
+		op := operation(e.Key)
+		r.observeOp(MetricHandlerDuration, op, millis(e.HandlerDuration))
+		r.observeOp(MetricRunDuration, op, millis(e.Duration))
 	}
-	// The names are constants and the values finite, so the errors Count and Observe can
-	// return cannot happen here.
 	return idem.Hooks{
-		OnClaimed:    count(MetricClaims),
-		OnCompleted:  ran(MetricCompletions),
-		OnReplayed:   count(MetricReplays),
-		OnInProgress: count(MetricInProgress),
+		OnClaimed: count(MetricClaims),
+		OnCompleted: func(_ context.Context, e idem.Event) {
+			r.countOp(MetricCompletions, operation(e.Key))
+			ran(e)
+		},
+		OnReplayed: func(_ context.Context, e idem.Event) {
+			op := operation(e.Key)
+			r.countOp(MetricReplays, op)
+			if e.FromCache {
+				r.countOp(MetricCacheReplays, op)
+			}
+		},
+		OnInProgress: count(MetricInProgressRefusals),
 		OnMismatch:   count(MetricPayloadMismatches),
 		OnLeaseLost:  count(MetricLeaseLost),
-		OnReleased:   ran(MetricReleases),
+		OnReleased: func(_ context.Context, e idem.Event) {
+			if !e.HandlerFailed {
+				r.countOp(MetricOtherReleases, operation(e.Key))
+				return // no handler ran, or its run was timed by its completion
+			}
+			r.countOp(MetricHandlerFailures, operation(e.Key))
+			ran(e)
+		},
 		OnStoreError: count(MetricStoreErrors),
 		OnBatch:      r.batch,
 	}
+}
+
+// countOp adds one to the count name of operation op. The names are constants, so the
+// error record can return cannot happen here.
+func (r *Recorder) countOp(name, op string) { _ = r.record(name, op, UnitCount, true, 1) }
+
+// observeOp records v milliseconds of name for operation op.
+func (r *Recorder) observeOp(name, op string, v float64) {
+	_ = r.record(name, op, UnitMilliseconds, false, v)
+}
+
+// operation returns the operation of a stored key "<scope>.<operation>#<hash>": what
+// follows the last '.' before the '#' (an operation holds no '.'); "" for another form.
+func operation(key string) string {
+	i := strings.LastIndexByte(key, '#')
+	if i < 0 {
+		return ""
+	}
+	prefix := key[:i]
+	j := strings.LastIndexByte(prefix, '.')
+	if j < 0 {
+		return ""
+	}
+	return prefix[j+1:]
 }
 
 // batch records an SQS batch's metrics.
@@ -132,8 +194,9 @@ func millis(d time.Duration) float64 {
 // and so cannot name a dimension.
 func reserved(name string) bool {
 	switch name {
-	case MetricClaims, MetricCompletions, MetricReplays, MetricInProgress, MetricPayloadMismatches,
-		MetricLeaseLost, MetricReleases, MetricStoreErrors, MetricHandlerDuration,
+	case MetricClaims, MetricCompletions, MetricReplays, MetricCacheReplays, MetricInProgressRefusals, MetricPayloadMismatches,
+		MetricLeaseLost, MetricHandlerFailures, MetricOtherReleases, MetricStoreErrors,
+		MetricHandlerDuration, MetricRunDuration,
 		MetricSQSBatches, MetricSQSMessages, MetricSQSRan, MetricSQSReplayed, MetricSQSDuplicates,
 		MetricSQSBatchDuration:
 		return true

@@ -71,21 +71,102 @@ func TestHooksCountEveryOutcome(t *testing.T) {
 	require.Len(t, docs, 1)
 	doc := docs[0]
 	for name, want := range map[string]float64{
-		emf.MetricClaims:            3,
-		emf.MetricCompletions:       1,
-		emf.MetricReplays:           1,
-		emf.MetricPayloadMismatches: 1,
-		emf.MetricReleases:          2, // the declined card, and k-3 whose handler returned the refusal
-		emf.MetricInProgress:        1,
-		emf.MetricStoreErrors:       1,
+		emf.MetricClaims:             3,
+		emf.MetricCompletions:        1,
+		emf.MetricReplays:            1,
+		emf.MetricPayloadMismatches:  1,
+		emf.MetricHandlerFailures:    2, // the declined card, and k-3 whose handler returned the refusal
+		emf.MetricInProgressRefusals: 1,
+		emf.MetricStoreErrors:        1,
 	} {
 		assert.InDelta(t, want, doc[name], 0, name)
 	}
 	assert.NotContains(t, doc, emf.MetricLeaseLost, "nothing lost, nothing written")
-	durations, ok2 := doc[emf.MetricHandlerDuration].([]any)
-	require.True(t, ok2, "one duration per run: %v", doc[emf.MetricHandlerDuration])
-	assert.Len(t, durations, 3, "completed, and released twice")
+	assert.NotContains(t, doc, emf.MetricOtherReleases, "every release followed a handler's failure")
+	for _, name := range []string{emf.MetricHandlerDuration, emf.MetricRunDuration} {
+		durations, ok := doc[name].([]any)
+		require.True(t, ok, "%s: one duration per run: %v", name, doc[name])
+		assert.Len(t, durations, 3, "%s: completed, and released twice", name)
+	}
 	assert.Equal(t, "orders", doc["Service"])
+	assert.Equal(t, "test", doc["Operation"], "the guard's operation")
+}
+
+// Two guards in one function share the recorder: their metrics are apart, under the
+// Operation dimension beside Service; a batch's metrics, which belong to no one
+// operation, carry Service only.
+func TestHooksDimensionEachOperation(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	r := newRecorder(t, &out, emf.WithDimension("Service", "orders"))
+	ctx := context.Background()
+	for _, op := range []string{"create-order", "cancel-order"} {
+		g, err := idem.New(memstore.New(), op, idem.WithScope("orders-api"), idem.WithHooks(r.Hooks()))
+		require.NoError(t, err)
+		_, _, err = idem.Do(ctx, g, idem.Request{Key: "k"}, func(context.Context) (int, error) { return 1, nil })
+		require.NoError(t, err)
+	}
+	_, _, err := idem.Do(ctx, mustGuard(t, "create-order", r), idem.Request{Key: "k2"}, func(context.Context) (int, error) { return 1, nil })
+	require.NoError(t, err)
+	r.Hooks().OnBatch(ctx, idem.BatchEvent{Items: []idem.BatchItem{{ID: "m-1", Status: "ran"}}, Ran: 1})
+	require.NoError(t, r.Flush())
+
+	docs := documents(t, out.Bytes())
+	require.Len(t, docs, 2, "one document per operation; the batch's metrics join the first")
+	byOp := map[string]map[string]any{}
+	for _, doc := range docs {
+		op, _ := doc["Operation"].(string)
+		byOp[op] = doc
+	}
+	assert.Equal(t, [][]string{{"Service", "Operation"}, {"Service"}}, dimensionSets(t, byOp["create-order"]))
+	assert.Equal(t, [][]string{{"Service", "Operation"}}, dimensionSets(t, byOp["cancel-order"]))
+	assert.InDelta(t, 2, byOp["create-order"][emf.MetricClaims], 0)
+	assert.InDelta(t, 1, byOp["cancel-order"][emf.MetricClaims], 0)
+	assert.InDelta(t, 1, byOp["create-order"][emf.MetricSQSBatches], 0)
+	assert.NotContains(t, byOp["cancel-order"], emf.MetricSQSBatches)
+}
+
+// dimensionSets returns the dimension set of each directive of doc.
+func dimensionSets(t *testing.T, doc map[string]any) [][]string {
+	t.Helper()
+	b, err := json.Marshal(doc["_aws"])
+	require.NoError(t, err)
+	var meta struct {
+		CloudWatchMetrics []struct{ Dimensions [][]string }
+	}
+	require.NoError(t, json.Unmarshal(b, &meta))
+	var sets [][]string
+	for _, d := range meta.CloudWatchMetrics {
+		require.Len(t, d.Dimensions, 1)
+		sets = append(sets, d.Dimensions[0])
+	}
+	return sets
+}
+
+func mustGuard(t *testing.T, op string, r *emf.Recorder) *idem.Guard {
+	t.Helper()
+	g, err := idem.New(memstore.New(), op, idem.WithScope("orders-api"), idem.WithHooks(r.Hooks()))
+	require.NoError(t, err)
+	return g
+}
+
+// A completion that committed nothing (an attached write refused) releases the key
+// without the handler failing: OtherReleases, not HandlerFailures.
+func TestHooksTellHandlerFailuresFromOtherReleases(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	r := newRecorder(t, &out)
+	g, err := idem.New(memstore.New(), "test", idem.WithHooks(r.Hooks()))
+	require.NoError(t, err)
+	_, _, err = idem.Do(context.Background(), g, idem.Request{Key: "k"}, func(ctx context.Context) (int, error) {
+		return 1, idem.Attach(ctx, func() error { return idem.ErrConditionFailed })
+	})
+	require.ErrorIs(t, err, idem.ErrConditionFailed)
+	require.NoError(t, r.Flush())
+	docs := documents(t, out.Bytes())
+	require.Len(t, docs, 1)
+	assert.InDelta(t, 1, docs[0][emf.MetricOtherReleases], 0)
+	assert.NotContains(t, docs[0], emf.MetricHandlerFailures)
 }
 
 func TestHooksCountLostLeases(t *testing.T) {
@@ -152,13 +233,18 @@ func TestWrapFlushesEachSQSInvocation(t *testing.T) {
 	}
 	docs := documents(t, out.Bytes())
 	require.Len(t, docs, 2, "one document per invocation")
+	for _, doc := range docs {
+		assert.Equal(t, "test", doc["Operation"])
+		assert.Equal(t, [][]string{{"Service", "Operation"}, {"Service"}}, dimensionSets(t, doc),
+			"the guard's metrics by operation, the batch's (which belongs to no one operation) without")
+	}
 	want := []map[string]float64{
 		{emf.MetricSQSBatches: 1, emf.MetricSQSMessages: 4, emf.MetricSQSRan: 2, emf.MetricSQSReplayed: 0,
 			emf.MetricSQSDuplicates: 1, emf.MetricSQSFailed: 1, "SQSFailedHandler": 1, emf.MetricClaims: 3,
-			emf.MetricCompletions: 2, emf.MetricReleases: 1},
+			emf.MetricCompletions: 2, emf.MetricHandlerFailures: 1},
 		{emf.MetricSQSBatches: 1, emf.MetricSQSMessages: 4, emf.MetricSQSRan: 0, emf.MetricSQSReplayed: 2,
 			emf.MetricSQSDuplicates: 1, emf.MetricSQSFailed: 1, "SQSFailedHandler": 1, emf.MetricClaims: 1,
-			emf.MetricReplays: 2, emf.MetricReleases: 1},
+			emf.MetricReplays: 2, emf.MetricHandlerFailures: 1},
 	}
 	for i, doc := range docs {
 		for name, v := range want[i] {
@@ -264,4 +350,84 @@ func TestWrapFlushesWhenTheHandlerPanics(t *testing.T) {
 	docs := documents(t, out.Bytes())
 	require.Len(t, docs, 1)
 	assert.InDelta(t, 1.0, docs[0]["Started"], 0)
+}
+
+// A recorder given its own Operation dimension keeps it: the hooks add none.
+func TestHooksKeepAnOperationDimensionGiven(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	r := newRecorder(t, &out, emf.WithDimension(emf.DimensionOperation, "all"))
+	g := mustGuard(t, "create-order", r)
+	_, _, err := idem.Do(context.Background(), g, idem.Request{Key: "k"}, func(context.Context) (int, error) { return 1, nil })
+	require.NoError(t, err)
+	require.NoError(t, r.Flush())
+	docs := documents(t, out.Bytes())
+	require.Len(t, docs, 1)
+	assert.Equal(t, "all", docs[0][emf.DimensionOperation])
+}
+
+// A metric of no operation whose name a guard's metric has too keeps a document of its
+// own: one document has one value per name.
+func TestFlushKeepsClashingNamesApart(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	r := newRecorder(t, &out)
+	g := mustGuard(t, "create-order", r)
+	_, _, err := idem.Do(context.Background(), g, idem.Request{Key: "k"}, func(context.Context) (int, error) { return 1, nil })
+	require.NoError(t, err)
+	require.NoError(t, r.Count(emf.MetricClaims, 5))
+	require.NoError(t, r.Flush())
+	docs := documents(t, out.Bytes())
+	require.Len(t, docs, 2)
+	assert.InDelta(t, 1, docs[0][emf.MetricClaims], 0)
+	assert.Equal(t, "create-order", docs[0]["Operation"])
+	assert.InDelta(t, 5, docs[1][emf.MetricClaims], 0)
+	assert.NotContains(t, docs[1], "Operation")
+}
+
+// A replay from the guard's local cache counts as a replay, and as a cache replay.
+func TestHooksCountCacheReplays(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	r := newRecorder(t, &out)
+	g, err := idem.New(memstore.New(), "test", idem.WithCache(10), idem.WithHooks(r.Hooks()))
+	require.NoError(t, err)
+	for range 3 {
+		_, _, err = idem.Do(context.Background(), g, idem.Request{Key: "k"}, func(context.Context) (int, error) { return 1, nil })
+		require.NoError(t, err)
+	}
+	require.NoError(t, r.Flush())
+	docs := documents(t, out.Bytes())
+	require.Len(t, docs, 1)
+	assert.InDelta(t, 2, docs[0][emf.MetricReplays], 0)
+	assert.InDelta(t, 2, docs[0][emf.MetricCacheReplays], 0, "the completion filled the cache")
+}
+
+// A run whose lease the watchdog found run out, and whose completion then met the new
+// owner's record, is one incident: LeaseLost counts it once.
+func TestHooksCountALostLeaseOnce(t *testing.T) {
+	t.Parallel()
+	const margin = 2 * time.Second
+	var out bytes.Buffer
+	r := newRecorder(t, &out)
+	clock := storetest.NewSimulatedClock()
+	g, err := idem.New(memstore.New(), "test", idem.WithClock(clock), idem.WithLease(time.Minute),
+		idem.WithLeaseMargin(margin), idem.WithHooks(r.Hooks()))
+	require.NoError(t, err)
+	_, _, err = idem.Do(context.Background(), g, idem.Request{Key: "k"}, func(hctx context.Context) (int, error) {
+		wait, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		require.True(t, clock.WaitAfterCalls(wait, 1), "the lease watchdog does not wait on the clock")
+		require.True(t, clock.AdvanceToNext(wait), "the lease watchdog set no timer")
+		<-hctx.Done()
+		clock.Advance(margin + time.Second) // the lease ended: another caller takes the key over
+		_, _, err := idem.Do(context.Background(), g, idem.Request{Key: "k"}, func(context.Context) (int, error) { return 2, nil })
+		require.NoError(t, err)
+		return 1, nil // its completion meets the other owner's record
+	})
+	require.ErrorIs(t, err, idem.ErrLeaseLost)
+	require.NoError(t, r.Flush())
+	docs := documents(t, out.Bytes())
+	require.Len(t, docs, 1)
+	assert.InDelta(t, 1.0, docs[0][emf.MetricLeaseLost], 0, "one incident, one count")
 }

@@ -39,13 +39,17 @@ type Recorder struct {
 	cfg config
 
 	mu      sync.Mutex
-	metrics []*metric      // in the order first recorded
-	byName  map[string]int // index into metrics
+	metrics []*metric         // in the order first recorded
+	byName  map[metricKey]int // index into metrics
 }
+
+// metricKey names a metric of one operation ("" for none).
+type metricKey struct{ name, op string }
 
 // metric is one metric's values since the last flush.
 type metric struct {
 	name   string
+	op     string // the value of DimensionOperation; "" for none
 	unit   Unit
 	sum    bool      // a count: values holds one running total
 	values []float64 // observations, or the total
@@ -81,7 +85,7 @@ func New(w io.Writer, namespace string, opts ...Option) (*Recorder, error) {
 			return nil, err
 		}
 	}
-	return &Recorder{w: w, cfg: cfg, byName: make(map[string]int)}, nil
+	return &Recorder{w: w, cfg: cfg, byName: make(map[metricKey]int)}, nil
 }
 
 // WithDimension adds a dimension, such as "Service" with the function's name, to every
@@ -150,17 +154,18 @@ var ErrInvalidMetric = errors.New("emf: invalid metric")
 // Count adds n to the count name (unit Count), summed until the next flush.
 // It returns [ErrInvalidMetric] for a name or value that cannot be published.
 func (r *Recorder) Count(name string, n float64) error {
-	return r.record(name, UnitCount, true, n)
+	return r.record(name, "", UnitCount, true, n)
 }
 
 // Observe records one observation v of name in unit, such as a duration in
 // [UnitMilliseconds]; every observation is kept until the next flush, so CloudWatch has the
 // distribution. It returns [ErrInvalidMetric] for a name or value that cannot be published.
 func (r *Recorder) Observe(name string, unit Unit, v float64) error {
-	return r.record(name, unit, false, v)
+	return r.record(name, "", unit, false, v)
 }
 
-func (r *Recorder) record(name string, unit Unit, sum bool, v float64) error {
+// record records v of name for operation op ("" for none), in unit, summed if sum.
+func (r *Recorder) record(name, op string, unit Unit, sum bool, v float64) error {
 	if name == "" || len(name) > 255 || name == awsKey || math.IsNaN(v) || math.IsInf(v, 0) {
 		return fmt.Errorf("%w: %q", ErrInvalidMetric, name)
 	}
@@ -169,13 +174,17 @@ func (r *Recorder) record(name string, unit Unit, sum bool, v float64) error {
 			return fmt.Errorf("%w: %q is a dimension", ErrInvalidMetric, name)
 		}
 	}
+	if !r.operations() || !validText(op, 1024) {
+		op = ""
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	i, ok := r.byName[name]
+	k := metricKey{name, op}
+	i, ok := r.byName[k]
 	if !ok {
 		i = len(r.metrics)
-		r.byName[name] = i
-		r.metrics = append(r.metrics, &metric{name: name, unit: unit, sum: sum})
+		r.byName[k] = i
+		r.metrics = append(r.metrics, &metric{name: name, op: op, unit: unit, sum: sum})
 	}
 	m := r.metrics[i]
 	switch {
@@ -189,10 +198,25 @@ func (r *Recorder) record(name string, unit Unit, sum bool, v float64) error {
 	return nil
 }
 
+// operations reports whether metrics may carry [DimensionOperation]: the recorder has no
+// dimension of that name, and room for one more.
+func (r *Recorder) operations() bool {
+	if len(r.cfg.dims) >= MaxDimensions {
+		return false
+	}
+	for _, d := range r.cfg.dims {
+		if d.name == DimensionOperation {
+			return false
+		}
+	}
+	return true
+}
+
 // Flush writes what was recorded since the last flush and starts over. It writes one
-// document, or more when some metric has more than [MaxValues] observations or there are
-// more than [MaxMetrics] metrics, each on its own line, and nothing when nothing was
-// recorded. An error comes from the writer; the metrics of a failed flush are dropped, so
+// document per operation ([DimensionOperation]; the metrics of none, such as a batch's,
+// join the first), or more when some metric has more than [MaxValues] observations or
+// there are more than [MaxMetrics] metrics, each on its own line, and nothing when nothing
+// was recorded. An error comes from the writer; the metrics of a failed flush are dropped, so
 // a broken writer does not grow the recorder without bound.
 func (r *Recorder) Flush() error {
 	r.mu.Lock()

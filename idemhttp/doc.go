@@ -73,6 +73,9 @@
 //     not run;
 //   - the handler ran, and the store committed nothing of its outcome: 503 with
 //     Retry-After; the key released, a retry runs again;
+//   - the handler ran, and the store refused an attached write's condition: 409; nothing
+//     stored, the key released; or, for a refusal for good, the answer WithRefused
+//     chooses, stored and replayed like a handler's 4xx;
 //   - the handler ran, and the store failed to record its outcome: the handler's response,
 //     logged at ERROR;
 //   - the same, with attached writes and the record unreadable: 503 with Retry-After; the
@@ -81,6 +84,11 @@
 //     (see below);
 //   - a connection hijacked: the handler's answer; nothing stored, the key released;
 //   - other methods (GET, PUT, DELETE, ...): the handler, unguarded; the body is not read.
+//
+// Every request refused or failed for a reason of idem's (in flight, payload mismatch,
+// lease lost, store down, …) gets one INFO line through the guard's logger, "idemhttp:
+// request refused", with its stored key (never the raw key), the reason and the status,
+// from which on-call finds its record (TestRefusalLogged).
 //
 // The meaning of each store failure, and of the problem types, is that of lambdawrap. Errors
 // are RFC 9457 problem details (application/problem+json) whose type is one of the Problem

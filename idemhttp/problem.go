@@ -27,7 +27,8 @@ const (
 	ProblemLeaseLost = problemBase + httpsem.ProblemLeaseLost
 	// ProblemAttachedWriteFailed (409): a write the handler attached to the completion (see
 	// idem.Attach) failed its condition, so neither it nor the record committed and the key
-	// was released.
+	// was released. [WithRefused] answers a refusal for good as the handler's author
+	// chooses instead.
 	ProblemAttachedWriteFailed = problemBase + httpsem.ProblemAttachedWriteFailed
 	// ProblemKeyReused (422): the key was used before for a request with a different
 	// method, path, query string or body.

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"go.opentelemetry.io/otel/attribute"
+	semconv "go.opentelemetry.io/otel/semconv/v1.39.0"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemkit/idem"
@@ -12,12 +13,21 @@ import (
 // Attribute keys of [SpanSQSBatch] and its events.
 const (
 	// AttrMessagingSystem is the semantic convention's messaging.system: "aws_sqs".
-	AttrMessagingSystem = attribute.Key("messaging.system")
+	AttrMessagingSystem = semconv.MessagingSystemKey
+	// AttrMessagingOperationType is the semantic convention's messaging.operation.type:
+	// "process", since the batch span covers the processing of delivered messages.
+	AttrMessagingOperationType = semconv.MessagingOperationTypeKey
+	// AttrMessagingOperationName is the semantic convention's messaging.operation.name:
+	// "process".
+	AttrMessagingOperationName = semconv.MessagingOperationNameKey
+	// AttrMessagingDestination is the semantic convention's messaging.destination.name:
+	// the queue's name, from the records' event source ARN ([idem.BatchEvent.Destination]).
+	AttrMessagingDestination = semconv.MessagingDestinationNameKey
 	// AttrBatchSize is the semantic convention's messaging.batch.message_count.
-	AttrBatchSize = attribute.Key("messaging.batch.message_count")
+	AttrBatchSize = semconv.MessagingBatchMessageCountKey
 	// AttrMessageID is the semantic convention's messaging.message.id, on the event of a
 	// failed message.
-	AttrMessageID = attribute.Key("messaging.message.id")
+	AttrMessageID = semconv.MessagingMessageIDKey
 	// AttrFIFO reports whether the batch came from a FIFO queue.
 	AttrFIFO = attribute.Key("idem.sqs.fifo")
 	// AttrRan counts the batch's messages whose handler ran and succeeded.
@@ -41,11 +51,22 @@ const EventMessageFailed = "idem.sqs.message_failed"
 // an [EventMessageFailed] event per failed message (its ID and reason; never its key or
 // body). A batch with failures keeps the status Unset: the failed messages go back to the
 // queue, which is the batch working as designed.
+//
+// The span follows the OpenTelemetry messaging semantic conventions (semconv v1.39.0) for
+// a process span: kind Consumer, with messaging.system, messaging.operation.type and
+// .name ("process") and messaging.destination.name (the queue).
 func (t *Tracer) batch(ctx context.Context, e idem.BatchEvent) {
 	end := t.clock.Now()
+	system := e.System
+	if system == "" {
+		system = semconv.MessagingSystemAWSSQS.Value.AsString()
+	}
 	_, s := t.tracer.Start(ctx, SpanSQSBatch, trace.WithTimestamp(end.Add(-e.Duration)),
-		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
-			AttrMessagingSystem.String("aws_sqs"),
+		trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
+			AttrMessagingSystem.String(system),
+			AttrMessagingOperationType.String("process"),
+			AttrMessagingOperationName.String("process"),
+			AttrMessagingDestination.String(e.Destination),
 			AttrBatchSize.Int(len(e.Items)),
 			AttrFIFO.Bool(e.FIFO),
 			AttrRan.Int(e.Ran),

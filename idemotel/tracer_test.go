@@ -3,6 +3,7 @@ package idemotel_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -81,6 +82,7 @@ func (r *rig) invocation(fn func(ctx context.Context)) trace.SpanContext {
 // summary is what an operator filters on in one span.
 type summary struct {
 	name     string
+	parent   string // the parent span's name
 	attrs    map[string]any
 	status   codes.Code
 	desc     string
@@ -88,7 +90,7 @@ type summary struct {
 	events   []string
 }
 
-func summarize(s sdktrace.ReadOnlySpan) summary {
+func summarize(s sdktrace.ReadOnlySpan, parent string) summary {
 	attrs := map[string]any{}
 	for _, kv := range s.Attributes() {
 		attrs[string(kv.Key)] = kv.Value.AsInterface()
@@ -97,21 +99,24 @@ func summarize(s sdktrace.ReadOnlySpan) summary {
 	for _, e := range s.Events() {
 		events = append(events, e.Name)
 	}
-	return summary{s.Name(), attrs, s.Status().Code, s.Status().Description, s.EndTime().Sub(s.StartTime()), events}
+	return summary{s.Name(), parent, attrs, s.Status().Code, s.Status().Description, s.EndTime().Sub(s.StartTime()), events}
 }
 
 // idemSpans returns the summaries of the spans other than "invocation", in the order they
-// ended, checking that each is a child of parent.
+// ended, checking that each is in parent's trace, with its parent's name.
 func (r *rig) idemSpans(t *testing.T, parent trace.SpanContext) []summary {
 	t.Helper()
+	names := map[trace.SpanID]string{}
+	for _, s := range r.exp.GetSpans().Snapshots() {
+		names[s.SpanContext().SpanID()] = s.Name()
+	}
 	var out []summary
 	for _, s := range r.exp.GetSpans().Snapshots() {
 		if s.Name() == "invocation" {
 			continue
 		}
-		assert.Equal(t, parent.SpanID(), s.Parent().SpanID(), "%s is a child of the invocation", s.Name())
-		assert.Equal(t, parent.TraceID(), s.SpanContext().TraceID())
-		out = append(out, summarize(s))
+		assert.Equal(t, parent.TraceID(), s.SpanContext().TraceID(), "%s is in the invocation's trace", s.Name())
+		out = append(out, summarize(s, names[s.Parent().SpanID()]))
 	}
 	return out
 }
@@ -140,8 +145,8 @@ func TestSpans(t *testing.T) {
 			},
 			want: func(*rig) []summary {
 				return []summary{
-					{name: idemotel.SpanClaim, attrs: map[string]any{"idem.outcome": "claimed"}},
-					{name: idemotel.SpanRun, attrs: map[string]any{"idem.outcome": "ran"}, duration: 40 * time.Millisecond},
+					{name: idemotel.SpanClaim, parent: "invocation", attrs: map[string]any{"idem.outcome": "claimed"}},
+					{name: idemotel.SpanRun, parent: "invocation", attrs: map[string]any{"idem.outcome": "ran"}, duration: 40 * time.Millisecond},
 				}
 			},
 		},
@@ -157,7 +162,7 @@ func TestSpans(t *testing.T) {
 				require.True(t, replayed)
 			},
 			want: func(*rig) []summary {
-				return []summary{{name: idemotel.SpanClaim, attrs: map[string]any{"idem.outcome": "replayed"}}}
+				return []summary{{name: idemotel.SpanClaim, parent: "invocation", attrs: map[string]any{"idem.outcome": "replayed", "idem.replay.cached": false}}}
 			},
 		},
 		{
@@ -171,7 +176,7 @@ func TestSpans(t *testing.T) {
 				require.ErrorIs(t, err, idem.ErrPayloadMismatch)
 			},
 			want: func(*rig) []summary {
-				return []summary{{name: idemotel.SpanClaim, attrs: map[string]any{"idem.outcome": "mismatch"}}}
+				return []summary{{name: idemotel.SpanClaim, parent: "invocation", attrs: map[string]any{"idem.outcome": "mismatch"}}}
 			},
 		},
 		{
@@ -187,10 +192,10 @@ func TestSpans(t *testing.T) {
 			want: func(r *rig) []summary {
 				lease := r.clock.Now().Add(-10 * time.Millisecond).Add(idem.DefaultLease + idem.DefaultLeaseMargin) // without a deadline: WithLease plus the margin
 				return []summary{
-					{name: idemotel.SpanClaim, attrs: map[string]any{"idem.outcome": "claimed"}},
-					{name: idemotel.SpanClaim, attrs: map[string]any{"idem.outcome": "in_progress",
+					{name: idemotel.SpanClaim, parent: "invocation", attrs: map[string]any{"idem.outcome": "claimed"}},
+					{name: idemotel.SpanClaim, parent: idemotel.SpanRun, attrs: map[string]any{"idem.outcome": "in_progress",
 						"idem.lease.end": lease.Format(time.RFC3339Nano)}},
-					{name: idemotel.SpanRun, attrs: map[string]any{"idem.outcome": "released", "error.type": "*idem.InProgressError"},
+					{name: idemotel.SpanRun, parent: "invocation", attrs: map[string]any{"idem.outcome": "released", "error.type": "idem.ErrInProgress"},
 						status: codes.Error, desc: "not completed", duration: 10 * time.Millisecond},
 				}
 			},
@@ -206,9 +211,25 @@ func TestSpans(t *testing.T) {
 			},
 			want: func(*rig) []summary {
 				return []summary{
-					{name: idemotel.SpanClaim, attrs: map[string]any{"idem.outcome": "claimed"}},
-					{name: idemotel.SpanRun, attrs: map[string]any{"idem.outcome": "released", "error.type": "*errors.errorString"},
+					{name: idemotel.SpanClaim, parent: "invocation", attrs: map[string]any{"idem.outcome": "claimed"}},
+					{name: idemotel.SpanRun, parent: "invocation", attrs: map[string]any{"idem.outcome": "released", "error.type": "_OTHER"},
 						status: codes.Error, desc: "not completed", duration: 5 * time.Millisecond},
+				}
+			},
+		},
+		{
+			name: "handler error: the outermost typed error",
+			call: func(ctx context.Context, t *testing.T, r *rig) {
+				_, _, err := idem.Do(ctx, r.guard, idem.Request{Key: rawKey}, func(context.Context) (string, error) {
+					return "", fmt.Errorf("charge: %w", &declinedError{customer: rawKey})
+				})
+				require.Error(t, err)
+			},
+			want: func(*rig) []summary {
+				return []summary{
+					{name: idemotel.SpanClaim, parent: "invocation", attrs: map[string]any{"idem.outcome": "claimed"}},
+					{name: idemotel.SpanRun, parent: "invocation", attrs: map[string]any{"idem.outcome": "released", "error.type": "*idemotel_test.declinedError"},
+						status: codes.Error, desc: "not completed"},
 				}
 			},
 		},
@@ -220,7 +241,7 @@ func TestSpans(t *testing.T) {
 				require.ErrorIs(t, err, idem.ErrStore)
 			},
 			want: func(*rig) []summary {
-				return []summary{{name: idemotel.SpanClaim, attrs: map[string]any{"idem.outcome": "store_error", "idem.store.op": "claim"},
+				return []summary{{name: idemotel.SpanClaim, parent: "invocation", attrs: map[string]any{"idem.outcome": "store_error", "idem.store.op": "claim", "error.type": "idem.ErrStore"},
 					status: codes.Error, desc: "store_error", events: []string{"exception"}}}
 			},
 		},
@@ -233,8 +254,8 @@ func TestSpans(t *testing.T) {
 			},
 			want: func(*rig) []summary {
 				return []summary{
-					{name: idemotel.SpanClaim, attrs: map[string]any{"idem.outcome": "claimed"}},
-					{name: idemotel.SpanRun, attrs: map[string]any{"idem.outcome": "store_error", "idem.store.op": "complete"},
+					{name: idemotel.SpanClaim, parent: "invocation", attrs: map[string]any{"idem.outcome": "claimed"}},
+					{name: idemotel.SpanRun, parent: "invocation", attrs: map[string]any{"idem.outcome": "store_error", "idem.store.op": "complete", "error.type": "idem.ErrStore"},
 						status: codes.Error, desc: "store_error", duration: 40 * time.Millisecond, events: []string{"exception"}},
 				}
 			},
@@ -248,8 +269,8 @@ func TestSpans(t *testing.T) {
 			},
 			want: func(*rig) []summary {
 				return []summary{
-					{name: idemotel.SpanClaim, attrs: map[string]any{"idem.outcome": "claimed"}},
-					{name: idemotel.SpanRun, attrs: map[string]any{"idem.outcome": "lease_lost"},
+					{name: idemotel.SpanClaim, parent: "invocation", attrs: map[string]any{"idem.outcome": "claimed"}},
+					{name: idemotel.SpanRun, parent: "invocation", attrs: map[string]any{"idem.outcome": "lease_lost", "error.type": "idem.ErrLeaseLost"},
 						status: codes.Error, desc: "lease_lost", duration: 40 * time.Millisecond, events: []string{"exception"}},
 				}
 			},
@@ -270,10 +291,23 @@ func TestSpans(t *testing.T) {
 			hash := stored[strings.LastIndexByte(stored, '#')+1:]
 			want := tc.want(r)
 			for i := range want {
-				want[i].attrs["idem.scope"] = "orders.test"
+				want[i].attrs["idem.scope"] = "orders"
+				want[i].attrs["idem.operation"] = "test"
 				want[i].attrs["idem.key.hash"] = hash
 			}
 			got := r.idemSpans(t, parent)
+			for _, s := range got {
+				// Checked here, the same for every case: a claim's lease end, a run's handler time.
+				if s.attrs["idem.outcome"] == idemotel.OutcomeClaimed {
+					_, err := time.Parse(time.RFC3339Nano, fmt.Sprint(s.attrs["idem.lease.end"]))
+					assert.NoError(t, err, "a claim's span carries its lease end")
+					delete(s.attrs, "idem.lease.end")
+				}
+				if s.name == idemotel.SpanRun {
+					assert.Contains(t, s.attrs, "idem.handler.duration_ms")
+					delete(s.attrs, "idem.handler.duration_ms")
+				}
+			}
 			assert.Equal(t, want, got)
 			for _, s := range r.exp.GetSpans() {
 				for _, kv := range s.Attributes {
@@ -287,6 +321,77 @@ func TestSpans(t *testing.T) {
 			}
 		})
 	}
+}
+
+// declinedError is a handler's typed error, whose message holds personal data.
+type declinedError struct{ customer string }
+
+func (e *declinedError) Error() string { return "card declined for " + e.customer }
+
+// The handler runs on idem.run's context: the spans it starts (a DynamoDB call, an HTTP
+// client's) are children of idem.run, which is a child of the invocation.
+func TestHandlerSpansNestUnderRun(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	parent := r.invocation(func(ctx context.Context) {
+		_, _, err := idem.Do(ctx, r.guard, idem.Request{Key: rawKey}, func(ctx context.Context) (int, error) {
+			_, s := r.tp.Tracer("aws-sdk").Start(ctx, "DynamoDB.PutItem")
+			r.clock.advance(7 * time.Millisecond)
+			s.End()
+			return 1, nil
+		})
+		require.NoError(t, err)
+	})
+	byName := map[string]sdktrace.ReadOnlySpan{}
+	for _, s := range r.exp.GetSpans().Snapshots() {
+		byName[s.Name()] = s
+	}
+	require.Contains(t, byName, idemotel.SpanRun)
+	require.Contains(t, byName, "DynamoDB.PutItem")
+	run := byName[idemotel.SpanRun]
+	assert.Equal(t, parent.SpanID(), run.Parent().SpanID(), "idem.run is a child of the invocation")
+	assert.Equal(t, run.SpanContext().SpanID(), byName["DynamoDB.PutItem"].Parent().SpanID(), "the handler's span is a child of idem.run")
+	assert.Equal(t, 7*time.Millisecond, run.EndTime().Sub(run.StartTime()))
+}
+
+// A run whose lease the watchdog found run out, and whose completion then met another
+// owner's record, is one idem.run span, lease_lost.
+func TestOneRunSpanPerLostLease(t *testing.T) {
+	t.Parallel()
+	const margin = 2 * time.Second
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	clock := storetest.NewSimulatedClock()
+	tracer, err := idemotel.New(idemotel.WithTracerProvider(tp), idemotel.WithClock(clock))
+	require.NoError(t, err)
+	g, err := idem.New(memstore.New(), "test", idem.WithScope("orders"), idem.WithClock(clock), idem.WithLease(time.Minute),
+		idem.WithLeaseMargin(margin), idem.WithHooks(tracer.Hooks()))
+	require.NoError(t, err)
+	var other error
+	_, _, err = idem.Do(context.Background(), g, idem.Request{Key: rawKey}, func(hctx context.Context) (int, error) {
+		wait, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		require.True(t, clock.WaitAfterCalls(wait, 1), "the lease watchdog does not wait on the clock")
+		require.True(t, clock.AdvanceToNext(wait), "the lease watchdog set no timer")
+		<-hctx.Done()
+		clock.Advance(margin + time.Second) // the lease ended: another caller takes the key over
+		_, _, other = idem.Do(context.Background(), g, idem.Request{Key: rawKey}, func(context.Context) (int, error) { return 2, nil })
+		return 1, nil // its completion meets the other owner's record
+	})
+	require.ErrorIs(t, err, idem.ErrLeaseLost)
+	require.NoError(t, other)
+	var runs []summary
+	for _, s := range exp.GetSpans().Snapshots() {
+		if s.Name() == idemotel.SpanRun {
+			runs = append(runs, summarize(s, ""))
+		}
+	}
+	require.Len(t, runs, 2, "one run span for each of the two runs")
+	assert.Equal(t, "ran", runs[0].attrs["idem.outcome"], "the other owner's run ends first")
+	assert.Equal(t, "lease_lost", runs[1].attrs["idem.outcome"])
+	assert.Equal(t, "idem.ErrLeaseLost", runs[1].attrs["error.type"])
+	assert.Equal(t, codes.Error, runs[1].status)
 }
 
 // Every retry of one operation, in whatever invocation, carries the same key hash: one
@@ -356,4 +461,50 @@ func TestNewRejectsBadOptions(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.name)
 		})
 	}
+}
+
+// The spans carry what the hooks report beyond the outcome: a claim's lease end, whether
+// a replay came from the local cache, and the handler's duration apart from the run's.
+func TestSpansCarryLeaseCacheAndHandlerTime(t *testing.T) {
+	t.Parallel()
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	clock := &manualClock{now: time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)}
+	tracer, err := idemotel.New(idemotel.WithTracerProvider(tp), idemotel.WithClock(clock))
+	require.NoError(t, err)
+	store := storetest.NewFaulty(memstore.New())
+	g, err := idem.New(store, "test", idem.WithScope("orders"), idem.WithClock(clock), idem.WithCache(10),
+		idem.WithHooks(tracer.Hooks()))
+	require.NoError(t, err)
+	claimedAt := clock.Now()
+	ctx := context.Background()
+	_, _, err = idem.Do(ctx, g, idem.Request{Key: rawKey}, func(context.Context) (int, error) {
+		clock.advance(25 * time.Millisecond)
+		return 1, nil
+	})
+	require.NoError(t, err)
+	_, replayed, err := idem.Do(ctx, g, idem.Request{Key: rawKey}, func(context.Context) (int, error) { return 2, nil })
+	require.NoError(t, err)
+	require.True(t, replayed)
+
+	var claimed, run, replay map[string]any
+	for _, s := range exp.GetSpans().Snapshots() {
+		sum := summarize(s, "")
+		switch sum.attrs["idem.outcome"] {
+		case idemotel.OutcomeClaimed:
+			claimed = sum.attrs
+		case idemotel.OutcomeRan:
+			run = sum.attrs
+		case idemotel.OutcomeReplayed:
+			replay = sum.attrs
+		}
+	}
+	require.NotNil(t, claimed)
+	require.NotNil(t, run)
+	require.NotNil(t, replay)
+	lease := claimedAt.Add(idem.DefaultLease + idem.DefaultLeaseMargin) // no deadline: WithLease plus the margin
+	assert.Equal(t, lease.Format(time.RFC3339Nano), claimed["idem.lease.end"], "the lease the claim took")
+	assert.InDelta(t, 25.0, run["idem.handler.duration_ms"], 0, "the handler alone")
+	assert.Equal(t, true, replay["idem.replay.cached"], "from the local cache")
 }

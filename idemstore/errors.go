@@ -32,3 +32,23 @@ var (
 	// [AttachChecker]). idem.Attach returns it at once, and attaches nothing of the call.
 	ErrInvalidAttach = errors.New("idem: invalid attached write")
 )
+
+// Refusal is implemented by a store's error for an attached write it refused, such as
+// pgstore's and dynamo's AttachedWriteError. The store returns it wrapped with
+// [ErrConditionFailed] or [ErrNotCommitted]; nothing committed either way. The guard finds
+// it with errors.As to log the refusal and to tell a permanent refusal from a retryable
+// one, whatever the store. An error wrapping ErrConditionFailed without a Refusal counts
+// as permanent.
+type Refusal interface {
+	error
+	// Permanent reports whether the write was refused for good: sent again with the same
+	// data, it meets the same refusal (a condition on a business item failed, a
+	// constraint was violated). False for a refusal that says nothing of the business
+	// condition and may not recur: a conflict with another transaction, throttling, a
+	// broken connection, a cancelled context.
+	Permanent() bool
+	// Reason says what refused the write, for an operator's log: the store's reason code
+	// or SQLSTATE and the write's position, table or constraint. It never holds a value
+	// of the write or of a key.
+	Reason() string
+}

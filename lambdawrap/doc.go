@@ -49,6 +49,9 @@
 //     The handler does not run.
 //   - The handler ran, and the store committed nothing of its outcome: 503 with
 //     Retry-After. The key is released, and a retry runs the handler again.
+//   - The handler ran, and the store refused an attached write's condition: 409. Nothing
+//     is stored, and the key is released. For a refusal for good, [WithRefused] answers
+//     as the handler's author chooses instead, stored and replayed like a handler's 4xx.
 //   - The handler ran, and the store failed to record its outcome: the handler's response.
 //     The failure is logged at ERROR (see below).
 //   - The same, with attached writes and the record unreadable: 503 with Retry-After.
@@ -103,7 +106,11 @@
 //
 //   - Its logger (idem.WithLogger) gets what is answered rather than returned to Lambda:
 //     a failing store, a response that cannot be replayed, a run without a key, a caller
-//     it cannot identify.
+//     it cannot identify. And every request refused or failed for a reason of idem's (in
+//     flight, payload mismatch, lease lost, store down, …) gets one INFO line,
+//     "lambdawrap: request refused", with its stored key, the reason and the status, from
+//     which on-call finds its record (TestRefusalLogged); [Wrap] writes it for each such
+//     error it returns.
 //   - Its hooks (idem.WithHooks) get the guard's own events. They also get OnUnguarded for
 //     every run without a key and every request refused for an unknown caller.
 //

@@ -459,7 +459,8 @@ func ExampleWithFingerprintJMESPath() {
 }
 
 // The decorators log through the guard's logger: store failures become 503 answers,
-// which Lambda does not log, so the guard's logger records them.
+// which Lambda does not log, so the guard's logger records them; and every refused
+// request gets one INFO line with its stored key (never the raw key) and the reason.
 func Example_logging() {
 	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
 		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
@@ -476,6 +477,7 @@ func Example_logging() {
 	fmt.Println(resp.StatusCode, resp.Headers["Retry-After"])
 	// Output:
 	// level=ERROR msg="lambdawrap: idempotency store failed" error="idem: store: claim: store: connection refused"
+	// level=INFO msg="lambdawrap: request refused" stored_key=default.create-order#2ec7010d70b2bb6b7f9017995206a4d0277254a42d84e5207b735e5ef9368fc3 reason=store status=503
 	// 503 1
 }
 

@@ -332,7 +332,7 @@ func TestCompletionWithAttachedWritesUnknown(t *testing.T) {
 	assert.Equal(t, lambdawrap.ProblemOutcomeUnknown, first.problem(t)["type"])
 	assert.NotEmpty(t, first.header("Retry-After"))
 	assert.NotContains(t, first.body(t), "ord-1", "an order that may not exist is never announced")
-	assert.Equal(t, []string{"ERROR"}, logs.levels(t))
+	assert.Equal(t, []string{"ERROR", "INFO"}, logs.levels(t), "the guard's ERROR, and the request's INFO line")
 	assert.Equal(t, int64(1), runs.Load())
 }
 

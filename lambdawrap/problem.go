@@ -23,7 +23,8 @@ const (
 	ProblemLeaseLost = problemBase + httpsem.ProblemLeaseLost
 	// ProblemAttachedWriteFailed (409): a write attached to the completion failed its
 	// condition. The handler attached it (see [idem.Attach]). Neither the write nor the
-	// record committed, and the key was released.
+	// record committed, and the key was released. [WithRefused] answers a refusal for good
+	// as the handler's author chooses instead.
 	ProblemAttachedWriteFailed = problemBase + httpsem.ProblemAttachedWriteFailed
 	// ProblemKeyReused (422): the key was used before for a request with a different
 	// method, path, query string or body.

@@ -138,8 +138,11 @@ func TestUnguardedAttach(t *testing.T) {
 		insert := func() error { rows.Add(1); return nil }
 		err := idem.Attach(ctx, insert)
 		if errors.Is(err, idem.ErrNoLease) { // unguarded: nothing to attach to
-			if cerr := idem.Checkpoint(ctx, "saved"); !errors.Is(cerr, idem.ErrNoLease) {
-				return fmt.Errorf("checkpoint in an unguarded run: %v", cerr)
+			switch cerr := idem.Checkpoint(ctx, "saved"); {
+			case cerr == nil:
+				return errors.New("checkpoint in an unguarded run: no error")
+			case !errors.Is(cerr, idem.ErrNoLease):
+				return fmt.Errorf("checkpoint in an unguarded run: %w", cerr)
 			}
 			err = insert()
 		}

@@ -141,6 +141,8 @@ func Wrap[In, Out any](g *idem.Guard, h func(context.Context, In) (Out, error), 
 			// Lambda retry the event, and the retry would run h again once the lease ends.
 			return out, nil
 		}
+		// The error goes to Lambda, which logs it without the stored key: the line names it.
+		httpsem.LogRefusal(ctx, pkg, g, req, httpsem.RefusalReason(err), 0, err)
 		return out, err
 	}, nil
 }

@@ -276,7 +276,7 @@ func TestWrapCompletionFailed(t *testing.T) {
 			key, err := lambdawrap.KeyFromJMESPath[payment]("payment_id")
 			require.NoError(t, err)
 			fails := int64(1) // a verdict: the guard does not send it again
-			if tc.err == errUnavailable {
+			if errors.Is(tc.err, errUnavailable) {
 				fails = 1 << 30 // every resend fails too
 			}
 			g := newGuard(t, newCompleteFailStore(memstore.New(), tc.err, fails), idem.WithLogger(logs.logger()))

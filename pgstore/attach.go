@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -236,10 +237,14 @@ func (ownedTx) Rollback(context.Context) error { return errOwnedTx }
 
 // AttachedWriteError names the write attached to a completion (see [Attach]) that failed.
 // Nothing committed, the completion included, and the guard released the key. Err wraps
-// the write's own error, which errors.Is and errors.As reach, and [idem.ErrConditionFailed]
-// unless the failure is retryable (the connection broke, a serialization failure, a
-// deadlock): the AttachedWriteError then comes inside an error wrapping
-// [idemstore.ErrNotCommitted] (see [Attach]).
+// the write's own error, which errors.Is and errors.As reach (a [*pgconn.PgError] for the
+// server's refusal), and [idem.ErrConditionFailed] unless the failure is retryable (the
+// connection broke, a serialization failure, a deadlock): the AttachedWriteError then
+// comes inside an error wrapping [idemstore.ErrNotCommitted] (see [Attach]).
+//
+// It implements [idemstore.Refusal]: [AttachedWriteError.Permanent] tells a refusal for
+// good, which [idem.IsRefused] reports and [idem.OnRefused] may answer, from one that may
+// not recur, and [AttachedWriteError.Reason] says what refused, for the guard's log.
 type AttachedWriteError struct {
 	// Index is the write's position among the attached writes, from 0.
 	Index int
@@ -254,6 +259,94 @@ func (e *AttachedWriteError) Error() string {
 
 // Unwrap returns the cause.
 func (e *AttachedWriteError) Unwrap() error { return e.Err }
+
+// Permanent reports whether the write was refused for good, so that sent again with the
+// same data it meets the same refusal:
+//   - the server refused a value: a [*pgconn.PgError] of SQLSTATE class 23 (integrity
+//     constraint violation: a CHECK, unique, foreign key or not-null constraint) or 22
+//     (data exception: a value out of range, too long, of the wrong form);
+//   - the write returned an error of its own, without a server error in it: a business
+//     rule it checked (a balance too low), or pgx.ErrNoRows;
+//
+// and not for any other server error (a serialization failure, a deadlock, a statement
+// cancelled, an undefined table), a timeout or an ended context, or a broken connection.
+func (e *AttachedWriteError) Permanent() bool {
+	if errors.Is(e.Err, idemstore.ErrNotCommitted) {
+		return false
+	}
+	var pe *pgconn.PgError
+	if errors.As(e.Err, &pe) {
+		class := sqlstateClass(pe.Code)
+		return class == sqlstateClassIntegrity || class == sqlstateClassData
+	}
+	return !errors.Is(e.Err, context.Canceled) && !errors.Is(e.Err, context.DeadlineExceeded) && !pgconn.Timeout(e.Err)
+}
+
+// Reason says what refused the write, for an operator's log: the SQLSTATE and the
+// constraint, table and column the server names, and the write's position; or that the
+// write returned its own error, and its type. It never holds a value (the server's
+// message and detail may).
+func (e *AttachedWriteError) Reason() string {
+	var b strings.Builder
+	var pe *pgconn.PgError
+	switch {
+	case errors.As(e.Err, &pe):
+		b.WriteString("SQLSTATE " + pe.Code)
+		for _, n := range [...]struct{ name, v string }{{"constraint", pe.ConstraintName}, {"table", pe.TableName}, {"column", pe.ColumnName}} {
+			if n.v != "" {
+				fmt.Fprintf(&b, " %s %s", n.name, n.v)
+			}
+		}
+	case errors.Is(e.Err, context.Canceled), errors.Is(e.Err, context.DeadlineExceeded), pgconn.Timeout(e.Err):
+		b.WriteString("the context ended or timed out")
+	default:
+		b.WriteString("the write returned its own error")
+		if t := errorType(e.Err); t != "" {
+			b.WriteString(" (" + t + ")")
+		}
+	}
+	fmt.Fprintf(&b, ", attached write %d", e.Index)
+	return b.String()
+}
+
+// errorType returns the type of the deepest error in err's chain (the last cause of one
+// with several) that is not of package errors or fmt, or "" if none: a user's own error
+// type names the rule that refused, without its values.
+func errorType(err error) string {
+	t := ""
+	for err != nil {
+		if n := fmt.Sprintf("%T", err); !strings.HasPrefix(n, "*errors.") && !strings.HasPrefix(n, "*fmt.") {
+			t = n
+		}
+		switch u := err.(type) { //nolint:errorlint // it walks the chain itself
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			errs := u.Unwrap()
+			if len(errs) == 0 {
+				return t
+			}
+			err = errs[len(errs)-1]
+		default:
+			return t
+		}
+	}
+	return t
+}
+
+// sqlstateClass returns the class of an SQLSTATE code: its first two characters.
+func sqlstateClass(code string) string {
+	if len(code) < 2 {
+		return ""
+	}
+	return code[:2]
+}
+
+// The SQLSTATE classes of a refusal for good.
+const (
+	sqlstateClassData      = "22" // data exception
+	sqlstateClassIntegrity = "23" // integrity constraint violation
+)
 
 // CheckAttached implements [idemstore.AttachChecker]: idem.Attach refuses at once, naming
 // its type, a value the completion could not run (anything but a non-nil [Write] or a

@@ -79,6 +79,18 @@ func (h *Handler) newBatch(ctx context.Context, msgs []events.SQSMessage, start 
 // queue's messages may carry a MessageGroupId too.
 func isFIFO(arn string) bool { return strings.HasSuffix(arn, ".fifo") }
 
+// queueName returns the name of the queue msgs came from: the last part of the first
+// record's event source ARN ("arn:aws:sqs:<region>:<account>:<name>"); "" without one. An
+// event source mapping reads one queue, so every record names the same.
+func queueName(msgs []events.SQSMessage) string {
+	for _, m := range msgs {
+		if m.EventSourceARN != "" {
+			return m.EventSourceARN[strings.LastIndexByte(m.EventSourceARN, ':')+1:]
+		}
+	}
+	return ""
+}
+
 // plan splits the batch into units, each processed in the event's order by one goroutine,
 // different units concurrently. Messages that share a key are one unit, so they are never
 // raced against each other and later ones can take an earlier one's outcome; on a FIFO

@@ -239,7 +239,7 @@ func Example_hooks() {
 }
 
 // The guard's logger gets one summary line per batch, WARN when a message failed, after a
-// line per failed message.
+// line per failed message, with its stored key (never the raw key) and the reason.
 func Example_logging() {
 	drop := func(_ []string, a slog.Attr) slog.Attr {
 		if a.Key == slog.TimeKey || a.Key == "duration" {
@@ -257,7 +257,7 @@ func Example_logging() {
 	})
 	_, _ = h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{message("m-1", "{}"), message("m-2", "")}})
 	// Output:
-	// level=WARN msg="sqs: message failed" message_id=m-2 reason=handler error=empty
+	// level=WARN msg="sqs: message failed" message_id=m-2 stored_key=default.credit-account#be62a44970fcdc86faa079c4ffd6cb98adfad91e833e38a0791d721a6d8991a8 reason=handler error=empty
 	// level=WARN msg="sqs: batch processed" messages=2 fifo=false ran=1 replayed=0 duplicates=0 failed=1 failed_by.handler=1
 }
 

@@ -138,7 +138,7 @@ func (h *Handler) Process(ctx context.Context, event events.SQSEvent) (*Report, 
 	rep.count()
 	h.logBatch(ctx, rep)
 	if h.onBatch != nil {
-		h.onBatch(ctx, rep.event())
+		h.onBatch(ctx, rep.event(queueName(event.Records)))
 	}
 	return rep, nil
 }
@@ -175,12 +175,28 @@ func (h *Handler) logBatch(ctx context.Context, rep *Report) {
 
 // logFailure writes a line for a failed message: ERROR with the stack for a panic, since it
 // is a bug; WARN otherwise, so that an operator reading at WARN learns which message failed
-// and why, not only how many. Lines carry the message ID, never the key or the body.
+// and why, not only how many. Lines carry the message ID and the stored key (the scoped
+// hash, from which idemctl finds the record), never the caller's key or the body.
 func (h *Handler) logFailure(ctx context.Context, o *Outcome) {
 	var pe *PanicError
 	if errors.As(o.Err, &pe) {
-		h.logger.ErrorContext(ctx, "sqs: message handler panicked", "message_id", o.MessageID, "error", o.Err, "stack", string(pe.Stack))
+		h.logger.ErrorContext(ctx, "sqs: message handler panicked", "message_id", o.MessageID, "stored_key", h.storedKey(o),
+			"error", o.Err, "stack", string(pe.Stack))
 		return
 	}
-	h.logger.WarnContext(ctx, "sqs: message failed", "message_id", o.MessageID, "reason", string(o.Reason), "error", o.Err)
+	h.logger.WarnContext(ctx, "sqs: message failed", "message_id", o.MessageID, "stored_key", h.storedKey(o),
+		"reason", string(o.Reason), "error", o.Err)
+}
+
+// storedKey returns the stored key of o's message, as its guard scopes and hashes it; ""
+// for a message without a usable key.
+func (h *Handler) storedKey(o *Outcome) string {
+	if o.Key == "" {
+		return ""
+	}
+	key, err := h.guard.StoredKey(idem.Request{Key: o.Key})
+	if err != nil {
+		return ""
+	}
+	return key
 }

@@ -156,15 +156,15 @@ func (r *Report) count() {
 	}
 }
 
-// event returns the report as the guard's hooks take it: message IDs, statuses, reasons and
-// errors, never keys.
-func (r *Report) event() idem.BatchEvent {
+// event returns the report of a batch from queue as the guard's hooks take it: message
+// IDs, statuses, reasons and errors, never keys.
+func (r *Report) event(queue string) idem.BatchEvent {
 	items := make([]idem.BatchItem, len(r.Outcomes))
 	for i, o := range r.Outcomes {
 		items[i] = idem.BatchItem{ID: o.MessageID, Status: string(o.Status), Reason: string(o.Reason), Err: o.Err}
 	}
 	return idem.BatchEvent{
-		FIFO: r.FIFO, Items: items,
+		FIFO: r.FIFO, System: "aws_sqs", Destination: queue, Items: items,
 		Ran: r.Ran, Replayed: r.Replayed, Duplicates: r.Duplicates, Failed: r.Failed,
 		Duration: r.Duration,
 	}

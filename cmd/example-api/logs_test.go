@@ -30,7 +30,9 @@ import (
 // new, retried (a replay, which DynamoDB Local refuses with an error response), reused for
 // another body, and once more with the idempotency table gone. The log lines are JSON with
 // the invocation's request ID, never show the key or the SDK's checksum warning, and each
-// invocation writes one metrics document. The function's name scopes its stored keys.
+// invocation writes one metrics document. The function's name scopes its stored keys. Each
+// refused request has one INFO line with its stored key (the record's id, as idemctl takes
+// it) and the reason.
 func TestOperatorView(t *testing.T) {
 	proctest.Setenv(t, ddblocal.Endpoint(t))
 	t.Setenv("AWS_LAMBDA_FUNCTION_NAME", "example-api")
@@ -80,12 +82,26 @@ func TestOperatorView(t *testing.T) {
 		assert.NotContains(t, logs.String(), secret)
 	}
 	lines := jsonlines.Parse(t, logs.Bytes())
-	require.Len(t, lines, 1, "only the store failure is logged:\n%s", logs.String())
-	assert.Equal(t, "ERROR", lines[0]["level"])
-	assert.Equal(t, "lambdawrap: idempotency store failed", lines[0]["message"])
-	assert.Equal(t, "req-store-down", lines[0][lambdaenv.RequestIDKey])
-
-	assertStoredKeys(t, client, idemTable, "example-api.create-order#")
+	require.Len(t, lines, 3, "the two refusals and the store failure are logged:\n%s", logs.String())
+	ids := assertStoredKeys(t, client, idemTable, "example-api.create-order#")
+	require.Len(t, ids, 1)
+	for i, want := range []struct {
+		level, message, request, reason string
+		status                          float64
+	}{
+		{"INFO", "lambdawrap: request refused", "req-other-body", "payload_mismatch", 422},
+		{"ERROR", "lambdawrap: idempotency store failed", "req-store-down", "", 0},
+		{"INFO", "lambdawrap: request refused", "req-store-down", "store", 503},
+	} {
+		assert.Equal(t, want.level, lines[i]["level"], "line %d", i)
+		assert.Equal(t, want.message, lines[i]["message"], "line %d", i)
+		assert.Equal(t, want.request, lines[i][lambdaenv.RequestIDKey], "line %d", i)
+		if want.reason != "" {
+			assert.Equal(t, want.reason, lines[i]["reason"], "line %d", i)
+			assert.InDelta(t, want.status, lines[i]["status"], 0, "line %d", i)
+			assert.Equal(t, ids[0], lines[i]["stored_key"], "line %d: the record's id", i)
+		}
+	}
 
 	docs := jsonlines.Parse(t, metricsOut.Bytes())
 	require.Len(t, docs, len(tests), "one metrics document per invocation")
@@ -96,9 +112,10 @@ func TestOperatorView(t *testing.T) {
 }
 
 // assertStoredKeys checks that table holds records, each under a key of the form
-// prefix<sha256 hex>.
-func assertStoredKeys(t *testing.T, client *dynamodb.Client, table, prefix string) {
+// prefix<sha256 hex>, and returns the keys.
+func assertStoredKeys(t *testing.T, client *dynamodb.Client, table, prefix string) []string {
 	t.Helper()
+	var ids []string
 	out, err := client.Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String(table)})
 	require.NoError(t, err)
 	require.NotEmpty(t, out.Items)
@@ -106,5 +123,7 @@ func assertStoredKeys(t *testing.T, client *dynamodb.Client, table, prefix strin
 		id, ok := item["id"].(*types.AttributeValueMemberS)
 		require.True(t, ok, "a string id")
 		assert.Regexp(t, "^"+regexp.QuoteMeta(prefix)+"[0-9a-f]{64}$", id.Value)
+		ids = append(ids, id.Value)
 	}
+	return ids
 }

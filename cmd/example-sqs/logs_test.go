@@ -26,9 +26,9 @@ import (
 // TestOperatorView wires the function as main does (client, logger and metrics from the
 // environment), delivers the fixture twice through the Lambda runtime's handler path, and
 // reads what an operator reads: JSON log lines that each carry the invocation's request ID,
-// say which message failed and why, and never show a key, a body or the SDK's checksum
-// warning; and one metrics document per invocation. The function's name scopes its
-// stored keys.
+// say which message failed (its ID and stored key) and why, and never show a caller's key,
+// a body or the SDK's checksum warning; and one metrics document per invocation. The
+// function's name scopes its stored keys.
 func TestOperatorView(t *testing.T) {
 	endpoint := ddblocal.Endpoint(t)
 	proctest.Setenv(t, endpoint)
@@ -75,6 +75,7 @@ func TestOperatorView(t *testing.T) {
 					assert.Equal(t, "sqs: message failed", l["message"])
 					assert.Equal(t, invalidMessageID, l["message_id"])
 					assert.Equal(t, "handler", l["reason"])
+					assert.Regexp(t, `^example-sqs\.credit-account#[0-9a-f]{64}$`, l["stored_key"], "the stored key, as idemctl takes it")
 				} else {
 					assert.Equal(t, "sqs: batch processed", l["message"])
 					assert.Equal(t, map[string]any{"handler": 1.0}, l["failed_by"])

@@ -20,7 +20,9 @@
 //	// ...
 //	out, err := store.GetItem(ctx, &dynamodb.GetItemInput{
 //		TableName: aws.String("payments"),
-//		Key:       map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "payment-o-1"}},
+//		Key: map[string]types.AttributeValue{
+//			"pk": &types.AttributeValueMemberS{Value: "payment-o-1"},
+//		},
 //	})
 //
 // The same test function can run on DynamoDB Local through package dynamotest, which
@@ -70,7 +72,9 @@
 // of DynamoDB stays here, beside the SDK, rather than in package memstore, which imports
 // no AWS SDK and whose attached value is a func() error.
 //
-// See https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Expressions.ConditionExpressions.html,
-// https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Expressions.UpdateExpressions.html
-// and https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_TransactWriteItems.html.
+// See DynamoDB's [condition expressions], [update expressions] and [TransactWriteItems].
+//
+// [condition expressions]: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Expressions.ConditionExpressions.html
+// [update expressions]: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Expressions.UpdateExpressions.html
+// [TransactWriteItems]: https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_TransactWriteItems.html
 package dynamomem

@@ -66,7 +66,9 @@ func testCharge(t *testing.T, store idemstore.Store, db itemGetter, table string
 	}
 	out, err := db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(table),
-		Key:       map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "payment-o-1"}},
+		Key: map[string]types.AttributeValue{
+			"pk": &types.AttributeValueMemberS{Value: "payment-o-1"},
+		},
 	})
 	if err != nil || out.Item == nil {
 		t.Fatalf("the payment row: %v, %v", out, err)
@@ -111,7 +113,9 @@ func Example() {
 	}
 	out, err := store.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String("payments"),
-		Key:       map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "payment-o-1"}},
+		Key: map[string]types.AttributeValue{
+			"pk": &types.AttributeValueMemberS{Value: "payment-o-1"},
+		},
 	})
 	if err != nil {
 		panic(err)

@@ -185,10 +185,10 @@ func (e *commitError) asError(n int) error {
 			Message:             aws.String("Transaction cancelled, please refer cancellation reasons for specific reasons"),
 			CancellationReasons: reasons,
 		}
-		return &dynamo.AttachedWriteError{Index: e.index, Table: e.table, Err: fmt.Errorf("%w: %w", idem.ErrConditionFailed, tce)}
+		return &dynamo.AttachedWriteError{Index: e.index, Table: e.table, Code: "ConditionalCheckFailed", Err: fmt.Errorf("%w: %w", idem.ErrConditionFailed, tce)}
 	}
 	apiErr := &smithy.GenericAPIError{Code: "ValidationException", Message: e.err.Error()}
-	return &dynamo.AttachedWriteError{Index: e.index, Table: e.table, Err: fmt.Errorf("%w: %w", idemstore.ErrNotCommitted, apiErr)}
+	return &dynamo.AttachedWriteError{Index: e.index, Table: e.table, Code: "ValidationError", Err: fmt.Errorf("%w: %w", idemstore.ErrNotCommitted, apiErr)}
 }
 
 // The stand-in must keep the interfaces the guard and tests rely on.

@@ -2,6 +2,7 @@ package dynamotest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	_ "embed"
 	"errors"
@@ -124,7 +125,8 @@ func (s *Server) PID() int { return s.proc.PID() }
 // the first result.
 func (s *Server) Stop() error {
 	s.stopOnce.Do(func() {
-		defer s.stdin.Close()
+		// The pipe was never written, so closing it loses nothing.
+		defer func() { _ = s.stdin.Close() }()
 		// A JVM that died already is left alone; launch or the caller saw why.
 		if err := s.proc.Kill(); err != nil {
 			s.stopErr = fmt.Errorf("dynamotest: %w", err)
@@ -200,7 +202,8 @@ func (s *Server) waitReady(ctx context.Context) error {
 		}
 		select {
 		case <-s.proc.Done():
-			return fmt.Errorf("dynamotest: DynamoDB Local exited before answering (%v); output:\n%s", s.proc.Err(), s.out.String())
+			exit := cmp.Or(s.proc.Err(), errors.New("exit status 0"))
+			return fmt.Errorf("dynamotest: DynamoDB Local exited before answering (%w); output:\n%s", exit, s.out.String())
 		case <-ctx.Done():
 			return fmt.Errorf("dynamotest: DynamoDB Local did not answer on %s: %w; output:\n%s", s.endpoint, ctx.Err(), s.out.String())
 		case <-tick.C:

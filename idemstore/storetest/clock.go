@@ -194,21 +194,27 @@ func (c *SimulatedClock) AdvanceToNext(ctx context.Context) bool {
 }
 
 // DriveHeartbeat drives a guard's heartbeat on c in simulated time, from inside the
-// guarded handler whose context is ctx: it waits until the heartbeat waits on the clock,
-// moves the clock to its timer, waits for the extension attempt that may start then (each
-// attempt must be reported on attempts, with its error), and goes on until ctx ends or
-// maxSteps attempts have been made. check, if set, runs after every attempt. It returns the
-// simulated time at which ctx ended, or the zero time if it did not.
+// guarded handler whose context is ctx. Until ctx ends or maxSteps attempts have been
+// made, it:
+//
+//   - waits until the heartbeat waits on the clock;
+//   - moves the clock to its timer;
+//   - waits for the extension attempt that may start then (each attempt must be reported
+//     on attempts, with its error);
+//   - runs check, if set.
+//
+// It returns the simulated time at which ctx ended, or the zero time if it did not.
 //
 // The heartbeat calls the clock's After once when it starts and twice per extension (once
-// while the extension is in flight, once after its outcome): the clock is moved only once
+// while the extension is in flight, once after its outcome). The clock is moved only once
 // all of them have been made, so that no timer is set relative to a time already passed.
-// Both timers of an extension must be set for the next beat, which holds while the next
+// Both timers of an extension must be set for the next beat. That holds while the next
 // beat comes before the lease's point of loss (as [idem.New] requires without a deadline):
 // a timer nobody waits for any more would stop the drive.
 func (c *SimulatedClock) DriveHeartbeat(t testing.TB, ctx context.Context, attempts <-chan error, maxSteps int, check func(err error)) time.Time {
 	t.Helper()
-	wait, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a hung test, not a timing
+	// A hung test, not a timing.
+	wait, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	calls := 1
 	for range maxSteps {

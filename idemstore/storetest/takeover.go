@@ -104,7 +104,8 @@ func (h Harness) takeover(t *testing.T) {
 	k := key(t)
 	release, done := blockOwner(h, t, context.Background(), f.guard, k, result{N: 1, Msg: "late"}, nil)
 
-	f.clock.Advance(time.Minute + idem.DefaultLeaseMargin + time.Second) // the first owner's lease has ended
+	// The first owner's lease has ended.
+	f.clock.Advance(time.Minute + idem.DefaultLeaseMargin + time.Second)
 	v, replayed, err := do(h, context.Background(), f.guard, idem.Request{Key: k}, func(context.Context) (result, error) {
 		return result{N: 2, Msg: "new owner"}, nil
 	})

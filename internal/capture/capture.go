@@ -51,6 +51,11 @@ func (o *Output) Hooks() idem.Hooks {
 		OnReleased:   on("OnReleased"),
 		OnStoreError: on("OnStoreError"),
 		OnUnguarded:  on("OnUnguarded"),
+		OnRun: func(ctx context.Context, e idem.Event) context.Context {
+			o.printf("hook OnRun: %+v\n", e)
+			return ctx
+		},
+		OnRunEnd: on("OnRunEnd"),
 		OnBatch: func(_ context.Context, e idem.BatchEvent) {
 			o.printf("hook OnBatch: %+v\n", e)
 		},

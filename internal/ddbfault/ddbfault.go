@@ -30,7 +30,7 @@ const (
 	Claim      Step = "claim"      // PutItem
 	Get        Step = "get"        // GetItem
 	Complete   Step = "complete"   // UpdateItem of the status, or TransactWriteItems
-	Release    Step = "release"    // UpdateItem of the lease end and the token (the record stays, a tombstone)
+	Release    Step = "release"    // UpdateItem of the lease end and the token (a tombstone)
 	Extend     Step = "extend"     // UpdateItem of the lease end
 	Checkpoint Step = "checkpoint" // UpdateItem of the checkpoint
 )

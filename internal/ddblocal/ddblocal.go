@@ -21,8 +21,9 @@ import (
 	"github.com/idemkit/idem/dynamo/dynamotest"
 )
 
-// EnvRequire, when set (make test sets it), turns -short from a reason to skip the DynamoDB
-// Local tests into an error: a run that must include them cannot leave them out unseen.
+// EnvRequire names the variable that makes the DynamoDB Local tests required. When it is
+// set (make test sets it), -short fails them instead of skipping them: a run that must
+// include them cannot leave them out unseen.
 const EnvRequire = "IDEM_REQUIRE_DYNAMODB"
 
 // EnvEndpoint is [dynamotest.EnvEndpoint].

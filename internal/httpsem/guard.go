@@ -111,7 +111,8 @@ func (s *Guard) Run(ctx context.Context, req *Request, r idem.Request, fpErr err
 		}
 		return Answered, s.Problem(http.StatusBadRequest, ProblemInvalidRequest, detail, 0, req.MultiValue), nil
 	}
-	handled := false // the handler returned a response
+	handled := false     // the handler returned a response
+	var answer *Response // the answer chosen for attached writes refused for good
 	resp, replayed, err := idem.Do(ctx, s.g, r, func(ctx context.Context) (Response, error) {
 		resp, err := handler(ctx)
 		if err != nil {
@@ -132,8 +133,17 @@ func (s *Guard) Run(ctx context.Context, req *Request, r idem.Request, fpErr err
 		if !s.s.Cacheable(resp.StatusCode) {
 			return resp, ErrNotCacheable
 		}
+		if !resp.NotStored { // else the client has the response already
+			s.onRefused(ctx, req.MultiValue, &answer)
+		}
 		return resp, nil
 	})
+	if answer != nil {
+		// The store refused the handler's attached writes for good, and the answer chosen
+		// for that is the request's, stored (err is nil) or not (the key was released, or
+		// is held by another request).
+		return Answered, *answer, nil
+	}
 	switch {
 	case err == nil && replayed && resp.NotStored:
 		// Recorded as done without its response, as the guard records a result too large
@@ -148,13 +158,13 @@ func (s *Guard) Run(ctx context.Context, req *Request, r idem.Request, fpErr err
 	var aborted *abortedError
 	if errors.As(err, &aborted) {
 		s.g.Logger().WarnContext(ctx, s.s.Package+": the handler gave up, answering no status; nothing stored, the key released", "error", err)
-		return Answered, s.Problem(http.StatusServiceUnavailable, ProblemAborted,
-			"the request's run ended before it answered; nothing was stored, and a retry runs it again", StoreRetryAfter, req.MultiValue), nil
+		return Answered, s.refused(ctx, r, ReasonAborted, err, s.Problem(http.StatusServiceUnavailable, ProblemAborted,
+			"the request's run ended before it answered; nothing was stored, and a retry runs it again", StoreRetryAfter, req.MultiValue)), nil
 	}
 	var he *handlerError
 	if errors.As(err, &he) {
 		if resp, ok := s.handlerProblem(ctx, he.err, req.MultiValue); ok {
-			return Answered, resp, nil
+			return Answered, s.refused(ctx, r, RefusalReason(he.err), he.err, resp), nil
 		}
 		return Failed, Response{}, he.err
 	}
@@ -164,8 +174,9 @@ func (s *Guard) Run(ctx context.Context, req *Request, r idem.Request, fpErr err
 		return Ran, Response{}, nil
 	}
 	if resp, ok := s.guardProblem(ctx, err, req.MultiValue); ok {
-		return Answered, resp, nil
+		return Answered, s.refused(ctx, r, RefusalReason(err), err, resp), nil
 	}
 	// No HTTP meaning (a cancelled context, a remembered failure): the caller's to fail.
+	LogRefusal(ctx, s.s.Package, s.g, r, RefusalReason(err), 0, err)
 	return Failed, Response{}, err
 }

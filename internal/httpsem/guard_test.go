@@ -82,7 +82,7 @@ func TestRunNotStored(t *testing.T) {
 			if tc.answer == Answered {
 				assert.Equal(t, http.StatusInternalServerError, resp.StatusCode)
 				assert.Contains(t, resp.Body, ProblemNotReplayable)
-				assert.Equal(t, 1, logs.n)
+				assert.Equal(t, 2, logs.n, "the ERROR line, and the request's INFO line")
 			}
 		})
 	}
@@ -90,8 +90,9 @@ func TestRunNotStored(t *testing.T) {
 
 // TestRunAborted: a response without a status is a run that gave up, whether the
 // handler's context ended or not (a deadline of its own, say: no HTTP response has status
-// 0): answered 503 ProblemAborted, logged once at WARN, and never stored, even by a guard
-// that remembers every failure; the next request runs the handler again.
+// 0): answered 503 ProblemAborted, logged once at WARN (and the request once at INFO, as
+// every refused request), and never stored, even by a guard that remembers every failure;
+// the next request runs the handler again.
 func TestRunAborted(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -126,7 +127,7 @@ func TestRunAborted(t *testing.T) {
 			assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 			assert.Contains(t, resp.Body, ProblemAborted)
 			assert.Equal(t, []string{"1"}, resp.MultiValueHeaders["Retry-After"])
-			assert.Equal(t, 1, logs.n)
+			assert.Equal(t, 2, logs.n)
 			_, _, err = g.Run(context.Background(), req, idem.Request{Key: "k"}, nil, handler)
 			require.NoError(t, err)
 			assert.Equal(t, 2, runs, "the next request runs the handler again")

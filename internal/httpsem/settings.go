@@ -1,6 +1,7 @@
 package httpsem
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -50,6 +51,9 @@ type Settings struct {
 	Methods     map[string]bool
 	Cacheable   func(status int) bool
 	Header      string
+	// Refused chooses the answer to a request whose attached writes the store refused for
+	// good; nil answers the default (409 ProblemAttachedWriteFailed, the key released).
+	Refused func(ctx context.Context, err error) (Refusal, bool)
 }
 
 // DefaultSettings returns the defaults for the public package pkg.

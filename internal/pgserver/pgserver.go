@@ -5,6 +5,7 @@
 package pgserver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -131,7 +132,7 @@ func (s *Server) waitReady(ctx context.Context) error {
 		}
 		select {
 		case <-s.proc.Done():
-			return fmt.Errorf("postgres exited: %w", s.proc.Err())
+			return fmt.Errorf("postgres exited: %w", cmp.Or(s.proc.Err(), errors.New("exit status 0")))
 		case <-ctx.Done():
 			return fmt.Errorf("%w (last error: %w)", ctx.Err(), err)
 		case <-time.After(50 * time.Millisecond):

@@ -118,7 +118,7 @@ func Start(tb testing.TB, bin string, env []string, args ...string) *Process {
 	if err != nil {
 		tb.Fatalf("proctest: %v", err)
 	}
-	defer out.Close() // the child has its own descriptor
+	defer func() { _ = out.Close() }() // the child writes through its own descriptor
 	cmd := exec.Command(bin, args...)
 	cmd.Env = env
 	cmd.Stdout = out

@@ -2,8 +2,10 @@
 // (infra/template.yaml) on DynamoDB Local, for tests and `make run`. The definitions come
 // from tables.json, the template's AWS::DynamoDB::Table properties as JSON, so that the
 // library's tests need no YAML reader. The lab's samtemplate package checks that
-// tables.json matches the template and rewrites it (go test ./samtemplate -update, in lab/).
+// tables.json matches the template and rewrites it (go test ./samtemplate -update, in
+// lab/).
 //
-// See https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-resource-dynamodb-table.html
-// for the table properties.
+// See [AWS::DynamoDB::Table] for the table properties.
+//
+// [AWS::DynamoDB::Table]: https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-resource-dynamodb-table.html
 package samtables

@@ -26,9 +26,10 @@ const (
 	Expiry    = time.Hour
 	Operation = "bench"
 	Scope     = "bench"
-	// W3Goroutines is W3's goroutines per key, and BatchSize the messages per SQS batch,
-	// at every size.
-	W3Goroutines, BatchSize = 50, 10
+	// W3Goroutines is W3's goroutines per key, at every size.
+	W3Goroutines = 50
+	// BatchSize is the messages per SQS batch, at every size.
+	BatchSize = 10
 )
 
 // Counts are the sizes of the workloads.
@@ -136,12 +137,13 @@ func (b *Bench) Print(stdout, stderr io.Writer, steps ...Step) int {
 	for _, step := range steps {
 		runtime.GC()
 		r := step()
+		// A failed write to stderr has nowhere else to go; the exit code still says 1.
 		if err := enc.Encode(r); err != nil {
-			fmt.Fprintln(stderr, err)
+			_, _ = fmt.Fprintln(stderr, err)
 			code = 1
 		}
 		for _, v := range r.Violations {
-			fmt.Fprintf(stderr, "bench: %s on %s: must hold: %s\n", r.Name, b.cfg.Store, v)
+			_, _ = fmt.Fprintf(stderr, "bench: %s on %s: must hold: %s\n", r.Name, b.cfg.Store, v)
 			code = 1
 		}
 	}

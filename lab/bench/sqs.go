@@ -138,8 +138,9 @@ func newSQSEvents(batches, size int) []events.SQSEvent {
 				},
 				MessageAttributes: map[string]events.SQSMessageAttribute{},
 				EventSource:       "aws:sqs",
-				EventSourceARN:    "arn:aws:sqs:us-east-1:123456789012:idem-bench", // a standard queue
-				AWSRegion:         "us-east-1",
+				// A standard queue.
+				EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:idem-bench",
+				AWSRegion:      "us-east-1",
 			}
 		}
 		evs[i] = events.SQSEvent{Records: recs}

@@ -10,8 +10,9 @@
 //
 // Only what the examples use is modelled; this is not a general CloudFormation reader.
 //
-// See https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/intrinsic-function-reference.html
-// for the intrinsic functions and
-// https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-resource-dynamodb-table.html
-// for the table properties.
+// See [intrinsic functions] for the intrinsic functions and [AWS::DynamoDB::Table] for the
+// table properties.
+//
+// [intrinsic functions]: https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/intrinsic-function-reference.html
+// [AWS::DynamoDB::Table]: https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-resource-dynamodb-table.html
 package samtemplate

@@ -63,7 +63,7 @@ type actor struct {
 	kill     bool
 
 	ctx              *simCtx
-	skew0            time.Duration // its clock's skew when it started (FeatClockStep may step it since)
+	skew0            time.Duration // its clock's skew at its start (FeatClockStep may step it)
 	started          bool
 	done, dead       bool
 	killedAt         time.Time
@@ -934,7 +934,8 @@ func (w *world) reported(a *actor, batch []*message, resp events.SQSEventRespons
 			m.acked = true
 			ok := false
 			for _, r := range l.runs {
-				ok = ok || (r.a == a && r.key == m.k.stored && !r.guarded && r.succeeded) // fail-open
+				// Fail-open.
+				ok = ok || (r.a == a && r.key == m.k.stored && !r.guarded && r.succeeded)
 			}
 			for _, c := range ks.completions {
 				if c.status == idemstore.StatusCompleted && fpCompatible(c.fp, fp) {

@@ -15,34 +15,43 @@ type Features uint32
 
 // The features.
 const (
-	FeatFail       Features = 1 << iota // store calls fail without applying
-	FeatLost                            // store calls apply and lose their response (claims: the SDK resends)
-	FeatLate                            // store calls apply and answer late
-	FeatCrash                           // an actor stops for good between two steps
-	FeatKill                            // Lambda kills an invocation at its deadline
-	FeatSkew                            // container clocks skewed within the tolerated range
-	FeatHeartbeat                       // WithHeartbeat
-	FeatWait                            // WithWait
-	FeatRemember                        // WithRememberFailures
-	FeatAttach                          // handlers attach writes to their completion
-	FeatCache                           // WithCache
-	FeatPanic                           // handlers panic
-	FeatError                           // handlers return errors
-	FeatCheckpoint                      // handlers record checkpoints
-	FeatMaxLease                        // WithMaxLease below the deadline
-	FeatFailOpen                        // WithFailOpen
-	FeatExpiry                          // a short WithExpiry
-	FeatBatchStore                      // the store implements idemstore.BatchStore
-	FeatDo                              // idem.Do callers
-	FeatBatch                           // Guard.Claim, DoClaimed and Settle callers
-	FeatSQS                             // sqs.Handler on a standard queue
-	FeatFIFO                            // sqs.Handler on a FIFO queue
-	FeatHTTP                            // lambdawrap.HTTPAPI callers
-	FeatDelay                           // write requests land late: after their resend, or after their caller gave up
-	FeatPause                           // a handler's step stalls for up to twice the lease, ignoring its context, then resumes
-	FeatItemFail                        // some items of a batch request fail while the others apply
-	FeatClockStep                       // a container's wall clock steps once mid-run, staying within the tolerated skew
-	FeatBatchMix                        // batches with duplicate keys and other bodies, per-request deadlines, overlapping Settles, claims met with an error
+	FeatFail Features = 1 << iota // store calls fail without applying
+	// FeatLost: store calls apply and lose their response (claims: the SDK resends).
+	FeatLost
+	FeatLate       // store calls apply and answer late
+	FeatCrash      // an actor stops for good between two steps
+	FeatKill       // Lambda kills an invocation at its deadline
+	FeatSkew       // container clocks skewed within the tolerated range
+	FeatHeartbeat  // WithHeartbeat
+	FeatWait       // WithWait
+	FeatRemember   // WithRememberFailures
+	FeatAttach     // handlers attach writes to their completion
+	FeatCache      // WithCache
+	FeatPanic      // handlers panic
+	FeatError      // handlers return errors
+	FeatCheckpoint // handlers record checkpoints
+	FeatMaxLease   // WithMaxLease below the deadline
+	FeatFailOpen   // WithFailOpen
+	FeatExpiry     // a short WithExpiry
+	FeatBatchStore // the store implements idemstore.BatchStore
+	FeatDo         // idem.Do callers
+	FeatBatch      // Guard.Claim, DoClaimed and Settle callers
+	FeatSQS        // sqs.Handler on a standard queue
+	FeatFIFO       // sqs.Handler on a FIFO queue
+	FeatHTTP       // lambdawrap.HTTPAPI callers
+	// FeatDelay: write requests land late, after their resend or after their caller gave up.
+	FeatDelay
+	// FeatPause: a handler's step stalls for up to twice the lease, ignoring its context,
+	// then resumes.
+	FeatPause
+	// FeatItemFail: some items of a batch request fail while the others apply.
+	FeatItemFail
+	// FeatClockStep: a container's wall clock steps once mid-run, staying within the
+	// tolerated skew.
+	FeatClockStep
+	// FeatBatchMix: batches with duplicate keys and other bodies, per-request deadlines,
+	// overlapping Settles, claims met with an error.
+	FeatBatchMix
 	featEnd
 )
 
@@ -134,10 +143,10 @@ type profile struct {
 	on Features
 
 	failBefore, lose, late float64 // per store request
-	delay                  float64 // per write request: resent, its first attempt landing later (FeatDelay)
+	delay                  float64 // per write request: resent, its first attempt late (FeatDelay)
 	pause                  float64 // per handler work step: it stalls (FeatPause)
 	itemFail               float64 // per batch request: some of its items fail (FeatItemFail)
-	metFail                float64 // per batch claim: some items meet a record and fail with it (FeatBatchMix)
+	metFail                float64 // per batch claim: items fail with a record met (FeatBatchMix)
 	crash                  float64 // per released point
 	advance                float64 // per step: move time rather than release a point
 

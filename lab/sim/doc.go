@@ -31,13 +31,13 @@
 // moves, its timers and the deadlines of contexts made before do not (Go waits in
 // monotonic time), and the invariants read an owner's clock at its lowest reading that
 // mattered (its invocation's start, its lease's grant, now) and a claimer's by the time
-// its claim carried, which it read before the step if it did. Lambda actors (sqs, fifo, http) always have a
-// deadline, do and batch actors usually. A context's deadline is read on its container's
-// clock, as a Go context's on its host: it ends when that clock reads it. With FeatKill an
-// invocation is killed (stops for good) at its deadline in true time, as Lambda does. With
-// FeatCrash any actor may stop for good between two steps. A batch caller with a deadline
-// settles when its clock reads the deadline less 100 ms if handlers still run, as
-// idem.Batch asks (Settle before the deadline) and the SQS wrapper does.
+// its claim carried, which it read before the step if it did. Lambda actors (sqs, fifo,
+// http) always have a deadline, do and batch actors usually. A context's deadline is read
+// on its container's clock, as a Go context's on its host: it ends when that clock reads
+// it. With FeatKill an invocation is killed (stops for good) at its deadline in true time,
+// as Lambda does. With FeatCrash any actor may stop for good between two steps. A batch
+// caller with a deadline settles when its clock reads the deadline less 100 ms if handlers
+// still run, as idem.Batch asks (Settle before the deadline) and the SQS wrapper does.
 //
 // Every handler is the same simulated handler: at its start the scheduler draws its plan
 // (work steps, where time may pass; checkpoints; then success, an error, a remembered

@@ -51,7 +51,9 @@ type run struct {
 	// beyond WithMaxLease, an extension), whose stored end is off by the owner's skew;
 	// else the lease ends at the deadline plus the margin, in true time.
 	ownerClock bool
-	skew0      time.Duration // the owner's clock skew when the lease was granted (FeatClockStep may step it since)
+	// skew0 is the owner's clock skew when the lease was granted (FeatClockStep may step it
+	// since).
+	skew0 time.Duration
 	// claimSkew is how far the time its claim carried ran ahead of true time when the claim
 	// applied: what the store judged the lease it took over by. It is the claimer's skew
 	// when it read its clock, less the time the request took, so a claim stamped before a
@@ -63,7 +65,7 @@ type run struct {
 	staleCp   bool            // or any old one, or none: the key expired since (TTL deletion lags)
 	cpCause   string          // why the record it replaced lacks expectCp, if it does
 	resent    bool            // its claim applied, the response was lost, and the resend met it
-	orphan    bool            // granted by a claim landing late, for no caller: no handler runs under it
+	orphan    bool            // granted by a late claim, for no caller: no handler runs under it
 	how       string          // how its handler ended
 
 	started, ended bool

@@ -44,16 +44,24 @@ func later(a, b time.Time) time.Time {
 
 // The mutants: deliberate store bugs that the invariants must catch.
 const (
-	mutantClaimIgnoresLeases    = "claim-ignores-leases"    // a claim takes over live in-progress records
-	mutantCompleteDropsAttached = "complete-drops-attached" // a completion commits without its attached writes
-	mutantCompleteLies          = "complete-lies"           // a single completion answers nil without applying
-	mutantExtendAnyEnd          = "extend-any-end"          // an extension writes the end it carries, even an earlier one
-	mutantCheckpointAnyOrder    = "checkpoint-any-order"    // a checkpoint overwrites whatever the record holds, even a later one
+	// A claim takes over live in-progress records.
+	mutantClaimIgnoresLeases = "claim-ignores-leases"
+	// A completion commits without its attached writes.
+	mutantCompleteDropsAttached = "complete-drops-attached"
+	// A single completion answers nil without applying.
+	mutantCompleteLies = "complete-lies"
+	// An extension writes the end it carries, even an earlier one.
+	mutantExtendAnyEnd = "extend-any-end"
+	// A checkpoint overwrites whatever the record holds, even a later one.
+	mutantCheckpointAnyOrder = "checkpoint-any-order"
 
 	// Not bugs: the semantics issue 22 items 1 and 2 ask of every store, for the test that
 	// the invariants hold them (no false alarm).
-	variantExtendKeepsLater   = "extend-keeps-later"   // an extension never lowers the stored end (PostgreSQL's GREATEST)
-	variantCheckpointsInOrder = "checkpoints-in-order" // a checkpoint sent before the one the record holds is a no-op
+
+	// An extension never lowers the stored end (PostgreSQL's GREATEST).
+	variantExtendKeepsLater = "extend-keeps-later"
+	// A checkpoint sent before the one the record holds is a no-op.
+	variantCheckpointsInOrder = "checkpoints-in-order"
 )
 
 // batchStore is the simulated store with idemstore.BatchStore and

@@ -38,7 +38,9 @@ const (
 	faultLose                // apply, then lose the response: the caller gets an error
 	faultResend              // apply, lose the response, and the SDK resends the request
 	faultLate                // apply, and answer only at a later scheduling point
-	faultDelay               // the SDK resends: the resend applies and answers, the first attempt lands later (FeatDelay)
+	// faultDelay: the SDK resends; the resend applies and answers, and the first attempt
+	// lands later (FeatDelay).
+	faultDelay
 )
 
 var faultNames = [...]string{"ok", "fail", "lost", "lost+resend", "late", "resent, first attempt delayed"}
@@ -105,9 +107,11 @@ type clockStep struct {
 // world is one schedule: the true time, the store, the actors, the ledger, and the
 // scheduler that lets exactly one goroutine of the code under test run at a time.
 type world struct {
-	cfg  Config
-	rng  *rand.Rand // used by the scheduler goroutine only
-	lrng *rand.Rand // the same, for the late-delivery faults (FeatDelay): a stream of its own, so that schedules without them stay as they were
+	cfg Config
+	rng *rand.Rand // used by the scheduler goroutine only
+	// lrng is the same, for the late-delivery faults (FeatDelay). It is a stream of its
+	// own, so that schedules without them stay as they were.
+	lrng *rand.Rand
 	brng *rand.Rand // the same, for FeatBatchMix
 	p    profile
 
@@ -119,7 +123,7 @@ type world struct {
 	shutdown bool
 	seq      uint64
 	activity atomic.Uint64
-	runnable []metrics.Sample // the runtime's counts of runnable goroutines and of those in system calls
+	runnable []metrics.Sample // the runtime's counts of runnable goroutines and those in syscalls
 
 	actors  []*actor
 	pending []*actor // planned, not yet started, by start time
@@ -143,19 +147,17 @@ type world struct {
 
 // quiesce returns once every goroutine of the schedule has reached a scheduling point or
 // blocked for good. The simulation runs with GOMAXPROCS(1), so yielding lets every
-// runnable goroutine run until it blocks; every scheduling point, clock read and timer
-// bumps the activity counter, and the world is quiet once several yields in a row saw no
-// activity.
-//
-// The count of activity is a heuristic: a goroutine preempted (or whose thread the OS
-// descheduled) before it bumped the counter would look quiet. So the runtime confirms:
-// with one P held by the scheduler, its count of runnable goroutines (local and global
-// run queues) is exact, and the world is quiet only when it is zero, and so is its count
-// of goroutines in a system call: a goroutine in one is neither runnable nor blocked for
-// good (the code under test reads the time zone file once per process, when a logger
-// first formats a time). (Before Go 1.26, which added the metrics, the rounds alone
-// decide.)
+// runnable goroutine run until it blocks. Every scheduling point, clock read and timer
+// bumps the activity counter. The world is quiet once several yields in a row saw no
+// activity, and the runtime counts zero goroutines runnable and zero in a system call.
 func (w *world) quiesce() {
+	// The count of activity is a heuristic: a goroutine preempted (or whose thread the OS
+	// descheduled) before it bumped the counter would look quiet. So the runtime confirms.
+	// With one P held by the scheduler, its count of runnable goroutines (local and global
+	// run queues) is exact. A goroutine in a system call is neither runnable nor blocked
+	// for good (the code under test reads the time zone file once per process, when a
+	// logger first formats a time). Before Go 1.26, which added the metrics, the rounds
+	// alone decide.
 	const quietRounds = 3
 	for {
 		for quiet := 0; quiet < quietRounds; {
@@ -278,9 +280,10 @@ func (w *world) addGhost(a *actor, op, key string, maybe bool, apply func()) {
 
 // drawGhosts draws, for every request put on its way since the last time, whether it lands
 // (one whose caller gave up: one time in two) and when: within 30 ms, 500 ms or
-// delayWindow, one time in three each, so that a first attempt lands right after its
-// resend, after the caller's next request, or well after the caller gave up. The requests are taken in the order of their
-// labels, as the goroutines that sent them may have run in any order.
+// delayWindow, one time in three each. So a first attempt lands right after its resend,
+// after the caller's next request, or well after the caller gave up. The requests are
+// taken in the order of their labels, as the goroutines that sent them may have run in any
+// order.
 func (w *world) drawGhosts() {
 	w.mu.Lock()
 	var fresh []*ghost
@@ -433,7 +436,7 @@ type simCtx struct {
 	endAt    time.Time // true time at which the container's clock reads the deadline
 	hasDL    bool
 	expired  atomic.Bool
-	parent   *simCtx // for a request's own context (FeatBatchMix): the actor's, which it derives from
+	parent   *simCtx // a request's own context (FeatBatchMix): the actor's, its parent
 }
 
 func newCtx(a *actor, deadline time.Time, hasDL bool) *simCtx {

@@ -8,7 +8,8 @@
 // (dynamomem's TestAttachValidationAsOnDynamoDB). The shape of attached writes is checked
 // here once for both: [AppendAttached] and [Action].
 //
-// See https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/HowItWorks.NamingRulesDataTypes.html
-// and https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ServiceQuotas.html
-// for the rules.
+// See DynamoDB's [naming rules and data types] and [service quotas] for the rules.
+//
+// [naming rules and data types]: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/HowItWorks.NamingRulesDataTypes.html
+// [service quotas]: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ServiceQuotas.html
 package attrcheck

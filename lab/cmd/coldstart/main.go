@@ -61,7 +61,7 @@ func run(n int) (err error) {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	defer func() { err = errors.Join(err, os.RemoveAll(dir)) }()
 	// The examples are built in the library's module, with its go.sum.
 	root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/idemkit/idem").Output()
 	if err != nil {
@@ -223,7 +223,7 @@ func startSQS(bin string, env []string) (time.Duration, error) {
 	d := time.Since(start)
 	rest, _ := r.ReadString(0)
 	if werr := cmd.Wait(); err != nil || werr != nil {
-		return 0, fmt.Errorf("no response (%v, %v); log:\n%s", err, werr, stderr.String())
+		return 0, fmt.Errorf("no response: %w; log:\n%s", errors.Join(err, werr), stderr.String())
 	}
 	if strings.Contains(rest, `"itemIdentifier"`) {
 		return 0, fmt.Errorf("the message failed: %s; log:\n%s", rest, stderr.String())

@@ -59,7 +59,8 @@ func run(apiBin string, out io.Writer) (err error) {
 
 	endpoint := os.Getenv(ddblocal.EnvEndpoint)
 	if endpoint == "" {
-		fmt.Fprintln(out, "Starting DynamoDB Local ...")
+		// A progress note: nothing to do if it is lost.
+		_, _ = fmt.Fprintln(out, "Starting DynamoDB Local ...")
 		server, err := ddblocal.Start(ctx)
 		if err != nil {
 			return err
@@ -102,8 +103,7 @@ func run(apiBin string, out io.Writer) (err error) {
 
 	base := "http://localhost:" + port
 	if err := waitReady(ctx, "http://"+net.JoinHostPort("127.0.0.1", port)+"/orders/none", exited); err != nil {
-		stopAPI(api, exited)
-		return err
+		return errors.Join(err, stopAPI(api, exited))
 	}
 	own := os.Getenv(ddblocal.EnvEndpoint) == ""
 	printBanner(out, endpoint, base, own)
@@ -113,7 +113,8 @@ func run(apiBin string, out io.Writer) (err error) {
 		return fmt.Errorf("example-api exited: %w", err)
 	case <-ctx.Done():
 	}
-	fmt.Fprintf(out, "\nStopping %s ...\n", stopping(endpoint, own))
+	// A progress note: nothing to do if it is lost.
+	_, _ = fmt.Fprintf(out, "\nStopping %s ...\n", stopping(endpoint, own))
 	return stopAPI(api, exited)
 }
 
@@ -181,7 +182,7 @@ func stopAPI(api *exec.Cmd, exited <-chan error) error {
 		return err
 	case <-time.After(stopTimeout):
 		_ = api.Process.Kill()
-		<-exited
+		<-exited //nolint:errcheck // the kill's own "signal: killed"
 		return fmt.Errorf("example-api (pid %d) did not stop within %s; killed", api.Process.Pid, stopTimeout)
 	}
 }
@@ -193,7 +194,7 @@ func printBanner(out io.Writer, endpoint, base string, own bool) {
 	_, _ = rand.Read(b[:])
 	key := "demo-" + hex.EncodeToString(b[:])
 	curl := fmt.Sprintf(`curl -si -X POST %s/orders -H 'Content-Type: application/json' -H 'Idempotency-Key: %s' -d '{"sku":"WIDGET-42","quantity":2,"amount_cents":1250}'`, base, key)
-	fmt.Fprintf(out, `
+	_, _ = fmt.Fprintf(out, `
 DynamoDB Local  %s  (tables %s, %s, %s from %s)
 example-api     %s  (POST /orders, GET /orders/{id})
 

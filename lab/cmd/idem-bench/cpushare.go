@@ -45,13 +45,13 @@ func confine(share float64) (undo func() error, err error) {
 	if _, err := os.Stat(filepath.Join(cgroupV1, "cpu.cfs_quota_us")); err != nil {
 		root, limits = cgroupV2, [][2]string{{"cpu.max", fmt.Sprintf("%d %d", quota, cfsPeriodUS)}}
 		if err := write(root, "cgroup.subtree_control", "+cpu"); err != nil {
-			return nil, fmt.Errorf("%w: %v", errNoCgroup, err)
+			return nil, fmt.Errorf("%w: %w", errNoCgroup, err)
 		}
 	}
 	pid := strconv.Itoa(os.Getpid())
 	dir := filepath.Join(root, "idem-bench-"+pid)
 	if err := os.Mkdir(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("%w: %v", errNoCgroup, err)
+		return nil, fmt.Errorf("%w: %w", errNoCgroup, err)
 	}
 	undo = func() error {
 		return errors.Join(write(root, "cgroup.procs", pid), os.Remove(dir))

@@ -105,12 +105,13 @@ func open(ctx context.Context, o options) (*target, error) {
 // in the order of BENCHMARKS.md, prints a JSON line each to stdout and returns the exit
 // code: 1 when setup or the warmup fails or a condition does not hold.
 func run(ctx context.Context, o options, c bench.Counts, stdout, stderr io.Writer) (code int) {
+	// A failed write to stderr has nowhere else to go.
 	fail := func(err error) int {
-		fmt.Fprintln(stderr, err)
+		_, _ = fmt.Fprintln(stderr, err)
 		return 1
 	}
 	if !o.batchClaims {
-		fmt.Fprintln(stderr, "idem-bench: -batch-claims=false: W4 and W4b use the per-message SQS path, unlike BENCHMARKS.md")
+		_, _ = fmt.Fprintln(stderr, "idem-bench: -batch-claims=false: W4 and W4b use the per-message SQS path, unlike BENCHMARKS.md")
 	}
 	t, err := open(ctx, o)
 	if err != nil {

@@ -26,7 +26,8 @@ import (
 // EnvURL names a server to use instead of starting one.
 const EnvURL = "DATABASE_URL"
 
-// EnvRequire, when set, turns every reason to skip a PostgreSQL test into a failure.
+// EnvRequire names the variable that makes the PostgreSQL tests required. When it is set,
+// every reason to skip one is a failure.
 const EnvRequire = "IDEM_REQUIRE_POSTGRES"
 
 // Server is a PostgreSQL server started on 127.0.0.1: see [pgserver.Server].

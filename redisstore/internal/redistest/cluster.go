@@ -81,7 +81,10 @@ func (c *Cluster) waitOK(ctx context.Context) error {
 			select {
 			case <-ctx.Done():
 				_ = cl.Close()
-				return fmt.Errorf("redistest: cluster node %s not ok: %v %s", addr, err, info)
+				if err != nil {
+					return fmt.Errorf("redistest: cluster node %s not ok: %w", addr, err)
+				}
+				return fmt.Errorf("redistest: cluster node %s not ok: %s", addr, info)
 			case <-time.After(50 * time.Millisecond):
 			}
 		}

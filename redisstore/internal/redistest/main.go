@@ -34,8 +34,8 @@ func Start(ctx context.Context, extra ...string) (*Server, error) {
 // tests use keys of their own, with random suffixes, and delete none but those.
 const EnvURL = "REDIS_URL"
 
-// EnvRequire, when set (make test sets it), turns a Redis server that cannot be had into a
-// failure: the tests fail, never skip.
+// EnvRequire names the variable that makes the Redis tests required. When it is set (make
+// test sets it), a Redis server that cannot be had fails the tests instead of skipping them.
 const EnvRequire = "IDEM_REQUIRE_REDIS"
 
 // shared is the test binary's server, started by [Main].
