@@ -66,6 +66,7 @@ type run struct {
 	cpCause   string          // why the record it replaced lacks expectCp, if it does
 	resent    bool            // its claim applied, the response was lost, and the resend met it
 	orphan    bool            // granted by a late claim, for no caller: no handler runs under it
+	tag       string          // the batch request whose own claim granted it (reqTag), or empty
 	how       string          // how its handler ended
 
 	started, ended bool
@@ -554,6 +555,15 @@ func (l *ledger) released(w *world, key, token string, err error) {
 	w.logf("%s released", ks.name)
 }
 
+// tagRun notes which request of a batch with duplicate keys a claim of token was made for.
+func (l *ledger) tagRun(token, tag string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if r := l.byToken[token]; r != nil && !r.orphan {
+		r.tag = tag
+	}
+}
+
 // resent marks the run of token as claimed by a resent request that met its own record.
 func (l *ledger) markResent(token string) {
 	l.mu.Lock()
@@ -580,11 +590,19 @@ func (l *ledger) handlerStart(w *world, a *actor, key string, ctx context.Contex
 	ks := l.keys[key]
 	var r *run
 	if guarded {
-		for i := len(l.runs) - 1; i >= 0; i-- {
-			if c := l.runs[i]; c.a == a && c.key == key && !c.started && !c.orphan {
-				r = c
-				break
+		// In a batch with duplicate keys one caller may hold two leases of a key (one per
+		// body): the request's own claim's, else its batch claim's.
+		tag := reqTag(ctx)
+		match := func(tag string) *run {
+			for i := len(l.runs) - 1; i >= 0; i-- {
+				if c := l.runs[i]; c.a == a && c.key == key && !c.started && !c.orphan && c.tag == tag {
+					return c
+				}
 			}
+			return nil
+		}
+		if r = match(tag); r == nil && tag != "" {
+			r = match("")
 		}
 		if r == nil {
 			l.violate("a.unknownLease", ks.name, "%s runs its handler under a lease the store never granted it", a)

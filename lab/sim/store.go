@@ -202,6 +202,9 @@ func (s *store) Claim(ctx context.Context, rec *idemstore.Record, now time.Time)
 			claimed = true
 		}
 		s.w.led.claimed(s.w, a, &rec, now, prev, claimed, err, at)
+		if tag := reqTag(ctx); tag != "" {
+			s.w.led.tagRun(rec.LeaseToken, tag)
+		}
 		if at == attemptResend {
 			s.w.led.markResent(rec.LeaseToken)
 		}
