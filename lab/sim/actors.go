@@ -384,26 +384,6 @@ func (w *world) answered(a *actor, k *keyInfo, body, v string, replayed bool, er
 	w.judged(a, k, body, v, replayed, err)
 }
 
-// errClass names the class of a batch request's error, for the trace.
-func errClass(err error) string {
-	switch {
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return "a context ended"
-	case errors.Is(err, idem.ErrPayloadMismatch):
-		return "payload mismatch"
-	case errors.Is(err, idem.ErrInProgress):
-		return "in progress"
-	case errors.Is(err, idem.ErrLeaseLost):
-		return "lease lost"
-	case errors.Is(err, idem.ErrStore):
-		return "store error"
-	case errors.Is(err, errPermanent):
-		return "permanent handler error"
-	default:
-		return "handler error"
-	}
-}
-
 // answerLine is the trace line of an answer, or "" for none (the schedule is over, or a
 // is dead).
 func (w *world) answerLine(a *actor, k *keyInfo, v string, replayed bool, err error) string {
@@ -649,9 +629,9 @@ func (w *world) batchBody(a *actor, concurrent, early, loose bool) func(context.
 					case r.ctx != nil && r.ctx.Err() != nil:
 						line = fmt.Sprintf("%s answered %s after its context ended", a, a.keys[i].name)
 					case err != nil && !errors.As(err, &failed):
-						// By its class: the text may hold the error of another request
-						// of the key, whose context ended (see above).
-						line = fmt.Sprintf("%s answered %s: error (%s)", a, a.keys[i].name, errClass(err))
+						// Without its text or class: it may be the outcome of another request
+						// of the key whose context ended (see above), shared.
+						line = fmt.Sprintf("%s answered %s: an error", a, a.keys[i].name)
 					}
 					w.note(fmt.Sprintf("%03d 9 answered %04d", a.id, i), line)
 				}

@@ -82,8 +82,9 @@
 // the runtime runs goroutines in (random under the race detector). A request whose own
 // context has ended may be answered its key's outcome or its context's error, as a select
 // in the library draws: its answer is judged but not traced, the other error answers of
-// such a batch are traced by their class, and a store request such a batch makes on a
-// context that has ended is not sent (as the SDK does), without a point.
+// such a batch are traced without their text (they may share it), and a store request
+// such a batch makes on a context that has ended is not sent (as the SDK does), without a
+// point.
 //
 // # The store
 //
