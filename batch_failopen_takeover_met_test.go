@@ -60,9 +60,10 @@ func (s *takeoverGate) Claim(ctx context.Context, rec *idemstore.Record, now tim
 //  5. K/B's claim fails with a store error.
 //
 // The batch met the record holding K in step 4, before K/B's claim failed, so K/B must
-// return the store error without running. It runs unguarded instead: the record a claim
-// step meets reaches the batch's shared record (keyMet) only once the whole step, its
-// takeover included, has returned.
+// return the store error without running. Before the fix it ran unguarded: the record a
+// claim step met reached the batch's shared record (keyMet) only once the whole step, its
+// takeover included, had returned. decideClaim now adds each record it meets to keyMet
+// before it claims again.
 func TestBatchFailOpenRefusedWhileATakeoverClaimsAgain(t *testing.T) {
 	ms := memstore.New()
 	ctx := context.Background()
