@@ -30,12 +30,6 @@ var knownOpen = map[string]string{
 	// taking no time, still make (seed 591861 of `idemsim -start 1`: once in 649,700
 	// schedules; see RELIABILITY.md).
 	"d.heldByNobody": "item 18's residual: a claim sent in the instant of a later release lands after it and takes the key for no one",
-	// Found by the batch extras (FeatBatchMix): a claim step that meets a lease-ended record
-	// with a checkpoint claims again, carrying it, and the record it met reaches the
-	// batch's shared record only once that takeover returns; meanwhile another request of
-	// the key whose claim fails with a store error fails open (root test
-	// TestBatchFailOpenRefusedWhileATakeoverClaimsAgain).
-	"a.failOpenAfterMet": "a takeover's claim step publishes the record it met to the batch only once it returns",
 }
 
 // schedules returns how many schedules TestSimulation runs.
@@ -290,6 +284,10 @@ var simulationSeeds = []struct {
 	// releaser's: here the releaser's clock stepped back by 1.45 s after the claim was
 	// stamped (FeatClockStep), so the claim's now is past the tombstone's lease end.
 	{5098760, "all", "d.heldByNobody", true},
+	// The same instant once more, found by review 7: a batch's claim, resent, sent at the
+	// instant its own run released the key and another batch claimed and released it
+	// again, lands after both releases.
+	{682132615088, "fail,lost,late,crash,kill,skew,heartbeat,wait,remember,attach,cache,panic,error,checkpoint,maxlease,failopen,expiry,batchstore,do,batch,delay,pause,itemfail,clockstep", "d.heldByNobody", true},
 
 	// Review 6's batch holes, found by the batch extras (FeatBatchMix) on the code before
 	// their fixes (main at 775ec8b, `idemsim -start=9000000 -features=` the features
@@ -302,10 +300,11 @@ var simulationSeeds = []struct {
 	// ... and Settle wrote an outcome that had waited for it longer than WithExpiry with
 	// the expiry counted from the handler's end: already expired (c391efc).
 	{9001857, batchHoles, "b.completedExpired", false},
-	// Open: a request fails open while another request of its batch takes the key's
-	// lease-ended record over (see knownOpen); the first seed of
-	// `idemsim -start=12000000 -time=5m -features=all` with this class.
-	{12102926, "all", "a.failOpenAfterMet", true},
+	// A request failed open while another request of its batch took the key's lease-ended
+	// record over: the claim step published the record it met to the batch only once its
+	// takeover claim returned (root test TestBatchFailOpenRefusedWhileATakeoverClaimsAgain);
+	// the first seed of `idemsim -start=12000000 -time=5m -features=all` with this class.
+	{12102926, "all", "a.failOpenAfterMet", false},
 	// The model lagging (fixed in lab/sim): an SQS invocation's clock stepped back after
 	// its start, before the wrapper armed its settle timer; the model lowered the default
 	// deadline margin from the time left on the stepped clock, the wrapper from the time
