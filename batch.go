@@ -220,8 +220,8 @@ func (g *Guard) Claim(ctx context.Context, reqs []Request) *Batch {
 	}
 	for j, res := range results {
 		it := &b.items[idx[j]]
-		it.rec, it.claimed, it.err = g.decideClaim(ctx, recs[j], now, res.Prev, res.Claimed, res.Err)
-		it.met.rec = it.rec
+		it.rec, it.claimed, it.err = g.decideClaim(ctx, recs[j], now, res.Prev, res.Claimed, res.Err, &it.met)
+		it.met.set(it.rec)
 	}
 	return b
 }

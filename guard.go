@@ -176,7 +176,7 @@ func (g *Guard) do(ctx context.Context, req Request, run func(context.Context) (
 	var waitUntil time.Time
 	var met *idemstore.Record // the last record this call learned holds the key
 	for now := start; ; now = g.now() {
-		rec, owned, err := g.claimOnce(ctx, key, token, fp, now)
+		rec, owned, err := g.claimOnce(ctx, key, token, fp, now, known)
 		if rec != nil {
 			met = rec
 			known.set(rec)
@@ -243,10 +243,11 @@ func (g *Guard) conflict(ctx context.Context, rec *idemstore.Record, fp string, 
 
 // claimOnce makes one claim step at now: it writes [Guard.recordToClaim] and returns
 // what [Guard.decideClaim] makes of the answer (the record, whether we own it, an error).
-func (g *Guard) claimOnce(ctx context.Context, key, token, fp string, now time.Time) (*idemstore.Record, bool, error) {
+// known, if not nil, is the key's shared record met in a batch: see decideClaim.
+func (g *Guard) claimOnce(ctx context.Context, key, token, fp string, now time.Time, known *keyMet) (*idemstore.Record, bool, error) {
 	rec := g.recordToClaim(ctx, key, token, fp, now)
 	prev, wrote, err := g.store.Claim(ctx, rec, now)
-	return g.decideClaim(ctx, rec, now, prev, wrote, err)
+	return g.decideClaim(ctx, rec, now, prev, wrote, err, known)
 }
 
 // recordToClaim returns the in-progress record a claim at now writes.
@@ -289,12 +290,18 @@ const takeoverAttempts = 3
 // checkpoint lives in the record, where a resent claim or a later takeover finds it. A
 // record met with an error is one the store returned with it (learned, not fully read), or
 // one an earlier claim of this step returned: either way the key's state is known.
-func (g *Guard) decideClaim(ctx context.Context, rec *idemstore.Record, now time.Time, prev *idemstore.Record, wrote bool, err error) (*idemstore.Record, bool, error) {
+//
+// known, if not nil, is the record the calls of the key in a batch met ([keyMet]). Each
+// record a claim of this step meets is added to it at once, before the step claims again:
+// a takeover claim may take long, and meanwhile another request of the key whose claim
+// fails must not fail open.
+func (g *Guard) decideClaim(ctx context.Context, rec *idemstore.Record, now time.Time, prev *idemstore.Record, wrote bool, err error, known *keyMet) (*idemstore.Record, bool, error) {
 	key, fp := rec.Key, rec.Fingerprint
 	var met *idemstore.Record // the record an earlier attempt of this step met
 	for attempt := 1; ; attempt++ {
 		if prev != nil {
 			met = prev
+			known.set(prev)
 		}
 		if err != nil {
 			err = storeErr("claim", err)

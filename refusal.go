@@ -104,7 +104,7 @@ func (g *Guard) recordRefusal(ctx context.Context, s settlement, f func(context.
 	}
 	cctx, cancel := detached(ctx) // a short lease: the completion follows at once
 	defer cancel()
-	rec, owned, err := g.claimOnce(cctx, s.l.key, newToken(), s.done.Fingerprint, g.now())
+	rec, owned, err := g.claimOnce(cctx, s.l.key, newToken(), s.done.Fingerprint, g.now(), nil)
 	if err != nil || !owned {
 		// Another request holds the key, and runs the handler again; or the claim failed
 		// (and, if it landed, the key waits for its lease to end).

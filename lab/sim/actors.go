@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -67,9 +69,15 @@ type actor struct {
 	killedAt         time.Time
 	killedByDeadline bool
 
-	keys  []*keyInfo // do, batch, http: the keys it calls with
-	body  func(ctx context.Context)
-	extra string // for the trace
+	keys []*keyInfo // do, batch, http: the keys it calls with
+	// A batch caller's requests beyond one per key (FeatBatchMix): bodies[i] is request i's
+	// body (keys[i]'s canonical body if empty), dl[i] its own deadline if not zero, before
+	// the actor's.
+	bodies []string
+	dl     []time.Time
+	subs   []*simCtx // the requests' own contexts, guarded by w.mu
+	body   func(ctx context.Context)
+	extra  string // for the trace
 
 	// An SQS invocation's batch and handler options, drawn when it starts.
 	batch       []*message
@@ -122,11 +130,12 @@ func (a *actor) skew() time.Duration { return a.c.clk.skew }
 // wrapper does).
 func (a *actor) settlesBeforeKill() bool {
 	// After a step of its clock (FeatClockStep), the lower reading: a step back may come
-	// before the wrapper reads the time it sets its settle timer by.
+	// before the wrapper reads the time it sets its settle timer by. The margin it lowers
+	// from the time left at its start, read before any step.
 	skew := min(a.skew0, a.skew())
 	margin := a.margin
 	if margin == 0 {
-		margin = min(sqs.DefaultDeadlineMargin, a.deadline.Sub(a.start.Add(skew))/4)
+		margin = min(sqs.DefaultDeadlineMargin, a.deadline.Sub(a.start.Add(a.skew0))/4)
 	}
 	return -skew < margin
 }
@@ -314,7 +323,8 @@ func (w *world) setup() error {
 			if early {
 				a.extra += ", settling early too"
 			}
-			a.body = w.batchBody(a, concurrent, early)
+			loose := p.has(FeatBatchMix) && w.mixBatch(a)
+			a.body = w.batchBody(a, concurrent, early, loose)
 		case "sqs", "fifo":
 			a.body = w.sqsBody(a)
 		case "http":
@@ -361,27 +371,51 @@ func (w *world) doBody(a *actor, k *keyInfo, body string) func(context.Context) 
 			v, replayed, err = idem.Do(ctx, a.c.guard, idem.Request{Key: k.raw, Fingerprint: []byte(body)},
 				func(ctx context.Context) (string, error) { return w.handle(ctx, k.stored) })
 		}()
-		w.answered(a, k, v, replayed, err)
+		w.answered(a, k, body, v, replayed, err)
 	}
 }
 
-// answered checks a Do or DoClaimed answer against the ledger (invariant b), and in the
-// final phase that the key settled (invariant d).
-func (w *world) answered(a *actor, k *keyInfo, v string, replayed bool, err error) {
+// answered checks a Do or DoClaimed answer to a request of k with body against the ledger
+// (invariant b), and in the final phase that the key settled (invariant d).
+func (w *world) answered(a *actor, k *keyInfo, body, v string, replayed bool, err error) {
+	if line := w.answerLine(a, k, v, replayed, err); line != "" {
+		w.logf("%s", line)
+	}
+	w.judged(a, k, body, v, replayed, err)
+}
+
+// answerLine is the trace line of an answer, or "" for none (the schedule is over, or a
+// is dead).
+func (w *world) answerLine(a *actor, k *keyInfo, v string, replayed bool, err error) string {
+	var failed *idem.FailedError
+	switch {
+	case errors.Is(err, errShutdown), w.isDead(a):
+		return ""
+	case err == nil:
+		return fmt.Sprintf("%s answered %s: %q (replayed %t)", a, k.name, v, replayed)
+	case errors.As(err, &failed):
+		return fmt.Sprintf("%s answered %s: remembered failure", a, k.name)
+	default:
+		return fmt.Sprintf("%s answered %s: error %v", a, k.name, err)
+	}
+}
+
+// judged is answered without the trace line.
+func (w *world) judged(a *actor, k *keyInfo, body, v string, replayed bool, err error) {
 	var failed *idem.FailedError
 	switch {
 	case errors.Is(err, errShutdown), w.isDead(a):
 		return
 	case err == nil:
-		w.logf("%s answered %s: %q (replayed %t)", a, k.name, v, replayed)
-		w.led.answer(w, a, k.stored, v, replayed, false)
+		w.led.answer(w, a, k.stored, fingerprint(body), v, replayed, false)
 		return
 	case errors.As(err, &failed):
-		w.logf("%s answered %s: remembered failure", a, k.name)
-		w.led.answer(w, a, k.stored, failed.Message, true, true)
+		w.led.answer(w, a, k.stored, fingerprint(body), failed.Message, true, true)
 		return
 	}
-	w.logf("%s answered %s: error %v", a, k.name, err)
+	if errors.Is(err, idem.ErrPayloadMismatch) {
+		w.led.mismatch(a, k.stored, fingerprint(body))
+	}
 	if a.finisher && !errors.Is(err, idem.ErrPayloadMismatch) && !errors.Is(err, errPermanent) {
 		w.led.mu.Lock()
 		w.led.violate("d.notSettled", k.name, "the final call after every lease ended got %v", err)
@@ -389,31 +423,140 @@ func (w *world) answered(a *actor, k *keyInfo, v string, replayed bool, err erro
 	}
 }
 
+// mixBatch draws a batch caller's extras (FeatBatchMix) from the generator of its own:
+// more requests for its keys (a duplicate, or another body), now and then more than 25 in
+// all (a DynamoDB batch's limit), placed anywhere (so a key's first request may have the
+// other body); some requests with a deadline of their own, before the caller's; and
+// whether the final Settle overlaps the earlier ones (loose) rather than waiting for them.
+func (w *world) mixBatch(a *actor) (loose bool) {
+	br := w.brng
+	n := len(a.keys)
+	a.bodies = make([]string, n)
+	extra := 0
+	switch r := br.IntN(10); {
+	case r < 5:
+		extra = 1 + br.IntN(3)
+	case r == 5:
+		extra = 26 - n + br.IntN(5)
+	}
+	for range extra {
+		k := a.keys[br.IntN(n)]
+		body := k.body
+		if br.IntN(3) == 0 {
+			body += " other"
+		}
+		at := br.IntN(len(a.keys) + 1)
+		a.keys = slices.Insert(a.keys, at, k)
+		a.bodies = slices.Insert(a.bodies, at, body)
+	}
+	a.dl = make([]time.Time, len(a.keys))
+	for i := range a.keys {
+		if br.IntN(3) != 0 {
+			continue
+		}
+		if a.hasDL {
+			a.dl[i] = a.start.Add(time.Duration(1 + br.Int64N(int64(a.deadline.Sub(a.start)))))
+		} else {
+			a.dl[i] = a.start.Add(time.Duration(300+br.IntN(5000)) * time.Millisecond)
+		}
+	}
+	loose = br.IntN(2) == 0
+	var desc []string
+	for i, k := range a.keys {
+		d := k.name
+		if a.bodies[i] != "" && a.bodies[i] != k.body {
+			d += "(other body)"
+		}
+		if !a.dl[i].IsZero() {
+			d += fmt.Sprintf("(deadline %.3fs)", a.dl[i].Sub(epoch).Seconds())
+		}
+		desc = append(desc, d)
+	}
+	a.extra += "; requests " + strings.Join(desc, " ")
+	if loose {
+		a.extra += "; the final Settle overlapping the others"
+	}
+	return loose
+}
+
+// bodyOf returns the body of a's request i.
+func (a *actor) bodyOf(i int) string {
+	if i < len(a.bodies) && a.bodies[i] != "" {
+		return a.bodies[i]
+	}
+	return a.keys[i].body
+}
+
 // batchSettleMargin is how long before its deadline, on its own clock, a batch caller
 // settles if handlers still run.
 const batchSettleMargin = 100 * time.Millisecond
 
-// batchBody is a caller of Guard.Claim, DoClaimed and Settle over a's keys.
-func (w *world) batchBody(a *actor, concurrent, early bool) func(context.Context) {
+// batchResult is one DoClaimed answer of a batch caller.
+type batchResult struct {
+	v        string
+	replayed bool
+	err      error
+	done     bool            // DoClaimed returned
+	ctx      context.Context // the context the request was given
+}
+
+// batchBody is a caller of Guard.Claim, DoClaimed and Settle over a's requests. Every
+// Settle's answer is judged (ledger.settleAnswered); with loose, the final Settle does not
+// wait for the earlier ones still under way.
+func (w *world) batchBody(a *actor, concurrent, early, loose bool) func(context.Context) {
 	return func(ctx context.Context) {
 		reqs := make([]idem.Request, len(a.keys))
+		ctxs := make([]context.Context, len(a.keys))
 		for i, k := range a.keys {
-			reqs[i] = idem.Request{Key: k.raw, Fingerprint: []byte(k.body)}
+			reqs[i] = idem.Request{Key: k.raw, Fingerprint: []byte(a.bodyOf(i))}
+			ctxs[i] = ctx
+			if i < len(a.dl) && !a.dl[i].IsZero() {
+				ctxs[i] = w.subCtx(ctx.(*simCtx), a.dl[i])
+			}
+			if a.bodies != nil {
+				ctxs[i] = context.WithValue(ctxs[i], reqKey{}, i)
+			}
 		}
 		b := a.c.guard.Claim(ctx, reqs)
-		type result struct {
-			v        string
-			replayed bool
-			err      error
-		}
-		results := make([]result, len(reqs))
+		var mu sync.Mutex // guards results
+		results := make([]batchResult, len(reqs))
 		doOne := func(i int) {
-			r := &results[i]
-			defer recoverPanic(&r.err)
+			r := batchResult{ctx: ctxs[i]}
 			k := a.keys[i]
-			r.v, r.replayed, r.err = idem.DoClaimed(ctx, b, i, func(ctx context.Context) (string, error) {
-				return w.handle(ctx, k.stored)
-			})
+			if concurrent && a.bodies != nil && w.block(a, pointStep, "call", k.name+reqTag(ctxs[i])).abort {
+				// Which request of a key calls DoClaimed first decides which runs it and
+				// which share its outcome: the scheduler decides, not the goroutines' order.
+				r.err = errShutdown
+				mu.Lock()
+				results[i] = r
+				mu.Unlock()
+				return
+			}
+			func() {
+				defer recoverPanic(&r.err)
+				r.v, r.replayed, r.err = idem.DoClaimed(ctxs[i], b, i, func(ctx context.Context) (string, error) {
+					return w.handle(ctx, k.stored)
+				})
+			}()
+			r.done = true
+			mu.Lock()
+			results[i] = r
+			mu.Unlock()
+		}
+		settle := func(what string) []error {
+			mu.Lock()
+			values := make([]string, len(results))
+			for i, r := range results {
+				if r.done && r.err == nil {
+					values[i] = r.v
+				}
+			}
+			mu.Unlock()
+			errs := b.Settle(ctx)
+			if !w.isDead(a) {
+				w.led.settleAnswered(w, a, what, a.keys, values, errs)
+			}
+			return errs
 		}
 		// handlers are the DoClaimed calls; others the Settles racing them.
 		var handlers, others sync.WaitGroup
@@ -422,21 +565,30 @@ func (w *world) batchBody(a *actor, concurrent, early bool) func(context.Context
 			go func() {
 				defer others.Done()
 				if !w.block(a, pointStep, "settle-early", "").abort {
-					b.Settle(ctx)
+					settle("early")
 				}
 			}()
 		}
 		stop := make(chan struct{})
+		// Settle must come before the deadline (see idem.Batch), of the caller's context and
+		// of every request's: a handler may run past it, so the caller settles when its
+		// clock reads the deadline less a little, as the SQS wrapper does.
+		var deadlines []time.Time
 		if a.hasDL {
-			// Settle must come before the deadline (see idem.Batch): a handler may run past
-			// it, so the caller settles when its clock reads the deadline less a little, as
-			// the SQS wrapper does.
+			deadlines = append(deadlines, a.deadline)
+		}
+		for _, d := range a.dl {
+			if !d.IsZero() && !slices.Contains(deadlines, d) {
+				deadlines = append(deadlines, d)
+			}
+		}
+		for _, dl := range deadlines {
 			others.Add(1)
 			go func() {
 				defer others.Done()
 				select {
-				case <-a.c.clk.After(a.deadline.Sub(a.c.clk.Now()) - batchSettleMargin):
-					b.Settle(ctx)
+				case <-a.c.clk.After(dl.Sub(a.c.clk.Now()) - batchSettleMargin):
+					settle("deadline")
 				case <-stop:
 				}
 			}()
@@ -453,14 +605,111 @@ func (w *world) batchBody(a *actor, concurrent, early bool) func(context.Context
 		}
 		handlers.Wait()
 		close(stop)
+		if !loose {
+			others.Wait()
+		}
+		errs := settle("final")
 		others.Wait()
-		errs := b.Settle(ctx)
 		for i, r := range results {
 			err := r.err
-			if err == nil && !r.replayed && errs[i] != nil {
+			if err == nil && errs[i] != nil {
+				// Not durably recorded (for every request that took part in its run).
 				err = errs[i]
 			}
-			w.answered(a, a.keys[i], r.v, r.replayed, err)
+			results[i].err = err
+			if a.bodies != nil {
+				// The caller may be here having woken when a context ended, not released
+				// at a point, along with other such goroutines: its lines go into the trace
+				// sorted, with the notes. A request whose context ended may have been
+				// answered its key's outcome or its context's error, as the library's
+				// select drew: judged, not traced.
+				if line := w.answerLine(a, a.keys[i], r.v, r.replayed, err); line != "" {
+					var failed *idem.FailedError
+					switch {
+					case r.ctx != nil && r.ctx.Err() != nil:
+						line = fmt.Sprintf("%s answered %s after its context ended", a, a.keys[i].name)
+					case err != nil && !errors.As(err, &failed):
+						// Without its text or class: it may be the outcome of another request
+						// of the key whose context ended (see above), shared.
+						line = fmt.Sprintf("%s answered %s: an error", a, a.keys[i].name)
+					}
+					w.note(fmt.Sprintf("%03d 9 answered %04d", a.id, i), line)
+				}
+				w.judged(a, a.keys[i], a.bodyOf(i), r.v, r.replayed, err)
+				continue
+			}
+			w.answered(a, a.keys[i], a.bodyOf(i), r.v, r.replayed, err)
+		}
+		if len(a.bodies) > 0 && !w.isDead(a) {
+			w.batchGroups(a, results)
+		}
+	}
+}
+
+// batchGroups checks the requests of one batch that share a key and a body (invariant b):
+// they run it at most once (b.batchRanTwice), and once one of them is answered a result,
+// every other is answered that result, unless its own context ended (b.batchDupDiffers).
+// See idem.Guard.Claim.
+func (w *world) batchGroups(a *actor, results []batchResult) {
+	type group struct {
+		key  *keyInfo
+		body string
+		idx  []int
+	}
+	var groups []*group
+	byKey := map[[2]string]*group{}
+	for i, k := range a.keys {
+		gk := [2]string{k.stored, a.bodyOf(i)}
+		g := byKey[gk]
+		if g == nil {
+			g = &group{key: k, body: gk[1]}
+			byKey[gk] = g
+			groups = append(groups, g)
+		}
+		g.idx = append(g.idx, i)
+	}
+	w.led.mu.Lock()
+	defer w.led.mu.Unlock()
+	for _, g := range groups {
+		if len(g.idx) < 2 {
+			continue
+		}
+		ran, answered := -1, -1
+		for _, i := range g.idx {
+			r := results[i]
+			if errors.Is(r.err, errShutdown) {
+				return
+			}
+			if r.err != nil {
+				continue
+			}
+			if !r.replayed {
+				if ran >= 0 {
+					w.led.violate("b.batchRanTwice", g.key.name, "%s: requests %d and %d of one batch, with one key and body, both computed a result (%q, %q)",
+						a, ran, i, results[ran].v, r.v)
+				}
+				ran = i
+			}
+			if answered < 0 {
+				answered = i
+			}
+		}
+		if answered < 0 {
+			continue
+		}
+		v := results[answered].v
+		for _, i := range g.idx {
+			r := results[i]
+			ended := r.ctx.Err() != nil && (errors.Is(r.err, context.DeadlineExceeded) || errors.Is(r.err, context.Canceled))
+			if r.err == nil && r.v == v || r.err != nil && ended {
+				continue
+			}
+			got := fmt.Sprintf("%q", r.v)
+			if r.err != nil {
+				got = "error: " + r.err.Error()
+			}
+			w.led.violate("b.batchDupDiffers", g.key.name, "%s: request %d of one batch was answered %q, request %d, with the same key and body, %s",
+				a, answered, v, i, got)
 		}
 	}
 }
@@ -497,7 +746,7 @@ func (w *world) httpBody(a *actor, k *keyInfo, body string) func(context.Context
 		case err == nil && resp.StatusCode == 201:
 			replayed := resp.Headers[lambdawrap.ReplayedHeader] == "true"
 			w.logf("%s answered %s: 201 %q (replayed %t)", a, k.name, resp.Body, replayed)
-			w.led.answer(w, a, k.stored, resp.Body, replayed, false)
+			w.led.answer(w, a, k.stored, "", resp.Body, replayed, false)
 		case err == nil:
 			w.logf("%s answered %s: %d", a, k.name, resp.StatusCode)
 			if a.finisher {

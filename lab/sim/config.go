@@ -49,6 +49,9 @@ const (
 	// FeatClockStep: a container's wall clock steps once mid-run, staying within the
 	// tolerated skew.
 	FeatClockStep
+	// FeatBatchMix: batches with duplicate keys and other bodies, per-request deadlines,
+	// overlapping Settles, claims met with an error.
+	FeatBatchMix
 	featEnd
 )
 
@@ -59,6 +62,7 @@ var featureNames = []string{
 	"fail", "lost", "late", "crash", "kill", "skew", "heartbeat", "wait", "remember",
 	"attach", "cache", "panic", "error", "checkpoint", "maxlease", "failopen", "expiry",
 	"batchstore", "do", "batch", "sqs", "fifo", "http", "delay", "pause", "itemfail", "clockstep",
+	"batchmix",
 }
 
 const actorFeatures = FeatDo | FeatBatch | FeatSQS | FeatFIFO | FeatHTTP
@@ -142,6 +146,7 @@ type profile struct {
 	delay                  float64 // per write request: resent, its first attempt late (FeatDelay)
 	pause                  float64 // per handler work step: it stalls (FeatPause)
 	itemFail               float64 // per batch request: some of its items fail (FeatItemFail)
+	metFail                float64 // per batch claim: items fail with a record met (FeatBatchMix)
 	crash                  float64 // per released point
 	advance                float64 // per step: move time rather than release a point
 
@@ -162,13 +167,13 @@ type profile struct {
 
 func (p *profile) has(f Features) bool { return p.on&f != 0 }
 
-// drawProfile draws a profile from rng, and the parts added with the late-delivery faults
-// (FeatDelay, FeatPause, FeatItemFail, FeatClockStep) from lrng. So profiles without them
-// are those drawn before they existed.
-func drawProfile(rng, lrng *rand.Rand, allowed Features) profile {
+// drawProfile draws a profile from rng, the parts added with the late-delivery faults
+// (FeatDelay, FeatPause, FeatItemFail, FeatClockStep) from lrng, and FeatBatchMix from
+// brng, so that profiles without them are those drawn before they existed.
+func drawProfile(rng, lrng, brng *rand.Rand, allowed Features) profile {
 	var p profile
 	for f := Features(1); f < featEnd; f <<= 1 {
-		if f == FeatDelay || f == FeatPause || f == FeatItemFail || f == FeatClockStep {
+		if f == FeatDelay || f == FeatPause || f == FeatItemFail || f == FeatClockStep || f == FeatBatchMix {
 			continue
 		}
 		if allowed&f != 0 && rng.IntN(100) < 60 {
@@ -189,6 +194,10 @@ func drawProfile(rng, lrng *rand.Rand, allowed Features) profile {
 	}
 	if allowed&FeatClockStep != 0 && lrng.IntN(100) < 60 {
 		p.on |= FeatClockStep
+	}
+	if allowed&FeatBatchMix != 0 && brng.IntN(100) < 60 {
+		p.on |= FeatBatchMix
+		p.metFail = []float64{0.1, 0.2, 0.4}[brng.IntN(3)]
 	}
 	if p.on&actorFeatures == 0 {
 		kinds := allowed & actorFeatures
@@ -251,6 +260,9 @@ func (p *profile) String() string {
 	}
 	if p.itemFail > 0 {
 		fmt.Fprintf(&b, " itemfail %.2f", p.itemFail)
+	}
+	if p.metFail > 0 {
+		fmt.Fprintf(&b, " metfail %.2f", p.metFail)
 	}
 	if p.pause > 0 {
 		fmt.Fprintf(&b, " pause %.2f", p.pause)

@@ -13,7 +13,11 @@
 //
 //   - do: idem.Do, sometimes with another body for the same key (a payload mismatch);
 //   - batch: Guard.Claim, DoClaimed (sequentially or concurrently) and Settle, sometimes
-//     with an extra Settle racing the handlers;
+//     with an extra Settle racing the handlers; with FeatBatchMix, more requests for its
+//     keys (duplicates, and requests with another body, anywhere in the batch, now and
+//     then more than 25 in all), some with a deadline of their own before the caller's
+//     (the caller then settles before each), and sometimes a final Settle that does not
+//     wait for the earlier ones still under way;
 //   - sqs and fifo: sqs.Handler.Handle on a standard or FIFO queue, with batch claims on
 //     or off, a drawn concurrency and deadline margin, over a queue whose messages are
 //     redelivered until acknowledged (ApproximateReceiveCount counts up), sometimes twice
@@ -70,7 +74,17 @@
 // timer fires at once, so that goroutines waiting on one (a completion's backoff, on a
 // context detached from the caller's) unwind without waiting in wall time. Contexts are
 // the actors' own: their Deadline is in simulated time and they end when their
-// container's clock passes it.
+// container's clock passes it; a batch request's own context (FeatBatchMix) derives from
+// its actor's, and ends at its own deadline the same way. Its points' labels carry the
+// request's index, so that requests of one key stay apart. Such a batch's concurrent
+// DoClaimed calls each pass a point first: which request of a key calls first decides
+// which runs it and which share its outcome, so the scheduler decides it, not the order
+// the runtime runs goroutines in (random under the race detector). A request whose own
+// context has ended may be answered its key's outcome or its context's error, as a select
+// in the library draws: its answer is judged but not traced, the other error answers of
+// such a batch are traced without their text (they may share it), and a store request
+// such a batch makes on a context that has ended is not sent (as the SDK does), without a
+// point.
 //
 // # The store
 //
@@ -81,7 +95,11 @@
 // apply it, lose the response and let the SDK resend it, which meets what its first
 // attempt wrote; apply it and answer only at a later point (FeatLate). With FeatItemFail
 // some items of a batch request (claims, completions, releases) fail without applying
-// while the others apply.
+// while the others apply. With FeatBatchMix some items of a batch claim fail with the
+// record they met, as idemstore.Store.Claim allows: an insert that met an item it could not
+// read (the key alone, not applied), or a refusal whose result could not be read (the
+// record without its data). (A refusal without a record breaks the contract and is not
+// modelled.)
 //
 // Late delivery (FeatDelay). The AWS SDK resends a request whose connection broke, and
 // the first attempt may still reach DynamoDB after the resend, or after later requests of
@@ -129,9 +147,20 @@
 //     lease end fell below the end its lease watchdog counts on (its claim's, or the
 //     latest an extension answered to it confirmed), so another caller could take the
 //     key over under a live context (an extension's first attempt landing late).
+//     a.failOpenAfterMet: a do or batch caller ran a handler unguarded (WithFailOpen) for
+//     a key one of its claims had been answered with a record of (met, or its own).
 //   - (b) every answer a caller got equals the recorded result: a computed result was
 //     recorded by its own run (b.answerNotRecorded, b.answerDiffers), a replay equals a
-//     recorded result or remembered failure (b.replayDiffers).
+//     recorded result or remembered failure (b.replayDiffers), recorded for the request's
+//     own body (b.answerOtherBody); idem.ErrPayloadMismatch only once a request with
+//     another body held the key (b.mismatchWithoutOther). The requests of one batch with
+//     one key and body run it at most once (b.batchRanTwice), and once one is answered a
+//     result, every other is answered that result unless its own context ended
+//     (b.batchDupDiffers): see idem.Guard.Claim. A Settle that answers nil for a request
+//     whose DoClaimed returned a result before that Settle began has it recorded
+//     (b.settleNotRecorded). A completion's first attempt is never sent already expired
+//     on its sender's clock (b.completedExpired: Settle counts the expiry from its
+//     recording).
 //   - (c) a checkpoint once acknowledged to its owner is seen (idem.LastCheckpoint at the
 //     handler's start) by every later owner of the key until it completes or expires, or
 //     one written after it (by a request sent after the acknowledgement) that applied;

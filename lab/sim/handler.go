@@ -89,11 +89,13 @@ func (w *world) handle(ctx context.Context, key string) (string, error) {
 	// How the guard called the handler, judged before the start step lets time pass.
 	guarded := !errors.Is(idem.Attach(ctx), idem.ErrNoLease)
 	ctxErr := ctx.Err()
-	d := w.block(a, pointStep, "start", name)
+	met := !guarded && (a.kind == "do" || a.kind == "batch") && w.led.hasMet(a, key)
+	label := name + reqTag(ctx) // the points' key, unique within a batch
+	d := w.block(a, pointStep, "start", label)
 	if d.abort {
 		return "", errShutdown
 	}
-	r := w.led.handlerStart(w, a, key, ctx, guarded, ctxErr)
+	r := w.led.handlerStart(w, a, key, ctx, guarded, ctxErr, met)
 	p := d.plan
 	ok, attached, how := false, false, "gave up"
 	defer func() { w.led.handlerEnd(w, r, ok, attached, how) }()
@@ -107,7 +109,7 @@ func (w *world) handle(ctx context.Context, key string) (string, error) {
 			}
 			continue
 		}
-		d := w.block(a, pointStep, "work", name)
+		d := w.block(a, pointStep, "work", label)
 		if d.abort {
 			return "", errShutdown
 		}
@@ -131,7 +133,7 @@ func (w *world) handle(ctx context.Context, key string) (string, error) {
 	case end500:
 		return "", errUnavailable
 	}
-	if w.block(a, pointStep, "effect", name).abort {
+	if w.block(a, pointStep, "effect", label).abort {
 		return "", errShutdown
 	}
 	if err := ctx.Err(); err != nil {

@@ -66,6 +66,7 @@ type run struct {
 	cpCause   string          // why the record it replaced lacks expectCp, if it does
 	resent    bool            // its claim applied, the response was lost, and the resend met it
 	orphan    bool            // granted by a late claim, for no caller: no handler runs under it
+	tag       string          // the batch request whose own claim granted it (reqTag), or empty
 	how       string          // how its handler ended
 
 	started, ended bool
@@ -172,8 +173,10 @@ type ledger struct {
 	maxSkew     time.Duration
 	seq         uint64          // numbers checkpoint requests and acknowledgements, in order
 	releasedTok map[string]bool // the tokens whose release applied
-	violations  []Violation
-	stats       Stats
+	// met holds, per do or batch caller, the keys a claim of its answered with a record.
+	met        map[*actor]map[string]bool
+	violations []Violation
+	stats      Stats
 }
 
 func (l *ledger) init() {
@@ -467,17 +470,28 @@ func (l *ledger) lateCheckpoint(ks *keyState, what string) {
 	ks.cp, ks.cpSeq, ks.since, ks.gone = ks.heldCp, l.seq, nil, ""
 }
 
-// completeSent records that a completion carrying tokens was sent, unless a is dead (a
-// dead invocation's goroutines may still be woken by a timer, but a real one is frozen).
-func (l *ledger) completeSent(w *world, a *actor, tokens []string) {
+// completeSent records that completions recs were sent, unless a is dead (a dead
+// invocation's goroutines may still be woken by a timer, but a real one is frozen). A
+// completion's first attempt is never sent already expired on its sender's clock
+// (b.completedExpired): a retry would run the key again, though its handler finished
+// within the expiry (a batch outcome waiting for Settle, say).
+func (l *ledger) completeSent(w *world, a *actor, recs []*idemstore.Record) {
 	if w.isDead(a) {
 		return
 	}
 	now := w.trueNow()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, t := range tokens {
+	for _, rec := range recs {
+		// The sender's clock at its lowest reading since its invocation started.
+		t := rec.LeaseToken
 		r := l.byToken[t]
+		// A resend after a store failure carries what the first attempt did: a store that
+		// stalls past the expiry is the store's doing.
+		if clk := now.Add(min(a.skew0, a.skew())); r != nil && r.sentAt.IsZero() && !a.finisher && !rec.Expires.After(clk) {
+			l.violate("b.completedExpired", r.name, "%s sent run r%d's completion (%s) at %.3fs on its clock, already expired (at %.3fs); its handler ended at %.3fs",
+				a, r.id, rec.Status, clk.Sub(epoch).Seconds(), rec.Expires.Sub(epoch).Seconds(), r.endAt.Sub(epoch).Seconds())
+		}
 		if r == nil || !r.sentAt.IsZero() {
 			continue
 		}
@@ -488,6 +502,7 @@ func (l *ledger) completeSent(w *world, a *actor, tokens []string) {
 	}
 }
 
+// completed records a completion request that applied (err nil) or failed.
 func (l *ledger) completed(w *world, a *actor, rec *idemstore.Record, err error) {
 	now := w.trueNow()
 	l.mu.Lock()
@@ -540,6 +555,15 @@ func (l *ledger) released(w *world, key, token string, err error) {
 	w.logf("%s released", ks.name)
 }
 
+// tagRun notes which request of a batch with duplicate keys a claim of token was made for.
+func (l *ledger) tagRun(token, tag string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if r := l.byToken[token]; r != nil && !r.orphan {
+		r.tag = tag
+	}
+}
+
 // resent marks the run of token as claimed by a resent request that met its own record.
 func (l *ledger) markResent(token string) {
 	l.mu.Lock()
@@ -559,18 +583,26 @@ func (l *ledger) attachedWrite(w *world, key, token string) {
 }
 
 // handlerStart finds the run a handler of a starts under, and checks invariant (c).
-func (l *ledger) handlerStart(w *world, a *actor, key string, ctx context.Context, guarded bool, ctxErr error) *run {
+func (l *ledger) handlerStart(w *world, a *actor, key string, ctx context.Context, guarded bool, ctxErr error, met bool) *run {
 	now := w.trueNow()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ks := l.keys[key]
 	var r *run
 	if guarded {
-		for i := len(l.runs) - 1; i >= 0; i-- {
-			if c := l.runs[i]; c.a == a && c.key == key && !c.started && !c.orphan {
-				r = c
-				break
+		// In a batch with duplicate keys one caller may hold two leases of a key (one per
+		// body): the request's own claim's, else its batch claim's.
+		tag := reqTag(ctx)
+		match := func(tag string) *run {
+			for i := len(l.runs) - 1; i >= 0; i-- {
+				if c := l.runs[i]; c.a == a && c.key == key && !c.started && !c.orphan && c.tag == tag {
+					return c
+				}
 			}
+			return nil
+		}
+		if r = match(tag); r == nil && tag != "" {
+			r = match("")
 		}
 		if r == nil {
 			l.violate("a.unknownLease", ks.name, "%s runs its handler under a lease the store never granted it", a)
@@ -579,6 +611,9 @@ func (l *ledger) handlerStart(w *world, a *actor, key string, ctx context.Contex
 		l.stats.Unguarded++
 		if err := ctxErr; err != nil {
 			l.violate("a.failOpenCancelled", ks.name, "%s runs its handler unguarded (fail-open) on an ended context (%v)", a, err)
+		}
+		if met {
+			l.violate("a.failOpenAfterMet", ks.name, "%s runs its handler unguarded (fail-open) though a claim of its (of its batch) met a record of the key before", a)
 		}
 	}
 	if r == nil {
@@ -717,8 +752,10 @@ func (ks *keyState) decode(c completion) (string, bool) {
 }
 
 // answer checks invariant (b) for a caller that was answered value for key: a result it
-// computed (replayed false), a replay, or a remembered failure's message (failed).
-func (l *ledger) answer(w *world, a *actor, key, value string, replayed, failed bool) {
+// computed (replayed false), a replay, or a remembered failure's message (failed). fp is
+// the fingerprint of the request's body, or empty if not judged: a request is never
+// answered with the result of a request with another body (b.answerOtherBody).
+func (l *ledger) answer(w *world, a *actor, key, fp, value string, replayed, failed bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ks := l.keys[key]
@@ -726,17 +763,22 @@ func (l *ledger) answer(w *world, a *actor, key, value string, replayed, failed 
 	if failed {
 		want = idemstore.StatusFailed
 	}
+	var r *run
+	if id := runID(value); id >= 1 && id <= len(l.runs) {
+		r = l.runs[id-1]
+	}
+	if !failed && r != nil && !r.guarded && (!replayed || r.a == a && r.key == key) {
+		// fail-open: nothing is recorded, by design; the requests of its batch with its
+		// key and body share its result (see idem.Guard.Claim).
+		return
+	}
 	if !replayed && !failed {
-		var r *run
-		if id := runID(value); id >= 1 && id <= len(l.runs) {
-			r = l.runs[id-1]
-		}
-		if r != nil && !r.guarded {
-			return // fail-open: nothing is recorded, by design
-		}
 		if r == nil || !r.landed {
 			l.violate("b.answerNotRecorded", ks.name, "%s was answered %q but that run's result was never recorded", a, value)
 			return
+		}
+		if !fpCompatible(fp, r.fp) {
+			l.violate("b.answerOtherBody", ks.name, "%s was answered %q, computed by run r%d for a request with another body", a, value, r.id)
 		}
 		for _, c := range ks.completions {
 			if c.token == r.token {
@@ -749,17 +791,81 @@ func (l *ledger) answer(w *world, a *actor, key, value string, replayed, failed 
 		return
 	}
 	var recorded []string
+	other := false
 	for _, c := range ks.completions {
 		if c.status != want {
 			continue
 		}
 		got, ok := ks.decode(c)
 		if ok && got == value {
-			return
+			if fpCompatible(fp, c.fp) {
+				return
+			}
+			other = true
 		}
 		recorded = append(recorded, got)
 	}
+	if other {
+		l.violate("b.answerOtherBody", ks.name, "%s was replayed %q, recorded only for a request with another body", a, value)
+		return
+	}
 	l.violate("b.replayDiffers", ks.name, "%s was replayed %q, recorded %s results: %q", a, value, want, recorded)
+}
+
+// mismatch checks an idem.ErrPayloadMismatch answered to a of a request for key with body
+// fingerprint fp (invariant b): some lease of the key was granted to a request with another
+// body, whose record the guard met (b.mismatchWithoutOther).
+func (l *ledger) mismatch(a *actor, key, fp string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range l.runs {
+		if r.key == key && r.guarded && r.fp != "" && r.fp != fp {
+			return
+		}
+	}
+	l.violate("b.mismatchWithoutOther", l.keys[key].name, "%s was answered ErrPayloadMismatch, but no request with another body ever held the key", a)
+}
+
+// settleAnswered checks a Settle's answer (invariant b): a nil error for a request whose
+// DoClaimed returned a result before that Settle began means the result is recorded
+// (b.settleNotRecorded). values[i] is that result, or empty.
+func (l *ledger) settleAnswered(w *world, a *actor, what string, keys []*keyInfo, values []string, errs []error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, v := range values {
+		if v == "" || i >= len(errs) || errs[i] != nil {
+			continue
+		}
+		id := runID(v)
+		if id < 1 || id > len(l.runs) {
+			continue
+		}
+		if r := l.runs[id-1]; r.guarded && !r.landed {
+			l.violate("b.settleNotRecorded", keys[i].name, "%s's %s Settle answered nil for request %d, whose DoClaimed returned %q before that Settle began, but run r%d's result is not recorded",
+				a, what, i, v, r.id)
+		}
+	}
+}
+
+// metRecord notes that a claim answered a (for key) with a record: one holding the key, or
+// its own. From then on no request of a's (one Do call, or one batch) fails open for key.
+func (l *ledger) metRecord(a *actor, key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.met == nil {
+		l.met = make(map[*actor]map[string]bool)
+	}
+	if l.met[a] == nil {
+		l.met[a] = make(map[string]bool)
+	}
+	l.met[a][key] = true
+}
+
+// hasMet reports whether a claim answered a with a record for key (see metRecord).
+func (l *ledger) hasMet(a *actor, key string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.met[a][key]
 }
 
 // finalChecks checks what can only be judged once the schedule is over.

@@ -79,13 +79,14 @@ func Run(cfg Config) Result {
 		cfg:      cfg,
 		rng:      rand.New(rand.NewPCG(cfg.Seed, 0x1de4_51ed)),
 		lrng:     rand.New(rand.NewPCG(cfg.Seed, 0x1a7e_de11)),
+		brng:     rand.New(rand.NewPCG(cfg.Seed, 0xba7c_4a11)),
 		now:      epoch,
 		keyNames: make(map[string]string),
 		runnable: []metrics.Sample{{Name: "/sched/goroutines/runnable:goroutines"}, {Name: "/sched/goroutines/not-in-go:goroutines"}},
 	}
 	w.led.init()
 	w.store = &store{w: w, mem: memstore.New(), mutant: cfg.mutant, cpSeq: make(map[string]uint64)}
-	w.p = drawProfile(w.rng, w.lrng, cfg.Features)
+	w.p = drawProfile(w.rng, w.lrng, w.brng, cfg.Features)
 	w.logf("seed %d: %s", cfg.Seed, &w.p)
 	if err := w.setup(); err != nil {
 		panic(fmt.Sprintf("sim: seed %d: setup: %v", cfg.Seed, err))

@@ -18,6 +18,7 @@ import (
 var (
 	errInjected = fmt.Errorf("%w: sim: injected failure, not applied", idem.ErrStore)
 	errLost     = fmt.Errorf("%w: sim: response lost after the request applied", idem.ErrStore)
+	errUnread   = fmt.Errorf("%w: sim: the record met could not be read", idem.ErrStore)
 	errShutdown = errors.New("sim: the schedule is over")
 )
 
@@ -112,6 +113,16 @@ const (
 // not know its caller gave up.
 func (s *store) send(ctx context.Context, op, n string, apply func(context.Context, attempt, []bool) any) (res any, err error) {
 	a := actorOf(ctx)
+	if tag := reqTag(ctx); tag != "" {
+		if err := ctx.Err(); err != nil {
+			// A request of a batch with duplicate keys, made on a context that has ended:
+			// the SDK returns the context's error without sending it. (Whether the library
+			// makes it at all may depend on a select between that context and another
+			// request's outcome, both ready: no point, so that the schedule does not.)
+			return nil, fmt.Errorf("%w: sim: request not sent: %w", idem.ErrStore, err)
+		}
+		n += tag
+	}
 	late := func(maybe bool) {
 		if s.w.p.has(FeatDelay) {
 			lctx := context.WithoutCancel(ctx)
@@ -191,6 +202,9 @@ func (s *store) Claim(ctx context.Context, rec *idemstore.Record, now time.Time)
 			claimed = true
 		}
 		s.w.led.claimed(s.w, a, &rec, now, prev, claimed, err, at)
+		if tag := reqTag(ctx); tag != "" {
+			s.w.led.tagRun(rec.LeaseToken, tag)
+		}
 		if at == attemptResend {
 			s.w.led.markResent(rec.LeaseToken)
 		}
@@ -200,6 +214,9 @@ func (s *store) Claim(ctx context.Context, rec *idemstore.Record, now time.Time)
 		return nil, false, err
 	}
 	c := res.(claimAnswer)
+	if c.prev != nil || c.claimed {
+		s.w.led.metRecord(actorOf(ctx), rec.Key)
+	}
 	return c.prev, c.claimed, c.err
 }
 
@@ -226,7 +243,7 @@ func (s *store) Get(ctx context.Context, key string) (*idemstore.Record, error) 
 func (s *store) Complete(ctx context.Context, rec *idemstore.Record, attached []any) error {
 	a := actorOf(ctx)
 	sent := *rec
-	s.w.led.completeSent(s.w, a, []string{rec.LeaseToken})
+	s.w.led.completeSent(s.w, a, []*idemstore.Record{rec})
 	res, err := s.send(ctx, "complete", s.name(rec.Key), func(ctx context.Context, _ attempt, _ []bool) any {
 		rec := sent
 		var err error
@@ -331,12 +348,37 @@ func (s *batchStore) ClaimMany(ctx context.Context, recs []*idemstore.Record, no
 			recs[i] = &r
 		}
 		out := make([]idemstore.ClaimResult, len(recs))
-		sub := subset(fail, len(recs))
+		// The items failing with the record they met (FeatBatchMix), drawn on the failing
+		// items' bits past the first len(recs): see metFail.
+		met, unread := metFail(fail, len(recs))
+		var sub []int
+		for _, i := range subset(fail, len(recs)) {
+			if met[i] && !unread[i] {
+				// The claim goes through; a refusal comes back without the result it
+				// could not read, with the error.
+				prev, claimed, err := s.mem.Claim(ctx, recs[i], now)
+				out[i] = idemstore.ClaimResult{Prev: prev, Claimed: claimed, Err: err}
+				if err == nil && !claimed && prev != nil {
+					p := *prev
+					p.Data = nil
+					out[i].Prev, out[i].Err = &p, errUnread
+				}
+				continue
+			}
+			if met[i] {
+				if rec := s.truth(recs[i].Key); rec != nil {
+					// The insert met an item that could not be read: its key alone.
+					out[i] = idemstore.ClaimResult{Prev: &idemstore.Record{Key: rec.Key}, Err: errUnread}
+					continue
+				}
+			}
+			sub = append(sub, i)
+		}
 		for j, r := range s.mem.ClaimMany(ctx, pick(recs, sub), now) {
 			out[sub[j]] = r
 		}
 		for i := range out {
-			if !slices.Contains(sub, i) {
+			if i < len(fail) && fail[i] {
 				out[i].Err = errInjected
 			}
 		}
@@ -355,7 +397,29 @@ func (s *batchStore) ClaimMany(ctx context.Context, recs []*idemstore.Record, no
 		}
 		return out
 	}
-	return res.([]idemstore.ClaimResult)
+	out := res.([]idemstore.ClaimResult)
+	for i, r := range out {
+		if r.Prev != nil || r.Claimed {
+			s.w.led.metRecord(actorOf(ctx), recs[i].Key)
+		}
+	}
+	return out
+}
+
+// metFail splits the n items of a claimMany decision fail, which may hold 3n bits (see
+// drawMetFail): an item failing with the record it met (met), and of those, one whose
+// insert met an item it could not read (unread, its claim not applied), as dynamo.Store's
+// ClaimMany answers, rather than one refused whose result could not be read. Both are the
+// "error, having learned that a record holds the key" of idemstore.Store.Claim.
+func metFail(fail []bool, n int) (met, unread []bool) {
+	met, unread = make([]bool, n), make([]bool, n)
+	if len(fail) < 3*n {
+		return met, unread
+	}
+	for i := range n {
+		met[i], unread[i] = fail[n+i], fail[2*n+i]
+	}
+	return met, unread
 }
 
 // CompleteMany implements idemstore.BatchStore: one request for the whole batch.
@@ -390,7 +454,7 @@ func (s *batchStore) completeMany(ctx context.Context, op string, recs []*idemst
 		keys[i], tokens[i], sent[i] = r.Key, r.LeaseToken, *r
 	}
 	a := actorOf(ctx)
-	s.w.led.completeSent(s.w, a, tokens)
+	s.w.led.completeSent(s.w, a, recs)
 	res, err := s.send(ctx, op, s.names(keys), func(ctx context.Context, _ attempt, fail []bool) any {
 		recs := make([]*idemstore.Record, len(sent))
 		for i := range sent {

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -111,6 +112,7 @@ type world struct {
 	// lrng is the same, for the late-delivery faults (FeatDelay). It is a stream of its
 	// own, so that schedules without them stay as they were.
 	lrng *rand.Rand
+	brng *rand.Rand // the same, for FeatBatchMix
 	p    profile
 
 	mu       sync.Mutex // guards what goroutines under test touch
@@ -434,11 +436,38 @@ type simCtx struct {
 	endAt    time.Time // true time at which the container's clock reads the deadline
 	hasDL    bool
 	expired  atomic.Bool
+	parent   *simCtx // a request's own context (FeatBatchMix): the actor's, its parent
 }
 
 func newCtx(a *actor, deadline time.Time, hasDL bool) *simCtx {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	return &simCtx{Context: ctx, cancel: cancel, a: a, deadline: deadline, endAt: deadline.Add(-a.skew()), hasDL: hasDL}
+}
+
+// subCtx returns a context derived from the actor's context c, with a deadline of its own
+// before c's (one request's of a batch): it ends when c ends or when the container's clock
+// reads deadline, whichever comes first. The scheduler ends it (see fireAt).
+func (w *world) subCtx(c *simCtx, deadline time.Time) *simCtx {
+	ctx, cancel := context.WithCancelCause(c)
+	s := &simCtx{Context: ctx, cancel: cancel, a: c.a, deadline: deadline, endAt: deadline.Add(-c.a.skew()), hasDL: true, parent: c}
+	w.mu.Lock()
+	c.a.subs = append(c.a.subs, s)
+	past := !s.endAt.After(w.now)
+	w.mu.Unlock()
+	if past {
+		// Its clock reads the deadline already.
+		s.expired.Store(true)
+		s.cancel(context.DeadlineExceeded)
+	}
+	w.activity.Add(1)
+	return s
+}
+
+// subCtxs returns a's request contexts (FeatBatchMix).
+func (w *world) subCtxs(a *actor) []*simCtx {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return a.subs
 }
 
 // Deadline returns the simulated deadline.
@@ -450,7 +479,7 @@ func (c *simCtx) Deadline() (time.Time, bool) {
 // Err reports context.DeadlineExceeded once simulated time passed the deadline.
 func (c *simCtx) Err() error {
 	err := c.Context.Err()
-	if err != nil && c.expired.Load() {
+	if err != nil && (c.expired.Load() || c.parent != nil && c.parent.expired.Load()) {
 		return context.DeadlineExceeded
 	}
 	return err
@@ -462,6 +491,18 @@ func (c *simCtx) Value(key any) any {
 		return c.a
 	}
 	return c.Context.Value(key)
+}
+
+// reqKey is the context key of a request's index in its batch (FeatBatchMix).
+type reqKey struct{}
+
+// reqTag returns "@i" for a context of request i of a batch with duplicate keys, else "":
+// the labels of its points then differ from those of the other requests of its key.
+func reqTag(ctx context.Context) string {
+	if i, ok := ctx.Value(reqKey{}).(int); ok {
+		return "@" + strconv.Itoa(i)
+	}
+	return ""
 }
 
 // actorOf returns the actor whose context ctx derives from.
@@ -498,6 +539,13 @@ func (w *world) nextEvent() (time.Time, bool) {
 			consider(a.ctx.endAt)
 			if a.kill {
 				consider(a.deadline)
+			}
+		}
+		if a.started && !a.dead && !a.done {
+			for _, c := range w.subCtxs(a) {
+				if !c.expired.Load() {
+					consider(c.endAt)
+				}
 			}
 		}
 	}
@@ -566,7 +614,17 @@ func (w *world) fireAt(t time.Time) {
 		w.activity.Add(1)
 	}
 	for _, a := range w.actors {
-		if !a.started || a.done || a.dead || !a.ctx.hasDL || a.ctx.expired.Load() {
+		if !a.started || a.done || a.dead {
+			continue
+		}
+		for _, c := range w.subCtxs(a) {
+			if !c.expired.Load() && !c.endAt.After(t) {
+				c.expired.Store(true)
+				c.cancel(context.DeadlineExceeded)
+				w.activity.Add(1)
+			}
+		}
+		if !a.ctx.hasDL || a.ctx.expired.Load() {
 			continue
 		}
 		killed := a.kill && !a.deadline.After(t)
@@ -728,9 +786,18 @@ func (w *world) decide(p *point) decision {
 		d := decision{fault: f}
 		extra := ""
 		if f != faultBefore && strings.Contains(p.op, "Many") {
-			d.itemFail = w.drawItemFail(strings.Count(p.key, "+") + 1)
+			n := strings.Count(p.key, "+") + 1
+			d.itemFail = w.drawItemFail(n)
 			if d.itemFail != nil {
 				extra = fmt.Sprintf(", items failing %v", d.itemFail)
+			}
+			if p.op == "claimMany" {
+				if met := w.drawMetFail(n); met != nil {
+					fail := make([]bool, n, 3*n)
+					copy(fail, d.itemFail)
+					d.itemFail = append(fail, met...)
+					extra += fmt.Sprintf(", items met and failing (unread) %v", met)
+				}
 			}
 		}
 		w.logf("%s %s %s → %s%s", p.a, p.op, p.key, faultNames[f], extra)
@@ -808,6 +875,25 @@ func (w *world) drawItemFail(n int) []bool {
 		fail[w.lrng.IntN(n)] = true
 	}
 	return fail
+}
+
+// drawMetFail draws which of the n items of a batch claim fail with the record they met
+// (FeatBatchMix), as 2n bits (see metFail), or nil for none.
+func (w *world) drawMetFail(n int) []bool {
+	if w.final || w.p.metFail == 0 || w.brng.Float64() >= w.p.metFail {
+		return nil
+	}
+	bits := make([]bool, 2*n)
+	some := false
+	for i := range n {
+		bits[i] = w.brng.IntN(2) == 0
+		bits[n+i] = w.brng.IntN(2) == 0
+		some = some || bits[i]
+	}
+	if !some {
+		bits[w.brng.IntN(n)] = true
+	}
+	return bits
 }
 
 // finish ends the schedule: every goroutine still waiting is released with abort, every
