@@ -60,7 +60,7 @@ func (s *Store) CompleteManyAttached(ctx context.Context, recs []*idemstore.Reco
 			out[i] = errors.New("pgstore: complete: record has no lease token")
 			continue
 		}
-		w, err := attachedWrites(attachedOf(i))
+		w, err := attachedWrites(s.outboxWrites(attachedOf(i)))
 		if err != nil {
 			out[i] = err
 			continue

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -168,4 +169,12 @@ func CreateOutboxTable(ctx context.Context, db Executor, table string) error {
 		return fmt.Errorf("pgstore: create outbox table %s: %w", table, err)
 	}
 	return nil
+}
+
+// literalEscaper escapes a string for an E” literal; built once, not per call.
+var literalEscaper = strings.NewReplacer(`\`, `\\`, `'`, `''`)
+
+// literal returns v as an SQL string literal (E'…'), for names that go into statement text.
+func literal(v string) string {
+	return "E'" + literalEscaper.Replace(v) + "'"
 }

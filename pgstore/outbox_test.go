@@ -114,3 +114,31 @@ func TestOutboxRowsCommitInTheCompletionTransaction(t *testing.T) {
 	assert.Equal(t, map[string]string{"tenant": "t1"}, got[0].Headers)
 	assert.Equal(t, []byte(`{"cents":1}`), got[0].Payload)
 }
+
+// TestOutboxRowsCommitInABatchCompletion: events recorded by a batch's handlers commit
+// with the batch's completion, one row per event.
+func TestOutboxRowsCommitInABatchCompletion(t *testing.T) {
+	t.Parallel()
+	s, pool := newStore(t, nil)
+	ctx := context.Background()
+	require.NoError(t, pgstore.CreateOutboxTable(ctx, pool, s.OutboxTable()))
+	g, err := idem.New(s, "pay", idem.WithLease(time.Minute))
+	require.NoError(t, err)
+
+	reqs := []idem.Request{{Key: "b-1"}, {Key: "b-2"}, {Key: "b-3"}}
+	b := g.Claim(ctx, reqs)
+	for i, r := range reqs {
+		_, _, err := idem.DoClaimed(ctx, b, i, func(ctx context.Context) (string, error) {
+			_, err := outbox.Record(ctx, outbox.Event{Destination: "q", OrderingKey: r.Key, Type: "Taken"})
+			return "ok", err
+		})
+		require.NoError(t, err)
+	}
+	for _, err := range b.Settle(ctx) {
+		require.NoError(t, err)
+	}
+	rows := outboxRows(t, pool, s.OutboxTable())
+	require.Len(t, rows, 3)
+	keys := []string{rows[0].OrderingKey, rows[1].OrderingKey, rows[2].OrderingKey}
+	assert.ElementsMatch(t, []string{"b-1", "b-2", "b-3"}, keys)
+}
