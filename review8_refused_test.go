@@ -1,0 +1,94 @@
+package idem_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/idemstore/storetest"
+	"github.com/idemkit/idem/memstore"
+)
+
+// review8Store is a refusingStore whose Get fails while failGets is above zero.
+type review8Store struct {
+	*refusingStore
+	gmu      sync.Mutex
+	failGets int
+}
+
+func (s *review8Store) Get(ctx context.Context, key string) (*idemstore.Record, error) {
+	s.gmu.Lock()
+	fail := s.failGets > 0
+	if fail {
+		s.failGets--
+	}
+	s.gmu.Unlock()
+	if fail {
+		return nil, errConnReset
+	}
+	return s.refusingStore.Get(ctx, key)
+}
+
+// TestReview8_RefusedLateAttemptCommitsReadBackFails: the completion's first attempt is
+// held (its response lost, as an SDK resend's first attempt); the resend is refused for
+// good (funds short); a deposit lands and the held first attempt commits (debit + record
+// completed with "201") before the fencing release. The release then answers
+// ErrLeaseLost, and the guard's read of the record, meant to tell "completed after all",
+// fails once (a throttled or broken GetItem). releaseUncommitted treats that as
+// "released", the refusal stands, OnRefused's result "402" is returned with an error that
+// IsRefused ("nothing committed") - while the debit committed and a retry replays "201".
+func TestReview8_RefusedLateAttemptCommitsReadBackFails(t *testing.T) {
+	t.Parallel()
+	const key = "pay-1"
+	rs := &refusingStore{Store: &memstore.Store{}}
+	s := &review8Store{refusingStore: rs}
+	acct := &account{}
+	clock := storetest.NewSettableClock()
+	g, err := idem.New(s, "pay", idem.WithClock(clock))
+	require.NoError(t, err)
+	runs := 0
+	pay := func() (string, bool, error) {
+		return idem.Do(context.Background(), g, idem.Request{Key: key, Fingerprint: []byte("100")}, func(ctx context.Context) (string, error) {
+			runs++
+			if err := idem.Attach(ctx, acct.debit(100)); err != nil {
+				return "", err
+			}
+			return "201", idem.OnRefused(ctx, func(_ context.Context, err error) (any, bool) {
+				var fe *fundsError
+				return "402", errors.As(err, &fe)
+			})
+		})
+	}
+	rs.holdFirst = true
+	rs.beforeRelease = func(st *refusingStore) {
+		st.mu.Lock()
+		held := st.held != nil
+		st.mu.Unlock()
+		if !held {
+			return
+		}
+		acct.mu.Lock()
+		acct.balance = 100 // a deposit lands between the attempts
+		acct.mu.Unlock()
+		require.NoError(t, st.apply(context.Background())) // the first attempt commits
+		s.gmu.Lock()
+		s.failGets = 1 // the read that would find it completed fails once
+		s.gmu.Unlock()
+	}
+	v1, _, err1 := pay()
+	debited := acct.get() == 0
+	require.True(t, debited, "the first attempt committed the debit")
+	assert.False(t, idem.IsRefused(err1), "IsRefused says nothing committed, but the debit committed: %v", err1)
+	v2, replayed, err2 := pay()
+	require.NoError(t, err2)
+	assert.True(t, replayed)
+	assert.Equal(t, "201", v2, "the stored result")
+	assert.Equal(t, v2, v1, "the first caller was answered %q (the chosen refusal), the retry %q", v1, v2)
+	assert.Equal(t, 1, runs)
+}
