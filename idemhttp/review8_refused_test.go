@@ -1,0 +1,85 @@
+package idemhttp_test
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemhttp"
+	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/memstore"
+)
+
+// review8ReleaseHook is a memstore that runs once a function right after the first Release.
+type review8ReleaseHook struct {
+	idemstore.Store
+	once         sync.Once
+	afterRelease func()
+}
+
+func (s *review8ReleaseHook) Release(ctx context.Context, key, token string, now time.Time) error {
+	err := s.Store.Release(ctx, key, token, now)
+	s.once.Do(func() {
+		if s.afterRelease != nil {
+			s.afterRelease()
+		}
+	})
+	return err
+}
+
+// TestReview8_RefusedAnswerWhileRetryCommits: request A's attached debit is refused for
+// good (funds short) and WithRefused chooses 402. Between the guard's fencing release and
+// its new claim, the client's retry B (same key; funds have since arrived) claims the
+// released key, runs, debits and stores 201. A's new claim is refused by B's record, and A
+// is still answered 402, a final-looking "payment required" that is not the key's result:
+// the money was taken for this key, and every later retry replays 201. The first answer
+// the client gets for the key differs from the one every retry gets.
+func TestReview8_RefusedAnswerWhileRetryCommits(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	balance := 0
+	debit := func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if balance < 100 {
+			return errFunds
+		}
+		balance -= 100
+		return nil
+	}
+	var runs atomic.Int64
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		if err := idem.Attach(r.Context(), debit); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+	})
+	store := &review8ReleaseHook{Store: memstore.New()}
+	srv := serve(t, newGuard(t, store), h, idemhttp.WithRefused(func(context.Context, error) (idemhttp.Problem, bool) {
+		return idemhttp.Problem{Status: http.StatusPaymentRequired, Type: "https://example.com/problems/insufficient-funds"}, true
+	}))
+	var b response
+	store.afterRelease = func() {
+		mu.Lock()
+		balance = 100 // the deposit lands
+		mu.Unlock()
+		b = send(t, http.MethodPost, srv.URL, "pay-1", `{"amount":100}`) // the client's retry
+	}
+	a := send(t, http.MethodPost, srv.URL, "pay-1", `{"amount":100}`)
+	require.Equal(t, http.StatusCreated, b.status, "the retry between release and re-claim ran and committed")
+	mu.Lock()
+	assert.Equal(t, 0, balance, "debited once")
+	mu.Unlock()
+	c := send(t, http.MethodPost, srv.URL, "pay-1", `{"amount":100}`)
+	assert.Equal(t, http.StatusCreated, c.status)
+	assert.Equal(t, c.status, a.status, "A was answered %d (the chosen refusal) though the key's result is %d and the debit committed; body %s", a.status, c.status, a.body)
+}
