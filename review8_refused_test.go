@@ -92,3 +92,36 @@ func TestReview8_RefusedLateAttemptCommitsReadBackFails(t *testing.T) {
 	assert.Equal(t, v2, v1, "the first caller was answered %q (the chosen refusal), the retry %q", v1, v2)
 	assert.Equal(t, 1, runs)
 }
+
+// TestReview8_BatchOfOneStoresOnRefused: OnRefused's doc says it applies to Do and that
+// "a batch (Guard.Claim) releases such a key". A batch of two keys does release it; a
+// batch holding a single key (Claim claims nothing, DoClaimed behaves as Do) stores the
+// chosen result instead. The same handler, the same refusal, two outcomes by batch size:
+// the doc is untrue for the most common batch (an SQS batch of one message).
+func TestReview8_BatchOfOneStoresOnRefused(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{1, 2} {
+		ms := &memstore.Store{}
+		g, err := idem.New(ms, "pay", idem.WithClock(storetest.NewSettableClock()))
+		require.NoError(t, err)
+		acct := &account{}
+		reqs := []idem.Request{{Key: "pay-1"}, {Key: "pay-2"}}[:n]
+		b := g.Claim(context.Background(), reqs)
+		v, _, err := idem.DoClaimed(context.Background(), b, 0, func(ctx context.Context) (string, error) {
+			if err := idem.Attach(ctx, acct.debit(100)); err != nil {
+				return "", err
+			}
+			return "201", idem.OnRefused(ctx, func(context.Context, error) (any, bool) { return "402", true })
+		})
+		for i := 1; i < n; i++ {
+			_, _, _ = idem.DoClaimed(context.Background(), b, i, func(context.Context) (string, error) { return "ok", nil })
+		}
+		b.Settle(context.Background())
+		k, kerr := g.StoredKey(reqs[0])
+		require.NoError(t, kerr)
+		rec, gerr := ms.Get(context.Background(), k)
+		require.NoError(t, gerr)
+		require.NotNil(t, rec)
+		assert.True(t, rec.Released(), "batch of %d: the doc says a batch releases the key; got status %s, answer %q, err %v", n, rec.Status, v, err)
+	}
+}
