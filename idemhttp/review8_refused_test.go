@@ -83,3 +83,33 @@ func TestReview8_RefusedAnswerWhileRetryCommits(t *testing.T) {
 	assert.Equal(t, http.StatusCreated, c.status)
 	assert.Equal(t, c.status, a.status, "A was answered %d (the chosen refusal) though the key's result is %d and the debit committed; body %s", a.status, c.status, a.body)
 }
+
+// TestReview8_StreamedThenRefusedRunsAgain: a handler streams 201 (Flush) and attaches a
+// debit the store refuses for good. The package doc promises that for a streamed response
+// "the handler never runs twice for the key, and a retry gets 500 ProblemNotReplayable";
+// WithRefused's doc says only that such a response "is not answered again". In fact the
+// refusal releases the key (WithRefused is not asked), the client already holds a 201 for
+// a payment that did not happen, and the retry runs the handler a second time (and is
+// streamed another 201, for a payment that again did not happen).
+func TestReview8_StreamedThenRefusedRunsAgain(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int64
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		if err := idem.Attach(r.Context(), func() error { return errFunds }); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"id":"p-1"}`))
+		w.(http.Flusher).Flush()
+	})
+	srv := serve(t, memGuard(t), h, idemhttp.WithRefused(func(context.Context, error) (idemhttp.Problem, bool) {
+		return idemhttp.Problem{Status: http.StatusPaymentRequired}, true
+	}))
+	a := send(t, http.MethodPost, srv.URL, "pay-1", `{"amount":100}`)
+	b := send(t, http.MethodPost, srv.URL, "pay-1", `{"amount":100}`)
+	assert.Equal(t, int64(1), runs.Load(), "the handler ran again for the key")
+	assert.Equal(t, http.StatusCreated, a.status)
+	assert.Equal(t, http.StatusCreated, b.status, "each run streams a 201, none committed")
+}
