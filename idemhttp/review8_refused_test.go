@@ -2,6 +2,7 @@ package idemhttp_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -112,4 +113,103 @@ func TestReview8_StreamedThenRefusedRunsAgain(t *testing.T) {
 	assert.Equal(t, int64(1), runs.Load(), "the handler ran again for the key")
 	assert.Equal(t, http.StatusCreated, a.status)
 	assert.Equal(t, http.StatusCreated, b.status, "each run streams a 201, none committed")
+}
+
+// review8LateStore holds the first completion with attached writes (its response lost, the
+// request still on its way), applies it just before the first Release, and then fails the
+// guard's next Get once.
+type review8LateStore struct {
+	idemstore.Store
+	mu        sync.Mutex
+	held      bool
+	apply     func() error
+	failGet   bool
+	onRelease func()
+}
+
+func (s *review8LateStore) Complete(ctx context.Context, rec *idemstore.Record, attached []any) error {
+	s.mu.Lock()
+	if len(attached) > 0 && !s.held {
+		s.held = true
+		r := *rec
+		s.apply = func() error { return s.Store.Complete(context.WithoutCancel(ctx), &r, attached) }
+		s.mu.Unlock()
+		return fmt.Errorf("%w: connection reset", idem.ErrStore)
+	}
+	s.mu.Unlock()
+	return s.Store.Complete(ctx, rec, attached)
+}
+
+func (s *review8LateStore) Release(ctx context.Context, key, token string, now time.Time) error {
+	s.mu.Lock()
+	apply := s.apply
+	s.apply = nil
+	s.mu.Unlock()
+	if apply != nil {
+		s.onRelease()
+		if err := apply(); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		s.failGet = true
+		s.mu.Unlock()
+	}
+	return s.Store.Release(ctx, key, token, now)
+}
+
+func (s *review8LateStore) Get(ctx context.Context, key string) (*idemstore.Record, error) {
+	s.mu.Lock()
+	fail := s.failGet
+	s.failGet = false
+	s.mu.Unlock()
+	if fail {
+		return nil, fmt.Errorf("%w: throttled", idem.ErrStore)
+	}
+	return s.Store.Get(ctx, key)
+}
+
+// TestReview8_RefusedAnswerWhileLateAttemptCommitted: the completion's first attempt is on
+// its way (response lost); the resend is refused for good (funds short). A deposit lands,
+// then the first attempt: the debit and the 201 commit. The fencing release answers "lease
+// lost", and the read that should find the key completed fails once (throttled). The guard
+// takes that for "released", asks WithRefused, and the client is answered the chosen 402
+// (payment required) - while its money was taken, and every retry replays 201.
+func TestReview8_RefusedAnswerWhileLateAttemptCommitted(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	balance := 0
+	debit := func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if balance < 100 {
+			return errFunds
+		}
+		balance -= 100
+		return nil
+	}
+	var runs atomic.Int64
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		if err := idem.Attach(r.Context(), debit); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+	})
+	store := &review8LateStore{Store: memstore.New(), onRelease: func() {
+		mu.Lock()
+		balance = 100 // the deposit lands before the first attempt does
+		mu.Unlock()
+	}}
+	srv := serve(t, newGuard(t, store), h, idemhttp.WithRefused(func(context.Context, error) (idemhttp.Problem, bool) {
+		return idemhttp.Problem{Status: http.StatusPaymentRequired}, true
+	}))
+	a := send(t, http.MethodPost, srv.URL, "pay-1", `{"amount":100}`)
+	mu.Lock()
+	require.Equal(t, 0, balance, "the first attempt committed the debit")
+	mu.Unlock()
+	b := send(t, http.MethodPost, srv.URL, "pay-1", `{"amount":100}`)
+	assert.Equal(t, http.StatusCreated, b.status, "the stored result")
+	assert.Equal(t, int64(1), runs.Load())
+	assert.Equal(t, b.status, a.status, "the client was answered %d though the debit committed; body %s", a.status, a.body)
 }
