@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -124,4 +125,61 @@ func TestReview8_BatchOfOneStoresOnRefused(t *testing.T) {
 		require.NotNil(t, rec)
 		assert.True(t, rec.Released(), "batch of %d: the doc says a batch releases the key; got status %s, answer %q, err %v", n, rec.Status, v, err)
 	}
+}
+
+// TestReview8_ReclaimTakesOverAnotherRunsCheckpoint: after the fencing release, and before
+// the guard's new claim, the client's retry B claims the released key, charges the card
+// and records it with a checkpoint ("charged"), then crashes; B's lease ends (the first
+// caller was slow between its release and its claim: its OnRefused function, a throttled
+// claim, a pause). The first caller's claim for the chosen result then takes B's
+// lease-ended record over, as a takeover may, carrying B's checkpoint, but instead of
+// resuming B's run it completes the key with its own "402" without running anything.
+// B's recorded effects are dropped: every retry replays "payment refused" for a card that
+// was charged, where any other takeover would resume from "charged".
+func TestReview8_ReclaimTakesOverAnotherRunsCheckpoint(t *testing.T) {
+	t.Parallel()
+	const key = "pay-1"
+	rs := &refusingStore{Store: &memstore.Store{}}
+	acct := &account{}
+	clock := storetest.NewSettableClock()
+	g, err := idem.New(rs, "pay", idem.WithClock(clock))
+	require.NoError(t, err)
+	resumedFrom := ""
+	pay := func() (string, bool, error) {
+		return idem.Do(context.Background(), g, idem.Request{Key: key, Fingerprint: []byte("100")}, func(ctx context.Context) (string, error) {
+			resumedFrom = idem.LastCheckpoint(ctx)
+			if resumedFrom == "charged" {
+				return "201", nil // B's run, resumed: the card was charged
+			}
+			if err := idem.Attach(ctx, acct.debit(100)); err != nil {
+				return "", err
+			}
+			return "201", idem.OnRefused(ctx, func(context.Context, error) (any, bool) { return "402", true })
+		})
+	}
+	var once sync.Once
+	rs.afterRelease = func(st *refusingStore) {
+		once.Do(func() {
+			ctx := context.Background()
+			k, err := g.StoredKey(idem.Request{Key: key})
+			require.NoError(t, err)
+			tomb, err := st.Store.Get(ctx, k)
+			require.NoError(t, err)
+			now := clock.Now()
+			b := &idemstore.Record{Key: k, Status: idemstore.StatusInProgress, LeaseToken: "b",
+				LeaseExpires: now.Add(time.Minute), Expires: now.Add(24 * time.Hour),
+				Fingerprint: tomb.Fingerprint, Version: idemstore.SchemaVersion}
+			_, claimed, err := st.Store.Claim(ctx, b, now)
+			require.NoError(t, err)
+			require.True(t, claimed, "B claims the released key")
+			require.NoError(t, st.Store.SetCheckpoint(ctx, k, "b", "charged", 1), "B charges the card and records it")
+			clock.Advance(2 * time.Minute) // B crashed; its lease ends
+		})
+	}
+	v1, _, err1 := pay()
+	t.Logf("first caller: %q, %v", v1, err1)
+	v2, replayed, err2 := pay()
+	require.NoError(t, err2)
+	assert.False(t, replayed && v2 == "402", "the retry replays the first caller's 402 over B's charged card")
+	assert.Equal(t, "charged", resumedFrom, "a retry must resume B's run from its checkpoint")
 }
