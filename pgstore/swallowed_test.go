@@ -15,16 +15,16 @@ import (
 	"github.com/idemkit/idem/pgstore/internal/pgtest"
 )
 
-// TestReview8_SwallowedDeadlockCountsAsPermanent: an attached write reads a balance and
+// TestSwallowedDeadlockIsNotPermanent: an attached write reads a balance and
 // returns its own business error when the read fails or the balance is short, the common
 // `if err != nil || bal < n { return errFunds }`. The read fails with a deadlock (SQLSTATE
 // 40P01, raised here by a function on its first call, as the server raises it for a
 // transaction it cancels), which the write swallows. The transaction is then failed
-// (TxStatus 'E'): the store knows a statement failed, and detects exactly that when the
-// write returns nil (errTxFailed, not committed), but with the write's own error it
-// reports a permanent refusal: IsRefused is true, and WithRefused/OnRefused would store
-// the author's 402 for good. Sent again with the same data, the write succeeds.
-func TestReview8_SwallowedDeadlockCountsAsPermanent(t *testing.T) {
+// (TxStatus 'E'): a statement failed, and the write's own error says nothing of which.
+// The store used to report a permanent refusal (IsRefused, so WithRefused/OnRefused would
+// store the author's 402 for good); a failed transaction without a server error from the
+// write is not committed and retryable. Sent again with the same data, the write succeeds.
+func TestSwallowedDeadlockIsNotPermanent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	g, _, l, _ := newGuard(t, nil)
