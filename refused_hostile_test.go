@@ -16,14 +16,14 @@ import (
 	"github.com/idemkit/idem/memstore"
 )
 
-// review8Store is a refusingStore whose Get fails while failGets is above zero.
-type review8Store struct {
+// readFailingStore is a refusingStore whose Get fails while failGets is above zero.
+type readFailingStore struct {
 	*refusingStore
 	gmu      sync.Mutex
 	failGets int
 }
 
-func (s *review8Store) Get(ctx context.Context, key string) (*idemstore.Record, error) {
+func (s *readFailingStore) Get(ctx context.Context, key string) (*idemstore.Record, error) {
 	s.gmu.Lock()
 	fail := s.failGets > 0
 	if fail {
@@ -50,7 +50,7 @@ func TestRefusedReadBackFailsAnswersOutcomeUnknown(t *testing.T) {
 	for _, chosen := range []bool{false, true} {
 		const key = "pay-1"
 		rs := &refusingStore{Store: &memstore.Store{}}
-		s := &review8Store{refusingStore: rs}
+		s := &readFailingStore{refusingStore: rs}
 		acct := &account{}
 		clock := storetest.NewSettableClock()
 		g, err := idem.New(s, "pay", idem.WithClock(clock))
