@@ -192,7 +192,7 @@ func (g *Guard) do(ctx context.Context, req Request, run func(context.Context) (
 			return nil, nil, err
 		}
 		if owned {
-			v, err := g.runOwned(ctx, rec, now, run, left)
+			v, err := g.runOwned(ctx, rec, now, run, left, known != nil)
 			return nil, v, err
 		}
 		replay, err := g.conflict(ctx, rec, fp, now)

@@ -48,20 +48,22 @@ type settlement struct {
 	value    any               // the handler's result
 	runErr   error             // the handler's error, returned to the caller as is
 	run      *runHooks         // the run's OnRun context and OnRunEnd; nil if none
+	refused  *refusedChoice    // the handler's OnRefused function, for Do; nil in a batch
 }
 
 // runOwned runs fn under the lease on rec, claimed at claimedAt, then settles the outcome.
-// It returns fn's result and the caller's error.
-// If left is not nil, *left is set to the record the outcome left (nil if none).
-func (g *Guard) runOwned(ctx context.Context, rec *idemstore.Record, claimedAt time.Time, run func(context.Context) (any, error), left **idemstore.Record) (any, error) {
+// It returns fn's result (or the one fn chose with [OnRefused], if stored) and the
+// caller's error. If left is not nil, *left is set to the record the outcome left (nil if
+// none). inBatch says the call is a batch's: OnRefused is then ignored, and the key of
+// attached writes refused for good is released, as in every batch path.
+func (g *Guard) runOwned(ctx context.Context, rec *idemstore.Record, claimedAt time.Time, run func(context.Context) (any, error), left **idemstore.Record, inBatch bool) (any, error) {
 	s := g.runHooked(ctx, rec, claimedAt, run)
+	if f := s.l.takeRefused(); f != nil && !inBatch {
+		s.refused = &refusedChoice{f: f}
+	}
 	recorded, err := g.settle(ctx, s)
-	if f := s.l.takeRefused(); f != nil && len(s.attached) > 0 && IsRefused(err) {
-		// The store refused the writes for good, and settle released the key: store the
-		// result the handler chose for that, so that a retry replays it.
-		var v any
-		v, recorded, err = g.recordRefusal(ctx, s, f, err)
-		s.value = v
+	if s.refused != nil && s.refused.stored {
+		s.value = s.refused.value
 	}
 	if left != nil {
 		*left = recorded
@@ -294,6 +296,11 @@ func (g *Guard) concludeCompletion(ctx context.Context, s settlement, err error)
 		s.done = &bare
 		err = g.reportCompletion(ctx, s.l, s.done, s.attached, s.start, g.writeCompletion(ctx, s))
 	}
+	if s.refused != nil && len(s.attached) > 0 && IsRefused(err) {
+		if rec, ok, cerr := g.completeRefused(ctx, s, err); ok {
+			return rec, cerr
+		}
+	}
 	if errors.Is(err, ErrConditionFailed) || errors.Is(err, idemstore.ErrNotCommitted) {
 		// Nothing committed, attached writes included: a retry may run again. Releasing
 		// also fences off an attempt of ours still in flight at the store; if one landed
@@ -351,21 +358,33 @@ func (g *Guard) reportCompletion(ctx context.Context, l *lease, rec *idemstore.R
 
 // releaseUncommitted releases the key of a completion that committed nothing. The
 // release also fences off an attempt of ours still in flight at the store. It returns:
-//   - nil: the key was released;
+//   - nil: the key was released, or is another owner's (then no attempt of ours can land);
 //   - errCompletedAfterAll: the record is completed under our token (such an attempt
 //     landed before the release);
-//   - the release's error: it failed, and an attempt in flight may still commit.
+//   - another error: the release failed, or answered lease lost and the record could not
+//     be read or is still ours: an attempt in flight may commit, or may have.
 func (g *Guard) releaseUncommitted(ctx context.Context, s settlement, cause error) error {
 	cctx, cancel := detached(ctx)
 	defer cancel()
 	err := g.store.Release(cctx, s.l.key, s.l.token, g.now())
 	if errors.Is(err, ErrLeaseLost) {
 		cur, gerr := g.store.Get(cctx, s.l.key)
-		if gerr == nil && cur != nil && cur.LeaseToken == s.done.LeaseToken && cur.Status == s.done.Status {
+		switch {
+		case gerr == nil && cur != nil && cur.LeaseToken == s.done.LeaseToken && cur.Status == s.done.Status:
 			g.cache.put(s.done)
 			g.fire(ctx, g.cfg.hooks.OnCompleted, s.start, Event{Key: s.l.key, HandlerDuration: s.l.handlerRan})
 			return errCompletedAfterAll
+		case gerr != nil:
+			g.reportRelease(ctx, s.l, s.start, cause, err, false)
+			return fmt.Errorf("idem: the release answered lease lost, and reading the record failed: %w", gerr)
+		case cur == nil || cur.LeaseToken == s.done.LeaseToken:
+			// Gone, or ours in another state: whether an attempt of ours committed is
+			// not known.
+			g.reportRelease(ctx, s.l, s.start, cause, err, false)
+			return errors.New("idem: the release answered lease lost, and the record does not show whether the completion committed")
 		}
+		// Released by an attempt of this release whose answer was lost, or another
+		// owner's: every completion of ours is conditional on our token, none can land.
 	}
 	g.reportRelease(ctx, s.l, s.start, cause, err, false)
 	if err != nil && !errors.Is(err, ErrLeaseLost) {

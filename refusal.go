@@ -1,6 +1,7 @@
 package idem
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -44,20 +45,26 @@ func refusalReason(err error) string {
 // store's error and returns the result, of the type the handler returns, and true; or
 // false to release the key, as without OnRefused. A retryable refusal never calls f.
 //
-// The result is stored only once nothing of the handler's can commit:
-//   - The guard first releases the key, conditional on its lease, which fences off any
-//     attempt of the completion still in flight (an SDK resend's first attempt landing
-//     late).
-//   - If such an attempt landed before the release, the key is completed with the
-//     handler's own result and writes: f is not called, and [Do] returns that result.
-//   - Else f is called, and the guard claims the key under a new lease and completes it
-//     with f's result (two more store calls). Do returns f's result and no error.
-//   - If another request claimed the key in between, or that completion fails, Do returns
-//     f's result with the refusal or the store's error; a retry runs the handler again.
+// The guard completes the key with f's result under the same lease, without the attached
+// writes: one more completion, conditional as every completion is on the lease token and
+// the record being in progress, then one read of the record. The key is never released in
+// between, so no other request runs the handler meanwhile, and an attempt of the refused
+// completion still in flight (an SDK resend's first attempt) cannot land after it.
+//   - Stored: [Do] returns f's result and no error, and retries replay it.
+//   - Such an attempt landed first: the record holds the handler's own result and writes,
+//     and Do returns that result and no error (f was called, its result is not used).
+//   - The lease was lost first: Do returns an error wrapping [ErrLeaseLost].
+//   - Otherwise (the completion failed, or its record cannot be read back): whether the
+//     handler's writes committed is not known, and Do returns a [*StoreError] with Op
+//     [OpCommit]; the key stays in progress until its lease ends.
 //
-// OnRefused applies to [Do]; a batch ([Guard.Claim]) releases such a key. The last call
-// wins. It is safe for concurrent use. Outside a guarded handler, or after the handler
-// returned, it returns an error wrapping [ErrNoLease].
+// None of these errors says IsRefused, which means nothing committed and the key released.
+//
+// OnRefused applies to [Do]. In a batch ([Guard.Claim], [DoClaimed]) it is ignored and
+// such a key is released, whatever the batch's size or path: DoClaimed returns the
+// handler's result before [Batch.Settle] learns of the refusal. The last call wins. It is
+// safe for concurrent use. Outside a guarded handler, or after the handler returned, it
+// returns an error wrapping [ErrNoLease].
 func OnRefused(ctx context.Context, f func(ctx context.Context, err error) (any, bool)) error {
 	l := leaseFrom(ctx)
 	if l == nil {
@@ -86,39 +93,80 @@ func (g *Guard) logRefusal(ctx context.Context, key string, err error) {
 		"key", key, "reason", refusalReason(err), "permanent", IsRefused(err))
 }
 
-// recordRefusal completes s's key with the result f chooses for cause, a permanent
-// refusal of s's attached writes, after [Guard.settle] released the key. It claims the key
-// again with a new token (the release fenced off every attempt of the old one) and
-// completes it without attached writes. It returns the result, the record stored (nil if
-// none) and the caller's error: nil when stored; else cause, or the error that kept the
-// result from being stored.
-func (g *Guard) recordRefusal(ctx context.Context, s settlement, f func(context.Context, error) (any, bool), cause error) (any, *idemstore.Record, error) {
-	v, ok := f(ctx, cause)
+// refusedChoice is the handler's [OnRefused] function for one Do, and the result it chose
+// once that result is the key's.
+type refusedChoice struct {
+	f      func(context.Context, error) (any, bool)
+	value  any  // f's result
+	stored bool // value is the key's result: the caller gets it
+}
+
+// completeRefused completes s's key with the result s.refused.f chooses for cause, a
+// permanent refusal of s's attached writes, under the same lease and without attached
+// writes. Like any completion it is conditional on the lease token and, in every store,
+// on the record being in progress: an attempt of the refused completion still in flight
+// (an SDK resend's first attempt) that lands first leaves it nothing to complete, and one
+// that lands later finds the record completed. No other caller gets in between: the lease
+// is held until the completion.
+//
+// ok is false when f declines, or its result cannot be encoded: the caller then releases
+// the key. Otherwise it returns the record stored and the caller's error:
+//   - the chosen result stored: the chosen record, nil, and s.refused holds the result;
+//   - the record found completed under our token with the handler's result (such an
+//     attempt landed first): s.done, nil; the handler's result stands;
+//   - the lease lost: an error wrapping [ErrLeaseLost]; nothing of ours committed;
+//   - otherwise (the completion failed, or the record cannot be read back or holds
+//     neither result): a [*StoreError] with Op [OpCommit], as whether the handler's writes
+//     committed is unknown.
+//
+// The errors keep cause reachable with errors.As, but not its sentinels: none says
+// [IsRefused].
+func (g *Guard) completeRefused(ctx context.Context, s settlement, cause error) (*idemstore.Record, bool, error) {
+	v, ok := s.refused.f(ctx, cause)
 	if !ok {
-		return s.value, nil, cause
+		return nil, false, nil
 	}
 	data, enc, err := g.cfg.encodeResult(v)
 	if err != nil {
-		g.cfg.logger.ErrorContext(ctx, "idem: the result chosen for refused writes is not encodable; the key stays released", "key", s.l.key, "error", err)
-		return v, nil, cause
+		g.cfg.logger.ErrorContext(ctx, "idem: the result chosen for refused writes is not encodable; releasing the key", "key", s.l.key, "error", err)
+		return nil, false, nil
 	}
-	cctx, cancel := detached(ctx) // a short lease: the completion follows at once
-	defer cancel()
-	rec, owned, err := g.claimOnce(cctx, s.l.key, newToken(), s.done.Fingerprint, g.now(), nil)
-	if err != nil || !owned {
-		// Another request holds the key, and runs the handler again; or the claim failed
-		// (and, if it landed, the key waits for its lease to end).
-		return v, nil, cause
+	chosen := g.recordToComplete(s.done, s.l, idemstore.StatusCompleted, data, enc)
+	st := s
+	st.done, st.attached = chosen, nil
+	werr := g.writeCompletion(ctx, st)
+	after := &causeError{msg: fmt.Sprintf("idem: completing with the result chosen after %v", cause), cause: cause}
+	if werr != nil {
+		werr = g.reportCompletion(ctx, s.l, chosen, nil, s.start, werr)
+		if errors.Is(werr, ErrLeaseLost) {
+			return nil, true, fmt.Errorf("%w: %w", after, werr)
+		}
+		return nil, true, &StoreError{Op: OpCommit, Err: fmt.Errorf("%w: %w", after, werr)}
 	}
-	l := &lease{g: g, key: rec.Key, token: rec.LeaseToken, end: rec.LeaseExpires, checkpoint: rec.Checkpoint, cpSeq: rec.CheckpointSeq}
-	st := settlement{l: l, start: s.start, value: v}
-	st.done = g.recordToComplete(rec, l, idemstore.StatusCompleted, data, enc)
-	recorded, err := g.settleWritten(ctx, st, g.writeCompletion(ctx, st))
-	if err != nil {
-		return v, nil, err
+	// The store answers nil for a record already completed under our token, whatever its
+	// result: read which completion it holds.
+	cctx, cancel := detached(ctx)
+	cur, gerr := g.store.Get(cctx, s.l.key)
+	cancel()
+	switch {
+	case gerr == nil && cur != nil && cur.LeaseToken == chosen.LeaseToken && cur.Status == chosen.Status &&
+		cur.Encoding == chosen.Encoding && bytes.Equal(cur.Data, chosen.Data):
+		s.refused.value, s.refused.stored = v, true
+		g.cache.put(chosen)
+		g.fire(ctx, g.cfg.hooks.OnCompleted, s.start, Event{Key: s.l.key, HandlerDuration: s.l.handlerRan})
+		g.cfg.logger.InfoContext(ctx, "idem: refused writes answered with the result chosen for them; stored", "key", s.l.key)
+		return chosen, true, nil
+	case gerr == nil && cur != nil && cur.LeaseToken == s.done.LeaseToken && cur.Status == s.done.Status &&
+		cur.Encoding == s.done.Encoding && bytes.Equal(cur.Data, s.done.Data):
+		g.cache.put(s.done)
+		g.fire(ctx, g.cfg.hooks.OnCompleted, s.start, Event{Key: s.l.key, HandlerDuration: s.l.handlerRan})
+		return s.done, true, nil
+	case gerr == nil:
+		gerr = errors.New("the record holds neither the handler's result nor the one chosen")
 	}
-	g.cfg.logger.InfoContext(ctx, "idem: refused writes answered with the result chosen for them; stored", "key", s.l.key)
-	return v, recorded, nil
+	err = fmt.Errorf("%w: reading the record back: %w", after, gerr)
+	g.storeFailed(ctx, s.l.key, "complete", s.start, storeErr("complete", err))
+	return nil, true, &StoreError{Op: OpCommit, Err: err}
 }
 
 // causeError is an error whose text names cause and which errors.As reaches cause

@@ -40,6 +40,8 @@ type refusingStore struct {
 	held      func(context.Context) error
 	// beforeRelease and afterRelease run around each Release.
 	beforeRelease, afterRelease func(s *refusingStore)
+	// beforePlain runs before each Complete without attached writes.
+	beforePlain func(s *refusingStore)
 	// failPlain fails every Complete without attached writes.
 	failPlain bool
 	plain     int // Completes without attached writes
@@ -49,8 +51,11 @@ func (s *refusingStore) Complete(ctx context.Context, rec *idemstore.Record, att
 	s.mu.Lock()
 	if len(attached) == 0 {
 		s.plain++
-		fail := s.failPlain
+		fail, before := s.failPlain, s.beforePlain
 		s.mu.Unlock()
+		if before != nil {
+			before(s)
+		}
 		if fail {
 			return errConnReset
 		}
@@ -113,11 +118,11 @@ func (a *account) get() int {
 // TestOnRefused: a handler whose attached write the store refuses for good has the result
 // it chose with OnRefused stored, and a retry replays it without running again; a
 // retryable refusal, or none chosen, releases the key as before; and the result is stored
-// only when nothing of the handler's committed: an SDK resend's first attempt landing
-// before the release completes the key with the handler's own result, one landing after
-// it is fenced off, a request claiming the key between the release and the new claim keeps
-// it, and a completion of the chosen result that fails leaves the key to a retry, which
-// meets the refusal again.
+// under the same lease, conditional on the record being in progress: an SDK resend's first
+// attempt landing before it leaves the key completed with the handler's own result, one
+// landing after it commits nothing, a request meanwhile meets the key in progress, and a
+// completion of the chosen result that fails answers outcome unknown and leaves the key
+// to a retry after the lease, which meets the refusal again.
 func TestOnRefused(t *testing.T) {
 	t.Parallel()
 	const key = "pay-1"
@@ -223,11 +228,11 @@ func TestOnRefused(t *testing.T) {
 		assert.True(t, strings.HasPrefix(stored(t, e).LeaseToken, "released:"), "released")
 	})
 
-	t.Run("the first attempt lands before the release", func(t *testing.T) {
+	t.Run("the first attempt lands before the chosen completion", func(t *testing.T) {
 		t.Parallel()
 		e := setup(t)
 		e.s.holdFirst = true
-		e.s.beforeRelease = func(s *refusingStore) {
+		e.s.beforePlain = func(s *refusingStore) {
 			s.mu.Lock()
 			held := s.held != nil
 			s.mu.Unlock()
@@ -243,7 +248,7 @@ func TestOnRefused(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, "201", v, "completed with the handler's own result after all")
 		assert.False(t, replayed)
-		assert.Zero(t, e.asked)
+		assert.Equal(t, 1, e.asked, "asked, but its result is not the key's")
 		assert.Zero(t, e.acct.get(), "debited once")
 		v, replayed, err = pay(e, e.acct.debit(100))
 		require.NoError(t, err)
@@ -251,7 +256,7 @@ func TestOnRefused(t *testing.T) {
 		assert.True(t, replayed)
 	})
 
-	t.Run("the first attempt lands after the release", func(t *testing.T) {
+	t.Run("the first attempt lands after the chosen completion", func(t *testing.T) {
 		t.Parallel()
 		e := setup(t)
 		e.s.holdFirst = true
@@ -259,31 +264,33 @@ func TestOnRefused(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, "402", v)
 		e.acct.balance = 100
-		require.ErrorIs(t, e.s.apply(context.Background()), idem.ErrLeaseLost, "fenced off by the release")
-		assert.Equal(t, 100, e.acct.get(), "nothing debited")
+		require.NoError(t, e.s.apply(context.Background()), "a completion meeting the record completed under its token")
+		assert.Equal(t, 100, e.acct.get(), "nothing debited: the record is no longer in progress")
 		v, replayed, err := pay(e, e.acct.debit(100))
 		require.NoError(t, err)
 		assert.Equal(t, "402", v)
 		assert.True(t, replayed)
 	})
 
-	t.Run("another request claims the key after the release", func(t *testing.T) {
+	t.Run("another request meanwhile meets the key in progress", func(t *testing.T) {
 		t.Parallel()
 		e := setup(t)
-		other := &idemstore.Record{}
-		e.s.afterRelease = func(s *refusingStore) {
-			k, _ := e.g.StoredKey(idem.Request{Key: key})
-			now := e.clock.Now()
-			*other = idemstore.Record{Key: k, Status: idemstore.StatusInProgress, LeaseToken: "other",
-				LeaseExpires: now.Add(time.Minute), Expires: now.Add(time.Hour), Version: idemstore.SchemaVersion}
-			_, claimed, err := s.Store.Claim(context.Background(), other, now)
-			require.NoError(t, err)
-			require.True(t, claimed)
+		var otherErr error
+		e.s.beforePlain = func(*refusingStore) {
+			_, _, otherErr = idem.Do(context.Background(), e.g, idem.Request{Key: key, Fingerprint: []byte("100")}, func(context.Context) (string, error) {
+				e.runs++
+				return "201", nil
+			})
 		}
 		v, _, err := pay(e, e.acct.debit(100))
-		assert.True(t, idem.IsRefused(err), "not stored: the refusal, %v", err)
-		assert.Equal(t, "402", v, "the chosen answer, not stored")
-		assert.Equal(t, "other", stored(t, e).LeaseToken, "the other request's claim stands")
+		require.NoError(t, err)
+		assert.Equal(t, "402", v)
+		require.ErrorIs(t, otherErr, idem.ErrInProgress, "the key was never released")
+		assert.Equal(t, 1, e.runs)
+		v, replayed, err := pay(e, e.acct.debit(100))
+		require.NoError(t, err)
+		assert.Equal(t, "402", v)
+		assert.True(t, replayed)
 	})
 
 	t.Run("crash: the chosen result's completion fails", func(t *testing.T) {
@@ -292,8 +299,12 @@ func TestOnRefused(t *testing.T) {
 		e.s.failPlain = true
 		v, _, err := pay(e, e.acct.debit(100))
 		require.ErrorIs(t, err, idem.ErrStore)
-		assert.Equal(t, "402", v)
-		assert.Equal(t, idemstore.StatusInProgress, stored(t, e).Status, "held by the new lease")
+		var se *idem.StoreError
+		require.ErrorAs(t, err, &se)
+		assert.Equal(t, idem.OpCommit, se.Op, "outcome unknown")
+		assert.False(t, idem.IsRefused(err))
+		assert.Equal(t, "201", v, "the handler's result, with the error: the chosen one is not the key's")
+		assert.Equal(t, idemstore.StatusInProgress, stored(t, e).Status, "held by the lease")
 		e.s.mu.Lock()
 		e.s.failPlain = false
 		e.s.mu.Unlock()

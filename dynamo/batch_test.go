@@ -382,6 +382,8 @@ func TestBatchFallbacks(t *testing.T) {
 		api := &fakeAPI{
 			batch:  stmtErr(types.BatchStatementErrorCodeEnumInternalServerError),
 			update: func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) { return nil, errCCF },
+			// The record the failed condition returned none of is read: gone.
+			get: func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) { return &dynamodb.GetItemOutput{}, nil },
 		}
 		s, err := dynamo.New(api, "t")
 		require.NoError(t, err)

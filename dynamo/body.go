@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 
@@ -165,8 +166,11 @@ func (s *Store) inlineSize(rec *idemstore.Record) int {
 	return n
 }
 
-// putResult writes a result's item, keyed ref, with one PutItem. It needs no condition: its
-// key is its owner's alone, and a resend writes the same item again. An item over
+// putResult writes a result's item, keyed ref, with one PutItem, conditional on there being
+// none: its key is its owner's (the lease token's) alone, and a completion under the token
+// with another result must not replace the one a completion may name. An item there
+// already with the same result (an earlier attempt's) is fine; with another, putResult
+// returns errResultTaken, after one more read. An item over
 // DynamoDB's size limit, or whose key is over its limit (see checkResultKey, which sends
 // nothing), yields [idemstore.ErrTooLarge], and the guard then completes without the
 // result.
@@ -174,12 +178,37 @@ func (s *Store) putResult(ctx context.Context, ref string, item map[string]types
 	if err := s.checkResultKey(ref); err != nil {
 		return err
 	}
-	_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item})
+	// The item is named by the lease token, and written once per result: a completion
+	// under the same token with another result (the one the guard chose for refused
+	// attached writes) must not replace the result a completion under it may name.
+	id := s.cfg.attrs.ID
+	if s.cfg.sortKey != "" {
+		id = s.cfg.sortKey
+	}
+	_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item,
+		ConditionExpression:      aws.String("attribute_not_exists(#id)"),
+		ExpressionAttributeNames: map[string]string{"#id": id}})
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
+		if err != nil {
+			return s.fail("complete", err)
+		}
+		return nil
+	}
+	old, err := s.getItem(ctx, ref)
 	if err != nil {
 		return s.fail("complete", err)
 	}
-	return nil
+	if old != nil && reflect.DeepEqual(old[s.cfg.attrs.Data], item[s.cfg.attrs.Data]) {
+		return nil // written by an earlier attempt of this completion
+	}
+	return errResultTaken
 }
+
+// errResultTaken is putResult's answer when the result's item of the token holds another
+// result. The completion is not sent; Complete returns nil if the record is completed
+// under the token already.
+var errResultTaken = errors.New("dynamo: complete: the result's item of this lease token holds another result")
 
 // readResult sets rec's result from the result's item ref with one strongly consistent
 // GetItem, a part of op. A result's item that is gone (deleted by hand, or by TTL) leaves

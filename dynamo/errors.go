@@ -1,6 +1,7 @@
 package dynamo
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -95,6 +96,18 @@ const codeConditionFailed = "ConditionalCheckFailed"
 
 // completedBy reports whether item, returned by the completion's failed condition, is
 // rec's key completed under rec's token: the transaction was sent before and committed.
+// completedAlready is completedBy for the record a failed condition returned, item; if it
+// returned none, it reads the record (strongly consistent) instead.
+func (s *Store) completedAlready(ctx context.Context, item map[string]types.AttributeValue, rec *idemstore.Record) bool {
+	if len(item) == 0 {
+		var err error
+		if item, err = s.getItem(ctx, rec.Key); err != nil {
+			return false
+		}
+	}
+	return s.completedBy(item, rec)
+}
+
 func (s *Store) completedBy(item map[string]types.AttributeValue, rec *idemstore.Record) bool {
 	if len(item) == 0 {
 		return false

@@ -75,13 +75,15 @@ func TestErrorMapping(t *testing.T) {
 			t.Parallel()
 			api := &fakeAPI{
 				put: func(in *dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error) {
-					require.Nil(t, in.ConditionExpression, "a result's item is written unconditionally")
+					require.Equal(t, "attribute_not_exists(#id)", aws.ToString(in.ConditionExpression), "a result's item is written once per token")
 					if tc.putErr {
 						return nil, tc.sdkErr
 					}
 					return &dynamodb.PutItemOutput{}, nil
 				},
 				update: func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) { return nil, tc.sdkErr },
+				// The record a failed condition returned none of is read: gone.
+				get: func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) { return &dynamodb.GetItemOutput{}, nil },
 				transact: func(*dynamodb.TransactWriteItemsInput) (*dynamodb.TransactWriteItemsOutput, error) {
 					return nil, tc.sdkErr
 				},

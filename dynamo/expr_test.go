@@ -80,10 +80,10 @@ func TestExpressions(t *testing.T) {
 		{
 			"Complete",
 			func(ctx context.Context, s *dynamo.Store) error { return s.Complete(ctx, completed(), nil) },
-			"#token = :token",
+			owned,
 			"SET #status = :status, #v = :v, #exp = :exp, #enc = :enc, #data = :data, #fp = :fp REMOVE #lease, #dref",
 			[]string{"#status", "#v", "#exp", "#enc", "#data", "#fp", "#lease", "#dref", "#token"},
-			[]string{":status", ":v", ":exp", ":enc", ":data", ":fp", ":token"},
+			[]string{":status", ":v", ":exp", ":enc", ":data", ":fp", ":token", ":inprogress"},
 		},
 		{
 			"CompleteAttached",

@@ -203,14 +203,15 @@ func (s *Store) getItem(ctx context.Context, key string) (map[string]types.Attri
 // Complete implements [idemstore.Store]. It completes the record as follows:
 //
 //   - Without attachments it is one UpdateItem of the record to rec's status, result and
-//     expiry, conditional on the lease token. A worker whose lease was taken over gets
-//     [idem.ErrLeaseLost] and never overwrites the new owner's record. A resend of a
-//     completion that landed writes the same values again.
+//     expiry, conditional on the lease token and on the record being in progress. A
+//     worker whose lease was taken over gets [idem.ErrLeaseLost] and never overwrites the
+//     new owner's record. A completion that finds the record completed under rec's token
+//     already (a resend) writes nothing and returns nil: no completion under a token
+//     overwrites another.
 //   - With attachments (see [Attach]) it is one TransactWriteItems holding that update
-//     first and the attached writes after it, so they commit together or not at all. The
-//     update then also requires the record in progress, so a resend of a transaction that
-//     landed commits nothing. Its failed condition returns the record, which shows it
-//     completed under rec's token, and Complete returns nil.
+//     first and the attached writes after it, so they commit together or not at all. A
+//     resend of a transaction that landed commits nothing. Its failed condition returns
+//     the record, which shows it completed under rec's token, and Complete returns nil.
 //
 // The checkpoint is kept; the lease end is removed. Complete's errors:
 //
@@ -250,23 +251,35 @@ func (s *Store) Complete(ctx context.Context, rec *idemstore.Record, attached []
 		// leaves an orphan item that nothing names, which TTL removes.
 		//
 		// Before the completion that names it: a completed record's result is always there.
-		if err := s.putResult(ctx, ref, result); err != nil {
+		err := s.putResult(ctx, ref, result)
+		if errors.Is(err, errResultTaken) {
+			if cur, gerr := s.getItem(ctx, rec.Key); gerr == nil && s.completedBy(cur, rec) {
+				return nil // completed under the token already: nothing is written twice
+			}
+			return s.fail("complete", err)
+		}
+		if err != nil {
 			return err
 		}
 	}
-	if len(attached) == 0 {
-		_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName:                 upd.TableName,
-			Key:                       upd.Key,
-			UpdateExpression:          upd.UpdateExpression,
-			ConditionExpression:       upd.ConditionExpression,
-			ExpressionAttributeNames:  upd.ExpressionAttributeNames,
-			ExpressionAttributeValues: upd.ExpressionAttributeValues,
-		})
-		return s.leaseFail("complete", err)
-	}
 	upd.ConditionExpression = aws.String(ownedInProgressCondition)
 	upd.ExpressionAttributeValues[":inprogress"] = &types.AttributeValueMemberS{Value: string(idemstore.StatusInProgress)}
+	if len(attached) == 0 {
+		_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName:                           upd.TableName,
+			Key:                                 upd.Key,
+			UpdateExpression:                    upd.UpdateExpression,
+			ConditionExpression:                 upd.ConditionExpression,
+			ExpressionAttributeNames:            upd.ExpressionAttributeNames,
+			ExpressionAttributeValues:           upd.ExpressionAttributeValues,
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		})
+		var ccf *types.ConditionalCheckFailedException
+		if errors.As(err, &ccf) && s.completedAlready(ctx, ccf.Item, rec) {
+			return nil // a resend, or another completion under the token: nothing written twice
+		}
+		return s.leaseFail("complete", err)
+	}
 	upd.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
 	items, err := s.transactItems(upd, attached)
 	if err != nil {

@@ -81,7 +81,8 @@
 //   - the same, with attached writes and the record unreadable: 503 with Retry-After; the
 //     outcome is unknown;
 //   - a response flushed, or over WithMaxResponseBody: sent as written; recorded without it
-//     (see below);
+//     (see below), also when the store refuses its attached writes for good (recorded
+//     without them; WithRefused is not asked);
 //   - a connection hijacked: the handler's answer; nothing stored, the key released;
 //   - other methods (GET, PUT, DELETE, ...): the handler, unguarded; the body is not read.
 //
@@ -156,7 +157,11 @@
 // Releasing the key instead would let a retry run the handler again, the one thing the
 // guard exists to prevent; and part of the response has reached the client already, so
 // it cannot be stored for a byte-for-byte replay, nor replaced by a 503 when the store
-// fails to record the outcome (that failure is logged at ERROR instead). A streamed
+// fails to record the outcome (that failure is logged at ERROR instead). Attached writes
+// the store refuses for good do not change that: the run is recorded as sent without them
+// (idem.OnRefused), and a retry gets 500 [ProblemNotReplayable]
+// (TestStreamedThenRefusedNeverRunsAgain); a refusal that may not recur (a conflict)
+// commits nothing and releases the key, as for any response. A streamed
 // response with a status that is not cacheable (a 5xx) releases the key, as any other.
 // So does a handler that panics once part of its response was sent (a flushed status, say,
 // then panic(http.ErrAbortHandler) to break the stream off): the client has the response,

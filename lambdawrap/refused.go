@@ -32,10 +32,12 @@ type Problem struct {
 // or false for the default. refused must not be nil, and must be safe for concurrent use.
 //   - The answer is recorded as a handler's 4xx is: a retry gets it back, with
 //     Idempotent-Replayed, without running the handler again. It is safe as nothing
-//     committed: the guard records it once its release fenced off every attempt of the
-//     refused completion (see idem.OnRefused).
-//   - If another request claimed the key first, or recording fails, the request still
-//     gets the answer, and the next retry runs the handler again.
+//     committed: the guard completes the key with it under the same lease, conditional
+//     on the record being in progress (see idem.OnRefused).
+//   - If an attempt of the refused completion landed first, the handler's own response
+//     stands and is the answer; if whether one did is not known, 503
+//     [ProblemOutcomeUnknown]. A status WithCacheable does not store is answered,
+//     nothing stored, and the key released.
 //   - Default none: 409 [ProblemAttachedWriteFailed], nothing stored, and a retry runs
 //     again. A refusal that may not recur (a conflict, throttling: 503
 //     [ProblemNotCommitted]) never asks refused.

@@ -113,10 +113,9 @@ func (s *Store) completeWith(ctx context.Context, rec *idemstore.Record, attache
 		return s.notCommitted(err)
 	}
 	if !done {
-		if status != nil && *status != string(idemstore.StatusInProgress) {
-			return nil // a resend of a completion that committed: nothing commits twice
-		}
-		return fmt.Errorf("pgstore: complete: %w", idem.ErrLeaseLost)
+		// A resend of a completion that committed (nil: nothing commits twice), or the
+		// lease lost.
+		return completedOrLost(done, status)
 	}
 	conn := tx.Conn().PgConn()
 	for i, w := range writes {
@@ -128,7 +127,7 @@ func (s *Store) completeWith(ctx context.Context, rec *idemstore.Record, attache
 			return s.ended(ctx, rec, &TxEndedError{Index: i, Err: werr})
 		}
 		if werr != nil {
-			if tx.Conn().IsClosed() || isRetryable(werr) {
+			if tx.Conn().IsClosed() || isRetryable(werr) || swallowed(conn.TxStatus(), werr) {
 				return s.notCommitted(&AttachedWriteError{Index: i, Err: werr})
 			}
 			return &AttachedWriteError{Index: i, Err: fmt.Errorf("%w: %w", idem.ErrConditionFailed, werr)}
@@ -155,19 +154,37 @@ func (s *Store) completeWith(ctx context.Context, rec *idemstore.Record, attache
 	return s.commitFail(err)
 }
 
-// isRetryable reports whether err, an attached write's, is the server cancelling the
-// transaction for another one's sake: a serialization failure (SQLSTATE 40001) or a
-// deadlock (40P01). Nothing committed, and the same work may succeed when run again, as
-// after DynamoDB's TransactionConflict: no verdict on the business condition.
+// isRetryable reports whether err, an attached write's, is the server ending or
+// cancelling the statement or transaction rather than judging the data: a transaction
+// rollback (SQLSTATE class 40: a serialization failure 40001, a deadlock 40P01), a
+// cancelled statement (57014: statement_timeout, a cancel request) or a connection
+// exception (class 08). Nothing committed, and the same work may succeed when run again,
+// as after DynamoDB's TransactionConflict: no verdict on the business condition.
 func isRetryable(err error) bool {
 	var pe *pgconn.PgError
-	return errors.As(err, &pe) && (pe.Code == sqlstateSerializationFailure || pe.Code == sqlstateDeadlock)
+	if !errors.As(err, &pe) {
+		return false
+	}
+	return strings.HasPrefix(pe.Code, sqlstateClassRollback) || strings.HasPrefix(pe.Code, sqlstateClassConnection) ||
+		pe.Code == sqlstateQueryCanceled
 }
 
-// The SQLSTATE codes of the server cancelling a transaction for another one's sake.
+// swallowed reports whether an attached write that returned err left its transaction
+// failed (status) without returning a server error: one of its statements failed, and the
+// write returned an error of its own instead of that statement's (a deadlock read as "funds
+// short", say). What failed is unknown, so it is no verdict on the business condition:
+// nothing committed, and the refusal is retryable, never permanent.
+func swallowed(status byte, err error) bool {
+	var pe *pgconn.PgError
+	return status == txFailed && !errors.As(err, &pe)
+}
+
+// The SQLSTATE codes and classes of the server ending a statement or transaction for a
+// reason other than the data: see [isRetryable].
 const (
-	sqlstateSerializationFailure = "40001"
-	sqlstateDeadlock             = "40P01"
+	sqlstateClassRollback   = "40"
+	sqlstateClassConnection = "08"
+	sqlstateQueryCanceled   = "57014"
 )
 
 // The transaction statuses of a connection (pgconn.PgConn.TxStatus) the store tells apart.

@@ -14,7 +14,7 @@ const columns = `id, status, expires_at, lease_expires_at, validation, data, enc
 // statements run unchanged in every pgx query mode, QueryExecModeExec and the simple
 // protocol included (see the package documentation on RDS Proxy).
 type statements struct {
-	claim, get, complete, completeOwned, ownedCheck, release, extend, checkpoint string
+	claim, get, completeOwned, ownedCheck, release, extend, checkpoint string
 	// commitCheck is the check sent with COMMIT (see Store.commitCheck) as a statement of
 	// three parameters, prepared under commitCheckName; commitCheckPrefix is its text up to
 	// its WHERE, for the check with the values inlined.
@@ -79,17 +79,13 @@ SELECT EXISTS (SELECT FROM claim), held.* FROM (VALUES (1)) AS one LEFT JOIN hel
 
 		get: fmt.Sprintf(`SELECT `+columns+` FROM %s WHERE id = $1::text`, t),
 
-		// A completion without attached writes is conditional on the token alone, so a
-		// resend of one that landed writes the same values again.
-		complete: fmt.Sprintf(`UPDATE %s SET status = $2::text, expires_at = $3::timestamptz,
-	lease_expires_at = NULL, validation = $4::text, data = $5::bytea, encoding = $6::text,
-	version = $7::integer
-WHERE id = $1::text AND lease_token = $8::text`, t),
-
-		// With attached writes the completion also requires the record in progress, so a
-		// resend of a transaction that committed commits nothing; held then reads the
-		// record under our token (FOR SHARE: its latest version) to tell that resend, which
-		// finds it completed, from a lost lease, which finds nothing.
+		// A completion requires the record in progress under the token, so a resend of
+		// one that committed (with attached writes, a transaction) writes nothing, and no
+		// completion under the token overwrites another (the guard's completion with the
+		// result chosen for refused writes, met by the refused one's late first attempt);
+		// held then reads the record under our token (FOR SHARE: its latest version) to
+		// tell that resend, which finds it completed, from a lost lease, which finds
+		// nothing.
 		completeOwned: fmt.Sprintf(`WITH done AS (
 	UPDATE %[1]s SET status = $2::text, expires_at = $3::timestamptz,
 		lease_expires_at = NULL, validation = $4::text, data = $5::bytea, encoding = $6::text,

@@ -120,8 +120,10 @@ func (s *Store) Get(ctx context.Context, key string) (*idemstore.Record, error) 
 }
 
 // Complete implements [idemstore.Store]. Without attached writes it is one UPDATE of the record
-// to rec's status, result and expiry, conditional on the lease token: a worker whose lease
-// was taken over gets [idem.ErrLeaseLost] and never overwrites the new owner's record. With
+// to rec's status, result and expiry, conditional on the lease token and on the record
+// being in progress: a worker whose lease was taken over gets [idem.ErrLeaseLost] and
+// never overwrites the new owner's record, and a completion that finds the record
+// completed under its token already (a resend) returns nil and writes nothing. With
 // attached writes see [Attach]: one transaction holds the conditional UPDATE, then the
 // writes, then COMMIT. The checkpoint is kept; the lease end is cleared.
 func (s *Store) Complete(ctx context.Context, rec *idemstore.Record, attached []any) error {
@@ -131,8 +133,22 @@ func (s *Store) Complete(ctx context.Context, rec *idemstore.Record, attached []
 	if len(attached) > 0 {
 		return s.completeWith(ctx, rec, attached)
 	}
-	tag, err := s.db.Exec(ctx, s.sql.complete, completeArgs(rec)...)
-	return s.owned("complete", tag, err)
+	var done bool
+	var status *string
+	if err := s.db.QueryRow(ctx, s.sql.completeOwned, completeArgs(rec)...).Scan(&done, &status); err != nil {
+		return s.fail("complete", err)
+	}
+	return completedOrLost(done, status)
+}
+
+// completedOrLost maps the answer of the completeOwned statement: nil when it completed
+// the record or found it completed under the token already (a resend: nothing is written
+// twice), else [idem.ErrLeaseLost].
+func completedOrLost(done bool, status *string) error {
+	if done || (status != nil && *status != string(idemstore.StatusInProgress)) {
+		return nil
+	}
+	return fmt.Errorf("pgstore: complete: %w", idem.ErrLeaseLost)
 }
 
 // completeArgs returns the parameters of the complete and completeOwned statements.

@@ -178,3 +178,30 @@ func (h Harness) checkpointKeptExactly(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, valid, v.Msg, "the next owner resumes from exactly the checkpoint written")
 }
+
+// completionKeepsFirst completes a record, then sends another completion under the same
+// token with another result, small and then large (kept apart by a store that does so), as
+// the guard's completion with the result a handler chose for refused attached writes
+// ([idem.OnRefused]) meets the record a late first attempt of the refused completion
+// completed: it returns nil, and the record keeps the first completion's result. A
+// completion overwriting it would store the chosen refusal over writes that committed.
+func (h Harness) completionKeepsFirst(t *testing.T) {
+	for _, size := range []int{16, 64 << 10} {
+		f := h.fixture(t)
+		ctx := context.Background()
+		now := f.clock.Now()
+		k := ownedRecord(t, f, "tok", now.Add(time.Minute))
+		done := func(data string) *idemstore.Record {
+			return &idemstore.Record{Key: k, Status: idemstore.StatusCompleted, Expires: now.Add(time.Hour),
+				LeaseToken: "tok", Data: []byte(data), Encoding: "json", Version: idemstore.SchemaVersion}
+		}
+		first, second := `"`+randomText(size)+`"`, `"`+randomText(size/2)+`"`
+		require.NoError(t, f.store.Complete(ctx, done(first), nil))
+		assert.NoError(t, f.store.Complete(ctx, done(second), nil), "size %d: a completion meeting the record completed under its token", size)
+		rec, err := f.store.Get(ctx, k)
+		require.NoError(t, err)
+		require.NotNil(t, rec)
+		assert.Equal(t, idemstore.StatusCompleted, rec.Status)
+		assert.Equal(t, first, string(rec.Data), "size %d: the first completion's result is kept", size)
+	}
+}

@@ -99,6 +99,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("StoreFailures", h.storeFailures)
 	t.Run("LateExtension", h.lateExtension)
 	t.Run("LateCheckpoint", h.lateCheckpoint)
+	t.Run("CompletionKeepsFirst", h.completionKeepsFirst)
 	t.Run("CheckpointSeqCarried", h.checkpointSeqCarried)
 	t.Run("CheckpointKeptExactly", h.checkpointKeptExactly)
 	t.Run("LateClaimAfterRelease", h.lateClaimAfterRelease)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 
 	"github.com/idemkit/idem"
@@ -133,15 +134,24 @@ func (s *Guard) Run(ctx context.Context, req *Request, r idem.Request, fpErr err
 		if !s.s.Cacheable(resp.StatusCode) {
 			return resp, ErrNotCacheable
 		}
-		if !resp.NotStored { // else the client has the response already
+		if resp.NotStored {
+			// The client has the response already (it streamed): should the store refuse
+			// the attached writes for good, the key completes as sent all the same, so
+			// that the handler never runs twice for it; a retry is answered not
+			// replayable. Releasing would run it again, as for no other streamed run.
+			// The handler's context holds the lease until it returns: this cannot fail.
+			_ = idem.OnRefused(ctx, func(context.Context, error) (any, bool) { return resp, true })
+		} else {
 			s.onRefused(ctx, req.MultiValue, &answer)
 		}
 		return resp, nil
 	})
-	if answer != nil {
+	if answer != nil && ((err == nil && reflect.DeepEqual(resp, *answer)) || idem.IsRefused(err)) {
 		// The store refused the handler's attached writes for good, and the answer chosen
-		// for that is the request's, stored (err is nil) or not (the key was released, or
-		// is held by another request).
+		// for that is the request's: stored (Do returned it), or not (not cacheable: the
+		// key was released, nothing committed). Otherwise the key holds the handler's own
+		// response (an attempt of its completion landed after all), or whether it does is
+		// not known (503), or the lease was lost: answered as any other outcome.
 		return Answered, *answer, nil
 	}
 	switch {
