@@ -17,6 +17,10 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dynamo"
 	"github.com/idemkit/idem/dynamo/dynamomem"
+	"github.com/idemkit/idem/dynamo/dynamotest"
+	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/internal/ddblocal"
+	"github.com/idemkit/idem/internal/samtables"
 	"github.com/idemkit/idem/kinesis"
 )
 
@@ -28,16 +32,36 @@ import (
 // was before record 1, and its read-modify-write overwrites record 1's credit. Both
 // records are acknowledged; record 1's effect is lost. (SQS FIFO avoids this with
 // RecordEach: "an item then starts only after the one before it in its group has durably
-// completed".)
+// completed".) Shown on the in-memory store and on DynamoDB Local (dynamo.Store puts the
+// two writes to one item in separate transactions, and both commit).
 func TestReview9_PartitionKeyNextRecordSeesEarlierAttachedWrite(t *testing.T) {
-	ctx := context.Background()
-	store := dynamomem.New()
-	_, err := store.CreateTable(ctx, &dynamodb.CreateTableInput{
+	accounts := &dynamodb.CreateTableInput{
 		TableName:            aws.String("accounts"),
 		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash}},
 		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS}},
+	}
+	t.Run("memory", func(t *testing.T) {
+		store := dynamomem.New()
+		_, err := store.CreateTable(context.Background(), accounts)
+		require.NoError(t, err)
+		review9NextRecordSeesEarlier(t, store, store, "accounts")
 	})
-	require.NoError(t, err)
+	t.Run("dynamodb_local", func(t *testing.T) {
+		client := ddblocal.Client(t)
+		table := dynamotest.CreateTable(t, client, accounts)
+		idemTable := samtables.NewTables(t, client, "IdempotencyTable")["IdempotencyTable"]
+		store, err := dynamo.New(client, idemTable)
+		require.NoError(t, err)
+		review9NextRecordSeesEarlier(t, store, client, table)
+	})
+}
+
+type review9Getter interface {
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+}
+
+func review9NextRecordSeesEarlier(t *testing.T, store idemstore.Store, db review9Getter, table string) {
+	ctx := context.Background()
 	g, err := idem.New(store, "review9")
 	require.NoError(t, err)
 
@@ -48,7 +72,7 @@ func TestReview9_PartitionKeyNextRecordSeesEarlierAttachedWrite(t *testing.T) {
 		if err := json.Unmarshal(r.Kinesis.Data, &c); err != nil {
 			return err
 		}
-		out, err := store.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String("accounts"), ConsistentRead: aws.Bool(true),
+		out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true),
 			Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: c.AccountID}}})
 		if err != nil {
 			return err
@@ -62,7 +86,7 @@ func TestReview9_PartitionKeyNextRecordSeesEarlierAttachedWrite(t *testing.T) {
 		mu.Unlock()
 		// Per-partition-key order makes a plain read-modify-write correct.
 		return dynamo.Attach(ctx, types.TransactWriteItem{Put: &types.Put{
-			TableName: aws.String("accounts"),
+			TableName: aws.String(table),
 			Item: map[string]types.AttributeValue{
 				"pk":      &types.AttributeValueMemberS{Value: c.AccountID},
 				"balance": &types.AttributeValueMemberN{Value: strconv.Itoa(balance + c.Amount)},
@@ -84,7 +108,7 @@ func TestReview9_PartitionKeyNextRecordSeesEarlierAttachedWrite(t *testing.T) {
 	reported := failures(t, invoke(t, h, ev))
 	require.Empty(t, reported, "both records acknowledged")
 
-	out, err := store.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String("accounts"),
+	out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true),
 		Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "acct-1"}}})
 	require.NoError(t, err)
 	require.NotNil(t, out.Item)
