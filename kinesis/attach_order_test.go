@@ -24,17 +24,14 @@ import (
 	"github.com/idemkit/idem/kinesis"
 )
 
-// TestReview9_PartitionKeyNextRecordSeesEarlierAttachedWrite: the package promises that
-// "the records of a partition key run one at a time in sequence order", and its usage
-// example attaches each record's DynamoDB write with dynamo.Attach. With batch claims
-// (the default) the attached write of record 1 commits only at the batch's Settle, after
-// record 2 of the same partition key has already run: record 2 reads the account as it
-// was before record 1, and its read-modify-write overwrites record 1's credit. Both
-// records are acknowledged; record 1's effect is lost. (SQS FIFO avoids this with
-// RecordEach: "an item then starts only after the one before it in its group has durably
-// completed".) Shown on the in-memory store and on DynamoDB Local (dynamo.Store puts the
-// two writes to one item in separate transactions, and both commit).
-func TestReview9_PartitionKeyNextRecordSeesEarlierAttachedWrite(t *testing.T) {
+// TestNextRecordOfPartitionKeySeesAttachedWriteOfPrevious: the records of a partition key
+// run one at a time in sequence order, and a record followed in the batch by another of its
+// partition key is recorded, with its attached writes (dynamo.Attach), before that one
+// starts. So a read-modify-write in the handler sees the previous record's write, and no
+// credit is lost. Before, with batch claims, record 1's write committed only at the batch's
+// end: record 2 read the balance without it and overwrote it. On the in-memory store and on
+// DynamoDB Local.
+func TestNextRecordOfPartitionKeySeesAttachedWriteOfPrevious(t *testing.T) {
 	accounts := &dynamodb.CreateTableInput{
 		TableName:            aws.String("accounts"),
 		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash}},
@@ -44,7 +41,7 @@ func TestReview9_PartitionKeyNextRecordSeesEarlierAttachedWrite(t *testing.T) {
 		store := dynamomem.New()
 		_, err := store.CreateTable(context.Background(), accounts)
 		require.NoError(t, err)
-		review9NextRecordSeesEarlier(t, store, store, "accounts")
+		nextRecordSeesPrevious(t, store, store, "accounts")
 	})
 	t.Run("dynamodb_local", func(t *testing.T) {
 		client := ddblocal.Client(t)
@@ -52,17 +49,17 @@ func TestReview9_PartitionKeyNextRecordSeesEarlierAttachedWrite(t *testing.T) {
 		idemTable := samtables.NewTables(t, client, "IdempotencyTable")["IdempotencyTable"]
 		store, err := dynamo.New(client, idemTable)
 		require.NoError(t, err)
-		review9NextRecordSeesEarlier(t, store, client, table)
+		nextRecordSeesPrevious(t, store, client, table)
 	})
 }
 
-type review9Getter interface {
+type itemGetter interface {
 	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 }
 
-func review9NextRecordSeesEarlier(t *testing.T, store idemstore.Store, db review9Getter, table string) {
+func nextRecordSeesPrevious(t *testing.T, store idemstore.Store, db itemGetter, table string) {
 	ctx := context.Background()
-	g, err := idem.New(store, "review9")
+	g, err := idem.New(store, "attach-order")
 	require.NoError(t, err)
 
 	var mu sync.Mutex
@@ -114,6 +111,6 @@ func review9NextRecordSeesEarlier(t *testing.T, store idemstore.Store, db review
 	require.NotNil(t, out.Item)
 	mu.Lock()
 	defer mu.Unlock()
-	assert.Equal(t, 10, seen["e-2"], "record 2 ran before record 1's effect was applied")
+	assert.Equal(t, 10, seen["e-2"], "record 2 read the balance with record 1's credit")
 	assert.Equal(t, "15", out.Item["balance"].(*types.AttributeValueMemberN).Value, "both credits applied")
 }

@@ -19,15 +19,15 @@ import (
 	"github.com/idemkit/idem/dynamostream"
 )
 
-// TestReview9_AttachedConditionFailureStopsItem: the package promises "the records of one
-// item run one at a time in sequence order; after a failure the rest of that item's
-// records are not started". A change whose attached write fails its condition is such a
-// failure (ReasonHandler, idem.ErrConditionFailed). With batch claims (the default) that
-// failure is only found at the batch's Settle, after the item's next change has run and
-// been recorded with its own attached write: the next change ran, and committed, after a
-// failed earlier change of its item, and the failed one runs again only after it. With
-// WithBatchClaims(false) the next change is not started.
-func TestReview9_AttachedConditionFailureStopsItem(t *testing.T) {
+// TestAttachedConditionFailureStopsItem: the records of one item run one at a time in
+// sequence order, and after a failure the rest of that item's records are not started. A
+// change whose attached write fails its condition is such a failure (ReasonHandler,
+// idem.ErrConditionFailed): it is known before the item's next change starts, since a
+// change followed by another of its item is recorded before that one starts. The next
+// change is held back (group_stopped), and its write does not commit. Before, with batch
+// claims, the failure was found only at the batch's end, after the next change had run and
+// committed.
+func TestAttachedConditionFailureStopsItem(t *testing.T) {
 	ctx := context.Background()
 	store := dynamomem.New()
 	_, err := store.CreateTable(ctx, &dynamodb.CreateTableInput{
@@ -39,7 +39,7 @@ func TestReview9_AttachedConditionFailureStopsItem(t *testing.T) {
 	_, err = store.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String("shipments"),
 		Item: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "base"}}})
 	require.NoError(t, err)
-	g, err := idem.New(store, "review9")
+	g, err := idem.New(store, "attach-order")
 	require.NoError(t, err)
 
 	var mu sync.Mutex
