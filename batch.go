@@ -245,6 +245,20 @@ func (b *Batch) Len() int { return len(b.items) }
 // As Do, it never runs fn unguarded for a caller whose own context ended, [WithFailOpen]
 // or not.
 func DoClaimed[T any](ctx context.Context, b *Batch, i int, fn func(context.Context) (T, error)) (result T, replayed bool, err error) {
+	return doClaimedAt(ctx, b, i, fn, false)
+}
+
+// DoClaimedNow is [DoClaimed], except that a claimed request's outcome, with its attached
+// writes, is recorded before it returns, never left for [Batch.Settle]: as the cases
+// [Batch] lists record it, with the error [Do] would return (a failed recording included).
+// An ordered consumer uses it for a request whose successor must see its effects, or learn
+// of its failure, before it starts; the other requests of the batch still wait for Settle.
+func DoClaimedNow[T any](ctx context.Context, b *Batch, i int, fn func(context.Context) (T, error)) (result T, replayed bool, err error) {
+	return doClaimedAt(ctx, b, i, fn, true)
+}
+
+// doClaimedAt is DoClaimed; now records a claimed request's outcome at once.
+func doClaimedAt[T any](ctx context.Context, b *Batch, i int, fn func(context.Context) (T, error), now bool) (result T, replayed bool, err error) {
 	it := &b.items[i]
 	k := it // the item that holds the key's claim
 	r := it // the item that holds the run this request takes part in: the key's, or its group's
@@ -279,7 +293,7 @@ func DoClaimed[T any](ctx context.Context, b *Batch, i int, fn func(context.Cont
 	if other {
 		result, replayed, err = otherOutcome(ctx, b, k, it, keyRun, fn, left)
 	} else {
-		result, replayed, err = doClaimed(ctx, b, k, it.req, fn, left)
+		result, replayed, err = doClaimed(ctx, b, k, it.req, fn, left, now)
 	}
 	if r.run != nil {
 		r.runErr, r.value = err, result
@@ -366,8 +380,9 @@ func otherOutcome[T any](ctx context.Context, b *Batch, k, it *batchItem, keyRun
 
 // doClaimed runs or replays the key of k, the batch item that holds its claim, for req
 // (k's own request or a duplicate of it), and sets *left to the record the outcome left:
-// the one replayed, the completion recorded or waiting for Settle, or nil.
-func doClaimed[T any](ctx context.Context, b *Batch, k *batchItem, req Request, fn func(context.Context) (T, error), left **idemstore.Record) (result T, replayed bool, err error) {
+// the one replayed, the completion recorded or waiting for Settle, or nil. now records the
+// outcome at once ([DoClaimedNow]).
+func doClaimed[T any](ctx context.Context, b *Batch, k *batchItem, req Request, fn func(context.Context) (T, error), left **idemstore.Record, now bool) (result T, replayed bool, err error) {
 	g := b.g
 	if k.lazy {
 		// Another request of the key may have met its record through a Do of its own.
@@ -406,10 +421,10 @@ func doClaimed[T any](ctx context.Context, b *Batch, k *batchItem, req Request, 
 	s := g.runHooked(ctx, k.rec, k.now, func(ctx context.Context) (any, error) { return fn(ctx) })
 	result, _ = s.value.(T)
 	_, attachMany := g.store.(idemstore.BatchAttachStore)
-	if (len(s.attached) > 0 && !attachMany) || !g.leaseOutlasts(ctx, s.l) {
-		// Attached writes the store cannot complete with others: their own transaction. Or
-		// the lease may end before Settle records the outcome, and another caller would
-		// then run the key again.
+	if now || (len(s.attached) > 0 && !attachMany) || !g.leaseOutlasts(ctx, s.l) {
+		// Asked to record at once (DoClaimedNow). Or attached writes the store cannot
+		// complete with others: their own transaction. Or the lease may end before Settle
+		// records the outcome, and another caller would then run the key again.
 		*left, err = g.settle(ctx, s)
 		return result, false, err
 	}

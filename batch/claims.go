@@ -95,6 +95,12 @@ func (b *batch) doClaimed(ctx context.Context, i int, fn func(context.Context) (
 		return false, errClaimUsed
 	}
 	b.claimUsed[c] = true
+	if b.state[i].recordNow {
+		// The next item of its group must see its effects, or learn of its failure,
+		// before it starts.
+		_, replayed, err := idem.DoClaimedNow(ctx, b.claims, c, fn)
+		return replayed, err
+	}
 	_, replayed, err := idem.DoClaimed(ctx, b.claims, c, fn)
 	return replayed, err
 }

@@ -19,7 +19,8 @@
 //     order, and stops a group at its first failure: the rest of the group fails with
 //     [ReasonGroupStopped] without starting, and their claims are released;
 //   - records the outcomes together after the last item (attached writes in as few
-//     transactions as the store allows), or each as it ends where [idem.Batch] says so;
+//     transactions as the store allows), or each as it ends where [idem.Batch] says so,
+//     and with [Mode.RecordBeforeNext] each item that another item of its group follows;
 //   - writes a summary log line and a line per failed item, and calls the guard's
 //     [idem.Hooks.OnBatch] with the item IDs, never keys.
 //
@@ -38,7 +39,7 @@
 //		items[i] = batch.Item{ID: r.ID, Group: r.Partition, Key: key, Fingerprint: r.Data, Err: err}
 //	}
 //	run := func(ctx context.Context, i int) error { return handle(ctx, records[i]) }
-//	rep := engine.Process(ctx, items, run, batch.Mode{Ordered: true})
+//	rep := engine.Process(ctx, items, run, batch.Mode{Ordered: true, RecordBeforeNext: true})
 //	for _, i := range rep.FirstFailures() {
 //		fmt.Println("report", records[i].ID)
 //	}
@@ -52,12 +53,22 @@
 //     source redelivers from a failure on, so the items after it in its group must not run.
 //     Items of different groups run concurrently; [WithConcurrency](1) runs the whole batch
 //     one item at a time in its order.
-//   - RecordEach with Ordered (SQS FIFO queues): each item's outcome is recorded before the
-//     next item of its group starts. Without it, the next item starts once the one before
-//     returned, and outcomes are recorded with the batch: if a recording then fails (the
-//     lease was lost, the store failed), that item fails and is its group's first failure,
-//     while the later items of its group have run and are recorded. A stream redelivers
-//     from the failed item, and the later ones replay.
+//   - RecordBeforeNext with Ordered (Kinesis, DynamoDB Streams): an item that another
+//     item of its group follows in the batch is recorded on its own (its completion and
+//     attached writes committed, or its failure known) before that item starts, so the next
+//     item sees its writes, and a failed recording stops the group there, the failed item
+//     being its first failure. The keys are still claimed together, and the last item of
+//     each group is recorded with the batch: a batch whose groups hold one item each costs
+//     what an unordered batch does. A last item whose recording fails at the end fails
+//     then; nothing of its group ran after it.
+//   - RecordEach with Ordered (SQS FIFO queues): each item claims its key and records its
+//     outcome on its own, the one before it in its group recorded before it starts.
+//   - Ordered alone: the next item of a group starts once the one before returned, and
+//     outcomes are recorded with the batch: if a recording then fails (the lease was lost,
+//     the store failed, an attached write's condition failed), that item fails and is its
+//     group's first failure, while the later items of its group have run, did not see its
+//     attached writes, and are recorded. Use it only for handlers whose items of a group
+//     do not depend on each other's writes.
 //
 // A source without partial responses (Kafka outside provisioned mode, Amazon MQ) returns
 // an error for the whole batch when [Report.Failed] is not zero: Process has recorded every

@@ -76,6 +76,16 @@ type Mode struct {
 	// outcomes are recorded together as [WithBatchClaims] says, and an ordered group's next
 	// item starts once the one before it has returned.
 	RecordEach bool
+	// RecordBeforeNext, in an ordered batch on batch claims, records the outcome of an item
+	// that another item of its group follows in the batch before that item starts: its
+	// completion and attached writes committed, or its failure known. A failed recording
+	// fails the item, which is its group's first failure, and the rest of the group is not
+	// started. The last item of each group is recorded with the batch, so a batch whose
+	// groups hold one item each costs what an unordered one does (Kinesis, DynamoDB
+	// Streams). Without it, the next item starts once the one before returned (see
+	// [Mode.RecordEach] for what that means). Ignored without Ordered, or with RecordEach,
+	// which records every item at once.
+	RecordBeforeNext bool
 	// Destination names the queue or stream the batch came from, for the hooks
 	// ([idem.BatchEvent.Destination]); empty if the event names none.
 	Destination string

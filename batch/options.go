@@ -88,6 +88,8 @@ func WithDeadlineMargin(d time.Duration) Option {
 //     lists when an outcome is recorded at once instead.
 //   - Once less than the margin (see [WithDeadlineMargin]) is left, the batch records the
 //     outcomes finished by then and releases the claims of items not yet started.
+//   - With [Mode.RecordBeforeNext], an item that another item of its group follows is
+//     recorded on its own before that item starts; the keys are still claimed together.
 //   - Off, with [Mode.RecordEach], or when two items of the batch carry one key with
 //     different fingerprints, each item claims and records its outcome on its own as it
 //     runs.

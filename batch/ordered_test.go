@@ -28,6 +28,40 @@ type countingStore struct {
 	claimMany, completeMany int
 	released                []string
 	failComplete            map[string]error
+	// complete counts the single completions; failSingle fails the next single completion
+	// of a stored key with its error, after it took effect where landed says so (a lost
+	// response).
+	complete   int
+	failSingle map[string]error
+	landed     map[string]bool
+	// hold delays the next single completion of a stored key: it fails as a timeout, and
+	// lands when the test calls the function left in held.
+	hold map[string]bool
+	held []func() error
+}
+
+func (s *countingStore) Complete(ctx context.Context, rec *idemstore.Record, attached []any) error {
+	s.mu.Lock()
+	s.complete++
+	err, landed := s.failSingle[rec.Key], s.landed[rec.Key]
+	delete(s.failSingle, rec.Key)
+	if s.hold[rec.Key] {
+		delete(s.hold, rec.Key)
+		first := *rec
+		s.held = append(s.held, func() error { return s.Store.Complete(context.Background(), &first, attached) })
+		s.mu.Unlock()
+		return context.DeadlineExceeded
+	}
+	s.mu.Unlock()
+	if err == nil {
+		return s.Store.Complete(ctx, rec, attached)
+	}
+	if landed {
+		if cerr := s.Store.Complete(ctx, rec, attached); cerr != nil {
+			return cerr
+		}
+	}
+	return err
 }
 
 func newCountingStore() *countingStore { return &countingStore{Store: memstore.New()} }

@@ -39,6 +39,9 @@ type itemState struct {
 	dupOf int
 	// claim is the index of the item's key in the batch's claims, or -1.
 	claim int
+	// recordNow records the item's outcome before it returns, not with the batch: another
+	// item of its group follows it ([Mode.RecordBeforeNext]).
+	recordNow bool
 }
 
 func (e *Engine) newBatch(ctx context.Context, items []Item, run func(context.Context, int) error, mode Mode, start time.Time) *batch {
@@ -56,11 +59,32 @@ func (e *Engine) newBatch(ctx context.Context, items []Item, run func(context.Co
 		// A fixed margin would starve a function whose whole timeout is shorter than it.
 		b.margin = max(min(b.margin, b.deadline.Sub(start)/4), 0)
 	}
+	var last map[string]int // group → its last item
+	if mode.Ordered && mode.RecordBeforeNext {
+		last = make(map[string]int, len(items))
+		for i, it := range items {
+			last[it.Group] = i
+		}
+	}
+	var now map[string]bool // key → an item of it is followed in its group
 	for i, it := range items {
 		b.state[i] = itemState{dupOf: -1, claim: -1}
+		if last != nil && last[it.Group] != i && it.Err == nil {
+			if now == nil {
+				now = make(map[string]bool)
+			}
+			now[it.Key] = true
+		}
 		b.out[i] = Outcome{ID: it.ID, Group: it.Group}
 		if it.Err == nil {
 			b.out[i].Key = it.Key
+		}
+	}
+	if len(now) > 0 {
+		// Items of one key share one run, whichever of them runs it: if any must be
+		// recorded before its group goes on, so must that run.
+		for i, it := range items {
+			b.state[i].recordNow = it.Err == nil && now[it.Key]
 		}
 	}
 	return b

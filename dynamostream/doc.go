@@ -13,14 +13,18 @@
 // order. A [Handler] runs the records of one item (its primary key, [ItemKey]) one at a
 // time in sequence order and stops that item at its first failure: the later records are
 // not started, their claims are released, and the first failure's sequence number is
-// reported. Records of other items go on, concurrently (see [WithConcurrency]).
+// reported. A record is recorded, with its attached writes, before the next record of its
+// item starts, so a failure to record it (an attached write's condition) is such a first
+// failure too. Records of other items go on, concurrently (see [WithConcurrency]).
 // [WithOrderingKey] with one value for every record orders the whole shard instead:
 // nothing after a failure runs.
 //
 // When Lambda delivers the shard again from the lowest failure, the records after it that
 // finished are in the batch once more. They replay from the store in the calls that claim
-// the batch's new records: on dynamo.Store a batch of n records costs ⌈n/25⌉ claim calls
-// and ⌈n/25⌉ completion calls, where a per-record idempotent handler makes 2n.
+// the batch's new records: on dynamo.Store a batch of n records of distinct items costs
+// ⌈n/25⌉ claim calls and ⌈n/25⌉ completion calls, where a per-record idempotent handler
+// makes 2n. A record followed in the batch by another of its item costs one completion
+// call of its own (see [WithBatchClaims]).
 //
 // Records are keyed by their eventID ([DefaultKey]), the same on every delivery of one
 // change; [WithKey] and [WithKeyJMESPath] choose another (for example a field of the new

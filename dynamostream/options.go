@@ -138,12 +138,22 @@ func WithDeadlineMargin(d time.Duration) Option {
 }
 
 // WithBatchClaims sets whether a batch's keys are claimed and its outcomes recorded
-// together, as batch.WithBatchClaims says. Default true: on dynamo.Store, a batch of n new
-// records costs ⌈n/25⌉ claim calls and ⌈n/25⌉ completion calls, and a redelivered batch
-// of finished records replays in its claim calls. A record of an item then starts once
-// the one before it returned, not once its completion is recorded: if that recording
-// fails, the earlier record is reported, and the later ones, recorded, replay when Lambda
-// delivers them again. Off, each record claims and completes on its own.
+// together, as batch.WithBatchClaims says. Default true:
+//
+//   - The keys are claimed in ⌈n/25⌉ calls on dynamo.Store, and a redelivered batch of
+//     finished records replays in them.
+//   - A record followed in the batch by another record of its item is recorded on its
+//     own (one call) before that record starts: its completion and attached writes are
+//     committed, or its failure is known. So the next record sees its writes, and a failed
+//     recording (an attached write's condition, a lost lease, the store) stops the item
+//     there: the failed record is the first failure reported, the later ones are not
+//     started.
+//   - The last record of each item in the batch is recorded with the others, in ⌈m/25⌉
+//     completion calls for m such records. A batch of n new records with distinct items
+//     thus costs 2⌈n/25⌉ calls; 100 records over 10 items cost 4 + 90 + 1. A last record
+//     whose recording fails is reported, and Lambda delivers it again.
+//
+// Off, each record claims and completes on its own (two calls).
 func WithBatchClaims(on bool) Option {
 	return func(c *config) error {
 		c.batchClaims = on

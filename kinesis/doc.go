@@ -12,16 +12,20 @@
 // ran would run out of order, before the one that failed. A [Handler] therefore runs the
 // records of one partition key one at a time in sequence order and stops that partition
 // key at its first failure: the later records are not started, their claims are released,
-// and the first failure's sequence number is reported. Records of other partition keys go
-// on, concurrently (see [WithConcurrency]).
+// and the first failure's sequence number is reported. A record is recorded, with its
+// attached writes, before the next record of its partition key starts: that one sees its
+// writes, and a failure to record it (an attached write's condition) is such a first
+// failure too. Records of other partition keys go on, concurrently (see
+// [WithConcurrency]).
 // [WithOrderingKey] with one value for every record orders the whole shard instead:
 // nothing after a failure runs.
 //
 // When Lambda delivers the shard again from the lowest failure, the records after it that
 // finished are in the batch once more. They replay from the store without running, in
 // the same calls that claim the batch's new records: on dynamo.Store a batch of n records
-// costs ⌈n/25⌉ claim calls and ⌈n/25⌉ completion calls, where a per-record idempotent
-// handler makes 2n. That is what makes running partition keys concurrently both safe and
+// of distinct partition keys costs ⌈n/25⌉ claim calls and ⌈n/25⌉ completion calls, where a
+// per-record idempotent handler makes 2n. A record followed in the batch by another of its
+// partition key costs one completion call of its own (see [WithBatchClaims]). That is what makes running partition keys concurrently both safe and
 // cheap.
 //
 // # Keys

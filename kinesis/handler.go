@@ -108,7 +108,7 @@ func (h *Handler) Process(ctx context.Context, event events.KinesisEvent) (*Repo
 		}
 	}
 	run := func(ctx context.Context, i int) error { return h.fn(ctx, recs[i]) }
-	rep := h.engine.Process(ctx, items, run, batch.Mode{Ordered: true, Destination: streamName(recs)})
+	rep := h.engine.Process(ctx, items, run, batch.Mode{Ordered: true, RecordBeforeNext: true, Destination: streamName(recs)})
 	out := make([]Outcome, len(rep.Outcomes))
 	for i, o := range rep.Outcomes {
 		out[i] = Outcome{

@@ -16,6 +16,9 @@ import (
 type API struct {
 	dynamo.API
 
+	// unbounded forwards every call without the caller's deadline and cancellation.
+	unbounded bool
+
 	mu    sync.Mutex
 	calls map[string]int
 }
@@ -23,13 +26,25 @@ type API struct {
 // New wraps api.
 func New(api dynamo.API) *API { return &API{API: api} }
 
-func (c *API) count(op string) {
+// NewUnbounded wraps api like New, but forwards every call without the caller's deadline
+// and cancellation: a call waits for DynamoDB Local's answer however long a loaded machine
+// makes it take. idem bounds the calls that record an outcome (10 seconds); a call cut off there
+// is resent alone, so on a slow enough machine the count would measure the machine, not
+// the code path. A test that pins a call budget uses it, with a deadline far ahead.
+func NewUnbounded(api dynamo.API) *API { return &API{API: api, unbounded: true} }
+
+// count counts a call of op and returns the context to forward it with.
+func (c *API) count(ctx context.Context, op string) context.Context {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.calls == nil {
 		c.calls = map[string]int{}
 	}
 	c.calls[op]++
+	if c.unbounded {
+		return context.WithoutCancel(ctx)
+	}
+	return ctx
 }
 
 // Take returns the counts by operation name since the last Take, and starts again from zero.
@@ -46,42 +61,42 @@ func (c *API) Take() map[string]int {
 
 // PutItem counts and forwards the call.
 func (c *API) PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	c.count("PutItem")
+	ctx = c.count(ctx, "PutItem")
 	return c.API.PutItem(ctx, in, optFns...)
 }
 
 // GetItem counts and forwards the call.
 func (c *API) GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	c.count("GetItem")
+	ctx = c.count(ctx, "GetItem")
 	return c.API.GetItem(ctx, in, optFns...)
 }
 
 // UpdateItem counts and forwards the call.
 func (c *API) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	c.count("UpdateItem")
+	ctx = c.count(ctx, "UpdateItem")
 	return c.API.UpdateItem(ctx, in, optFns...)
 }
 
 // DeleteItem counts and forwards the call.
 func (c *API) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
-	c.count("DeleteItem")
+	ctx = c.count(ctx, "DeleteItem")
 	return c.API.DeleteItem(ctx, in, optFns...)
 }
 
 // TransactWriteItems counts and forwards the call.
 func (c *API) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
-	c.count("TransactWriteItems")
+	ctx = c.count(ctx, "TransactWriteItems")
 	return c.API.TransactWriteItems(ctx, in, optFns...)
 }
 
 // BatchExecuteStatement counts and forwards the call.
 func (c *API) BatchExecuteStatement(ctx context.Context, in *dynamodb.BatchExecuteStatementInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchExecuteStatementOutput, error) {
-	c.count("BatchExecuteStatement")
+	ctx = c.count(ctx, "BatchExecuteStatement")
 	return c.API.BatchExecuteStatement(ctx, in, optFns...)
 }
 
 // BatchGetItem counts and forwards the call.
 func (c *API) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
-	c.count("BatchGetItem")
+	ctx = c.count(ctx, "BatchGetItem")
 	return c.API.BatchGetItem(ctx, in, optFns...)
 }
