@@ -11,7 +11,10 @@
 // records of one key in one partition; so a [Handler] runs the records of one record key
 // of one partition one at a time in offset order, and stops that key at its first
 // failure. Records of other keys, or other partitions, go on concurrently (see
-// [WithConcurrency]).
+// [WithConcurrency]). A record followed in the batch by another of its key is recorded,
+// attached writes included, before that one starts: the next sees its writes, and a write
+// refused when recording stops the key there (one single completion each on DynamoDB;
+// records of distinct keys are recorded together).
 //
 // What Lambda does with a failure depends on the event source mapping:
 //

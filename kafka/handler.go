@@ -126,7 +126,7 @@ func (h *Handler) Process(ctx context.Context, event events.KafkaEvent) (*Report
 		destination = recs[0].Topic
 	}
 	run := func(ctx context.Context, i int) error { return h.fn(ctx, recs[i]) }
-	rep := h.engine.Process(ctx, items, run, batch.Mode{Ordered: true, Destination: destination})
+	rep := h.engine.Process(ctx, items, run, batch.Mode{Ordered: true, RecordBeforeNext: true, Destination: destination})
 	out := make([]Outcome, len(rep.Outcomes))
 	for i, o := range rep.Outcomes {
 		out[i] = Outcome{

@@ -19,15 +19,17 @@ import (
 )
 
 // TestCostOnDynamoDB counts the DynamoDB calls (DynamoDB Local) of an ActiveMQ batch of
-// 100 new messages: ⌈100/25⌉ claim calls and ⌈100/25⌉ completion calls, 8 in all, where a
-// per-message idempotent handler makes 200. The same batch delivered again (the broker's
+// 100 new messages of one queue: ⌈100/25⌉ claim calls; each message but the last is
+// recorded (one UpdateItem) before the next starts, so a failure found when recording stops
+// the queue there (batch.Mode.RecordBeforeNext); the last is recorded in one batch
+// completion: 104 calls, where a per-message idempotent handler makes 200. The same batch delivered again (the broker's
 // redelivery after a failure) replays in its claim calls: 4, and one read of the records
 // they met.
 func TestCostOnDynamoDB(t *testing.T) {
 	t.Parallel()
 	client := ddblocal.Client(t)
 	table := samtables.NewTables(t, client, "IdempotencyTable")["IdempotencyTable"]
-	api := ddbcount.New(client)
+	api := ddbcount.NewUnbounded(client)
 	store, err := dynamo.New(api, table)
 	require.NoError(t, err)
 	guard, err := idem.New(store, "cost")
@@ -46,7 +48,8 @@ func TestCostOnDynamoDB(t *testing.T) {
 	require.Equal(t, 100, rep.Ran)
 	calls := api.Take()
 	t.Logf("new: %v", calls)
-	assert.Equal(t, map[string]int{"BatchExecuteStatement": 8}, calls, "4 batch claims and 4 batch completions")
+	assert.Equal(t, map[string]int{"BatchExecuteStatement": 5, "UpdateItem": 99}, calls,
+		"4 batch claims, 99 messages recorded before the next starts, the last in one batch completion")
 
 	rep = h.Process(lambdaContext(t), ev)
 	require.NoError(t, rep.Err())

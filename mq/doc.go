@@ -13,6 +13,11 @@
 // then returns an error ([ErrBatchFailed]). The redelivery replays the finished messages
 // from the store, in the calls that claim the batch, and runs the rest: nothing runs twice.
 //
+// Each message but a queue's last is recorded before the next starts, attached writes
+// included, so a write refused when recording stops the queue there too, and the next
+// message sees the writes of the one before. On DynamoDB a batch of 100 new messages of one
+// queue costs 4 batch claims, 99 single completions and one batch completion.
+//
 // # Keys
 //
 // A message is keyed by its message ID by default: ActiveMQ's messageID, RabbitMQ's

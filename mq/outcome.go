@@ -94,7 +94,7 @@ func (r *Report) Err() error {
 
 // process runs items on engine in ordered mode, one group per queue, and reports.
 func process(ctx context.Context, engine *batch.Engine, items []batch.Item, run func(ctx context.Context, i int) error, destination string) *Report {
-	rep := engine.Process(ctx, items, run, batch.Mode{Ordered: true, Destination: destination})
+	rep := engine.Process(ctx, items, run, batch.Mode{Ordered: true, RecordBeforeNext: true, Destination: destination})
 	out := make([]Outcome, len(rep.Outcomes))
 	for i, o := range rep.Outcomes {
 		out[i] = Outcome{
