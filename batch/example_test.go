@@ -42,7 +42,7 @@ func Example() {
 		items[i] = batch.Item{ID: r.ID, Group: r.Partition, Key: key, Fingerprint: r.Data, Err: err}
 	}
 	run := func(ctx context.Context, i int) error { return handle(ctx, records[i]) }
-	rep := engine.Process(ctx, items, run, batch.Mode{Ordered: true})
+	rep := engine.Process(ctx, items, run, batch.Mode{Ordered: true, RecordBeforeNext: true})
 	for _, i := range rep.FirstFailures() {
 		fmt.Println("report", records[i].ID)
 	}
