@@ -25,8 +25,8 @@
 // the same calls that claim the batch's new records: on dynamo.Store a batch of n records
 // of distinct partition keys costs ⌈n/25⌉ claim calls and ⌈n/25⌉ completion calls, where a
 // per-record idempotent handler makes 2n. A record followed in the batch by another of its
-// partition key costs one completion call of its own (see [WithBatchClaims]). That is what makes running partition keys concurrently both safe and
-// cheap.
+// partition key costs one completion call of its own (see [WithBatchClaims]). That is
+// what makes running partition keys concurrently both safe and cheap.
 //
 // # Keys
 //

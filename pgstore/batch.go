@@ -76,7 +76,8 @@ func (s *Store) claimBatch(ctx context.Context, recs []*idemstore.Record, idx []
 			case claimed:
 				res[j].Claimed = true
 			case r.id == nil:
-				unseen = append(unseen, idx[j]) // created by a claim that committed while ours waited
+				// Created by a claim that committed while ours waited.
+				unseen = append(unseen, idx[j])
 			default:
 				res[j].Prev, res[j].Err = r.record()
 			}

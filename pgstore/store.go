@@ -34,14 +34,16 @@ const claimAttempts = 3
 // functions can share the table and a key's handler still runs at most once. It is safe
 // for concurrent use when db is (a *pgxpool.Pool is).
 //
-// Statements per operation: a claim is one, whether it wins, replays or meets a key in
-// progress (two in the rare race where the refusing record was created while the claim
-// waited); a completion is one, or, with attached writes ([Attach]), one plus the
-// transaction's BEGIN and COMMIT and the attached writes' own statements (and, through a
-// db without BeginTx, the check of the transaction that otherwise travels with the
-// COMMIT); release, extend, checkpoint and get are one each. Batches ([Store.ClaimMany],
-// [Store.CompleteMany], [Store.ReleaseMany]) are one statement each for the whole batch,
-// and [Store.CompleteManyAttached] one transaction.
+// Statements per operation:
+//
+//   - claim: one, whether it wins, replays or meets a key in progress (two in the rare
+//     race where the refusing record was created while the claim waited);
+//   - completion: one; with attached writes ([Attach]) one plus BEGIN, COMMIT and the
+//     writes' own statements (and, through a db without BeginTx, the check that otherwise
+//     travels with the COMMIT);
+//   - release, extend, checkpoint, get: one each;
+//   - batches ([Store.ClaimMany], [Store.CompleteMany], [Store.ReleaseMany]): one statement
+//     for the whole batch; [Store.CompleteManyAttached]: one transaction.
 type Store struct {
 	db    DB
 	table string
