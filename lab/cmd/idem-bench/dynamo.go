@@ -201,17 +201,19 @@ func (x *raw) putUpdate() *bench.Result {
 			TableName:           aws.String(table),
 			Key:                 map[string]types.AttributeValue{"id": str(x.keys[i].key)},
 			UpdateExpression:    aws.String(rawCompletion),
-			ConditionExpression: aws.String("#token = :token"),
+			ConditionExpression: aws.String("#token = :token AND #status = :inprogress"),
 			ExpressionAttributeNames: map[string]string{
 				"#status": "status", "#v": "v", "#lease": "in_progress_expiration", "#exp": "expiration",
 				"#enc": "enc", "#data": "data", "#fp": "validation", "#dref": "data_ref", "#token": "lease_token",
 			},
 			ExpressionAttributeValues: map[string]types.AttributeValue{
 				":token": str(tok), ":status": str(string(idemstore.StatusCompleted)),
-				":v":   &types.AttributeValueMemberN{Value: strconv.Itoa(idemstore.SchemaVersion)},
-				":exp": epoch(time.Now().Add(bench.Expiry), time.Second), ":enc": str(idem.JSONCodec{}.Name()),
+				":inprogress": str(string(idemstore.StatusInProgress)),
+				":v":          &types.AttributeValueMemberN{Value: strconv.Itoa(idemstore.SchemaVersion)},
+				":exp":        epoch(time.Now().Add(bench.Expiry), time.Second), ":enc": str(idem.JSONCodec{}.Name()),
 				":data": str(x.keys[i].data),
 			},
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		})
 		return err == nil
 	})
