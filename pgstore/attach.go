@@ -287,6 +287,11 @@ func (e *AttachedWriteError) Unwrap() error { return e.Err }
 //
 // and not for any other server error (a serialization failure, a deadlock, a statement
 // cancelled, an undefined table), a timeout or an ended context, or a broken connection.
+//
+// The store sees only what the write returns. A write that meets a retryable server error
+// and returns an error of its own without wrapping it (say, a deadlock inside a savepoint
+// reported as "funds too low") is taken as permanent, and [idem.OnRefused] may store an
+// answer that a retry would not have met: wrap the server's error with %w, or return it.
 func (e *AttachedWriteError) Permanent() bool {
 	if errors.Is(e.Err, idemstore.ErrNotCommitted) {
 		return false
