@@ -60,11 +60,6 @@ func refusalReason(err error) string {
 //
 // None of these errors says IsRefused, which means nothing committed and the key released.
 //
-// On DynamoDB a result over the inline limit is stored in an item of its own, named by the
-// lease token, before the completion. When the handler's result and f's are both over it,
-// f's cannot take that item: Do answers the [OpCommit] error above and the chosen result is
-// never stored. Keep f's result under the limit (a problem's detail short).
-//
 // OnRefused applies to [Do]. In a batch ([Guard.Claim], [DoClaimed]) it is ignored and
 // such a key is released, whatever the batch's size or path: DoClaimed returns the
 // handler's result before [Batch.Settle] learns of the refusal. The last call wins. It is

@@ -31,13 +31,18 @@ import (
 // Safety rests on three rules:
 //   - The result's item is keyed by the record's key and the lease token of the owner that
 //     wrote it ("<key>#result#<token>", see resultKey), and written before the completion
-//     that names it.
+//     that names it. A second result under the same token (the guard completes with the
+//     one idem.OnRefused chose after the handler's attached writes were refused) has an
+//     item of its own, "<key>#result#<token>.<hash of the result>" (see
+//     resultApartAgain): an item is written once, and never holds another result than the
+//     one a completion naming it sent.
 //     The completion is conditional on the token, so a completed record only ever names a
 //     result its own owner wrote, and that result is already there. A fenced-off owner's
 //     result, or that of an owner that crashed before completing, is named by nothing: an
 //     orphan, which TTL removes.
 //   - A record names only a result's item of its own key, of the exact form
-//     "<key>#result#<32 lowercase hex digits>" (decoding checks it), so no record can
+//     "<key>#result#<32 lowercase hex digits>", optionally followed by '.' and 32 more
+//     (decoding checks it), so no record can
 //     replay another key's result: a stored key has a single '#', before its hash
 //     (idem.WithScope and the operation admit none), so no record key of a guard has
 //     that form.
@@ -52,6 +57,9 @@ const (
 	// resultSep separates the record's key and the lease token in the key of a result's
 	// item. A stored key has one '#', before its hash, so no record key has this form.
 	resultSep = "#result#"
+	// resultHashSep separates the token and the hash of the result in the key of a second
+	// result's item under the same token (see resultApartAgain).
+	resultHashSep = "."
 	// refTokenLen is the length of the token part of a result's item's key: that of the
 	// guard's lease tokens, 16 random bytes in lowercase hex.
 	refTokenLen = 32
@@ -76,6 +84,35 @@ func resultKey(key, token string) string {
 		token = hex.EncodeToString(sum[:refTokenLen/2])
 	}
 	return key + resultSep + token
+}
+
+// resultApartAgain returns the key and the item of rec's result kept apart when the item
+// ref, resultKey's, holds another result under the same token: ref followed by '.' and the
+// first 32 hex digits of the SHA-256 of the result's encoding and data. Each result under
+// a token thus has an item of its own, and a resend of a completion writes the same item
+// again.
+func (s *Store) resultApartAgain(rec *idemstore.Record, ref string, item map[string]types.AttributeValue) (string, map[string]types.AttributeValue) {
+	h := sha256.New()
+	h.Write([]byte(rec.Encoding))
+	h.Write([]byte{0})
+	h.Write(rec.Data)
+	ref += resultHashSep + hex.EncodeToString(h.Sum(nil)[:refTokenLen/2])
+	again := s.key(ref)
+	for name, v := range item {
+		if _, isKey := again[name]; !isKey {
+			again[name] = v
+		}
+	}
+	return ref, again
+}
+
+// isResultRef reports whether s, the part of a result's item's key after resultSep, is of
+// one of the two forms Complete writes: a token of refTokenLen lowercase hex digits,
+// followed, for a second result under the token (see resultApartAgain), by resultHashSep
+// and refTokenLen lowercase hex digits more.
+func isResultRef(s string) bool {
+	token, sum, again := strings.Cut(s, resultHashSep)
+	return isRefToken(token) && (!again || isRefToken(sum))
 }
 
 // isRefToken reports whether s is refTokenLen lowercase hex digits.
@@ -206,8 +243,9 @@ func (s *Store) putResult(ctx context.Context, ref string, item map[string]types
 }
 
 // errResultTaken is putResult's answer when the result's item of the token holds another
-// result. The completion is not sent; Complete returns nil if the record is completed
-// under the token already.
+// result. Complete then returns nil if the record is completed under the token already,
+// else keeps its result in an item of its own (see resultApartAgain); on the second
+// item's errResultTaken (another result with the same hash) the completion is not sent.
 var errResultTaken = errors.New("dynamo: complete: the result's item of this lease token holds another result")
 
 // readResult sets rec's result from the result's item ref with one strongly consistent
@@ -256,7 +294,7 @@ func (s *Store) checkRef(rec *idemstore.Record, ref string) error {
 		return incompatible(a.DataRef, fmt.Errorf("in a record that holds %q too", a.Data))
 	case rec.Status == idemstore.StatusInProgress:
 		return incompatible(a.DataRef, errors.New("in a record in progress"))
-	case !strings.HasPrefix(ref, rec.Key+resultSep) || !isRefToken(ref[len(rec.Key)+len(resultSep):]):
+	case !strings.HasPrefix(ref, rec.Key+resultSep) || !isResultRef(ref[len(rec.Key)+len(resultSep):]):
 		return incompatible(a.DataRef, fmt.Errorf("names %q, not a result of this record", ref))
 	}
 	rec.Version = idemstore.SchemaVersion

@@ -731,6 +731,11 @@ func TestResultApartRefForm(t *testing.T) {
 		{"Empty", "", false},
 		{"Nested", hex32 + "#result#" + hex32, false},
 		{"Forged", "x.op2#" + hex32 + hex32, false},
+		{"SecondResult", hex32 + "." + hex32, true},
+		{"SecondResultShort", hex32 + "." + hex32[1:], false},
+		{"SecondResultEmpty", hex32 + ".", false},
+		{"SecondResultUpperCase", hex32 + "." + strings.ToUpper(hex32), false},
+		{"SecondResultTwice", hex32 + "." + hex32 + "." + hex32, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

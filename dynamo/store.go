@@ -226,12 +226,17 @@ func (s *Store) getItem(ctx context.Context, key string) (map[string]types.Attri
 // kept in an item of its own, with the record's TTL plus an hour. Its key attribute is
 // "<key>#result#<lease token>" (for a token not of the guard's form, 32 lowercase hex
 // digits, a hash of it instead). One PutItem writes it before the completion, which then
-// names it ([Attributes.DataRef]) instead of holding it. A replay then costs one write unit
-// and a strongly consistent read of the result (one read unit per 4 KB), instead of one
-// write unit per KB of the result. A result's item over DynamoDB's 400 KB limit, or whose
-// key is over DynamoDB's key limit, yields [idemstore.ErrTooLarge], and the completion is
-// not sent. The key limit is 2048 bytes, or 1024 with [WithSortKey]; only a record key
-// within 40 bytes of it reaches it, never the guard's.
+// names it ([Attributes.DataRef]) instead of holding it. If that item holds another
+// result already (a completion under the same token with another result: the guard's,
+// with the result [idem.OnRefused] chose after the handler's was refused), the result
+// goes to "<key>#result#<lease token>.<32 lowercase hex digits of its SHA-256>" instead,
+// an item of its own that a resend of the same completion writes again. A replay then
+// costs one write unit and a strongly consistent read of the result (one read unit per
+// 4 KB), instead of one write unit per KB of the result. A result's item over DynamoDB's
+// 400 KB limit, or whose key is over DynamoDB's key limit, yields [idemstore.ErrTooLarge],
+// and the completion is not sent. The key limit is 2048 bytes, or 1024 with
+// [WithSortKey]; only a record key within 40 bytes of it (73 for a second result under the
+// token) reaches it, never the guard's.
 //
 // Records naming their result are stored at schema version 2. Versions of this package
 // that keep every result inline refuse them ([idem.ErrIncompatibleRecord]) rather than
@@ -256,7 +261,17 @@ func (s *Store) Complete(ctx context.Context, rec *idemstore.Record, attached []
 			if cur, gerr := s.getItem(ctx, rec.Key); gerr == nil && s.completedBy(cur, rec) {
 				return nil // completed under the token already: nothing is written twice
 			}
-			return s.fail("complete", err)
+			// Another result under the token (the handler's, when the guard completes with
+			// the result OnRefused chose): this one gets an item of its own, named by the
+			// token and its content, which a resend finds again.
+			ref, result = s.resultApartAgain(rec, ref, result)
+			if upd, err = s.completion(rec, ref); err != nil {
+				return err
+			}
+			err = s.putResult(ctx, ref, result)
+			if errors.Is(err, errResultTaken) {
+				return s.fail("complete", err)
+			}
 		}
 		if err != nil {
 			return err
