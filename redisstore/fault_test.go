@@ -205,6 +205,13 @@ func TestServerKilledUnderLoad(t *testing.T) {
 	}
 	r.restart(t)
 	up.Store(true)
+	// go-redis answers with its last dial error, without dialling, until its pool's
+	// background redial (about once a second) reaches the server again: on a fast machine
+	// hundreds of calls fail in that second. So wait for the first success, bounded, not
+	// for a number of calls.
+	for deadline := time.Now().Add(30 * time.Second); okAfter.Load() == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	waitCalls(200)
 	close(stop)
 	wg.Wait()
