@@ -121,7 +121,11 @@ type BatchEvent struct {
 
 // BatchItem is what became of one message of a [BatchEvent].
 type BatchItem struct {
-	// ID is the message's ID: the SQS messageId, or a stream record's sequence number.
+	// ID is the message's ID as its source names it, never its idempotency key:
+	//   - SQS: the messageId;
+	//   - Kinesis, DynamoDB Streams: the record's sequence number;
+	//   - Kafka: <topic>-<partition>@<offset>;
+	//   - Amazon MQ: the message ID, or <queue>::<vhost>#<index> without one.
 	ID string
 	// Status is what became of the message: "ran" (the handler ran and its completion was
 	// recorded), "replayed" (completed earlier), "duplicate" (an earlier message of the batch
