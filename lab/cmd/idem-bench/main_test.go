@@ -119,15 +119,15 @@ func TestRun(t *testing.T) {
 // a batch of new keys two round trips (pipelines) and a redelivered one one, on PostgreSQL
 // a batch of new keys two statements and a redelivered one one, and idem with an attached
 // write and the hand-written designs beside it (P1–H2r) their statements, as BENCHMARKS.md
-// reports. A missing server skips its case, or fails it with IDEM_REQUIRE_POSTGRES or
+// reports, also when 16 callers run them at once (P1c, H1c, H2c). A missing server skips its case, or fails it with IDEM_REQUIRE_POSTGRES or
 // IDEM_REQUIRE_REDIS set.
 func TestRunStores(t *testing.T) {
 	for _, tc := range []struct {
 		store, mode, mustEnv, urlEnv, bin string
 		lines                             int
 	}{
-		{store: "postgres", mode: "exec", mustEnv: "IDEM_REQUIRE_POSTGRES", urlEnv: "DATABASE_URL", bin: "postgres", lines: 15},
-		{store: "postgres", mode: "cache", mustEnv: "IDEM_REQUIRE_POSTGRES", urlEnv: "DATABASE_URL", bin: "postgres", lines: 15},
+		{store: "postgres", mode: "exec", mustEnv: "IDEM_REQUIRE_POSTGRES", urlEnv: "DATABASE_URL", bin: "postgres", lines: 18},
+		{store: "postgres", mode: "cache", mustEnv: "IDEM_REQUIRE_POSTGRES", urlEnv: "DATABASE_URL", bin: "postgres", lines: 18},
 		{store: "redis", mustEnv: "IDEM_REQUIRE_REDIS", urlEnv: "REDIS_URL", bin: "redis-server", lines: 9},
 		{store: "memory", lines: 7},
 	} {
@@ -204,6 +204,8 @@ func TestRunStores(t *testing.T) {
 					"P1_idem_attached_new_keys": 5, "P2_idem_attached_replays": 1,
 					"H1_processed_events_new_keys": 4, "H1r_processed_events_duplicates": 3,
 					"H2_idempotency_keys_new_keys": 5, "H2r_idempotency_keys_replays": 4,
+					"P1c_idem_attached_new_keys_16_workers": 5, "H1c_processed_events_new_keys_16_workers": 4,
+					"H2c_idempotency_keys_new_keys_16_workers": 5,
 				} {
 					if assert.Contains(t, got, name) {
 						assert.EqualValues(t, calls, got[name]["calls_per_op"], name)
