@@ -61,7 +61,8 @@ type txBeginner interface {
 // statement before COMMIT. Where pgx prepares statements (its default mode), the check is
 // a statement prepared on the connection once, the first time, in the transaction (see
 // Store.prepares). Where it does not (QueryExecModeExec and the other modes that plan
-// every statement each time anyway), the completion goes with BEGIN, in its round trip
+// every statement each time anyway, or a wrapper whose mode the store cannot read, whose
+// check is inlined too), the completion goes with BEGIN, in its round trip
 // (see statements.beginCompletion), and completed is true: the transaction is returned
 // only when the record was completed in it; the error of a completion that completed
 // nothing is [notDone]'s, and pgx has closed the connection, which rolls back what the
