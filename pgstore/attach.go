@@ -92,9 +92,18 @@ func (s *Store) completeWith(ctx context.Context, rec *idemstore.Record, attache
 	if err != nil {
 		return err
 	}
-	tx, checked, err := s.begin(ctx, rec)
+	tx, checked, completed, err := s.begin(ctx, rec, true)
 	if err != nil {
-		return s.fail("complete", err) // nothing sent: a resend may do it
+		if !completed {
+			return s.fail("complete", err) // nothing sent: a resend may do it
+		}
+		if status, ok := notDone(err); ok {
+			// A resend of a completion that committed (nil: nothing commits twice), or
+			// the lease lost.
+			return completedOrLost(false, status)
+		}
+		// BEGIN and the completion were sent, COMMIT was not: nothing committed.
+		return s.notCommitted(err)
 	}
 	open := true
 	closeTx := func() {
@@ -107,15 +116,17 @@ func (s *Store) completeWith(ctx context.Context, rec *idemstore.Record, attache
 		}
 	}
 	defer closeTx()
-	var done bool
-	var status *string
-	if err := tx.QueryRow(ctx, s.sql.completeOwned, completeArgs(rec)...).Scan(&done, &status); err != nil {
-		return s.notCommitted(err)
-	}
-	if !done {
-		// A resend of a completion that committed (nil: nothing commits twice), or the
-		// lease lost.
-		return completedOrLost(done, status)
+	if !completed {
+		var done bool
+		var status *string
+		if err := tx.QueryRow(ctx, s.sql.completeOwned, completeArgs(rec)...).Scan(&done, &status); err != nil {
+			return s.notCommitted(err)
+		}
+		if !done {
+			// A resend of a completion that committed (nil: nothing commits twice), or the
+			// lease lost.
+			return completedOrLost(done, status)
+		}
 	}
 	conn := tx.Conn().PgConn()
 	for i, w := range writes {

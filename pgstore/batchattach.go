@@ -83,7 +83,7 @@ func (s *Store) CompleteManyAttached(ctx context.Context, recs []*idemstore.Reco
 // one more transaction: those left when it rolled back for one record's sake.
 func (s *Store) commitBatch(ctx context.Context, recs []*idemstore.Record, writes [][]Write, idx []int, out []error) (rest []int) {
 	lead := recs[idx[0]] // the record the COMMIT's check reads
-	tx, checked, err := s.begin(ctx, lead)
+	tx, checked, _, err := s.begin(ctx, lead, false)
 	if err != nil {
 		for _, i := range idx {
 			out[i] = s.fail("complete", err) // nothing sent: a resend may do it

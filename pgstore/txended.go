@@ -60,24 +60,60 @@ type txBeginner interface {
 // round trip, and checked is true; otherwise the caller checks with the ownedCheck
 // statement before COMMIT. Where pgx prepares statements (its default mode), the check is
 // a statement prepared on the connection once, the first time, in the transaction (see
-// Store.prepares).
-func (s *Store) begin(ctx context.Context, rec *idemstore.Record) (tx pgx.Tx, checked bool, err error) {
+// Store.prepares). Where it does not (QueryExecModeExec and the other modes that plan
+// every statement each time anyway, or a wrapper whose mode the store cannot read, whose
+// check is inlined too), the completion goes with BEGIN, in its round trip
+// (see statements.beginCompletion), and completed is true: the transaction is returned
+// only when the record was completed in it; the error of a completion that completed
+// nothing is [notDone]'s, and pgx has closed the connection, which rolls back what the
+// message began. Either way no COMMIT was sent. withRec false sends BEGIN alone (a batch
+// completes its records in a statement of its own).
+func (s *Store) begin(ctx context.Context, rec *idemstore.Record, withRec bool) (tx pgx.Tx, checked, completed bool, err error) {
 	b, ok := s.db.(txBeginner)
 	if !ok {
 		tx, err = s.db.Begin(ctx)
-		return tx, false, err
+		return tx, false, false, err
 	}
 	prepared := s.prepares()
-	tx, err = b.BeginTx(ctx, pgx.TxOptions{CommitQuery: s.commitCheck(rec, prepared) + "; COMMIT"})
+	opts := pgx.TxOptions{CommitQuery: s.commitCheck(rec, prepared) + "; COMMIT"}
+	completed = withRec && !prepared
+	if completed {
+		opts.BeginQuery = s.sql.beginCompletion(rec)
+	}
+	tx, err = b.BeginTx(ctx, opts)
 	if err != nil || !prepared {
-		return tx, true, err
+		return tx, true, completed, err
 	}
 	// Free once the connection has it: pgx keeps the statements it prepared by name.
 	if _, err := tx.Conn().Prepare(ctx, s.sql.commitCheckName, s.sql.commitCheck); err != nil {
 		_ = tx.Rollback(context.WithoutCancel(ctx))
-		return nil, false, err
+		return nil, false, false, err
 	}
-	return tx, true, nil
+	return tx, true, false, nil
+}
+
+// notDone reports whether err is the failure of the completion sent with BEGIN (see
+// statements.beginCompletion) that completed nothing, and returns the status of the record
+// under the completion's token then, nil for none.
+func notDone(err error) (status *string, ok bool) {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "22P02" {
+		return nil, false
+	}
+	i := strings.Index(pe.Message, completeBeginMarker)
+	if i < 0 {
+		return nil, false
+	}
+	rest := pe.Message[i+len(completeBeginMarker):]
+	j := strings.IndexByte(rest, '.')
+	if j < 0 {
+		return nil, false
+	}
+	if j == 0 {
+		return nil, true
+	}
+	st := rest[:j]
+	return &st, true
 }
 
 // prepares reports whether the store's db prepares statements on its connections: a
