@@ -25,6 +25,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/idemkit/idem/internal/termtext"
 )
 
 // Exit codes.
@@ -132,11 +134,11 @@ func (a *app) exit(err error) int {
 	case errors.Is(err, errRefused):
 		code = exitRefused
 	}
-	a.note("idemctl: %s\n", escaped(err.Error()))
+	a.note("idemctl: %s\n", termtext.Escaped(err.Error()))
 	var h hinted
 	if errors.As(err, &h) {
 		for _, line := range strings.Split(h.hint, "\n") {
-			a.note("%s\n", escaped(line))
+			a.note("%s\n", termtext.Escaped(line))
 		}
 	}
 	return code
