@@ -13,6 +13,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/idemkit/idem/outbox"
 )
@@ -152,4 +154,53 @@ func Attributes(m outbox.Message, typeAttr string) map[string]string {
 	attrs[outbox.IDAttribute] = m.ID
 	attrs[typeAttr] = m.Type
 	return attrs
+}
+
+// ErrNoOutcome fails a message the broker's answer says nothing of: it counts as
+// published only when the broker says so.
+var ErrNoOutcome = errors.New("no outcome in the answer")
+
+// EntryID is the id of a call's n-th entry, for brokers whose answer names entries by id
+// (SQS, SNS); [EntryIndex] reads it back.
+func EntryID(n int) string { return "m" + strconv.Itoa(n) }
+
+// EntryIndex returns the index [EntryID] made id from, and whether id is one of a call of
+// count entries.
+func EntryIndex(id string, count int) (int, bool) {
+	s, ok := strings.CutPrefix(id, "m")
+	n, err := strconv.Atoi(s)
+	if !ok || err != nil || n < 0 || n >= count || EntryID(n) != id {
+		return 0, false
+	}
+	return n, true
+}
+
+// EntryError is a broker's error for one entry: its code and message.
+func EntryError(code, message *string) error {
+	return fmt.Errorf("%s: %s", deref(code), deref(message))
+}
+
+// ByPosition returns the outcomes of a call of count entries whose answer lists one
+// result per entry, in order (EventBridge, Kinesis): result(i) is the i-th result's error
+// code and message, a nil code for an entry accepted. Entries beyond the results fail
+// with [ErrNoOutcome].
+func ByPosition(count, results int, result func(i int) (code, message *string)) []error {
+	errs := make([]error, count)
+	for i := range errs {
+		if i >= results {
+			errs[i] = ErrNoOutcome
+			continue
+		}
+		if code, msg := result(i); code != nil {
+			errs[i] = EntryError(code, msg)
+		}
+	}
+	return errs
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

@@ -114,3 +114,30 @@ func TestAttributes(t *testing.T) {
 		pubbatch.Attributes(m, "Event-Type"))
 	assert.Equal(t, fmt.Sprint(map[string]string{"tenant": "t1"}), fmt.Sprint(m.Headers), "the message's headers are left alone")
 }
+
+// TestEntryIndex reads back only the ids EntryID makes, within the call.
+func TestEntryIndex(t *testing.T) {
+	t.Parallel()
+	for n := range 3 {
+		got, ok := pubbatch.EntryIndex(pubbatch.EntryID(n), 3)
+		assert.True(t, ok)
+		assert.Equal(t, n, got)
+	}
+	for _, id := range []string{"m3", "m-1", "m01", "x1", "m", ""} {
+		_, ok := pubbatch.EntryIndex(id, 3)
+		assert.False(t, ok, "%q", id)
+	}
+}
+
+// TestByPosition: a result with an error code fails its entry, one without accepts it,
+// and an entry the answer has no result for fails with ErrNoOutcome.
+func TestByPosition(t *testing.T) {
+	t.Parallel()
+	code, msg := "Throttled", "slow down"
+	results := []*string{nil, &code}
+	errs := pubbatch.ByPosition(3, len(results), func(i int) (*string, *string) { return results[i], &msg })
+	require.Len(t, errs, 3)
+	assert.NoError(t, errs[0])
+	assert.EqualError(t, errs[1], "Throttled: slow down")
+	assert.ErrorIs(t, errs[2], pubbatch.ErrNoOutcome)
+}

@@ -2,7 +2,6 @@ package ebpub
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -82,12 +81,9 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 	return p.batch.Publish(ctx, msgs)
 }
 
-// errNoOutcome fails an entry EventBridge's answer has no result for.
-var errNoOutcome = errors.New("no outcome in the answer")
-
 // send puts msgs on bus in one call. PutEvents answers one result per entry, in the
 // entries' order.
-func (p *Publisher) send(ctx context.Context, bus string, msgs []outbox.Message) ([]error, error) {
+func (p *Publisher) send(ctx context.Context, _ string, msgs []outbox.Message) ([]error, error) {
 	in := &eventbridge.PutEventsInput{}
 	for _, m := range msgs {
 		in.Entries = append(in.Entries, p.Entry(m))
@@ -96,16 +92,9 @@ func (p *Publisher) send(ctx context.Context, bus string, msgs []outbox.Message)
 	if err != nil {
 		return nil, err
 	}
-	errs := make([]error, len(msgs))
-	for n := range errs {
-		switch {
-		case n >= len(out.Entries):
-			errs[n] = errNoOutcome
-		case out.Entries[n].ErrorCode != nil:
-			errs[n] = fmt.Errorf("%s: %s", aws.ToString(out.Entries[n].ErrorCode), aws.ToString(out.Entries[n].ErrorMessage))
-		}
-	}
-	return errs, nil
+	return pubbatch.ByPosition(len(msgs), len(out.Entries), func(i int) (code, message *string) {
+		return out.Entries[i].ErrorCode, out.Entries[i].ErrorMessage
+	}), nil
 }
 
 // Entry returns the PutEvents entry for m, as the publisher sends it.

@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
-	"fmt"
 	"strings"
 	"unicode/utf8"
 
@@ -53,9 +51,6 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 	return p.batch.Publish(ctx, msgs)
 }
 
-// errNoOutcome fails a record Kinesis's answer has no result for.
-var errNoOutcome = errors.New("no outcome in the answer")
-
 // send puts msgs on stream in one call. PutRecords answers one result per record, in the
 // records' order.
 func (p *Publisher) send(ctx context.Context, stream string, msgs []outbox.Message) ([]error, error) {
@@ -72,16 +67,9 @@ func (p *Publisher) send(ctx context.Context, stream string, msgs []outbox.Messa
 	if err != nil {
 		return nil, err
 	}
-	errs := make([]error, len(msgs))
-	for n := range errs {
-		switch {
-		case n >= len(out.Records):
-			errs[n] = errNoOutcome
-		case out.Records[n].ErrorCode != nil:
-			errs[n] = fmt.Errorf("%s: %s", aws.ToString(out.Records[n].ErrorCode), aws.ToString(out.Records[n].ErrorMessage))
-		}
-	}
-	return errs, nil
+	return pubbatch.ByPosition(len(msgs), len(out.Records), func(i int) (code, message *string) {
+		return out.Records[i].ErrorCode, out.Records[i].ErrorMessage
+	}), nil
 }
 
 // Entry returns the PutRecords record for m, as [Publisher] sends it: its envelope as the

@@ -28,9 +28,6 @@ package snspub
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -81,35 +78,29 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 	return p.batch.Publish(ctx, msgs)
 }
 
-// errNoOutcome fails an entry SNS listed neither as successful nor as failed.
-var errNoOutcome = errors.New("no outcome in the answer")
-
 // send publishes msgs to topic in one call.
 func (p *Publisher) send(ctx context.Context, topic string, msgs []outbox.Message) ([]error, error) {
 	in := &sns.PublishBatchInput{TopicArn: aws.String(topic)}
-	byEntry := map[string]int{}
 	for n, m := range msgs {
-		id := "m" + strconv.Itoa(n)
-		byEntry[id] = n
-		in.PublishBatchRequestEntries = append(in.PublishBatchRequestEntries, Entry(id, topic, m))
+		in.PublishBatchRequestEntries = append(in.PublishBatchRequestEntries, Entry(pubbatch.EntryID(n), topic, m))
 	}
 	out, err := p.client.PublishBatch(ctx, in)
 	if err != nil {
 		return nil, err
 	}
-	// An entry counts as published only when SNS says so.
+	// An entry counts as published only when SNS lists it as successful.
 	errs := make([]error, len(msgs))
 	for n := range errs {
-		errs[n] = errNoOutcome
+		errs[n] = pubbatch.ErrNoOutcome
 	}
 	for _, s := range out.Successful {
-		if n, ok := byEntry[aws.ToString(s.Id)]; ok {
+		if n, ok := pubbatch.EntryIndex(aws.ToString(s.Id), len(msgs)); ok {
 			errs[n] = nil
 		}
 	}
 	for _, f := range out.Failed {
-		if n, ok := byEntry[aws.ToString(f.Id)]; ok {
-			errs[n] = fmt.Errorf("%s: %s", aws.ToString(f.Code), aws.ToString(f.Message))
+		if n, ok := pubbatch.EntryIndex(aws.ToString(f.Id), len(msgs)); ok {
+			errs[n] = pubbatch.EntryError(f.Code, f.Message)
 		}
 	}
 	return errs, nil

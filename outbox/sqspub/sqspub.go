@@ -18,8 +18,6 @@ package sqspub
 
 import (
 	"context"
-	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -67,11 +65,8 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 // send sends msgs to queue in one call.
 func (p *Publisher) send(ctx context.Context, queue string, msgs []outbox.Message) ([]error, error) {
 	in := &sqs.SendMessageBatchInput{QueueUrl: aws.String(queue)}
-	byEntry := map[string]int{}
 	for n, m := range msgs {
-		id := "m" + strconv.Itoa(n)
-		byEntry[id] = n
-		in.Entries = append(in.Entries, Entry(id, queue, m))
+		in.Entries = append(in.Entries, Entry(pubbatch.EntryID(n), queue, m))
 	}
 	out, err := p.client.SendMessageBatch(ctx, in)
 	if err != nil {
@@ -79,8 +74,8 @@ func (p *Publisher) send(ctx context.Context, queue string, msgs []outbox.Messag
 	}
 	errs := make([]error, len(msgs))
 	for _, f := range out.Failed {
-		if n, ok := byEntry[aws.ToString(f.Id)]; ok {
-			errs[n] = fmt.Errorf("%s: %s", aws.ToString(f.Code), aws.ToString(f.Message))
+		if n, ok := pubbatch.EntryIndex(aws.ToString(f.Id), len(msgs)); ok {
+			errs[n] = pubbatch.EntryError(f.Code, f.Message)
 		}
 	}
 	return errs, nil
