@@ -1,6 +1,6 @@
-// Package awsjsontest is a fake AWS endpoint of the JSON 1.1 protocol (EventBridge,
-// Kinesis) for tests that check what the real SDK client sends: it decodes each request
-// of one operation and answers what the test's handler returns.
+// Package awsjsontest is a fake AWS endpoint of the JSON protocols, 1.0 (SQS) and 1.1
+// (EventBridge, Kinesis), for tests that check what the real SDK client sends: it decodes
+// each request of one operation and answers what the test's handler returns.
 package awsjsontest
 
 import (
@@ -31,14 +31,15 @@ func Start(t *testing.T, target string, handle func(body []byte) (any, error)) *
 	s := &Server{handle: handle}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(r.Body)
-		if err != nil || r.Header.Get("X-Amz-Target") != target || r.Header.Get("Content-Type") != "application/x-amz-json-1.1" {
+		ct := r.Header.Get("Content-Type")
+		if err != nil || r.Header.Get("X-Amz-Target") != target || (ct != "application/x-amz-json-1.0" && ct != "application/x-amz-json-1.1") {
 			http.Error(w, "unexpected request", http.StatusBadRequest)
 			return
 		}
 		s.mu.Lock()
 		s.bodies = append(s.bodies, body)
 		s.mu.Unlock()
-		w.Header().Set("Content-Type", "application/x-amz-json-1.1")
+		w.Header().Set("Content-Type", ct)
 		out, err := s.handle(body)
 		if err != nil {
 			w.WriteHeader(http.StatusInternalServerError)
