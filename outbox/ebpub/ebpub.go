@@ -36,17 +36,21 @@ type API interface {
 }
 
 // Option configures a [Publisher]. Options are applied in order by [New].
-type Option func(*Publisher) error
+type Option func(*config) error
+
+type config struct {
+	source string
+}
 
 // WithSource sets the source of the events whose message has no [SourceHeader] header.
 // Default [DefaultSource]. It must not be empty, and must not begin with "aws." (which
 // EventBridge keeps for AWS's own events).
 func WithSource(source string) Option {
-	return func(p *Publisher) error {
+	return func(c *config) error {
 		if source == "" || strings.HasPrefix(source, "aws.") {
 			return fmt.Errorf("%w: ebpub: WithSource: must not be empty or begin with \"aws.\"", idem.ErrInvalidOption)
 		}
-		p.source = source
+		c.source = source
 		return nil
 	}
 }
@@ -61,12 +65,13 @@ type Publisher struct {
 // New returns a Publisher sending through client. A bad option makes it return an error
 // wrapping idem.ErrInvalidOption.
 func New(client API, opts ...Option) (*Publisher, error) {
-	p := &Publisher{client: client, source: DefaultSource}
+	cfg := config{source: DefaultSource}
 	for _, o := range opts {
-		if err := o(p); err != nil {
+		if err := o(&cfg); err != nil {
 			return nil, err
 		}
 	}
+	p := &Publisher{client: client, source: cfg.source}
 	p.batch = pubbatch.Batcher{Name: "ebpub", MaxEntries: maxBatch, MaxBytes: maxBytes, Size: p.size, Send: p.send}
 	return p, nil
 }

@@ -78,3 +78,21 @@ func Example_consumer() {
 	// Output:
 	// shipping {"order":"ord-1"}
 }
+
+// ExampleWithSource sets the events' source; a message's eventbridge-source header
+// overrides it for that event.
+func ExampleWithSource() {
+	pub, err := ebpub.New(nil, ebpub.WithSource("com.example.orders"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	m := outbox.Message{ID: "0193b6f0-7c1e-7d2a-9a51-3f0c2b7e4d10", OutboxEvent: outbox.Event{
+		Destination: "orders", OrderingKey: "customer-42", Type: "OrderPlaced",
+	}}
+	fmt.Println(aws.ToString(pub.Entry(m).Source))
+	m.Headers = map[string]string{ebpub.SourceHeader: "com.example.billing"}
+	fmt.Println(aws.ToString(pub.Entry(m).Source))
+	// Output:
+	// com.example.orders
+	// com.example.billing
+}
