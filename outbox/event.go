@@ -10,10 +10,11 @@ import (
 	"github.com/idemkit/idem/idemstore"
 )
 
-// IDAttribute is the message attribute (SQS), header (Kafka) or detail field
-// (EventBridge) that carries an event's [Message.ID] to the consumer. It is the name
-// package sqs reads a message's idempotency key from by default, so a consumer wrapped
-// with sqs.New deduplicates on the event id without configuration.
+// IDAttribute is the message attribute (SQS, SNS) or header (Kafka) that carries an
+// event's [Message.ID] to the consumer. It is the name package sqs reads a message's
+// idempotency key from by default, so a consumer wrapped with sqs.New deduplicates on the
+// event id without configuration. Where a broker has no attributes (EventBridge,
+// Kinesis) the id travels in the message's [Envelope], under [EnvelopeKey].
 const IDAttribute = "Idempotency-Key"
 
 // Event is what a handler records: where it goes (Destination, required), what orders it

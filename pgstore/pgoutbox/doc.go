@@ -25,5 +25,7 @@
 // refuses holds its key back; attempts and last_error on its row say so).
 //
 // Published rows stay until pgstore.OutboxPurgeStatement removes them. [Relay.Lag] is the
-// age of the oldest unpublished event: the outbox's lag, to alarm on.
+// age of the oldest unpublished event: the outbox's lag, to alarm on ([Hooks.OnLag]
+// reports it as the relay runs). [ReadBacklog] adds the count of unpublished events and
+// the oldest one's failed attempts and last error, for an operator (idemctl outbox lag).
 package pgoutbox

@@ -219,6 +219,9 @@ func (r *Relay) Lag(ctx context.Context) (time.Duration, error) {
 	return time.Duration(us) * time.Microsecond, nil
 }
 
+// ageMicros is the age of a row, by the database clock from its commit, in microseconds.
+const ageMicros = `(extract(epoch FROM clock_timestamp() - committed_at) * 1e6)::bigint`
+
 // cols are the columns the relay reads, in the order scan reads them.
 const cols = `seq, id, ordering_key, destination, type, payload, headers, coalesce(stored_key, ''), recorded_at`
 
@@ -248,7 +251,6 @@ FOR UPDATE`, t),
 		mark: fmt.Sprintf(`UPDATE %s SET published_at = clock_timestamp() WHERE seq = ANY($1::bigint[])`, t),
 		fail: fmt.Sprintf(`UPDATE %s AS o SET attempts = o.attempts + 1, last_error = f.err
 FROM unnest($1::bigint[], $2::text[]) AS f(seq, err) WHERE o.seq = f.seq`, t),
-		lag: fmt.Sprintf(`SELECT coalesce((SELECT (extract(epoch FROM clock_timestamp() - committed_at) * 1e6)::bigint
-FROM %s WHERE published_at IS NULL ORDER BY seq LIMIT 1), 0)`, t),
+		lag: fmt.Sprintf(`SELECT coalesce((SELECT `+ageMicros+` FROM %s WHERE published_at IS NULL ORDER BY seq LIMIT 1), 0)`, t),
 	}
 }
