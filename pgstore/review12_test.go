@@ -1,0 +1,101 @@
+package pgstore_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/outbox"
+	"github.com/idemkit/idem/pgstore"
+)
+
+// TestReview12_OutboxKeysInOppositeOrderDoNotDeadlock: two transfers in opposite
+// directions, each a guarded handler that records one event per account (ordering keys
+// "acct-1" and "acct-2"), in the order its business logic meets them. The producer takes
+// each ordering key's advisory lock at its event's INSERT and holds it to the commit, so
+// two completions that insert the same two keys in opposite orders deadlock: PostgreSQL
+// aborts one (40P01), its completion commits nothing, the guard releases the key, and the
+// handler, which did its work, must run again. Schedule:
+//  1. run A (key t-1) records acct-1 then acct-2; run B (key t-2) records acct-2 then
+//     acct-1; both handlers return;
+//  2. A's completion inserts acct-1's event (lock acct-1); B's inserts acct-2's (lock
+//     acct-2); the attached write between the two events only pins this interleaving,
+//     which concurrent completions meet on their own under load;
+//  3. A's INSERT of acct-2 waits for B, B's INSERT of acct-1 waits for A: deadlock.
+//
+// Neither request did anything wrong: both should complete, their handlers having run
+// once. On main one of them fails with idem.ErrStore (a deadlock), so its handler runs a
+// second time when its caller retries: double execution, caused by the library's lock
+// order, not the handler. Taking a completion's producer locks in one canonical order
+// (sorted lock keys) before its inserts would avoid it.
+func TestReview12_OutboxKeysInOppositeOrderDoNotDeadlock(t *testing.T) {
+	t.Parallel()
+	s, pool := newStore(t, nil)
+	ctx := context.Background()
+	require.NoError(t, pgstore.CreateOutboxTable(ctx, pool, s.OutboxTable()))
+	g, err := idem.New(s, "transfer")
+	require.NoError(t, err)
+
+	var arrived sync.WaitGroup
+	arrived.Add(2)
+	bothIn := make(chan struct{})
+	go func() { arrived.Wait(); close(bothIn) }()
+	// pin waits, inside the completion's transaction, until both completions hold their
+	// first ordering key's lock (bounded, so a test that no longer deadlocks cannot hang).
+	var pinned atomic.Int32
+	pin := func(context.Context, pgx.Tx) error {
+		if pinned.Add(1) > 2 { // a retry's completion: nothing to pin
+			return nil
+		}
+		arrived.Done()
+		select {
+		case <-bothIn:
+		case <-time.After(10 * time.Second):
+		}
+		return nil
+	}
+	var mu sync.Mutex
+	runs := map[string]int{}
+	transfer := func(key, from, to string) func(context.Context) (string, error) {
+		return func(ctx context.Context) (string, error) {
+			mu.Lock()
+			runs[key]++
+			mu.Unlock()
+			if _, err := outbox.Record(ctx, outbox.Event{Destination: "q", OrderingKey: from, Type: "Debited"}); err != nil {
+				return "", err
+			}
+			if err := pgstore.Attach(ctx, pin); err != nil {
+				return "", err
+			}
+			_, err := outbox.Record(ctx, outbox.Event{Destination: "q", OrderingKey: to, Type: "Credited"})
+			return "done", err
+		}
+	}
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i, tr := range [][3]string{{"t-1", "acct-1", "acct-2"}, {"t-2", "acct-2", "acct-1"}} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _, errs[i] = idem.Do(ctx, g, idem.Request{Key: tr[0]}, transfer(tr[0], tr[1], tr[2]))
+		}()
+	}
+	wg.Wait()
+	assert.NoError(t, errs[0], "transfer t-1 completes")
+	assert.NoError(t, errs[1], "transfer t-2 completes")
+	// The caller of a failed transfer retries: its handler runs a second time.
+	for i, key := range []string{"t-1", "t-2"} {
+		if errs[i] != nil {
+			_, _, err := idem.Do(ctx, g, idem.Request{Key: key}, transfer(key, "acct-9", "acct-8"))
+			require.NoError(t, err)
+		}
+	}
+	assert.Equal(t, map[string]int{"t-1": 1, "t-2": 1}, runs, "each transfer's handler runs once")
+}
