@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/outbox"
 	"github.com/idemkit/idem/pgstore"
 )
@@ -98,4 +99,58 @@ func TestReview12_OutboxKeysInOppositeOrderDoNotDeadlock(t *testing.T) {
 		}
 	}
 	assert.Equal(t, map[string]int{"t-1": 1, "t-2": 1}, runs, "each transfer's handler runs once")
+}
+
+// TestReview12_OutboxEventThePostgreSQLStoreCannotCommitIsRefusedAtRecord: outbox.Record
+// promises that "a store that cannot commit it with the record refuses here" (at the
+// call, wrapping idemstore.ErrInvalidAttach), before the handler does its work. pgstore
+// cannot store a text value holding a NUL byte (SQLSTATE 22021) nor a jsonb string holding
+// \u0000 (22P05); and a header value that is not UTF-8 is silently rewritten by
+// json.Marshal (U+FFFD), so the relay would publish another header than the one recorded.
+// Schedule: a handler records such an event (Record answers an id, no error), does its
+// work, returns; the completion's INSERT fails with a data exception, which the store
+// reports as a permanent refusal: nothing commits, the key is released, and every retry
+// runs the handler again and fails again at its completion (a poison key), or, with
+// idem.OnRefused, stores the refusal's answer although the handler had nothing refused.
+// On main Record accepts all three.
+func TestReview12_OutboxEventThePostgreSQLStoreCannotCommitIsRefusedAtRecord(t *testing.T) {
+	t.Parallel()
+	s, pool := newStore(t, nil)
+	ctx := context.Background()
+	require.NoError(t, pgstore.CreateOutboxTable(ctx, pool, s.OutboxTable()))
+	g, err := idem.New(s, "bad-event")
+	require.NoError(t, err)
+	for name, e := range map[string]outbox.Event{
+		"NULInType":             {Destination: "q", OrderingKey: "c-1", Type: "Order\x00Placed"},
+		"NULInHeader":           {Destination: "q", OrderingKey: "c-1", Type: "OrderPlaced", Headers: map[string]string{"tenant": "t\x001"}},
+		"InvalidUTF8InHeader":   {Destination: "q", OrderingKey: "c-1", Type: "OrderPlaced", Headers: map[string]string{"tenant": "t\xff1"}},
+		"InvalidUTF8InOrderKey": {Destination: "q", OrderingKey: "c-\xff", Type: "OrderPlaced"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			runs := 0
+			var recErr error
+			_, _, doErr := idem.Do(ctx, g, idem.Request{Key: name}, func(ctx context.Context) (string, error) {
+				runs++
+				_, recErr = outbox.Record(ctx, e)
+				if recErr != nil {
+					return "", recErr
+				}
+				return "ok", nil
+			})
+			if recErr != nil {
+				assert.ErrorIs(t, recErr, idemstore.ErrInvalidAttach, "refused at the call, as Record documents")
+				return
+			}
+			// Accepted at Record: it must then commit as recorded.
+			require.NoError(t, doErr, "Record accepted the event; its completion must commit it")
+			sk, err := g.StoredKey(idem.Request{Key: name})
+			require.NoError(t, err)
+			var typ, key, tenant string
+			require.NoError(t, pool.QueryRow(ctx, `SELECT type, ordering_key, coalesce(headers->>'tenant', '') FROM `+
+				pgx.Identifier{s.OutboxTable()}.Sanitize()+` WHERE stored_key = $1`, sk).Scan(&typ, &key, &tenant))
+			assert.Equal(t, []string{e.Type, e.OrderingKey, e.Headers["tenant"]}, []string{typ, key, tenant},
+				"the event is stored, and relayed, as it was recorded")
+			assert.Equal(t, 1, runs)
+		})
+	}
 }
