@@ -60,3 +60,49 @@ func TestReview12_OutboxIDHeaderKeysTheRecord(t *testing.T) {
 	}
 	assert.Equal(t, 1, runs[`{"event":"`+id+`"}`], "one event, published twice by an at-least-once relay, runs its handler once")
 }
+
+// TestReview12_OffsetKeyNamesTheCluster: a function may have several Kafka event source
+// mappings (two MSK clusters during a migration, MSK and a self-managed cluster, two
+// regions' replicas), each delivering a topic of the same name. A record without the key
+// header is keyed "<topic>-<partition>@<offset>", which names no cluster: the records at
+// orders-0 offset 7 of two clusters are two different events under one idempotency key.
+// Schedule:
+//  1. cluster A delivers orders-0@7; the handler runs; the key completes;
+//  2. cluster B delivers its own orders-0@7.
+//
+// Same value (a tick, "{}", a repeated command): B's record is acknowledged as a replay of
+// A's and never runs: a lost event. Another value: it fails with a payload mismatch at
+// every delivery, holding its record key back until the record expires from the retry
+// policy: a lost event too. Both subtests fail on main; each record should run once.
+func TestReview12_OffsetKeyNamesTheCluster(t *testing.T) {
+	t.Parallel()
+	for name, values := range map[string][2]string{
+		"SameValue":    {`{"tick":1}`, `{"tick":1}`},
+		"AnotherValue": {`{"order":"o-1"}`, `{"order":"o-2"}`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			g, err := idem.New(memstore.New(), "review12-clusters")
+			require.NoError(t, err)
+			var ran []string
+			h, err := kafka.New(g, func(_ context.Context, r events.KafkaRecord) error {
+				ran = append(ran, r.Value)
+				return nil
+			})
+			require.NoError(t, err)
+			for i, arn := range []string{
+				"arn:aws:kafka:eu-west-1:123456789012:cluster/old/e9f754c6-d29a-4430-a7db-958a19fd2c54-4",
+				"arn:aws:kafka:eu-west-1:123456789012:cluster/new/0c1d2e3f-4a5b-4c6d-8e7f-8a9b0c1d2e3f-2",
+			} {
+				ev := events.KafkaEvent{EventSource: "aws:kafka", EventSourceARN: arn, Records: map[string][]events.KafkaRecord{
+					"orders-0": {{Topic: "orders", Partition: 0, Offset: 7,
+						Value: base64.StdEncoding.EncodeToString([]byte(values[i]))}},
+				}}
+				rep, err := h.Process(lambdaContext(t), ev)
+				require.NoError(t, err)
+				assert.NoError(t, rep.Err(), "cluster %d's record", i)
+			}
+			assert.Len(t, ran, 2, "each cluster's record at orders-0@7 is its own event and runs once")
+		})
+	}
+}
