@@ -110,3 +110,41 @@ func TestReview12_RelayConnectionKilledBetweenPublishAndMark(t *testing.T) {
 		assert.Equal(t, seqs[k], ids, "key %s: first deliveries in commit order", k)
 	}
 }
+
+// TestReview12_ABlockedKeyDoesNotStarveTheOthers: the package promises that a message the
+// broker always refuses "holds its key back" (head-of-line per ordering key), and that
+// every committed event is published at least once. But a pass takes the oldest
+// unpublished rows (ORDER BY seq LIMIT batch size) before it looks at their keys: once a
+// blocked key has a batch's worth of unpublished events, every pass takes only that key's
+// rows, fails its head, and never reaches any other key. Schedule (batch size 5):
+//  1. customer-42's first event goes to a queue that refuses it (deleted, a policy, a
+//     message too large); its producer goes on: 5 more events of customer-42 commit
+//     behind it;
+//  2. an event of customer-7 commits;
+//  3. the relay runs pass after pass.
+//
+// Every pass takes customer-42's 5 oldest rows, fails the first, publishes nothing else:
+// customer-7's event is never published, nor is anything committed after it. One poison
+// key stalls the whole outbox (any number of relays: each takes the same rows or skips
+// them). On main customer-7's event is never published.
+func TestReview12_ABlockedKeyDoesNotStarveTheOthers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.produce(t, "c42-0", "customer-42", "poison")
+	for i := range 5 {
+		e.produce(t, fmt.Sprintf("c42-%d", i+1), "customer-42", "queued")
+	}
+	healthy := e.produce(t, "c7", "customer-7", "healthy")
+	rec := &recorder{fail: func(m outbox.Message, _ int) bool { return m.Type == "poison" }}
+	r, err := pgoutbox.New(e.pool, e.store.OutboxTable(), rec, pgoutbox.WithBatchSize(5))
+	require.NoError(t, err)
+	for range 10 {
+		_, err := r.RelayOnce(context.Background())
+		require.NoError(t, err)
+	}
+	var got []string
+	for _, m := range rec.published() {
+		got = append(got, m.ID)
+	}
+	assert.Contains(t, got, healthy[0], "customer-7's event is published while customer-42 is blocked")
+}
