@@ -2,6 +2,7 @@ package pgoutbox_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -147,4 +148,54 @@ func TestReview12_ABlockedKeyDoesNotStarveTheOthers(t *testing.T) {
 		got = append(got, m.ID)
 	}
 	assert.Contains(t, got, healthy[0], "customer-7's event is published while customer-42 is blocked")
+}
+
+// badErrPublisher takes every message but those of type "refused", which it fails with an
+// error whose text is not UTF-8 (a broker's answer echoing binary bytes of the message).
+type badErrPublisher struct {
+	mu   sync.Mutex
+	sent map[string]int
+}
+
+func (p *badErrPublisher) Publish(_ context.Context, msgs []outbox.Message) []error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	errs := make([]error, len(msgs))
+	for i, m := range msgs {
+		if m.Type == "refused" {
+			errs[i] = errors.New("broker refused payload prefix \xff\xfe\x00")
+			continue
+		}
+		p.sent[m.ID]++
+	}
+	return errs
+}
+
+// TestReview12_APublishErrorTheTableCannotHoldDoesNotUndoThePass: the relay writes a
+// refused message's error text into last_error in the pass's transaction, after the
+// marks of the messages it published. An error text PostgreSQL cannot store (not UTF-8, or
+// a NUL byte) fails that UPDATE; RelayOnce returns the error without committing, and the
+// marks of every message the pass did publish roll back with it. Schedule: a pass takes
+// acct-1's event (the broker takes it) and acct-2's (the broker refuses it, its error
+// echoing binary bytes); the fail UPDATE errors; nothing commits; the next pass publishes
+// acct-1's event again, and so on forever: endless duplicates, and no key of the batch
+// ever progresses. On main acct-1's event is delivered at every pass.
+func TestReview12_APublishErrorTheTableCannotHoldDoesNotUndoThePass(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ok := e.produce(t, "k-1", "acct-1", "taken")
+	e.produce(t, "k-2", "acct-2", "refused")
+	pub := &badErrPublisher{sent: map[string]int{}}
+	r, err := pgoutbox.New(e.pool, e.store.OutboxTable(), pub)
+	require.NoError(t, err)
+	var errs []error
+	for range 3 {
+		if _, err := r.RelayOnce(context.Background()); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	assert.Empty(t, errs, "passes commit what they published")
+	pub.mu.Lock()
+	defer pub.mu.Unlock()
+	assert.Equal(t, 1, pub.sent[ok[0]], "acct-1's event is marked published once the broker took it")
 }
