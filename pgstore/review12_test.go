@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/idemstore/storetest"
 	"github.com/idemkit/idem/outbox"
 	"github.com/idemkit/idem/pgstore"
 )
@@ -153,4 +154,62 @@ func TestReview12_OutboxEventThePostgreSQLStoreCannotCommitIsRefusedAtRecord(t *
 			assert.Equal(t, 1, runs)
 		})
 	}
+}
+
+// TestReview12_BatchCompletionCommitsNoEventOfATakenOverRun: a batch of three claims;
+// the handlers record an event each; before the batch settles, b-2's lease ends and
+// another owner takes b-2 over, records its own event and completes. Schedule: Claim
+// (b-1, b-2, b-3), three DoClaimed runs each Record an event, the clock passes the lease,
+// Do(b-2) takes over and completes with event NewOwner, then Settle sends the batch
+// completion (one transaction). Only the runs that complete their record commit events:
+// b-1's and b-3's from the batch, NewOwner from the takeover, never the fenced-off b-2
+// run's. (This passed on main: coverage, no hole found.)
+func TestReview12_BatchCompletionCommitsNoEventOfATakenOverRun(t *testing.T) {
+	t.Parallel()
+	s, pool := newStore(t, nil)
+	ctx := context.Background()
+	require.NoError(t, pgstore.CreateOutboxTable(ctx, pool, s.OutboxTable()))
+	clock := storetest.NewSettableClock()
+	g, err := idem.New(s, "pay", idem.WithClock(clock), idem.WithLease(time.Minute))
+	require.NoError(t, err)
+
+	// A Lambda invocation's deadline, within the lease: the outcomes wait for Settle.
+	lctx, cancel := context.WithDeadline(ctx, clock.Now().Add(50*time.Second))
+	defer cancel()
+	reqs := []idem.Request{{Key: "b-1"}, {Key: "b-2"}, {Key: "b-3"}}
+	b := g.Claim(lctx, reqs)
+	for i, r := range reqs {
+		_, _, err := idem.DoClaimed(lctx, b, i, func(ctx context.Context) (string, error) {
+			_, err := outbox.Record(ctx, outbox.Event{Destination: "q", OrderingKey: "acct", Type: "Batch-" + r.Key})
+			return "batch", err
+		})
+		require.NoError(t, err)
+	}
+	clock.Advance(2 * time.Minute) // the batch's leases end: it looks crashed
+	v, replayed, err := idem.Do(ctx, g, idem.Request{Key: "b-2"}, func(ctx context.Context) (string, error) {
+		_, err := outbox.Record(ctx, outbox.Event{Destination: "q", OrderingKey: "acct", Type: "NewOwner"})
+		return "new owner", err
+	})
+	require.NoError(t, err)
+	require.Equal(t, "new owner", v, "replayed %v", replayed)
+	require.False(t, replayed)
+	errs := b.Settle(ctx)
+	require.Len(t, errs, 3)
+	assert.ErrorIs(t, errs[1], idem.ErrLeaseLost, "the fenced-off run's completion")
+
+	var types []string
+	for _, r := range outboxRows(t, pool, s.OutboxTable()) {
+		types = append(types, r.Type)
+	}
+	assert.NotContains(t, types, "Batch-b-2", "a taken-over run commits none of its events")
+	assert.Contains(t, types, "NewOwner")
+	for i, err := range errs {
+		if err == nil {
+			assert.Contains(t, types, "Batch-"+reqs[i].Key, "a batch run that completed commits its event")
+		}
+	}
+	got, replayed, err := idem.Do(ctx, g, idem.Request{Key: "b-2"}, func(context.Context) (string, error) { return "ran again", nil })
+	require.NoError(t, err)
+	assert.True(t, replayed)
+	assert.Equal(t, "new owner", got, "retries get the new owner's result, whose event committed")
 }
