@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -59,8 +61,12 @@ type row struct {
 
 // RelayOnce runs one pass: it takes up to [WithBatchSize] unpublished events whose
 // ordering keys no other relay holds, publishes them in order per ordering key, marks the
-// published ones and commits. [Relay.Run] calls it; a scheduled function can too. An
-// error means the pass's marks did not commit (what it published is published again).
+// published ones and commits. [Relay.Run] calls it; a scheduled function can too. The
+// publisher's failures are counted on their rows (attempts, last_error, the error's text
+// made storable), in a savepoint: a failure to store them goes to [Hooks.OnError] and
+// never undoes the marks. An error means the marks did not commit, what was published
+// being published again, except an error of the COMMIT itself whose answer was lost (the
+// connection broke): the marks may then have committed.
 func (r *Relay) RelayOnce(ctx context.Context) (Pass, error) {
 	tx, err := r.pool.Begin(ctx)
 	if err != nil {
@@ -90,12 +96,9 @@ func (r *Relay) RelayOnce(ctx context.Context) (Pass, error) {
 		}
 	}
 	if len(failed) > 0 {
-		seqs, msgs := make([]int64, 0, len(failed)), make([]string, 0, len(failed))
-		for seq, err := range failed {
-			seqs, msgs = append(seqs, seq), append(msgs, err.Error())
-		}
-		if _, err := tx.Exec(mctx, r.sql.fail, seqs, msgs); err != nil {
-			return Pass{}, fmt.Errorf("pgoutbox: mark failed: %w", err)
+		if err := r.recordFailures(mctx, tx, failed); err != nil {
+			// Bookkeeping only: it must not undo the marks of what the broker took.
+			r.onError(err)
 		}
 	}
 	if err := tx.Commit(mctx); err != nil {
@@ -105,6 +108,46 @@ func (r *Relay) RelayOnce(ctx context.Context) (Pass, error) {
 		h(p)
 	}
 	return p, nil
+}
+
+// recordFailures counts a failed attempt on each row of failed and stores its error's
+// text, made storable ([errorText]), in a savepoint: should the statement fail all the
+// same, the savepoint rolls back alone, and the pass's marks still commit.
+func (r *Relay) recordFailures(ctx context.Context, tx pgx.Tx, failed map[int64]error) error {
+	seqs, msgs := make([]int64, 0, len(failed)), make([]string, 0, len(failed))
+	for seq, err := range failed {
+		seqs, msgs = append(seqs, seq), append(msgs, errorText(err))
+	}
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("pgoutbox: record failures: %w", err)
+	}
+	if _, err := sp.Exec(ctx, r.sql.fail, seqs, msgs); err != nil {
+		_ = sp.Rollback(ctx)
+		return fmt.Errorf("pgoutbox: record failures: %w", err)
+	}
+	if err := sp.Commit(ctx); err != nil {
+		return fmt.Errorf("pgoutbox: record failures: %w", err)
+	}
+	return nil
+}
+
+// maxErrorText is the most bytes of a publish error's text that last_error keeps.
+const maxErrorText = 2048
+
+// errorText returns err's text as a text column can hold it: valid UTF-8 (an invalid
+// byte becomes U+FFFD), without NUL (also U+FFFD), and at most [maxErrorText] bytes, cut
+// at a character's boundary. A broker's answer may echo a message's binary bytes.
+func errorText(err error) string {
+	s := strings.ReplaceAll(strings.ToValidUTF8(err.Error(), "\uFFFD"), "\x00", "\uFFFD")
+	if len(s) <= maxErrorText {
+		return s
+	}
+	n := maxErrorText
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // take locks the ordering keys of a batch of unpublished rows, and reads those rows.
