@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/outbox"
+	"github.com/idemkit/idem/pgstore/internal/pgtest"
 	"github.com/idemkit/idem/pgstore/pgoutbox"
 )
 
@@ -218,4 +219,14 @@ func TestNewRefusesBadArguments(t *testing.T) {
 			require.ErrorIs(t, err, idem.ErrInvalidOption)
 		})
 	}
+}
+
+// TestRunNeedsTwoConnections: Run holds one of the pool's connections to listen, so a
+// pool of one could never run a pass: Run refuses it at once.
+func TestRunNeedsTwoConnections(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.PoolFor(t, pgtest.URL(t), func(c *pgxpool.Config) { c.MaxConns = 1 })
+	r, err := pgoutbox.New(pool, "idempotency_outbox", &recorder{})
+	require.NoError(t, err)
+	require.ErrorIs(t, r.Run(context.Background()), idem.ErrInvalidOption)
 }

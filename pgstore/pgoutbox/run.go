@@ -3,6 +3,7 @@ package pgoutbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -17,7 +18,15 @@ import (
 // listening connection was down), and after [WithRetryDelay] when a pass failed or had
 // messages the publisher refused. Errors of passes and of the listening connection go to
 // [Hooks.OnError] and are retried.
+//
+// The listening connection is one of the pool's, held while Run runs, and each pass takes
+// another: Run returns an error wrapping idem.ErrInvalidOption at once for a pool whose
+// MaxConns is below 2, whose passes would wait for a connection forever. (RelayOnce alone
+// needs one.)
 func (r *Relay) Run(ctx context.Context) error {
+	if n := r.pool.Config().MaxConns; n < 2 {
+		return invalid("Run", fmt.Sprintf("the pool's MaxConns is %d: Run holds one connection to listen and needs another for its passes", n))
+	}
 	wake := make(chan struct{}, 1)
 	listening := make(chan struct{})
 	done := make(chan struct{})
