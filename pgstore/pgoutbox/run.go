@@ -13,7 +13,7 @@ import (
 
 // Run relays until ctx ends, then returns ctx's error. It listens on the table's channel
 // (pgstore.OutboxChannel) on a connection of its own and runs a pass ([Relay.RelayOnce])
-// at once on a notification, at once again after a full batch, after
+// at once on a notification, at once again after a full pass ([Pass.Full]), after
 // [WithPollInterval] without either (the fallback for a notification missed while the
 // listening connection was down), and after [WithRetryDelay] when a pass failed or had
 // messages the publisher refused. Errors of passes and of the listening connection go to
@@ -57,10 +57,12 @@ func (r *Relay) Run(ctx context.Context) error {
 		}
 		wait := r.cfg.poll
 		switch {
-		case err != nil || p.Failed > 0:
+		case err != nil:
 			wait = r.cfg.retry
-		case p.Full:
+		case p.Full: // a refused key takes no more of the next pass than its oldest
 			continue
+		case p.Failed > 0:
+			wait = r.cfg.retry
 		}
 		t := time.NewTimer(wait)
 		select {
