@@ -85,7 +85,8 @@ func Attach(ctx context.Context, writes ...Write) error {
 // completeWith completes rec and runs the attached writes in one transaction. The
 // completion statement goes first: it takes the record's row lock, so the writes run only
 // once the lease is known to be ours, and a concurrent claim of the key waits for the
-// commit. After each write the connection's transaction status says whether the write
+// commit. Then the producer locks of its outbox events' ordering keys, in one sorted order
+// (see [outboxLock]), and then the writes. After each write the connection's transaction status says whether the write
 // ended the transaction (see [TxEndedError]); the COMMIT is checked to be the store's own
 // transaction's (see [Store.begin]).
 func (s *Store) completeWith(ctx context.Context, rec *idemstore.Record, attached []any) (err error) {
@@ -117,6 +118,9 @@ func (s *Store) completeWith(ctx context.Context, rec *idemstore.Record, attache
 		// A resend of a completion that committed (nil: nothing commits twice), or the
 		// lease lost.
 		return completedOrLost(done, status)
+	}
+	if err := s.lockOutbox(ctx, tx, attached); err != nil {
+		return s.notCommitted(err)
 	}
 	conn := tx.Conn().PgConn()
 	for i, w := range writes {

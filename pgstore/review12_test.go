@@ -50,16 +50,23 @@ func TestReview12_OutboxKeysInOppositeOrderDoNotDeadlock(t *testing.T) {
 	bothIn := make(chan struct{})
 	go func() { arrived.Wait(); close(bothIn) }()
 	// pin waits, inside the completion's transaction, until both completions hold their
-	// first ordering key's lock (bounded, so a test that no longer deadlocks cannot hang).
+	// first ordering key's lock (bounded, so a test that no longer deadlocks cannot hang;
+	// by half the time left to the completion's own deadline, so that a completion that
+	// waited here for one that cannot arrive, as a fixed lock order makes it, still has
+	// the time to commit).
 	var pinned atomic.Int32
-	pin := func(context.Context, pgx.Tx) error {
+	pin := func(ctx context.Context, _ pgx.Tx) error {
 		if pinned.Add(1) > 2 { // a retry's completion: nothing to pin
 			return nil
 		}
 		arrived.Done()
+		bound := 10 * time.Second
+		if d, ok := ctx.Deadline(); ok {
+			bound = min(bound, time.Until(d)/2)
+		}
 		select {
 		case <-bothIn:
-		case <-time.After(10 * time.Second):
+		case <-time.After(bound):
 		}
 		return nil
 	}
