@@ -108,6 +108,7 @@ func (h *Handler) Process(ctx context.Context, event events.KafkaEvent) (*Report
 	}
 	items := make([]batch.Item, len(recs))
 	topics := map[string]bool{}
+	src := EventSource(event)
 	for i, r := range recs {
 		if r.Topic == "" {
 			return nil, fmt.Errorf("%w: record %d has no topic", ErrInvalidEvent, i)
@@ -116,7 +117,7 @@ func (h *Handler) Process(ctx context.Context, event events.KafkaEvent) (*Report
 		it := &items[i]
 		// The record key as Lambda sent it: equal keys have equal base64.
 		it.ID, it.Group = itemID(r), TopicPartition(r)+"\x00"+r.Key
-		it.Key, it.Err = h.cfg.keyOf(r)
+		it.Key, it.Err = h.cfg.keyOf(src, r)
 		if it.Err == nil {
 			it.Fingerprint, it.Err = h.cfg.fingerprint(r)
 		}

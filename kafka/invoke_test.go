@@ -97,7 +97,7 @@ func from(ev events.KafkaEvent, tp string, offset int64) events.KafkaEvent {
 }
 
 // TestAWSLambdaGoFixture: aws-lambda-go's own Kafka event runs through the Lambda runtime;
-// its record carries no idempotency-key header, so it is keyed by its offset.
+// its record carries no idempotency-key header, so it is keyed by its cluster and offset.
 func TestAWSLambdaGoFixture(t *testing.T) {
 	t.Parallel()
 	g, err := idem.New(memstore.New(), "fixture")
@@ -117,7 +117,7 @@ func TestAWSLambdaGoFixture(t *testing.T) {
 	rep, err := h.Process(lambdaContext(t), ev)
 	require.NoError(t, err)
 	assert.Equal(t, kafka.StatusReplayed, rep.Outcomes[0].Status)
-	assert.Equal(t, "AWSKafkaTopic-0@0", rep.Outcomes[0].Key)
+	assert.Equal(t, ev.EventSourceARN+"/AWSKafkaTopic-0@0", rep.Outcomes[0].Key, "the offset key names the cluster")
 	assert.Equal(t, "AWSKafkaTopic-0@0", rep.Outcomes[0].ID)
 }
 
@@ -217,7 +217,7 @@ func TestHeaderKeyRunsADuplicateOnce(t *testing.T) {
 	require.NoError(t, err)
 	rep, err = h2.Process(lambdaContext(t), ev)
 	require.NoError(t, err)
-	assert.Equal(t, "credits-0@14", rep.Outcomes[4].Key)
+	assert.Equal(t, ev.EventSourceARN+"/credits-0@14", rep.Outcomes[4].Key)
 	assert.Equal(t, 2, l2.applied["e1"])
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/batch"
+	"github.com/idemkit/idem/outbox"
 )
 
 // Defaults of the [Handler] options.
@@ -19,8 +20,9 @@ const (
 	// (see [WithDeadlineMargin]).
 	DefaultDeadlineMargin = batch.DefaultDeadlineMargin
 	// DefaultKeyHeader is the record header whose value keys a record by default (see
-	// [WithKeyHeader]).
-	DefaultKeyHeader = "idempotency-key"
+	// [WithKeyHeader]): outbox.IDAttribute, the header an outbox relay sets to the event's
+	// id. [Header] matches it without regard to case, so "idempotency-key" keys too.
+	DefaultKeyHeader = outbox.IDAttribute
 )
 
 // Option configures a [Handler]. Options are applied in order by [New].
@@ -51,9 +53,10 @@ func optErr(name, msg string) error {
 	return fmt.Errorf("%w: kafka: %s: %s", idem.ErrInvalidOption, name, msg)
 }
 
-// keyOf returns r's idempotency key: [WithKey]'s function if set, else the key header's
-// value if present and not empty, else [OffsetKey].
-func (c *config) keyOf(r events.KafkaRecord) (string, error) {
+// keyOf returns the idempotency key of r, of an event from source ([EventSource]):
+// [WithKey]'s function if set, else the key header's value if present and not empty, else
+// [OffsetKey].
+func (c *config) keyOf(source string, r events.KafkaRecord) (string, error) {
 	if c.key != nil {
 		return c.key(r)
 	}
@@ -62,7 +65,7 @@ func (c *config) keyOf(r events.KafkaRecord) (string, error) {
 			return string(v), nil
 		}
 	}
-	return OffsetKey(r)
+	return offsetKey(source, r), nil
 }
 
 // WithConcurrency sets how many record keys are processed at once, each in offset order.
@@ -79,7 +82,8 @@ func WithConcurrency(n int) Option {
 }
 
 // WithKeyHeader sets the record header whose value, when present and not empty, is the
-// record's idempotency key: the event ID its producer (an outbox relay) set. Default
+// record's idempotency key: the event ID its producer (an outbox relay) set. It is found
+// as [Header] finds it (an exact name first, else without regard to case). Default
 // [DefaultKeyHeader]; "" turns the header off. A record without the header is keyed by
 // [OffsetKey]. [WithKey] replaces both.
 func WithKeyHeader(name string) Option {

@@ -38,8 +38,9 @@ import (
 	"github.com/idemkit/idem/outbox"
 )
 
-// TypeAttribute is the message attribute that carries the event's type.
-const TypeAttribute = "Event-Type"
+// TypeAttribute is the message attribute that carries the event's type
+// ([outbox.TypeAttribute]).
+const TypeAttribute = outbox.TypeAttribute
 
 // PublishBatch's limits: entries per call, and bytes per call (messages and attributes).
 const (

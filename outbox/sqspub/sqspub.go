@@ -5,7 +5,9 @@
 // one: SQS refuses an empty body, and it must be text, as SQS takes it); the message
 // attributes are [outbox.IDAttribute] (the event id, which package sqs takes as the
 // idempotency key by default, so the consumer deduplicates without configuration),
-// [TypeAttribute] (the event type) and the event's headers, all of data type String. On a
+// [TypeAttribute] (the event type) and the event's headers, all of data type String; a
+// header never replaces the first two (outbox.Record refuses such names:
+// outbox.ReservedHeader). On a
 // FIFO queue (URL ending in ".fifo") the message group is the ordering key and the
 // deduplication id the event id.
 //
@@ -28,8 +30,9 @@ import (
 	"github.com/idemkit/idem/outbox"
 )
 
-// TypeAttribute is the message attribute that carries the event's type.
-const TypeAttribute = "Event-Type"
+// TypeAttribute is the message attribute that carries the event's type
+// ([outbox.TypeAttribute]).
+const TypeAttribute = outbox.TypeAttribute
 
 // maxBatch is SendMessageBatch's limit of entries per call.
 const maxBatch = 10
