@@ -173,9 +173,9 @@ func tableOf(items []types.TransactWriteItem, i int) string {
 // AttachedWriteError names the write attached to a completion (see [Attach]) that made its
 // transaction fail. Nothing committed, the completion included, and the guard released the
 // key. Err wraps [idem.ErrConditionFailed] when the write's own condition failed, or
-// [idemstore.ErrNotCommitted] when DynamoDB refused it for another reason, such as an item over
-// the 400 KB limit, a transaction over 4 MB (Index -1), a conflicting transaction or throttling (the error then also comes
-// inside an [*idem.StoreError]); and the SDK error (a
+// [idemstore.ErrNotCommitted] when DynamoDB refused it for another reason, such as an item
+// over the 400 KB limit, a transaction over 4 MB (Index -1), a conflicting transaction or
+// throttling (the error then also comes inside an [*idem.StoreError]); and the SDK error (a
 // [*types.TransactionCanceledException] with its CancellationReasons, or the
 // ValidationException of an item too large), which errors.As still reaches.
 //

@@ -86,9 +86,9 @@ func Attach(ctx context.Context, writes ...Write) error {
 // completion statement goes first: it takes the record's row lock, so the writes run only
 // once the lease is known to be ours, and a concurrent claim of the key waits for the
 // commit. Then the producer locks of its outbox events' ordering keys, in one sorted order
-// (see [outboxLock]), and then the writes. After each write the connection's transaction status says whether the write
-// ended the transaction (see [TxEndedError]); the COMMIT is checked to be the store's own
-// transaction's (see [Store.begin]).
+// (see [outboxLock]), and then the writes. After each write the connection's transaction
+// status says whether the write ended the transaction (see [TxEndedError]); the COMMIT is
+// checked to be the store's own transaction's (see [Store.begin]).
 func (s *Store) completeWith(ctx context.Context, rec *idemstore.Record, attached []any) (err error) {
 	writes, err := attachedWrites(s.outboxWrites(attached))
 	if err != nil {

@@ -55,19 +55,21 @@ type txBeginner interface {
 	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
 }
 
-// begin opens the transaction that completes rec. Through a db that has BeginTx, the
-// transaction's COMMIT is sent with a check before it (see commitCheck), in the same
-// round trip, and checked is true; otherwise the caller checks with the ownedCheck
-// statement before COMMIT. Where pgx prepares statements (its default mode), the check is
-// a statement prepared on the connection once, the first time, in the transaction (see
-// Store.prepares). Where it does not (QueryExecModeExec and the other modes that plan
-// every statement each time anyway, or a wrapper whose mode the store cannot read, whose
-// check is inlined too), the completion goes with BEGIN, in its round trip
-// (see statements.beginCompletion), and completed is true: the transaction is returned
-// only when the record was completed in it; the error of a completion that completed
-// nothing is [notDone]'s, and pgx has closed the connection, which rolls back what the
-// message began. Either way no COMMIT was sent. withRec false sends BEGIN alone (a batch
-// completes its records in a statement of its own).
+// begin opens the transaction that completes rec. No COMMIT is sent; the cases:
+//   - a db that has BeginTx: the COMMIT will be sent with a check before it (see
+//     commitCheck), in the same round trip; checked is true. Otherwise the caller checks
+//     with the ownedCheck statement before COMMIT.
+//   - pgx prepares statements (its default mode): the check is prepared on the connection
+//     once, the first time, in the transaction (see Store.prepares).
+//   - pgx prepares nothing (QueryExecModeExec and the other modes that plan every
+//     statement each time anyway, or a wrapper whose mode the store cannot read, whose
+//     check is inlined too): the completion goes with BEGIN, in its round trip (see
+//     statements.beginCompletion), and completed is true. The transaction is returned
+//     only when the record was completed in it; a completion that completed nothing
+//     returns [notDone]'s error, and pgx has closed the connection, which rolls back what
+//     the message began.
+//   - withRec false: BEGIN alone (a batch completes its records in a statement of its
+//     own).
 func (s *Store) begin(ctx context.Context, rec *idemstore.Record, withRec bool) (tx pgx.Tx, checked, completed bool, err error) {
 	b, ok := s.db.(txBeginner)
 	if !ok {

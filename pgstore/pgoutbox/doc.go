@@ -20,7 +20,8 @@
 // Consumers deduplicate on the id ([outbox.IDAttribute]: package sqs does by default).
 //
 // In order per ordering key: producers take an advisory lock per ordering key before their
-// event's INSERT and hold it to their commit, so one key's events are numbered (seq) in commit order;
+// event's INSERT and hold it to their commit, so one key's events are numbered (seq) in
+// commit order;
 // a relay publishes a key's events in that order and stops at the first failure, which
 // blocks the key until it is published (head-of-line: a message the broker always
 // refuses holds its key back, and only its key: a pass takes no more of a key than its
