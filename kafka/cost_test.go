@@ -10,11 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/dynamo"
-	"github.com/idemkit/idem/internal/ddbcount"
-	"github.com/idemkit/idem/internal/ddblocal"
-	"github.com/idemkit/idem/internal/samtables"
+	"github.com/idemkit/idem/internal/adaptertest"
 	"github.com/idemkit/idem/kafka"
 )
 
@@ -27,13 +23,7 @@ import (
 // no single-item call.
 func TestCostOnDynamoDB(t *testing.T) {
 	t.Parallel()
-	client := ddblocal.Client(t)
-	table := samtables.NewTables(t, client, "IdempotencyTable")["IdempotencyTable"]
-	api := ddbcount.NewUnbounded(client)
-	store, err := dynamo.New(api, table)
-	require.NoError(t, err)
-	guard, err := idem.New(store, "cost")
-	require.NoError(t, err)
+	guard, api := adaptertest.CountingGuard(t, "cost")
 	h, err := kafka.New(guard, func(context.Context, events.KafkaRecord) error { return nil })
 	require.NoError(t, err)
 	ev := events.KafkaEvent{EventSource: "aws:kafka", Records: map[string][]events.KafkaRecord{}}
@@ -47,14 +37,14 @@ func TestCostOnDynamoDB(t *testing.T) {
 		})
 	}
 
-	rep, err := h.Process(lambdaContext(t), ev)
+	rep, err := h.Process(adaptertest.Context(t), ev)
 	require.NoError(t, err)
 	require.Equal(t, 100, rep.Ran)
 	calls := api.Take()
 	t.Logf("new: %v", calls)
 	assert.Equal(t, map[string]int{"BatchExecuteStatement": 8}, calls, "4 batch claims and 4 batch completions")
 
-	rep, err = h.Process(lambdaContext(t), ev)
+	rep, err = h.Process(adaptertest.Context(t), ev)
 	require.NoError(t, err)
 	require.Equal(t, 100, rep.Replayed)
 	calls = api.Take()

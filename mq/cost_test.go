@@ -10,11 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/dynamo"
-	"github.com/idemkit/idem/internal/ddbcount"
-	"github.com/idemkit/idem/internal/ddblocal"
-	"github.com/idemkit/idem/internal/samtables"
+	"github.com/idemkit/idem/internal/adaptertest"
 	"github.com/idemkit/idem/mq"
 )
 
@@ -27,13 +23,7 @@ import (
 // they met.
 func TestCostOnDynamoDB(t *testing.T) {
 	t.Parallel()
-	client := ddblocal.Client(t)
-	table := samtables.NewTables(t, client, "IdempotencyTable")["IdempotencyTable"]
-	api := ddbcount.NewUnbounded(client)
-	store, err := dynamo.New(api, table)
-	require.NoError(t, err)
-	guard, err := idem.New(store, "cost")
-	require.NoError(t, err)
+	guard, api := adaptertest.CountingGuard(t, "cost")
 	h, err := mq.NewActiveMQ(guard, func(context.Context, events.ActiveMQMessage) error { return nil })
 	require.NoError(t, err)
 	var ev events.ActiveMQEvent
@@ -43,7 +33,7 @@ func TestCostOnDynamoDB(t *testing.T) {
 			Data: base64.StdEncoding.EncodeToString(fmt.Appendf(nil, `{"n":%d}`, i)),
 		})
 	}
-	rep := h.Process(lambdaContext(t), ev)
+	rep := h.Process(adaptertest.Context(t), ev)
 	require.NoError(t, rep.Err())
 	require.Equal(t, 100, rep.Ran)
 	calls := api.Take()
@@ -51,7 +41,7 @@ func TestCostOnDynamoDB(t *testing.T) {
 	assert.Equal(t, map[string]int{"BatchExecuteStatement": 5, "UpdateItem": 99}, calls,
 		"4 batch claims, 99 messages recorded before the next starts, the last in one batch completion")
 
-	rep = h.Process(lambdaContext(t), ev)
+	rep = h.Process(adaptertest.Context(t), ev)
 	require.NoError(t, rep.Err())
 	require.Equal(t, 100, rep.Replayed)
 	calls = api.Take()
