@@ -6,9 +6,9 @@ import (
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/internal/adaptertest"
 	"github.com/idemkit/idem/kinesis"
 )
@@ -40,30 +40,20 @@ func TestCostOnDynamoDB(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			guard, api := adaptertest.CountingGuard(t, "cost")
-			h, err := kinesis.New(guard, func(context.Context, events.KinesisEventRecord) error { return nil })
-			require.NoError(t, err)
-			var ev events.KinesisEvent
-			for i := range 100 {
-				pk := fmt.Sprintf("pk-%d", i%tc.keys)
-				ev.Records = append(ev.Records, record(fmt.Sprintf("%04d", i), pk, fmt.Sprintf(`{"n":%d}`, i)))
-			}
-
-			rep, err := h.Process(adaptertest.Context(t), ev)
-			require.NoError(t, err)
-			require.Equal(t, 100, rep.Ran)
-			calls := api.Take()
-			t.Logf("new: %v", calls)
-			assert.Equal(t, tc.calls, calls)
-
-			rep, err = h.Process(adaptertest.Context(t), ev)
-			require.NoError(t, err)
-			require.Equal(t, 100, rep.Replayed)
-			calls = api.Take()
-			t.Logf("redelivered: %v", calls)
-			// 4 batch claims, refused, and one BatchGetItem (up to 100 keys) reading back the
-			// finished records they met.
-			assert.Equal(t, map[string]int{"BatchExecuteStatement": 4, "BatchGetItem": 1}, calls)
+			adaptertest.Cost(t, 100, tc.calls, func(t *testing.T, guard *idem.Guard) func(context.Context) (int, int) {
+				h, err := kinesis.New(guard, func(context.Context, events.KinesisEventRecord) error { return nil })
+				require.NoError(t, err)
+				var ev events.KinesisEvent
+				for i := range 100 {
+					pk := fmt.Sprintf("pk-%d", i%tc.keys)
+					ev.Records = append(ev.Records, record(fmt.Sprintf("%04d", i), pk, fmt.Sprintf(`{"n":%d}`, i)))
+				}
+				return func(ctx context.Context) (int, int) {
+					rep, err := h.Process(ctx, ev)
+					require.NoError(t, err)
+					return rep.Ran, rep.Replayed
+				}
+			})
 		})
 	}
 }

@@ -259,3 +259,27 @@ func OptionErrors[H, O, R any](t *testing.T, newFn func(*idem.Guard, H, ...O) (R
 	_, err = newFn(g, nilHandler)
 	require.ErrorIs(t, err, idem.ErrInvalidOption)
 }
+
+// Cost counts the DynamoDB calls (DynamoDB Local, see [CountingGuard]) of a batch of n new
+// records and of the same batch delivered again. newBatch makes the adapter's handler on
+// guard and returns a function that processes the batch once and returns how many records
+// ran and how many replayed. New, every record must run, in the calls want; delivered
+// again, every record must replay in the batch's claim calls: ⌈n/25⌉ refused batch claims
+// and one BatchGetItem reading back the finished records they met.
+func Cost(t *testing.T, n int, want map[string]int, newBatch func(t *testing.T, guard *idem.Guard) func(context.Context) (ran, replayed int)) {
+	t.Helper()
+	guard, api := CountingGuard(t, "cost")
+	process := newBatch(t, guard)
+
+	ran, _ := process(Context(t))
+	require.Equal(t, n, ran)
+	calls := api.Take()
+	t.Logf("new: %v", calls)
+	assert.Equal(t, want, calls)
+
+	_, replayed := process(Context(t))
+	require.Equal(t, n, replayed)
+	calls = api.Take()
+	t.Logf("redelivered: %v", calls)
+	assert.Equal(t, map[string]int{"BatchExecuteStatement": (n + 24) / 25, "BatchGetItem": 1}, calls)
+}
