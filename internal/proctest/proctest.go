@@ -192,3 +192,27 @@ func (p *Process) Output() string {
 	}
 	return string(data)
 }
+
+// rootModule is the first line of the repository root's go.mod; the nested modules (lab,
+// pgstore, ...) have go.mod files of their own below it.
+const rootModule = "module github.com/idemkit/idem\n"
+
+// RepoRoot walks up from the working directory (a package directory under go test, in
+// any module of the repository) to the directory holding the root module's go.mod, where
+// `make deps` installs the tests' servers and tools (.cache).
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if mod, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.HasPrefix(string(mod), rootModule) {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod of github.com/idemkit/idem above the working directory")
+		}
+		dir = parent
+	}
+}

@@ -24,7 +24,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -214,7 +213,7 @@ func (f *Function) Stop() error {
 func locate() (string, error) {
 	bin := os.Getenv(EnvBin)
 	if bin == "" {
-		root, err := repoRoot()
+		root, err := proctest.RepoRoot()
 		if err != nil {
 			return "", fmt.Errorf("%w: %w", ErrNotInstalled, err)
 		}
@@ -224,26 +223,4 @@ func locate() (string, error) {
 		return "", fmt.Errorf("%w: %w", ErrNotInstalled, err)
 	}
 	return bin, nil
-}
-
-// rootModule is the first line of the repository root's go.mod.
-const rootModule = "module github.com/idemkit/idem\n"
-
-// repoRoot walks up from the working directory to the directory holding the root
-// module's go.mod (the lab's own go.mod is below it).
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if mod, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.HasPrefix(string(mod), rootModule) {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod of github.com/idemkit/idem above the working directory")
-		}
-		dir = parent
-	}
 }

@@ -8,19 +8,17 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem/internal/ddblocal"
+	"github.com/idemkit/idem/internal/ledgertest"
 	"github.com/idemkit/idem/internal/proctest"
 	"github.com/idemkit/idem/internal/samtables"
 )
@@ -30,7 +28,7 @@ func TestMain(m *testing.M) { os.Exit(ddblocal.Main(m)) }
 // fixture reads a file of the repository (an event fixture of a testdata directory).
 func fixture(t *testing.T, rel string) []byte {
 	t.Helper()
-	root, err := repoRoot()
+	root, err := proctest.RepoRoot()
 	require.NoError(t, err)
 	data, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(rel)))
 	require.NoError(t, err)
@@ -98,19 +96,7 @@ func (e *example) invoke(t *testing.T, requestID string, event []byte) []string 
 // balances reads the balances of the ledger table, by account.
 func (e *example) balances(t *testing.T) map[string]int64 {
 	t.Helper()
-	out, err := e.client.Scan(context.Background(), &dynamodb.ScanInput{
-		TableName:      aws.String(e.tables["LedgerTable"]),
-		ConsistentRead: aws.Bool(true),
-	})
-	require.NoError(t, err)
-	got := map[string]int64{}
-	for _, item := range out.Items {
-		account := item["account_id"].(*types.AttributeValueMemberS).Value
-		balance, err := strconv.ParseInt(item["balance_cents"].(*types.AttributeValueMemberN).Value, 10, 64)
-		require.NoError(t, err)
-		got[account] = balance
-	}
-	return got
+	return ledgertest.Balances(t, e.client, e.tables["LedgerTable"], "account_id", "balance_cents")
 }
 
 // summary is the function's log line for one batch.
