@@ -94,18 +94,9 @@ func (s *Store) completeWith(ctx context.Context, rec *idemstore.Record, attache
 	if err != nil {
 		return err
 	}
-	tx, checked, completed, err := s.begin(ctx, rec, true)
+	tx, checked, err := s.begin(ctx, rec)
 	if err != nil {
-		if !completed {
-			return s.fail("complete", err) // nothing sent: a resend may do it
-		}
-		if status, ok := notDone(err); ok {
-			// A resend of a completion that committed (nil: nothing commits twice), or
-			// the lease lost.
-			return completedOrLost(false, status)
-		}
-		// BEGIN and the completion were sent, COMMIT was not: nothing committed.
-		return s.notCommitted(err)
+		return s.fail("complete", err) // nothing sent: a resend may do it
 	}
 	open := true
 	closeTx := func() {
@@ -118,17 +109,15 @@ func (s *Store) completeWith(ctx context.Context, rec *idemstore.Record, attache
 		}
 	}
 	defer closeTx()
-	if !completed {
-		var done bool
-		var status *string
-		if err := tx.QueryRow(ctx, s.sql.completeOwned, completeArgs(rec)...).Scan(&done, &status); err != nil {
-			return s.notCommitted(err)
-		}
-		if !done {
-			// A resend of a completion that committed (nil: nothing commits twice), or the
-			// lease lost.
-			return completedOrLost(done, status)
-		}
+	var done bool
+	var status *string
+	if err := tx.QueryRow(ctx, s.sql.completeOwned, completeArgs(rec)...).Scan(&done, &status); err != nil {
+		return s.notCommitted(err)
+	}
+	if !done {
+		// A resend of a completion that committed (nil: nothing commits twice), or the
+		// lease lost.
+		return completedOrLost(done, status)
 	}
 	if err := s.lockOutbox(ctx, tx, attached); err != nil {
 		return s.notCommitted(err)

@@ -88,7 +88,7 @@ func (s *Store) CompleteManyAttached(ctx context.Context, recs []*idemstore.Reco
 // one more transaction: those left when it rolled back for one record's sake.
 func (s *Store) commitBatch(ctx context.Context, recs []*idemstore.Record, att [][]any, writes [][]Write, idx []int, out []error) (rest []int) {
 	lead := recs[idx[0]] // the record the COMMIT's check reads
-	tx, checked, _, err := s.begin(ctx, lead, false)
+	tx, checked, err := s.begin(ctx, lead)
 	if err != nil {
 		for _, i := range idx {
 			out[i] = s.fail("complete", err) // nothing sent: a resend may do it

@@ -123,12 +123,7 @@
 // In it, the store's statements are planned once per connection: the check that travels
 // with a completion's COMMIT too, a statement the store prepares on the connection the
 // first time (through a *pgxpool.Pool or *pgx.Conn; through a wrapper of either only if it
-// has their Config method) and runs with EXECUTE. In the modes that prepare nothing, a
-// completion with attached writes sends its completing UPDATE with BEGIN, in one
-// round trip (its values as literals: the server plans it each time, as it does every
-// statement there), so the transaction costs BEGIN and the completion, the writes, and
-// COMMIT with its check (TestWireRoundTrips); a lost reply or a connection cut after it
-// commits nothing, as no COMMIT was sent (TestCompletionWithBegin).
+// has their Config method) and runs with EXECUTE.
 // Every parameter in the store's SQL carries an explicit cast, so the statements need no
 // server-side description in any mode; the behaviour suite runs in the default mode,
 // QueryExecModeExec and QueryExecModeSimpleProtocol. In Lambda, create the pool once per

@@ -4,11 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"strconv"
 	"strings"
-	"time"
-
-	"github.com/idemkit/idem/idemstore"
 )
 
 // columns are the record's columns, in the order scanRecord reads them.
@@ -23,16 +19,9 @@ type statements struct {
 	// three parameters, prepared under commitCheckName; commitCheckPrefix is its text up to
 	// its WHERE, for the check with the values inlined.
 	commitCheck, commitCheckName, commitCheckPrefix string
-	// table is the quoted table name, for beginCompletion.
-	table string
 	// escape doubles backslashes and quotes, for literal.
 	escape *strings.Replacer
 }
-
-// completeBeginMarker is in the message of the error the completion sent with BEGIN raises
-// when it completes nothing, followed by the status of the record under the token ("" for
-// none) and a period.
-const completeBeginMarker = "pgstore: the completion found no record in progress under its token; status there: "
 
 // literal returns v as a PostgreSQL escape-string constant.
 func (st *statements) literal(v string) string {
@@ -46,7 +35,6 @@ func newStatements(table string) statements {
 	check := checkPrefix + `WHERE id = $1::text AND lease_token = $2::text AND status = $3::text HAVING count(*) = 0`
 	sum := sha256.Sum256([]byte(check))
 	return statements{
-		table:       t,
 		commitCheck: check, commitCheckPrefix: checkPrefix,
 		// Named after the text (and so the table), as pgx names the statements it caches.
 		commitCheckName: "idem_commit_check_" + hex.EncodeToString(sum[:12]),
@@ -133,49 +121,4 @@ WHERE id = $1::text AND lease_token = $2::text AND status = 'INPROGRESS'
 	AND (checkpoint_seq < $4::bigint
 		OR (checkpoint_seq = $4::bigint AND checkpoint IS NOT DISTINCT FROM $3::text))`, t),
 	}
-}
-
-// beginCompletion returns BEGIN and, in the same simple-protocol message, the completion
-// of rec (completeOwned) with its values as literals: a statement that fails unless it
-// completed the record, with the status of the record under rec's token in its error
-// (see notDone), so the transaction the message opens goes on only when the record is ours.
-func (st *statements) beginCompletion(rec *idemstore.Record) string {
-	key, token := st.literal(rec.Key), st.literal(rec.LeaseToken)
-	var b strings.Builder
-	b.Grow(1024 + 2*len(rec.Data))
-	b.WriteString("BEGIN; WITH done AS (\n\tUPDATE " + st.table + " SET status = " + st.literal(string(rec.Status)) +
-		", expires_at = " + st.timeLiteral(rec.Expires) + ",\n\t\tlease_expires_at = NULL, validation = " + st.textLiteral(rec.Fingerprint) +
-		", data = ")
-	if rec.Data == nil {
-		b.WriteString("NULL")
-	} else {
-		b.WriteString(`E'\\x`)
-		b.WriteString(hex.EncodeToString(rec.Data))
-		b.WriteString(`'`)
-	}
-	b.WriteString("::bytea, encoding = " + st.textLiteral(rec.Encoding) + ", version = " + strconv.Itoa(rec.Version) +
-		"::integer\n\tWHERE id = " + key + " AND lease_token = " + token + " AND status = 'INPROGRESS'\n\tRETURNING 1\n" +
-		"), held AS (\n\tSELECT status FROM " + st.table + "\n\tWHERE id = " + key + " AND lease_token = " + token +
-		" AND NOT EXISTS (SELECT FROM done)\n\tFOR SHARE\n)\n" +
-		"SELECT CASE WHEN EXISTS (SELECT FROM done) THEN 1\n\tELSE ('" + completeBeginMarker + "' || coalesce(held.status, '') || '.')::integer END\n" +
-		"FROM (VALUES (1)) AS one LEFT JOIN held ON true")
-	return b.String()
-}
-
-// textLiteral returns v as a literal of a text parameter (see text): NULL when empty.
-func (st *statements) textLiteral(v string) string {
-	if v == "" {
-		return "NULL"
-	}
-	return st.literal(v)
-}
-
-// timeLiteral returns t as a literal of an end parameter (see end): NULL when zero, else
-// rounded up to microseconds, in UTC.
-func (st *statements) timeLiteral(t time.Time) string {
-	e, ok := end(t).(time.Time)
-	if !ok {
-		return "NULL"
-	}
-	return "'" + e.Format("2006-01-02 15:04:05.999999") + "+00'::timestamptz"
 }

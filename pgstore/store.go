@@ -40,8 +40,7 @@ const claimAttempts = 3
 //     race where the refusing record was created while the claim waited);
 //   - completion: one; with attached writes ([Attach]) one plus BEGIN, COMMIT and the
 //     writes' own statements (and, through a db without BeginTx, the check that otherwise
-//     travels with the COMMIT); where pgx prepares nothing (QueryExecModeExec), the
-//     completion travels with BEGIN, one round trip for both;
+//     travels with the COMMIT);
 //   - release, extend, checkpoint, get: one each;
 //   - batches ([Store.ClaimMany], [Store.CompleteMany], [Store.ReleaseMany]): one statement
 //     for the whole batch; [Store.CompleteManyAttached]: one transaction.

@@ -55,67 +55,29 @@ type txBeginner interface {
 	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
 }
 
-// begin opens the transaction that completes rec. No COMMIT is sent; the cases:
-//   - a db that has BeginTx: the COMMIT will be sent with a check before it (see
-//     commitCheck), in the same round trip; checked is true. Otherwise the caller checks
-//     with the ownedCheck statement before COMMIT.
-//   - pgx prepares statements (its default mode): the check is prepared on the connection
-//     once, the first time, in the transaction (see Store.prepares).
-//   - pgx prepares nothing (QueryExecModeExec and the other modes that plan every
-//     statement each time anyway, or a wrapper whose mode the store cannot read, whose
-//     check is inlined too): the completion goes with BEGIN, in its round trip (see
-//     statements.beginCompletion), and completed is true. The transaction is returned
-//     only when the record was completed in it; a completion that completed nothing
-//     returns [notDone]'s error, and pgx has closed the connection, which rolls back what
-//     the message began.
-//   - withRec false: BEGIN alone (a batch completes its records in a statement of its
-//     own).
-func (s *Store) begin(ctx context.Context, rec *idemstore.Record, withRec bool) (tx pgx.Tx, checked, completed bool, err error) {
+// begin opens the transaction that completes rec. Through a db that has BeginTx, the
+// transaction's COMMIT is sent with a check before it (see commitCheck), in the same
+// round trip, and checked is true; otherwise the caller checks with the ownedCheck
+// statement before COMMIT. Where pgx prepares statements (its default mode), the check is
+// a statement prepared on the connection once, the first time, in the transaction (see
+// Store.prepares).
+func (s *Store) begin(ctx context.Context, rec *idemstore.Record) (tx pgx.Tx, checked bool, err error) {
 	b, ok := s.db.(txBeginner)
 	if !ok {
 		tx, err = s.db.Begin(ctx)
-		return tx, false, false, err
+		return tx, false, err
 	}
 	prepared := s.prepares()
-	opts := pgx.TxOptions{CommitQuery: s.commitCheck(rec, prepared) + "; COMMIT"}
-	completed = withRec && !prepared
-	if completed {
-		opts.BeginQuery = s.sql.beginCompletion(rec)
-	}
-	tx, err = b.BeginTx(ctx, opts)
+	tx, err = b.BeginTx(ctx, pgx.TxOptions{CommitQuery: s.commitCheck(rec, prepared) + "; COMMIT"})
 	if err != nil || !prepared {
-		return tx, true, completed, err
+		return tx, true, err
 	}
 	// Free once the connection has it: pgx keeps the statements it prepared by name.
 	if _, err := tx.Conn().Prepare(ctx, s.sql.commitCheckName, s.sql.commitCheck); err != nil {
 		_ = tx.Rollback(context.WithoutCancel(ctx))
-		return nil, false, false, err
+		return nil, false, err
 	}
-	return tx, true, false, nil
-}
-
-// notDone reports whether err is the failure of the completion sent with BEGIN (see
-// statements.beginCompletion) that completed nothing, and returns the status of the record
-// under the completion's token then, nil for none.
-func notDone(err error) (status *string, ok bool) {
-	var pe *pgconn.PgError
-	if !errors.As(err, &pe) || pe.Code != "22P02" {
-		return nil, false
-	}
-	i := strings.Index(pe.Message, completeBeginMarker)
-	if i < 0 {
-		return nil, false
-	}
-	rest := pe.Message[i+len(completeBeginMarker):]
-	j := strings.IndexByte(rest, '.')
-	if j < 0 {
-		return nil, false
-	}
-	if j == 0 {
-		return nil, true
-	}
-	st := rest[:j]
-	return &st, true
+	return tx, true, nil
 }
 
 // prepares reports whether the store's db prepares statements on its connections: a

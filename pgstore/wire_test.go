@@ -62,8 +62,7 @@ func (c wireConn) Read(b []byte) (int, error) {
 // TestWireRoundTrips counts the round trips on the network of a guarded call and of a
 // batch of ten, through one connection in each pgx mode, once the connection has
 // prepared what it prepares: a new key with an attached write is a claim, BEGIN, the
-// completion, the write and COMMIT (its check with it), where pgx prepares nothing the
-// completion goes with BEGIN (one round trip less); a batch of ten is one claim,
+// completion, the write and COMMIT (its check with it); a batch of ten is one claim,
 // one completion (without writes), or BEGIN, one completion, the ten writes and COMMIT.
 func TestWireRoundTrips(t *testing.T) {
 	t.Parallel()
@@ -129,11 +128,7 @@ func TestWireRoundTrips(t *testing.T) {
 			single("new", false)
 			assert.Equal(t, 1, w.take(), "a replay: the claim")
 			single("attached", true)
-			if mode == pgx.QueryExecModeCacheStatement {
-				assert.Equal(t, 5, w.take(), "a new key with a write: claim, BEGIN, completion, write, COMMIT")
-			} else {
-				assert.Equal(t, 4, w.take(), "a new key with a write: claim, BEGIN with the completion, write, COMMIT")
-			}
+			assert.Equal(t, 5, w.take(), "a new key with a write: claim, BEGIN, completion, write, COMMIT")
 			batch("b", false)
 			assert.Equal(t, 2, w.take(), "a batch of ten: claims, completions")
 			batch("b", false)
