@@ -1,6 +1,7 @@
 package pgstore_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"strings"
@@ -226,4 +227,55 @@ func TestReview13_ResultNotInStatementText(t *testing.T) {
 		assert.NotContains(t, q, hex.EncodeToString(rec.Data), "the handler's result in a traced statement")
 		assert.False(t, strings.Contains(q, string(rec.Data)), "the handler's result in a traced statement")
 	}
+}
+
+// TestReview13_LiteralsUnderSessionSettings: the values inlined in the completion sent
+// with BEGIN reach the record as the parameters of the default mode would, whatever the
+// session says of strings, dates and time zones: standard_conforming_strings off (a
+// backslash in a plain literal escapes), a time zone with a 45-minute offset. (Not DateStyle
+// or bytea_output: pgx reads results as text in exec mode and parses only ISO dates and hex
+// bytea, so every read of the store fails under DateStyle SQL or bytea_output escape, before
+// and after 89e2589.) Keys, tokens and fingerprints carry quotes and
+// backslashes in every arrangement, multibyte text, and the result every byte and 1 MiB.
+// Passes on main: added coverage.
+func TestReview13_LiteralsUnderSessionSettings(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool := pgtest.PoolFor(t, pgtest.URL(t), func(c *pgxpool.Config) {
+		c.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
+		c.ConnConfig.RuntimeParams["standard_conforming_strings"] = "off"
+		c.ConnConfig.RuntimeParams["TimeZone"] = "Pacific/Chatham"
+	})
+	var scs string
+	require.NoError(t, pool.QueryRow(ctx, "SHOW standard_conforming_strings").Scan(&scs))
+	require.Equal(t, "off", scs)
+	s, plain := newStore(t, pool)
+	l := newLedger(t, plain)
+	big := make([]byte, 1<<20)
+	for i := range big {
+		big[i] = byte(i * 7)
+	}
+	for i, v := range []string{`\`, `'`, `\'`, `''`, `\\'`, `'\`, `E'x'`, `$$`, "ü€😀", `x'); DROP TABLE ledger; --`, `\x00`, "\t\n\r"} {
+		key := "k" + v + string(rune('a'+i))
+		rec := r13Claim(ctx, t, s, key, "t"+v)
+		rec.Fingerprint, rec.Encoding = "f"+v, "e"+v
+		rec.Expires = time.Date(2031, 12, 3, 4, 5, 6, 789_123_001, time.FixedZone("x", -(9*3600+30*60)))
+		rec.Data = big[:256*(i+1)]
+		if i == 0 {
+			rec.Data = big
+		}
+		require.NoError(t, s.Complete(ctx, rec, []any{l.add("a", 1, false)}), "%q", v)
+		got, err := s.Get(ctx, key)
+		require.NoError(t, err)
+		require.NotNil(t, got, "%q", v)
+		assert.Equal(t, idemstore.StatusCompleted, got.Status, "%q", v)
+		assert.Equal(t, rec.LeaseToken, got.LeaseToken, "%q", v)
+		assert.Equal(t, rec.Fingerprint, got.Fingerprint, "%q", v)
+		assert.Equal(t, rec.Encoding, got.Encoding, "%q", v)
+		assert.True(t, bytes.Equal(rec.Data, got.Data), "%q: data differs", v)
+		assert.Equal(t, rec.Expires.Add(999*time.Nanosecond).Truncate(time.Microsecond).UnixMicro(), got.Expires.UnixMicro(), "%q", v)
+		assert.True(t, got.LeaseExpires.IsZero())
+	}
+	assert.Equal(t, 12, l.balance(t, "a"))
 }
