@@ -58,8 +58,9 @@ func New(guard *idem.Guard, queue string, fn func(context.Context, amqp.Delivery
 		}
 	}
 	src := batch.Source{Name: "rabbitmq", System: "rabbitmq", Item: "message", IDAttr: "message_id"}
+	// A batch holds at most the prefetch, and all of it runs at once.
 	engine, err := batch.New(guard, src,
-		batch.WithConcurrency(cfg.concurrency), batch.WithBatchClaims(cfg.batchClaims))
+		batch.WithConcurrency(cfg.prefetch), batch.WithBatchClaims(cfg.batchClaims))
 	if err != nil {
 		return nil, err
 	}
@@ -112,8 +113,10 @@ func (c *Consumer) dialAndConsume(ctx context.Context, url string) (consumed boo
 
 // Consume consumes the queue on ch until ctx ends or ch closes. It sets ch's prefetch
 // ([WithPrefetch]) and subscribes without auto-acknowledgement. Each time deliveries
-// arrive it takes those in hand, up to the prefetch, as one batch through the batch
-// engine, and once their outcomes are recorded it settles each one:
+// arrive it takes those in hand as one batch through the batch engine, alongside the
+// batches still running, so as many handlers run at once as the prefetch lets the broker
+// send (messages that share a key never do). Once a batch's outcomes are recorded it
+// settles each delivery:
 //
 //   - ran, replayed (its key completed before) or a duplicate of another in the batch:
 //     acknowledged;
@@ -126,7 +129,7 @@ func (c *Consumer) dialAndConsume(ctx context.Context, url string) (consumed boo
 //     requeue (dead-lettered), with a WARN line saying why; it never runs unguarded.
 //
 // When ctx ends, Consume cancels the subscription; the handlers running see their context
-// end, the batch's outcomes are still recorded, and the messages that did not succeed are
+// end, the batches' outcomes are still recorded, and the messages that did not succeed are
 // nacked with requeue at once. It returns nil then, or an error wrapping
 // [ErrChannelClosed] when ch closed (the caller opens another), or
 // [ErrConsumerCancelled] when the broker cancelled the subscription (the queue was
@@ -147,6 +150,10 @@ func (c *Consumer) consume(ctx context.Context, ch *amqp.Channel) (consumed bool
 	}
 	var held sync.WaitGroup // deliveries held back for a delayed requeue
 	defer held.Wait()
+	// Batches run side by side: a slow handler does not hold back the deliveries that
+	// arrive meanwhile, and the prefetch bounds what is in hand across all of them.
+	var running sync.WaitGroup
+	defer running.Wait()
 	for {
 		first, ok := <-deliveries
 		if !ok {
@@ -165,7 +172,11 @@ func (c *Consumer) consume(ctx context.Context, ch *amqp.Channel) (consumed bool
 				break drain
 			}
 		}
-		c.process(ctx, ds, &held)
+		running.Add(1)
+		go func() {
+			defer running.Done()
+			c.process(ctx, ds, &held)
+		}()
 	}
 	switch {
 	case ctx.Err() != nil:

@@ -14,10 +14,11 @@
 // (idem.WithHeartbeat), a completed key replays its stored result, and the store may be
 // DynamoDB, PostgreSQL or Redis.
 //
-// The deliveries in hand, up to the prefetch ([WithPrefetch], the channel's basic.qos),
-// go through the batch engine (package batch) as one batch: their keys are claimed
-// together, they run concurrently ([WithConcurrency], never two of one key at once), their
-// outcomes are recorded, and only then is each delivery settled:
+// The deliveries that arrive together go through the batch engine (package batch) as one
+// batch, beside the batches still running: their keys are claimed together, they run
+// concurrently (never two of one key at once), their outcomes are recorded, and only then
+// is each delivery settled. The prefetch ([WithPrefetch], the channel's basic.qos) bounds
+// the deliveries in hand across all batches, so also how many handlers run at once:
 //
 //   - ran, replayed or a duplicate: acknowledged;
 //   - its key in flight elsewhere, the store down, its lease taken over: held for the

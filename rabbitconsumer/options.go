@@ -7,7 +7,6 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/batch"
 )
 
 // Defaults of the [Consumer] options.
@@ -15,8 +14,6 @@ const (
 	// DefaultPrefetch is how many unacknowledged deliveries the broker sends the consumer
 	// at most (see [WithPrefetch]).
 	DefaultPrefetch = 20
-	// DefaultConcurrency is how many messages run at once (see [WithConcurrency]).
-	DefaultConcurrency = batch.DefaultConcurrency
 	// DefaultRequeueDelay is how long a message that may succeed later is held before it
 	// is requeued (see [WithRequeueDelay]).
 	DefaultRequeueDelay = time.Second
@@ -46,7 +43,6 @@ type Option func(*config) error
 
 type config struct {
 	prefetch       int
-	concurrency    int
 	requeueDelay   time.Duration
 	reconnectDelay time.Duration
 	policy         Policy
@@ -59,7 +55,7 @@ type config struct {
 
 func defaultConfig() config {
 	return config{
-		prefetch: DefaultPrefetch, concurrency: DefaultConcurrency,
+		prefetch:     DefaultPrefetch,
 		requeueDelay: DefaultRequeueDelay, reconnectDelay: DefaultReconnectDelay,
 		batchClaims: true,
 	}
@@ -70,27 +66,16 @@ func optErr(name, msg string) error {
 }
 
 // WithPrefetch sets the channel's prefetch count (basic.qos): how many unacknowledged
-// deliveries the broker sends the consumer at most. It bounds the work in hand: a batch
-// holds at most this many messages, and so do the messages held back for a delayed
-// requeue. Default [DefaultPrefetch]; must be at least 1.
+// deliveries the broker sends the consumer at most. It bounds the work in hand: the
+// messages whose handlers run at once, those waiting to be recorded or acknowledged, and
+// those held back for a delayed requeue, all together. Default [DefaultPrefetch]; must be
+// at least 1.
 func WithPrefetch(n int) Option {
 	return func(c *config) error {
 		if n < 1 {
 			return optErr("WithPrefetch", "must be at least 1")
 		}
 		c.prefetch = n
-		return nil
-	}
-}
-
-// WithConcurrency sets how many messages of a batch run at once (messages that share a
-// key never do). Default [DefaultConcurrency]; must be at least 1.
-func WithConcurrency(n int) Option {
-	return func(c *config) error {
-		if n < 1 {
-			return optErr("WithConcurrency", "must be at least 1")
-		}
-		c.concurrency = n
 		return nil
 	}
 }
