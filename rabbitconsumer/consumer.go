@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"time"
 
@@ -13,6 +14,12 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/batch"
 )
+
+// drainYields is how many times a batch being gathered yields the processor, when no
+// delivery is ready, before it starts: amqp091-go hands deliveries over one at a time from
+// a goroutine of its own, which on a busy machine has not run yet, and a batch of one
+// costs a store round trip of its own.
+const drainYields = 3
 
 // maxReconnectDelay caps the doubling wait of [Consumer.Run] between dials.
 const maxReconnectDelay = time.Minute
@@ -161,7 +168,7 @@ func (c *Consumer) consume(ctx context.Context, ch *amqp.Channel) (consumed bool
 		}
 		ds := []amqp.Delivery{first}
 	drain:
-		for len(ds) < c.cfg.prefetch {
+		for yields := 0; len(ds) < c.cfg.prefetch; {
 			select {
 			case d, ok := <-deliveries:
 				if !ok {
@@ -169,7 +176,10 @@ func (c *Consumer) consume(ctx context.Context, ch *amqp.Channel) (consumed bool
 				}
 				ds = append(ds, d)
 			default:
-				break drain
+				if yields++; yields > drainYields {
+					break drain
+				}
+				runtime.Gosched()
 			}
 		}
 		running.Add(1)
@@ -211,7 +221,13 @@ func (c *Consumer) process(ctx context.Context, ds []amqp.Delivery, held *sync.W
 		return c.fn(hctx, ds[i])
 	}
 	// The outcomes are recorded even when the consumer stops meanwhile.
-	rep := c.engine.Process(context.WithoutCancel(ctx), items, run, batch.Mode{Destination: c.queue})
+	bctx := context.WithoutCancel(ctx)
+	if c.cfg.batchDeadline > 0 {
+		var cancel context.CancelFunc
+		bctx, cancel = context.WithDeadline(bctx, c.clock.Now().Add(c.cfg.batchDeadline))
+		defer cancel()
+	}
+	rep := c.engine.Process(bctx, items, run, batch.Mode{Destination: c.queue})
 	stopped := ctx.Err() != nil
 	var failed int
 	for i, o := range rep.Outcomes {

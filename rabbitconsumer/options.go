@@ -50,6 +50,7 @@ type config struct {
 	key            func(amqp.Delivery) (string, error)
 	tag            string
 	batchClaims    bool
+	batchDeadline  time.Duration
 	amqp           amqp.Config
 }
 
@@ -177,6 +178,29 @@ func WithReconnectDelay(d time.Duration) Option {
 			return optErr("WithReconnectDelay", "must be positive")
 		}
 		c.reconnectDelay = d
+		return nil
+	}
+}
+
+// WithBatchDeadline gives each batch a deadline d after it starts, as a Lambda invocation
+// has one. Default 0: none. Must not be negative.
+//
+//   - With it, the outcomes of a batch wait for its last handler and are recorded
+//     together (idem.Guard.Claim: on pgstore one transaction for the completions and their
+//     attached writes, on dynamo.Store ⌈n/25⌉ calls), where without a deadline each
+//     outcome is recorded on its own as its handler returns (nothing would bound how long
+//     a claimed key waits for its record).
+//   - Each handler's context ends at the deadline, and a message not started when less
+//     than batch.DefaultDeadlineMargin (or a quarter of d) is left is requeued. Choose d
+//     above the time a handler takes: a handler that ignores its context and overruns it
+//     fails its recording, and its message comes back once the lease ends.
+//   - A handler that may run long (with idem.WithHeartbeat) needs it off.
+func WithBatchDeadline(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return optErr("WithBatchDeadline", "must not be negative")
+		}
+		c.batchDeadline = d
 		return nil
 	}
 }
