@@ -45,13 +45,13 @@
 //
 // # Usage
 //
-//	guard, err := idem.New(store, "apply-payment", idem.WithHeartbeat(10*time.Second))
+//	guard, err := idem.New(store, "apply-order", idem.WithHeartbeat(10*time.Second))
 //	...
-//	c, err := rabbitconsumer.New(guard, "payments", func(ctx context.Context, d amqp.Delivery) error {
+//	c, err := rabbitconsumer.New(guard, "orders", func(ctx context.Context, d amqp.Delivery) error {
 //		return apply(ctx, d.Body) // attach its writes with pgstore.Attach or dynamo.Attach
 //	})
 //	...
-//	err = c.Run(ctx, "amqp://guest:guest@localhost:5672/") // reconnects until ctx ends
+//	err = c.Run(ctx, os.Getenv("AMQP_URL")) // reconnects until ctx ends
 //
 // See https://www.rabbitmq.com/docs/confirms for acknowledgements and prefetch, and
 // https://www.rabbitmq.com/docs/dlx for dead-lettering.
