@@ -161,32 +161,12 @@ func (s *Server) Restart(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("rabbitserver: start rabbitmq-server: %w", err)
 	}
-	if err := waitReady(ctx, s.Addr, proc.Done()); err != nil {
+	if err := proctest.Await(ctx, proc, StartTimeout, 100*time.Millisecond, func() error { return handshake(s.Addr) }); err != nil {
 		_ = proc.Kill()
 		return fmt.Errorf("rabbitserver: rabbitmq-server on %s: %w\n%s", s.Addr, err, s.log)
 	}
 	s.proc = proc
 	return nil
-}
-
-// waitReady polls addr with an AMQP protocol header until the broker answers with a frame,
-// the process exits, or StartTimeout.
-func waitReady(ctx context.Context, addr string, exited <-chan struct{}) error {
-	ctx, cancel := context.WithTimeout(ctx, StartTimeout)
-	defer cancel()
-	for {
-		err := handshake(addr)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-exited:
-			return errors.New("exited before it accepted connections")
-		case <-ctx.Done():
-			return fmt.Errorf("no AMQP answer: %w", err)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 }
 
 // handshake sends the AMQP 0-9-1 protocol header to addr and reads the first frame's
