@@ -15,6 +15,7 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/idemstore/storetest"
+	"github.com/idemkit/idem/internal/capture"
 	"github.com/idemkit/idem/memstore"
 	"github.com/idemkit/idem/rabbitconsumer"
 )
@@ -177,8 +178,10 @@ func TestStoreDownNoAck(t *testing.T) {
 	down := errors.New("connection refused")
 	store.Fail("claim", down, false)
 	var seen batches
+	var logs capture.Output
 	fx := newEffects()
-	c, err := rabbitconsumer.New(newGuard(t, store, idem.WithHooks(seen.hooks())), queue, func(_ context.Context, d amqp.Delivery) error {
+	guard := newGuard(t, store, idem.WithHooks(seen.hooks()), idem.WithLogger(logs.Logger()))
+	c, err := rabbitconsumer.New(guard, queue, func(_ context.Context, d amqp.Delivery) error {
 		fx.add(d.MessageId)
 		return nil
 	}, rabbitconsumer.WithRequeueDelay(50*time.Millisecond))
@@ -190,6 +193,8 @@ func TestStoreDownNoAck(t *testing.T) {
 		require.ErrorIs(t, it.Err, idem.ErrStore)
 		require.ErrorIs(t, it.Err, down)
 	}
+	// An operator reading at WARN learns which message failed and why.
+	assert.Regexp(t, `"level":"WARN".*"msg":"rabbitmq: message failed".*"message_id":"[abc]".*"reason":"store".*connection refused`, logs.String())
 	assert.Zero(t, fx.total(), "a handler ran without its claim")
 	store.Fail("claim", nil, false)
 	eventually(t, time.Minute, func() bool { return fx.total() == 3 }, "each runs once the store is back")
