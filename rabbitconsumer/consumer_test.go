@@ -233,6 +233,8 @@ func TestLongHandlerKeepsLease(t *testing.T) {
 		require.NoError(t, err)
 		consume(t, c)
 	}
+	// Both subscribed first, so that each takes one of the deliveries.
+	eventually(t, time.Minute, func() bool { return subscribed(t, queue) == 2 }, "two consumers")
 	publish(t, queue, message("long-1"), message("long-1"))
 	eventually(t, time.Minute, func() bool { return fx.get("long-1") == 1 && ready(t, queue) == 0 }, "done")
 	eventually(t, time.Minute, func() bool { return seen.settled() == 2 }, "both deliveries settled")

@@ -82,6 +82,18 @@ func message(id string) amqp.Publishing {
 // ready returns how many messages of queue are ready (neither delivered nor held).
 func ready(tb testing.TB, queue string) int {
 	tb.Helper()
+	return inspect(tb, queue).Messages
+}
+
+// subscribed returns how many consumers queue has.
+func subscribed(tb testing.TB, queue string) int {
+	tb.Helper()
+	return inspect(tb, queue).Consumers
+}
+
+// inspect returns queue's counts, on a connection of its own closed at once.
+func inspect(tb testing.TB, queue string) amqp.Queue {
+	tb.Helper()
 	conn, err := amqp.Dial(brokerURL(tb))
 	require.NoError(tb, err)
 	defer func() { _ = conn.Close() }()
@@ -89,7 +101,7 @@ func ready(tb testing.TB, queue string) int {
 	require.NoError(tb, err)
 	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
 	require.NoError(tb, err)
-	return q.Messages
+	return q
 }
 
 // drained waits until queue has no message left, ready or unacknowledged: it consumes
