@@ -1,8 +1,16 @@
-// Command outbox-bench measures the PostgreSQL outbox: commit-to-publish latency with the
-// relay woken by LISTEN/NOTIFY, and a relay's sustained throughput draining a backlog.
+// Command outbox-bench measures an outbox: commit-to-publish latency, and a relay's
+// sustained throughput draining a backlog. -store postgres (the default) measures pgstore
+// with pgoutbox woken by LISTEN/NOTIFY; -store dynamo measures dynamo.Store with its outbox
+// table's stream drained into ddbrelay on DynamoDB Local.
 //
-//	go run ./cmd/outbox-bench            # from lab/; starts its own PostgreSQL
+//	go run ./cmd/outbox-bench                # from lab/; starts its own PostgreSQL
 //	go run ./cmd/outbox-bench -url postgres://...
+//	go run ./cmd/outbox-bench -store dynamo  # starts its own DynamoDB Local
+//
+// On DynamoDB the stream is read by internal/esm, Lambda's event source mapping emulated,
+// every -poll (Lambda polls each shard four times a second), and the relay runs in process
+// through the Lambda handler's JSON; only the call-returned-to-publish latency is
+// reported (a stream record's ApproximateCreationDateTime has whole seconds).
 //
 // Latency: producers complete guarded runs at a steady rate, each recording one event
 // (pgstore, the event in the completion's transaction); one relay runs with the default
@@ -39,15 +47,26 @@ import (
 )
 
 func main() {
-	url := flag.String("url", "", "a running PostgreSQL to use instead of starting one")
+	store := flag.String("store", "postgres", "the outbox's store: postgres or dynamo")
+	url := flag.String("url", "", "a running PostgreSQL (or DynamoDB endpoint, with -store dynamo) to use instead of starting one")
+	poll := flag.Duration("poll", 250*time.Millisecond, "dynamo: how often the emulated event source mapping reads the stream")
 	events := flag.Int("events", 2000, "latency: events to commit")
 	rate := flag.Int("rate", 200, "latency: events committed per second")
 	backlog := flag.Int("backlog", 20000, "throughput: events committed before the relays start")
-	relays := flag.Int("relays", 1, "throughput: relays draining the backlog")
-	batch := flag.Int("batch", pgoutbox.DefaultBatchSize, "the relays' batch size")
+	relays := flag.Int("relays", 1, "throughput: relays draining the backlog (postgres)")
+	batch := flag.Int("batch", pgoutbox.DefaultBatchSize, "the relays' batch size (dynamo: the event source mapping's BatchSize)")
 	keys := flag.Int("keys", 100, "distinct ordering keys")
 	flag.Parse()
-	if err := run(*url, *events, *rate, *backlog, *relays, *batch, *keys); err != nil {
+	var err error
+	switch *store {
+	case "postgres":
+		err = run(*url, *events, *rate, *backlog, *relays, *batch, *keys)
+	case "dynamo":
+		err = runDynamo(*url, *events, *rate, *backlog, *batch, *keys, *poll)
+	default:
+		err = fmt.Errorf("outbox-bench: -store %q: postgres or dynamo", *store)
+	}
+	if err != nil {
 		log.Print(err)
 		os.Exit(1)
 	}
