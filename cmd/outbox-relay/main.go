@@ -61,7 +61,8 @@ func run(logger *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("load AWS configuration: %w", err)
 	}
-	metrics, err := lambdaenv.Metrics(os.Stdout, "outbox-relay") // where CloudWatch Logs extracts them
+	// Metrics on standard output, where CloudWatch Logs extracts them.
+	metrics, err := lambdaenv.Metrics(os.Stdout, "outbox-relay")
 	if err != nil {
 		return err
 	}

@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"os"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dynamo"
@@ -15,6 +15,7 @@ import (
 	"github.com/idemkit/idem/outbox"
 	"github.com/idemkit/idem/outbox/ddbrelay"
 	"github.com/idemkit/idem/outbox/sqspub"
+	"github.com/idemkit/idem/sqs"
 )
 
 // Example: the relay on a batch of the outbox table's stream. A run's two events of one
@@ -50,42 +51,66 @@ func Example() {
 	// failures: 0
 }
 
-// Example_dynamoDB is the DynamoDB outbox end to end: the producer records an event in a
-// guarded handler (it commits in the completion's transaction), the relay is the Lambda
-// handler on the outbox table's stream publishing to SQS, and the consumer is sqs.New with
-// default options (see package outbox/sqspub's consumer example).
+// Example_dynamoDB is the DynamoDB outbox end to end, as three Lambda functions: the
+// producer records an event in a guarded handler (it commits in the completion's
+// transaction, into the outbox table), the relay is the function on the outbox table's
+// stream publishing to SQS (cmd/outbox-relay), and the consumer is sqs.New with default
+// options, deduplicating on the event id. They start Lambda, so it claims no output.
 func Example_dynamoDB() {
-	ctx := context.Background()
-	ddb := dynamodb.New(dynamodb.Options{Region: "eu-west-1"})
-
-	// Producer: the order and its event commit together, once per request.
-	store, err := dynamo.New(ddb, "idempotency", dynamo.WithOutboxTable("outbox"))
-	if err != nil {
-		log.Fatal(err)
-	}
-	orders, err := idem.New(store, "place-order")
-	if err != nil {
-		log.Fatal(err)
-	}
-	place := func(ctx context.Context) (string, error) {
-		_, err := outbox.Record(ctx, outbox.Event{
-			Destination: "https://sqs.eu-west-1.amazonaws.com/123456789012/orders.fifo",
-			OrderingKey: "customer-42", // group id on a FIFO queue
-			Type:        "OrderPlaced",
-			Payload:     []byte(`{"order":"ord-1"}`),
+	ship := func(context.Context, string) error { return nil }
+	produce := func(ctx context.Context, ddb dynamo.API) error {
+		store, err := dynamo.New(ddb, os.Getenv("IDEMPOTENCY_TABLE"), dynamo.WithOutboxTable(os.Getenv("OUTBOX_TABLE")))
+		if err != nil {
+			return err
+		}
+		guard, err := idem.New(store, "place-order")
+		if err != nil {
+			return err
+		}
+		_, _, err = idem.Do(ctx, guard, idem.Request{Key: "order-7f3a"}, func(ctx context.Context) (string, error) {
+			_, err := outbox.Record(ctx, outbox.Event{
+				Destination: "https://sqs.eu-west-1.amazonaws.com/123456789012/orders.fifo",
+				OrderingKey: "customer-42", // the message group on a FIFO queue
+				Type:        "OrderPlaced",
+				Payload:     []byte(`{"order":"ord-1"}`),
+			})
+			return "ord-1", err
 		})
-		return "ord-1", err
+		return err
 	}
-	_, _, _ = idem.Do(ctx, orders, idem.Request{Key: "order-7f3a"}, place)
-
-	// Relay: the function on the outbox table's stream (see cmd/outbox-relay).
-	relayGuard, err := idem.New(store, "outbox-relay")
-	if err != nil {
-		log.Fatal(err)
+	relay := func(ddb dynamo.API, sqsClient sqspub.API) error {
+		store, err := dynamo.New(ddb, os.Getenv("IDEMPOTENCY_TABLE"))
+		if err != nil {
+			return err
+		}
+		guard, err := idem.New(store, "outbox-relay")
+		if err != nil {
+			return err
+		}
+		relay, err := ddbrelay.New(guard, sqspub.New(sqsClient))
+		if err != nil {
+			return err
+		}
+		lambda.Start(relay.Handle)
+		return nil
 	}
-	relay, err := ddbrelay.New(relayGuard, sqspub.New(awssqs.New(awssqs.Options{Region: "eu-west-1"})))
-	if err != nil {
-		log.Fatal(err)
+	consume := func(ddb dynamo.API) error {
+		store, err := dynamo.New(ddb, os.Getenv("IDEMPOTENCY_TABLE"))
+		if err != nil {
+			return err
+		}
+		guard, err := idem.New(store, "ship-order")
+		if err != nil {
+			return err
+		}
+		consumer, err := sqs.New(guard, func(ctx context.Context, m events.SQSMessage) error {
+			return ship(ctx, m.Body) // once per event id (the Idempotency-Key attribute)
+		})
+		if err != nil {
+			return err
+		}
+		lambda.Start(consumer.Handle)
+		return nil
 	}
-	_ = relay.Handle // lambda.Start(relay.Handle)
+	_, _, _ = produce, relay, consume
 }
