@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -13,6 +12,7 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dynamo"
 	"github.com/idemkit/idem/dynamostream"
+	"github.com/idemkit/idem/internal/streamseq"
 	"github.com/idemkit/idem/outbox"
 )
 
@@ -130,14 +130,14 @@ func (r *Relay) Process(ctx context.Context, event events.DynamoDBEvent) (*Repor
 			continue
 		}
 		k := orderingKey(ordered[i])
-		if low, ok := lowest[k]; !ok || sequenceLess(o.SequenceNumber, low) {
+		if low, ok := lowest[k]; !ok || streamseq.Less(o.SequenceNumber, low) {
 			lowest[k] = o.SequenceNumber
 		}
 	}
 	for _, seq := range lowest {
 		rep.failures = append(rep.failures, seq)
 	}
-	slices.SortFunc(rep.failures, compareSequence)
+	slices.SortFunc(rep.failures, streamseq.Compare)
 	if r.hooks.OnBatch != nil {
 		r.hooks.OnBatch(rep)
 	}
@@ -222,26 +222,6 @@ func inRunOrder(recs []events.DynamoDBEventRecord) []events.DynamoDBEventRecord 
 		next[k]++
 	}
 	return out
-}
-
-// sequenceLess reports whether sequence number a comes before b: decimal strings of any
-// length, with or without leading zeros.
-func sequenceLess(a, b string) bool {
-	a, b = strings.TrimLeft(a, "0"), strings.TrimLeft(b, "0")
-	if len(a) != len(b) {
-		return len(a) < len(b)
-	}
-	return a < b
-}
-
-func compareSequence(a, b string) int {
-	switch {
-	case sequenceLess(a, b):
-		return -1
-	case sequenceLess(b, a):
-		return 1
-	}
-	return 0
 }
 
 // Report is what became of one batch.
