@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -126,31 +124,8 @@ func (b *dynamoBench) latency(ctx context.Context, events, rate int, report bool
 	defer stop()
 	pollDone := make(chan error, 1)
 	go func() { pollDone <- b.pollStream(rctx, p) }()
-	committed := make(map[string]time.Time, events)
-	tick := time.NewTicker(time.Second / time.Duration(rate))
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	errs := make(chan error, events)
-	for n := range events {
-		<-tick.C
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			id, err := produce(ctx, g, n, b.keys)
-			at := time.Now()
-			if err != nil {
-				errs <- err
-				return
-			}
-			mu.Lock()
-			committed[id] = at
-			mu.Unlock()
-		}()
-	}
-	tick.Stop()
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
+	committed, err := commitAtRate(ctx, g, events, rate, b.keys)
+	if err != nil {
 		return err
 	}
 	select {
@@ -167,18 +142,7 @@ func (b *dynamoBench) latency(ctx context.Context, events, rate int, report bool
 	if !report {
 		return nil
 	}
-	fromAck := make([]time.Duration, 0, events)
-	early := 0
-	snk.mu.Lock()
-	for id, c := range committed {
-		d := snk.at[id].Sub(c)
-		if d < 0 {
-			early++
-		}
-		fromAck = append(fromAck, max(d, 0))
-	}
-	snk.mu.Unlock()
-	slices.Sort(fromAck)
+	fromAck, early := snk.sinceAck(committed)
 	fmt.Printf("latency: %d events at %d/s, 1 relay (ddbrelay on the outbox stream, polled every %s)\n", events, rate, b.poll)
 	fmt.Printf("  from the producer's guarded call returning to publish (0 if earlier: %d of %d): p50 %s, p90 %s, p99 %s, max %s\n",
 		early, events, pct(fromAck, 50), pct(fromAck, 90), pct(fromAck, 99), fromAck[len(fromAck)-1])
@@ -192,23 +156,7 @@ func (b *dynamoBench) throughput(ctx context.Context, backlog int) error {
 	if err != nil {
 		return err
 	}
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for w := range 8 { // fill the backlog
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for n := w; n < backlog; n += 8 {
-				if _, err := produce(ctx, g, n, b.keys); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
+	if err := fillBacklog(ctx, g, backlog, b.keys); err != nil {
 		return err
 	}
 	rctx, stop := context.WithCancel(ctx)

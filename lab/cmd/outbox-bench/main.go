@@ -146,23 +146,12 @@ func produce(ctx context.Context, g *idem.Guard, n, keys int) (string, error) {
 	return id, err
 }
 
-func latency(ctx context.Context, pool *pgxpool.Pool, events, rate, batch, keys int) error {
-	g, s, err := setup(ctx, pool)
-	if err != nil {
-		return err
-	}
-	snk := &sink{at: map[string]time.Time{}, want: events, done: make(chan struct{})}
-	done := snk.done
-	r, err := pgoutbox.New(pool, s.OutboxTable(), snk, pgoutbox.WithBatchSize(batch))
-	if err != nil {
-		return err
-	}
-	rctx, stop := context.WithCancel(ctx)
-	relayDone := make(chan error, 1)
-	go func() { relayDone <- r.Run(rctx) }()
-	time.Sleep(200 * time.Millisecond) // the relay's LISTEN is up
+// commitAtRate completes events guarded runs (produce), rate per second, each on its own
+// goroutine, and returns the moment each one's call returned, by event id.
+func commitAtRate(ctx context.Context, g *idem.Guard, events, rate, keys int) (map[string]time.Time, error) {
 	committed := make(map[string]time.Time, events)
 	tick := time.NewTicker(time.Second / time.Duration(rate))
+	defer tick.Stop()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	errs := make(chan error, events)
@@ -182,10 +171,67 @@ func latency(ctx context.Context, pool *pgxpool.Pool, events, rate, batch, keys 
 			mu.Unlock()
 		}()
 	}
-	tick.Stop()
 	wg.Wait()
 	close(errs)
-	if err := <-errs; err != nil {
+	return committed, <-errs
+}
+
+// fillBacklog completes backlog guarded runs (produce) from 8 producers.
+func fillBacklog(ctx context.Context, g *idem.Guard, backlog, keys int) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := w; n < backlog; n += 8 {
+				if _, err := produce(ctx, g, n, keys); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// sinceAck returns, sorted, each committed event's time from its producer's call returning
+// to its publish, 0 for those published earlier, and how many were.
+func (s *sink) sinceAck(committed map[string]time.Time) ([]time.Duration, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]time.Duration, 0, len(committed))
+	early := 0
+	for id, c := range committed {
+		d := s.at[id].Sub(c)
+		if d < 0 {
+			early++
+		}
+		out = append(out, max(d, 0))
+	}
+	slices.Sort(out)
+	return out, early
+}
+
+func latency(ctx context.Context, pool *pgxpool.Pool, events, rate, batch, keys int) error {
+	g, s, err := setup(ctx, pool)
+	if err != nil {
+		return err
+	}
+	snk := &sink{at: map[string]time.Time{}, want: events, done: make(chan struct{})}
+	done := snk.done
+	r, err := pgoutbox.New(pool, s.OutboxTable(), snk, pgoutbox.WithBatchSize(batch))
+	if err != nil {
+		return err
+	}
+	rctx, stop := context.WithCancel(ctx)
+	relayDone := make(chan error, 1)
+	go func() { relayDone <- r.Run(rctx) }()
+	time.Sleep(200 * time.Millisecond) // the relay's LISTEN is up
+	committed, err := commitAtRate(ctx, g, events, rate, keys)
+	if err != nil {
 		stop()
 		return err
 	}
@@ -204,20 +250,13 @@ func latency(ctx context.Context, pool *pgxpool.Pool, events, rate, batch, keys 
 		return err
 	}
 	fromInsert := make([]time.Duration, 0, events)
-	fromAck := make([]time.Duration, 0, events)
-	early := 0
 	snk.mu.Lock()
-	for id, c := range committed {
+	for id := range committed {
 		fromInsert = append(fromInsert, snk.at[id].Sub(inserted[id]))
-		d := snk.at[id].Sub(c)
-		if d < 0 {
-			early++
-		}
-		fromAck = append(fromAck, max(d, 0))
 	}
 	snk.mu.Unlock()
 	slices.Sort(fromInsert)
-	slices.Sort(fromAck)
+	fromAck, early := snk.sinceAck(committed)
 	fmt.Printf("latency: %d events at %d/s, 1 relay (LISTEN/NOTIFY, poll %s)\n", events, rate, pgoutbox.DefaultPollInterval)
 	fmt.Printf("  from the row's insert (clock_timestamp, just before COMMIT) to publish: p50 %s, p90 %s, p99 %s, max %s\n",
 		pct(fromInsert, 50), pct(fromInsert, 90), pct(fromInsert, 99), fromInsert[len(fromInsert)-1])
@@ -231,23 +270,7 @@ func throughput(ctx context.Context, pool *pgxpool.Pool, backlog, relays, batch,
 	if err != nil {
 		return err
 	}
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for w := range 8 { // fill the backlog
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for n := w; n < backlog; n += 8 {
-				if _, err := produce(ctx, g, n, keys); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
+	if err := fillBacklog(ctx, g, backlog, keys); err != nil {
 		return err
 	}
 	snk := &sink{at: map[string]time.Time{}, want: backlog, done: make(chan struct{})}
