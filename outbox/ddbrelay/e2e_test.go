@@ -2,7 +2,6 @@ package ddbrelay_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -21,6 +20,7 @@ import (
 	"github.com/idemkit/idem/idemstore/storetest"
 	"github.com/idemkit/idem/internal/ddblocal"
 	"github.com/idemkit/idem/internal/esm"
+	"github.com/idemkit/idem/internal/outboxe2e"
 	"github.com/idemkit/idem/internal/samtables"
 	"github.com/idemkit/idem/internal/sqsfake"
 	"github.com/idemkit/idem/outbox"
@@ -71,7 +71,7 @@ func TestEndToEnd(t *testing.T) {
 func endToEnd(t *testing.T, fifo bool) {
 	endpoint := ddblocal.Endpoint(t)
 	client := ddblocal.NewClient(endpoint)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute) // a loaded machine
 	defer cancel()
 	tables := samtables.NewTables(t, client, "IdempotencyTable")
 	outboxTable := dynamotest.CreateTable(t, client, dynamo.OutboxTableInput("e2e-outbox"))
@@ -92,49 +92,16 @@ func endToEnd(t *testing.T, fifo bool) {
 	var mu sync.Mutex
 	committed := map[string][]string{} // ordering key → event ids in commit order
 
-	// Fenced-off runs: the first owner records, loses its lease, and completes late; the
-	// new owner's event is the one that commits.
-	for i := range 3 {
-		req := idem.Request{Key: fmt.Sprintf("fenced-%d", i)}
-		recorded, resume, firstDone := make(chan struct{}), make(chan struct{}), make(chan error, 1)
-		go func() {
-			_, _, err := idem.Do(ctx, guard, req, func(ctx context.Context) (string, error) {
-				_, err := record(ctx, "acct-f", "FencedOff")
-				close(recorded)
-				<-resume
-				return "", err
-			})
-			firstDone <- err
-		}()
-		<-recorded
-		clock.Advance(2 * time.Minute)
-		_, _, err := idem.Do(ctx, guard, req, func(ctx context.Context) (string, error) {
-			id, err := record(ctx, "acct-f", "Replacement")
-			committed["acct-f"] = append(committed["acct-f"], id)
-			return "", err
-		})
-		require.NoError(t, err)
-		close(resume)
-		require.ErrorIs(t, <-firstDone, idem.ErrLeaseLost)
-	}
-	// Rolled-back runs: the handler fails, or an attached write's condition does.
-	declined := errors.New("declined")
-	for i := range 6 {
-		_, _, err := idem.Do(ctx, guard, idem.Request{Key: fmt.Sprintf("failed-%d", i)}, func(ctx context.Context) (string, error) {
-			if _, err := record(ctx, "acct-0-0", "RolledBack"); err != nil {
-				return "", err
-			}
-			if i%2 == 0 {
-				return "", declined
-			}
-			return "", dynamo.Attach(ctx, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
-				TableName:           aws.String(outboxTable),
-				Key:                 map[string]types.AttributeValue{dynamo.OutboxOrderingKeyAttr: &types.AttributeValueMemberS{Value: "none"}, dynamo.OutboxIDAttr: &types.AttributeValueMemberS{Value: "none"}},
-				ConditionExpression: aws.String("attribute_exists(id)"),
-			}})
-		})
-		require.Error(t, err)
-	}
+	// Runs that must never be delivered: fenced off (the new owner's event commits), and
+	// rolled back (the handler fails, or an attached write's condition does).
+	committed["acct-f"] = outboxe2e.FencedOff(t, ctx, guard, clock, 2*time.Minute, 3, "acct-f", record)
+	outboxe2e.RolledBack(t, ctx, guard, 6, "acct-0-0", record, func(ctx context.Context) error {
+		return dynamo.Attach(ctx, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
+			TableName:           aws.String(outboxTable),
+			Key:                 map[string]types.AttributeValue{dynamo.OutboxOrderingKeyAttr: &types.AttributeValueMemberS{Value: "none"}, dynamo.OutboxIDAttr: &types.AttributeValueMemberS{Value: "none"}},
+			ConditionExpression: aws.String("attribute_exists(id)"),
+		}})
+	})
 	// Committed runs from three producers, each owning its ordering keys (so each key's
 	// commit order is its producer's), two events per run, each request sent twice (the
 	// replay records nothing).
@@ -185,7 +152,7 @@ func endToEnd(t *testing.T, fifo bool) {
 	require.NoError(t, err)
 	p, err := esm.New(esm.NewDynamoDBStream(esm.NewStreamsClient(endpoint), arn), relay.Handle,
 		esm.WithReportBatchItemFailures(), esm.WithBisectBatchOnFunctionError(), esm.WithBatchSize(16),
-		esm.WithTimeout(3*time.Second), esm.WithRetryDelay(20*time.Millisecond))
+		esm.WithTimeout(10*time.Second), esm.WithRetryDelay(20*time.Millisecond))
 	require.NoError(t, err)
 	rep, err := p.Drain(ctx)
 	require.NoError(t, err)
@@ -205,62 +172,41 @@ func endToEnd(t *testing.T, fifo bool) {
 		return nil
 	})
 	require.NoError(t, err)
-	var all []string
 	keyOf := map[string]string{}
 	for k, ids := range committed {
-		all = append(all, ids...)
 		for _, id := range ids {
 			keyOf[id] = k
 		}
 	}
-	require.Len(t, all, 3*20*2+3)
+	all := len(keyOf)
+	require.Equal(t, 3*20*2+3, all)
 	cctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); queue.Consume(cctx, h.Handle) }()
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(3*time.Minute); ; time.Sleep(5 * time.Millisecond) {
 		effectsMu.Lock()
 		n := len(effects)
 		effectsMu.Unlock()
-		if n >= len(all) || time.Now().After(deadline) {
+		if n >= all || time.Now().After(deadline) {
 			break
 		}
 	}
 	stop()
 	<-done
 
-	firstSeen := map[string]bool{}
-	perKey := map[string][]string{}
-	duplicates := 0
 	delivered := queue.Delivered()
-	for _, m := range delivered {
-		id := aws.ToString(m.MessageAttributes[outbox.IDAttribute].StringValue)
-		typ := aws.ToString(m.MessageAttributes[sqspub.TypeAttribute].StringValue)
-		require.NotContains(t, []string{"FencedOff", "RolledBack"}, typ, "an event of a fenced-off or rolled-back run")
-		k, ok := keyOf[id]
-		require.True(t, ok, "delivered event %s was never committed", id)
-		if fifo {
-			assert.Equal(t, k, m.Attributes["MessageGroupId"])
+	if fifo {
+		for _, m := range delivered {
+			id := aws.ToString(m.MessageAttributes[outbox.IDAttribute].StringValue)
+			assert.Equal(t, keyOf[id], m.Attributes["MessageGroupId"])
 		}
-		if firstSeen[id] {
-			duplicates++
-			continue
-		}
-		firstSeen[id] = true
-		perKey[k] = append(perKey[k], id)
-	}
-	assert.Len(t, firstSeen, len(all), "every committed event delivered")
-	for k, ids := range committed {
-		assert.Equal(t, ids, perKey[k], "key %s first delivered in commit order", k)
 	}
 	effectsMu.Lock()
 	defer effectsMu.Unlock()
-	for _, id := range all {
-		assert.Equal(t, 1, effects[id], "event %s took effect once", id)
-	}
-	assert.Len(t, effects, len(all))
+	duplicates, _ := outboxe2e.Check(t, delivered, committed, effects)
 	st := queue.Stats()
 	t.Logf("events %d, invocations %d, deliveries to SQS %d (duplicates %d), SQS calls %d: refused %d, entries refused %d, answers lost %d; relay crashes after publish %d",
-		len(all), len(rep.Invocations), len(delivered), duplicates, st.Calls, st.Refused, st.EntriesFailed, st.LostAnswers, crashes.Load())
+		all, len(rep.Invocations), len(delivered), duplicates, st.Calls, st.Refused, st.EntriesFailed, st.LostAnswers, crashes.Load())
 	assert.Positive(t, st.LostAnswers)
 	assert.Positive(t, st.Refused)
 	assert.Positive(t, crashes.Load())

@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemstore/storetest"
+	"github.com/idemkit/idem/internal/outboxe2e"
 	"github.com/idemkit/idem/internal/sqsfake"
 	"github.com/idemkit/idem/outbox"
 	"github.com/idemkit/idem/outbox/sqspub"
@@ -72,14 +73,12 @@ func TestEndToEnd(t *testing.T) {
 	// The consumer: sqs.New with default options, deduplicating on Idempotency-Key.
 	var effectsMu sync.Mutex
 	effects := map[string]int{}
-	types := map[string]string{}
 	cg, err := idem.New(pgstoretest.NewStore(t, admin), "consume")
 	require.NoError(t, err)
 	h, err := sqs.New(cg, func(_ context.Context, m events.SQSMessage) error {
 		id := aws.ToString(m.MessageAttributes[outbox.IDAttribute].StringValue)
 		effectsMu.Lock()
 		effects[id]++
-		types[id] = aws.ToString(m.MessageAttributes[sqspub.TypeAttribute].StringValue)
 		effectsMu.Unlock()
 		return nil
 	})
@@ -128,47 +127,15 @@ func TestEndToEnd(t *testing.T) {
 		}()
 	}
 
-	record := func(ctx context.Context, key, typ string) error {
-		_, err := outbox.Record(ctx, outbox.Event{Destination: queueURL, OrderingKey: key, Type: typ, Payload: []byte(`{"amount":1}`)})
-		return err
+	record := func(ctx context.Context, key, typ string) (string, error) {
+		return outbox.Record(ctx, outbox.Event{Destination: queueURL, OrderingKey: key, Type: typ, Payload: []byte(`{"amount":1}`)})
 	}
-	// Fenced-off runs: the first owner records, loses its lease, and completes late; the
-	// new owner's event is the one that commits.
-	for i := range 5 {
-		req := idem.Request{Key: fmt.Sprintf("fenced-%d", i)}
-		recorded, resume, firstDone := make(chan struct{}), make(chan struct{}), make(chan error, 1)
-		go func() {
-			_, _, err := idem.Do(ctx, e.guard, req, func(ctx context.Context) (string, error) {
-				err := record(ctx, "acct-f", "FencedOff")
-				close(recorded)
-				<-resume
-				return "", err
-			})
-			firstDone <- err
-		}()
-		<-recorded
-		clock.Advance(2 * time.Minute)
-		_, _, err := idem.Do(ctx, e.guard, req, func(ctx context.Context) (string, error) {
-			return "", record(ctx, "acct-f", "Replacement")
-		})
-		require.NoError(t, err)
-		close(resume)
-		require.ErrorIs(t, <-firstDone, idem.ErrLeaseLost)
-	}
-	// Rolled-back runs: the handler fails, or an attached write does.
-	declined := errors.New("declined")
-	for i := range 10 {
-		_, _, err := idem.Do(ctx, e.guard, idem.Request{Key: fmt.Sprintf("failed-%d", i)}, func(ctx context.Context) (string, error) {
-			if err := record(ctx, "acct-0", "RolledBack"); err != nil {
-				return "", err
-			}
-			if i%2 == 0 {
-				return "", declined
-			}
-			return "", pgstore.Attach(ctx, func(context.Context, pgx.Tx) error { return declined })
-		})
-		require.Error(t, err)
-	}
+	// Runs that must never be delivered: fenced off (the new owner's event commits), and
+	// rolled back (the handler fails, or an attached write does).
+	outboxe2e.FencedOff(t, ctx, e.guard, clock, 2*time.Minute, 5, "acct-f", record)
+	outboxe2e.RolledBack(t, ctx, e.guard, 10, "acct-0", record, func(ctx context.Context) error {
+		return pgstore.Attach(ctx, func(context.Context, pgx.Tx) error { return errors.New("declined") })
+	})
 	// Committed runs from four producers, each request sent twice (the replay records
 	// nothing).
 	var pwg sync.WaitGroup
@@ -181,10 +148,11 @@ func TestEndToEnd(t *testing.T) {
 				for range 2 {
 					_, _, err := idem.Do(ctx, e.guard, req, func(ctx context.Context) (string, error) {
 						acct := fmt.Sprintf("acct-%d", i%5)
-						if err := record(ctx, acct, "Placed"); err != nil {
+						if _, err := record(ctx, acct, "Placed"); err != nil {
 							return "", err
 						}
-						return "ok", record(ctx, acct, "Charged")
+						_, err := record(ctx, acct, "Charged")
+						return "ok", err
 					})
 					if err != nil {
 						t.Error(err)
@@ -211,54 +179,26 @@ func TestEndToEnd(t *testing.T) {
 	wg.Wait()
 
 	delivered := fake.Delivered()
-	firstSeen := map[string]bool{}
-	perKey := map[string][]string{}
-	keyOf := map[string]string{}
-	for k, ids := range committed {
-		for _, id := range ids {
-			keyOf[id] = k
-		}
-	}
-	duplicates := 0
-	for _, m := range delivered {
-		id := aws.ToString(m.MessageAttributes[outbox.IDAttribute].StringValue)
-		typ := aws.ToString(m.MessageAttributes[sqspub.TypeAttribute].StringValue)
-		require.NotContains(t, []string{"FencedOff", "RolledBack"}, typ, "an event of a fenced-off or rolled-back run")
-		k, ok := keyOf[id]
-		require.True(t, ok, "delivered event %s was never committed", id)
-		if firstSeen[id] {
-			duplicates++
-			continue
-		}
-		firstSeen[id] = true
-		perKey[k] = append(perKey[k], id)
-	}
-	assert.Len(t, firstSeen, len(all), "every committed event delivered")
-	for k, ids := range committed {
-		if !assert.Equal(t, ids, perKey[k], "key %s first delivered in commit order", k) {
-			calls := map[string][]string{}
-			for _, m := range delivered {
-				id := aws.ToString(m.MessageAttributes[outbox.IDAttribute].StringValue)
-				calls[id] = append(calls[id], m.MessageId)
-			}
-			rows, _ := admin.Query(ctx, `SELECT seq, id, committed_at, published_at, attempts FROM "`+e.store.OutboxTable()+`" WHERE ordering_key = $1 ORDER BY seq`, k)
-			for rows.Next() {
-				var seq int64
-				var id string
-				var c, p time.Time
-				var a int
-				_ = rows.Scan(&seq, &id, &c, &p, &a)
-				t.Logf("row seq %d id %s committed %s published %s attempts %d deliveries %v", seq, id, c.Format("15:04:05.000000"), p.Format("15:04:05.000000"), a, calls[id])
-			}
-			rows.Close()
-		}
-	}
 	effectsMu.Lock()
 	defer effectsMu.Unlock()
-	for _, id := range all {
-		assert.Equal(t, 1, effects[id], "event %s (%s) took effect once", id, types[id])
+	duplicates, badKeys := outboxe2e.Check(t, delivered, committed, effects)
+	for _, k := range badKeys {
+		calls := map[string][]string{}
+		for _, m := range delivered {
+			id := aws.ToString(m.MessageAttributes[outbox.IDAttribute].StringValue)
+			calls[id] = append(calls[id], m.MessageId)
+		}
+		rows, _ := admin.Query(ctx, `SELECT seq, id, committed_at, published_at, attempts FROM "`+e.store.OutboxTable()+`" WHERE ordering_key = $1 ORDER BY seq`, k)
+		for rows.Next() {
+			var seq int64
+			var id string
+			var c, p time.Time
+			var a int
+			_ = rows.Scan(&seq, &id, &c, &p, &a)
+			t.Logf("row seq %d id %s committed %s published %s attempts %d deliveries %v", seq, id, c.Format("15:04:05.000000"), p.Format("15:04:05.000000"), a, calls[id])
+		}
+		rows.Close()
 	}
-	assert.Len(t, effects, len(all))
 
 	st := fake.Stats()
 	t.Logf("events %d, deliveries %d (duplicates %d), SQS calls %d: refused %d, entries refused %d, answers lost %d; relay connections killed after publish %d, relay restarts %d",
