@@ -13,8 +13,10 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dynamo"
+	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/internal/ddblocal"
 	"github.com/idemkit/idem/internal/esm"
+	"github.com/idemkit/idem/memstore"
 	"github.com/idemkit/idem/outbox"
 	"github.com/idemkit/idem/outbox/ddbrelay"
 )
@@ -27,6 +29,7 @@ type dynamoBench struct {
 	keys     int
 	poll     time.Duration
 	runs     int
+	memGuard bool // the relay's records in memory rather than on the idempotency table
 }
 
 // runDynamo measures the DynamoDB outbox on DynamoDB Local (its own unless url names an
@@ -35,7 +38,10 @@ type dynamoBench struct {
 // ReportBatchItemFailures, bisection) into a ddbrelay.Relay with its default options,
 // publishing to the sink. The emulated mapping reads the stream every poll, as Lambda
 // polls each shard (four times a second).
-func runDynamo(url string, events, rate, backlog, batch, keys int, poll time.Duration) (err error) {
+func runDynamo(url string, events, rate, backlog, batch, keys int, poll time.Duration, relayStore string) (err error) {
+	if relayStore != "dynamo" && relayStore != "memory" {
+		return fmt.Errorf("outbox-bench: -relay-store %q: dynamo or memory", relayStore)
+	}
 	ctx := context.Background()
 	if url == "" {
 		srv, err := ddblocal.Start(ctx)
@@ -46,8 +52,8 @@ func runDynamo(url string, events, rate, backlog, batch, keys int, poll time.Dur
 		url = srv.Endpoint()
 	}
 	client := dynamodb.New(ddblocal.NewClient(url).Options(), func(o *dynamodb.Options) { o.Logger = logging.Nop{} })
-	b := &dynamoBench{endpoint: url, client: client, batch: batch, keys: keys, poll: poll}
-	fmt.Printf("outbox-bench: DynamoDB Local, stream batch %d, poll every %s, %d ordering keys\n", batch, poll, keys)
+	b := &dynamoBench{endpoint: url, client: client, batch: batch, keys: keys, poll: poll, memGuard: relayStore == "memory"}
+	fmt.Printf("outbox-bench: DynamoDB Local, stream batch %d, poll every %s, %d ordering keys, relay records in %s\n", batch, poll, keys, relayStore)
 	// DynamoDB Local's JVM and the relay's first batches are slow (a first batch of 3
 	// events took 3 s here): a warm-up run, not reported, on tables of its own.
 	if err := b.latency(ctx, min(events, 200), rate, false); err != nil {
@@ -79,7 +85,20 @@ func (b *dynamoBench) setup(ctx context.Context, snk outbox.Publisher) (*idem.Gu
 	if err != nil {
 		return nil, nil, err
 	}
-	rg, err := idem.New(store, "outbox-relay")
+	// The relay's records are on a table of their own: DynamoDB Local locks a table for a
+	// write, and the relay's batch claims on the producers' table held their transactions
+	// back past the completion timeout here (DynamoDB does not lock tables).
+	var relayStore idemstore.Store = memstore.New()
+	if !b.memGuard {
+		relayTable := "outbox_bench_relay_" + suffix
+		if err := dynamo.CreateTable(ctx, b.client, relayTable); err != nil {
+			return nil, nil, err
+		}
+		if relayStore, err = dynamo.New(b.client, relayTable); err != nil {
+			return nil, nil, err
+		}
+	}
+	rg, err := idem.New(relayStore, "outbox-relay")
 	if err != nil {
 		return nil, nil, err
 	}

@@ -50,6 +50,7 @@ func main() {
 	store := flag.String("store", "postgres", "the outbox's store: postgres or dynamo")
 	url := flag.String("url", "", "a running PostgreSQL (or DynamoDB endpoint, with -store dynamo) to use instead of starting one")
 	poll := flag.Duration("poll", 250*time.Millisecond, "dynamo: how often the emulated event source mapping reads the stream")
+	relayStore := flag.String("relay-store", "dynamo", "dynamo: where the relay keeps its records: dynamo (the idempotency table, as deployed) or memory")
 	events := flag.Int("events", 2000, "latency: events to commit")
 	rate := flag.Int("rate", 200, "latency: events committed per second")
 	backlog := flag.Int("backlog", 20000, "throughput: events committed before the relays start")
@@ -62,7 +63,7 @@ func main() {
 	case "postgres":
 		err = run(*url, *events, *rate, *backlog, *relays, *batch, *keys)
 	case "dynamo":
-		err = runDynamo(*url, *events, *rate, *backlog, *batch, *keys, *poll)
+		err = runDynamo(*url, *events, *rate, *backlog, *batch, *keys, *poll, *relayStore)
 	default:
 		err = fmt.Errorf("outbox-bench: -store %q: postgres or dynamo", *store)
 	}

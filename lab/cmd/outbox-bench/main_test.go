@@ -30,5 +30,5 @@ func TestRun(t *testing.T) {
 // IDEM_REQUIRE_DYNAMODB set.
 func TestRunDynamo(t *testing.T) {
 	ddblocal.SkipShort(t)
-	require.NoError(t, runDynamo("", 20, 1000, 200, 10, 3, 50*time.Millisecond))
+	require.NoError(t, runDynamo("", 20, 1000, 200, 10, 3, 50*time.Millisecond, "dynamo"))
 }
