@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,9 +18,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/idemstore/storetest"
 	"github.com/idemkit/idem/outbox"
 	"github.com/idemkit/idem/outbox/sqspub"
+	"github.com/idemkit/idem/sqs"
 )
 
 // The event types of the runs that must never be delivered.
@@ -126,4 +130,42 @@ func Check(t testing.TB, delivered []events.SQSMessage, committed map[string][]s
 	}
 	assert.Len(t, effects, len(keyOf))
 	return duplicates, badKeys
+}
+
+// Consumer is the tests' consumer: sqs.New with default options, so it deduplicates on
+// the Idempotency-Key attribute (the event id), counting each event's effects. It is safe
+// for concurrent use.
+type Consumer struct {
+	h       *sqs.Handler
+	mu      sync.Mutex
+	effects map[string]int
+}
+
+// NewConsumer returns a consumer guarded on store under the name "consume".
+func NewConsumer(t testing.TB, store idemstore.Store) *Consumer {
+	t.Helper()
+	g, err := idem.New(store, "consume")
+	require.NoError(t, err)
+	c := &Consumer{effects: map[string]int{}}
+	c.h, err = sqs.New(g, func(_ context.Context, m events.SQSMessage) error {
+		id := aws.ToString(m.MessageAttributes[outbox.IDAttribute].StringValue)
+		c.mu.Lock()
+		c.effects[id]++
+		c.mu.Unlock()
+		return nil
+	})
+	require.NoError(t, err)
+	return c
+}
+
+// Handle is the consumer's Lambda handler.
+func (c *Consumer) Handle(ctx context.Context, e events.SQSEvent) (events.SQSEventResponse, error) {
+	return c.h.Handle(ctx, e)
+}
+
+// Effects returns a copy of the effects so far: event id → times it took effect.
+func (c *Consumer) Effects() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.effects)
 }

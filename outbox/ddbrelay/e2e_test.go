@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/assert"
@@ -26,7 +25,6 @@ import (
 	"github.com/idemkit/idem/outbox"
 	"github.com/idemkit/idem/outbox/ddbrelay"
 	"github.com/idemkit/idem/outbox/sqspub"
-	"github.com/idemkit/idem/sqs"
 )
 
 // crashing publishes, then ends the invocation every fourth call as a dying process
@@ -160,18 +158,7 @@ func endToEnd(t *testing.T, fifo bool) {
 	assert.Empty(t, rep.Discarded)
 
 	// The consumer: sqs.New with default options, deduplicating on Idempotency-Key.
-	var effectsMu sync.Mutex
-	effects := map[string]int{}
-	cg, err := idem.New(store, "consume")
-	require.NoError(t, err)
-	h, err := sqs.New(cg, func(_ context.Context, m events.SQSMessage) error {
-		id := aws.ToString(m.MessageAttributes[outbox.IDAttribute].StringValue)
-		effectsMu.Lock()
-		effects[id]++
-		effectsMu.Unlock()
-		return nil
-	})
-	require.NoError(t, err)
+	consumer := outboxe2e.NewConsumer(t, store)
 	keyOf := map[string]string{}
 	for k, ids := range committed {
 		for _, id := range ids {
@@ -182,12 +169,9 @@ func endToEnd(t *testing.T, fifo bool) {
 	require.Equal(t, 3*20*2+3, all)
 	cctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
-	go func() { defer close(done); queue.Consume(cctx, h.Handle) }()
-	for deadline := time.Now().Add(3*time.Minute); ; time.Sleep(5 * time.Millisecond) {
-		effectsMu.Lock()
-		n := len(effects)
-		effectsMu.Unlock()
-		if n >= all || time.Now().After(deadline) {
+	go func() { defer close(done); queue.Consume(cctx, consumer.Handle) }()
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(5 * time.Millisecond) {
+		if len(consumer.Effects()) >= all || time.Now().After(deadline) {
 			break
 		}
 	}
@@ -201,9 +185,7 @@ func endToEnd(t *testing.T, fifo bool) {
 			assert.Equal(t, keyOf[id], m.Attributes["MessageGroupId"])
 		}
 	}
-	effectsMu.Lock()
-	defer effectsMu.Unlock()
-	duplicates, _ := outboxe2e.Check(t, delivered, committed, effects)
+	duplicates, _ := outboxe2e.Check(t, delivered, committed, consumer.Effects())
 	st := queue.Stats()
 	t.Logf("events %d, invocations %d, deliveries to SQS %d (duplicates %d), SQS calls %d: refused %d, entries refused %d, answers lost %d; relay crashes after publish %d",
 		all, len(rep.Invocations), len(delivered), duplicates, st.Calls, st.Refused, st.EntriesFailed, st.LostAnswers, crashes.Load())

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -26,7 +25,6 @@ import (
 	"github.com/idemkit/idem/pgstore/internal/pgtest"
 	"github.com/idemkit/idem/pgstore/pgoutbox"
 	"github.com/idemkit/idem/pgstore/pgstoretest"
-	"github.com/idemkit/idem/sqs"
 )
 
 const (
@@ -71,18 +69,7 @@ func TestEndToEnd(t *testing.T) {
 	pub := sqspub.New(fake)
 
 	// The consumer: sqs.New with default options, deduplicating on Idempotency-Key.
-	var effectsMu sync.Mutex
-	effects := map[string]int{}
-	cg, err := idem.New(pgstoretest.NewStore(t, admin), "consume")
-	require.NoError(t, err)
-	h, err := sqs.New(cg, func(_ context.Context, m events.SQSMessage) error {
-		id := aws.ToString(m.MessageAttributes[outbox.IDAttribute].StringValue)
-		effectsMu.Lock()
-		effects[id]++
-		effectsMu.Unlock()
-		return nil
-	})
-	require.NoError(t, err)
+	consumer := outboxe2e.NewConsumer(t, pgstoretest.NewStore(t, admin))
 
 	runCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -90,7 +77,7 @@ func TestEndToEnd(t *testing.T) {
 	wg.Add(1)
 	go func() { // the consumer: Lambda's event source mapping, in short
 		defer wg.Done()
-		fake.Consume(runCtx, h.Handle)
+		fake.Consume(runCtx, consumer.Handle)
 	}()
 
 	// Three relay slots; each restarts its relay every few passes on a new pool, whose
@@ -171,17 +158,13 @@ func TestEndToEnd(t *testing.T) {
 	}
 	require.Len(t, all, 4*40*2+5)
 	eventually(t, func() bool {
-		effectsMu.Lock()
-		defer effectsMu.Unlock()
-		return len(effects) >= len(all)
+		return len(consumer.Effects()) >= len(all)
 	}, "every committed event consumed")
 	stop()
 	wg.Wait()
 
 	delivered := fake.Delivered()
-	effectsMu.Lock()
-	defer effectsMu.Unlock()
-	duplicates, badKeys := outboxe2e.Check(t, delivered, committed, effects)
+	duplicates, badKeys := outboxe2e.Check(t, delivered, committed, consumer.Effects())
 	for _, k := range badKeys {
 		calls := map[string][]string{}
 		for _, m := range delivered {
