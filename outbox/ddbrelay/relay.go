@@ -36,8 +36,11 @@ var errShortAnswer = errors.New("ddbrelay: the publisher answered no outcome for
 // table (dynamo.New). It returns an error wrapping idem.ErrInvalidOption for a nil guard
 // or publisher, or a bad option.
 //
-// The relay takes from guard its clock (for [Hooks.OnLag]), its logger and its hooks, as
-// dynamostream.New says.
+// The guard costs the store's batch calls (dynamostream.WithBatchClaims): ⌈n/25⌉ claim
+// calls per batch of n events, one completion call for each event that another event of
+// its ordering key follows in the batch, and ⌈m/25⌉ for the m others; it spares the events
+// after a failure, which Lambda delivers again, a second publish. The relay takes from guard its clock (for
+// [Hooks.OnLag]), its logger and its hooks, as dynamostream.New says.
 func New(guard *idem.Guard, pub outbox.Publisher, opts ...Option) (*Relay, error) {
 	switch {
 	case guard == nil:

@@ -85,9 +85,9 @@ func (b *dynamoBench) setup(ctx context.Context, snk outbox.Publisher) (*idem.Gu
 	if err != nil {
 		return nil, nil, err
 	}
-	// The relay's records are on a table of their own: DynamoDB Local locks a table for a
-	// write, and the relay's batch claims on the producers' table held their transactions
-	// back past the completion timeout here (DynamoDB does not lock tables).
+	// The relay's records are on a table of their own: with them on the producers' table,
+	// most runs here failed on DynamoDB Local's locks (producers' completions past their
+	// timeout, "too long waiting for a lock"; see BENCHMARKS.md).
 	var relayStore idemstore.Store = memstore.New()
 	if !b.memGuard {
 		relayTable := "outbox_bench_relay_" + suffix
