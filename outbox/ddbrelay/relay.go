@@ -39,8 +39,8 @@ var errShortAnswer = errors.New("ddbrelay: the publisher answered no outcome for
 // The guard costs the store's batch calls (dynamostream.WithBatchClaims): ⌈n/25⌉ claim
 // calls per batch of n events, one completion call for each event that another event of
 // its ordering key follows in the batch, and ⌈m/25⌉ for the m others; it spares the events
-// after a failure, which Lambda delivers again, a second publish. The relay takes from guard its clock (for
-// [Hooks.OnLag]), its logger and its hooks, as dynamostream.New says.
+// after a failure, which Lambda delivers again, a second publish. The relay takes from
+// guard its clock (for [Hooks.OnLag]), its logger and its hooks, as dynamostream.New says.
 func New(guard *idem.Guard, pub outbox.Publisher, opts ...Option) (*Relay, error) {
 	switch {
 	case guard == nil:
