@@ -104,11 +104,12 @@ func (r *Relay) Handle(ctx context.Context, event events.DynamoDBEvent) (events.
 // records not published, so Lambda delivers the shard again from there and no event is
 // skipped. Process returns an error only for an unusable event, with a nil report.
 func (r *Relay) Process(ctx context.Context, event events.DynamoDBEvent) (*Report, error) {
-	rep := &Report{Lag: -1}
+	rep := &Report{}
 	var inserts []events.DynamoDBEventRecord
+	var oldest time.Time
 	for _, rec := range event.Records {
-		if t := rec.Change.ApproximateCreationDateTime.Time; !t.IsZero() {
-			rep.Lag = max(rep.Lag, r.clock.Now().Sub(t))
+		if t := rec.Change.ApproximateCreationDateTime.Time; !t.IsZero() && (oldest.IsZero() || t.Before(oldest)) {
+			oldest = t
 		}
 		if rec.EventName != string(events.DynamoDBOperationTypeInsert) {
 			rep.Skipped++
@@ -116,10 +117,13 @@ func (r *Relay) Process(ctx context.Context, event events.DynamoDBEvent) (*Repor
 		}
 		inserts = append(inserts, rec)
 	}
-	if rep.Lag >= 0 && r.hooks.OnLag != nil {
-		r.hooks.OnLag(rep.Lag)
+	if !oldest.IsZero() {
+		// A record stamped after now (the clocks apart, whole seconds) is no lag.
+		rep.Lag = max(r.clock.Now().Sub(oldest), 0)
+		if r.hooks.OnLag != nil {
+			r.hooks.OnLag(rep.Lag)
+		}
 	}
-	rep.Lag = max(rep.Lag, 0)
 	ordered := inRunOrder(inserts)
 	srep, err := r.h.Process(ctx, events.DynamoDBEvent{Records: ordered})
 	if err != nil {

@@ -269,6 +269,14 @@ func TestRelayOnLag(t *testing.T) {
 	_, err = r.Process(context.Background(), events.DynamoDBEvent{})
 	require.NoError(t, err)
 	assert.Len(t, lags, 1, "an empty batch has no lag")
+
+	// A record stamped after the relay's now (clocks apart, whole seconds) is no lag.
+	ahead := insert("603", "c", "c-0", "s3", 0)
+	ahead.Change.ApproximateCreationDateTime = events.SecondsEpochTime{Time: time.Unix(1_700_000_043, 0)}
+	rep, err = r.Process(context.Background(), events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{ahead}})
+	require.NoError(t, err)
+	assert.Equal(t, []time.Duration{42 * time.Second, 0}, lags)
+	assert.Zero(t, rep.Lag)
 }
 
 // TestNewRefusesBadInput: a nil guard or publisher, or a bad option.
