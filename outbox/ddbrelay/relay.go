@@ -91,10 +91,11 @@ func (r *Relay) Handle(ctx context.Context, event events.DynamoDBEvent) (events.
 //   - INSERT records are the committed events; REMOVE (TTL deletions) and MODIFY records
 //     are acknowledged without publishing ([Report.Skipped]).
 //   - The events of one ordering key are published one at a time, in stream order, and
-//     a run's events of one key (one stored key) in the order they were recorded (their
-//     position), which the stream need not keep within a transaction. A key stops at its
-//     first failure: a publish the publisher reports failed (a lost answer included), an
-//     event that cannot be decoded, a publish not started for the deadline.
+//     a run's events of one key (one stored key) that the batch holds in the order they
+//     were recorded (their position), which the stream need not keep within a
+//     transaction; a run split across two batches keeps the stream's order. A key stops
+//     at its first failure: a publish the publisher reports failed (a lost answer
+//     included), an event that cannot be decoded, a publish not started for the deadline.
 //   - Keys are published concurrently, up to [WithConcurrency] at once, each event alone
 //     in a call of the publisher.
 //   - Each event is guarded by its id: one published and recorded before replays
