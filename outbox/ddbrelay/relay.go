@@ -96,8 +96,10 @@ func (r *Relay) Handle(ctx context.Context, event events.DynamoDBEvent) (events.
 //     transaction; a run split across two batches keeps the stream's order. A key stops
 //     at its first failure: a publish the publisher reports failed (a lost answer
 //     included), an event that cannot be decoded, a publish not started for the deadline.
-//   - Keys are published concurrently, up to [WithConcurrency] at once, each event alone
-//     in a call of the publisher.
+//   - Keys are published concurrently, up to [WithConcurrency] at once: the events that
+//     arrive while a call of the publisher is in flight go out together in the next call
+//     (a group commit, one event per key per call), so a slow broker gets fewer, fuller
+//     calls and no event waits for a timer.
 //   - Each event is guarded by its id: one published and recorded before replays
 //     ([Report.Replayed]) instead of being sent again.
 //
@@ -126,7 +128,7 @@ func (r *Relay) Process(ctx context.Context, event events.DynamoDBEvent) (*Repor
 		}
 	}
 	ordered := inRunOrder(inserts)
-	srep, err := r.h.Process(ctx, events.DynamoDBEvent{Records: ordered})
+	srep, err := r.h.Process(withTogether(ctx, r.pub), events.DynamoDBEvent{Records: ordered})
 	if err != nil {
 		return nil, err
 	}
@@ -158,14 +160,12 @@ func (r *Relay) publish(ctx context.Context, rec events.DynamoDBEventRecord) err
 	if err != nil {
 		return err
 	}
-	errs := r.pub.Publish(ctx, []outbox.Message{m})
-	switch {
-	case errs == nil:
-		return nil
-	case len(errs) != 1:
-		return errShortAnswer
-	case errs[0] != nil:
-		return fmt.Errorf("ddbrelay: publish %s: %w", m.ID, errs[0])
+	t, ok := ctx.Value(togetherKey{}).(*together)
+	if !ok { // not from Process: a call of its own
+		t = &together{ctx: ctx, pub: r.pub}
+	}
+	if err := t.publish(m); err != nil {
+		return fmt.Errorf("ddbrelay: publish %s: %w", m.ID, err)
 	}
 	return nil
 }

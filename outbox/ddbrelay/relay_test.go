@@ -322,3 +322,56 @@ func TestRelayConcurrencyKeepsKeyOrder(t *testing.T) {
 	assert.Empty(t, resp.BatchItemFailures)
 	assert.Equal(t, want, perKey(pub.took()))
 }
+
+// slowRecorder is a recorder whose first call takes a while, as a broker's round trip
+// can, and that notes each call's size.
+type slowRecorder struct {
+	recorder
+	sizes []int
+}
+
+func (s *slowRecorder) Publish(ctx context.Context, msgs []outbox.Message) []error {
+	s.mu.Lock()
+	first := len(s.sizes) == 0
+	s.sizes = append(s.sizes, len(msgs))
+	s.mu.Unlock()
+	if first {
+		// Long enough for the other keys' first events to arrive meanwhile, on a loaded
+		// machine too; they must then go out together in the next call.
+		time.Sleep(200 * time.Millisecond)
+	}
+	return s.recorder.Publish(ctx, msgs)
+}
+
+// TestRelayPublishesTogether: the events of keys published at the same time go to the
+// publisher together (fewer calls: SendMessageBatch takes ten), never two of one key in a
+// call, each key's in order.
+func TestRelayPublishesTogether(t *testing.T) {
+	t.Parallel()
+	pub := &slowRecorder{}
+	r := newRelay(t, pub, ddbrelay.WithConcurrency(8))
+	var recs []events.DynamoDBEventRecord
+	want := map[string][]string{}
+	for i := range 80 {
+		k := string(rune('a' + i%8))
+		id := k + "-" + strconv.Itoa(i)
+		recs = append(recs, insert(strconv.Itoa(2000+i), k, id, "s"+strconv.Itoa(i), 0))
+		want[k] = append(want[k], id)
+	}
+	resp, err := r.Handle(context.Background(), events.DynamoDBEvent{Records: recs})
+	require.NoError(t, err)
+	assert.Empty(t, resp.BatchItemFailures)
+	assert.Equal(t, want, perKey(pub.took()))
+	pub.mu.Lock()
+	defer pub.mu.Unlock()
+	assert.Less(t, len(pub.sizes), 80, "calls of several messages: %v", pub.sizes)
+	assert.Equal(t, 80, sum(pub.sizes))
+}
+
+func sum(ns []int) int {
+	t := 0
+	for _, n := range ns {
+		t += n
+	}
+	return t
+}
