@@ -65,7 +65,7 @@ FUZZTIME ?= 20000x
 MODULES := $(sort . $(patsubst %/go.mod,%,$(shell git ls-files --cached --others --exclude-standard '*/go.mod')))
 
 .PHONY: deps test lint vet fuzz bench bench-e2e soak sim build run clean shellcheck shellcheck-install redis-server postgresql rabbitmq-server bench-redis bench-stores \
-	build-ExampleAPIFunction build-ExampleSQSFunction build-ExampleStreamFunction \
+	build-ExampleAPIFunction build-ExampleSQSFunction build-ExampleStreamFunction build-OutboxRelayFunction \
 	localstack-up localstack-deploy localstack-smoke localstack-logs localstack-down
 
 deps: $(DDBLOCAL_STAMP) $(KINESALITE_STAMP) $(RIE_STAMP) $(STATICCHECK) $(GOLANGCI_LINT_STAMP) shellcheck-install redis-server postgresql rabbitmq-server
@@ -158,7 +158,7 @@ sim:
 
 # The Lambda functions, as `bootstrap` binaries for the provided.al2023 runtime on arm64:
 # static (no cgo), without the RPC shim the go1.x runtime needed (lambda.norpc), stripped.
-LAMBDA_FUNCTIONS := example-api example-sqs example-stream
+LAMBDA_FUNCTIONS := example-api example-sqs example-stream outbox-relay
 LAMBDA_BUILD := CGO_ENABLED=0 GOOS=linux GOARCH=arm64 go build -tags lambda.norpc -trimpath -ldflags='-s -w'
 
 build:
@@ -235,6 +235,9 @@ build-ExampleSQSFunction:
 
 build-ExampleStreamFunction:
 	$(NEED_ARTIFACTS_DIR)$(LAMBDA_BUILD) -o "$(ARTIFACTS_DIR)/bootstrap" ./cmd/example-stream
+
+build-OutboxRelayFunction:
+	$(NEED_ARTIFACTS_DIR)$(LAMBDA_BUILD) -o "$(ARTIFACTS_DIR)/bootstrap" ./cmd/outbox-relay
 
 # Deploying infra/template.yaml to LocalStack and smoke-testing it: needs Docker, the SAM CLI
 # and the AWS CLI (see localstack/README.md). compose.sh picks the image: LocalStack Pro with

@@ -3,7 +3,8 @@ package esm
 import (
 	"context"
 	"encoding/json"
-	"strings"
+
+	"github.com/idemkit/idem/internal/streamseq"
 )
 
 // Source reads the shards of one stream: a DynamoDB stream ([DynamoDBStream]), a Kinesis
@@ -35,21 +36,7 @@ type Record struct {
 
 // SequenceLess reports whether sequence number a comes before b. Both are decimal strings
 // of any length, with or without leading zeros (DynamoDB Local pads them to 21 digits).
-func SequenceLess(a, b string) bool {
-	a, b = strings.TrimLeft(a, "0"), strings.TrimLeft(b, "0")
-	if len(a) != len(b) {
-		return len(a) < len(b)
-	}
-	return a < b
-}
+func SequenceLess(a, b string) bool { return streamseq.Less(a, b) }
 
 // compareSequence orders sequence numbers for the slices package.
-func compareSequence(a, b string) int {
-	switch {
-	case SequenceLess(a, b):
-		return -1
-	case SequenceLess(b, a):
-		return 1
-	}
-	return 0
-}
+func compareSequence(a, b string) int { return streamseq.Compare(a, b) }

@@ -27,6 +27,11 @@ const (
 	streamFunction   = "ExampleStreamFunction"
 	streamMapping    = "ExampleStreamMapping"
 	streamFailures   = "OrdersStreamFailureQueue"
+	outboxTable      = "OutboxTable"
+	relayFunction    = "OutboxRelayFunction"
+	relayMapping     = "OutboxRelayMapping"
+	relayFailures    = "OutboxStreamFailureQueue"
+	eventsQueue      = "OrderEventsQueue"
 	ledgerQueue      = "LedgerQueue"
 	functionType     = "AWS::Serverless::Function"
 	queueType        = "AWS::SQS::Queue"
@@ -101,6 +106,9 @@ func TestTemplateTables(t *testing.T) {
 		// example-stream reads each new order's image from the stream.
 		{name: "orders", id: ordersTable, hashKey: "id", stream: "NEW_IMAGE"},
 		{name: "ledger", id: ledgerTable, hashKey: "account_id"},
+		// The outbox must be what dynamo.OutboxTableInput creates (checked below) and
+		// expire on dynamo.OutboxExpirationAttr.
+		{name: "outbox", id: outboxTable, hashKey: dynamo.OutboxOrderingKeyAttr, ttl: dynamo.OutboxExpirationAttr, stream: "NEW_IMAGE"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -108,7 +116,9 @@ func TestTemplateTables(t *testing.T) {
 			tb, err := tmpl.Table(tc.id)
 			require.NoError(t, err)
 			assert.Equal(t, tc.hashKey, tb.HashKey())
-			assert.Equal(t, []samtables.AttributeDefinition{{AttributeName: tc.hashKey, AttributeType: "S"}}, tb.AttributeDefinitions)
+			if tc.id != outboxTable {
+				assert.Equal(t, []samtables.AttributeDefinition{{AttributeName: tc.hashKey, AttributeType: "S"}}, tb.AttributeDefinitions)
+			}
 			assert.Equal(t, tc.ttl, tb.TTLAttribute())
 			assert.Equal(t, "PAY_PER_REQUEST", tb.BillingMode)
 			if tc.stream == "" {
@@ -125,9 +135,16 @@ func TestTemplateTables(t *testing.T) {
 			in, err := tb.CreateTableInput("x")
 			require.NoError(t, err)
 			assert.Equal(t, tc.hashKey, *in.KeySchema[0].AttributeName)
+			if tc.id == outboxTable {
+				want := dynamo.OutboxTableInput("x")
+				assert.Equal(t, want.AttributeDefinitions, in.AttributeDefinitions)
+				assert.Equal(t, want.KeySchema, in.KeySchema)
+				assert.Equal(t, want.BillingMode, in.BillingMode)
+				assert.Equal(t, want.StreamSpecification, in.StreamSpecification)
+			}
 		})
 	}
-	assert.ElementsMatch(t, []string{idempotencyTable, ordersTable, ledgerTable}, tmpl.LogicalIDs(TableType),
+	assert.ElementsMatch(t, []string{idempotencyTable, ordersTable, ledgerTable, outboxTable}, tmpl.LogicalIDs(TableType),
 		"a new table needs its invariants here")
 }
 
@@ -142,6 +159,7 @@ func TestTemplateFunctions(t *testing.T) {
 		{name: "api", id: apiFunction, env: map[string]string{"IDEMPOTENCY_TABLE": idempotencyTable, "ORDERS_TABLE": ordersTable}},
 		{name: "sqs", id: sqsFunction, env: map[string]string{"IDEMPOTENCY_TABLE": idempotencyTable, "LEDGER_TABLE": ledgerTable}},
 		{name: "stream", id: streamFunction, env: map[string]string{"IDEMPOTENCY_TABLE": idempotencyTable, "LEDGER_TABLE": ledgerTable}},
+		{name: "relay", id: relayFunction, env: map[string]string{"IDEMPOTENCY_TABLE": idempotencyTable}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -161,7 +179,7 @@ func TestTemplateFunctions(t *testing.T) {
 			assert.Equal(t, tc.env, env)
 		})
 	}
-	assert.ElementsMatch(t, []string{apiFunction, sqsFunction, streamFunction}, tmpl.LogicalIDs(functionType))
+	assert.ElementsMatch(t, []string{apiFunction, sqsFunction, streamFunction, relayFunction}, tmpl.LogicalIDs(functionType))
 }
 
 // TestTemplateBuildTargets checks that `sam build` finds the Makefile target of every
@@ -346,6 +364,16 @@ func TestTemplateIAM(t *testing.T) {
 			// The on-failure destination.
 			streamFailures + ".Arn": {"sqs:SendMessage"},
 		}},
+		{name: "relay", id: relayFunction, want: map[string][]string{
+			// The relay's own records, claimed and completed in batches as dynamostream does;
+			// nothing on the outbox table itself: the stream brings every item.
+			idempotencyTable: storeActions(true),
+			outboxTable + ".StreamArn": {"dynamodb:DescribeStream", "dynamodb:GetRecords",
+				"dynamodb:GetShardIterator", "dynamodb:ListStreams"},
+			// The events' destination queue and the on-failure destination, nothing else.
+			eventsQueue + ".Arn":   {"sqs:SendMessage"},
+			relayFailures + ".Arn": {"sqs:SendMessage"},
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -437,15 +465,19 @@ func TestTemplateOutputs(t *testing.T) {
 	t.Parallel()
 	tmpl := loadTemplate(t)
 	refs := map[string]string{
-		"QueueURL":              ledgerQueue,
-		"IdempotencyTableName":  idempotencyTable,
-		"OrdersTableName":       ordersTable,
-		"LedgerTableName":       ledgerTable,
-		"APIID":                 "OrdersAPI",
-		"APIFunctionName":       apiFunction,
-		"SQSFunctionName":       sqsFunction,
-		"StreamFunctionName":    streamFunction,
-		"StreamFailureQueueURL": streamFailures,
+		"QueueURL":                    ledgerQueue,
+		"IdempotencyTableName":        idempotencyTable,
+		"OrdersTableName":             ordersTable,
+		"LedgerTableName":             ledgerTable,
+		"APIID":                       "OrdersAPI",
+		"APIFunctionName":             apiFunction,
+		"SQSFunctionName":             sqsFunction,
+		"StreamFunctionName":          streamFunction,
+		"StreamFailureQueueURL":       streamFailures,
+		"OutboxTableName":             outboxTable,
+		"OutboxRelayFunctionName":     relayFunction,
+		"OrderEventsQueueURL":         eventsQueue,
+		"OutboxStreamFailureQueueURL": relayFailures,
 	}
 	for name, id := range refs {
 		out, ok := tmpl.Outputs[name]
@@ -472,49 +504,72 @@ type mapping struct {
 	DestinationConfig          struct{ OnFailure struct{ Destination any } }
 }
 
-// TestTemplateStreamMapping checks the orders stream's event source mapping: it reports
-// partial failures (without that, one failed record makes Lambda retry the whole batch),
-// bisects a batch that fails as a whole, gives up after bounded retries into an SQS
-// destination, and is the function's only event (a SAM DynamoDB event would attach a
-// managed policy that reads every stream).
+// TestTemplateStreamMapping checks the event source mappings on the orders and outbox
+// streams: each reports partial failures (without that, one failed record makes Lambda
+// retry the whole batch), bisects a batch that fails as a whole, gives up after bounded
+// retries into an SQS destination, and is its function's only event (a SAM DynamoDB event
+// would attach a managed policy that reads every stream).
 func TestTemplateStreamMapping(t *testing.T) {
 	t.Parallel()
 	tmpl := loadTemplate(t)
-	require.Equal(t, []string{streamMapping}, tmpl.LogicalIDs(mappingType))
-	var m mapping
-	require.NoError(t, tmpl.DecodeProperties(streamMapping, mappingType, &m))
-	fn, ok := Ref(m.FunctionName)
-	require.True(t, ok)
-	assert.Equal(t, streamFunction, fn)
-	id, attr, ok := GetAtt(m.EventSourceArn)
-	require.True(t, ok)
-	assert.Equal(t, ordersTable+".StreamArn", id+"."+attr)
-	assert.Contains(t, []string{"TRIM_HORIZON", "LATEST"}, m.StartingPosition)
-	assert.Equal(t, []string{"ReportBatchItemFailures"}, m.FunctionResponseTypes)
-	assert.True(t, m.BisectBatchOnFunctionError)
-	// Both bounded: -1 or absent retries until the record expires (24 hours), blocking its
-	// shard that long.
-	if assert.NotNil(t, m.MaximumRetryAttempts) {
-		assert.True(t, *m.MaximumRetryAttempts >= 1 && *m.MaximumRetryAttempts <= 10000, *m.MaximumRetryAttempts)
+	require.ElementsMatch(t, []string{streamMapping, relayMapping}, tmpl.LogicalIDs(mappingType))
+	tests := []struct {
+		mapping, function, table, failures string
+	}{
+		{streamMapping, streamFunction, ordersTable, streamFailures},
+		{relayMapping, relayFunction, outboxTable, relayFailures},
 	}
-	if assert.NotNil(t, m.MaximumRecordAgeInSeconds) {
-		assert.True(t, *m.MaximumRecordAgeInSeconds >= 60 && *m.MaximumRecordAgeInSeconds < 24*3600, *m.MaximumRecordAgeInSeconds)
-	}
-	assert.True(t, m.BatchSize >= 1 && m.BatchSize <= 10000, m.BatchSize)
-	dest, attr, ok := GetAtt(m.DestinationConfig.OnFailure.Destination)
-	require.True(t, ok, "the on-failure destination should be !GetAtt <queue>.Arn")
-	assert.Equal(t, streamFailures+".Arn", dest+"."+attr)
-	q := loadQueue(t, tmpl, dest)
-	if assert.NotNil(t, q.MessageRetentionPeriod) {
-		assert.Equal(t, 14*24*3600, *q.MessageRetentionPeriod, "kept as long as SQS can")
-	}
-	assert.Empty(t, loadFunction(t, tmpl, streamFunction).Events)
+	for _, tc := range tests {
+		t.Run(tc.mapping, func(t *testing.T) {
+			t.Parallel()
+			var m mapping
+			require.NoError(t, tmpl.DecodeProperties(tc.mapping, mappingType, &m))
+			fn, ok := Ref(m.FunctionName)
+			require.True(t, ok)
+			assert.Equal(t, tc.function, fn)
+			id, attr, ok := GetAtt(m.EventSourceArn)
+			require.True(t, ok)
+			assert.Equal(t, tc.table+".StreamArn", id+"."+attr)
+			assert.Contains(t, []string{"TRIM_HORIZON", "LATEST"}, m.StartingPosition)
+			assert.Equal(t, []string{"ReportBatchItemFailures"}, m.FunctionResponseTypes)
+			assert.True(t, m.BisectBatchOnFunctionError)
+			// Both bounded: -1 or absent retries until the record expires (24 hours), blocking
+			// its shard that long.
+			if assert.NotNil(t, m.MaximumRetryAttempts) {
+				assert.True(t, *m.MaximumRetryAttempts >= 1 && *m.MaximumRetryAttempts <= 10000, *m.MaximumRetryAttempts)
+			}
+			if assert.NotNil(t, m.MaximumRecordAgeInSeconds) {
+				assert.True(t, *m.MaximumRecordAgeInSeconds >= 60 && *m.MaximumRecordAgeInSeconds < 24*3600, *m.MaximumRecordAgeInSeconds)
+			}
+			assert.True(t, m.BatchSize >= 1 && m.BatchSize <= 10000, m.BatchSize)
+			dest, attr, ok := GetAtt(m.DestinationConfig.OnFailure.Destination)
+			require.True(t, ok, "the on-failure destination should be !GetAtt <queue>.Arn")
+			assert.Equal(t, tc.failures+".Arn", dest+"."+attr)
+			q := loadQueue(t, tmpl, dest)
+			if assert.NotNil(t, q.MessageRetentionPeriod) {
+				assert.Equal(t, 14*24*3600, *q.MessageRetentionPeriod, "kept as long as SQS can")
+			}
+			assert.Empty(t, loadFunction(t, tmpl, tc.function).Events)
 
-	// The idempotency records outlive the stream's 24 hours, so a record delivered again
-	// always finds its key: the example's expiry is checked in cmd/example-stream.
-	var orders struct {
-		StreamSpecification *struct{ StreamViewType string }
+			// The idempotency records outlive the stream's 24 hours, so a record delivered
+			// again always finds its key: the expiries are checked in cmd/example-stream and
+			// cmd/outbox-relay.
+			var table struct {
+				StreamSpecification *struct{ StreamViewType string }
+			}
+			require.NoError(t, tmpl.DecodeProperties(tc.table, TableType, &table))
+			require.NotNil(t, table.StreamSpecification)
+		})
 	}
-	require.NoError(t, tmpl.DecodeProperties(ordersTable, TableType, &orders))
-	require.NotNil(t, orders.StreamSpecification)
+}
+
+// TestTemplateOutboxQueue checks the queue the relay publishes the example's events to: a
+// FIFO queue, so each ordering key's events arrive in order (the relay sets the message
+// group to the ordering key).
+func TestTemplateOutboxQueue(t *testing.T) {
+	t.Parallel()
+	tmpl := loadTemplate(t)
+	var q struct{ FifoQueue bool }
+	require.NoError(t, tmpl.DecodeProperties(eventsQueue, queueType, &q))
+	assert.True(t, q.FifoQueue)
 }

@@ -1,8 +1,16 @@
-// Command outbox-bench measures the PostgreSQL outbox: commit-to-publish latency with the
-// relay woken by LISTEN/NOTIFY, and a relay's sustained throughput draining a backlog.
+// Command outbox-bench measures an outbox: commit-to-publish latency, and a relay's
+// sustained throughput draining a backlog. -store postgres (the default) measures pgstore
+// with pgoutbox woken by LISTEN/NOTIFY; -store dynamo measures dynamo.Store with its outbox
+// table's stream drained into ddbrelay on DynamoDB Local.
 //
-//	go run ./cmd/outbox-bench            # from lab/; starts its own PostgreSQL
+//	go run ./cmd/outbox-bench                # from lab/; starts its own PostgreSQL
 //	go run ./cmd/outbox-bench -url postgres://...
+//	go run ./cmd/outbox-bench -store dynamo  # starts its own DynamoDB Local
+//
+// On DynamoDB the stream is read by internal/esm, Lambda's event source mapping emulated,
+// every -poll (Lambda polls each shard four times a second), and the relay runs in process
+// through the Lambda handler's JSON; only the call-returned-to-publish latency is
+// reported (a stream record's ApproximateCreationDateTime has whole seconds).
 //
 // Latency: producers complete guarded runs at a steady rate, each recording one event
 // (pgstore, the event in the completion's transaction); one relay runs with the default
@@ -39,15 +47,27 @@ import (
 )
 
 func main() {
-	url := flag.String("url", "", "a running PostgreSQL to use instead of starting one")
+	store := flag.String("store", "postgres", "the outbox's store: postgres or dynamo")
+	url := flag.String("url", "", "a running PostgreSQL (or DynamoDB endpoint, with -store dynamo) to use instead of starting one")
+	poll := flag.Duration("poll", 250*time.Millisecond, "dynamo: how often the emulated event source mapping reads the stream")
+	relayStore := flag.String("relay-store", "dynamo", "dynamo: where the relay keeps its records: dynamo (the idempotency table, as deployed) or memory")
 	events := flag.Int("events", 2000, "latency: events to commit")
 	rate := flag.Int("rate", 200, "latency: events committed per second")
 	backlog := flag.Int("backlog", 20000, "throughput: events committed before the relays start")
-	relays := flag.Int("relays", 1, "throughput: relays draining the backlog")
-	batch := flag.Int("batch", pgoutbox.DefaultBatchSize, "the relays' batch size")
+	relays := flag.Int("relays", 1, "throughput: relays draining the backlog (postgres)")
+	batch := flag.Int("batch", pgoutbox.DefaultBatchSize, "the relays' batch size (dynamo: the event source mapping's BatchSize)")
 	keys := flag.Int("keys", 100, "distinct ordering keys")
 	flag.Parse()
-	if err := run(*url, *events, *rate, *backlog, *relays, *batch, *keys); err != nil {
+	var err error
+	switch *store {
+	case "postgres":
+		err = run(*url, *events, *rate, *backlog, *relays, *batch, *keys)
+	case "dynamo":
+		err = runDynamo(*url, *events, *rate, *backlog, *batch, *keys, *poll, *relayStore)
+	default:
+		err = fmt.Errorf("outbox-bench: -store %q: postgres or dynamo", *store)
+	}
+	if err != nil {
 		log.Print(err)
 		os.Exit(1)
 	}
@@ -127,23 +147,12 @@ func produce(ctx context.Context, g *idem.Guard, n, keys int) (string, error) {
 	return id, err
 }
 
-func latency(ctx context.Context, pool *pgxpool.Pool, events, rate, batch, keys int) error {
-	g, s, err := setup(ctx, pool)
-	if err != nil {
-		return err
-	}
-	snk := &sink{at: map[string]time.Time{}, want: events, done: make(chan struct{})}
-	done := snk.done
-	r, err := pgoutbox.New(pool, s.OutboxTable(), snk, pgoutbox.WithBatchSize(batch))
-	if err != nil {
-		return err
-	}
-	rctx, stop := context.WithCancel(ctx)
-	relayDone := make(chan error, 1)
-	go func() { relayDone <- r.Run(rctx) }()
-	time.Sleep(200 * time.Millisecond) // the relay's LISTEN is up
+// commitAtRate completes events guarded runs (produce), rate per second, each on its own
+// goroutine, and returns the moment each one's call returned, by event id.
+func commitAtRate(ctx context.Context, g *idem.Guard, events, rate, keys int) (map[string]time.Time, error) {
 	committed := make(map[string]time.Time, events)
 	tick := time.NewTicker(time.Second / time.Duration(rate))
+	defer tick.Stop()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	errs := make(chan error, events)
@@ -163,10 +172,67 @@ func latency(ctx context.Context, pool *pgxpool.Pool, events, rate, batch, keys 
 			mu.Unlock()
 		}()
 	}
-	tick.Stop()
 	wg.Wait()
 	close(errs)
-	if err := <-errs; err != nil {
+	return committed, <-errs
+}
+
+// fillBacklog completes backlog guarded runs (produce) from 8 producers.
+func fillBacklog(ctx context.Context, g *idem.Guard, backlog, keys int) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := w; n < backlog; n += 8 {
+				if _, err := produce(ctx, g, n, keys); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// sinceAck returns, sorted, each committed event's time from its producer's call returning
+// to its publish, 0 for those published earlier, and how many were.
+func (s *sink) sinceAck(committed map[string]time.Time) ([]time.Duration, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]time.Duration, 0, len(committed))
+	early := 0
+	for id, c := range committed {
+		d := s.at[id].Sub(c)
+		if d < 0 {
+			early++
+		}
+		out = append(out, max(d, 0))
+	}
+	slices.Sort(out)
+	return out, early
+}
+
+func latency(ctx context.Context, pool *pgxpool.Pool, events, rate, batch, keys int) error {
+	g, s, err := setup(ctx, pool)
+	if err != nil {
+		return err
+	}
+	snk := &sink{at: map[string]time.Time{}, want: events, done: make(chan struct{})}
+	done := snk.done
+	r, err := pgoutbox.New(pool, s.OutboxTable(), snk, pgoutbox.WithBatchSize(batch))
+	if err != nil {
+		return err
+	}
+	rctx, stop := context.WithCancel(ctx)
+	relayDone := make(chan error, 1)
+	go func() { relayDone <- r.Run(rctx) }()
+	time.Sleep(200 * time.Millisecond) // the relay's LISTEN is up
+	committed, err := commitAtRate(ctx, g, events, rate, keys)
+	if err != nil {
 		stop()
 		return err
 	}
@@ -185,20 +251,13 @@ func latency(ctx context.Context, pool *pgxpool.Pool, events, rate, batch, keys 
 		return err
 	}
 	fromInsert := make([]time.Duration, 0, events)
-	fromAck := make([]time.Duration, 0, events)
-	early := 0
 	snk.mu.Lock()
-	for id, c := range committed {
+	for id := range committed {
 		fromInsert = append(fromInsert, snk.at[id].Sub(inserted[id]))
-		d := snk.at[id].Sub(c)
-		if d < 0 {
-			early++
-		}
-		fromAck = append(fromAck, max(d, 0))
 	}
 	snk.mu.Unlock()
 	slices.Sort(fromInsert)
-	slices.Sort(fromAck)
+	fromAck, early := snk.sinceAck(committed)
 	fmt.Printf("latency: %d events at %d/s, 1 relay (LISTEN/NOTIFY, poll %s)\n", events, rate, pgoutbox.DefaultPollInterval)
 	fmt.Printf("  from the row's insert (clock_timestamp, just before COMMIT) to publish: p50 %s, p90 %s, p99 %s, max %s\n",
 		pct(fromInsert, 50), pct(fromInsert, 90), pct(fromInsert, 99), fromInsert[len(fromInsert)-1])
@@ -212,23 +271,7 @@ func throughput(ctx context.Context, pool *pgxpool.Pool, backlog, relays, batch,
 	if err != nil {
 		return err
 	}
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for w := range 8 { // fill the backlog
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for n := w; n < backlog; n += 8 {
-				if _, err := produce(ctx, g, n, keys); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
+	if err := fillBacklog(ctx, g, backlog, keys); err != nil {
 		return err
 	}
 	snk := &sink{at: map[string]time.Time{}, want: backlog, done: make(chan struct{})}
