@@ -94,8 +94,8 @@ func (k *cluster) committed(group string) map[int32]int64 {
 	return out
 }
 
-// clientOpts are the options of a consumer of group on k, dialing through dial if not nil.
-func (k *cluster) clientOpts(group string, dial *dialer) []kgo.Opt {
+// clientOpts are the options of a consumer of group on k, and extra.
+func (k *cluster) clientOpts(group string, extra ...kgo.Opt) []kgo.Opt {
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(k.c.ListenAddrs()...),
 		kgo.ConsumerGroup(group),
@@ -106,10 +106,7 @@ func (k *cluster) clientOpts(group string, dial *dialer) []kgo.Opt {
 		kgo.RebalanceTimeout(2 * time.Second),
 		kgo.RetryTimeout(2 * time.Second),
 	}
-	if dial != nil {
-		opts = append(opts, kgo.Dialer(dial.dial))
-	}
-	return opts
+	return append(opts, extra...)
 }
 
 // dialer dials the broker until it is cut: then every connection is closed and every new
@@ -250,12 +247,12 @@ func (f *flaky) SetCheckpoint(ctx context.Context, key, token, checkpoint string
 	return f.Store.SetCheckpoint(ctx, key, token, checkpoint, seq)
 }
 
-// newConsumer returns a consumer of group on k, closed when the test ends.
-func newConsumer(t *testing.T, k *cluster, store idemstore.Store, group string, dial *dialer, fn func(context.Context, *kgo.Record) error, guardOpts []idem.Option, opts ...kafkaconsumer.Option) *kafkaconsumer.Consumer {
+// newConsumer returns a consumer of group on k, with the extra client options, closed when the test ends.
+func newConsumer(t *testing.T, k *cluster, store idemstore.Store, group string, extra []kgo.Opt, fn func(context.Context, *kgo.Record) error, guardOpts []idem.Option, opts ...kafkaconsumer.Option) *kafkaconsumer.Consumer {
 	t.Helper()
 	guard, err := idem.New(store, "apply-order", guardOpts...)
 	require.NoError(t, err)
-	c, err := kafkaconsumer.New(guard, fn, k.clientOpts(group, dial), opts...)
+	c, err := kafkaconsumer.New(guard, fn, k.clientOpts(group, extra...), opts...)
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 	return c

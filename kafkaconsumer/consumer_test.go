@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/kafkaconsumer"
+	"github.com/idemkit/idem/memstore"
 )
 
 // TestPollCommitsOnlyPastRecordedOutcomes: a record whose handler fails holds its
@@ -106,4 +108,34 @@ func TestStoreDown(t *testing.T) {
 			l.assertOnce(t, recs)
 		})
 	}
+}
+
+// TestRunRetriesUntilTheStoreIsBack: Run keeps polling with back-off while the store is
+// down, runs every record once when it is back, and returns nil when its context ends.
+func TestRunRetriesUntilTheStoreIsBack(t *testing.T) {
+	t.Parallel()
+	k := newCluster(t, 2)
+	recs := append(k.produce(0, 4, func(int) string { return "a" }), k.produce(1, 4, func(int) string { return "b" })...)
+	l := newLedger()
+	store := &flaky{Store: memstore.New()}
+	store.down.Store(true)
+	c := newConsumer(t, k, store, "g", nil, func(_ context.Context, r *kgo.Record) error {
+		l.apply(r)
+		return nil
+	}, nil, kafkaconsumer.WithRetryBackoff(10*time.Millisecond, 50*time.Millisecond))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- c.Run(ctx) }()
+	for store.calls.Load() < 10 { // several batches failed on the store
+		time.Sleep(10 * time.Millisecond)
+	}
+	assert.Equal(t, map[int32]int64{0: -1, 1: -1}, k.committed("g"))
+	store.down.Store(false)
+	committed := k.committedAll("g", ends(recs))
+	for !committed() {
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	require.NoError(t, <-done)
+	l.assertOnce(t, recs)
 }

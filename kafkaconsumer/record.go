@@ -54,3 +54,19 @@ func itemID(r *kgo.Record) string {
 	id, _ := OffsetKey(r)
 	return id
 }
+
+// KeyOf returns the idempotency key a [Consumer] made with opts gives r: [WithKey]'s
+// function if set, else the key header's value (see [WithKeyHeader]) if present and not
+// empty, else [OffsetKey]. Invalid options return an error wrapping idem.ErrInvalidOption.
+func KeyOf(r *kgo.Record, opts ...Option) (string, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(&cfg); err != nil {
+			return "", err
+		}
+	}
+	return cfg.keyOf(r)
+}
