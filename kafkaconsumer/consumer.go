@@ -43,21 +43,21 @@ type partition struct {
 var source = batch.Source{Name: "kafkaconsumer", System: "kafka", Item: "record", IDAttr: "record_id"}
 
 // New returns a Consumer that runs fn for each record, guarded by guard, on a franz-go
-// client made from clientOpts. clientOpts must name the consumer group
-// (kgo.ConsumerGroup), the topics (kgo.ConsumeTopics) and the brokers (kgo.SeedBrokers);
-// New adds kgo.DisableAutoCommit, kgo.BlockRebalanceOnPoll, kgo.OnPartitionsRevoked and
-// kgo.OnPartitionsLost, which must not be set otherwise: the Consumer commits offsets
-// itself, only past records whose outcome is recorded, and no rebalance takes a partition
-// while a batch of it runs.
+// client made from clientOpts, which joins its group at once. Close it with
+// [Consumer.Close]. Options are applied in order; invalid settings return an error
+// wrapping idem.ErrInvalidOption that names the option.
 //
-// fn should honour its context: it carries the batch's deadline (see [WithBatchTimeout])
-// and the lease that idem.Attach and idem.Checkpoint use. Options are applied in order;
-// invalid settings return an error wrapping idem.ErrInvalidOption that names the option.
-//
-// The Consumer takes from guard its clock, its logger (a summary line per batch and a
-// line per failed record, named "<topic>-<partition>@<offset>", never by its key or
-// value) and its hooks (OnBatch gets each batch with those names as item IDs). Close it
-// with [Consumer.Close].
+//   - clientOpts must name the consumer group (kgo.ConsumerGroup), the topics
+//     (kgo.ConsumeTopics) and the brokers (kgo.SeedBrokers).
+//   - New adds kgo.DisableAutoCommit, kgo.BlockRebalanceOnPoll, kgo.OnPartitionsRevoked
+//     and kgo.OnPartitionsLost, which must not be set otherwise: the Consumer commits
+//     offsets itself, only past records whose outcome is recorded, and no rebalance takes
+//     a partition while a batch of it runs.
+//   - fn should honour its context: it carries the batch's deadline (see
+//     [WithBatchTimeout]) and the lease that idem.Attach and idem.Checkpoint use.
+//   - The Consumer takes from guard its clock, its logger (a summary line per batch and a
+//     line per failed record, named "<topic>-<partition>@<offset>", never by its key or
+//     value) and its hooks (OnBatch gets each batch with those names as item IDs).
 func New(guard *idem.Guard, fn func(context.Context, *kgo.Record) error, clientOpts []kgo.Opt, opts ...Option) (*Consumer, error) {
 	if guard == nil {
 		return nil, optErr("New", "guard must not be nil")
@@ -156,7 +156,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 //     record has finished and its outcome is recorded (or its claim released), and the
 //     batch's offsets are committed.
 //
-// Poll returns the error wrapping [ErrClosed] once the consumer is closed, ctx's error if
+// ctx bounds both the wait for records and the batch: a deadline sooner than
+// [WithBatchTimeout]'s is the batch's, and records not started when ctx ends are polled
+// again. Poll returns the error wrapping [ErrClosed] once the consumer is closed, ctx's error if
 // ctx ended before records came, an error wrapping [ErrFetch] for partitions that could
 // not be fetched, and one wrapping [ErrCommit] if the commit failed; with a report of the
 // records processed but for ErrClosed and ctx's error.
