@@ -140,12 +140,12 @@ func (c *Consumer) Run(ctx context.Context) error {
 // reports it:
 //
 //   - Each record runs the handler under its key (see [WithKey], [WithKeyHeader])
-//     through idem: a key completed earlier replays without running ([StatusReplayed]),
+//     through idem: a key completed earlier replays without running (batch.StatusReplayed),
 //     as a batch redelivered after a crash or a rebalance does.
 //   - The records of one record key within a partition run one at a time in offset order;
-//     after a failure the rest of them are not started ([ReasonGroupStopped]). Other keys
+//     after a failure the rest of them are not started (batch.ReasonGroupStopped). Other keys
 //     run concurrently, up to [WithConcurrency].
-//   - A record whose key another consumer holds ([ReasonInProgress]: the partition's
+//   - A record whose key another consumer holds (batch.ReasonInProgress: the partition's
 //     previous owner, still running after a rebalance) fails, and is polled again until
 //     it replays that owner's result, or runs if that owner released its key.
 //   - Per partition, the offset after the last record before its first failure is

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/batch"
 	"github.com/idemkit/idem/kafkaconsumer"
 	"github.com/idemkit/idem/memstore"
 )
@@ -42,12 +43,12 @@ func TestPollCommitsOnlyPastRecordedOutcomes(t *testing.T) {
 			var retried bool
 			for _, rep := range reps {
 				for _, o := range rep.Outcomes {
-					if o.Offset == 3 && o.Reason == kafkaconsumer.ReasonHandler {
+					if o.Offset == 3 && o.Reason == batch.ReasonHandler {
 						retried = true
 						assert.Contains(t, rep.Retried, kafkaconsumer.Offset{Topic: topic, Partition: 0, Offset: 3})
 					}
 					if o.Failed() {
-						assert.Contains(t, []kafkaconsumer.Reason{kafkaconsumer.ReasonHandler, kafkaconsumer.ReasonGroupStopped}, o.Reason, o.ID)
+						assert.Contains(t, []kafkaconsumer.Reason{batch.ReasonHandler, batch.ReasonGroupStopped}, o.Reason, o.ID)
 					}
 				}
 				for _, off := range rep.Committed {
@@ -92,7 +93,7 @@ func TestStoreDown(t *testing.T) {
 				require.NoError(t, err)
 				for _, o := range rep.Outcomes {
 					require.True(t, o.Failed(), o.ID)
-					if o.Reason == kafkaconsumer.ReasonStore {
+					if o.Reason == batch.ReasonStore {
 						assert.ErrorIs(t, o.Err, idem.ErrStore)
 						assert.ErrorIs(t, o.Err, errDown)
 						seen++

@@ -20,13 +20,13 @@
 //     runs the rest.
 //   - After a rebalance the old owner may still be running a record (a host cut off from
 //     the broker, a long handler): its key is in progress, and the new owner fails the
-//     record ([ReasonInProgress]) and polls it again, until it replays the old owner's
+//     record (batch.ReasonInProgress) and polls it again, until it replays the old owner's
 //     result or runs it after the old owner released it. It never skips it.
 //   - A revocation waits for the batch in progress (kgo.BlockRebalanceOnPoll): every
 //     record finishes and its outcome is recorded, or its claim released, and the
 //     offsets are committed before the partitions go.
 //   - While the store is down no record runs (idem fails closed), records fail with
-//     [ReasonStore] and an error wrapping idem.ErrStore, and nothing is committed;
+//     batch.ReasonStore and an error wrapping idem.ErrStore, and nothing is committed;
 //     [Consumer.Run] retries with back-off ([WithRetryBackoff]).
 //
 // A handler that may run longer than a batch should uses WithBatchTimeout(0),

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/batch"
 	"github.com/idemkit/idem/kafkaconsumer"
 	"github.com/idemkit/idem/memstore"
 	"github.com/idemkit/idem/outbox"
@@ -102,9 +103,9 @@ func TestKeyErrorStopsKey(t *testing.T) {
 	rep, err := c.Poll(context.Background())
 	require.NoError(t, err)
 	require.Len(t, rep.Outcomes, 3)
-	assert.Equal(t, kafkaconsumer.ReasonKey, rep.Outcomes[1].Reason)
+	assert.Equal(t, batch.ReasonKey, rep.Outcomes[1].Reason)
 	assert.ErrorIs(t, rep.Outcomes[1].Err, bad)
-	assert.Equal(t, kafkaconsumer.ReasonGroupStopped, rep.Outcomes[2].Reason)
+	assert.Equal(t, batch.ReasonGroupStopped, rep.Outcomes[2].Reason)
 	assert.Equal(t, []kafkaconsumer.Offset{{Topic: topic, Partition: 0, Offset: 1}}, rep.Committed)
 	assert.Equal(t, []kafkaconsumer.Offset{{Topic: topic, Partition: 0, Offset: 1}}, rep.Retried)
 	assert.Equal(t, map[string]int{"0@0": 1}, l.effects)

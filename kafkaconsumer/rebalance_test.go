@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/batch"
 	"github.com/idemkit/idem/kafkaconsumer"
 )
 
@@ -68,7 +69,7 @@ func TestKilledMidBatch(t *testing.T) {
 				return nil
 			}, []idem.Option{idem.WithHooks(idem.Hooks{OnBatch: func(_ context.Context, ev idem.BatchEvent) {
 				for _, it := range ev.Items {
-					if it.Reason == string(kafkaconsumer.ReasonInProgress) {
+					if it.Reason == string(batch.ReasonInProgress) {
 						inProgress.Add(1)
 					}
 				}
