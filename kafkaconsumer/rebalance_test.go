@@ -75,13 +75,15 @@ func TestKilledMidBatch(t *testing.T) {
 				}
 			}})})
 
+			var releaseOnce sync.Once
 			go func() { // B polls the record A holds until it has seen it in flight a few times
 				for inProgress.Load() < 3 {
 					time.Sleep(10 * time.Millisecond)
 				}
-				close(release)
+				releaseOnce.Do(func() { close(release) })
 			}()
 			reps := pollUntil(t, b, k.committedAll("g", ends(recs)))
+			releaseOnce.Do(func() { close(release) }) // had B run A's record, A now runs it again
 			wg.Wait()
 
 			l.assertOnce(t, recs)
