@@ -78,7 +78,11 @@ func TestKilledMidBatch(t *testing.T) {
 			var releaseOnce sync.Once
 			go func() { // B polls the record A holds until it has seen it in flight a few times
 				for inProgress.Load() < 3 {
-					time.Sleep(10 * time.Millisecond)
+					select {
+					case <-release: // released at the end: B never met it
+						return
+					case <-time.After(10 * time.Millisecond):
+					}
 				}
 				releaseOnce.Do(func() { close(release) })
 			}()
