@@ -55,7 +55,8 @@ func runKafka(ctx context.Context, pg *postgres, cfg config, enc *json.Encoder) 
 				group := design + "-" + pass + "-" + sfx
 				r := result{
 					Broker: "kafka", Design: design, Pass: pass, Round: round, Records: cfg.records,
-					Partitions: cfg.partitions, Concurrency: cfg.concurrency, BusinessWritesWanted: cfg.records,
+					Partitions: cfg.partitions, Concurrency: cfg.concurrency, Keys: cfg.keys, BatchClaims: cfg.batchClaims,
+					BusinessWritesWanted: cfg.records,
 				}
 				var consume func() error
 				var closeFn func()
@@ -121,7 +122,8 @@ func idemKafka(ctx context.Context, guard *idem.Guard, brokers []string, group, 
 			return err
 		})
 	}, []kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(kafkaTopic)},
-		kafkaconsumer.WithConcurrency(cfg.concurrency), kafkaconsumer.WithMaxRecords(cfg.batch))
+		kafkaconsumer.WithConcurrency(cfg.concurrency), kafkaconsumer.WithMaxRecords(cfg.batch),
+		kafkaconsumer.WithBatchClaims(cfg.batchClaims))
 	if err != nil {
 		return nil, nil, err
 	}

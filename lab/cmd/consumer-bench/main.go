@@ -52,6 +52,7 @@ type config struct {
 	concurrency int // records processed at once by each design
 	rounds      int
 	batch       int // records per poll
+	batchClaims bool
 }
 
 func main() {
@@ -64,6 +65,7 @@ func main() {
 	flag.IntVar(&cfg.concurrency, "concurrency", 4, "records processed at once by each design")
 	flag.IntVar(&cfg.rounds, "rounds", 3, "rounds, alternating which design runs first")
 	flag.IntVar(&cfg.batch, "batch", 500, "records per poll")
+	flag.BoolVar(&cfg.batchClaims, "batch-claims", true, "idem: claim and record each poll's keys together")
 	flag.Parse()
 	if err := run(context.Background(), *broker, *url, cfg, os.Stdout); err != nil {
 		log.Print(err)
@@ -110,6 +112,8 @@ type result struct {
 	Records              int     `json:"records"`
 	Partitions           int     `json:"partitions"`
 	Concurrency          int     `json:"concurrency"`
+	Keys                 int     `json:"keys"`
+	BatchClaims          bool    `json:"batch_claims"`
 	Seconds              float64 `json:"seconds"`
 	RecordsPerSecond     float64 `json:"records_per_s"`
 	StatementsPerRecord  float64 `json:"statements_per_record"`

@@ -25,7 +25,7 @@ func TestRun(t *testing.T) {
 	}
 	out, err := os.CreateTemp(t.TempDir(), "out")
 	require.NoError(t, err)
-	cfg := config{records: 200, partitions: 2, keys: 5, concurrency: 2, rounds: 2, batch: 50}
+	cfg := config{records: 200, partitions: 2, keys: 5, concurrency: 2, rounds: 2, batch: 50, batchClaims: true}
 	require.NoError(t, run(context.Background(), "kafka", url, cfg, out))
 	require.NoError(t, out.Close())
 	lines := readResults(t, out.Name())
