@@ -140,3 +140,34 @@ func TestRunRetriesUntilTheStoreIsBack(t *testing.T) {
 	require.NoError(t, <-done)
 	l.assertOnce(t, recs)
 }
+
+// TestRewindDropsBufferedRecords: after a failure, the partition is polled again from the
+// failed record even though the client had fetched the records after it already: the next
+// batch starts at the failure, and no commit passes it until it succeeds.
+func TestRewindDropsBufferedRecords(t *testing.T) {
+	t.Parallel()
+	k := newCluster(t, 1)
+	recs := k.produce(0, 10, func(int) string { return "a" })
+	l := newLedger()
+	var failed atomic.Bool
+	c := newConsumer(t, k, memstore.New(), "g", nil, func(_ context.Context, r *kgo.Record) error {
+		if r.Offset == 1 && !failed.Swap(true) {
+			return errors.New("downstream unavailable")
+		}
+		l.apply(r)
+		return nil
+	}, nil, kafkaconsumer.WithMaxRecords(2))
+	rep, err := c.Poll(context.Background())
+	require.NoError(t, err)
+	require.Len(t, rep.Outcomes, 2)
+	require.True(t, rep.Outcomes[1].Failed())
+	assert.Equal(t, []kafkaconsumer.Offset{{Topic: topic, Partition: 0, Offset: 1}}, rep.Committed)
+
+	rep, err = c.Poll(context.Background())
+	require.NoError(t, err)
+	require.NotEmpty(t, rep.Outcomes)
+	assert.Equal(t, int64(1), rep.Outcomes[0].Offset, "polled again from the failure, not from the buffer")
+	pollUntil(t, c, k.committedAll("g", ends(recs)))
+	l.assertOnce(t, recs)
+	assert.Equal(t, []int64{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, l.order[0])
+}
