@@ -120,7 +120,10 @@ func TestRebalanceMidBatch(t *testing.T) {
 			var startOnce, pendOnce sync.Once
 			fnA := func(_ context.Context, r *kgo.Record) error {
 				startOnce.Do(func() { close(started) })
-				<-pending // A's first batch runs on until B's joining waits for it
+				select { // A's first batch runs on until B's joining waits for it
+				case <-pending:
+				case <-time.After(10 * time.Second): // never: B's check below fails
+				}
 				l.apply(r)
 				return nil
 			}
