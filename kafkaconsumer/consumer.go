@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/batch"
@@ -25,6 +26,9 @@ type Consumer struct {
 	fn     func(context.Context, *kgo.Record) error
 	cfg    config
 	logger *slog.Logger
+	// cluster is the Kafka cluster id, read at the first poll: the offset keys' prefix.
+	cluster       string
+	clusterLoaded bool
 
 	// mu guards acked: offsets acknowledged by a batch but not yet committed (a commit
 	// failed), committed with the next batch or when their partition is revoked, dropped
@@ -163,6 +167,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 // not be fetched, and one wrapping [ErrCommit] if the commit failed; with a report of the
 // records processed but for ErrClosed and ctx's error.
 func (c *Consumer) Poll(ctx context.Context) (*Report, error) {
+	if err := c.loadCluster(ctx); err != nil {
+		return nil, err
+	}
 	fetches := c.client.PollRecords(ctx, c.cfg.maxRecords)
 	defer c.client.AllowRebalance()
 	if fetches.IsClientClosed() {
@@ -198,7 +205,7 @@ func (c *Consumer) process(ctx context.Context, recs []*kgo.Record) *Report {
 		topics[r.Topic] = true
 		it := &items[i]
 		it.ID, it.Group = itemID(r), TopicPartition(r)+"\x00"+string(r.Key)
-		it.Key, it.Err = c.cfg.keyOf(r)
+		it.Key, it.Err = c.cfg.keyOf(c.cluster, r)
 		if it.Err == nil {
 			it.Fingerprint, it.Err = c.cfg.fingerprint(r)
 		}
@@ -227,4 +234,26 @@ func (c *Consumer) process(ctx context.Context, recs []*kgo.Record) *Report {
 		}
 	}
 	return rep
+}
+
+// loadCluster reads the Kafka cluster id from the brokers once, before the first poll: the
+// prefix of the offset keys (see [OffsetKey]). A broker that reports none leaves it empty.
+func (c *Consumer) loadCluster(ctx context.Context) error {
+	if c.clusterLoaded {
+		return nil
+	}
+	req := kmsg.NewPtrMetadataRequest()
+	req.Topics = []kmsg.MetadataRequestTopic{} // brokers and the cluster id, no topics
+	resp, err := req.RequestWith(ctx, c.client)
+	if err != nil {
+		if errors.Is(err, kgo.ErrClientClosed) {
+			return ErrClosed
+		}
+		return fmt.Errorf("%w: cluster id: %w", ErrFetch, err)
+	}
+	if resp.ClusterID != nil {
+		c.cluster = *resp.ClusterID
+	}
+	c.clusterLoaded = true
+	return nil
 }

@@ -38,8 +38,9 @@
 // By default a record is keyed by its Idempotency-Key header ([DefaultKeyHeader], the
 // outbox's outbox.IDAttribute, matched in any case), which an outbox relay sets to the
 // event id, so a producer's retry written at a new offset is still one event; without it,
-// by "<topic>-<partition>@<offset>" ([OffsetKey]), as the Lambda adapter keys it. See
-// [WithKeyHeader] and [WithKey].
+// by its place in its cluster's log, "<cluster id>/<topic>-<partition>@<offset>"
+// ([OffsetKey]): the cluster id is read from the brokers at the first poll, so two
+// clusters never share a key. See [WithKeyHeader] and [WithKey].
 //
 // # Usage
 //

@@ -3,6 +3,7 @@ package kafkaconsumer_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -30,19 +31,25 @@ func TestKeys(t *testing.T) {
 	}{
 		{"outbox header", nil, rec(kgo.RecordHeader{Key: outbox.IDAttribute, Value: []byte("evt-1")}), "evt-1"},
 		{"header in lower case", nil, rec(kgo.RecordHeader{Key: "idempotency-key", Value: []byte("evt-2")}), "evt-2"},
-		{"empty header", nil, rec(kgo.RecordHeader{Key: outbox.IDAttribute}), "orders-2@41"},
-		{"no header", nil, rec(), "orders-2@41"},
+		{"empty header", nil, rec(kgo.RecordHeader{Key: outbox.IDAttribute}), "c1/orders-2@41"},
+		{"no header", nil, rec(), "c1/orders-2@41"},
 		{"header off", []kafkaconsumer.Option{kafkaconsumer.WithKeyHeader("")},
-			rec(kgo.RecordHeader{Key: outbox.IDAttribute, Value: []byte("evt-1")}), "orders-2@41"},
+			rec(kgo.RecordHeader{Key: outbox.IDAttribute, Value: []byte("evt-1")}), "c1/orders-2@41"},
 		{"other header", []kafkaconsumer.Option{kafkaconsumer.WithKeyHeader("event-id")},
 			rec(kgo.RecordHeader{Key: "Event-ID", Value: []byte("evt-3")}), "evt-3"},
 		{"WithKey", []kafkaconsumer.Option{kafkaconsumer.WithKey(custom)},
 			&kgo.Record{Topic: "orders", Key: []byte("7"), Headers: []kgo.RecordHeader{{Key: outbox.IDAttribute, Value: []byte("evt-1")}}}, "order-7"},
 	}
+	t.Run("no cluster id", func(t *testing.T) {
+		t.Parallel()
+		got, err := kafkaconsumer.KeyOf("", rec())
+		require.NoError(t, err)
+		assert.Equal(t, "orders-2@41", got)
+	})
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := kafkaconsumer.KeyOf(tc.rec, tc.opts...)
+			got, err := kafkaconsumer.KeyOf("c1", tc.rec, tc.opts...)
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, got)
 		})
@@ -98,7 +105,7 @@ func TestKeyErrorStopsKey(t *testing.T) {
 		if r.Offset == 1 {
 			return "", bad
 		}
-		return kafkaconsumer.OffsetKey(r)
+		return "order-" + strconv.FormatInt(r.Offset, 10), nil
 	}))
 	rep, err := c.Poll(context.Background())
 	require.NoError(t, err)

@@ -13,11 +13,17 @@ func TopicPartition(r *kgo.Record) string {
 	return r.Topic + "-" + strconv.FormatInt(int64(r.Partition), 10)
 }
 
-// OffsetKey returns "<topic>-<partition>@<offset>": the record's place in the log, which
-// stays the same however often it is delivered. It never fails. It is the key the kafka
-// package gives the same record in Lambda, so a topic may move between the two.
-func OffsetKey(r *kgo.Record) (string, error) {
-	return TopicPartition(r) + "@" + strconv.FormatInt(r.Offset, 10), nil
+// OffsetKey returns "<cluster>/<topic>-<partition>@<offset>": the record's place in the
+// log of its cluster, which stays the same however often it is delivered. cluster is the
+// Kafka cluster id the [Consumer] reads from its brokers at its first poll, so two
+// clusters with a topic of the same name never share a key, and a change of the seed
+// broker list changes no key; without one (a broker too old to report it),
+// "<topic>-<partition>@<offset>". It never fails.
+func OffsetKey(cluster string, r *kgo.Record) (string, error) {
+	if cluster == "" {
+		return itemID(r), nil
+	}
+	return cluster + "/" + itemID(r), nil
 }
 
 // ValueFingerprint returns the record's value as its fingerprint. It never fails.
@@ -35,8 +41,8 @@ func Header(r *kgo.Record, name string) ([]byte, bool) {
 }
 
 // keyOf returns r's idempotency key: [WithKey]'s function if set, else the key header's
-// value if present and not empty, else [OffsetKey].
-func (c *config) keyOf(r *kgo.Record) (string, error) {
+// value if present and not empty, else [OffsetKey] in cluster.
+func (c *config) keyOf(cluster string, r *kgo.Record) (string, error) {
 	if c.key != nil {
 		return c.key(r)
 	}
@@ -45,20 +51,20 @@ func (c *config) keyOf(r *kgo.Record) (string, error) {
 			return string(v), nil
 		}
 	}
-	return OffsetKey(r)
+	return OffsetKey(cluster, r)
 }
 
 // itemID names a record in logs, hooks and errors: "<topic>-<partition>@<offset>", never
 // its key or value.
 func itemID(r *kgo.Record) string {
-	id, _ := OffsetKey(r)
-	return id
+	return TopicPartition(r) + "@" + strconv.FormatInt(r.Offset, 10)
 }
 
-// KeyOf returns the idempotency key a [Consumer] made with opts gives r: [WithKey]'s
-// function if set, else the key header's value (see [WithKeyHeader]) if present and not
-// empty, else [OffsetKey]. Invalid options return an error wrapping idem.ErrInvalidOption.
-func KeyOf(r *kgo.Record, opts ...Option) (string, error) {
+// KeyOf returns the idempotency key a [Consumer] made with opts gives r, read from the
+// cluster of id cluster: [WithKey]'s function if set, else the key header's value (see
+// [WithKeyHeader]) if present and not empty, else [OffsetKey]. Invalid options return an
+// error wrapping idem.ErrInvalidOption.
+func KeyOf(cluster string, r *kgo.Record, opts ...Option) (string, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
 		if o == nil {
@@ -68,5 +74,5 @@ func KeyOf(r *kgo.Record, opts ...Option) (string, error) {
 			return "", err
 		}
 	}
-	return cfg.keyOf(r)
+	return cfg.keyOf(cluster, r)
 }
