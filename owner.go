@@ -306,6 +306,8 @@ func (g *Guard) concludeCompletion(ctx context.Context, s settlement, err error)
 		// also fences off an attempt of ours still in flight at the store; if one landed
 		// first, the release finds the record completed, and so did we.
 		switch rerr := g.releaseUncommitted(ctx, s, err); {
+		case rerr == nil:
+			g.cfg.logger.InfoContext(ctx, "idem: nothing committed; key released", "key", s.l.key)
 		case errors.Is(rerr, errCompletedAfterAll):
 			err = nil
 		case rerr != nil:
@@ -348,7 +350,7 @@ func (g *Guard) reportCompletion(ctx context.Context, l *lease, rec *idemstore.R
 		case errors.Is(err, idemstore.ErrNotCommitted) && errors.As(err, &r):
 			g.logRefusal(ctx, l.key, err) // not the error's text: it may hold the write's values
 		case errors.Is(err, idemstore.ErrNotCommitted):
-			g.cfg.logger.WarnContext(ctx, "idem: completion not committed; releasing the key", "key", l.key, "error", err)
+			g.cfg.logger.WarnContext(ctx, "idem: completion not committed", "key", l.key, "error", err)
 		default:
 			g.cfg.logger.ErrorContext(ctx, "idem: completion failed; the key stays in progress until its lease ends", "key", l.key, "error", err)
 		}

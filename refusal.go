@@ -87,9 +87,10 @@ func (l *lease) takeRefused() func(context.Context, error) (any, bool) {
 }
 
 // logRefusal logs, once, attached writes the store refused when completing key: the
-// reason and whether it is permanent, never the error's text.
+// reason and whether it is permanent, never the error's text. What follows (the key
+// released, or the result chosen with [OnRefused] stored) is logged where it happens.
 func (g *Guard) logRefusal(ctx context.Context, key string, err error) {
-	g.cfg.logger.WarnContext(ctx, "idem: attached writes refused, nothing committed; releasing the key",
+	g.cfg.logger.WarnContext(ctx, "idem: attached writes refused, nothing committed",
 		"key", key, "reason", refusalReason(err), "permanent", IsRefused(err))
 }
 

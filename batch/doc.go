@@ -44,6 +44,12 @@
 //		fmt.Println("report", records[i].ID)
 //	}
 //
+// The adapters of this repository share the rest through three helpers: [Settings], the
+// options every adapter offers (concurrency, deadline margin, batch claims), embedded in
+// the adapter's configuration; [NewAdapter], its constructor's checks, options and
+// engine; and [Run], which processes the records and maps each [Outcome] to the adapter's
+// own outcome type.
+//
 // Choosing the mode:
 //
 //   - Unordered (SQS standard queues): every item may run concurrently with every other of

@@ -8,6 +8,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dynamo/internal/attrcheck"
+	"github.com/idemkit/idem/idemstore"
 )
 
 // MaxAttached is the most writes that can be attached to one completion: DynamoDB's limit
@@ -29,7 +30,9 @@ const MaxAttached = 99
 //   - more than [MaxAttached] in all, over every call;
 //   - an item without exactly one action or without its table;
 //   - an item holding a value DynamoDB refuses: a number it cannot parse or store, an
-//     empty set, an empty key value, and so on.
+//     empty set, an empty key value, and so on;
+//   - an outbox event whose item is over DynamoDB's 400 KB item limit, or writes whose
+//     estimated size, with the completion's, is over its 4 MB transaction limit.
 func Attach(ctx context.Context, items ...types.TransactWriteItem) error {
 	writes := make([]any, len(items))
 	for i := range items {
@@ -54,26 +57,54 @@ func Attach(ctx context.Context, items ...types.TransactWriteItem) error {
 //   - no NULL that is not true, and no nil binary value;
 //   - no empty ExpressionAttributeNames or ExpressionAttributeValues map.
 //
+// The transaction must fit DynamoDB's size limits, as far as they are known before the
+// handler returns:
+//
+//   - an outbox event's item (outbox.Record) at most 400 KB, counted as DynamoDB counts
+//     an item;
+//   - the attached writes' estimated size (each Put's item, each other action's key, and
+//     every action's expression attribute values, names and expressions), plus
+//     2 KB for the completion, at most DynamoDB's 4 MB per transaction.
+//     The handler's result is not known yet, so not counted: a result that brings the
+//     transaction over the limit makes the completion fail with
+//     [idemstore.ErrNotCommitted] (the key is released), as an item over 400 KB does.
+//
 // The store does not know the tables' key schemas. So only DynamoDB refuses, when the
 // completion is sent, an empty string or binary key attribute in a Put's Item, and whatever
 // else needs the table (its key types, its indexes) or the expressions parsed. The
 // completion then fails with [idemstore.ErrNotCommitted], and the key is released.
 func (s *Store) CheckAttached(attached []any) error {
-	attached, err := s.withOutbox(attached)
+	withOutbox, err := s.withOutbox(attached)
 	if err != nil {
 		return fmt.Errorf("dynamo: %w", err)
 	}
-	items, err := attrcheck.AppendAttached(nil, attached, MaxAttached)
+	items, err := attrcheck.AppendAttached(nil, withOutbox, MaxAttached)
 	if err != nil {
 		return fmt.Errorf("dynamo: %w", err)
 	}
+	total := completionAllowance
 	for i, w := range items {
 		if err := checkItem(w); err != nil {
 			return fmt.Errorf("dynamo: attached write %d: %w", i, err)
 		}
+		if _, ok := attached[i].(idemstore.OutboxMessage); ok {
+			if n := itemSize(w.Put.Item); n > maxItemSize {
+				return fmt.Errorf("dynamo: attached write %d: outbox event of %d bytes, over DynamoDB's item limit of 400 KB", i, n)
+			}
+		}
+		if total += actionSize(w); total > maxTransactionSize {
+			return fmt.Errorf("dynamo: attached write %d: the attached writes come to about %d bytes with the completion, over DynamoDB's transaction limit of 4 MB", i, total)
+		}
 	}
 	return nil
 }
+
+// completionAllowance is what [Store.CheckAttached] counts for the completion's own update
+// in a transaction's size, its result apart: 2 KB.
+const completionAllowance = 2 << 10
+
+// maxTransactionSize is DynamoDB's limit on the size of one TransactWriteItems: 4 MB.
+const maxTransactionSize = 4 << 20
 
 // transactItems returns the completion followed by the attached writes, which must be
 // types.TransactWriteItem values or non-nil pointers to them, at most [MaxAttached]. The

@@ -46,8 +46,15 @@ func (s *Store) transactFail(rec *idemstore.Record, ref string, items []types.Tr
 	}
 	var tce *types.TransactionCanceledException
 	if !errors.As(err, &tce) {
-		if isItemTooLarge(err) {
+		switch {
+		case isItemTooLarge(err):
 			return s.tooLarge(rec, ref, items, err)
+		case isTransactionTooLarge(err):
+			// Refused before it ran: nothing committed.
+			return &idem.StoreError{Op: "complete", Err: &AttachedWriteError{
+				Index: -1, Code: "ValidationError",
+				Err: fmt.Errorf("%w: transaction over DynamoDB's size limit of 4 MB: %w", idemstore.ErrNotCommitted, err),
+			}}
 		}
 		return s.fail("complete", err)
 	}
@@ -166,9 +173,9 @@ func tableOf(items []types.TransactWriteItem, i int) string {
 // AttachedWriteError names the write attached to a completion (see [Attach]) that made its
 // transaction fail. Nothing committed, the completion included, and the guard released the
 // key. Err wraps [idem.ErrConditionFailed] when the write's own condition failed, or
-// [idemstore.ErrNotCommitted] when DynamoDB refused it for another reason, such as an item over
-// the 400 KB limit, a conflicting transaction or throttling (the error then also comes
-// inside an [*idem.StoreError]); and the SDK error (a
+// [idemstore.ErrNotCommitted] when DynamoDB refused it for another reason, such as an item
+// over the 400 KB limit, a transaction over 4 MB (Index -1), a conflicting transaction or
+// throttling (the error then also comes inside an [*idem.StoreError]); and the SDK error (a
 // [*types.TransactionCanceledException] with its CancellationReasons, or the
 // ValidationException of an item too large), which errors.As still reaches.
 //
@@ -239,6 +246,14 @@ func isItemTooLarge(err error) bool {
 	}
 	msg := apiErr.ErrorMessage()
 	return mentionsItemSize(&msg)
+}
+
+// isTransactionTooLarge reports whether err is DynamoDB's refusal of a TransactWriteItems
+// request over 4 MB: a ValidationException "Transaction payload size cannot exceed 4MB".
+func isTransactionTooLarge(err error) bool {
+	var apiErr smithy.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode() == "ValidationException" &&
+		strings.Contains(strings.ToLower(apiErr.ErrorMessage()), "transaction payload size")
 }
 
 func mentionsItemSize(msg *string) bool {

@@ -64,6 +64,8 @@ func TestErrorMapping(t *testing.T) {
 		{"TransactTooLargeRecord", true, nil, string(bigData), errTooBig, false, []error{idemstore.ErrTooLarge}, -2},
 		{"TransactTooLargeAttached", true, bigData[:4096], "", errTooBig, false, notCommitted, -1},
 		{"TransactOutage", true, nil, "", errOutage, false, []error{idem.ErrStore}, -2},
+		// A transaction over 4 MB is refused before it runs: nothing committed.
+		{"TransactionOverFourMB", true, nil, "", errTxBig, false, notCommitted, -1},
 		// A result kept apart whose item DynamoDB refuses is too large, attachments or not;
 		// an outage writing it is a store error, and nothing else is sent.
 		{"ResultTooLarge", false, bigData, "", errTooBig, true, []error{idemstore.ErrTooLarge}, -2},

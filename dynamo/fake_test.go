@@ -69,6 +69,7 @@ func (f *fakeAPI) TransactWriteItems(_ context.Context, in *dynamodb.TransactWri
 var (
 	errCCF     = &types.ConditionalCheckFailedException{Message: aws.String("The conditional request failed")}
 	errTooBig  = &smithy.GenericAPIError{Code: "ValidationException", Message: "Item size has exceeded the maximum allowed size"}
+	errTxBig   = &smithy.GenericAPIError{Code: "ValidationException", Message: "Transaction payload size cannot exceed 4MB. Payload Size: 4283435"}
 	errOutage  = &smithy.GenericAPIError{Code: "InternalServerError", Message: "boom", Fault: smithy.FaultServer}
 	holderItem = map[string]types.AttributeValue{
 		"id":     &types.AttributeValueMemberS{Value: "k"},

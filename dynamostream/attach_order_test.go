@@ -17,6 +17,7 @@ import (
 	"github.com/idemkit/idem/dynamo"
 	"github.com/idemkit/idem/dynamo/dynamomem"
 	"github.com/idemkit/idem/dynamostream"
+	"github.com/idemkit/idem/internal/adaptertest"
 )
 
 // TestAttachedConditionFailureStopsItem: the records of one item run one at a time in
@@ -77,7 +78,7 @@ func TestAttachedConditionFailureStopsItem(t *testing.T) {
 		}
 	}
 	ev := events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{change("c-1", "100", "start"), change("c-2", "200", "base")}}
-	rep, err := h.Process(lambdaContext(t), ev)
+	rep, err := h.Process(adaptertest.Context(t), ev)
 	require.NoError(t, err)
 	require.Len(t, rep.Outcomes, 2)
 	require.True(t, rep.Outcomes[0].Failed(), "change 1's attached write failed its condition")

@@ -4,18 +4,13 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/dynamo"
 	"github.com/idemkit/idem/dynamostream"
-	"github.com/idemkit/idem/internal/ddbcount"
-	"github.com/idemkit/idem/internal/ddblocal"
-	"github.com/idemkit/idem/internal/samtables"
+	"github.com/idemkit/idem/internal/adaptertest"
 )
 
 // TestCostOnDynamoDB counts the DynamoDB calls (DynamoDB Local) of a batch of 100 new
@@ -31,9 +26,8 @@ import (
 // Delivered again, the batch replays in its claim calls (4, and one read of the records
 // they met): no completion, no single-item call.
 //
-// The calls forward without deadline (ddbcount.NewUnbounded) under a deadline 15 minutes
-// ahead: a completion call that a loaded machine makes DynamoDB Local answer after idem's
-// 10-second completion bound is resent alone, and the count would measure the machine.
+// The calls are counted as adaptertest.CountingGuard says, under adaptertest.Context's
+// deadline.
 func TestCostOnDynamoDB(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -46,45 +40,20 @@ func TestCostOnDynamoDB(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			client := ddblocal.Client(t)
-			table := samtables.NewTables(t, client, "IdempotencyTable")["IdempotencyTable"]
-			api := ddbcount.NewUnbounded(client)
-			store, err := dynamo.New(api, table)
-			require.NoError(t, err)
-			guard, err := idem.New(store, "cost")
-			require.NoError(t, err)
-			h, err := dynamostream.New(guard, func(context.Context, events.DynamoDBEventRecord) error { return nil })
-			require.NoError(t, err)
-			var ev events.DynamoDBEvent
-			for i := range 100 {
-				pk := fmt.Sprintf("o-%d", i%tc.keys)
-				ev.Records = append(ev.Records, change(fmt.Sprint(1000+i), pk, fmt.Sprint(i)))
-			}
-
-			rep, err := h.Process(costContext(t), ev)
-			require.NoError(t, err)
-			require.Equal(t, 100, rep.Ran)
-			calls := api.Take()
-			t.Logf("new: %v", calls)
-			assert.Equal(t, tc.calls, calls)
-
-			rep, err = h.Process(costContext(t), ev)
-			require.NoError(t, err)
-			require.Equal(t, 100, rep.Replayed)
-			calls = api.Take()
-			t.Logf("redelivered: %v", calls)
-			// 4 batch claims, refused, and one BatchGetItem (up to 100 keys) reading back the
-			// finished records they met.
-			assert.Equal(t, map[string]int{"BatchExecuteStatement": 4, "BatchGetItem": 1}, calls)
+			adaptertest.Cost(t, 100, tc.calls, func(t *testing.T, guard *idem.Guard) func(context.Context) (int, int) {
+				h, err := dynamostream.New(guard, func(context.Context, events.DynamoDBEventRecord) error { return nil })
+				require.NoError(t, err)
+				var ev events.DynamoDBEvent
+				for i := range 100 {
+					pk := fmt.Sprintf("o-%d", i%tc.keys)
+					ev.Records = append(ev.Records, change(fmt.Sprint(1000+i), pk, fmt.Sprint(i)))
+				}
+				return func(ctx context.Context) (int, int) {
+					rep, err := h.Process(ctx, ev)
+					require.NoError(t, err)
+					return rep.Ran, rep.Replayed
+				}
+			})
 		})
 	}
-}
-
-// costContext returns the context of an invocation of the longest Lambda timeout, just
-// begun: no item of a cost test is held back for lack of time, however slow the machine.
-func costContext(t testing.TB) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
 }

@@ -33,26 +33,8 @@ var source = batch.Source{Name: "dynamostream", System: "aws_dynamodb_streams", 
 // sequence number, never its key or images) and its hooks ([idem.WithHooks]: OnBatch gets
 // each batch with the records' sequence numbers as item IDs).
 func New(guard *idem.Guard, fn func(context.Context, events.DynamoDBEventRecord) error, opts ...Option) (*Handler, error) {
-	if guard == nil {
-		return nil, optErr("New", "guard must not be nil")
-	}
-	if fn == nil {
-		return nil, optErr("New", "handler must not be nil")
-	}
 	cfg := defaultConfig()
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
-	}
-	engineOpts := []batch.Option{batch.WithConcurrency(cfg.concurrency), batch.WithBatchClaims(cfg.batchClaims)}
-	if cfg.marginSet {
-		engineOpts = append(engineOpts, batch.WithDeadlineMargin(cfg.margin))
-	}
-	engine, err := batch.New(guard, source, engineOpts...)
+	engine, err := batch.NewAdapter(guard, fn == nil, "New", source, &cfg, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -110,15 +92,13 @@ func (h *Handler) Process(ctx context.Context, event events.DynamoDBEvent) (*Rep
 			it.Fingerprint, it.Err = h.cfg.fingerprint(r)
 		}
 	}
-	run := func(ctx context.Context, i int) error { return h.fn(ctx, recs[i]) }
-	rep := h.engine.Process(ctx, items, run, batch.Mode{Ordered: true, RecordBeforeNext: true, Destination: tableName(recs)})
-	out := make([]Outcome, len(rep.Outcomes))
-	for i, o := range rep.Outcomes {
-		out[i] = Outcome{
-			SequenceNumber: o.ID, EventID: recs[i].EventID, Key: o.Key,
+	mode := batch.Mode{Ordered: true, RecordBeforeNext: true, Destination: tableName(recs)}
+	rep, out := batch.Run(ctx, h.engine, recs, items, h.fn, mode, func(o batch.Outcome, r events.DynamoDBEventRecord) Outcome {
+		return Outcome{
+			SequenceNumber: o.ID, EventID: r.EventID, Key: o.Key,
 			Status: o.Status, Reason: o.Reason, Err: o.Err, Duration: o.Duration,
 		}
-	}
+	})
 	return &Report{
 		Outcomes: out, first: rep.FirstFailures(),
 		Ran: rep.Ran, Replayed: rep.Replayed, Duplicates: rep.Duplicates, Failed: rep.Failed,

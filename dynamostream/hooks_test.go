@@ -2,21 +2,16 @@ package dynamostream_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
-	"strings"
-	"sync"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dynamostream"
-	"github.com/idemkit/idem/memstore"
+	"github.com/idemkit/idem/internal/adaptertest"
 )
 
 // TestOnBatchAndLogsNameSequenceNumbers: the guard's OnBatch hook and the log lines name
@@ -24,19 +19,8 @@ import (
 func TestOnBatchAndLogsNameSequenceNumbers(t *testing.T) {
 	t.Parallel()
 	const secret = "o-secret-4111"
-	var (
-		mu    sync.Mutex
-		got   []idem.BatchEvent
-		lines strings.Builder
-	)
-	hooks := idem.Hooks{OnBatch: func(_ context.Context, e idem.BatchEvent) {
-		mu.Lock()
-		defer mu.Unlock()
-		got = append(got, e)
-	}}
-	logger := slog.New(slog.NewJSONHandler(&lines, nil))
-	g, err := idem.New(memstore.New(), "hooks", idem.WithHooks(hooks), idem.WithLogger(logger))
-	require.NoError(t, err)
+	obs := adaptertest.Observe(t, "hooks")
+	g := obs.Guard
 	h, err := dynamostream.New(g, func(_ context.Context, r events.DynamoDBEventRecord) error {
 		if r.Change.NewImage["status"].String() == "PAID" {
 			return errors.New("failed")
@@ -50,21 +34,16 @@ func TestOnBatchAndLogsNameSequenceNumbers(t *testing.T) {
 		r.EventSourceArn = "arn:aws:dynamodb:eu-west-1:123456789012:table/orders/stream/2024-05-01T12:00:00.000"
 		ev.Records = append(ev.Records, r)
 	}
-	_, err = h.Handle(lambdaContext(t), ev)
+	_, err = h.Handle(adaptertest.Context(t), ev)
 	require.NoError(t, err)
 
+	got := obs.Events()
 	require.Len(t, got, 1)
 	assert.Equal(t, "aws_dynamodb_streams", got[0].System)
 	assert.Equal(t, "orders", got[0].Destination, "the table's name")
-	var ids, statuses []string
-	for _, it := range got[0].Items {
-		ids, statuses = append(ids, it.ID), append(statuses, it.Status+"/"+it.Reason)
-	}
+	ids, statuses := adaptertest.Items(got[0])
 	assert.Equal(t, []string{"600", "601", "602"}, ids)
 	assert.Equal(t, []string{"ran/", "failed/handler", "failed/group_stopped"}, statuses)
-	dump, err := json.Marshal(got[0].Items)
-	require.NoError(t, err)
-	assert.NotContains(t, string(dump), secret)
-	assert.NotContains(t, lines.String(), secret)
-	assert.Contains(t, lines.String(), `"msg":"dynamostream: record failed","sequence_number":"601","stored_key":"`)
+	obs.NoSecret(t, secret)
+	assert.Contains(t, obs.Lines(), `"msg":"dynamostream: record failed","sequence_number":"601","stored_key":"`)
 }

@@ -2,87 +2,35 @@ package dynamostream_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"flag"
 	"math/big"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dynamostream"
+	"github.com/idemkit/idem/internal/adaptertest"
 	"github.com/idemkit/idem/memstore"
 )
-
-var update = flag.Bool("update", false, "rewrite the expected responses in testdata/*.golden.json")
 
 // loadEvent reads testdata/name.json.
 func loadEvent(t testing.TB, name string) events.DynamoDBEvent {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("testdata", name+".json"))
-	require.NoError(t, err)
-	var ev events.DynamoDBEvent
-	require.NoError(t, json.Unmarshal(raw, &ev))
-	require.NotEmpty(t, ev.Records)
-	return ev
-}
-
-// lambdaContext returns a context with the deadline of an invocation that has just begun:
-// without a deadline, outcomes are recorded one by one (see idem.Batch).
-func lambdaContext(t testing.TB) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
+	return adaptertest.Load[events.DynamoDBEvent](t, name)
 }
 
 // invoke sends ev through the Lambda runtime's JSON handler, as Lambda would, and returns
 // the raw response.
 func invoke(t testing.TB, h *dynamostream.Handler, ev events.DynamoDBEvent) []byte {
 	t.Helper()
-	payload, err := json.Marshal(ev)
-	require.NoError(t, err)
-	out, err := lambda.NewHandler(h.Handle).Invoke(lambdaContext(t), payload)
+	out, err := adaptertest.Invoke(t, context.Background(), h.Handle, ev)
 	require.NoError(t, err)
 	return out
-}
-
-// checkGolden compares a response with testdata/name.golden.json, or rewrites the file
-// under -update.
-func checkGolden(t testing.TB, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name+".golden.json")
-	if *update {
-		var v any
-		require.NoError(t, json.Unmarshal(got, &v))
-		pretty, err := json.MarshalIndent(v, "", "  ")
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(path, append(pretty, '\n'), 0o644))
-		return
-	}
-	want, err := os.ReadFile(path)
-	require.NoError(t, err, "run go test -update to create it")
-	assert.JSONEq(t, string(want), string(got))
-}
-
-// failures decodes a response into its reported sequence numbers.
-func failures(t testing.TB, raw []byte) []string {
-	t.Helper()
-	var resp events.DynamoDBEventResponse
-	require.NoError(t, json.Unmarshal(raw, &resp))
-	seqs := []string{}
-	for _, f := range resp.BatchItemFailures {
-		seqs = append(seqs, f.ItemIdentifier)
-	}
-	return seqs
 }
 
 // retryFrom returns what Lambda delivers after a partial response: the shard's records
@@ -144,15 +92,15 @@ func TestFixtureFirstFailurePerItem(t *testing.T) {
 			require.NoError(t, err)
 
 			out := invoke(t, h, ev)
-			checkGolden(t, "dynamodb-orders-three-items-third-fails", out)
-			reported := failures(t, out)
+			adaptertest.Golden(t, "dynamodb-orders-three-items-third-fails", out)
+			reported := adaptertest.Failures(t, out)
 			assert.Equal(t, []string{ev.Records[2].Change.SequenceNumber}, reported)
 			assert.Zero(t, p.applied[ev.Records[3].EventID], "o-1's change after the failure is not started")
 
 			p.fail = nil
 			retry := retryFrom(t, ev, reported)
 			require.Len(t, retry.Records, 4)
-			assert.Empty(t, failures(t, invoke(t, h, retry)))
+			assert.Empty(t, adaptertest.Failures(t, invoke(t, h, retry)))
 			for _, r := range ev.Records {
 				assert.Equal(t, 1, p.applied[r.EventID], "change %s applied once", r.EventID)
 			}
@@ -177,8 +125,8 @@ func TestFixtureAWSLambdaGo(t *testing.T) {
 	h, err := dynamostream.New(g, p.apply)
 	require.NoError(t, err)
 	ev := loadEvent(t, "dynamodb-aws-lambda-go")
-	assert.Empty(t, failures(t, invoke(t, h, ev)))
-	rep, err := h.Process(lambdaContext(t), ev)
+	assert.Empty(t, adaptertest.Failures(t, invoke(t, h, ev)))
+	rep, err := h.Process(adaptertest.Context(t), ev)
 	require.NoError(t, err)
 	assert.Equal(t, len(ev.Records), rep.Replayed)
 	for _, r := range ev.Records {
@@ -202,7 +150,7 @@ func TestKeyJMESPath(t *testing.T) {
 		require.NoError(t, err)
 		h, err := dynamostream.New(g, func(context.Context, events.DynamoDBEventRecord) error { return nil }, dynamostream.WithKeyJMESPath(tc.expr))
 		require.NoError(t, err)
-		rep, err := h.Process(lambdaContext(t), events.DynamoDBEvent{Records: ev.Records[:1]})
+		rep, err := h.Process(adaptertest.Context(t), events.DynamoDBEvent{Records: ev.Records[:1]})
 		require.NoError(t, err)
 		assert.Equal(t, tc.want, rep.Outcomes[0].Key, tc.expr)
 	}
@@ -218,12 +166,12 @@ func TestInvalidEvent(t *testing.T) {
 	require.NoError(t, err)
 	ev := loadEvent(t, "dynamodb-orders-three-items")
 	ev.Records[1].Change.SequenceNumber = ""
-	_, err = h.Handle(lambdaContext(t), ev)
+	_, err = h.Handle(adaptertest.Context(t), ev)
 	require.ErrorIs(t, err, dynamostream.ErrInvalidEvent)
 
 	ev = loadEvent(t, "dynamodb-orders-three-items")
 	ev.Records[1].Change.Keys = nil
-	rep, err := h.Process(lambdaContext(t), ev)
+	rep, err := h.Process(adaptertest.Context(t), ev)
 	require.NoError(t, err)
 	assert.Equal(t, dynamostream.Reason("key"), rep.Outcomes[1].Reason)
 	assert.Equal(t, []events.DynamoDBBatchItemFailure{{ItemIdentifier: ev.Records[1].Change.SequenceNumber}}, rep.Response().BatchItemFailures)
@@ -232,27 +180,13 @@ func TestInvalidEvent(t *testing.T) {
 // TestOptions: invalid settings fail New with an error naming the option.
 func TestOptions(t *testing.T) {
 	t.Parallel()
-	g, err := idem.New(memstore.New(), "options")
-	require.NoError(t, err)
-	fn := func(context.Context, events.DynamoDBEventRecord) error { return nil }
-	for _, tc := range []struct {
-		name string
-		opt  dynamostream.Option
-	}{
-		{"WithConcurrency", dynamostream.WithConcurrency(0)},
-		{"WithKey", dynamostream.WithKey(nil)},
-		{"WithFingerprint", dynamostream.WithFingerprint(nil)},
-		{"WithDeadlineMargin", dynamostream.WithDeadlineMargin(-time.Second)},
-		{"WithKeyJMESPath", dynamostream.WithKeyJMESPath("[")},
-	} {
-		_, err := dynamostream.New(g, fn, tc.opt)
-		require.ErrorIs(t, err, idem.ErrInvalidOption, tc.name)
-		assert.Contains(t, err.Error(), tc.name)
-	}
-	_, err = dynamostream.New(nil, fn)
-	require.ErrorIs(t, err, idem.ErrInvalidOption)
-	_, err = dynamostream.New(g, nil)
-	require.ErrorIs(t, err, idem.ErrInvalidOption)
+	adaptertest.OptionErrors(t, dynamostream.New, func(context.Context, events.DynamoDBEventRecord) error { return nil }, map[string]dynamostream.Option{
+		"WithConcurrency":    dynamostream.WithConcurrency(0),
+		"WithKey":            dynamostream.WithKey(nil),
+		"WithFingerprint":    dynamostream.WithFingerprint(nil),
+		"WithDeadlineMargin": dynamostream.WithDeadlineMargin(-time.Second),
+		"WithKeyJMESPath":    dynamostream.WithKeyJMESPath("["),
+	})
 }
 
 // TestOrderingKeyShard: with one ordering key for every record, the shard is one group: no
@@ -266,7 +200,7 @@ func TestOrderingKeyShard(t *testing.T) {
 	shard := func(events.DynamoDBEventRecord) string { return "shard" }
 	h, err := dynamostream.New(g, p.apply, dynamostream.WithOrderingKey(shard))
 	require.NoError(t, err)
-	assert.Equal(t, []string{ev.Records[2].Change.SequenceNumber}, failures(t, invoke(t, h, ev)))
+	assert.Equal(t, []string{ev.Records[2].Change.SequenceNumber}, adaptertest.Failures(t, invoke(t, h, ev)))
 	assert.Equal(t, []string{"o-1:INSERT:NEW", "o-2:INSERT:NEW"}, p.order, "nothing after the failure ran")
 	_, err = dynamostream.New(g, p.apply, dynamostream.WithOrderingKey(nil))
 	require.ErrorIs(t, err, idem.ErrInvalidOption)

@@ -25,23 +25,18 @@ const (
 type Option func(*config) error
 
 type config struct {
-	concurrency int
+	batch.Settings
 	key         func(events.DynamoDBEventRecord) (string, error)
 	fingerprint func(events.DynamoDBEventRecord) ([]byte, error)
 	group       func(events.DynamoDBEventRecord) (string, error)
-	margin      time.Duration
-	marginSet   bool
-	batchClaims bool
 }
 
 func defaultConfig() config {
 	return config{
-		concurrency: DefaultConcurrency,
+		Settings:    batch.DefaultSettings("dynamostream"),
 		key:         DefaultKey,
 		fingerprint: ChangeFingerprint,
 		group:       ItemKey,
-		margin:      DefaultDeadlineMargin,
-		batchClaims: true,
 	}
 }
 
@@ -53,13 +48,7 @@ func optErr(name, msg string) error {
 // sequence order. Default [DefaultConcurrency]; must be at least 1. With 1, the batch runs
 // one record at a time in the shard's order.
 func WithConcurrency(n int) Option {
-	return func(c *config) error {
-		if n < 1 {
-			return optErr("WithConcurrency", "must be at least 1")
-		}
-		c.concurrency = n
-		return nil
-	}
+	return func(c *config) error { return c.SetConcurrency(n) }
 }
 
 // WithKey sets how a record's idempotency key is chosen. Default [DefaultKey]: the
@@ -128,13 +117,7 @@ func WithFingerprint(fingerprint func(events.DynamoDBEventRecord) ([]byte, error
 // the batch arrives if that is less. A record not started fails with [ReasonNotStarted]
 // and stops its item.
 func WithDeadlineMargin(d time.Duration) Option {
-	return func(c *config) error {
-		if d < 0 {
-			return optErr("WithDeadlineMargin", "must not be negative")
-		}
-		c.margin, c.marginSet = d, true
-		return nil
-	}
+	return func(c *config) error { return c.SetDeadlineMargin(d) }
 }
 
 // WithBatchClaims sets whether a batch's keys are claimed and its outcomes recorded
@@ -155,10 +138,7 @@ func WithDeadlineMargin(d time.Duration) Option {
 //
 // Off, each record claims and completes on its own (two calls).
 func WithBatchClaims(on bool) Option {
-	return func(c *config) error {
-		c.batchClaims = on
-		return nil
-	}
+	return func(c *config) error { return c.SetBatchClaims(on) }
 }
 
 // DefaultKey returns the record's eventID, which identifies one change of one item and

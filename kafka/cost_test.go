@@ -7,14 +7,10 @@ import (
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/dynamo"
-	"github.com/idemkit/idem/internal/ddbcount"
-	"github.com/idemkit/idem/internal/ddblocal"
-	"github.com/idemkit/idem/internal/samtables"
+	"github.com/idemkit/idem/internal/adaptertest"
 	"github.com/idemkit/idem/kafka"
 )
 
@@ -27,39 +23,23 @@ import (
 // no single-item call.
 func TestCostOnDynamoDB(t *testing.T) {
 	t.Parallel()
-	client := ddblocal.Client(t)
-	table := samtables.NewTables(t, client, "IdempotencyTable")["IdempotencyTable"]
-	api := ddbcount.NewUnbounded(client)
-	store, err := dynamo.New(api, table)
-	require.NoError(t, err)
-	guard, err := idem.New(store, "cost")
-	require.NoError(t, err)
-	h, err := kafka.New(guard, func(context.Context, events.KafkaRecord) error { return nil })
-	require.NoError(t, err)
-	ev := events.KafkaEvent{EventSource: "aws:kafka", Records: map[string][]events.KafkaRecord{}}
-	for i := range 100 {
-		p := int64(i % 4)
-		tp := fmt.Sprintf("orders-%d", p)
-		ev.Records[tp] = append(ev.Records[tp], events.KafkaRecord{
-			Topic: "orders", Partition: p, Offset: int64(i / 4),
-			Key:   base64.StdEncoding.EncodeToString(fmt.Appendf(nil, "acct-%d", i)),
-			Value: base64.StdEncoding.EncodeToString(fmt.Appendf(nil, `{"n":%d}`, i)),
-		})
-	}
-
-	rep, err := h.Process(lambdaContext(t), ev)
-	require.NoError(t, err)
-	require.Equal(t, 100, rep.Ran)
-	calls := api.Take()
-	t.Logf("new: %v", calls)
-	assert.Equal(t, map[string]int{"BatchExecuteStatement": 8}, calls, "4 batch claims and 4 batch completions")
-
-	rep, err = h.Process(lambdaContext(t), ev)
-	require.NoError(t, err)
-	require.Equal(t, 100, rep.Replayed)
-	calls = api.Take()
-	t.Logf("redelivered: %v", calls)
-	// 4 batch claims, refused, and one BatchGetItem (up to 100 keys) reading back the
-	// finished records they met.
-	assert.Equal(t, map[string]int{"BatchExecuteStatement": 4, "BatchGetItem": 1}, calls)
+	adaptertest.Cost(t, 100, map[string]int{"BatchExecuteStatement": 8}, func(t *testing.T, guard *idem.Guard) func(context.Context) (int, int) {
+		h, err := kafka.New(guard, func(context.Context, events.KafkaRecord) error { return nil })
+		require.NoError(t, err)
+		ev := events.KafkaEvent{EventSource: "aws:kafka", Records: map[string][]events.KafkaRecord{}}
+		for i := range 100 {
+			p := int64(i % 4)
+			tp := fmt.Sprintf("orders-%d", p)
+			ev.Records[tp] = append(ev.Records[tp], events.KafkaRecord{
+				Topic: "orders", Partition: p, Offset: int64(i / 4),
+				Key:   base64.StdEncoding.EncodeToString(fmt.Appendf(nil, "acct-%d", i)),
+				Value: base64.StdEncoding.EncodeToString(fmt.Appendf(nil, `{"n":%d}`, i)),
+			})
+		}
+		return func(ctx context.Context) (int, int) {
+			rep, err := h.Process(ctx, ev)
+			require.NoError(t, err)
+			return rep.Ran, rep.Replayed
+		}
+	})
 }

@@ -32,10 +32,13 @@
 //
 // # Keys
 //
-// By default a record is keyed by the idempotency-key header its producer set
-// ([DefaultKeyHeader], see [WithKeyHeader]), or, without one, by its place in the log,
-// "<topic>-<partition>@<offset>" ([OffsetKey]), which stays the same when Lambda delivers
-// it again. A producer's retry that the broker did not deduplicate writes the record again
+// By default a record is keyed by the Idempotency-Key header its producer set
+// ([DefaultKeyHeader], outbox.IDAttribute, matched without regard to case; see
+// [WithKeyHeader]), or, without one, by its place in the log of its cluster,
+// "<source>/<topic>-<partition>@<offset>" ([OffsetKey]: the source is the MSK cluster's
+// ARN, or a self-managed cluster's bootstrap servers), which stays the same when Lambda
+// delivers it again, and differs between two event source mappings on two clusters. A
+// producer's retry that the broker did not deduplicate writes the record again
 // at a new offset: only a key the producer chose (the header, or [WithKey] over the value)
 // tells the two apart. A transactional outbox relay sets the header to the event's ID.
 //

@@ -35,26 +35,8 @@ var source = batch.Source{Name: "kafka", System: "kafka", Item: "record", IDAttr
 // ([idem.WithHooks]: OnBatch gets each batch with the records' "<topic>-<partition>@<offset>"
 // as item IDs).
 func New(guard *idem.Guard, fn func(context.Context, events.KafkaRecord) error, opts ...Option) (*Handler, error) {
-	if guard == nil {
-		return nil, optErr("New", "guard must not be nil")
-	}
-	if fn == nil {
-		return nil, optErr("New", "handler must not be nil")
-	}
 	cfg := defaultConfig()
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
-	}
-	engineOpts := []batch.Option{batch.WithConcurrency(cfg.concurrency), batch.WithBatchClaims(cfg.batchClaims)}
-	if cfg.marginSet {
-		engineOpts = append(engineOpts, batch.WithDeadlineMargin(cfg.margin))
-	}
-	engine, err := batch.New(guard, source, engineOpts...)
+	engine, err := batch.NewAdapter(guard, fn == nil, "New", source, &cfg, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -108,6 +90,7 @@ func (h *Handler) Process(ctx context.Context, event events.KafkaEvent) (*Report
 	}
 	items := make([]batch.Item, len(recs))
 	topics := map[string]bool{}
+	src := EventSource(event)
 	for i, r := range recs {
 		if r.Topic == "" {
 			return nil, fmt.Errorf("%w: record %d has no topic", ErrInvalidEvent, i)
@@ -116,7 +99,7 @@ func (h *Handler) Process(ctx context.Context, event events.KafkaEvent) (*Report
 		it := &items[i]
 		// The record key as Lambda sent it: equal keys have equal base64.
 		it.ID, it.Group = itemID(r), TopicPartition(r)+"\x00"+r.Key
-		it.Key, it.Err = h.cfg.keyOf(r)
+		it.Key, it.Err = h.cfg.keyOf(src, r)
 		if it.Err == nil {
 			it.Fingerprint, it.Err = h.cfg.fingerprint(r)
 		}
@@ -125,15 +108,13 @@ func (h *Handler) Process(ctx context.Context, event events.KafkaEvent) (*Report
 	if len(topics) == 1 {
 		destination = recs[0].Topic
 	}
-	run := func(ctx context.Context, i int) error { return h.fn(ctx, recs[i]) }
-	rep := h.engine.Process(ctx, items, run, batch.Mode{Ordered: true, RecordBeforeNext: true, Destination: destination})
-	out := make([]Outcome, len(rep.Outcomes))
-	for i, o := range rep.Outcomes {
-		out[i] = Outcome{
-			ID: o.ID, TopicPartition: TopicPartition(recs[i]), Offset: recs[i].Offset, Key: o.Key,
+	mode := batch.Mode{Ordered: true, RecordBeforeNext: true, Destination: destination}
+	rep, out := batch.Run(ctx, h.engine, recs, items, h.fn, mode, func(o batch.Outcome, r events.KafkaRecord) Outcome {
+		return Outcome{
+			ID: o.ID, TopicPartition: TopicPartition(r), Offset: r.Offset, Key: o.Key,
 			Status: o.Status, Reason: o.Reason, Err: o.Err, Duration: o.Duration,
 		}
-	}
+	})
 	return &Report{
 		Outcomes: out,
 		Ran:      rep.Ran, Replayed: rep.Replayed, Duplicates: rep.Duplicates, Failed: rep.Failed,

@@ -2,20 +2,16 @@ package kafka_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/adaptertest"
 	"github.com/idemkit/idem/kafka"
 	"github.com/idemkit/idem/memstore"
 )
@@ -23,64 +19,27 @@ import (
 // loadEvent reads testdata/name.json.
 func loadEvent(t testing.TB, name string) events.KafkaEvent {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("testdata", name+".json"))
-	require.NoError(t, err)
-	var ev events.KafkaEvent
-	require.NoError(t, json.Unmarshal(raw, &ev))
-	require.NotEmpty(t, ev.Records)
-	return ev
+	return adaptertest.Load[events.KafkaEvent](t, name)
 }
 
-// invoke sends ev through the Lambda runtime's JSON handler, as Lambda would, with the
-// deadline of an invocation that has just begun, and returns the raw response and error.
+// invoke sends ev through the Lambda runtime's JSON handler, as Lambda would, and returns
+// the raw response and error.
 func invoke(t testing.TB, h *kafka.Handler, ev events.KafkaEvent) ([]byte, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	payload, err := json.Marshal(ev)
-	require.NoError(t, err)
-	return lambda.NewHandler(h.Handle).Invoke(ctx, payload)
+	return adaptertest.Invoke(t, context.Background(), h.Handle, ev)
 }
 
-// lambdaContext returns a context with the deadline of an invocation that has just begun.
-func lambdaContext(t testing.TB) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
+// ledger applies each record's event (see adaptertest.Ledger).
+type ledger struct{ *adaptertest.Ledger }
 
-// ledger applies each record's event, counting runs per event ID, and fails the events
-// named in fail.
-type ledger struct {
-	mu      sync.Mutex
-	applied map[string]int
-	order   []string
-	fail    map[string]bool
-}
+func newLedger(fail ...string) *ledger { return &ledger{adaptertest.NewLedger(fail...)} }
 
 func (l *ledger) apply(_ context.Context, r events.KafkaRecord) error {
 	value, err := kafka.Value(r)
 	if err != nil {
 		return err
 	}
-	var c struct {
-		EventID string `json:"event_id"`
-	}
-	if err := json.Unmarshal(value, &c); err != nil {
-		return err
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.fail[c.EventID] {
-		return errors.New("downstream unavailable")
-	}
-	if l.applied == nil {
-		l.applied = map[string]int{}
-	}
-	l.applied[c.EventID]++
-	l.order = append(l.order, c.EventID)
-	return nil
+	return l.Apply(value)
 }
 
 // from returns the records of ev's partition tp from offset on, as Lambda delivers a
@@ -97,7 +56,7 @@ func from(ev events.KafkaEvent, tp string, offset int64) events.KafkaEvent {
 }
 
 // TestAWSLambdaGoFixture: aws-lambda-go's own Kafka event runs through the Lambda runtime;
-// its record carries no idempotency-key header, so it is keyed by its offset.
+// its record carries no idempotency-key header, so it is keyed by its cluster and offset.
 func TestAWSLambdaGoFixture(t *testing.T) {
 	t.Parallel()
 	g, err := idem.New(memstore.New(), "fixture")
@@ -114,10 +73,10 @@ func TestAWSLambdaGoFixture(t *testing.T) {
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"batchItemFailures":[]}`, string(out))
 	assert.Equal(t, []string{"8d5596b4-1813-4238-b24b-6dad8e3d1c0c"}, got, "the value decoded from base64")
-	rep, err := h.Process(lambdaContext(t), ev)
+	rep, err := h.Process(adaptertest.Context(t), ev)
 	require.NoError(t, err)
 	assert.Equal(t, kafka.StatusReplayed, rep.Outcomes[0].Status)
-	assert.Equal(t, "AWSKafkaTopic-0@0", rep.Outcomes[0].Key)
+	assert.Equal(t, ev.EventSourceARN+"/AWSKafkaTopic-0@0", rep.Outcomes[0].Key, "the offset key names the cluster")
 	assert.Equal(t, "AWSKafkaTopic-0@0", rep.Outcomes[0].ID)
 }
 
@@ -129,7 +88,7 @@ func TestPartialResponseStopsTheKey(t *testing.T) {
 	t.Parallel()
 	g, err := idem.New(memstore.New(), "ledger")
 	require.NoError(t, err)
-	l := &ledger{fail: map[string]bool{"e2": true}}
+	l := newLedger("e2")
 	h, err := kafka.New(g, l.apply, kafka.WithReportBatchItemFailures(true))
 	require.NoError(t, err)
 	ev := loadEvent(t, "kafka-two-partitions")
@@ -138,20 +97,18 @@ func TestPartialResponseStopsTheKey(t *testing.T) {
 	assert.JSONEq(t, `{"batchItemFailures":[
 		{"itemIdentifier":{"partition":"credits-0","offset":11}},
 		{"itemIdentifier":{"partition":"credits-0","offset":12}}]}`, string(out))
-	assert.Equal(t, map[string]int{"e1": 1, "e4": 1, "e5": 1}, l.applied)
+	assert.Equal(t, map[string]int{"e1": 1, "e4": 1, "e5": 1}, l.Applied)
 
-	l.mu.Lock()
-	l.fail = nil
-	l.mu.Unlock()
-	rep, err := h.Process(lambdaContext(t), from(ev, "credits-0", 11))
+	l.Heal()
+	rep, err := h.Process(adaptertest.Context(t), from(ev, "credits-0", 11))
 	require.NoError(t, err)
 	var statuses []kafka.Status
 	for _, o := range rep.Outcomes {
 		statuses = append(statuses, o.Status)
 	}
 	assert.Equal(t, []kafka.Status{kafka.StatusRan, kafka.StatusRan, kafka.StatusReplayed}, statuses)
-	assert.Equal(t, map[string]int{"e1": 1, "e2": 1, "e3": 1, "e4": 1, "e5": 1}, l.applied)
-	assert.Less(t, indexOf(l.order, "e2"), indexOf(l.order, "e3"), "acct-1 in offset order")
+	assert.Equal(t, map[string]int{"e1": 1, "e2": 1, "e3": 1, "e4": 1, "e5": 1}, l.Applied)
+	assert.Less(t, indexOf(l.Order, "e2"), indexOf(l.Order, "e3"), "acct-1 in offset order")
 }
 
 func indexOf(s []string, v string) int {
@@ -170,24 +127,22 @@ func TestDefaultModeFailsTheBatch(t *testing.T) {
 	t.Parallel()
 	g, err := idem.New(memstore.New(), "ledger")
 	require.NoError(t, err)
-	l := &ledger{fail: map[string]bool{"e2": true}}
+	l := newLedger("e2")
 	h, err := kafka.New(g, l.apply)
 	require.NoError(t, err)
 	ev := loadEvent(t, "kafka-two-partitions")
 	_, err = invoke(t, h, ev)
 	require.Error(t, err, "the runtime reports the error, so Lambda retries the batch")
-	_, err = h.Handle(lambdaContext(t), ev)
+	_, err = h.Handle(adaptertest.Context(t), ev)
 	require.ErrorIs(t, err, kafka.ErrBatchFailed)
 	assert.Contains(t, err.Error(), "credits-0@11")
-	assert.Equal(t, map[string]int{"e1": 1, "e4": 1, "e5": 1}, l.applied)
+	assert.Equal(t, map[string]int{"e1": 1, "e4": 1, "e5": 1}, l.Applied)
 
-	l.mu.Lock()
-	l.fail = nil
-	l.mu.Unlock()
+	l.Heal()
 	out, err := invoke(t, h, ev)
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"batchItemFailures":[]}`, string(out))
-	assert.Equal(t, map[string]int{"e1": 1, "e2": 1, "e3": 1, "e4": 1, "e5": 1}, l.applied)
+	assert.Equal(t, map[string]int{"e1": 1, "e2": 1, "e3": 1, "e4": 1, "e5": 1}, l.Applied)
 }
 
 // TestHeaderKeyRunsADuplicateOnce: a producer's retry wrote e1 again at a new offset;
@@ -197,7 +152,7 @@ func TestHeaderKeyRunsADuplicateOnce(t *testing.T) {
 	t.Parallel()
 	g, err := idem.New(memstore.New(), "ledger")
 	require.NoError(t, err)
-	l := &ledger{}
+	l := newLedger()
 	h, err := kafka.New(g, l.apply, kafka.WithConcurrency(1))
 	require.NoError(t, err)
 	ev := loadEvent(t, "kafka-two-partitions")
@@ -205,20 +160,20 @@ func TestHeaderKeyRunsADuplicateOnce(t *testing.T) {
 	retried := p0[0]
 	retried.Offset = 14
 	ev.Records["credits-0"] = append(p0, retried)
-	rep, err := h.Process(lambdaContext(t), ev)
+	rep, err := h.Process(adaptertest.Context(t), ev)
 	require.NoError(t, err)
 	assert.Equal(t, kafka.StatusDuplicate, rep.Outcomes[4].Status, "credits-0@14 is e1 again")
 	assert.Equal(t, "credits-0@14", rep.Outcomes[4].ID)
-	assert.Equal(t, 1, l.applied["e1"])
+	assert.Equal(t, 1, l.Applied["e1"])
 
 	// Without the header, records are keyed by their offsets: the retry runs again.
-	l2 := &ledger{}
+	l2 := newLedger()
 	h2, err := kafka.New(g, l2.apply, kafka.WithKeyHeader(""), kafka.WithConcurrency(1))
 	require.NoError(t, err)
-	rep, err = h2.Process(lambdaContext(t), ev)
+	rep, err = h2.Process(adaptertest.Context(t), ev)
 	require.NoError(t, err)
-	assert.Equal(t, "credits-0@14", rep.Outcomes[4].Key)
-	assert.Equal(t, 2, l2.applied["e1"])
+	assert.Equal(t, ev.EventSourceARN+"/credits-0@14", rep.Outcomes[4].Key)
+	assert.Equal(t, 2, l2.Applied["e1"])
 }
 
 // TestMissingKey: a key function that finds no key fails its record with ReasonKey
@@ -227,7 +182,7 @@ func TestMissingKey(t *testing.T) {
 	t.Parallel()
 	g, err := idem.New(memstore.New(), "ledger")
 	require.NoError(t, err)
-	l := &ledger{}
+	l := newLedger()
 	key := func(r events.KafkaRecord) (string, error) {
 		if r.Offset == 10 {
 			return "", nil
@@ -240,13 +195,13 @@ func TestMissingKey(t *testing.T) {
 	}
 	h, err := kafka.New(g, l.apply, kafka.WithKey(key), kafka.WithReportBatchItemFailures(true))
 	require.NoError(t, err)
-	rep, err := h.Process(lambdaContext(t), loadEvent(t, "kafka-two-partitions"))
+	rep, err := h.Process(adaptertest.Context(t), loadEvent(t, "kafka-two-partitions"))
 	require.NoError(t, err)
 	assert.Equal(t, kafka.ReasonKey, rep.Outcomes[0].Reason)
 	require.ErrorIs(t, rep.Outcomes[0].Err, idem.ErrMissingKey)
 	assert.Equal(t, kafka.ReasonGroupStopped, rep.Outcomes[1].Reason)
 	assert.Equal(t, kafka.ReasonGroupStopped, rep.Outcomes[2].Reason)
-	assert.Equal(t, map[string]int{"e4": 1, "e5": 1}, l.applied)
+	assert.Equal(t, map[string]int{"e4": 1, "e5": 1}, l.Applied)
 	assert.Equal(t, []kafka.BatchItemFailure{
 		{ItemIdentifier: kafka.ItemIdentifier{Partition: "credits-0", Offset: 10}},
 		{ItemIdentifier: kafka.ItemIdentifier{Partition: "credits-0", Offset: 11}},
@@ -270,24 +225,10 @@ func TestInvalidEvent(t *testing.T) {
 // TestOptions: invalid settings fail New with an error naming the option.
 func TestOptions(t *testing.T) {
 	t.Parallel()
-	g, err := idem.New(memstore.New(), "options")
-	require.NoError(t, err)
-	fn := func(context.Context, events.KafkaRecord) error { return nil }
-	for _, tc := range []struct {
-		name string
-		opt  kafka.Option
-	}{
-		{"WithConcurrency", kafka.WithConcurrency(0)},
-		{"WithKey", kafka.WithKey(nil)},
-		{"WithFingerprint", kafka.WithFingerprint(nil)},
-		{"WithDeadlineMargin", kafka.WithDeadlineMargin(-time.Second)},
-	} {
-		_, err := kafka.New(g, fn, tc.opt)
-		require.ErrorIs(t, err, idem.ErrInvalidOption, tc.name)
-		assert.Contains(t, err.Error(), tc.name)
-	}
-	_, err = kafka.New(nil, fn)
-	require.ErrorIs(t, err, idem.ErrInvalidOption)
-	_, err = kafka.New(g, nil)
-	require.ErrorIs(t, err, idem.ErrInvalidOption)
+	adaptertest.OptionErrors(t, kafka.New, func(context.Context, events.KafkaRecord) error { return nil }, map[string]kafka.Option{
+		"WithConcurrency":    kafka.WithConcurrency(0),
+		"WithKey":            kafka.WithKey(nil),
+		"WithFingerprint":    kafka.WithFingerprint(nil),
+		"WithDeadlineMargin": kafka.WithDeadlineMargin(-time.Second),
+	})
 }

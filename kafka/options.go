@@ -8,6 +8,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/batch"
+	"github.com/idemkit/idem/outbox"
 )
 
 // Defaults of the [Handler] options.
@@ -19,31 +20,27 @@ const (
 	// (see [WithDeadlineMargin]).
 	DefaultDeadlineMargin = batch.DefaultDeadlineMargin
 	// DefaultKeyHeader is the record header whose value keys a record by default (see
-	// [WithKeyHeader]).
-	DefaultKeyHeader = "idempotency-key"
+	// [WithKeyHeader]): outbox.IDAttribute, the header an outbox relay sets to the event's
+	// id. [Header] matches it without regard to case, so "idempotency-key" keys too.
+	DefaultKeyHeader = outbox.IDAttribute
 )
 
 // Option configures a [Handler]. Options are applied in order by [New].
 type Option func(*config) error
 
 type config struct {
-	concurrency int
+	batch.Settings
 	key         func(events.KafkaRecord) (string, error)
 	keyHeader   string
 	fingerprint func(events.KafkaRecord) ([]byte, error)
-	margin      time.Duration
-	marginSet   bool
-	batchClaims bool
 	partial     bool
 }
 
 func defaultConfig() config {
 	return config{
-		concurrency: DefaultConcurrency,
+		Settings:    batch.DefaultSettings("kafka"),
 		keyHeader:   DefaultKeyHeader,
 		fingerprint: ValueFingerprint,
-		margin:      DefaultDeadlineMargin,
-		batchClaims: true,
 	}
 }
 
@@ -51,9 +48,10 @@ func optErr(name, msg string) error {
 	return fmt.Errorf("%w: kafka: %s: %s", idem.ErrInvalidOption, name, msg)
 }
 
-// keyOf returns r's idempotency key: [WithKey]'s function if set, else the key header's
-// value if present and not empty, else [OffsetKey].
-func (c *config) keyOf(r events.KafkaRecord) (string, error) {
+// keyOf returns the idempotency key of r, of an event from source ([EventSource]):
+// [WithKey]'s function if set, else the key header's value if present and not empty, else
+// [OffsetKey].
+func (c *config) keyOf(source string, r events.KafkaRecord) (string, error) {
 	if c.key != nil {
 		return c.key(r)
 	}
@@ -62,24 +60,19 @@ func (c *config) keyOf(r events.KafkaRecord) (string, error) {
 			return string(v), nil
 		}
 	}
-	return OffsetKey(r)
+	return offsetKey(source, r), nil
 }
 
 // WithConcurrency sets how many record keys are processed at once, each in offset order.
 // Default [DefaultConcurrency]; must be at least 1. With 1, the batch runs one record at a
 // time, partition after partition, in offset order.
 func WithConcurrency(n int) Option {
-	return func(c *config) error {
-		if n < 1 {
-			return optErr("WithConcurrency", "must be at least 1")
-		}
-		c.concurrency = n
-		return nil
-	}
+	return func(c *config) error { return c.SetConcurrency(n) }
 }
 
 // WithKeyHeader sets the record header whose value, when present and not empty, is the
-// record's idempotency key: the event ID its producer (an outbox relay) set. Default
+// record's idempotency key: the event ID its producer (an outbox relay) set. It is found
+// as [Header] finds it (an exact name first, else without regard to case). Default
 // [DefaultKeyHeader]; "" turns the header off. A record without the header is keyed by
 // [OffsetKey]. [WithKey] replaces both.
 func WithKeyHeader(name string) Option {
@@ -122,13 +115,7 @@ func WithFingerprint(fingerprint func(events.KafkaRecord) ([]byte, error)) Optio
 // the batch arrives if that is less. A record not started fails with [ReasonNotStarted]
 // and stops its record key.
 func WithDeadlineMargin(d time.Duration) Option {
-	return func(c *config) error {
-		if d < 0 {
-			return optErr("WithDeadlineMargin", "must not be negative")
-		}
-		c.margin, c.marginSet = d, true
-		return nil
-	}
+	return func(c *config) error { return c.SetDeadlineMargin(d) }
 }
 
 // WithBatchClaims sets whether a batch's keys are claimed and its outcomes recorded
@@ -137,10 +124,7 @@ func WithDeadlineMargin(d time.Duration) Option {
 // of finished records replays in its claim calls. Off, each record claims and completes on
 // its own.
 func WithBatchClaims(on bool) Option {
-	return func(c *config) error {
-		c.batchClaims = on
-		return nil
-	}
+	return func(c *config) error { return c.SetBatchClaims(on) }
 }
 
 // WithReportBatchItemFailures sets whether [Handler.Handle] answers with a partial batch

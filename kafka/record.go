@@ -3,7 +3,10 @@ package kafka
 import (
 	"encoding/base64"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
 )
@@ -14,10 +17,34 @@ func TopicPartition(r events.KafkaRecord) string {
 	return r.Topic + "-" + strconv.FormatInt(r.Partition, 10)
 }
 
-// OffsetKey returns "<topic>-<partition>@<offset>": the record's place in the log, which
-// stays the same when Lambda delivers it again. It never fails.
-func OffsetKey(r events.KafkaRecord) (string, error) {
-	return TopicPartition(r) + "@" + strconv.FormatInt(r.Offset, 10), nil
+// OffsetKey returns "<source>/<topic>-<partition>@<offset>": the record's place in the
+// log of its cluster, which stays the same when Lambda delivers it again. The source names
+// the cluster as the event does ([EventSource]): the MSK cluster's ARN, or a self-managed
+// cluster's bootstrap servers; two event source mappings of one function, on two clusters
+// with a topic of the same name, thus never share a key. A Kafka topic name holds no "/",
+// so the source is everything before the last one. An event that names no source gives
+// "<topic>-<partition>@<offset>". It never fails.
+func OffsetKey(ev events.KafkaEvent, r events.KafkaRecord) (string, error) {
+	return offsetKey(EventSource(ev), r), nil
+}
+
+// offsetKey is [OffsetKey] of a record of source.
+func offsetKey(source string, r events.KafkaRecord) string {
+	place := itemID(r)
+	if source == "" {
+		return place
+	}
+	return source + "/" + place
+}
+
+// EventSource returns what names the cluster of an event: its eventSourceArn (Amazon
+// MSK), else its bootstrapServers (self-managed Apache Kafka, as the event source
+// mapping lists them: changing that list changes the keys [OffsetKey] gives).
+func EventSource(ev events.KafkaEvent) string {
+	if ev.EventSourceARN != "" {
+		return ev.EventSourceARN
+	}
+	return ev.BootstrapServers
 }
 
 // ValueFingerprint returns the record's value, as Lambda sent it (base64), as its
@@ -44,11 +71,20 @@ func RecordKey(r events.KafkaRecord) ([]byte, error) {
 }
 
 // Header returns the value of the record's first header named name, and whether there is
-// one.
+// one. Kafka header names are case-sensitive, but producers spell one name several ways
+// ("Idempotency-Key", "idempotency-key"): without a header of exactly that name, Header
+// returns the first whose name equals name without regard to case.
 func Header(r events.KafkaRecord, name string) ([]byte, bool) {
 	for _, h := range r.Headers {
 		if v, ok := h[name]; ok {
 			return v, true
+		}
+	}
+	for _, h := range r.Headers {
+		for _, k := range slices.Sorted(maps.Keys(h)) {
+			if strings.EqualFold(k, name) {
+				return h[k], true
+			}
 		}
 	}
 	return nil, false
@@ -57,6 +93,5 @@ func Header(r events.KafkaRecord, name string) ([]byte, bool) {
 // itemID names a record in logs, hooks and errors: "<topic>-<partition>@<offset>", never
 // its key or value.
 func itemID(r events.KafkaRecord) string {
-	id, _ := OffsetKey(r)
-	return id
+	return TopicPartition(r) + "@" + strconv.FormatInt(r.Offset, 10)
 }

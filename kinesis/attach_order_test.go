@@ -19,6 +19,7 @@ import (
 	"github.com/idemkit/idem/dynamo/dynamomem"
 	"github.com/idemkit/idem/dynamo/dynamotest"
 	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/internal/adaptertest"
 	"github.com/idemkit/idem/internal/ddblocal"
 	"github.com/idemkit/idem/internal/samtables"
 	"github.com/idemkit/idem/kinesis"
@@ -102,7 +103,7 @@ func nextRecordSeesPrevious(t *testing.T, store idemstore.Store, db itemGetter, 
 		return r
 	}
 	ev := events.KinesisEvent{Records: []events.KinesisEventRecord{rec("100", "e-1", 10), rec("101", "e-2", 5)}}
-	reported := failures(t, invoke(t, h, ev))
+	reported := adaptertest.Failures(t, invoke(t, h, ev))
 	require.Empty(t, reported, "both records acknowledged")
 
 	out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true),

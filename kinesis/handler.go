@@ -33,26 +33,8 @@ var source = batch.Source{Name: "kinesis", System: "aws_kinesis", Item: "record"
 // sequence number, never its key or data) and its hooks ([idem.WithHooks]: OnBatch gets
 // each batch with the records' sequence numbers as item IDs).
 func New(guard *idem.Guard, fn func(context.Context, events.KinesisEventRecord) error, opts ...Option) (*Handler, error) {
-	if guard == nil {
-		return nil, optErr("New", "guard must not be nil")
-	}
-	if fn == nil {
-		return nil, optErr("New", "handler must not be nil")
-	}
 	cfg := defaultConfig()
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
-	}
-	engineOpts := []batch.Option{batch.WithConcurrency(cfg.concurrency), batch.WithBatchClaims(cfg.batchClaims)}
-	if cfg.marginSet {
-		engineOpts = append(engineOpts, batch.WithDeadlineMargin(cfg.margin))
-	}
-	engine, err := batch.New(guard, source, engineOpts...)
+	engine, err := batch.NewAdapter(guard, fn == nil, "New", source, &cfg, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -107,15 +89,13 @@ func (h *Handler) Process(ctx context.Context, event events.KinesisEvent) (*Repo
 			it.Fingerprint, it.Err = h.cfg.fingerprint(r)
 		}
 	}
-	run := func(ctx context.Context, i int) error { return h.fn(ctx, recs[i]) }
-	rep := h.engine.Process(ctx, items, run, batch.Mode{Ordered: true, RecordBeforeNext: true, Destination: streamName(recs)})
-	out := make([]Outcome, len(rep.Outcomes))
-	for i, o := range rep.Outcomes {
-		out[i] = Outcome{
+	mode := batch.Mode{Ordered: true, RecordBeforeNext: true, Destination: streamName(recs)}
+	rep, out := batch.Run(ctx, h.engine, recs, items, h.fn, mode, func(o batch.Outcome, _ events.KinesisEventRecord) Outcome {
+		return Outcome{
 			SequenceNumber: o.ID, PartitionKey: o.Group, Key: o.Key,
 			Status: o.Status, Reason: o.Reason, Err: o.Err, Duration: o.Duration,
 		}
-	}
+	})
 	return &Report{
 		Outcomes: out, first: rep.FirstFailures(),
 		Ran: rep.Ran, Replayed: rep.Replayed, Duplicates: rep.Duplicates, Failed: rep.Failed,

@@ -2,21 +2,17 @@ package kinesis_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/adaptertest"
 	"github.com/idemkit/idem/kinesis"
-	"github.com/idemkit/idem/memstore"
 )
 
 // TestOnBatchAndLogsNameSequenceNumbers: the guard's OnBatch hook and the log lines name
@@ -24,19 +20,8 @@ import (
 func TestOnBatchAndLogsNameSequenceNumbers(t *testing.T) {
 	t.Parallel()
 	const secret = "evt-7f3a-secret"
-	var (
-		mu    sync.Mutex
-		got   []idem.BatchEvent
-		lines strings.Builder
-	)
-	hooks := idem.Hooks{OnBatch: func(_ context.Context, e idem.BatchEvent) {
-		mu.Lock()
-		defer mu.Unlock()
-		got = append(got, e)
-	}}
-	logger := slog.New(slog.NewJSONHandler(&lines, nil))
-	g, err := idem.New(memstore.New(), "hooks", idem.WithHooks(hooks), idem.WithLogger(logger))
-	require.NoError(t, err)
+	obs := adaptertest.Observe(t, "hooks")
+	g := obs.Guard
 	h, err := kinesis.New(g, func(_ context.Context, r events.KinesisEventRecord) error {
 		if strings.Contains(string(r.Kinesis.Data), `"n":1`) {
 			return errors.New("failed")
@@ -50,26 +35,21 @@ func TestOnBatchAndLogsNameSequenceNumbers(t *testing.T) {
 		r.EventSourceArn = "arn:aws:kinesis:eu-west-1:123456789012:stream/ledger"
 		ev.Records = append(ev.Records, r)
 	}
-	_, err = h.Handle(lambdaContext(t), ev)
+	_, err = h.Handle(adaptertest.Context(t), ev)
 	require.NoError(t, err)
 
+	got := obs.Events()
 	require.Len(t, got, 1)
 	e := got[0]
 	assert.True(t, e.FIFO, "processed in order per partition key")
 	assert.Equal(t, "aws_kinesis", e.System)
 	assert.Equal(t, "ledger", e.Destination, "the stream's name")
-	var ids, statuses []string
-	for _, it := range e.Items {
-		ids, statuses = append(ids, it.ID), append(statuses, it.Status+"/"+it.Reason)
-	}
+	ids, statuses := adaptertest.Items(e)
 	assert.Equal(t, []string{"500", "501", "502"}, ids)
 	assert.Equal(t, []string{"ran/", "failed/handler", "failed/group_stopped"}, statuses)
 	assert.Equal(t, 1, e.Ran)
 	assert.Equal(t, 2, e.Failed)
-	dump, err := json.Marshal(e.Items)
-	require.NoError(t, err)
-	assert.NotContains(t, string(dump), secret)
-	assert.NotContains(t, lines.String(), secret)
-	assert.Contains(t, lines.String(), `"msg":"kinesis: record failed","sequence_number":"501","stored_key":"`)
-	assert.Contains(t, lines.String(), `"msg":"kinesis: batch processed","records":3,"ordered":true`)
+	obs.NoSecret(t, secret)
+	assert.Contains(t, obs.Lines(), `"msg":"kinesis: record failed","sequence_number":"501","stored_key":"`)
+	assert.Contains(t, obs.Lines(), `"msg":"kinesis: batch processed","records":3,"ordered":true`)
 }

@@ -2,79 +2,32 @@ package kinesis_test
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"flag"
-	"os"
-	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/adaptertest"
 	"github.com/idemkit/idem/kinesis"
 	"github.com/idemkit/idem/memstore"
 )
 
-var update = flag.Bool("update", false, "rewrite the expected responses in testdata/*.golden.json")
-
 // loadEvent reads testdata/name.json.
 func loadEvent(t testing.TB, name string) events.KinesisEvent {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("testdata", name+".json"))
-	require.NoError(t, err)
-	var ev events.KinesisEvent
-	require.NoError(t, json.Unmarshal(raw, &ev))
-	require.NotEmpty(t, ev.Records)
-	return ev
+	return adaptertest.Load[events.KinesisEvent](t, name)
 }
 
-// invoke sends ev through the Lambda runtime's JSON handler, as Lambda would, with the
-// deadline of an invocation that has just begun, and returns the raw response.
+// invoke sends ev through the Lambda runtime's JSON handler, as Lambda would, and
+// returns the raw response.
 func invoke(t testing.TB, h *kinesis.Handler, ev events.KinesisEvent) []byte {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	payload, err := json.Marshal(ev)
-	require.NoError(t, err)
-	out, err := lambda.NewHandler(h.Handle).Invoke(ctx, payload)
+	out, err := adaptertest.Invoke(t, context.Background(), h.Handle, ev)
 	require.NoError(t, err)
 	return out
-}
-
-// checkGolden compares a response with testdata/name.golden.json, or rewrites the file
-// under -update.
-func checkGolden(t testing.TB, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name+".golden.json")
-	if *update {
-		var v any
-		require.NoError(t, json.Unmarshal(got, &v))
-		pretty, err := json.MarshalIndent(v, "", "  ")
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(path, append(pretty, '\n'), 0o644))
-		return
-	}
-	want, err := os.ReadFile(path)
-	require.NoError(t, err, "run go test -update to create it")
-	assert.JSONEq(t, string(want), string(got))
-}
-
-// failures decodes a response into its reported sequence numbers.
-func failures(t testing.TB, raw []byte) []string {
-	t.Helper()
-	var resp events.KinesisEventResponse
-	require.NoError(t, json.Unmarshal(raw, &resp))
-	seqs := []string{}
-	for _, f := range resp.BatchItemFailures {
-		seqs = append(seqs, f.ItemIdentifier)
-	}
-	return seqs
 }
 
 // retryFrom returns what Lambda delivers after a partial response: the shard's records
@@ -97,36 +50,19 @@ func retryFrom(ev events.KinesisEvent, reported []string) events.KinesisEvent {
 	return events.KinesisEvent{}
 }
 
-// ledger applies each record's event once per run, and fails the events named in fail.
-type ledger struct {
-	mu      sync.Mutex
-	applied map[string]int // event_id → times applied
-	order   []string       // event_ids in the order applied
-	fail    map[string]bool
-}
-
 type credit struct {
 	EventID   string `json:"event_id"`
 	AccountID string `json:"account_id"`
 	Amount    int    `json:"amount_cents"`
 }
 
+// ledger applies each record's event (see adaptertest.Ledger).
+type ledger struct{ *adaptertest.Ledger }
+
+func newLedger(fail ...string) *ledger { return &ledger{adaptertest.NewLedger(fail...)} }
+
 func (l *ledger) apply(_ context.Context, r events.KinesisEventRecord) error {
-	var c credit
-	if err := json.Unmarshal(r.Kinesis.Data, &c); err != nil {
-		return err
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.fail[c.EventID] {
-		return errors.New("ledger unavailable")
-	}
-	if l.applied == nil {
-		l.applied = map[string]int{}
-	}
-	l.applied[c.EventID]++
-	l.order = append(l.order, c.EventID)
-	return nil
+	return l.Apply(r.Kinesis.Data)
 }
 
 // TestFixtureFirstFailurePerPartitionKey drives the fixture through the Lambda runtime:
@@ -141,27 +77,27 @@ func TestFixtureFirstFailurePerPartitionKey(t *testing.T) {
 			t.Parallel()
 			g, err := idem.New(memstore.New(), "ledger")
 			require.NoError(t, err)
-			l := &ledger{fail: map[string]bool{"e3": true}}
+			l := newLedger("e3")
 			h, err := kinesis.New(g, l.apply, kinesis.WithConcurrency(concurrency))
 			require.NoError(t, err)
 			ev := loadEvent(t, "kinesis-three-partition-keys")
 
 			out := invoke(t, h, ev)
-			checkGolden(t, "kinesis-three-partition-keys-third-fails", out)
-			reported := failures(t, out)
+			adaptertest.Golden(t, "kinesis-three-partition-keys-third-fails", out)
+			reported := adaptertest.Failures(t, out)
 			assert.Equal(t, []string{ev.Records[2].Kinesis.SequenceNumber}, reported)
-			assert.Zero(t, l.applied["e4"], "acct-1's record after the failure is not started")
+			assert.Zero(t, l.Applied["e4"], "acct-1's record after the failure is not started")
 
-			l.fail = nil
+			l.Heal()
 			retry := retryFrom(ev, reported)
 			require.Len(t, retry.Records, 4)
 			out = invoke(t, h, retry)
-			assert.Empty(t, failures(t, out))
+			assert.Empty(t, adaptertest.Failures(t, out))
 			for _, id := range []string{"e1", "e2", "e3", "e4", "e5", "e6"} {
-				assert.Equal(t, 1, l.applied[id], "event %s applied once", id)
+				assert.Equal(t, 1, l.Applied[id], "event %s applied once", id)
 			}
 			pos := map[string]int{}
-			for i, id := range l.order {
+			for i, id := range l.Order {
 				pos[id] = i
 			}
 			assert.Less(t, pos["e1"], pos["e3"])
@@ -184,7 +120,7 @@ func TestFixtureAWSLambdaGo(t *testing.T) {
 	}, kinesis.WithConcurrency(1))
 	require.NoError(t, err)
 	ev := loadEvent(t, "kinesis-aws-lambda-go")
-	assert.Empty(t, failures(t, invoke(t, h, ev)))
+	assert.Empty(t, adaptertest.Failures(t, invoke(t, h, ev)))
 	rep, err := h.Process(context.Background(), ev)
 	require.NoError(t, err)
 	assert.Equal(t, 2, rep.Replayed)
@@ -214,14 +150,14 @@ func TestProducerRetryNeedsKeyFromData(t *testing.T) {
 			t.Parallel()
 			g, err := idem.New(memstore.New(), "ledger")
 			require.NoError(t, err)
-			l := &ledger{}
+			l := newLedger()
 			h, err := kinesis.New(g, l.apply, tc.opts...)
 			require.NoError(t, err)
-			assert.Empty(t, failures(t, invoke(t, h, ev)))
-			assert.Equal(t, tc.applied, l.applied["e1"])
+			assert.Empty(t, adaptertest.Failures(t, invoke(t, h, ev)))
+			assert.Equal(t, tc.applied, l.Applied["e1"])
 			// The retried record alone, in a later batch.
-			assert.Empty(t, failures(t, invoke(t, h, events.KinesisEvent{Records: []events.KinesisEventRecord{again}})))
-			assert.Equal(t, tc.applied, l.applied["e1"])
+			assert.Empty(t, adaptertest.Failures(t, invoke(t, h, events.KinesisEvent{Records: []events.KinesisEventRecord{again}})))
+			assert.Equal(t, tc.applied, l.Applied["e1"])
 		})
 	}
 }
@@ -263,36 +199,13 @@ func TestInvalidEvent(t *testing.T) {
 // TestOptions: invalid settings fail New with an error naming the option.
 func TestOptions(t *testing.T) {
 	t.Parallel()
-	g, err := idem.New(memstore.New(), "options")
-	require.NoError(t, err)
-	fn := func(context.Context, events.KinesisEventRecord) error { return nil }
-	for _, tc := range []struct {
-		name string
-		opt  kinesis.Option
-	}{
-		{"WithConcurrency", kinesis.WithConcurrency(0)},
-		{"WithKey", kinesis.WithKey(nil)},
-		{"WithFingerprint", kinesis.WithFingerprint(nil)},
-		{"WithDeadlineMargin", kinesis.WithDeadlineMargin(-time.Second)},
-		{"WithKeyJMESPath", kinesis.WithKeyJMESPath("[")},
-	} {
-		_, err := kinesis.New(g, fn, tc.opt)
-		require.ErrorIs(t, err, idem.ErrInvalidOption, tc.name)
-		assert.Contains(t, err.Error(), tc.name)
-	}
-	_, err = kinesis.New(nil, fn)
-	require.ErrorIs(t, err, idem.ErrInvalidOption)
-	_, err = kinesis.New(g, nil)
-	require.ErrorIs(t, err, idem.ErrInvalidOption)
-}
-
-// lambdaContext returns a context with the deadline of an invocation that has just begun:
-// without a deadline, outcomes are recorded one by one (see idem.Batch).
-func lambdaContext(t testing.TB) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
+	adaptertest.OptionErrors(t, kinesis.New, func(context.Context, events.KinesisEventRecord) error { return nil }, map[string]kinesis.Option{
+		"WithConcurrency":    kinesis.WithConcurrency(0),
+		"WithKey":            kinesis.WithKey(nil),
+		"WithFingerprint":    kinesis.WithFingerprint(nil),
+		"WithDeadlineMargin": kinesis.WithDeadlineMargin(-time.Second),
+		"WithKeyJMESPath":    kinesis.WithKeyJMESPath("["),
+	})
 }
 
 // TestOrderingKeyShard: with one ordering key for every record, the shard is one group: no
@@ -302,14 +215,14 @@ func TestOrderingKeyShard(t *testing.T) {
 	t.Parallel()
 	g, err := idem.New(memstore.New(), "ledger")
 	require.NoError(t, err)
-	l := &ledger{fail: map[string]bool{"e3": true}}
+	l := newLedger("e3")
 	shard := func(events.KinesisEventRecord) string { return "shard" }
 	h, err := kinesis.New(g, l.apply, kinesis.WithOrderingKey(shard))
 	require.NoError(t, err)
 	ev := loadEvent(t, "kinesis-three-partition-keys")
 	out := invoke(t, h, ev)
-	assert.Equal(t, []string{ev.Records[2].Kinesis.SequenceNumber}, failures(t, out))
-	assert.Equal(t, []string{"e1", "e2"}, l.order, "nothing after the failure ran")
+	assert.Equal(t, []string{ev.Records[2].Kinesis.SequenceNumber}, adaptertest.Failures(t, out))
+	assert.Equal(t, []string{"e1", "e2"}, l.Order, "nothing after the failure ran")
 	_, err = kinesis.New(g, l.apply, kinesis.WithOrderingKey(nil))
 	require.ErrorIs(t, err, idem.ErrInvalidOption)
 }
@@ -327,7 +240,7 @@ func TestDefaultKeyKeepsShardsApart(t *testing.T) {
 	for _, shard := range []string{"shardId-000000000000", "shardId-000000000001"} {
 		r := record("4959", "pk", `{"n":1}`)
 		r.EventID = shard + ":4959"
-		rep, err := h.Process(lambdaContext(t), events.KinesisEvent{Records: []events.KinesisEventRecord{r}})
+		rep, err := h.Process(adaptertest.Context(t), events.KinesisEvent{Records: []events.KinesisEventRecord{r}})
 		require.NoError(t, err)
 		assert.Equal(t, kinesis.StatusRan, rep.Outcomes[0].Status, shard)
 	}

@@ -26,23 +26,18 @@ const (
 type Option func(*config) error
 
 type config struct {
-	concurrency int
+	batch.Settings
 	key         func(events.KinesisEventRecord) (string, error)
 	fingerprint func(events.KinesisEventRecord) ([]byte, error)
 	group       func(events.KinesisEventRecord) string
-	margin      time.Duration
-	marginSet   bool
-	batchClaims bool
 }
 
 func defaultConfig() config {
 	return config{
-		concurrency: DefaultConcurrency,
+		Settings:    batch.DefaultSettings("kinesis"),
 		key:         DefaultKey,
 		fingerprint: DataFingerprint,
 		group:       func(r events.KinesisEventRecord) string { return r.Kinesis.PartitionKey },
-		margin:      DefaultDeadlineMargin,
-		batchClaims: true,
 	}
 }
 
@@ -54,13 +49,7 @@ func optErr(name, msg string) error {
 // order. Default [DefaultConcurrency]; must be at least 1. With 1, the batch runs one
 // record at a time in the shard's order.
 func WithConcurrency(n int) Option {
-	return func(c *config) error {
-		if n < 1 {
-			return optErr("WithConcurrency", "must be at least 1")
-		}
-		c.concurrency = n
-		return nil
-	}
+	return func(c *config) error { return c.SetConcurrency(n) }
 }
 
 // WithKey sets how a record's idempotency key is chosen. Default [DefaultKey]: the
@@ -138,13 +127,7 @@ func WithFingerprint(fingerprint func(events.KinesisEventRecord) ([]byte, error)
 // the batch arrives if that is less. A record not started fails with [ReasonNotStarted]
 // and stops its partition key.
 func WithDeadlineMargin(d time.Duration) Option {
-	return func(c *config) error {
-		if d < 0 {
-			return optErr("WithDeadlineMargin", "must not be negative")
-		}
-		c.margin, c.marginSet = d, true
-		return nil
-	}
+	return func(c *config) error { return c.SetDeadlineMargin(d) }
 }
 
 // WithBatchClaims sets whether a batch's keys are claimed and its outcomes recorded
@@ -165,10 +148,7 @@ func WithDeadlineMargin(d time.Duration) Option {
 //
 // Off, each record claims and completes on its own (two calls).
 func WithBatchClaims(on bool) Option {
-	return func(c *config) error {
-		c.batchClaims = on
-		return nil
-	}
+	return func(c *config) error { return c.SetBatchClaims(on) }
 }
 
 // DefaultKey returns the record's sequence number qualified by its shard: the eventID

@@ -7,6 +7,7 @@ replace (
 	github.com/idemkit/idem => ../
 	github.com/idemkit/idem/kafkaconsumer => ../kafkaconsumer
 	github.com/idemkit/idem/pgstore => ../pgstore
+	github.com/idemkit/idem/rabbitconsumer => ../rabbitconsumer
 	github.com/idemkit/idem/redisstore => ../redisstore
 )
 
@@ -19,8 +20,10 @@ require (
 	github.com/idemkit/idem v0.0.0-00010101000000-000000000000
 	github.com/idemkit/idem/kafkaconsumer v0.0.0-00010101000000-000000000000
 	github.com/idemkit/idem/pgstore v0.0.0-00010101000000-000000000000
+	github.com/idemkit/idem/rabbitconsumer v0.0.0-00010101000000-000000000000
 	github.com/idemkit/idem/redisstore v0.0.0-00010101000000-000000000000
 	github.com/jackc/pgx/v5 v5.8.0
+	github.com/rabbitmq/amqp091-go v1.16.0
 	github.com/redis/go-redis/v9 v9.17.3
 	github.com/stretchr/testify v1.12.1
 	github.com/twmb/franz-go v1.22.3

@@ -27,13 +27,9 @@ type ActiveMQHandler struct {
 // per failed message with its messageID, never its key or data) and its hooks (OnBatch
 // gets each batch with the messages' IDs as item IDs).
 func NewActiveMQ(guard *idem.Guard, fn func(context.Context, events.ActiveMQMessage) error, opts ...Option) (*ActiveMQHandler, error) {
-	if guard == nil {
-		return nil, optErr("NewActiveMQ", "guard must not be nil")
-	}
-	if fn == nil {
-		return nil, optErr("NewActiveMQ", "handler must not be nil")
-	}
-	cfg, err := newConfig(opts)
+	cfg := defaultConfig()
+	src := batch.Source{Name: "activemq", System: "activemq", Item: "message", IDAttr: "message_id", OrderedAttr: "ordered"}
+	engine, err := batch.NewAdapter(guard, fn == nil, "NewActiveMQ", src, &cfg, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -43,11 +39,6 @@ func NewActiveMQ(guard *idem.Guard, fn func(context.Context, events.ActiveMQMess
 	key := cfg.activeKey
 	if key == nil {
 		key = ActiveMQMessageID
-	}
-	src := batch.Source{Name: "activemq", System: "activemq", Item: "message", IDAttr: "message_id", OrderedAttr: "ordered"}
-	engine, err := batch.New(guard, src, cfg.engineOptions()...)
-	if err != nil {
-		return nil, err
 	}
 	return &ActiveMQHandler{fn: fn, key: key, engine: engine}, nil
 }

@@ -7,14 +7,10 @@ import (
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/dynamo"
-	"github.com/idemkit/idem/internal/ddbcount"
-	"github.com/idemkit/idem/internal/ddblocal"
-	"github.com/idemkit/idem/internal/samtables"
+	"github.com/idemkit/idem/internal/adaptertest"
 	"github.com/idemkit/idem/mq"
 )
 
@@ -27,34 +23,22 @@ import (
 // they met.
 func TestCostOnDynamoDB(t *testing.T) {
 	t.Parallel()
-	client := ddblocal.Client(t)
-	table := samtables.NewTables(t, client, "IdempotencyTable")["IdempotencyTable"]
-	api := ddbcount.NewUnbounded(client)
-	store, err := dynamo.New(api, table)
-	require.NoError(t, err)
-	guard, err := idem.New(store, "cost")
-	require.NoError(t, err)
-	h, err := mq.NewActiveMQ(guard, func(context.Context, events.ActiveMQMessage) error { return nil })
-	require.NoError(t, err)
-	var ev events.ActiveMQEvent
-	for i := range 100 {
-		ev.Messages = append(ev.Messages, events.ActiveMQMessage{
-			MessageID: fmt.Sprintf("ID:m-%03d", i), Destination: events.ActiveMQDestination{PhysicalName: "orders"},
-			Data: base64.StdEncoding.EncodeToString(fmt.Appendf(nil, `{"n":%d}`, i)),
-		})
-	}
-	rep := h.Process(lambdaContext(t), ev)
-	require.NoError(t, rep.Err())
-	require.Equal(t, 100, rep.Ran)
-	calls := api.Take()
-	t.Logf("new: %v", calls)
-	assert.Equal(t, map[string]int{"BatchExecuteStatement": 5, "UpdateItem": 99}, calls,
-		"4 batch claims, 99 messages recorded before the next starts, the last in one batch completion")
-
-	rep = h.Process(lambdaContext(t), ev)
-	require.NoError(t, rep.Err())
-	require.Equal(t, 100, rep.Replayed)
-	calls = api.Take()
-	t.Logf("redelivered: %v", calls)
-	assert.Equal(t, map[string]int{"BatchExecuteStatement": 4, "BatchGetItem": 1}, calls)
+	// 4 batch claims, 99 messages recorded before the next starts, the last in one batch
+	// completion.
+	adaptertest.Cost(t, 100, map[string]int{"BatchExecuteStatement": 5, "UpdateItem": 99}, func(t *testing.T, guard *idem.Guard) func(context.Context) (int, int) {
+		h, err := mq.NewActiveMQ(guard, func(context.Context, events.ActiveMQMessage) error { return nil })
+		require.NoError(t, err)
+		var ev events.ActiveMQEvent
+		for i := range 100 {
+			ev.Messages = append(ev.Messages, events.ActiveMQMessage{
+				MessageID: fmt.Sprintf("ID:m-%03d", i), Destination: events.ActiveMQDestination{PhysicalName: "orders"},
+				Data: base64.StdEncoding.EncodeToString(fmt.Appendf(nil, `{"n":%d}`, i)),
+			})
+		}
+		return func(ctx context.Context) (int, int) {
+			rep := h.Process(ctx, ev)
+			require.NoError(t, rep.Err())
+			return rep.Ran, rep.Replayed
+		}
+	})
 }

@@ -1,19 +1,14 @@
 package mq_test
 
 import (
-	"context"
 	"encoding/json"
-	"log/slog"
-	"strings"
-	"sync"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemkit/idem"
-	"github.com/idemkit/idem/memstore"
+	"github.com/idemkit/idem/internal/adaptertest"
 	"github.com/idemkit/idem/mq"
 )
 
@@ -23,20 +18,9 @@ import (
 func TestOnBatchAndLogsNameMessageIDs(t *testing.T) {
 	t.Parallel()
 	const secret = "o-e2" // the order ID the key function reads from the data
-	var (
-		mu    sync.Mutex
-		got   []idem.BatchEvent
-		lines strings.Builder
-	)
-	hooks := idem.Hooks{OnBatch: func(_ context.Context, e idem.BatchEvent) {
-		mu.Lock()
-		defer mu.Unlock()
-		got = append(got, e)
-	}}
-	logger := slog.New(slog.NewJSONHandler(&lines, nil))
-	g, err := idem.New(memstore.New(), "hooks", idem.WithHooks(hooks), idem.WithLogger(logger))
-	require.NoError(t, err)
-	l := &ledger{fail: map[string]bool{"e2": true}}
+	obs := adaptertest.Observe(t, "hooks")
+	g := obs.Guard
+	l := newLedger("e2")
 	orderID := func(m events.RabbitMQMessage) (string, error) {
 		b, err := mq.Data(m.Data)
 		if err != nil {
@@ -52,8 +36,9 @@ func TestOnBatchAndLogsNameMessageIDs(t *testing.T) {
 	var ev events.RabbitMQEvent
 	load(t, "rabbitmq-three-messages", &ev)
 	ev.MessagesByQueue["orders::/"][2].BasicProperties.MessageID = nil
-	require.ErrorIs(t, h.Handle(lambdaContext(t), ev), mq.ErrBatchFailed)
+	require.ErrorIs(t, h.Handle(adaptertest.Context(t), ev), mq.ErrBatchFailed)
 
+	got := obs.Events()
 	require.Len(t, got, 1)
 	e := got[0]
 	assert.True(t, e.FIFO, "processed in queue order")
@@ -65,10 +50,7 @@ func TestOnBatchAndLogsNameMessageIDs(t *testing.T) {
 	}
 	assert.Equal(t, []string{"msg-e1", "msg-e2", "orders::/#2"}, ids)
 	assert.Equal(t, []string{"ran/", "failed/handler", "failed/group_stopped"}, sts)
-	dump, err := json.Marshal(e.Items)
-	require.NoError(t, err)
-	assert.NotContains(t, string(dump), secret)
-	assert.NotContains(t, lines.String(), secret)
-	assert.Contains(t, lines.String(), `"msg":"rabbitmq: message failed","message_id":"msg-e2","stored_key":"`)
-	assert.Contains(t, lines.String(), `"msg":"rabbitmq: batch processed","messages":3,"ordered":true`)
+	obs.NoSecret(t, secret)
+	assert.Contains(t, obs.Lines(), `"msg":"rabbitmq: message failed","message_id":"msg-e2","stored_key":"`)
+	assert.Contains(t, obs.Lines(), `"msg":"rabbitmq: batch processed","messages":3,"ordered":true`)
 }

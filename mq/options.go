@@ -19,15 +19,13 @@ const DefaultDeadlineMargin = batch.DefaultDeadlineMargin
 type Option func(*config) error
 
 type config struct {
-	activeKey   func(events.ActiveMQMessage) (string, error)
-	rabbitKey   func(events.RabbitMQMessage) (string, error)
-	margin      time.Duration
-	marginSet   bool
-	batchClaims bool
+	batch.Settings
+	activeKey func(events.ActiveMQMessage) (string, error)
+	rabbitKey func(events.RabbitMQMessage) (string, error)
 }
 
 func defaultConfig() config {
-	return config{margin: DefaultDeadlineMargin, batchClaims: true}
+	return config{Settings: batch.DefaultSettings("mq")}
 }
 
 func optErr(name, msg string) error {
@@ -67,13 +65,7 @@ func WithRabbitMQKey(key func(events.RabbitMQMessage) (string, error)) Option {
 // the batch arrives if that is less. A message not started fails with [ReasonNotStarted],
 // and the batch with it.
 func WithDeadlineMargin(d time.Duration) Option {
-	return func(c *config) error {
-		if d < 0 {
-			return optErr("WithDeadlineMargin", "must not be negative")
-		}
-		c.margin, c.marginSet = d, true
-		return nil
-	}
+	return func(c *config) error { return c.SetDeadlineMargin(d) }
 }
 
 // WithBatchClaims sets whether a batch's keys are claimed and its outcomes recorded
@@ -82,31 +74,5 @@ func WithDeadlineMargin(d time.Duration) Option {
 // of finished messages replays in its claim calls. Off, each message claims and completes
 // on its own.
 func WithBatchClaims(on bool) Option {
-	return func(c *config) error {
-		c.batchClaims = on
-		return nil
-	}
-}
-
-// newConfig applies opts in order to the defaults.
-func newConfig(opts []Option) (config, error) {
-	cfg := defaultConfig()
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o(&cfg); err != nil {
-			return cfg, err
-		}
-	}
-	return cfg, nil
-}
-
-// engineOptions returns the batch engine's options for cfg.
-func (c *config) engineOptions() []batch.Option {
-	opts := []batch.Option{batch.WithBatchClaims(c.batchClaims)}
-	if c.marginSet {
-		opts = append(opts, batch.WithDeadlineMargin(c.margin))
-	}
-	return opts
+	return func(c *config) error { return c.SetBatchClaims(on) }
 }

@@ -32,13 +32,9 @@ type RabbitMQHandler struct {
 // gets each batch with the messages' IDs as item IDs: the messageId, or
 // "<queue>::<virtual host>#<index>" for a message without one).
 func NewRabbitMQ(guard *idem.Guard, fn func(context.Context, events.RabbitMQMessage) error, opts ...Option) (*RabbitMQHandler, error) {
-	if guard == nil {
-		return nil, optErr("NewRabbitMQ", "guard must not be nil")
-	}
-	if fn == nil {
-		return nil, optErr("NewRabbitMQ", "handler must not be nil")
-	}
-	cfg, err := newConfig(opts)
+	cfg := defaultConfig()
+	src := batch.Source{Name: "rabbitmq", System: "rabbitmq", Item: "message", IDAttr: "message_id", OrderedAttr: "ordered"}
+	engine, err := batch.NewAdapter(guard, fn == nil, "NewRabbitMQ", src, &cfg, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -48,11 +44,6 @@ func NewRabbitMQ(guard *idem.Guard, fn func(context.Context, events.RabbitMQMess
 	key := cfg.rabbitKey
 	if key == nil {
 		key = RabbitMQMessageID
-	}
-	src := batch.Source{Name: "rabbitmq", System: "rabbitmq", Item: "message", IDAttr: "message_id", OrderedAttr: "ordered"}
-	engine, err := batch.New(guard, src, cfg.engineOptions()...)
-	if err != nil {
-		return nil, err
 	}
 	return &RabbitMQHandler{fn: fn, key: key, engine: engine}, nil
 }

@@ -7,8 +7,10 @@
 // idem.Attach), so it commits in the same transaction as the idempotency record and the
 // business writes, or not at all. A relay then reads committed events and publishes them
 // at least once, in order per ordering key; the consumer deduplicates on the event's id,
-// which travels with the message (the SQS message attribute [IDAttribute], which package
-// sqs takes as the idempotency key by default).
+// which travels with the message (the SQS or SNS message attribute [IDAttribute], which
+// package sqs takes as the idempotency key by default; the [Envelope]'s [EnvelopeKey] on
+// EventBridge and Kinesis). The publishers are outbox/sqspub, outbox/snspub, outbox/ebpub
+// and outbox/kinesispub.
 //
 // What commits an event is the store's:
 //

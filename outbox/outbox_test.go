@@ -159,6 +159,8 @@ func TestRecordRefusals(t *testing.T) {
 		{"no destination", memstore.New(), outbox.Event{Type: "t"}, outbox.ErrInvalidEvent},
 		{"no type", memstore.New(), outbox.Event{Destination: "d"}, outbox.ErrInvalidEvent},
 		{"id header", memstore.New(), outbox.Event{Destination: "d", Type: "t", Headers: map[string]string{outbox.IDAttribute: "x"}}, outbox.ErrInvalidEvent},
+		{"type header", memstore.New(), outbox.Event{Destination: "d", Type: "t", Headers: map[string]string{outbox.TypeAttribute: "x"}}, outbox.ErrInvalidEvent},
+		{"id header in lower case", memstore.New(), outbox.Event{Destination: "d", Type: "t", Headers: map[string]string{"idempotency-key": "x"}}, outbox.ErrInvalidEvent},
 		{"dynamomem without outbox table", dynamomem.New(), outbox.Event{Destination: "d", Type: "t"}, idemstore.ErrInvalidAttach},
 	}
 	for _, tc := range cases {

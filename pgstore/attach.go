@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -84,9 +85,10 @@ func Attach(ctx context.Context, writes ...Write) error {
 // completeWith completes rec and runs the attached writes in one transaction. The
 // completion statement goes first: it takes the record's row lock, so the writes run only
 // once the lease is known to be ours, and a concurrent claim of the key waits for the
-// commit. After each write the connection's transaction status says whether the write
-// ended the transaction (see [TxEndedError]); the COMMIT is checked to be the store's own
-// transaction's (see [Store.begin]).
+// commit. Then the producer locks of its outbox events' ordering keys, in one sorted order
+// (see [outboxLock]), and then the writes. After each write the connection's transaction
+// status says whether the write ended the transaction (see [TxEndedError]); the COMMIT is
+// checked to be the store's own transaction's (see [Store.begin]).
 func (s *Store) completeWith(ctx context.Context, rec *idemstore.Record, attached []any) (err error) {
 	writes, err := attachedWrites(s.outboxWrites(attached))
 	if err != nil {
@@ -116,6 +118,9 @@ func (s *Store) completeWith(ctx context.Context, rec *idemstore.Record, attache
 		// A resend of a completion that committed (nil: nothing commits twice), or the
 		// lease lost.
 		return completedOrLost(done, status)
+	}
+	if err := s.lockOutbox(ctx, tx, attached); err != nil {
+		return s.notCommitted(err)
 	}
 	conn := tx.Conn().PgConn()
 	for i, w := range writes {
@@ -373,8 +378,51 @@ const (
 // CheckAttached implements [idemstore.AttachChecker]: idem.Attach refuses at once, naming
 // its type, a value the completion could not run (anything but a non-nil [Write], a
 // function of its signature, or an outbox message, which becomes an INSERT into
-// [Store.OutboxTable]), instead of failing the completion after the handler's work.
+// [Store.OutboxTable]), instead of failing the completion after the handler's work. An
+// outbox message must be one PostgreSQL stores as recorded: its text fields (id,
+// ordering key, destination, type, stored key) and its headers' names and values valid
+// UTF-8 without a NUL byte (a text column refuses NUL, jsonb refuses \u0000, and JSON
+// would rewrite invalid UTF-8); its payload (bytea) may hold any bytes.
 func (s *Store) CheckAttached(attached []any) error {
+	msgs, _ := idemstore.SplitOutbox(attached)
+	for _, m := range msgs {
+		if err := checkOutboxMessage(m); err != nil {
+			return err
+		}
+	}
 	_, err := attachedWrites(s.outboxWrites(attached))
 	return err
+}
+
+// checkOutboxMessage returns an error naming the first field of m that PostgreSQL would
+// refuse or that would not be stored as recorded (see [Store.CheckAttached]).
+func checkOutboxMessage(m idemstore.OutboxMessage) error {
+	for _, f := range [...]struct{ name, v string }{
+		{"ID", m.ID}, {"OrderingKey", m.OrderingKey}, {"Destination", m.Destination},
+		{"Type", m.Type}, {"StoredKey", m.StoredKey},
+	} {
+		if err := storableText(f.v); err != nil {
+			return fmt.Errorf("pgstore: outbox event %s: %s %w", m.ID, f.name, err)
+		}
+	}
+	for k, v := range m.Headers {
+		if err := storableText(k); err != nil {
+			return fmt.Errorf("pgstore: outbox event %s: a header name %w", m.ID, err)
+		}
+		if err := storableText(v); err != nil {
+			return fmt.Errorf("pgstore: outbox event %s: header %q %w", m.ID, strings.ToValidUTF8(k, "\uFFFD"), err)
+		}
+	}
+	return nil
+}
+
+// storableText returns an error if PostgreSQL cannot store v as text as it is.
+func storableText(v string) error {
+	switch {
+	case !utf8.ValidString(v):
+		return errors.New("is not valid UTF-8")
+	case strings.IndexByte(v, 0) >= 0:
+		return errors.New("holds a NUL byte")
+	}
+	return nil
 }

@@ -14,8 +14,9 @@ import (
 // CompleteManyAttached implements [idemstore.BatchAttachStore]: one transaction for the
 // whole batch. It holds one statement that completes every record, each conditional on its
 // own lease token and on being in progress (the completeOwned statement of [Attach], for
-// many records, taking their row locks in key order), then the attached writes of the
-// records it completed, record by record in order, then COMMIT with the check [Attach]
+// many records, taking their row locks in key order), then the producer locks of every
+// outbox event of the records it completed, in one sorted order, then the attached writes
+// of those records, record by record in order, then COMMIT with the check [Attach]
 // describes. A batch of ten completions with a write each thus costs BEGIN, one
 // statement, the ten writes and COMMIT, where ten single completions cost four times ten.
 //
@@ -53,6 +54,10 @@ func (s *Store) CompleteManyAttached(ctx context.Context, recs []*idemstore.Reco
 		}
 		return nil
 	}
+	att := make([][]any, len(recs))
+	for i := range recs {
+		att[i] = attachedOf(i)
+	}
 	first, again := distinct(len(recs), func(i int) string { return recs[i].Key })
 	var idx []int
 	for _, i := range first {
@@ -70,7 +75,7 @@ func (s *Store) CompleteManyAttached(ctx context.Context, recs []*idemstore.Reco
 	}
 	// Each transaction that does not commit settles at least one record, so this ends.
 	for len(idx) > 0 {
-		idx = s.commitBatch(ctx, recs, writes, idx, out)
+		idx = s.commitBatch(ctx, recs, att, writes, idx, out)
 	}
 	for _, i := range again {
 		out[i] = s.Complete(ctx, recs[i], attachedOf(i))
@@ -81,7 +86,7 @@ func (s *Store) CompleteManyAttached(ctx context.Context, recs []*idemstore.Reco
 // commitBatch runs one transaction of the batch completion of recs[i], i in idx, with
 // their writes, and puts the answers it settles in out. It returns the records to send in
 // one more transaction: those left when it rolled back for one record's sake.
-func (s *Store) commitBatch(ctx context.Context, recs []*idemstore.Record, writes [][]Write, idx []int, out []error) (rest []int) {
+func (s *Store) commitBatch(ctx context.Context, recs []*idemstore.Record, att [][]any, writes [][]Write, idx []int, out []error) (rest []int) {
 	lead := recs[idx[0]] // the record the COMMIT's check reads
 	tx, checked, err := s.begin(ctx, lead)
 	if err != nil {
@@ -101,7 +106,7 @@ func (s *Store) commitBatch(ctx context.Context, recs []*idemstore.Record, write
 	done, status, err := s.completeBatch(ctx, tx, recs, idx)
 	if err != nil {
 		closeTx()
-		return s.eachAlone(ctx, recs, writes, idx, out)
+		return s.eachAlone(ctx, recs, att, idx, out)
 	}
 	var completed []int
 	for j, i := range idx {
@@ -123,6 +128,16 @@ func (s *Store) commitBatch(ctx context.Context, recs []*idemstore.Record, write
 		closeTx()
 		return completed
 	}
+	// Every outbox event's producer lock, in one sorted order, before any write (see
+	// outboxLock).
+	locks := make([][]any, len(completed))
+	for j, i := range completed {
+		locks[j] = att[i]
+	}
+	if err := s.lockOutbox(ctx, tx, locks...); err != nil {
+		closeTx()
+		return s.eachAlone(ctx, recs, att, completed, out)
+	}
 	conn := tx.Conn().PgConn()
 	for _, i := range completed {
 		for k, w := range writes[i] {
@@ -138,7 +153,7 @@ func (s *Store) commitBatch(ctx context.Context, recs []*idemstore.Record, write
 			}
 			closeTx()
 			if tx.Conn().IsClosed() || isRetryable(werr) {
-				return s.eachAlone(ctx, recs, writes, completed, out)
+				return s.eachAlone(ctx, recs, att, completed, out)
 			}
 			out[i] = &AttachedWriteError{Index: k, Err: fmt.Errorf("%w: %w", idem.ErrConditionFailed, werr)}
 			return without(completed, i)
@@ -153,7 +168,7 @@ func (s *Store) commitBatch(ctx context.Context, recs []*idemstore.Record, write
 		ok, err := s.ownedCheck(ctx, tx, lead)
 		if err != nil {
 			closeTx()
-			return s.eachAlone(ctx, recs, writes, completed, out)
+			return s.eachAlone(ctx, recs, att, completed, out)
 		}
 		if !ok {
 			closeTx()
@@ -174,7 +189,7 @@ func (s *Store) commitBatch(ctx context.Context, recs []*idemstore.Record, write
 		cerr := s.commitFail(err)
 		if errors.Is(cerr, idemstore.ErrNotCommitted) {
 			// Refused by the server (a deferred constraint, say), for no record named.
-			return s.eachAlone(ctx, recs, writes, completed, out)
+			return s.eachAlone(ctx, recs, att, completed, out)
 		}
 		for _, i := range completed {
 			out[i] = cerr // unknown outcome: the guard resends each alone
@@ -210,13 +225,9 @@ func (s *Store) completeBatch(ctx context.Context, tx pgx.Tx, recs []*idemstore.
 
 // eachAlone completes recs[i], i in idx, one by one with Complete: the answer for records
 // of a transaction that rolled back for no record's own sake.
-func (s *Store) eachAlone(ctx context.Context, recs []*idemstore.Record, writes [][]Write, idx []int, out []error) []int {
+func (s *Store) eachAlone(ctx context.Context, recs []*idemstore.Record, att [][]any, idx []int, out []error) []int {
 	for _, i := range idx {
-		a := make([]any, len(writes[i]))
-		for k, w := range writes[i] {
-			a[k] = w
-		}
-		out[i] = s.Complete(ctx, recs[i], a)
+		out[i] = s.Complete(ctx, recs[i], att[i])
 	}
 	return nil
 }

@@ -20,9 +20,11 @@ const OutboxSuffix = "_outbox"
 
 // Seeds of the advisory locks that order each ordering key's events. A lock's key is
 // [OutboxLockKey]: hashtextextended('<table>:' || ordering_key, seed), so outbox tables
-// sharing a database lock apart. Producers take the [OutboxProducerLock] one from their
-// event's INSERT to their commit, so one ordering key's events get their sequence numbers
-// in commit order; relays take the [OutboxRelayLock] one while they publish, so two relays
+// sharing a database lock apart. Producers take the [OutboxProducerLock] one before their
+// event's INSERT (a completion takes all of its events' keys at once, in the order of
+// their lock keys, before any attached write, so two completions never deadlock on them)
+// and hold it to their commit, so one ordering key's events get their sequence numbers in
+// commit order; relays take the [OutboxRelayLock] one while they publish, so two relays
 // never publish one key's events at once.
 const (
 	OutboxProducerLock = 0x1de0
@@ -116,6 +118,45 @@ ins AS (
 	RETURNING 1
 )
 SELECT pg_notify($9::text, '') FROM ins`, quote(table), OutboxLockKey(table, "$2::text", OutboxProducerLock))
+}
+
+// outboxLock returns the statement that takes the producer locks of the ordering keys $1
+// (a text array), each once, in the order of their lock keys: a completion takes them
+// all before any write of its transaction, so two completions whose events share keys
+// wait for each other in one order and never deadlock, whatever the order of their
+// events. (Volatile output expressions are evaluated after the ORDER BY sort.) Each
+// event's INSERT takes its key's lock again, which it then holds already.
+func outboxLock(table string) string {
+	return fmt.Sprintf(`SELECT pg_advisory_xact_lock(d.l)
+FROM (SELECT DISTINCT %s AS l FROM unnest($1::text[]) AS k(key)) AS d
+ORDER BY d.l`, OutboxLockKey(table, "k.key", OutboxProducerLock))
+}
+
+// outboxKeys returns the ordering keys of the outbox messages among attached.
+func outboxKeys(attached []any) []string {
+	var keys []string
+	for _, a := range attached {
+		if m, ok := a.(idemstore.OutboxMessage); ok {
+			keys = append(keys, m.OrderingKey)
+		}
+	}
+	return keys
+}
+
+// lockOutbox takes, in tx, the producer locks of the ordering keys of the outbox
+// messages among attached (see [outboxLock]); nothing without any.
+func (s *Store) lockOutbox(ctx context.Context, tx pgx.Tx, attached ...[]any) error {
+	var keys []string
+	for _, a := range attached {
+		keys = append(keys, outboxKeys(a)...)
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, outboxLock(s.OutboxTable()), keys); err != nil {
+		return fmt.Errorf("pgstore: outbox producer locks: %w", err)
+	}
+	return nil
 }
 
 // outboxWrites returns attached with each outbox message replaced by the [Write] that

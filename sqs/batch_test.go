@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dynamo"
+	"github.com/idemkit/idem/internal/adaptertest"
 	"github.com/idemkit/idem/internal/ddbcount"
 	"github.com/idemkit/idem/memstore"
 	"github.com/idemkit/idem/sqs"
@@ -62,7 +63,7 @@ func TestConcurrency(t *testing.T) {
 			resp := invoke(t, ctx, e.h, loadEvent(t, "sqs-standard-ten"))
 			cancel()
 			<-opened
-			assert.Empty(t, failures(t, resp))
+			assert.Empty(t, adaptertest.Failures(t, resp))
 			assert.Equal(t, tc.peak, e.rec.peak)
 		})
 	}
@@ -77,7 +78,7 @@ func TestFIFOGroupsSharingAKeyAreNotRaced(t *testing.T) {
 	ev.Records[4].Body = ev.Records[2].Body
 
 	resp := invoke(t, context.Background(), e.h, ev)
-	assert.Empty(t, failures(t, resp), "no in-progress failure from racing the shared key")
+	assert.Empty(t, adaptertest.Failures(t, resp), "no in-progress failure from racing the shared key")
 	assert.Equal(t, sqs.StatusDuplicate, e.reports.last(t).Outcomes[4].Status)
 	assert.Equal(t, pick(ev, 0, 2, 3, 5, 7), e.rec.groupOrder("acc-1"))
 	assert.Equal(t, pick(ev, 1, 6), e.rec.groupOrder("acc-2"))
@@ -140,7 +141,7 @@ func TestFIFOIsTheARNSuffixOnly(t *testing.T) {
 			rec.setFail(ev.Records[3].MessageId, errors.New("ledger: account acc-1 locked"))
 
 			resp := invoke(t, context.Background(), h, ev)
-			assert.Equal(t, pick(ev, tc.failed...), failures(t, resp))
+			assert.Equal(t, pick(ev, tc.failed...), adaptertest.Failures(t, resp))
 			rep := rs.last(t)
 			assert.Equal(t, tc.fifo, rep.FIFO)
 			assert.Equal(t, tc.reasons, rep.FailedBy())
@@ -184,11 +185,11 @@ func TestFIFOBatchNeedsNoPartiQL(t *testing.T) {
 			failed := ev.Records[3].MessageId
 			e.rec.setFail(failed, errors.New("ledger: account acc-1 locked"))
 
-			reported := failures(t, invoke(t, context.Background(), e.h, ev))
+			reported := adaptertest.Failures(t, invoke(t, context.Background(), e.h, ev))
 			require.Contains(t, reported, failed)
 			first := api.Take()
 			e.rec.setFail(failed, nil)
-			assert.Empty(t, failures(t, invoke(t, context.Background(), e.h, redeliver(ev, reported...))))
+			assert.Empty(t, adaptertest.Failures(t, invoke(t, context.Background(), e.h, redeliver(ev, reported...))))
 			again := api.Take()
 
 			for _, calls := range []map[string]int{first, again} {

@@ -15,6 +15,7 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/idemstore/storetest"
+	"github.com/idemkit/idem/internal/adaptertest"
 	"github.com/idemkit/idem/memstore"
 	"github.com/idemkit/idem/sqs"
 )
@@ -84,7 +85,7 @@ func TestBatchCompletionFailures(t *testing.T) {
 
 			ev := loadEvent(t, "sqs-standard-same-key") // records 0, 1, 3, 4 share a key and a body
 			resp := invoke(t, context.Background(), h, ev)
-			assert.Equal(t, pick(ev, 0, 1, 3, 4), failures(t, resp))
+			assert.Equal(t, pick(ev, 0, 1, 3, 4), adaptertest.Failures(t, resp))
 			rep := rs.last(t)
 			assert.Equal(t, map[sqs.Reason]int{tc.wantReason: 1, sqs.ReasonDuplicateFailed: 3}, rep.FailedBy())
 			require.ErrorIs(t, rep.Outcomes[0].Err, tc.err)
@@ -141,7 +142,7 @@ func TestBatchSettlesNearTheDeadline(t *testing.T) {
 
 			resp := invoke(t, ctx, e.h, ev)
 			assert.True(t, sawFirstDone, "message 0 was recorded while message 1 ran")
-			assert.Equal(t, pick(ev, 2, 3, 4, 5, 6, 7, 8, 9), failures(t, resp))
+			assert.Equal(t, pick(ev, 2, 3, 4, 5, 6, 7, 8, 9), adaptertest.Failures(t, resp))
 			rep := e.reports.last(t)
 			assert.Equal(t, 2, rep.Ran)
 			assert.Equal(t, map[sqs.Reason]int{sqs.ReasonNotStarted: 8}, rep.FailedBy())
@@ -199,7 +200,7 @@ func TestBatchClaimsTwoKeysOrMore(t *testing.T) {
 			for i, c := range tc.counts {
 				ev.Records = append(ev.Records, delivered(fmt.Sprintf("m-%d", i), tc.keys[i], c))
 			}
-			rep, err := h.Process(lambdaContext(t), ev)
+			rep, err := h.Process(adaptertest.Context(t), ev)
 			require.NoError(t, err)
 			assert.Zero(t, rep.Failed)
 			assert.Equal(t, tc.single, store.single.Load(), "single-key store calls")
@@ -211,7 +212,7 @@ func TestBatchClaimsTwoKeysOrMore(t *testing.T) {
 			for i := range ev.Records {
 				ev.Records[i].Attributes = map[string]string{"ApproximateReceiveCount": "9"}
 			}
-			rep, err = h.Process(lambdaContext(t), ev)
+			rep, err = h.Process(adaptertest.Context(t), ev)
 			require.NoError(t, err)
 			assert.Zero(t, rep.Failed)
 			assert.Equal(t, tc.replaySingle, store.single.Load(), "single-key store calls, replays")
@@ -287,7 +288,7 @@ func TestBatchRecordsOutcomesAfterTheEarlySettle(t *testing.T) {
 				"a, finished after the early settle, is recorded while b still runs")
 			finishB()
 
-			assert.Equal(t, []string{"c"}, failures(t, <-done))
+			assert.Equal(t, []string{"c"}, adaptertest.Failures(t, <-done))
 			rep := e.reports.last(t)
 			assert.Equal(t, 2, rep.Ran)
 			assert.Equal(t, map[sqs.Reason]int{sqs.ReasonNotStarted: 1}, rep.FailedBy())
@@ -328,7 +329,7 @@ func TestBatchRecordsOutcomesBeforeTheirLeasesEnd(t *testing.T) {
 			}
 			ctx, cancel := context.WithDeadline(context.Background(), clock.Now().Add(timeout)) // in the clock's time
 			defer cancel()
-			assert.Empty(t, failures(t, invoke(t, ctx, e.h, ev)))
+			assert.Empty(t, adaptertest.Failures(t, invoke(t, ctx, e.h, ev)))
 
 			assert.Equal(t, 1, e.rec.runsOf("a"), "a ran once")
 			require.NotNil(t, redelivery)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dynamo"
+	"github.com/idemkit/idem/internal/adaptertest"
 	"github.com/idemkit/idem/internal/ddbcount"
 	"github.com/idemkit/idem/sqs"
 )
@@ -64,7 +65,7 @@ func TestBatchNeverCostsMoreCalls(t *testing.T) {
 					for i := range ev.Records {
 						ev.Records[i].Attributes = map[string]string{"ApproximateReceiveCount": count}
 					}
-					rep, err := h.Process(lambdaContext(t), ev)
+					rep, err := h.Process(adaptertest.Context(t), ev)
 					require.NoError(t, err)
 					require.Zero(t, rep.Failed, phases[p])
 					if p == 0 {

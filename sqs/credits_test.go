@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/dynamo"
+	"github.com/idemkit/idem/internal/adaptertest"
 	"github.com/idemkit/idem/internal/ddbcount"
 	"github.com/idemkit/idem/sqs"
 )
@@ -37,7 +38,7 @@ func TestCreditsApplyOncePerKey(t *testing.T) {
 		for _, h := range containers {
 			go func() {
 				defer wg.Done()
-				rep, err := h.Process(lambdaContext(t), ev)
+				rep, err := h.Process(adaptertest.Context(t), ev)
 				if !assert.NoError(t, err) {
 					return
 				}
@@ -63,11 +64,11 @@ func TestCreditsApplyOncePerKey(t *testing.T) {
 				ids = append(ids, id)
 			}
 			retry = map[string]bool{}
-			for _, id := range failures(t, invoke(t, context.Background(), containers[round%len(containers)], redeliver(ev, ids...))) {
+			for _, id := range adaptertest.Failures(t, invoke(t, context.Background(), containers[round%len(containers)], redeliver(ev, ids...))) {
 				retry[id] = true
 			}
 		}
-		assert.Empty(t, failures(t, invoke(t, context.Background(), containers[0], redeliver(ev, pick(ev, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14)...))))
+		assert.Empty(t, adaptertest.Failures(t, invoke(t, context.Background(), containers[0], redeliver(ev, pick(ev, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14)...))))
 
 		e.rec.requireOncePerKey(t, ev)
 		for acc, cents := range expectedBalances(t, ev) {
@@ -133,14 +134,14 @@ func TestRoundTripsPerBatch(t *testing.T) {
 			e.h = e.newHandler(t, e.guard, sqs.WithBatchClaims(tc.batch))
 
 			ten := loadEvent(t, "sqs-standard-ten")
-			assert.Empty(t, failures(t, invoke(t, context.Background(), e.h, ten)))
+			assert.Empty(t, adaptertest.Failures(t, invoke(t, context.Background(), e.h, ten)))
 			assert.Equal(t, tc.wantNew, api.Take(), "new")
-			assert.Empty(t, failures(t, invoke(t, context.Background(), e.h, ten)))
+			assert.Empty(t, adaptertest.Failures(t, invoke(t, context.Background(), e.h, ten)))
 			assert.Equal(t, tc.wantReplay, api.Take(), "replayed")
 			assert.Equal(t, 10, e.reports.last(t).Replayed)
 
 			same := loadEvent(t, "sqs-standard-same-key") // five messages, two keys
-			assert.Empty(t, failures(t, invoke(t, context.Background(), e.h, same)))
+			assert.Empty(t, adaptertest.Failures(t, invoke(t, context.Background(), e.h, same)))
 			assert.Equal(t, tc.wantDuplicates, api.Take(), "duplicates in the batch")
 		})
 	}

@@ -43,26 +43,8 @@ var source = batch.Source{Name: "sqs", System: "aws_sqs", Item: "message", IDAtt
 // A test event for a FIFO consumer must carry such an ARN, or it is processed as a
 // standard queue's (see "FIFO queues" in the package documentation).
 func New(guard *idem.Guard, fn func(context.Context, events.SQSMessage) error, opts ...Option) (*Handler, error) {
-	if guard == nil {
-		return nil, optErr("New", "guard must not be nil")
-	}
-	if fn == nil {
-		return nil, optErr("New", "handler must not be nil")
-	}
 	cfg := defaultConfig()
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
-	}
-	engineOpts := []batch.Option{batch.WithConcurrency(cfg.concurrency), batch.WithBatchClaims(cfg.batchClaims)}
-	if cfg.marginSet {
-		engineOpts = append(engineOpts, batch.WithDeadlineMargin(cfg.margin))
-	}
-	engine, err := batch.New(guard, source, engineOpts...)
+	engine, err := batch.NewAdapter(guard, fn == nil, "New", source, &cfg, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -133,17 +115,14 @@ func (h *Handler) Process(ctx context.Context, event events.SQSEvent) (*Report, 
 			it.Fingerprint, it.Err = h.cfg.fingerprint(m)
 		}
 	}
-	run := func(ctx context.Context, i int) error { return h.fn(ctx, msgs[i]) }
 	// A FIFO message runs only once the one before it in its group has durably completed.
 	mode := batch.Mode{Ordered: fifo, RecordEach: fifo, Destination: queueName(msgs)}
-	rep := h.engine.Process(ctx, items, run, mode)
-	out := make([]Outcome, len(rep.Outcomes))
-	for i, o := range rep.Outcomes {
-		out[i] = Outcome{
+	rep, out := batch.Run(ctx, h.engine, msgs, items, h.fn, mode, func(o batch.Outcome, _ events.SQSMessage) Outcome {
+		return Outcome{
 			MessageID: o.ID, GroupID: o.Group, Key: o.Key,
 			Status: o.Status, Reason: o.Reason, Err: o.Err, Duration: o.Duration,
 		}
-	}
+	})
 	return &Report{
 		Outcomes: out, FIFO: rep.Ordered,
 		Ran: rep.Ran, Replayed: rep.Replayed, Duplicates: rep.Duplicates, Failed: rep.Failed,

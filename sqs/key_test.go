@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/adaptertest"
 	"github.com/idemkit/idem/memstore"
 	"github.com/idemkit/idem/sqs"
 )
@@ -126,8 +127,8 @@ func TestKeyAttributeSpellings(t *testing.T) {
 		// 0 and 1: one request sent twice, keyed "idempotency-key"; 2: "IDEMPOTENCY-KEY";
 		// 3: two spellings, two values; 4: two spellings, one value.
 		resp := invoke(t, context.Background(), e.h, ev)
-		checkGolden(t, "sqs-standard-key-attribute-spellings", resp)
-		assert.Equal(t, pick(ev, 3), failures(t, resp))
+		adaptertest.Golden(t, "sqs-standard-key-attribute-spellings", resp)
+		assert.Equal(t, pick(ev, 3), adaptertest.Failures(t, resp))
 		assert.Equal(t, 1, e.rec.runsOf(pick(ev, 0, 1)...), "one request sent twice runs once")
 		assert.Equal(t, 1, e.rec.runsOfKey("order-3001-credit"))
 		assert.Equal(t, 1, e.rec.runsOfKey("order-3002-credit"))

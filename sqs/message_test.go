@@ -13,6 +13,7 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/idemstore/storetest"
+	"github.com/idemkit/idem/internal/adaptertest"
 	"github.com/idemkit/idem/memstore"
 	"github.com/idemkit/idem/sqs"
 )
@@ -155,10 +156,10 @@ func TestFailureReasons(t *testing.T) {
 			assert.Equal(t, tc.want, o.Status)
 			assert.Equal(t, tc.reason, o.Reason)
 			if tc.want == sqs.StatusFailed {
-				assert.Equal(t, []string{u.msg.MessageId}, failures(t, resp))
+				assert.Equal(t, []string{u.msg.MessageId}, adaptertest.Failures(t, resp))
 				require.Error(t, o.Err)
 			} else {
-				assert.Empty(t, failures(t, resp))
+				assert.Empty(t, adaptertest.Failures(t, resp))
 				assert.NoError(t, o.Err)
 			}
 			if tc.wantErr != nil {
@@ -183,14 +184,14 @@ func TestPanicFailsOnlyItsMessageAndReleasesTheKey(t *testing.T) {
 	e.rec.panicsOn = bad
 
 	resp := invoke(t, context.Background(), e.h, ev)
-	assert.Equal(t, []string{bad}, failures(t, resp))
+	assert.Equal(t, []string{bad}, adaptertest.Failures(t, resp))
 	var pe *sqs.PanicError
 	require.ErrorAs(t, e.reports.last(t).Outcomes[4].Err, &pe)
 	assert.Equal(t, "ledger corrupted", pe.Value)
 	assert.NotEmpty(t, pe.Stack)
 
 	e.rec.panicsOn = ""
-	assert.Empty(t, failures(t, invoke(t, context.Background(), e.h, redeliver(ev, bad))))
+	assert.Empty(t, adaptertest.Failures(t, invoke(t, context.Background(), e.h, redeliver(ev, bad))))
 	assert.Equal(t, 2, e.rec.runsOf(bad), "the redelivery ran it again")
 }
 
@@ -201,7 +202,7 @@ func TestDuplicatesShareAFailure(t *testing.T) {
 	e.rec.setFail(ev.Records[0].MessageId, errors.New("ledger: timeout"))
 
 	resp := invoke(t, context.Background(), e.h, ev)
-	assert.Equal(t, pick(ev, 0, 1, 3, 4), failures(t, resp), "the duplicates go back to the queue with the original")
+	assert.Equal(t, pick(ev, 0, 1, 3, 4), adaptertest.Failures(t, resp), "the duplicates go back to the queue with the original")
 	assert.Equal(t, 1, e.rec.runsOfKey("order-2042-credit"))
 	rep := e.reports.last(t)
 	assert.Equal(t, map[sqs.Reason]int{sqs.ReasonHandler: 1, sqs.ReasonDuplicateFailed: 3}, rep.FailedBy())
@@ -209,7 +210,7 @@ func TestDuplicatesShareAFailure(t *testing.T) {
 
 	e.rec.setFail(ev.Records[0].MessageId, nil)
 	resp = invoke(t, context.Background(), e.h, redeliver(ev, pick(ev, 0, 1, 3, 4)...))
-	assert.Empty(t, failures(t, resp))
+	assert.Empty(t, adaptertest.Failures(t, resp))
 	rep = e.reports.last(t)
 	assert.Equal(t, 1, rep.Ran)
 	assert.Equal(t, 3, rep.Duplicates)
@@ -223,7 +224,7 @@ func TestDuplicateKeyWithOtherBodyIsAMismatch(t *testing.T) {
 	ev.Records[3].Body = `{"account_id":"acc-7","amount_cents":9999}` // same key, other content
 
 	resp := invoke(t, context.Background(), e.h, ev)
-	assert.Equal(t, pick(ev, 3), failures(t, resp))
+	assert.Equal(t, pick(ev, 3), adaptertest.Failures(t, resp))
 	o := e.reports.last(t).Outcomes[3]
 	assert.Equal(t, sqs.ReasonPayloadMismatch, o.Reason)
 	require.ErrorIs(t, o.Err, idem.ErrPayloadMismatch)
@@ -254,7 +255,7 @@ func TestContextEndingAtTheClaimIsNotStarted(t *testing.T) {
 
 	ev := loadEvent(t, "sqs-standard-ten")
 	ev.Records = ev.Records[:1]
-	assert.Equal(t, pick(ev, 0), failures(t, invoke(t, ctx, h, ev)))
+	assert.Equal(t, pick(ev, 0), adaptertest.Failures(t, invoke(t, ctx, h, ev)))
 	o := rs.last(t).Outcomes[0]
 	assert.Equal(t, sqs.ReasonNotStarted, o.Reason)
 	require.ErrorIs(t, o.Err, sqs.ErrNotStarted)

@@ -26,21 +26,16 @@ const (
 type Option func(*config) error
 
 type config struct {
-	concurrency int
+	batch.Settings
 	key         func(events.SQSMessage) (string, error)
 	fingerprint func(events.SQSMessage) ([]byte, error)
-	margin      time.Duration
-	marginSet   bool
-	batchClaims bool
 }
 
 func defaultConfig() config {
 	return config{
-		concurrency: DefaultConcurrency,
+		Settings:    batch.DefaultSettings("sqs"),
 		key:         DefaultKey,
 		fingerprint: BodyFingerprint,
-		margin:      DefaultDeadlineMargin,
-		batchClaims: true,
 	}
 }
 
@@ -53,13 +48,7 @@ func optErr(name, msg string) error {
 // [DefaultConcurrency]; must be at least 1. With 1, a batch is processed in order on the
 // invoking goroutine.
 func WithConcurrency(n int) Option {
-	return func(c *config) error {
-		if n < 1 {
-			return optErr("WithConcurrency", "must be at least 1")
-		}
-		c.concurrency = n
-		return nil
-	}
+	return func(c *config) error { return c.SetConcurrency(n) }
 }
 
 // WithKey sets how a message's idempotency key is chosen. Default [DefaultKey]: the
@@ -108,14 +97,7 @@ func WithFingerprint(fingerprint func(events.SQSMessage) ([]byte, error)) Option
 //     records the outcomes that finished (see [WithBatchClaims]). Lambda's clocks are kept
 //     within milliseconds.
 func WithDeadlineMargin(d time.Duration) Option {
-	return func(c *config) error {
-		if d < 0 {
-			return optErr("WithDeadlineMargin", "must not be negative")
-		}
-		c.margin = d
-		c.marginSet = true
-		return nil
-	}
+	return func(c *config) error { return c.SetDeadlineMargin(d) }
 }
 
 // WithBatchClaims sets whether a batch's keys are claimed and its outcomes recorded
@@ -161,8 +143,5 @@ func WithDeadlineMargin(d time.Duration) Option {
 // message runs only after the one before it in its group has durably completed. A store
 // without batch support behaves the same either way.
 func WithBatchClaims(on bool) Option {
-	return func(c *config) error {
-		c.batchClaims = on
-		return nil
-	}
+	return func(c *config) error { return c.SetBatchClaims(on) }
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkit/idem/internal/adaptertest"
 	"github.com/idemkit/idem/sqs"
 )
 
@@ -31,7 +32,7 @@ func TestMessageDeliveredTwiceInABatchIsReportedOnce(t *testing.T) {
 	e.rec.setFail(ev.Records[2].MessageId, errors.New("ledger: timeout"))
 
 	resp := invoke(t, context.Background(), e.h, ev)
-	assert.Equal(t, pick(ev, 2), failures(t, resp))
+	assert.Equal(t, pick(ev, 2), adaptertest.Failures(t, resp))
 	assert.Equal(t, 1, e.rec.runsOf(ev.Records[2].MessageId))
 }
 

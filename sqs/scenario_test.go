@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemstore/storetest"
+	"github.com/idemkit/idem/internal/adaptertest"
 	"github.com/idemkit/idem/sqs"
 )
 
@@ -29,8 +30,8 @@ func TestInFlightKeysAreTheFailures(t *testing.T) {
 		}
 
 		resp := invoke(t, context.Background(), e.h, ev)
-		checkGolden(t, "sqs-standard-ten-three-in-flight", resp)
-		assert.Equal(t, inFlight, failures(t, resp))
+		adaptertest.Golden(t, "sqs-standard-ten-three-in-flight", resp)
+		assert.Equal(t, inFlight, adaptertest.Failures(t, resp))
 		assert.Equal(t, 7, e.rec.total(), "the other seven ran")
 		assert.Zero(t, e.rec.runsOf(inFlight...), "the in-flight ones did not run here")
 		for _, o := range e.reports.last(t).Outcomes {
@@ -43,7 +44,7 @@ func TestInFlightKeysAreTheFailures(t *testing.T) {
 			f()
 		}
 		resp = invoke(t, context.Background(), e.h, redeliver(ev, inFlight...))
-		assert.Empty(t, failures(t, resp))
+		assert.Empty(t, adaptertest.Failures(t, resp))
 		assert.Equal(t, 3, e.reports.last(t).Replayed)
 		assert.Equal(t, 10, e.rec.total(), "the redelivered three replayed without running")
 		e.rec.requireOncePerKey(t, ev)
@@ -54,7 +55,7 @@ func TestSameBatchTwiceRunsNothing(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, e *env) {
 		ev := loadEvent(t, "sqs-standard-ten")
-		assert.Empty(t, failures(t, invoke(t, context.Background(), e.h, ev)))
+		assert.Empty(t, adaptertest.Failures(t, invoke(t, context.Background(), e.h, ev)))
 		assert.Equal(t, 10, e.reports.last(t).Ran)
 
 		resp := invoke(t, context.Background(), e.h, redeliver(ev, pick(ev, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9)...))
@@ -90,8 +91,8 @@ func TestFIFOFailureStopsOnlyItsGroup(t *testing.T) {
 		e.rec.setFail(ev.Records[3].MessageId, errors.New("ledger: account acc-1 locked"))
 
 		resp := invoke(t, context.Background(), e.h, ev)
-		checkGolden(t, "sqs-fifo-two-groups-third-fails", resp)
-		assert.Equal(t, pick(ev, 3, 5, 7), failures(t, resp), "the failed message and the rest of its group, in order")
+		adaptertest.Golden(t, "sqs-fifo-two-groups-third-fails", resp)
+		assert.Equal(t, pick(ev, 3, 5, 7), adaptertest.Failures(t, resp), "the failed message and the rest of its group, in order")
 		assert.Equal(t, pick(ev, 0, 2, 3), e.rec.groupOrder("acc-1"))
 		assert.Equal(t, pick(ev, 1, 4, 6), e.rec.groupOrder("acc-2"), "the other group completed")
 		rep := e.reports.last(t)
@@ -100,7 +101,7 @@ func TestFIFOFailureStopsOnlyItsGroup(t *testing.T) {
 
 		e.rec.setFail(ev.Records[3].MessageId, nil)
 		resp = invoke(t, context.Background(), e.h, redeliver(ev, pick(ev, 3, 5, 7)...))
-		assert.Empty(t, failures(t, resp))
+		assert.Empty(t, adaptertest.Failures(t, resp))
 		assert.Equal(t, pick(ev, 0, 2, 3, 3, 5, 7), e.rec.groupOrder("acc-1"), "the group resumed in order")
 		assert.False(t, e.rec.overlap, "no two messages of a group ran at once")
 		for acc, cents := range expectedBalances(t, ev) {
@@ -176,10 +177,10 @@ func TestNearDeadlineNothingIsDropped(t *testing.T) {
 
 				resp := invoke(t, ctx, e.h, ev)
 				if tc.golden != "" {
-					checkGolden(t, tc.golden, resp)
+					adaptertest.Golden(t, tc.golden, resp)
 				}
 				assert.Equal(t, tc.wantRan, e.rec.total())
-				assert.Len(t, failures(t, resp), 10-tc.wantRan, "every message not run is reported")
+				assert.Len(t, adaptertest.Failures(t, resp), 10-tc.wantRan, "every message not run is reported")
 				for _, o := range e.reports.last(t).Outcomes {
 					if !o.Failed() {
 						assert.Equal(t, sqs.StatusRan, o.Status)

@@ -13,6 +13,7 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/idemstore/storetest"
+	"github.com/idemkit/idem/internal/adaptertest"
 	"github.com/idemkit/idem/memstore"
 	"github.com/idemkit/idem/sqs"
 )
@@ -95,7 +96,7 @@ func TestBatchReportsWhatTheEarlySettleFailedToRecord(t *testing.T) {
 	}, "b and c, finished after the early settle, are recorded")
 	releaseOnce.Do(func() { close(store.release) }) // the store answers the early settle: lease lost
 
-	assert.Equal(t, []string{"a"}, failures(t, <-done))
+	assert.Equal(t, []string{"a"}, adaptertest.Failures(t, <-done))
 	rep := rs.last(t)
 	assert.Equal(t, map[sqs.Reason]int{sqs.ReasonLeaseLost: 1}, rep.FailedBy())
 	assert.ErrorIs(t, rep.Outcomes[0].Err, idem.ErrLeaseLost)

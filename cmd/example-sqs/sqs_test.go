@@ -20,12 +20,12 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem/emf"
 	"github.com/idemkit/idem/internal/ddblocal"
+	"github.com/idemkit/idem/internal/ledgertest"
 	"github.com/idemkit/idem/internal/samtables"
 	"github.com/idemkit/idem/sqs"
 )
@@ -95,19 +95,7 @@ func invoke(t *testing.T, h *sqs.Handler, ev events.SQSEvent) []string {
 // balances reads the balances of the ledger table, by account.
 func balances(t *testing.T, client *dynamodb.Client, table string) map[string]int64 {
 	t.Helper()
-	out, err := client.Scan(context.Background(), &dynamodb.ScanInput{
-		TableName:      aws.String(table),
-		ConsistentRead: aws.Bool(true),
-	})
-	require.NoError(t, err)
-	got := map[string]int64{}
-	for _, item := range out.Items {
-		account := item["account_id"].(*types.AttributeValueMemberS).Value
-		balance, err := strconv.ParseInt(item["balance_cents"].(*types.AttributeValueMemberN).Value, 10, 64)
-		require.NoError(t, err)
-		got[account] = balance
-	}
-	return got
+	return ledgertest.Balances(t, client, table, "account_id", "balance_cents")
 }
 
 // message returns an SQS message crediting amount to account, keyed by key if not empty.

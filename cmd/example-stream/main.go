@@ -27,20 +27,13 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/idemkit/idem"
@@ -52,42 +45,20 @@ import (
 
 func main() {
 	logger := lambdaenv.Logger(os.Stderr)
-	if err := run(logger); err != nil {
+	err := lambdaenv.RunBatch("example-stream", "DynamoDB Streams", logger, []string{"IDEMPOTENCY_TABLE", "LEDGER_TABLE"}, wire)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "example-stream:", err)
 		os.Exit(1)
 	}
 }
 
-func run(logger *slog.Logger) error {
-	tables, err := lambdaenv.Require("IDEMPOTENCY_TABLE", "LEDGER_TABLE")
+// wire builds the handler from the container's client, tables, logger and metrics.
+func wire(w lambdaenv.Wiring) (streamHandler, error) {
+	h, err := newHandler(w.Client, w.Tables[0], w.Tables[1], w.Logger, w.Metrics)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	// One client per container: created before the first invocation and reused by all.
-	client, err := lambdaenv.DynamoDB(context.Background(), logger)
-	if err != nil {
-		return err
-	}
-	metricsOut := os.Stderr
-	if lambdaenv.InLambda() {
-		metricsOut = os.Stdout // where CloudWatch Logs extracts them
-	}
-	metrics, err := lambdaenv.Metrics(metricsOut, "example-stream")
-	if err != nil {
-		return err
-	}
-	h, err := newHandler(client, tables[0], tables[1], logger, metrics)
-	if err != nil {
-		return err
-	}
-	handle := emf.Wrap(metrics, h.Handle) // one metrics document per invocation
-	if lambdaenv.InLambda() {
-		lambda.Start(handle)
-		return nil
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	return runLocal(lambdaenv.LocalContext(ctx), handle, os.Args[1:], os.Stdin, os.Stdout)
+	return h.Handle, nil
 }
 
 // streamHandler is the shape of a DynamoDB Streams Lambda handler that reports partial
@@ -112,31 +83,4 @@ func newHandler(client *dynamodb.Client, idemTable, ledgerTable string, logger *
 	}
 	s := &sales{table: ledgerTable, now: time.Now}
 	return dynamostream.New(guard, s.count)
-}
-
-// runLocal processes one DynamoDB Streams event read from the file args names (or stdin if
-// none, or "-") and writes the response to out.
-func runLocal(ctx context.Context, h streamHandler, args []string, stdin io.Reader, out io.Writer) error {
-	in := stdin
-	switch {
-	case len(args) > 1:
-		return errors.New("usage: example-stream [event.json]")
-	case len(args) == 1 && args[0] != "-":
-		data, err := os.ReadFile(args[0])
-		if err != nil {
-			return err
-		}
-		in = bytes.NewReader(data)
-	}
-	var event events.DynamoDBEvent
-	if err := json.NewDecoder(in).Decode(&event); err != nil {
-		return fmt.Errorf("read DynamoDB Streams event: %w", err)
-	}
-	resp, err := h(ctx, event)
-	if err != nil {
-		return err
-	}
-	enc := json.NewEncoder(out)
-	enc.SetIndent("", "  ")
-	return enc.Encode(resp)
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/idemkit/idem/emf"
 	"github.com/idemkit/idem/internal/ddblocal"
 	"github.com/idemkit/idem/internal/esm"
+	"github.com/idemkit/idem/internal/ledgertest"
 	"github.com/idemkit/idem/internal/samtables"
 )
 
@@ -81,19 +82,7 @@ func invoke(t *testing.T, h *dynamostream.Handler, payload []byte) []string {
 // balances reads the balances of the ledger table, by account.
 func balances(t *testing.T, client *dynamodb.Client, table string) map[string]int64 {
 	t.Helper()
-	out, err := client.Scan(context.Background(), &dynamodb.ScanInput{
-		TableName:      aws.String(table),
-		ConsistentRead: aws.Bool(true),
-	})
-	require.NoError(t, err)
-	got := map[string]int64{}
-	for _, item := range out.Items {
-		account := item["account_id"].(*types.AttributeValueMemberS).Value
-		balance, err := strconv.ParseInt(item["balance_cents"].(*types.AttributeValueMemberN).Value, 10, 64)
-		require.NoError(t, err)
-		got[account] = balance
-	}
-	return got
+	return ledgertest.Balances(t, client, table, "account_id", "balance_cents")
 }
 
 // The fixture's new orders count once each, however often the batch is delivered; the

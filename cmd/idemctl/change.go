@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/internal/termtext"
 )
 
 // action is a change idemctl can make to a record.
@@ -85,13 +86,13 @@ func (a *app) change(ctx context.Context, act action, args []string) error {
 // applies refuses an action that does not fit the record as shown.
 func applies(act action, rec *idemstore.Record, v view, token string) error {
 	if token != "" && !strings.HasPrefix(rec.LeaseToken, token) {
-		return fmt.Errorf("%w: the owner token is %s, not %s…: the record is not the one you meant", errRefused, cut(v.OwnerToken), display(token))
+		return fmt.Errorf("%w: the owner token is %s, not %s…: the record is not the one you meant", errRefused, cut(v.OwnerToken), termtext.Display(token))
 	}
 	switch {
 	case v.State == stateExpired:
 		return fmt.Errorf("%w: the record has expired and already counts as absent: the next request runs", errRefused)
 	case act == actionRelease && rec.Status != idemstore.StatusInProgress:
-		return fmt.Errorf("%w: release ends the lease of an in-progress record; this one is %s (delete forgets a result)", errRefused, display(string(rec.Status)))
+		return fmt.Errorf("%w: release ends the lease of an in-progress record; this one is %s (delete forgets a result)", errRefused, termtext.Display(string(rec.Status)))
 	case act == actionRelease && v.State == stateLeaseEnded:
 		return fmt.Errorf("%w: the lease has already ended: the next request with the key takes it over, nothing to release", errRefused)
 	case act == actionDelete && rec.Status == idemstore.StatusInProgress:

@@ -9,6 +9,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemkit/idem/internal/termtext"
 )
 
 // maxPrefixesShown is how many key prefixes find names before it only counts the rest.
@@ -75,7 +77,7 @@ func (a *app) find(ctx context.Context, args []string) error {
 		}
 		return hinted{
 			err: fmt.Errorf("%w: no record of the key with tenant %s under any of the %d key prefix(es) in table %s",
-				errNotFound, orNone(tenant), len(out.Prefixes), display(t.name)),
+				errNotFound, orNone(tenant), len(out.Prefixes), termtext.Display(t.name)),
 			hint: findHint(out, t.name),
 		}
 	}
@@ -87,7 +89,7 @@ func (a *app) find(ctx context.Context, args []string) error {
 		if i > 0 {
 			sep = "\n"
 		}
-		if err := a.say(fmt.Sprintf("%sscope        %s\noperation    %s\n", sep, display(m.Scope), display(m.Operation))); err != nil {
+		if err := a.say(fmt.Sprintf("%sscope        %s\noperation    %s\n", sep, termtext.Display(m.Scope), termtext.Display(m.Operation))); err != nil {
 			return err
 		}
 		if err := m.write(a.stdout, a.now()); err != nil {
@@ -109,7 +111,7 @@ func (a *app) search(ctx context.Context, t *table, prefix, tenant, key string) 
 	for {
 		page, err := t.api.Scan(ctx, in)
 		if err != nil {
-			return finding{}, fmt.Errorf("scan table %s: %w", display(t.name), err)
+			return finding{}, fmt.Errorf("scan table %s: %w", termtext.Display(t.name), err)
 		}
 		out.Scanned += page.ScannedCount
 		if cc := page.ConsumedCapacity; cc != nil && cc.CapacityUnits != nil {
@@ -147,7 +149,7 @@ func (a *app) search(ctx context.Context, t *table, prefix, tenant, key string) 
 	for _, k := range found {
 		rec, _, err := t.readCounted(ctx, k, &out)
 		if err != nil {
-			return finding{}, fmt.Errorf("read %s from table %s: %w", display(k), display(t.name), err)
+			return finding{}, fmt.Errorf("read %s from table %s: %w", termtext.Display(k), termtext.Display(t.name), err)
 		}
 		if rec == nil {
 			continue // deleted since the Scan
@@ -219,7 +221,7 @@ func prefixList(prefixes []string) string {
 	}
 	shown := make([]string, 0, min(len(prefixes), maxPrefixesShown))
 	for _, p := range prefixes[:min(len(prefixes), maxPrefixesShown)] {
-		shown = append(shown, display(p))
+		shown = append(shown, termtext.Display(p))
 	}
 	s := strings.Join(shown, ", ")
 	if n := len(prefixes) - len(shown); n > 0 {
@@ -240,7 +242,7 @@ func cost(f finding, table string) string {
 		return "read units not reported"
 	}
 	return fmt.Sprintf("scanned %d item(s) of table %s (%s), then read %d record(s) (%s)",
-		f.Scanned, display(table), units(f.ScanUnits, int(f.Scanned)), f.Reads, units(f.ReadUnits, f.Reads))
+		f.Scanned, termtext.Display(table), units(f.ScanUnits, int(f.Scanned)), f.Reads, units(f.ReadUnits, f.Reads))
 }
 
 // findHint says, after a find found nothing, what it looked at and what to check.

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/internal/termtext"
 )
 
 // defaultLimit is how many records list prints unless --limit says otherwise.
@@ -91,7 +92,7 @@ func (a *app) scan(ctx context.Context, t *table, prefix, want string, limit int
 	for {
 		page, err := t.api.Scan(ctx, in)
 		if err != nil {
-			return listing{}, fmt.Errorf("scan table %s: %w", display(t.name), err)
+			return listing{}, fmt.Errorf("scan table %s: %w", termtext.Display(t.name), err)
 		}
 		out.Scanned += page.ScannedCount
 		if cc := page.ConsumedCapacity; cc != nil && cc.CapacityUnits != nil {
@@ -101,7 +102,7 @@ func (a *app) scan(ctx context.Context, t *table, prefix, want string, limit int
 		for i, item := range page.Items {
 			rec, err := t.decode(ctx, item)
 			if err != nil {
-				return listing{}, fmt.Errorf("scan table %s: %w", display(t.name), err)
+				return listing{}, fmt.Errorf("scan table %s: %w", termtext.Display(t.name), err)
 			}
 			v := newView(rec, now)
 			if v.State != stateLeaseRunning && v.State != stateLeaseEnded && v.State != stateHeld {

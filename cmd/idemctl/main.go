@@ -7,6 +7,7 @@
 //	idemctl list    --table T [--state in-progress|lease-ended|all] [--scope S] [--limit N]
 //	idemctl release --table T --scope S --operation O --key K [--yes]   end a dead owner's lease
 //	idemctl delete  --table T --scope S --operation O --key K [--yes]   forget a completed result
+//	idemctl outbox lag --store postgres://…   a PostgreSQL outbox's lag (runs idemctl-pg)
 //
 // It is read-only unless asked to release or delete, and every change is conditional on
 // the record being exactly as idemctl showed it. Run `idemctl help` for the details.
@@ -25,6 +26,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/idemkit/idem/internal/termtext"
 )
 
 // Exit codes.
@@ -45,13 +48,14 @@ var (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	a := &app{
-		stdin:   os.Stdin,
-		stdout:  os.Stdout,
-		stderr:  os.Stderr,
-		getenv:  os.Getenv,
-		now:     time.Now,
-		isTTY:   func() bool { return isTerminal(os.Stdin) },
-		connect: connect,
+		stdin:    os.Stdin,
+		stdout:   os.Stdout,
+		stderr:   os.Stderr,
+		getenv:   os.Getenv,
+		now:      time.Now,
+		isTTY:    func() bool { return isTerminal(os.Stdin) },
+		connect:  connect,
+		findTool: findTool,
 	}
 	code := a.run(ctx, os.Args[1:])
 	stop()
@@ -70,6 +74,8 @@ type app struct {
 	// connect returns the DynamoDB client; endpoint is --endpoint, or "" for the SDK's own
 	// configuration (which reads AWS_ENDPOINT_URL_DYNAMODB).
 	connect func(ctx context.Context, endpoint string) (API, error)
+	// findTool returns the path of a command idemctl runs (idemctl-pg).
+	findTool func(name string) (string, error)
 }
 
 // connect returns a DynamoDB client configured as the AWS SDK reads the environment and
@@ -108,10 +114,12 @@ func (a *app) run(ctx context.Context, args []string) int {
 		err = a.change(ctx, actionRelease, rest)
 	case "delete":
 		err = a.change(ctx, actionDelete, rest)
+	case "outbox":
+		err = a.outbox(ctx, rest)
 	case "help", "-h", "-help", "--help":
 		err = a.say(usage)
 	default:
-		err = usageError("unknown command %q (show, find, list, release, delete, help)", cmd)
+		err = usageError("unknown command %q (show, find, list, release, delete, outbox, help)", cmd)
 	}
 	return a.exit(err)
 }
@@ -122,9 +130,12 @@ func (a *app) exit(err error) int {
 		return exitOK
 	}
 	code := exitFailed
+	var tool toolExit
 	switch {
 	case errors.Is(err, errHelp):
 		return exitOK
+	case errors.As(err, &tool):
+		return int(tool) // the tool printed its own error
 	case errors.Is(err, errUsage):
 		code = exitUsage
 	case errors.Is(err, errNotFound):
@@ -132,11 +143,11 @@ func (a *app) exit(err error) int {
 	case errors.Is(err, errRefused):
 		code = exitRefused
 	}
-	a.note("idemctl: %s\n", escaped(err.Error()))
+	a.note("idemctl: %s\n", termtext.Escaped(err.Error()))
 	var h hinted
 	if errors.As(err, &h) {
 		for _, line := range strings.Split(h.hint, "\n") {
-			a.note("%s\n", escaped(line))
+			a.note("%s\n", termtext.Escaped(line))
 		}
 	}
 	return code

@@ -47,7 +47,7 @@ func TestProcess(t *testing.T) {
 		{name: "help", env: env, args: []string{"help"}, code: exitOK, stdout: "Exit codes:"},
 		{name: "command help", env: env, args: []string{"show", "-h"}, code: exitOK, stdout: "Usage:"},
 		{name: "unknown command", env: env, args: []string{"purge"}, code: exitUsage,
-			stderr: `idemctl: usage: unknown command "purge" (show, find, list, release, delete, help)`},
+			stderr: `idemctl: usage: unknown command "purge" (show, find, list, release, delete, outbox, help)`},
 		{name: "unknown flag", env: env, args: []string{"show", "--kee", "x"}, code: exitUsage,
 			stderr: "flag provided but not defined: -kee"},
 		{name: "stray argument", env: env, args: []string{"show", "--scope", testScope, "order-1"}, code: exitUsage,

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/internal/termtext"
 )
 
 // show prints the record of one key.
@@ -38,11 +39,11 @@ func (a *app) lookup(ctx context.Context, c *command, k *keyFlags) (*table, *ide
 	}
 	rec, item, err := t.read(ctx, key)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("read %s from table %s: %w", display(key), display(t.name), err)
+		return nil, nil, nil, fmt.Errorf("read %s from table %s: %w", termtext.Display(key), termtext.Display(t.name), err)
 	}
 	if rec == nil {
 		return nil, nil, nil, hinted{
-			err:  fmt.Errorf("%w: no record under %s in table %s", errNotFound, display(key), display(t.name)),
+			err:  fmt.Errorf("%w: no record under %s in table %s", errNotFound, termtext.Display(key), termtext.Display(t.name)),
 			hint: k.notFoundHint(key),
 		}
 	}
@@ -55,17 +56,17 @@ func (k *keyFlags) notFoundHint(key string) string {
 	scope, operation := splitPrefix(key[:strings.IndexByte(key, '#')])
 	var lines []string
 	if k.storedKey != "" {
-		lines = append(lines, fmt.Sprintf("Looked under the stored key as given: scope %s, operation %s.", display(scope), display(operation)))
+		lines = append(lines, fmt.Sprintf("Looked under the stored key as given: scope %s, operation %s.", termtext.Display(scope), termtext.Display(operation)))
 	} else {
 		lines = append(lines,
-			fmt.Sprintf("Looked under scope %s, operation %s, tenant %s (the raw key is not printed).", display(scope), display(operation), orNone(k.tenant)),
+			fmt.Sprintf("Looked under scope %s, operation %s, tenant %s (the raw key is not printed).", termtext.Display(scope), termtext.Display(operation), orNone(k.tenant)),
 			"Check: the scope is the function's name unless the guard sets idem.WithScope;",
 			"       the operation is the name given to idem.New;",
 			"       the HTTP wrappers scope the key of an authenticated caller by its identity (--tenant sub:…, iam:arn:…).")
 	}
 	return strings.Join(append(lines,
 		`Try:   idemctl find --key "$KEY" [--tenant T]   the key under every scope and operation (a Scan)`,
-		"       idemctl list --scope "+display(scope)+"   the scope's in-progress records (a Scan)",
+		"       idemctl list --scope "+termtext.Display(scope)+"   the scope's in-progress records (a Scan)",
 		"Exit code 3: if the key is right and so are these, there is no record and the next request runs."), "\n")
 }
 
@@ -87,5 +88,5 @@ func writeJSON(a *app, v any) error {
 	if err != nil {
 		return err
 	}
-	return a.say(string(escapeJSON(doc)) + "\n")
+	return a.say(string(termtext.EscapeJSON(doc)) + "\n")
 }

@@ -9,6 +9,7 @@ Usage:
   idemctl list    [table flags] [--state in-progress|lease-ended|all] [--scope S [--operation O]] [--limit N] [--json]
   idemctl release [table flags] (--scope S --operation O --key K [--tenant T] | --stored-key S.O#HASH) [--token PREFIX] [--yes] [--json]
   idemctl delete  [table flags] (--scope S --operation O --key K [--tenant T] | --stored-key S.O#HASH) [--token PREFIX] [--yes] [--json]
+  idemctl outbox lag --store postgres://USER@HOST/DB [--table T] [--json]
 
 Commands:
   show     Read one record (one strongly consistent GetItem) and print its status, lease end,
@@ -42,6 +43,15 @@ Commands:
            A lease that has already ended needs no release: the next request takes over.
   delete   Delete a completed or failed record, so that the next request with the key runs
            the handler again. (A DeleteItem.)
+  outbox lag
+           Print the outbox's lag: how many events wait to be published, the oldest one's
+           age (by the database clock from its commit), and the oldest event (id,
+           ordering key, destination, type, failed publishes, last error), which heads its
+           ordering key. PostgreSQL only: idemctl runs idemctl-pg (pgstore/cmd/idemctl-pg,
+           found beside idemctl or on PATH) with the same arguments; --table names the
+           idempotency table (the outbox is T_outbox, default idempotency_outbox), and
+           exit codes are these. On DynamoDB the lag is the relay's: the relay function's
+           IteratorAge metric and the relay's lag hook, which it explains (exit 2).
 
 Read-only unless release or delete. Those print the record first, refuse a record they do
 not apply to, and ask you to type yes on the terminal; --yes skips the question, and without

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/internal/termtext"
 )
 
 // tokenPrefix is how many characters of a lease token or fingerprint idemctl shows: enough
@@ -92,15 +93,15 @@ func cut(prefix string) string {
 	if prefix == "" {
 		return "none"
 	}
-	return display(prefix) + "…"
+	return termtext.Display(prefix) + "…"
 }
 
 // write prints v as a list of fields and returns the first write error.
 func (v *view) write(w io.Writer, now time.Time) error {
 	c := newColumns(w)
 	row := func(name, value string) { c.row(name, value) }
-	row("stored key", display(v.StoredKey))
-	row("status", display(v.Status)+" ("+describe(v.State)+")")
+	row("stored key", termtext.Display(v.StoredKey))
+	row("status", termtext.Display(v.Status)+" ("+describe(v.State)+")")
 	if v.LeaseEnd != nil {
 		row("lease end", when(*v.LeaseEnd, now))
 	} else if v.Status == string(idemstore.StatusInProgress) {
@@ -174,7 +175,7 @@ func orNone(s string) string {
 	case "none":
 		return `"none"`
 	}
-	return display(s)
+	return termtext.Display(s)
 }
 
 // writeList prints views as a table, one line each, and returns the first write error.
@@ -186,7 +187,7 @@ func writeList(w io.Writer, views []view, now time.Time) error {
 		if v.LeaseEnd != nil {
 			lease = v.LeaseEnd.Format(time.RFC3339) + " (" + relative(*v.LeaseEnd, now) + ")"
 		}
-		c.row(v.State, display(v.StoredKey), lease, cut(v.OwnerToken), orNone(v.Checkpoint))
+		c.row(v.State, termtext.Display(v.StoredKey), lease, cut(v.OwnerToken), orNone(v.Checkpoint))
 	}
 	return c.flush()
 }

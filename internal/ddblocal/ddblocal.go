@@ -7,18 +7,17 @@ package ddblocal
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/idemkit/idem/dynamo"
 	"github.com/idemkit/idem/dynamo/dynamotest"
+	"github.com/idemkit/idem/internal/proctest"
 )
 
 // EnvRequire names the variable that makes the DynamoDB Local tests required. When it is
@@ -99,32 +98,9 @@ func DisableTTL(tb testing.TB, client *dynamodb.Client, table string) {
 // dirOption points dynamotest at <repo>/.cache/ddblocal, found by walking up from the
 // working directory to the root module's go.mod; none when there is none above it.
 func dirOption() dynamotest.Option {
-	root, err := repoRoot()
+	root, err := proctest.RepoRoot()
 	if err != nil {
 		return nil
 	}
 	return dynamotest.WithDir(filepath.Join(root, cacheDir))
-}
-
-// rootModule is the first line of the repository root's go.mod; the nested modules (lab,
-// pgstore, ...) have go.mod files of their own below it.
-const rootModule = "module github.com/idemkit/idem\n"
-
-// repoRoot walks up from the working directory (a package directory under go test) to the
-// directory holding the root module's go.mod.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if mod, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.HasPrefix(string(mod), rootModule) {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod of github.com/idemkit/idem above the working directory")
-		}
-		dir = parent
-	}
 }

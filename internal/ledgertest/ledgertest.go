@@ -47,3 +47,32 @@ func (l Ledger) Balance(tb testing.TB, account string) int {
 	require.NoError(tb, err)
 	return v
 }
+
+// Scanner reads a whole table: a *dynamodb.Client does.
+type Scanner interface {
+	Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
+}
+
+// Balances returns the balance of every account of table, keyed by the string attribute
+// key with the balance in the number attribute attr (0 when absent), read with one
+// strongly consistent Scan: the tests' ledgers are small. It fails tb on error.
+func Balances(tb testing.TB, db Scanner, table, key, attr string) map[string]int64 {
+	tb.Helper()
+	out, err := db.Scan(context.Background(), &dynamodb.ScanInput{
+		TableName:      aws.String(table),
+		ConsistentRead: aws.Bool(true),
+	})
+	require.NoError(tb, err)
+	got := make(map[string]int64, len(out.Items))
+	for _, item := range out.Items {
+		account, ok := item[key].(*types.AttributeValueMemberS)
+		require.True(tb, ok, "item without the string key %s", key)
+		var balance int64
+		if n, ok := item[attr].(*types.AttributeValueMemberN); ok {
+			balance, err = strconv.ParseInt(n.Value, 10, 64)
+			require.NoError(tb, err)
+		}
+		got[account.Value] = balance
+	}
+	return got
+}

@@ -53,3 +53,27 @@ func TestBalance(t *testing.T) {
 	cents := ledgertest.Ledger{DB: db, Table: "ledger", Key: "account_id", Attr: "balance_cents"}
 	assert.Equal(t, 7, cents.Balance(t, "other"), "the attribute the ledger names")
 }
+
+// scanFunc answers a Scan.
+type scanFunc func(in *dynamodb.ScanInput) (*dynamodb.ScanOutput, error)
+
+func (f scanFunc) Scan(_ context.Context, in *dynamodb.ScanInput, _ ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
+	return f(in)
+}
+
+// TestBalances: every account of the table with its balance, read strongly consistent;
+// an item without the balance attribute counts 0.
+func TestBalances(t *testing.T) {
+	t.Parallel()
+	db := scanFunc(func(in *dynamodb.ScanInput) (*dynamodb.ScanOutput, error) {
+		assert.Equal(t, "ledger", aws.ToString(in.TableName))
+		assert.True(t, aws.ToBool(in.ConsistentRead))
+		return &dynamodb.ScanOutput{Items: []map[string]types.AttributeValue{
+			{"account_id": &types.AttributeValueMemberS{Value: "sales#sku-1"}, "balance_cents": &types.AttributeValueMemberN{Value: "800"}},
+			{"account_id": &types.AttributeValueMemberS{Value: "acct-2"}, "balance_cents": &types.AttributeValueMemberN{Value: "-250"}},
+			{"account_id": &types.AttributeValueMemberS{Value: "acct-3"}},
+		}}, nil
+	})
+	assert.Equal(t, map[string]int64{"sales#sku-1": 800, "acct-2": -250, "acct-3": 0},
+		ledgertest.Balances(t, db, "ledger", "account_id", "balance_cents"))
+}

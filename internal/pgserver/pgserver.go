@@ -5,7 +5,6 @@
 package pgserver
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -114,30 +113,11 @@ func (s *Server) Restart(ctx context.Context) error {
 	if s.proc, err = proctest.Launch(cmd); err != nil {
 		return fmt.Errorf("pgserver: start postgres: %w", err)
 	}
-	if err := s.waitReady(ctx); err != nil {
+	if err := proctest.Await(ctx, s.proc, 30*time.Second, 50*time.Millisecond, s.accepting); err != nil {
 		_ = s.Stop()
 		return fmt.Errorf("pgserver: postgres did not come up: %w\n%s", err, s.logTail())
 	}
 	return nil
-}
-
-// waitReady polls until the server accepts connections, the process exits, or 30 s pass.
-func (s *Server) waitReady(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	for {
-		err := s.accepting()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-s.proc.Done():
-			return fmt.Errorf("postgres exited: %w", cmp.Or(s.proc.Err(), errors.New("exit status 0")))
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last error: %w)", ctx.Err(), err)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 }
 
 // accepting reports, as an error, why the server does not accept connections yet: the

@@ -1,6 +1,7 @@
 package proctest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -128,4 +129,26 @@ func Unavailable(tb testing.TB, require string, reason error) {
 		return
 	}
 	tb.Skipf("skipped: %v", reason)
+}
+
+// Await calls ready every interval until it returns nil, and returns nil then: a server
+// started as p accepting connections, say. It gives up with an error when p exits first
+// (wrapping how it exited), or when ctx ends or timeout passes (wrapping ready's last
+// error).
+func Await(ctx context.Context, p *Proc, timeout, interval time.Duration, ready func() error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		err := ready()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-p.Done():
+			return fmt.Errorf("exited before it was ready: %w", cmp.Or(p.Err(), errors.New("exit status 0")))
+		case <-ctx.Done():
+			return fmt.Errorf("not ready: %w (last error: %w)", ctx.Err(), err)
+		case <-time.After(interval):
+		}
+	}
 }

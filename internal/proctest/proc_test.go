@@ -6,7 +6,9 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -168,4 +170,23 @@ func waitExec(t *testing.T, pid int, name string) {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+}
+
+// RepoRoot finds the root module's directory from a package of it and from a directory of
+// a nested module (the lab's), and fails outside the repository.
+func TestRepoRoot(t *testing.T) {
+	root, err := proctest.RepoRoot()
+	require.NoError(t, err)
+	mod, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(string(mod), "module github.com/idemkit/idem\n"))
+
+	t.Chdir(filepath.Join(root, "lab"))
+	got, err := proctest.RepoRoot()
+	require.NoError(t, err)
+	assert.Equal(t, root, got)
+
+	t.Chdir(t.TempDir())
+	_, err = proctest.RepoRoot()
+	assert.Error(t, err)
 }

@@ -1,7 +1,7 @@
 // Package proctest runs processes for tests, and stops them by process id:
 //   - the example binaries, built with the go command into the test's temporary
 //     directory and started with a clean environment that points the AWS SDK at
-//     DynamoDB Local ([Build], [Env], [Start], [Run]);
+//     DynamoDB Local ([Build], [BuildLambda], [Env], [Start], [Run]);
 //   - the servers the tests run against (DynamoDB Local, PostgreSQL, Redis), each on a
 //     free port of 127.0.0.1 ([OnFreePort], [Launch], [Proc.Kill], [Proc.Stop]).
 package proctest
@@ -27,19 +27,40 @@ import (
 func Build(tb testing.TB, pkg string) string {
 	tb.Helper()
 	bin := filepath.Join(tb.TempDir(), path.Base(pkg))
+	build(tb, pkg, bin, nil)
+	return bin
+}
+
+// BuildLambda compiles the main package pkg as [Build] does, but as the Makefile builds a
+// Lambda function for the provided.al2023 runtime, for this machine's platform: static (no
+// cgo), tagged lambda.norpc, and named bootstrap. It returns the binary's path.
+func BuildLambda(tb testing.TB, pkg string) string {
+	tb.Helper()
+	bin := filepath.Join(tb.TempDir(), "bootstrap")
+	build(tb, pkg, bin, []string{"-tags", "lambda.norpc", "-trimpath"}, "CGO_ENABLED=0")
+	return bin
+}
+
+// build runs go build for pkg in its module's directory, with flags and the extra
+// environment env, writing bin.
+func build(tb testing.TB, pkg, bin string, flags []string, env ...string) {
+	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	dir, err := exec.CommandContext(ctx, "go", "list", "-e", "-f", "{{with .Module}}{{.Dir}}{{end}}", pkg).Output()
 	if err != nil {
 		tb.Fatalf("proctest: go list %s: %v", pkg, err)
 	}
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg)
-	build.Dir = strings.TrimSpace(string(dir))
-	out, err := build.CombinedOutput()
+	args := append(append([]string{"build", "-o", bin}, flags...), pkg)
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = strings.TrimSpace(string(dir))
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		tb.Fatalf("proctest: go build %s: %v\n%s", pkg, err, out)
 	}
-	return bin
 }
 
 // Env returns an environment for a local run against the DynamoDB at endpoint: PATH and
@@ -170,4 +191,28 @@ func (p *Process) Output() string {
 		return "proctest: " + err.Error()
 	}
 	return string(data)
+}
+
+// rootModule is the first line of the repository root's go.mod; the nested modules (lab,
+// pgstore, ...) have go.mod files of their own below it.
+const rootModule = "module github.com/idemkit/idem\n"
+
+// RepoRoot walks up from the working directory (a package directory under go test, in
+// any module of the repository) to the directory holding the root module's go.mod, where
+// `make deps` installs the tests' servers and tools (.cache).
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if mod, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.HasPrefix(string(mod), rootModule) {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod of github.com/idemkit/idem above the working directory")
+		}
+		dir = parent
+	}
 }

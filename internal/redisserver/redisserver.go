@@ -75,31 +75,12 @@ func (s *Server) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("redisserver: start redis-server: %w", err)
 	}
-	if err := waitReady(ctx, s.Addr, proc.Done()); err != nil {
+	if err := proctest.Await(ctx, proc, StartTimeout, 20*time.Millisecond, func() error { return ping(s.Addr) }); err != nil {
 		_ = proc.Kill()
 		return fmt.Errorf("redisserver: redis-server on %s: %w\n%s", s.Addr, err, s.log)
 	}
 	s.proc = proc
 	return nil
-}
-
-// waitReady polls addr with PING until it answers, the process exits, or StartTimeout.
-func waitReady(ctx context.Context, addr string, exited <-chan struct{}) error {
-	ctx, cancel := context.WithTimeout(ctx, StartTimeout)
-	defer cancel()
-	for {
-		err := ping(addr)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-exited:
-			return errors.New("exited before it answered")
-		case <-ctx.Done():
-			return fmt.Errorf("no answer to PING: %w", err)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 }
 
 // ping sends PING to addr as an inline command and reads the answer: nil when it is PONG.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -198,6 +199,43 @@ func (b *Bench) Sequential(name, unit string, n int, op func(ctx context.Context
 	}
 	b.m.end()
 	return b.result(name, unit, lat, b.executions.Load()-exec0), failed
+}
+
+// Concurrent runs op for i in [0, n) on workers goroutines, each taking the next i until
+// none is left, each call with a fresh deadline on its context, as one measured region:
+// ops_per_s is then the throughput of workers callers. op reports whether its call went
+// as the workload wants, and must be safe for concurrent use. It returns the region's
+// result (without checks) and how many calls did not.
+func (b *Bench) Concurrent(name, unit string, n, workers int, op func(ctx context.Context, i int) bool) (*Result, int) {
+	lat := make([]time.Duration, n)
+	var next, failed atomic.Int64
+	exec0 := b.executions.Load()
+	b.m.reset()
+	b.m.begin()
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), Deadline)
+				start := time.Now()
+				ok := op(ctx, i)
+				lat[i] = time.Since(start)
+				cancel()
+				if !ok {
+					failed.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.m.end()
+	return b.result(name, unit, lat, b.executions.Load()-exec0), int(failed.Load())
 }
 
 // result is the meter's result, labelled with the store.

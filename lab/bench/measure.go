@@ -220,6 +220,12 @@ type Result struct {
 	HandlerExecutionsPerKey *float64 `json:"handler_executions_per_key,omitempty"`
 	RoundWallP50US          *float64 `json:"round_wall_p50_us,omitempty"`
 	RoundWallP99US          *float64 `json:"round_wall_p99_us,omitempty"`
+	// W1_X1_pairs and W2_X2_pairs only (Bench.Pairs): the floor's side, and idem's p50 and
+	// mean over the floor's.
+	FloorP50US  *float64 `json:"floor_p50_us,omitempty"`
+	FloorMeanUS *float64 `json:"floor_mean_us,omitempty"`
+	P50Ratio    *float64 `json:"p50_ratio,omitempty"`
+	MeanRatio   *float64 `json:"mean_ratio,omitempty"`
 	// W4 only.
 	RecordsPerS *float64 `json:"records_per_s,omitempty"`
 	// W4b only.

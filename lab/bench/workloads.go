@@ -13,10 +13,7 @@ import (
 
 // NewKeys is W1: one invocation per fresh key, one after another.
 func (b *Bench) NewKeys(name string, evs []Event) *Result {
-	r, failed := b.Sequential(name, "invocation", len(evs), func(ctx context.Context, i int) bool {
-		_, _, err := idem.Do(ctx, b.Guard, idem.Request{Key: evs[i].ID}, b.handler(evs[i]))
-		return err == nil
-	})
+	r, failed := b.Sequential(name, "invocation", len(evs), b.NewKeyOp(evs))
 	r.Check(failed == 0, "%d invocations failed", failed)
 	r.Check(r.HandlerExecutions == int64(len(evs)), "%d executions, want %d", r.HandlerExecutions, len(evs))
 	return r
@@ -24,10 +21,7 @@ func (b *Bench) NewKeys(name string, evs []Event) *Result {
 
 // Replays is W2: the W1 events again, in order.
 func (b *Bench) Replays(evs []Event) *Result {
-	r, failed := b.Sequential("W2_replays", "invocation", len(evs), func(ctx context.Context, i int) bool {
-		res, replayed, err := idem.Do(ctx, b.Guard, idem.Request{Key: evs[i].ID}, b.handler(evs[i]))
-		return err == nil && replayed && res.OK && res.ID == evs[i].ID
-	})
+	r, failed := b.Sequential("W2_replays", "invocation", len(evs), b.ReplayOp(evs))
 	r.Check(r.HandlerExecutions == 0, "%d executions, want 0", r.HandlerExecutions)
 	r.Check(failed == 0, "%d replays failed or returned another key's result", failed)
 	return r

@@ -20,7 +20,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -169,7 +168,7 @@ func locate() (node, dir string, err error) {
 	}
 	prefix := os.Getenv(EnvDir)
 	if prefix == "" {
-		root, err := repoRoot()
+		root, err := proctest.RepoRoot()
 		if err != nil {
 			return "", "", fmt.Errorf("%w: %w", ErrNotInstalled, err)
 		}
@@ -180,28 +179,6 @@ func locate() (node, dir string, err error) {
 		return "", "", fmt.Errorf("%w: %w", ErrNotInstalled, err)
 	}
 	return node, dir, nil
-}
-
-// rootModule is the first line of the repository root's go.mod.
-const rootModule = "module github.com/idemkit/idem\n"
-
-// repoRoot walks up from the working directory to the directory holding the root
-// module's go.mod (the lab's own go.mod is below it).
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if mod, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.HasPrefix(string(mod), rootModule) {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod of github.com/idemkit/idem above the working directory")
-		}
-		dir = parent
-	}
 }
 
 // shared is the test binary's one kinesalite, started by the first [Endpoint].

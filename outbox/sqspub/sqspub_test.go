@@ -2,6 +2,9 @@ package sqspub_test
 
 import (
 	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -12,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkit/idem/internal/awsjsontest"
 	"github.com/idemkit/idem/outbox"
 	"github.com/idemkit/idem/outbox/sqspub"
 )
@@ -97,4 +101,58 @@ func TestPublishFailures(t *testing.T) {
 	for _, err := range sqspub.New(f).Publish(context.Background(), msgs) {
 		assert.ErrorIs(t, err, lost)
 	}
+}
+
+// TestPublishWire runs the real SQS client against a fake endpoint of its JSON protocol:
+// a FIFO entry carries its attributes, group and deduplication id on the wire, and an
+// entry the answer lists in Failed fails alone, while the others (whose body checksums
+// the client verifies) are published.
+func TestPublishWire(t *testing.T) {
+	t.Parallel()
+	const fifo = "https://sqs.eu-west-1.amazonaws.com/1/orders.fifo"
+	type wireEntry struct {
+		Id, MessageBody, MessageGroupId, MessageDeduplicationId string
+		MessageAttributes                                       map[string]struct{ DataType, StringValue string }
+	}
+	type wireCall struct {
+		QueueUrl string
+		Entries  []wireEntry
+	}
+	srv := awsjsontest.Start(t, "AmazonSQS.SendMessageBatch", func(body []byte) (any, error) {
+		var in wireCall
+		if err := json.Unmarshal(body, &in); err != nil {
+			return nil, err
+		}
+		var ok, failed []map[string]any
+		for _, e := range in.Entries {
+			if e.MessageAttributes[outbox.IDAttribute].StringValue == "id-1" {
+				failed = append(failed, map[string]any{"Id": e.Id, "Code": "InternalError", "Message": "try again", "SenderFault": false})
+				continue
+			}
+			sum := md5.Sum([]byte(e.MessageBody))
+			ok = append(ok, map[string]any{"Id": e.Id, "MessageId": "sqs-" + e.Id, "MD5OfMessageBody": hex.EncodeToString(sum[:])})
+		}
+		return map[string]any{"Successful": ok, "Failed": failed}, nil
+	})
+	client := sqs.New(sqs.Options{Region: "eu-west-1", BaseEndpoint: aws.String(srv.URL), RetryMaxAttempts: 1, Credentials: aws.AnonymousCredentials{}})
+	errs := sqspub.New(client).Publish(context.Background(), []outbox.Message{msg(0, fifo), msg(1, fifo), msg(2, fifo)})
+	assert.NoError(t, errs[0])
+	assert.ErrorContains(t, errs[1], "InternalError")
+	assert.NoError(t, errs[2])
+	bodies := srv.Bodies()
+	require.Len(t, bodies, 1)
+	var call wireCall
+	require.NoError(t, json.Unmarshal(bodies[0], &call))
+	assert.Equal(t, fifo, call.QueueUrl)
+	got := call.Entries
+	require.Len(t, got, 3)
+	assert.Equal(t, "m2", got[2].Id)
+	assert.Equal(t, `{"n":2}`, got[2].MessageBody)
+	assert.Equal(t, "acct-2", got[2].MessageGroupId)
+	assert.Equal(t, "id-2", got[2].MessageDeduplicationId)
+	assert.Equal(t, map[string]struct{ DataType, StringValue string }{
+		outbox.IDAttribute:   {"String", "id-2"},
+		sqspub.TypeAttribute: {"String", "Paid"},
+		"tenant":             {"String", "t1"},
+	}, got[2].MessageAttributes)
 }

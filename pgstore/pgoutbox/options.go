@@ -91,7 +91,8 @@ type Hooks struct {
 	// OnLag runs in [Relay.Run] about once per poll interval with [Relay.Lag]: publish
 	// it as the outbox lag metric.
 	OnLag func(time.Duration)
-	// OnError runs with each error [Relay.Run] retries.
+	// OnError runs with each error [Relay.Run] retries, and with a failure to record the
+	// publisher's failures on their rows (which never undoes a pass's marks).
 	OnError func(error)
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/outbox"
+	"github.com/idemkit/idem/pgstore/internal/pgtest"
 	"github.com/idemkit/idem/pgstore/pgoutbox"
 )
 
@@ -218,4 +219,44 @@ func TestNewRefusesBadArguments(t *testing.T) {
 			require.ErrorIs(t, err, idem.ErrInvalidOption)
 		})
 	}
+}
+
+// TestRunNeedsTwoConnections: Run holds one of the pool's connections to listen, so a
+// pool of one could never run a pass: Run refuses it at once.
+func TestRunNeedsTwoConnections(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.PoolFor(t, pgtest.URL(t), func(c *pgxpool.Config) { c.MaxConns = 1 })
+	r, err := pgoutbox.New(pool, "idempotency_outbox", &recorder{})
+	require.NoError(t, err)
+	require.ErrorIs(t, r.Run(context.Background()), idem.ErrInvalidOption)
+}
+
+// TestFailureNotRecordedKeepsTheMarks: the statement that records the publisher's
+// failures (attempts, last_error) fails, here on a CHECK the table was given: it goes to
+// OnError, and the pass still commits the marks of what the broker took, which is not
+// published again.
+func TestFailureNotRecordedKeepsTheMarks(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	_, err := e.pool.Exec(context.Background(), `ALTER TABLE "`+e.store.OutboxTable()+`" ADD CHECK (last_error IS NULL)`)
+	require.NoError(t, err)
+	ok := e.produce(t, "k-1", "acct-1", "taken")
+	e.produce(t, "k-2", "acct-2", "refused")
+	rec := &recorder{fail: func(m outbox.Message, _ int) bool { return m.Type == "refused" }}
+	var hookErrs []error
+	r, err := pgoutbox.New(e.pool, e.store.OutboxTable(), rec, pgoutbox.WithHooks(pgoutbox.Hooks{
+		OnError: func(err error) { hookErrs = append(hookErrs, err) },
+	}))
+	require.NoError(t, err)
+	for range 2 {
+		p, err := r.RelayOnce(context.Background())
+		require.NoError(t, err)
+		assert.Equal(t, 1, p.Failed)
+	}
+	assert.Len(t, hookErrs, 2, "each pass's failure to record goes to OnError")
+	var got []string
+	for _, m := range rec.published() {
+		got = append(got, m.ID)
+	}
+	assert.Equal(t, ok, got, "acct-1's event is published once: its mark committed")
 }

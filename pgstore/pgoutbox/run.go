@@ -3,6 +3,7 @@ package pgoutbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -12,12 +13,20 @@ import (
 
 // Run relays until ctx ends, then returns ctx's error. It listens on the table's channel
 // (pgstore.OutboxChannel) on a connection of its own and runs a pass ([Relay.RelayOnce])
-// at once on a notification, at once again after a full batch, after
+// at once on a notification, at once again after a full pass ([Pass.Full]), after
 // [WithPollInterval] without either (the fallback for a notification missed while the
 // listening connection was down), and after [WithRetryDelay] when a pass failed or had
 // messages the publisher refused. Errors of passes and of the listening connection go to
 // [Hooks.OnError] and are retried.
+//
+// The listening connection is one of the pool's, held while Run runs, and each pass takes
+// another: Run returns an error wrapping idem.ErrInvalidOption at once for a pool whose
+// MaxConns is below 2, whose passes would wait for a connection forever. (RelayOnce alone
+// needs one.)
 func (r *Relay) Run(ctx context.Context) error {
+	if n := r.pool.Config().MaxConns; n < 2 {
+		return invalid("Run", fmt.Sprintf("the pool's MaxConns is %d: Run holds one connection to listen and needs another for its passes", n))
+	}
 	wake := make(chan struct{}, 1)
 	listening := make(chan struct{})
 	done := make(chan struct{})
@@ -48,10 +57,12 @@ func (r *Relay) Run(ctx context.Context) error {
 		}
 		wait := r.cfg.poll
 		switch {
-		case err != nil || p.Failed > 0:
+		case err != nil:
 			wait = r.cfg.retry
-		case p.Full:
+		case p.Full: // a refused key takes no more of the next pass than its oldest
 			continue
+		case p.Failed > 0:
+			wait = r.cfg.retry
 		}
 		t := time.NewTimer(wait)
 		select {

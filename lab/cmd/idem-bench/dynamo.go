@@ -63,7 +63,8 @@ func openDynamo(ctx context.Context, o options) (t *target, err error) {
 	}
 	t.extra = func(b *bench.Bench) []bench.Step {
 		x := &raw{b: b, client: client, keys: newRawKeys(b.Guard, b.Counts().Invocations)}
-		return []bench.Step{x.putUpdate, x.putConflict}
+		y := &raw{b: b, client: client, keys: newRawKeys(b.Guard, b.Counts().Invocations)}
+		return append([]bench.Step{x.putUpdate, x.putConflict}, pairSteps(b, y.newKey, y.replay)...)
 	}
 	return t, nil
 }
@@ -192,43 +193,50 @@ func claimInput(ctx context.Context, key, tok string) *dynamodb.PutItemInput {
 
 // putUpdate is X1: per fresh key, the claim and the completion straight from the SDK.
 func (x *raw) putUpdate() *bench.Result {
-	r, failed := x.b.Sequential("X1_raw_sdk_put_update", "invocation", len(x.keys), func(ctx context.Context, i int) bool {
-		tok := bench.Token()
-		if _, err := x.client.PutItem(ctx, claimInput(ctx, x.keys[i].key, tok)); err != nil {
-			return false
-		}
-		_, err := x.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName:           aws.String(table),
-			Key:                 map[string]types.AttributeValue{"id": str(x.keys[i].key)},
-			UpdateExpression:    aws.String(rawCompletion),
-			ConditionExpression: aws.String("#token = :token AND #status = :inprogress"),
-			ExpressionAttributeNames: map[string]string{
-				"#status": "status", "#v": "v", "#lease": "in_progress_expiration", "#exp": "expiration",
-				"#enc": "enc", "#data": "data", "#fp": "validation", "#dref": "data_ref", "#token": "lease_token",
-			},
-			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":token": str(tok), ":status": str(string(idemstore.StatusCompleted)),
-				":inprogress": str(string(idemstore.StatusInProgress)),
-				":v":          &types.AttributeValueMemberN{Value: strconv.Itoa(idemstore.SchemaVersion)},
-				":exp":        epoch(time.Now().Add(bench.Expiry), time.Second), ":enc": str(idem.JSONCodec{}.Name()),
-				":data": str(x.keys[i].data),
-			},
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		})
-		return err == nil
-	})
+	r, failed := x.b.Sequential("X1_raw_sdk_put_update", "invocation", len(x.keys), x.newKey)
 	r.Check(failed == 0, "%d put/update pairs failed", failed)
 	return r
+}
+
+// newKey is X1's operation on key i: the claim and the completion straight from the SDK.
+func (x *raw) newKey(ctx context.Context, i int) bool {
+	tok := bench.Token()
+	if _, err := x.client.PutItem(ctx, claimInput(ctx, x.keys[i].key, tok)); err != nil {
+		return false
+	}
+	_, err := x.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:           aws.String(table),
+		Key:                 map[string]types.AttributeValue{"id": str(x.keys[i].key)},
+		UpdateExpression:    aws.String(rawCompletion),
+		ConditionExpression: aws.String("#token = :token AND #status = :inprogress"),
+		ExpressionAttributeNames: map[string]string{
+			"#status": "status", "#v": "v", "#lease": "in_progress_expiration", "#exp": "expiration",
+			"#enc": "enc", "#data": "data", "#fp": "validation", "#dref": "data_ref", "#token": "lease_token",
+		},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":token": str(tok), ":status": str(string(idemstore.StatusCompleted)),
+			":inprogress": str(string(idemstore.StatusInProgress)),
+			":v":          &types.AttributeValueMemberN{Value: strconv.Itoa(idemstore.SchemaVersion)},
+			":exp":        epoch(time.Now().Add(bench.Expiry), time.Second), ":enc": str(idem.JSONCodec{}.Name()),
+			":data": str(x.keys[i].data),
+		},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	return err == nil
 }
 
 // putConflict is X2: the claim again on the X1 keys, failing its condition and returning
 // the completed item.
 func (x *raw) putConflict() *bench.Result {
-	r, failed := x.b.Sequential("X2_raw_sdk_put_conflict", "invocation", len(x.keys), func(ctx context.Context, i int) bool {
-		_, err := x.client.PutItem(ctx, claimInput(ctx, x.keys[i].key, bench.Token()))
-		var ccf *types.ConditionalCheckFailedException
-		return errors.As(err, &ccf) && len(ccf.Item) > 0
-	})
+	r, failed := x.b.Sequential("X2_raw_sdk_put_conflict", "invocation", len(x.keys), x.replay)
 	r.Check(failed == 0, "%d puts did not fail their condition with the old item", failed)
 	return r
+}
+
+// replay is X2's operation on key i: the claim, which fails its condition and returns the
+// completed item.
+func (x *raw) replay(ctx context.Context, i int) bool {
+	_, err := x.client.PutItem(ctx, claimInput(ctx, x.keys[i].key, bench.Token()))
+	var ccf *types.ConditionalCheckFailedException
+	return errors.As(err, &ccf) && len(ccf.Item) > 0
 }

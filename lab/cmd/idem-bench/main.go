@@ -161,3 +161,15 @@ func run(ctx context.Context, o options, c bench.Counts, stdout, stderr io.Write
 	}
 	return b.Print(stdout, stderr, steps...)
 }
+
+// pairSteps returns W1_X1_pairs and W2_X2_pairs (see [bench.Bench.Pairs]): on fresh keys,
+// idem's new key beside the floor's (newKey, X1's operation on its own keys), then their
+// replays beside the floor's (replay, X2's).
+func pairSteps(b *bench.Bench, newKey, replay func(ctx context.Context, i int) bool) []bench.Step {
+	n := b.Counts().Invocations
+	evs := bench.NewEvents(n)
+	return []bench.Step{
+		func() *bench.Result { return b.Pairs("W1_X1_pairs", n, b.NewKeyOp(evs), newKey, int64(n)) },
+		func() *bench.Result { return b.Pairs("W2_X2_pairs", n, b.ReplayOp(evs), replay, 0) },
+	}
+}

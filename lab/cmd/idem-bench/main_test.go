@@ -47,7 +47,7 @@ func TestRun(t *testing.T) {
 	}
 	order := []string{"W1_new_keys", "W2_replays", "W3_contention", "W4_sqs_batch",
 		"W4b_sqs_batch_3_inprogress", "B1_batch_100_new", "B1b_batch_100_redelivered",
-		"X1_raw_sdk_put_update", "X2_raw_sdk_put_conflict"}
+		"X1_raw_sdk_put_update", "X2_raw_sdk_put_conflict", "W1_X1_pairs", "W2_X2_pairs"}
 	for _, tc := range []struct {
 		name        string
 		batchClaims bool
@@ -100,6 +100,7 @@ func TestRun(t *testing.T) {
 			assert.EqualValues(t, 2, got["W1_new_keys"]["calls_per_op"])
 			assert.EqualValues(t, 1, got["W2_replays"]["calls_per_op"])
 			assert.EqualValues(t, c.Invocations, got["X2_raw_sdk_put_conflict"]["conditional_check_failed"])
+			checkPairs(t, got)
 			// A hundred records in batches of 25 statements: four calls of claims and four
 			// of completions; redelivered, four of refused claims and one BatchGetItem.
 			assert.EqualValues(t, 8, got["B1_batch_100_new"]["calls_per_op"])
@@ -119,16 +120,16 @@ func TestRun(t *testing.T) {
 // a batch of new keys two round trips (pipelines) and a redelivered one one, on PostgreSQL
 // a batch of new keys two statements and a redelivered one one, and idem with an attached
 // write and the hand-written designs beside it (P1–H2r) their statements, as BENCHMARKS.md
-// reports. A missing server skips its case, or fails it with IDEM_REQUIRE_POSTGRES or
+// reports, also when 16 callers run them at once (P1c, H1c, H2c). A missing server skips its case, or fails it with IDEM_REQUIRE_POSTGRES or
 // IDEM_REQUIRE_REDIS set.
 func TestRunStores(t *testing.T) {
 	for _, tc := range []struct {
 		store, mode, mustEnv, urlEnv, bin string
 		lines                             int
 	}{
-		{store: "postgres", mode: "exec", mustEnv: "IDEM_REQUIRE_POSTGRES", urlEnv: "DATABASE_URL", bin: "postgres", lines: 15},
-		{store: "postgres", mode: "cache", mustEnv: "IDEM_REQUIRE_POSTGRES", urlEnv: "DATABASE_URL", bin: "postgres", lines: 15},
-		{store: "redis", mustEnv: "IDEM_REQUIRE_REDIS", urlEnv: "REDIS_URL", bin: "redis-server", lines: 9},
+		{store: "postgres", mode: "exec", mustEnv: "IDEM_REQUIRE_POSTGRES", urlEnv: "DATABASE_URL", bin: "postgres", lines: 20},
+		{store: "postgres", mode: "cache", mustEnv: "IDEM_REQUIRE_POSTGRES", urlEnv: "DATABASE_URL", bin: "postgres", lines: 20},
+		{store: "redis", mustEnv: "IDEM_REQUIRE_REDIS", urlEnv: "REDIS_URL", bin: "redis-server", lines: 11},
 		{store: "memory", lines: 7},
 	} {
 		name := tc.store
@@ -173,6 +174,7 @@ func TestRunStores(t *testing.T) {
 					}
 				}
 				require.Len(t, floor, 2, "the raw floor X1, X2")
+				checkPairs(t, got)
 				for _, name := range floor {
 					want := 1
 					if strings.HasPrefix(name, "X1_") {
@@ -204,6 +206,8 @@ func TestRunStores(t *testing.T) {
 					"P1_idem_attached_new_keys": 5, "P2_idem_attached_replays": 1,
 					"H1_processed_events_new_keys": 4, "H1r_processed_events_duplicates": 3,
 					"H2_idempotency_keys_new_keys": 5, "H2r_idempotency_keys_replays": 4,
+					"P1c_idem_attached_new_keys_16_workers": 5, "H1c_processed_events_new_keys_16_workers": 4,
+					"H2c_idempotency_keys_new_keys_16_workers": 5,
 				} {
 					if assert.Contains(t, got, name) {
 						assert.EqualValues(t, calls, got[name]["calls_per_op"], name)
@@ -211,6 +215,24 @@ func TestRunStores(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// checkPairs checks the lines of idem and the floor in alternation: each pair is one
+// invocation through idem and the floor's operation, a new key costing two calls on each
+// side and a replay one, with both sides' p50s and their ratio.
+func checkPairs(t *testing.T, got map[string]map[string]any) {
+	t.Helper()
+	for name, calls := range map[string]float64{"W1_X1_pairs": 4, "W2_X2_pairs": 2} {
+		if !assert.Contains(t, got, name) {
+			continue
+		}
+		m := got[name]
+		assert.EqualValues(t, calls, m["calls_per_op"], name)
+		assert.Equal(t, "pair", m["unit"], name)
+		for _, f := range []string{"floor_p50_us", "floor_mean_us", "p50_ratio", "mean_ratio"} {
+			assert.Contains(t, m, f, "%s lacks %s", name, f)
+		}
 	}
 }
 

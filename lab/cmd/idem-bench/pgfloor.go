@@ -57,26 +57,32 @@ func (x *pgFloor) claim(ctx context.Context, k rawKey, tok string) (found bool, 
 // insertUpdate is X1_raw_sql_insert_update: for each fresh key, the claim and the
 // completion.
 func (x *pgFloor) insertUpdate() *bench.Result {
-	r, failed := x.b.Sequential("X1_raw_sql_insert_update", "invocation", len(x.keys), func(ctx context.Context, i int) bool {
-		k, tok := x.keys[i], bench.Token()
-		found, _, err := x.claim(ctx, k, tok)
-		if err != nil || found {
-			return false
-		}
-		tag, err := x.db.Exec(ctx, x.doneSQL, k.key, time.Now().Add(bench.Expiry), []byte(k.data), tok)
-		return err == nil && tag.RowsAffected() == 1
-	})
+	r, failed := x.b.Sequential("X1_raw_sql_insert_update", "invocation", len(x.keys), x.newKey)
 	r.Check(failed == 0, "%d claims or completions failed", failed)
 	return r
+}
+
+// newKey is X1's operation on key i: the claim and the completion.
+func (x *pgFloor) newKey(ctx context.Context, i int) bool {
+	k, tok := x.keys[i], bench.Token()
+	found, _, err := x.claim(ctx, k, tok)
+	if err != nil || found {
+		return false
+	}
+	tag, err := x.db.Exec(ctx, x.doneSQL, k.key, time.Now().Add(bench.Expiry), []byte(k.data), tok)
+	return err == nil && tag.RowsAffected() == 1
 }
 
 // insertConflict is X2_raw_sql_insert_conflict: the same keys again, the claim alone, which
 // finds the completed row and returns it.
 func (x *pgFloor) insertConflict() *bench.Result {
-	r, failed := x.b.Sequential("X2_raw_sql_insert_conflict", "invocation", len(x.keys), func(ctx context.Context, i int) bool {
-		found, status, err := x.claim(ctx, x.keys[i], bench.Token())
-		return err == nil && found && status == "COMPLETED"
-	})
+	r, failed := x.b.Sequential("X2_raw_sql_insert_conflict", "invocation", len(x.keys), x.replay)
 	r.Check(failed == 0, "%d claims did not return the completed row", failed)
 	return r
+}
+
+// replay is X2's operation on key i: the claim, which returns the completed row.
+func (x *pgFloor) replay(ctx context.Context, i int) bool {
+	found, status, err := x.claim(ctx, x.keys[i], bench.Token())
+	return err == nil && found && status == "COMPLETED"
 }

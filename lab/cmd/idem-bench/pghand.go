@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -29,6 +30,9 @@ import (
 //     INSERT ... ON CONFLICT DO NOTHING of the key (which waits for a concurrent
 //     transaction of the key), then the write and an UPDATE storing the response, or, for
 //     a key that exists, a SELECT of the stored response; COMMIT.
+//
+// P1c, H1c and H2c are P1, H1 and H2 on fresh keys of their own, run by [Workers]
+// goroutines at once: their ops_per_s is the throughput of each design under that load.
 type handWritten struct {
 	b      *bench.Bench
 	pool   *pgxpool.Pool
@@ -53,14 +57,34 @@ func (h *handWritten) steps(b *bench.Bench, m *bench.Meter) []bench.Step {
 	h.b, h.m = b, m
 	n := b.Counts().Invocations
 	p, e1, e2 := bench.NewEvents(n), bench.NewEvents(n), bench.NewEvents(n)
+	pc, e1c, e2c := bench.NewEvents(n), bench.NewEvents(n), bench.NewEvents(n)
 	return []bench.Step{
-		func() *bench.Result { return h.idem("P1_idem_attached_new_keys", p, false) },
-		func() *bench.Result { return h.idem("P2_idem_attached_replays", p, true) },
-		func() *bench.Result { return h.processedEvents("H1_processed_events_new_keys", e1, false) },
-		func() *bench.Result { return h.processedEvents("H1r_processed_events_duplicates", e1, true) },
-		func() *bench.Result { return h.idempotencyKeys("H2_idempotency_keys_new_keys", e2, false) },
-		func() *bench.Result { return h.idempotencyKeys("H2r_idempotency_keys_replays", e2, true) },
+		func() *bench.Result { return h.idem("P1_idem_attached_new_keys", p, false, 1) },
+		func() *bench.Result { return h.idem("P2_idem_attached_replays", p, true, 1) },
+		func() *bench.Result { return h.processedEvents("H1_processed_events_new_keys", e1, false, 1) },
+		func() *bench.Result { return h.processedEvents("H1r_processed_events_duplicates", e1, true, 1) },
+		func() *bench.Result { return h.idempotencyKeys("H2_idempotency_keys_new_keys", e2, false, 1) },
+		func() *bench.Result { return h.idempotencyKeys("H2r_idempotency_keys_replays", e2, true, 1) },
+		func() *bench.Result { return h.idem("P1c_idem_attached_new_keys_16_workers", pc, false, Workers) },
+		func() *bench.Result {
+			return h.processedEvents("H1c_processed_events_new_keys_16_workers", e1c, false, Workers)
+		},
+		func() *bench.Result {
+			return h.idempotencyKeys("H2c_idempotency_keys_new_keys_16_workers", e2c, false, Workers)
+		},
 	}
+}
+
+// Workers is the callers at once of P1c, H1c and H2c.
+const Workers = 16
+
+// run runs op over n invocations: one after another for one worker, else on workers
+// goroutines at once.
+func (h *handWritten) run(name string, n, workers int, op func(ctx context.Context, i int) bool) (*bench.Result, int) {
+	if workers <= 1 {
+		return h.b.Sequential(name, "invocation", n, op)
+	}
+	return h.b.Concurrent(name, "invocation", n, workers, op)
 }
 
 // write is the business write of every design.
@@ -69,24 +93,24 @@ func (h *handWritten) write(ctx context.Context, tx pgx.Tx, ev bench.Event) erro
 	return err
 }
 
-func (h *handWritten) idem(name string, evs []bench.Event, replay bool) *bench.Result {
-	var runs int
-	r, failed := h.b.Sequential(name, "invocation", len(evs), func(ctx context.Context, i int) bool {
+func (h *handWritten) idem(name string, evs []bench.Event, replay bool, workers int) *bench.Result {
+	var runs atomic.Int64
+	r, failed := h.run(name, len(evs), workers, func(ctx context.Context, i int) bool {
 		ev := evs[i]
 		res, replayed, err := idem.Do(ctx, h.b.Guard, idem.Request{Key: ev.ID}, func(ctx context.Context) (bench.Response, error) {
-			runs++
+			runs.Add(1)
 			return bench.Response{OK: true, ID: ev.ID}, pgstore.Attach(ctx, func(ctx context.Context, tx pgx.Tx) error { return h.write(ctx, tx, ev) })
 		})
 		return err == nil && replayed == replay && res.ID == ev.ID
 	})
 	r.Check(failed == 0, "%d invocations failed", failed)
-	h.checkRuns(r, runs, len(evs), replay)
+	h.checkRuns(r, int(runs.Load()), len(evs), replay)
 	return r
 }
 
-func (h *handWritten) processedEvents(name string, evs []bench.Event, duplicate bool) *bench.Result {
-	var runs int
-	r, failed := h.b.Sequential(name, "invocation", len(evs), func(ctx context.Context, i int) bool {
+func (h *handWritten) processedEvents(name string, evs []bench.Event, duplicate bool, workers int) *bench.Result {
+	var runs atomic.Int64
+	r, failed := h.run(name, len(evs), workers, func(ctx context.Context, i int) bool {
 		ev := evs[i]
 		err := h.tx(ctx, func(tx pgx.Tx) error {
 			h.m.Call("Exec", 0)
@@ -94,20 +118,20 @@ func (h *handWritten) processedEvents(name string, evs []bench.Event, duplicate 
 			if err != nil || tag.RowsAffected() == 0 {
 				return err // a duplicate: skipped
 			}
-			runs++
+			runs.Add(1)
 			h.m.Call("Exec", 0)
 			return h.write(ctx, tx, ev)
 		})
 		return err == nil
 	})
 	r.Check(failed == 0, "%d invocations failed", failed)
-	h.checkRuns(r, runs, len(evs), duplicate)
+	h.checkRuns(r, int(runs.Load()), len(evs), duplicate)
 	return r
 }
 
-func (h *handWritten) idempotencyKeys(name string, evs []bench.Event, replay bool) *bench.Result {
-	var runs int
-	r, failed := h.b.Sequential(name, "invocation", len(evs), func(ctx context.Context, i int) bool {
+func (h *handWritten) idempotencyKeys(name string, evs []bench.Event, replay bool, workers int) *bench.Result {
+	var runs atomic.Int64
+	r, failed := h.run(name, len(evs), workers, func(ctx context.Context, i int) bool {
 		ev := evs[i]
 		var res bench.Response
 		err := h.tx(ctx, func(tx pgx.Tx) error {
@@ -127,7 +151,7 @@ func (h *handWritten) idempotencyKeys(name string, evs []bench.Event, replay boo
 				}
 				return json.Unmarshal(stored, &res)
 			}
-			runs++
+			runs.Add(1)
 			res = bench.Response{OK: true, ID: ev.ID}
 			body, err := json.Marshal(res)
 			if err != nil {
@@ -144,7 +168,7 @@ func (h *handWritten) idempotencyKeys(name string, evs []bench.Event, replay boo
 		return err == nil && res.ID == ev.ID
 	})
 	r.Check(failed == 0, "%d invocations failed", failed)
-	h.checkRuns(r, runs, len(evs), replay)
+	h.checkRuns(r, int(runs.Load()), len(evs), replay)
 	return r
 }
 

@@ -73,8 +73,9 @@ func openPostgres(ctx context.Context, o options) (t *target, err error) {
 		return nil, err
 	}
 	t.extra = func(b *bench.Bench) []bench.Step {
-		x := newPGFloor(b, db, table)
-		return append([]bench.Step{x.insertUpdate, x.insertConflict}, h.steps(b, m)...)
+		x, y := newPGFloor(b, db, table), newPGFloor(b, db, table)
+		steps := append([]bench.Step{x.insertUpdate, x.insertConflict}, pairSteps(b, y.newKey, y.replay)...)
+		return append(steps, h.steps(b, m)...)
 	}
 	return t, nil
 }

@@ -54,7 +54,8 @@ func openRedis(ctx context.Context, o options) (t *target, err error) {
 	}
 	t.extra = func(b *bench.Bench) []bench.Step {
 		x := &redisFloor{b: b, client: client, prefix: prefix, keys: newRawKeys(b.Guard, b.Counts().Invocations)}
-		return []bench.Step{x.setComplete, x.setConflict}
+		y := &redisFloor{b: b, client: client, prefix: prefix, keys: newRawKeys(b.Guard, b.Counts().Invocations)}
+		return append([]bench.Step{x.setComplete, x.setConflict}, pairSteps(b, y.newKey, y.replay)...)
 	}
 	return t, nil
 }

@@ -55,27 +55,33 @@ func (x *redisFloor) claim(ctx context.Context, k rawKey, tok string) (string, e
 
 // setComplete is X1_raw_redis_set_nx_set: for each fresh key, the claim and the completion.
 func (x *redisFloor) setComplete() *bench.Result {
-	r, failed := x.b.Sequential("X1_raw_redis_set_nx_set", "invocation", len(x.keys), func(ctx context.Context, i int) bool {
-		k, tok := x.keys[i], bench.Token()
-		old, err := x.claim(ctx, k, tok)
-		if err != nil || old != "" {
-			return false
-		}
-		exp := time.Now().Add(bench.Expiry)
-		return x.client.SetArgs(ctx, x.prefix+k.key, redisRecord(idemstore.StatusCompleted, exp, time.Time{}, tok, k.data),
-			redis.SetArgs{Mode: "XX", ExpireAt: exp}).Err() == nil
-	})
+	r, failed := x.b.Sequential("X1_raw_redis_set_nx_set", "invocation", len(x.keys), x.newKey)
 	r.Check(failed == 0, "%d claims or completions failed", failed)
 	return r
+}
+
+// newKey is X1's operation on key i: the claim and the completion.
+func (x *redisFloor) newKey(ctx context.Context, i int) bool {
+	k, tok := x.keys[i], bench.Token()
+	old, err := x.claim(ctx, k, tok)
+	if err != nil || old != "" {
+		return false
+	}
+	exp := time.Now().Add(bench.Expiry)
+	return x.client.SetArgs(ctx, x.prefix+k.key, redisRecord(idemstore.StatusCompleted, exp, time.Time{}, tok, k.data),
+		redis.SetArgs{Mode: "XX", ExpireAt: exp}).Err() == nil
 }
 
 // setConflict is X2_raw_redis_set_nx_conflict: the same keys again, the claim alone, which
 // finds the completed record and returns it.
 func (x *redisFloor) setConflict() *bench.Result {
-	r, failed := x.b.Sequential("X2_raw_redis_set_nx_conflict", "invocation", len(x.keys), func(ctx context.Context, i int) bool {
-		old, err := x.claim(ctx, x.keys[i], bench.Token())
-		return err == nil && old != ""
-	})
+	r, failed := x.b.Sequential("X2_raw_redis_set_nx_conflict", "invocation", len(x.keys), x.replay)
 	r.Check(failed == 0, "%d claims did not return the completed record", failed)
 	return r
+}
+
+// replay is X2's operation on key i: the claim, which returns the completed record.
+func (x *redisFloor) replay(ctx context.Context, i int) bool {
+	old, err := x.claim(ctx, x.keys[i], bench.Token())
+	return err == nil && old != ""
 }

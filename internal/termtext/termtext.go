@@ -1,4 +1,6 @@
-package main
+// Package termtext makes values safe to print on an operator's terminal: the operations
+// commands (cmd/idemctl, pgstore/cmd/idemctl-pg) print stored values with it.
+package termtext
 
 import (
 	"bytes"
@@ -9,20 +11,20 @@ import (
 	"unicode/utf8"
 )
 
-// Everything idemctl prints that it did not write itself (checkpoints, keys, tokens,
+// Everything a command prints that it did not write itself (checkpoints, keys, tokens,
 // encodings, table names, error messages that quote them) may hold bytes a terminal
 // obeys: escape sequences that retitle the window or write the clipboard, a carriage
 // return and newline that forge a line before the "yes" prompt, C1 controls, bidi
 // overrides that reorder what is shown. None reaches the terminal raw.
 
-// display returns s as idemctl prints a stored or user-given value: as it is when every
+// Display returns s as a command prints a stored or user-given value: as it is when every
 // character is printable and plain (no space, quote or backslash), else Go-quoted
 // (strconv.Quote), with every control character (C0, DEL, C1), format character (bidi
 // overrides and isolates, zero-width and tag characters), non-ASCII space and invalid
 // byte escaped. A value shown unquoted never holds a backslash, so an escape is never
 // read as text, and a value shown quoted starts with a quote, which an unquoted one never
 // holds.
-func display(s string) string {
+func Display(s string) string {
 	if s == "" {
 		return `""`
 	}
@@ -34,10 +36,10 @@ func display(s string) string {
 	return s
 }
 
-// escaped returns a message with every character strconv.Quote would escape written as
+// Escaped returns a message with every character strconv.Quote would escape written as
 // its escape, and the rest as it is: for error messages, whose own text is ours and
 // whose quoted values may not be.
-func escaped(msg string) string {
+func Escaped(msg string) string {
 	var b strings.Builder
 	for i, r := range msg {
 		switch {
@@ -57,12 +59,12 @@ func escaped(msg string) string {
 	return b.String()
 }
 
-// escapeJSON rewrites each character of encoding/json's output that is neither printable
+// EscapeJSON rewrites each character of encoding/json's output that is neither printable
 // nor a newline as a \u escape. encoding/json escapes C0 controls but leaves DEL, C1
 // controls and format characters (U+202E) raw; outside strings its output is printable
 // ASCII and newlines, so every such character is inside a string, where the escape means
 // the same character.
-func escapeJSON(doc []byte) []byte {
+func EscapeJSON(doc []byte) []byte {
 	var b bytes.Buffer
 	for len(doc) > 0 {
 		r, n := utf8.DecodeRune(doc)

@@ -1,0 +1,307 @@
+package rabbitconsumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"sync"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/batch"
+)
+
+// drainYields is how many times a batch being gathered yields the processor, when no
+// delivery is ready, before it starts: amqp091-go hands deliveries over one at a time from
+// a goroutine of its own, which on a busy machine has not run yet, and a batch of one
+// costs a store round trip of its own.
+const drainYields = 3
+
+// maxReconnectDelay caps the doubling wait of [Consumer.Run] between dials.
+const maxReconnectDelay = time.Minute
+
+// Consumer consumes a RabbitMQ queue and runs a handler for each delivery at most once per
+// idempotency key, acknowledging a delivery only once its outcome is recorded. It is safe
+// for concurrent use: several goroutines may each run [Consumer.Consume] on a channel of
+// their own.
+type Consumer struct {
+	queue  string
+	fn     func(context.Context, amqp.Delivery) error
+	cfg    config
+	engine *batch.Engine
+	clock  idem.Clock
+	logger *slog.Logger
+}
+
+// New returns a Consumer of queue that runs fn for each delivery, guarded by guard. fn
+// should honour its context: it ends when the lease is lost (see idem.WithHeartbeat, which
+// keeps the lease of a long handler) or the consumer stops. Options are applied in order;
+// invalid settings return an error wrapping idem.ErrInvalidOption that names the option.
+//
+// The Consumer takes from guard its clock, its logger (a summary line per batch of
+// deliveries, a line per failed message with its message ID, never its key or body) and
+// its hooks (OnBatch gets each batch with the message IDs as item IDs).
+func New(guard *idem.Guard, queue string, fn func(context.Context, amqp.Delivery) error, opts ...Option) (*Consumer, error) {
+	if guard == nil {
+		return nil, optErr("New", "guard must not be nil")
+	}
+	if queue == "" {
+		return nil, optErr("New", "queue must not be empty")
+	}
+	if fn == nil {
+		return nil, optErr("New", "handler must not be nil")
+	}
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	src := batch.Source{Name: "rabbitmq", System: "rabbitmq", Item: "message", IDAttr: "message_id"}
+	// A batch holds at most the prefetch, and all of it runs at once.
+	engine, err := batch.New(guard, src,
+		batch.WithConcurrency(cfg.prefetch), batch.WithBatchClaims(cfg.batchClaims))
+	if err != nil {
+		return nil, err
+	}
+	return &Consumer{
+		queue: queue, fn: fn, cfg: cfg, engine: engine,
+		clock: guard.Clock(), logger: guard.Logger(),
+	}, nil
+}
+
+// Run consumes the queue on a connection to url of its own until ctx ends, and returns
+// nil then. When the connection is lost (the broker restarts, the network fails) or cannot
+// be had, it logs why at WARN and dials again after a wait (see [WithReconnectDelay]); the
+// deliveries it had not acknowledged are delivered again by the broker, and those whose
+// outcome was recorded replay without running.
+func (c *Consumer) Run(ctx context.Context, url string) error {
+	delay := c.cfg.reconnectDelay
+	for {
+		consumed, err := c.dialAndConsume(ctx, url)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if consumed {
+			delay = c.cfg.reconnectDelay
+		}
+		c.logger.WarnContext(ctx, "rabbitmq: consumer disconnected, dialling again",
+			"queue", c.queue, "error", err, "retry_in", delay)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.clock.After(delay):
+		}
+		delay = min(2*delay, maxReconnectDelay)
+	}
+}
+
+// dialAndConsume dials url, consumes on a new channel until it closes or ctx ends, and
+// closes the connection. consumed reports whether the subscription was made.
+func (c *Consumer) dialAndConsume(ctx context.Context, url string) (consumed bool, err error) {
+	conn, err := amqp.DialConfig(url, c.cfg.amqp)
+	if err != nil {
+		return false, fmt.Errorf("rabbitconsumer: dial: %w", err)
+	}
+	defer func() { _ = conn.Close() }()
+	ch, err := conn.Channel()
+	if err != nil {
+		return false, fmt.Errorf("rabbitconsumer: open channel: %w", err)
+	}
+	return c.consume(ctx, ch)
+}
+
+// Consume consumes the queue on ch until ctx ends or ch closes. It sets ch's prefetch
+// ([WithPrefetch]) and subscribes without auto-acknowledgement. Each time deliveries
+// arrive it takes those in hand as one batch through the batch engine, alongside the
+// batches still running, so as many handlers run at once as the prefetch lets the broker
+// send (messages that share a key never do). Once a batch's outcomes are recorded it
+// settles each delivery:
+//
+//   - ran, replayed (its key completed before) or a duplicate of another in the batch:
+//     acknowledged;
+//   - its key in flight in another consumer (idem.ErrInProgress), a store failure
+//     (idem.ErrStore), a lease taken over: held unacknowledged for the requeue delay
+//     ([WithRequeueDelay]), then nacked with requeue, so it comes back once the other run
+//     has finished (and replays) or the store is back;
+//   - its handler failed or panicked: as the failure policy says ([WithFailurePolicy]);
+//   - no key ([ErrMissingKey]), or a key used before with another body: nacked without
+//     requeue (dead-lettered), with a WARN line saying why; it never runs unguarded.
+//
+// When ctx ends, Consume cancels the subscription; the handlers running see their context
+// end, the batches' outcomes are still recorded, and the messages that did not succeed are
+// nacked with requeue at once. It returns nil then, or an error wrapping
+// [ErrChannelClosed] when ch closed (the caller opens another), or
+// [ErrConsumerCancelled] when the broker cancelled the subscription (the queue was
+// deleted). The caller closes ch afterwards.
+func (c *Consumer) Consume(ctx context.Context, ch *amqp.Channel) error {
+	_, err := c.consume(ctx, ch)
+	return err
+}
+
+func (c *Consumer) consume(ctx context.Context, ch *amqp.Channel) (consumed bool, err error) {
+	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
+	if err := ch.Qos(c.cfg.prefetch, 0, false); err != nil {
+		return false, fmt.Errorf("rabbitconsumer: qos: %w", err)
+	}
+	deliveries, err := ch.ConsumeWithContext(ctx, c.queue, c.cfg.tag, false, false, false, false, nil)
+	if err != nil {
+		return false, fmt.Errorf("rabbitconsumer: consume %s: %w", c.queue, err)
+	}
+	var held sync.WaitGroup // deliveries held back for a delayed requeue
+	defer held.Wait()
+	// Batches run side by side: a slow handler does not hold back the deliveries that
+	// arrive meanwhile, and the prefetch bounds what is in hand across all of them.
+	var running sync.WaitGroup
+	defer running.Wait()
+	for {
+		first, ok := <-deliveries
+		if !ok {
+			break
+		}
+		ds := []amqp.Delivery{first}
+	drain:
+		for yields := 0; len(ds) < c.cfg.prefetch; {
+			select {
+			case d, ok := <-deliveries:
+				if !ok {
+					break drain
+				}
+				ds = append(ds, d)
+			default:
+				if yields++; yields > drainYields {
+					break drain
+				}
+				runtime.Gosched()
+			}
+		}
+		running.Add(1)
+		go func() {
+			defer running.Done()
+			c.process(ctx, ds, &held)
+		}()
+	}
+	switch {
+	case ctx.Err() != nil:
+		return true, nil
+	case ch.IsClosed():
+		select {
+		case e := <-closed:
+			if e != nil {
+				return true, fmt.Errorf("%w: %w", ErrChannelClosed, e)
+			}
+		default:
+		}
+		return true, ErrChannelClosed
+	default:
+		return true, ErrConsumerCancelled
+	}
+}
+
+// process runs one batch of deliveries and settles each one with the broker.
+func (c *Consumer) process(ctx context.Context, ds []amqp.Delivery, held *sync.WaitGroup) {
+	items := make([]batch.Item, len(ds))
+	for i, d := range ds {
+		key, err := c.keyOf(d)
+		items[i] = batch.Item{ID: itemID(d), Key: key, Fingerprint: d.Body, Err: err}
+	}
+	run := func(hctx context.Context, i int) error {
+		// The handler's context ends with its lease (the engine's) or with the consumer.
+		hctx, cancel := context.WithCancelCause(hctx)
+		defer cancel(nil)
+		stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+		defer stop()
+		return c.fn(hctx, ds[i])
+	}
+	// The outcomes are recorded even when the consumer stops meanwhile.
+	bctx := context.WithoutCancel(ctx)
+	if c.cfg.batchDeadline > 0 {
+		var cancel context.CancelFunc
+		bctx, cancel = context.WithDeadline(bctx, c.clock.Now().Add(c.cfg.batchDeadline))
+		defer cancel()
+	}
+	rep := c.engine.Process(bctx, items, run, batch.Mode{Destination: c.queue})
+	stopped := ctx.Err() != nil
+	var failed int
+	for i, o := range rep.Outcomes {
+		d := ds[i]
+		var err error
+		switch c.settlement(o, stopped) {
+		case ack:
+			err = d.Ack(false)
+		case deadLetter:
+			c.logger.WarnContext(ctx, "rabbitmq: message dead-lettered", "message_id", o.ID,
+				"queue", c.queue, "reason", string(o.Reason), "error", o.Err)
+			err = d.Nack(false, false)
+		case requeueNow:
+			err = d.Nack(false, true)
+		case requeueLater:
+			held.Add(1)
+			go func() {
+				defer held.Done()
+				select {
+				case <-c.clock.After(c.cfg.requeueDelay):
+				case <-ctx.Done():
+				}
+				// A failure here means the channel closed: the broker requeues it then.
+				_ = d.Nack(false, true)
+			}()
+		}
+		if err != nil {
+			failed++
+		}
+	}
+	if failed > 0 {
+		// The channel closed: the broker delivers these again, and those whose outcome
+		// was recorded replay.
+		c.logger.WarnContext(ctx, "rabbitmq: could not settle messages with the broker",
+			"queue", c.queue, "messages", failed)
+	}
+}
+
+// settlement is how a delivery is settled with the broker.
+type settlement int
+
+const (
+	ack settlement = iota
+	requeueLater
+	requeueNow
+	deadLetter
+)
+
+// settlement says how to settle a delivery whose outcome is o; stopped reports whether
+// the consumer was stopping.
+func (c *Consumer) settlement(o batch.Outcome, stopped bool) settlement {
+	switch {
+	case !o.Failed():
+		return ack
+	case o.Reason == batch.ReasonKey, o.Reason == batch.ReasonPayloadMismatch,
+		errors.Is(o.Err, idem.ErrPayloadMismatch):
+		// Redelivery fails the same way.
+		return deadLetter
+	case stopped:
+		return requeueNow
+	case o.Reason == batch.ReasonHandler, o.Reason == batch.ReasonPanic,
+		o.Reason == batch.ReasonDuplicateFailed && !mayPassLater(o.Err):
+		if c.cfg.policy == DeadLetter {
+			return deadLetter
+		}
+		return requeueLater
+	default: // in progress elsewhere, store, lease lost, not started
+		return requeueLater
+	}
+}
+
+// mayPassLater reports whether err is a failure that a later delivery may not meet: a key
+// in flight elsewhere, a store failure, a lease taken over, an item not started.
+func mayPassLater(err error) bool {
+	return errors.Is(err, idem.ErrInProgress) || errors.Is(err, idem.ErrStore) ||
+		errors.Is(err, idem.ErrLeaseLost) || errors.Is(err, batch.ErrNotStarted)
+}

@@ -1,0 +1,206 @@
+package rabbitconsumer
+
+import (
+	"fmt"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/idemkit/idem"
+)
+
+// Defaults of the [Consumer] options.
+const (
+	// DefaultPrefetch is how many unacknowledged deliveries the broker sends the consumer
+	// at most (see [WithPrefetch]).
+	DefaultPrefetch = 20
+	// DefaultRequeueDelay is how long a message that may succeed later is held before it
+	// is requeued (see [WithRequeueDelay]).
+	DefaultRequeueDelay = time.Second
+	// DefaultReconnectDelay is the first wait of [Consumer.Run] before it dials again
+	// after losing its connection; it doubles up to a minute.
+	DefaultReconnectDelay = 500 * time.Millisecond
+)
+
+// Policy says what becomes of a message whose handler failed.
+type Policy int
+
+// The failure policies of [WithFailurePolicy].
+const (
+	// Requeue nacks the message with requeue after the requeue delay
+	// ([WithRequeueDelay]): the broker delivers it again, to this consumer or another,
+	// and it runs again. The default. A message that always fails loops; bound it with a
+	// quorum queue's delivery limit (x-delivery-limit), which dead-letters it then.
+	Requeue Policy = iota
+	// DeadLetter nacks the message without requeue at once: the broker moves it to the
+	// queue's dead-letter exchange (x-dead-letter-exchange), or drops it when the queue
+	// has none.
+	DeadLetter
+)
+
+// Option configures a [Consumer]. Options are applied in order by [New].
+type Option func(*config) error
+
+type config struct {
+	prefetch       int
+	requeueDelay   time.Duration
+	reconnectDelay time.Duration
+	policy         Policy
+	keyHeader      string
+	key            func(amqp.Delivery) (string, error)
+	tag            string
+	batchClaims    bool
+	batchDeadline  time.Duration
+	amqp           amqp.Config
+}
+
+func defaultConfig() config {
+	return config{
+		prefetch:     DefaultPrefetch,
+		requeueDelay: DefaultRequeueDelay, reconnectDelay: DefaultReconnectDelay,
+		batchClaims: true,
+	}
+}
+
+func optErr(name, msg string) error {
+	return fmt.Errorf("%w: rabbitconsumer: %s: %s", idem.ErrInvalidOption, name, msg)
+}
+
+// WithPrefetch sets the channel's prefetch count (basic.qos): how many unacknowledged
+// deliveries the broker sends the consumer at most. It bounds the work in hand: the
+// messages whose handlers run at once, those waiting to be recorded or acknowledged, and
+// those held back for a delayed requeue, all together. Default [DefaultPrefetch]; must be
+// at least 1.
+func WithPrefetch(n int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return optErr("WithPrefetch", "must be at least 1")
+		}
+		c.prefetch = n
+		return nil
+	}
+}
+
+// WithRequeueDelay sets how long a message that may succeed later is held, unacknowledged,
+// before it is nacked with requeue: one whose key is in flight in another consumer
+// (idem.ErrInProgress), whose store call failed (idem.ErrStore), whose lease was taken
+// over, or whose handler failed under the [Requeue] policy. The delay keeps a message whose
+// key is busy from spinning between the broker and the consumers; while held it counts
+// against the prefetch. Default [DefaultRequeueDelay]; must not be negative.
+func WithRequeueDelay(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return optErr("WithRequeueDelay", "must not be negative")
+		}
+		c.requeueDelay = d
+		return nil
+	}
+}
+
+// WithFailurePolicy sets what becomes of a message whose handler returned an error or
+// panicked: [Requeue] (the default) or [DeadLetter]. Messages without a key and messages
+// whose key was used before with another body are always dead-lettered; messages that may
+// succeed later (see [WithRequeueDelay]) and messages in hand when the consumer stops are
+// always requeued.
+func WithFailurePolicy(p Policy) Option {
+	return func(c *config) error {
+		if p != Requeue && p != DeadLetter {
+			return optErr("WithFailurePolicy", fmt.Sprintf("unknown policy %d", p))
+		}
+		c.policy = p
+		return nil
+	}
+}
+
+// WithKeyHeader names the header that keys a message without a message ID (the
+// message-id property). Default none: a message without a message ID is dead-lettered
+// ([ErrMissingKey]). The header's value must be a string or bytes.
+func WithKeyHeader(name string) Option {
+	return func(c *config) error {
+		if name == "" {
+			return optErr("WithKeyHeader", "must not be empty")
+		}
+		c.keyHeader = name
+		return nil
+	}
+}
+
+// WithKey sets how a message's idempotency key is chosen, in place of the message ID and
+// [WithKeyHeader]. Must not be nil. An error from key, or an empty key, dead-letters the
+// message without running it.
+func WithKey(key func(amqp.Delivery) (string, error)) Option {
+	return func(c *config) error {
+		if key == nil {
+			return optErr("WithKey", "must not be nil")
+		}
+		c.key = key
+		return nil
+	}
+}
+
+// WithConsumerTag sets the consumer tag the consumer subscribes with. Default empty: the
+// client makes a unique one.
+func WithConsumerTag(tag string) Option {
+	return func(c *config) error {
+		c.tag = tag
+		return nil
+	}
+}
+
+// WithBatchClaims sets whether the keys of the deliveries in hand are claimed and their
+// outcomes recorded together, as batch.WithBatchClaims says. Default true: on dynamo.Store
+// a batch of n new messages costs ⌈n/25⌉ claim calls and ⌈n/25⌉ completion calls. Off, each
+// message claims and completes on its own.
+func WithBatchClaims(on bool) Option {
+	return func(c *config) error {
+		c.batchClaims = on
+		return nil
+	}
+}
+
+// WithAMQPConfig sets the configuration [Consumer.Run] dials with (heartbeat, TLS, dial
+// timeout, client properties). Default amqp091-go's defaults (amqp.DialConfig with a zero
+// Config).
+func WithAMQPConfig(cfg amqp.Config) Option {
+	return func(c *config) error {
+		c.amqp = cfg
+		return nil
+	}
+}
+
+// WithReconnectDelay sets the first wait of [Consumer.Run] before it dials again after
+// losing its connection or failing to dial; each further failure doubles it, up to a
+// minute, and a connection that consumed resets it. Default [DefaultReconnectDelay]; must
+// be positive.
+func WithReconnectDelay(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return optErr("WithReconnectDelay", "must be positive")
+		}
+		c.reconnectDelay = d
+		return nil
+	}
+}
+
+// WithBatchDeadline gives each batch a deadline d after it starts, as a Lambda invocation
+// has one. Default 0: none. Must not be negative.
+//
+//   - With it, the outcomes of a batch wait for its last handler and are recorded
+//     together (idem.Guard.Claim: on pgstore one transaction for the completions and their
+//     attached writes, on dynamo.Store ⌈n/25⌉ calls), where without a deadline each
+//     outcome is recorded on its own as its handler returns (nothing would bound how long
+//     a claimed key waits for its record).
+//   - Each handler's context ends at the deadline, and a message not started when less
+//     than batch.DefaultDeadlineMargin (or a quarter of d) is left is requeued. Choose d
+//     above the time a handler takes: a handler that ignores its context and overruns it
+//     fails its recording, and its message comes back once the lease ends.
+//   - A handler that may run long (with idem.WithHeartbeat) needs it off.
+func WithBatchDeadline(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return optErr("WithBatchDeadline", "must not be negative")
+		}
+		c.batchDeadline = d
+		return nil
+	}
+}
