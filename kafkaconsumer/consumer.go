@@ -63,22 +63,8 @@ var source = batch.Source{Name: "kafkaconsumer", System: "kafka", Item: "record"
 //     line per failed record, named "<topic>-<partition>@<offset>", never by its key or
 //     value) and its hooks (OnBatch gets each batch with those names as item IDs).
 func New(guard *idem.Guard, fn func(context.Context, *kgo.Record) error, clientOpts []kgo.Opt, opts ...Option) (*Consumer, error) {
-	if guard == nil {
-		return nil, optErr("New", "guard must not be nil")
-	}
-	if fn == nil {
-		return nil, optErr("New", "handler must not be nil")
-	}
 	cfg := defaultConfig()
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
-	}
-	engine, err := batch.New(guard, source, batch.WithConcurrency(cfg.concurrency), batch.WithBatchClaims(cfg.batchClaims))
+	engine, err := batch.NewAdapter(guard, fn == nil, "New", source, &cfg, opts)
 	if err != nil {
 		return nil, err
 	}

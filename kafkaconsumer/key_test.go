@@ -30,6 +30,8 @@ func TestKeys(t *testing.T) {
 		want string
 	}{
 		{"outbox header", nil, rec(kgo.RecordHeader{Key: outbox.IDAttribute, Value: []byte("evt-1")}), "evt-1"},
+		{"exact spelling first", nil, rec(kgo.RecordHeader{Key: "idempotency-key", Value: []byte("evt-lower")},
+			kgo.RecordHeader{Key: outbox.IDAttribute, Value: []byte("evt-exact")}), "evt-exact"},
 		{"header in lower case", nil, rec(kgo.RecordHeader{Key: "idempotency-key", Value: []byte("evt-2")}), "evt-2"},
 		{"empty header", nil, rec(kgo.RecordHeader{Key: outbox.IDAttribute}), "c1/orders-2@41"},
 		{"no header", nil, rec(), "c1/orders-2@41"},

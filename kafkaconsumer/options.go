@@ -37,10 +37,9 @@ const (
 type Option func(*config) error
 
 type config struct {
-	concurrency  int
+	batch.Settings
 	maxRecords   int
 	batchTimeout time.Duration
-	batchClaims  bool
 	backoff      time.Duration
 	maxBackoff   time.Duration
 	commitTime   time.Duration
@@ -51,10 +50,9 @@ type config struct {
 
 func defaultConfig() config {
 	return config{
-		concurrency:  DefaultConcurrency,
+		Settings:     batch.DefaultSettings("kafkaconsumer"),
 		maxRecords:   DefaultMaxRecords,
 		batchTimeout: DefaultBatchTimeout,
-		batchClaims:  true,
 		backoff:      DefaultRetryBackoff,
 		maxBackoff:   DefaultMaxRetryBackoff,
 		commitTime:   DefaultCommitTimeout,
@@ -71,13 +69,7 @@ func optErr(name, msg string) error {
 // offset order. Default [DefaultConcurrency]; must be at least 1. With 1, a batch runs
 // one record at a time in the order the poll returned them.
 func WithConcurrency(n int) Option {
-	return func(c *config) error {
-		if n < 1 {
-			return optErr("WithConcurrency", "must be at least 1")
-		}
-		c.concurrency = n
-		return nil
-	}
+	return func(c *config) error { return c.SetConcurrency(n) }
 }
 
 // WithMaxRecords sets how many records one poll takes at most: the size of a batch.
@@ -117,10 +109,7 @@ func WithBatchTimeout(d time.Duration) Option {
 // of n new records costs ⌈n/25⌉ claim calls and ⌈n/25⌉ completion calls. Off, each
 // record claims its key when it starts, so its lease counts from then.
 func WithBatchClaims(on bool) Option {
-	return func(c *config) error {
-		c.batchClaims = on
-		return nil
-	}
+	return func(c *config) error { return c.SetBatchClaims(on) }
 }
 
 // WithRetryBackoff sets how long [Consumer.Run] waits before polling again after a batch

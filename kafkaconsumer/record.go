@@ -29,9 +29,17 @@ func OffsetKey(cluster string, r *kgo.Record) (string, error) {
 // ValueFingerprint returns the record's value as its fingerprint. It never fails.
 func ValueFingerprint(r *kgo.Record) ([]byte, error) { return r.Value, nil }
 
-// Header returns the value of the record's first header whose name equals name in any
-// case, and whether there is one.
+// Header returns the value of the record's first header named name, and whether there is
+// one. Kafka header names are case-sensitive, but producers spell one name several ways
+// ("Idempotency-Key", "idempotency-key"): without a header of exactly that name, Header
+// returns the first whose name equals name without regard to case, as the Lambda adapter's
+// kafka.Header does.
 func Header(r *kgo.Record, name string) ([]byte, bool) {
+	for _, h := range r.Headers {
+		if h.Key == name {
+			return h.Value, true
+		}
+	}
 	for _, h := range r.Headers {
 		if strings.EqualFold(h.Key, name) {
 			return h.Value, true
