@@ -161,6 +161,8 @@ type Stats struct {
 	Orphans int
 	// Collisions counts scheduling points that shared a label (a determinism hazard).
 	Collisions int
+	// StreamInvocations counts the stream's invocations (FeatStream), duplicates included.
+	StreamInvocations int
 }
 
 // ledger is the ground truth the invariants are checked against: every lease granted,
