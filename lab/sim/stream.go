@@ -15,7 +15,8 @@ import (
 
 // The stream (FeatStream): a Kinesis or DynamoDB stream's shards, each a sequence of
 // records with an ordering key (a partition key, an item key) and an idempotency key of
-// its own (the default keys, a sequence number or an eventID), read by a simulated event
+// its own (the default keys, a sequence number or an eventID; now and then a producer's
+// retry sends a record again, with the key a key taken from its data gives), read by a simulated event
 // source mapping and processed by the batch engine's ordered mode with RecordBeforeNext,
 // as package kinesis and dynamostream call it.
 //
@@ -113,6 +114,13 @@ func (w *world) setupStream(containers []*container) {
 	for s := range sp.shards {
 		sh := &shard{id: s + 1, size: sp.batchSize, sp: sp, next: epoch.Add(time.Duration(w.srng.IntN(3000)) * time.Millisecond)}
 		for i := range sp.records {
+			if i > 0 && w.srng.IntN(8) == 0 {
+				// A producer's retry: the record again, with its key, ordering key and
+				// data, under a sequence number of its own.
+				e := sh.recs[w.srng.IntN(i)]
+				sh.recs = append(sh.recs, &streamRec{seq: i, id: strconv.Itoa(1000*(s+1) + i), group: e.group, k: e.k})
+				continue
+			}
 			name := fmt.Sprintf("t%d.%d", s+1, i+1)
 			k := &keyInfo{kind: "stream", name: name, raw: "key-" + name}
 			k.body = fmt.Sprintf(`{"record":%q}`, k.raw)
@@ -387,9 +395,11 @@ func (w *world) streamStart(a *actor, r *run) {
 	l := &w.led
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	// The run is its batch's first record of the key: a producer's retry of it later in
+	// the batch shares its outcome.
 	at := -1
-	for i, rec := range sh.recs {
-		if rec.k.stored == r.key {
+	for i := a.inv.from; i < a.inv.to && at < 0; i++ {
+		if sh.recs[i].k.stored == r.key {
 			at = i
 		}
 	}
