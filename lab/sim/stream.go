@@ -111,13 +111,16 @@ var streamSource = batch.Source{Name: "stream", System: "aws_kinesis", Item: "re
 func (w *world) setupStream(containers []*container) {
 	sp := w.p.stream
 	w.streamC = containers
+	// A producer's retries draw from a generator of their own, so that a stream without
+	// them is what it was before they existed.
+	rrng := rand.New(rand.NewPCG(w.cfg.Seed, 0x4e7_4e7))
 	for s := range sp.shards {
 		sh := &shard{id: s + 1, size: sp.batchSize, sp: sp, next: epoch.Add(time.Duration(w.srng.IntN(3000)) * time.Millisecond)}
 		for i := range sp.records {
-			if i > 0 && w.srng.IntN(8) == 0 {
+			if i > 0 && rrng.IntN(8) == 0 {
 				// A producer's retry: the record again, with its key, ordering key and
 				// data, under a sequence number of its own.
-				e := sh.recs[w.srng.IntN(i)]
+				e := sh.recs[rrng.IntN(i)]
 				sh.recs = append(sh.recs, &streamRec{seq: i, id: strconv.Itoa(1000*(s+1) + i), group: e.group, k: e.k})
 				continue
 			}
