@@ -314,6 +314,15 @@ var simulationSeeds = []struct {
 	// one per body, and the ledger gave each handler the other's lease (found by
 	// `idemsim -start=15000000 -time=5m -features=all`).
 	{15045466, allBeforeStream, "b.answerNotRecorded", false},
+
+	// Issue 24 item 7, the stream (FeatStream), from `idemsim -features=all` runs of 10
+	// minutes (RELIABILITY.md). Item 18's residual of the same instant again: a duplicate
+	// invocation's batch claim, resent, was stamped at 0.329 s, its first attempt delayed;
+	// it released the key at once (its group stopped), the first invocation claimed it
+	// over the tombstone and released it with a request stamped at 0.329 s too (it landed
+	// at 0.351 s), and the first attempt landed at 0.383 s, its now not before the
+	// tombstone's lease end (`-start=20000000`, at b7e4b92).
+	{20062568, "all", "d.heldByNobody", true},
 }
 
 // allBeforeStream is every feature but FeatStream: the seeds found before the stream
