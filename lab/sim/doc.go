@@ -212,7 +212,11 @@
 //     final phase sent it to the on-failure destination). g.order: a run of a record
 //     started while an earlier record of its ordering key in its shard was unfinished.
 //     g.checkpointPassed: an invocation's response (the mapping's, or a duplicate's it
-//     ignores) would move the checkpoint past an unfinished record. Invariant (a) holds
+//     ignores) would move the checkpoint past an unfinished record. g.unstartedHeld: an
+//     invocation returned, and a record it did not start (its group
+//     stopped, too little time left) is held by a live lease of its claim whose answer it
+//     heard, beyond the margin, and whose release it never made: the redelivery would be
+//     refused until that lease ends. Invariant (a) holds
 //     per record too: a.streamTwice, a record's effect performed again though a completion
 //     of it had landed before this run's claim and was live then (within the skew); a
 //     re-run after an earlier run ended unrecorded, or after its record expired, is

@@ -378,6 +378,7 @@ func TestSimulationCatchesMutants(t *testing.T) {
 		{"complete-lies", "stream", []string{"g.checkpointPassed", "g.order"}, 0},
 		{"stream-unordered", "stream,error", []string{"g.order"}, 0},
 		{"stream-reports-last", "stream,error", []string{"g.checkpointPassed"}, 0},
+		{"release-many-skipped", "stream,error,batchstore", []string{"g.unstartedHeld"}, 0},
 	} {
 		t.Run(tc.mutant+"/"+tc.features, func(t *testing.T) {
 			f, err := sim.ParseFeatures(tc.features)

@@ -340,6 +340,7 @@ func (w *world) streamBody(a *actor) func(context.Context) {
 			return
 		}
 		w.streamReported(a, rep)
+		w.unstartedReleased(a, rep)
 		w.mu.Lock()
 		inv.rep = rep
 		w.mu.Unlock()
@@ -367,6 +368,49 @@ func (w *world) streamReported(a *actor, rep *batch.Report) {
 		if !l.finished(r) {
 			l.violate("g.checkpointPassed", r.k.name, "%s's response moves shard %d's checkpoint to %d, past record %s, whose effect is not recorded", a, inv.sh.id, cp, r.id)
 		}
+	}
+}
+
+// unstartedReleased checks invariant (g) once a stream invocation returns: a record it
+// did not start (its group stopped, or too little time left) holds no live lease of its
+// claim that the invocation never asked to release, which would refuse the redelivery
+// until that lease ends. A release that was made but failed or did not land is the
+// store's doing, a claim whose answer was lost granted the caller nothing it knows of,
+// and a lease that ends within the margin (on the owner's clock) needs no release.
+func (w *world) unstartedReleased(a *actor, rep *batch.Report) {
+	now := w.trueNow()
+	recs := a.inv.sh.recs[a.inv.from:a.inv.to]
+	type held struct {
+		k     *keyInfo
+		id    string
+		token string
+	}
+	var check []held
+	w.led.mu.Lock()
+	for i, o := range rep.Outcomes {
+		if o.Reason != batch.ReasonGroupStopped && o.Reason != batch.ReasonNotStarted {
+			continue
+		}
+		for _, r := range w.led.runs {
+			if r.a == a && r.key == recs[i].k.stored && r.guarded && !r.started && !r.orphan && w.led.claimHeard[r.token] && !w.led.releaseSent[r.token] {
+				check = append(check, held{recs[i].k, o.ID, r.token})
+			}
+		}
+	}
+	w.led.mu.Unlock()
+	for _, h := range check {
+		rec := w.store.truth(h.k.stored)
+		// A claim within the margin of its lease end on the owner's clock is lost to its
+		// owner (DoClaimed does not run it, and Settle does not release it): its lease
+		// ends by then.
+		lost := now.Add(w.p.margin + max(a.skew0, a.skew(), 0))
+		if rec == nil || rec.LeaseToken != h.token || rec.Status != idemstore.StatusInProgress || !rec.LeaseExpires.After(lost) {
+			continue
+		}
+		w.led.mu.Lock()
+		w.led.violate("g.unstartedHeld", h.k.name, "%s did not start record %s, yet its claim's lease holds the key until %.3fs and no release of it was made",
+			a, h.id, rec.LeaseExpires.Sub(epoch).Seconds())
+		w.led.mu.Unlock()
 	}
 }
 
