@@ -323,6 +323,13 @@ var simulationSeeds = []struct {
 	// at 0.351 s), and the first attempt landed at 0.383 s, its now not before the
 	// tombstone's lease end (`-start=20000000`, at b7e4b92).
 	{20062568, "all", "d.heldByNobody", true},
+	// RELIABILITY.md's other residual, the late claim from a clock ahead of the
+	// releaser's: a duplicate's batch claim, stamped at 1.135 s, its first attempt
+	// delayed; its container's clock then stepped back 0.48 s, and the retry on that
+	// container claimed and released the key at 1.400 s true time, its tombstone's lease
+	// ending at 0.919 s on the stepped clock, before the late claim's now; it landed at
+	// 1.403 s (`-start=30000000`).
+	{30038571, "all", "d.heldByNobody", true},
 }
 
 // allBeforeStream is every feature but FeatStream: the seeds found before the stream
