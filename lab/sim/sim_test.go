@@ -335,6 +335,15 @@ var simulationSeeds = []struct {
 	// container's clock stepped back 0.17 s at 3.978 s; a retry there claimed and released
 	// the key at 4.007 s (3.838 s on the stepped clock); the late claim landed at 6.252 s.
 	{40028991, streamAlone, "d.heldByNobody", true},
+	// The 10 minutes of `-start=50000000 -features=all` on the final code found the two
+	// residuals in batch callers: the same instant (a batch's claim resent at 1.959 s, its
+	// run and another request's released by 1.959 s, the first attempt landing at
+	// 1.978 s) ...
+	{50199396, "all", "d.heldByNobody", true},
+	// ... and the clock ahead (a batch claim stamped at 1.134 s on a clock 0.69 s ahead,
+	// which stepped back to 0.15 s behind; the key released at 1.211 s, 1.057 s on that
+	// clock; the late claim landed at 1.242 s).
+	{50306791, "all", "d.heldByNobody", true},
 }
 
 // streamAlone is every feature but the kinds of caller other than the stream.

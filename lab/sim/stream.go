@@ -16,9 +16,9 @@ import (
 // The stream (FeatStream): a Kinesis or DynamoDB stream's shards, each a sequence of
 // records with an ordering key (a partition key, an item key) and an idempotency key of
 // its own (the default keys, a sequence number or an eventID; now and then a producer's
-// retry sends a record again, with the key a key taken from its data gives), read by a simulated event
-// source mapping and processed by the batch engine's ordered mode with RecordBeforeNext,
-// as package kinesis and dynamostream call it.
+// retry sends a record again, with the key a key taken from its data gives), read by a
+// simulated event source mapping and processed by the batch engine's ordered mode with
+// RecordBeforeNext, as packages kinesis and dynamostream call it.
 //
 // The mapping, one per shard, runs in the scheduler (esmTick) as Lambda's does with
 // ReportBatchItemFailures: it invokes a batch of up to BatchSize records from the shard's
