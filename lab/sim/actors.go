@@ -85,6 +85,8 @@ type actor struct {
 	concurrency int
 	batchClaims bool
 	margin      time.Duration
+
+	inv *streamInv // a stream invocation's batch (FeatStream)
 }
 
 func (a *actor) String() string { return fmt.Sprintf("a%d/%s", a.id, a.kind) }
@@ -156,9 +158,9 @@ func (a *actor) leaseWhy() string {
 	return s
 }
 
-// lambdaBatch reports whether a is an SQS invocation, whose batch path promises to record
-// finished outcomes before the deadline.
-func (a *actor) lambdaBatch() bool { return a.kind == "sqs" || a.kind == "fifo" }
+// lambdaBatch reports whether a is an SQS or stream invocation, whose batch path
+// promises to record finished outcomes before the deadline.
+func (a *actor) lambdaBatch() bool { return a.kind == "sqs" || a.kind == "fifo" || a.kind == "stream" }
 
 func fingerprint(body string) string {
 	sum := sha256.Sum256([]byte(body))
@@ -291,6 +293,9 @@ func (w *world) setup() error {
 	}
 
 	for i := range p.actors {
+		if len(kinds) == 0 {
+			break // a stream alone (FeatStream)
+		}
 		a := &actor{w: w, id: i + 1, kind: kinds[rng.IntN(len(kinds))], c: containers[rng.IntN(len(containers))]}
 		a.start = epoch.Add(time.Duration(rng.IntN(3000)) * time.Millisecond)
 		lambda := a.kind != "do" && a.kind != "batch"
@@ -336,6 +341,9 @@ func (w *world) setup() error {
 	}
 	w.pending = append(w.pending, w.actors...)
 	sortByStart(w.pending)
+	if p.stream != nil {
+		w.setupStream(containers)
+	}
 	return nil
 }
 

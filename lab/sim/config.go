@@ -52,6 +52,9 @@ const (
 	// FeatBatchMix: batches with duplicate keys and other bodies, per-request deadlines,
 	// overlapping Settles, claims met with an error.
 	FeatBatchMix
+	// FeatStream: a stream's shards delivered to the batch engine's ordered mode by a
+	// simulated event source mapping (see stream.go).
+	FeatStream
 	featEnd
 )
 
@@ -62,10 +65,14 @@ var featureNames = []string{
 	"fail", "lost", "late", "crash", "kill", "skew", "heartbeat", "wait", "remember",
 	"attach", "cache", "panic", "error", "checkpoint", "maxlease", "failopen", "expiry",
 	"batchstore", "do", "batch", "sqs", "fifo", "http", "delay", "pause", "itemfail", "clockstep",
-	"batchmix",
+	"batchmix", "stream",
 }
 
-const actorFeatures = FeatDo | FeatBatch | FeatSQS | FeatFIFO | FeatHTTP
+const actorFeatures = FeatDo | FeatBatch | FeatSQS | FeatFIFO | FeatHTTP | FeatStream
+
+// baseKinds are the kinds of caller drawn before FeatStream: a profile keeps one of them
+// whenever the allowed set has one, as before FeatStream existed.
+const baseKinds = FeatDo | FeatBatch | FeatSQS | FeatFIFO | FeatHTTP
 
 // baseFeatures counts the features whose draws come from the schedule's main generator:
 // those before FeatDelay. The later ones draw from a generator of their own, so that a
@@ -113,7 +120,7 @@ func ParseFeatures(s string) (Features, error) {
 		}
 	}
 	if f&actorFeatures == 0 {
-		return 0, fmt.Errorf("sim: features %q name no kind of caller (do, batch, sqs, fifo, http)", s)
+		return 0, fmt.Errorf("sim: features %q name no kind of caller (do, batch, sqs, fifo, http, stream)", s)
 	}
 	return f, nil
 }
@@ -142,13 +149,14 @@ func (c Config) maxSteps() int {
 type profile struct {
 	on Features
 
-	failBefore, lose, late float64 // per store request
-	delay                  float64 // per write request: resent, its first attempt late (FeatDelay)
-	pause                  float64 // per handler work step: it stalls (FeatPause)
-	itemFail               float64 // per batch request: some of its items fail (FeatItemFail)
-	metFail                float64 // per batch claim: items fail with a record met (FeatBatchMix)
-	crash                  float64 // per released point
-	advance                float64 // per step: move time rather than release a point
+	failBefore, lose, late float64        // per store request
+	delay                  float64        // per write request: resent, its first attempt late (FeatDelay)
+	pause                  float64        // per handler work step: it stalls (FeatPause)
+	itemFail               float64        // per batch request: some of its items fail (FeatItemFail)
+	metFail                float64        // per batch claim: items fail with a record met (FeatBatchMix)
+	stream                 *streamProfile // FeatStream: the shards and the mapping's settings
+	crash                  float64        // per released point
+	advance                float64        // per step: move time rather than release a point
 
 	margin     time.Duration // WithLeaseMargin
 	lease      time.Duration // WithLease
@@ -168,12 +176,13 @@ type profile struct {
 func (p *profile) has(f Features) bool { return p.on&f != 0 }
 
 // drawProfile draws a profile from rng, the parts added with the late-delivery faults
-// (FeatDelay, FeatPause, FeatItemFail, FeatClockStep) from lrng, and FeatBatchMix from
-// brng, so that profiles without them are those drawn before they existed.
-func drawProfile(rng, lrng, brng *rand.Rand, allowed Features) profile {
+// (FeatDelay, FeatPause, FeatItemFail, FeatClockStep) from lrng, FeatBatchMix from brng
+// and FeatStream from srng, so that profiles without them are those drawn before they
+// existed.
+func drawProfile(rng, lrng, brng, srng *rand.Rand, allowed Features) profile {
 	var p profile
 	for f := Features(1); f < featEnd; f <<= 1 {
-		if f == FeatDelay || f == FeatPause || f == FeatItemFail || f == FeatClockStep || f == FeatBatchMix {
+		if f == FeatDelay || f == FeatPause || f == FeatItemFail || f == FeatClockStep || f == FeatBatchMix || f == FeatStream {
 			continue
 		}
 		if allowed&f != 0 && rng.IntN(100) < 60 {
@@ -199,8 +208,12 @@ func drawProfile(rng, lrng, brng *rand.Rand, allowed Features) profile {
 		p.on |= FeatBatchMix
 		p.metFail = []float64{0.1, 0.2, 0.4}[brng.IntN(3)]
 	}
-	if p.on&actorFeatures == 0 {
-		kinds := allowed & actorFeatures
+	if allowed&FeatStream != 0 && (srng.IntN(100) < 60 || allowed&baseKinds == 0) {
+		p.on |= FeatStream
+		p.stream = drawStreamProfile(srng)
+	}
+	if p.on&baseKinds == 0 && allowed&baseKinds != 0 {
+		kinds := allowed & baseKinds
 		for {
 			f := Features(1) << rng.IntN(int(baseFeatures))
 			if kinds&f != 0 {
@@ -266,6 +279,9 @@ func (p *profile) String() string {
 	}
 	if p.pause > 0 {
 		fmt.Fprintf(&b, " pause %.2f", p.pause)
+	}
+	if p.stream != nil {
+		fmt.Fprintf(&b, "; %s", p.stream)
 	}
 	fmt.Fprintf(&b, "; crash %.3f; margin %s lease %s", p.crash, p.margin, p.lease)
 	if p.maxLease > 0 {

@@ -22,7 +22,24 @@
 //     or off, a drawn concurrency and deadline margin, over a queue whose messages are
 //     redelivered until acknowledged (ApproximateReceiveCount counts up), sometimes twice
 //     in one batch, sometimes with a second body for one key;
-//   - http: lambdawrap.HTTPAPI.
+//   - http: lambdawrap.HTTPAPI;
+//   - stream (FeatStream): a Kinesis or DynamoDB stream of one or two shards, each a
+//     sequence of records with an ordering key (partition key, item key) and a key of its
+//     own (the default keys: a sequence number, an eventID), read by a simulated event
+//     source mapping with ReportBatchItemFailures, whose invocations run batch.Engine in
+//     its ordered mode with RecordBeforeNext, as packages kinesis and dynamostream do.
+//     The mapping invokes a batch of up to BatchSize records from the shard's checkpoint;
+//     the response's lowest failed sequence number is the new checkpoint (else the batch's
+//     end), and it invokes again from there, so records after a failure that finished are
+//     delivered again and must replay. An invocation that crashed or was killed fails when
+//     its deadline passes, one whose response was lost fails at once and its batch is sent
+//     again, and with BisectBatchOnFunctionError such a failure halves the next batch.
+//     Now and then Lambda runs a batch twice (a duplicate invocation, started soon after
+//     or after a lease's length, when the first may still run with its lease ended): the
+//     mapping takes the first's response. Retries are unbounded (MaximumRetryAttempts -1,
+//     Lambda's default) for a drawn number of invocations; the final phase then drives
+//     each shard to its end without faults, waiting out every lease between failures, and
+//     sends a record that fails three times in a row there to the on-failure destination.
 //
 // Each actor is one invocation in one of up to three containers; a container is a guard
 // with its own local cache and its own clock, skewed (FeatSkew) by up to 2 s behind or by
@@ -136,7 +153,7 @@
 //     [Stats.Reruns]). a.pastLease.*: a run performed its effect, its context still live,
 //     once its owner's clock read its lease end less the margin: the handler's context
 //     never outlives its lease (the deadline, or the lease watchdog, ends it by then).
-//     a.lostOutcome: an SQS invocation killed at its deadline had a handler that finished
+//     a.lostOutcome: an SQS or stream invocation killed at its deadline had a handler that finished
 //     before it whose outcome was never sent, though its clock ran behind by less than its
 //     deadline margin (else [Stats.LostBeyondSkew]). a.outcomePastLease: a run finished
 //     within its lease, its outcome was sent after the lease ended, and another run took
@@ -190,6 +207,28 @@
 //     an acknowledged message's key has a COMPLETED record for its body
 //     (f.ackedNotCompleted), and no message whose completion this invocation saw recorded
 //     is reported failed (f.failedButCompleted).
+//   - (g) the stream's order and checkpoint (FeatStream). A record is finished once its
+//     key has a COMPLETED record for its body (or a fail-open run of it succeeded, or the
+//     final phase sent it to the on-failure destination). g.order: a run of a record
+//     started while an earlier record of its ordering key in its shard was unfinished.
+//     g.checkpointPassed: an invocation's response (the mapping's, or a duplicate's it
+//     ignores) would move the checkpoint past an unfinished record. g.unstartedHeld: an
+//     invocation returned, and a record it did not start (its group
+//     stopped, too little time left) is held by a live lease of its claim whose answer it
+//     heard, beyond the margin, and whose release it never made: the redelivery would be
+//     refused until that lease ends. Invariant (a) holds
+//     per record too: a.streamTwice, a record's effect performed again though a completion
+//     of it had landed before this run's claim and was live then (within the skew); a
+//     re-run after an earlier run ended unrecorded, or after its record expired, is
+//     allowed, as for every key. Invariant (d) is the checkpoint for a stream, not the
+//     table: a record the checkpoint passed is never delivered again, so a duplicate's
+//     lease of it rightly stays until the record expires (its keys are exempt from
+//     d.leftInProgress). d.streamStuck: a shard's checkpoint did not reach its end in
+//     the final phase; d.streamSkipped: the final phase sent a record to the on-failure
+//     destination without a failure remembered for its key (WithRememberFailures), the
+//     one failure that rightly persists once faults stop. Records skipped by exhausted
+//     retries under faults are not modelled: with MaximumRetryAttempts set, Lambda skips
+//     records by design, and no check could tell that from a bug.
 //
 // A failing schedule's [Result.Report] prints its seed, the violations and the trace;
 // `make sim SEED=<n>` replays it.

@@ -96,6 +96,9 @@ func (w *world) handle(ctx context.Context, key string) (string, error) {
 		return "", errShutdown
 	}
 	r := w.led.handlerStart(w, a, key, ctx, guarded, ctxErr, met)
+	if a.inv != nil {
+		w.streamStart(a, r)
+	}
 	p := d.plan
 	ok, attached, how := false, false, "gave up"
 	defer func() { w.led.handlerEnd(w, r, ok, attached, how) }()
@@ -141,6 +144,9 @@ func (w *world) handle(ctx context.Context, key string) (string, error) {
 		return "", fmt.Errorf("sim: handler gives up before its effect: %w", context.Cause(ctx))
 	}
 	w.led.effect(w, r)
+	if a.inv != nil {
+		w.streamEffect(r)
+	}
 	if p.attach && r.guarded {
 		token, fail := r.token, p.attachFail
 		err := idem.Attach(ctx, func() error {

@@ -161,6 +161,8 @@ type Stats struct {
 	Orphans int
 	// Collisions counts scheduling points that shared a label (a determinism hazard).
 	Collisions int
+	// StreamInvocations counts the stream's invocations (FeatStream), duplicates included.
+	StreamInvocations int
 }
 
 // ledger is the ground truth the invariants are checked against: every lease granted,
@@ -173,6 +175,8 @@ type ledger struct {
 	maxSkew     time.Duration
 	seq         uint64          // numbers checkpoint requests and acknowledgements, in order
 	releasedTok map[string]bool // the tokens whose release applied
+	releaseSent map[string]bool // the tokens whose release a caller made (FeatStream)
+	claimHeard  map[string]bool // the tokens whose claim's answer reached its caller (FeatStream)
 	// met holds, per do or batch caller, the keys a claim of its answered with a record.
 	met        map[*actor]map[string]bool
 	violations []Violation
@@ -183,6 +187,27 @@ func (l *ledger) init() {
 	l.byToken = make(map[string]*run)
 	l.keys = make(map[string]*keyState)
 	l.releasedTok = make(map[string]bool)
+	l.releaseSent = make(map[string]bool)
+	l.claimHeard = make(map[string]bool)
+}
+
+// claimAnswered notes that a claim of token reached its caller with the lease (granted,
+// or its own record met by a resend): only then does the caller know the lease it may
+// have to release.
+func (l *ledger) claimAnswered(token string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.claimHeard[token] = true
+}
+
+// releaseMade notes that a caller made a release of tokens, whether or not it is sent or
+// applies.
+func (l *ledger) releaseMade(tokens ...string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, t := range tokens {
+		l.releaseSent[t] = true
+	}
 }
 
 func (l *ledger) violate(inv, key, format string, args ...any) {

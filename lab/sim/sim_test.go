@@ -15,7 +15,7 @@ import (
 var (
 	flagSeed     = flag.Uint64("sim.seed", 0, "replay this one seed verbosely")
 	flagN        = flag.Int("sim.n", 0, "how many schedules TestSimulation runs (default 2000, 300 with -short; or IDEM_SIM_SCHEDULES)")
-	flagFeatures = flag.String("sim.features", "all", "the features schedules may use (see sim.ParseFeatures)")
+	flagFeatures = flag.String("sim.features", allBeforeStream, "the features schedules may use (see sim.ParseFeatures)")
 	flagList     = flag.Bool("sim.list", false, "log every violation on one line with its seed")
 )
 
@@ -137,81 +137,81 @@ var simulationSeeds = []struct {
 	//
 	// Release deleted the record, and with it the checkpoint of a handler that panicked
 	// (or failed) after recording it.
-	{5, "all", "c.checkpointLost.release", false},
+	{5, allBeforeStream, "c.checkpointLost.release", false},
 	{6, "do,checkpoint,panic", "c.checkpointLost.release", false},
 	// A takeover's claim response was lost; the SDK's resend met its own record, so the
 	// guard saw no previous record and forgot the checkpoint it took over.
-	{691, "all", "c.checkpointLost.resend", false},
+	{691, allBeforeStream, "c.checkpointLost.resend", false},
 	{259, "do,checkpoint,lost,crash", "c.checkpointLost.resend", false},
 	// A takeover's claim applied but its response was lost, so the guard never wrote the
 	// checkpoint it replaced back; the next owner missed it.
-	{646, "all", "c.checkpointLost.carry", false},
+	{646, allBeforeStream, "c.checkpointLost.carry", false},
 	// The lease capped by WithMaxLease ended before the first heartbeat.
-	{85, "all", "a.pastLease.heartbeatOverCap", false},
+	{85, allBeforeStream, "a.pastLease.heartbeatOverCap", false},
 	{51, "do,heartbeat,maxlease", "a.pastLease.heartbeatOverCap", false},
 	// Heartbeats failed (or came late); the handler was not cancelled and ran past its lease.
-	{162, "all", "a.pastLease.heartbeatFailed", false},
+	{162, allBeforeStream, "a.pastLease.heartbeatFailed", false},
 	{20, "do,heartbeat,fail,late", "a.pastLease.heartbeatFailed", false},
 	// WithMaxLease below the deadline, no heartbeat: the lease ended under a live context
 	// (fixed by the lease watchdog).
-	{100, "all", "a.pastLease.capped", false},
+	{100, allBeforeStream, "a.pastLease.capped", false},
 	// An sqs message finished after the early Settle; the invocation was killed at its
 	// deadline before the final Settle sent its outcome.
-	{332, "all", "a.lostOutcome", false},
+	{332, allBeforeStream, "a.lostOutcome", false},
 	// A batch outcome waited for Settle past its lease; another owner ran the key again.
-	{6235, "all", "a.outcomePastLease", false},
+	{6235, allBeforeStream, "a.outcomePastLease", false},
 	// Fail-open ran the handler on an ended context: a claim failed because the context
 	// ended; or (Do) it failed with a store error of its own after the deadline had passed
 	// (fixed: never fail open once the caller's context has ended).
-	{521, "all", "a.failOpenCancelled", false},
+	{521, allBeforeStream, "a.failOpenCancelled", false},
 	// An owner without a deadline, its clock behind, was taken over by a caller ahead
 	// within the lease margin while it still ran (fixed: such a lease is WithLease plus the
 	// margin, and the watchdog ends the handler's context after WithLease).
-	{3844, "all", "a.overlap", false},
+	{3844, allBeforeStream, "a.overlap", false},
 
 	// Found while triaging the ten on the fixed code. Library bugs:
 	//
 	// The heartbeat's first beat counted from the handler's start, not the claim: a batch
 	// request started late beat after its lease's point of loss, and the final call of a
 	// healthy store was cancelled (then with the no-deadline lease of WithLease alone).
-	{154, "all", "d.notSettled", false},
-	{195, "all", "d.notSettled", false},
-	{586, "all", "d.notSettled", false},
+	{154, allBeforeStream, "d.notSettled", false},
+	{195, allBeforeStream, "d.notSettled", false},
+	{586, allBeforeStream, "d.notSettled", false},
 	// The default logger formatted every record it discarded; the first loaded the time
 	// zone from disk, and that system call made the watchdog look quiet: the seed ran
 	// differently about once in forty (a.pastLease, d.stuck).
-	{31319, "all", "d.stuck", false},
+	{31319, allBeforeStream, "d.stuck", false},
 	//
 	// The simulation's model lagging the intended semantics (each fixed in lab/sim):
 	//
 	// A record kept in progress, lease ended, with the checkpoint of a request with another
 	// body holds its key against the canonical body (ErrPayloadMismatch).
-	{156, "all", "d.leftInProgress", false},
-	{953, "all", "d.leftInProgress", false},
-	{2316, "all", "d.notSettled", false},
+	{156, allBeforeStream, "d.leftInProgress", false},
+	{953, allBeforeStream, "d.leftInProgress", false},
+	{2316, allBeforeStream, "d.notSettled", false},
 	// ... judged when the final claim met it, not when the batch reported (it had expired).
-	{9908, "all", "d.notSettled", false},
+	{9908, allBeforeStream, "d.notSettled", false},
 	// Leases judged in true time, not on the owner's clock, which ran behind.
-	{430, "all", "a.pastLease.heartbeatFailed", false},
-	{6571, "all", "a.overlap", false},
+	{430, allBeforeStream, "a.pastLease.heartbeatFailed", false},
+	{6571, allBeforeStream, "a.overlap", false},
 	// A context ended at its deadline in true time, not when its skewed clock read it; an
 	// actor whose clock read its deadline at its start had a live context.
-	{83918, "all", "a.pastLease.capped", false},
+	{83918, allBeforeStream, "a.pastLease.capped", false},
 	// The simulated store ignored its context: a heartbeat's hung extension held the
 	// completion back until the invocation was killed.
-	{10970, "all", "a.lostOutcome", false},
+	{10970, allBeforeStream, "a.lostOutcome", false},
 	// An invocation whose clock ran behind by more than its SQS deadline margin was killed
 	// before its early Settle: beyond the tolerance, counted apart.
-	{29678, "all", "a.lostOutcome", false},
+	{29678, allBeforeStream, "a.lostOutcome", false},
 	// A replaced record's expiry judged in true time, not on the claimer's clock.
-	{14063, "all", "c.checkpointLost", false},
-	{106673, "all", "c.checkpointLost.carry", false},
-	{109170, "all", "c.checkpointLost", false},
+	{14063, allBeforeStream, "c.checkpointLost", false},
+	{106673, allBeforeStream, "c.checkpointLost.carry", false},
+	{109170, allBeforeStream, "c.checkpointLost", false},
 	// After an expiry an old checkpoint may be seen by every later owner, not only the
 	// first: a claim read a record in progress, which then completed and expired on the
 	// claimer's clock (skews 2.7 s apart, expiry 2 s), and carried its checkpoint into the
 	// new window.
-	{488336, "all", "c.checkpointLost", false},
+	{488336, allBeforeStream, "c.checkpointLost", false},
 	// Two claims applied at one instant: the later taken for the earlier.
 	{117617, "do,heartbeat,maxlease,skew", "a.overlap", false},
 	{141251, "do,heartbeat,maxlease,skew", "a.overlap", false},
@@ -221,23 +221,23 @@ var simulationSeeds = []struct {
 	// Settle sent the batch's plain completions, then, once their (late) answer came, the
 	// completions with attached writes (BatchAttachStore): the invocation was killed, or the
 	// lease taken over, before the second call went out. Both are now sent at once.
-	{532448187289, "all", "a.lostOutcome", false},
-	{532448238908, "all", "a.lostOutcome", false},
-	{532448314735, "all", "a.outcomePastLease", false},
+	{532448187289, allBeforeStream, "a.lostOutcome", false},
+	{532448238908, allBeforeStream, "a.lostOutcome", false},
+	{532448314735, allBeforeStream, "a.outcomePastLease", false},
 	// Found once handlers could stall (FeatPause), the model lagging again: a stall drawn
 	// longer than the step budget allows beats of a heartbeat clamped to 500 µs (now at
 	// most a hundred beats long); a run taken over from a clock beyond the tolerance, whose
 	// taker then released the key, counted as overlapping a later claim from its own
 	// clock (now counted apart, as the takeover was).
 	// (Found before FeatClockStep, whose draws change schedules with every feature.)
-	{10014, "all,-clockstep", "d.stuck", false},
-	{103051, "all,-clockstep", "a.overlap", false},
-	{114778, "all,-clockstep", "a.overlap", false},
-	{217956, "all,-clockstep", "a.overlap", false},
+	{10014, "all,-clockstep,-stream", "d.stuck", false},
+	{103051, "all,-clockstep,-stream", "a.overlap", false},
+	{114778, "all,-clockstep,-stream", "a.overlap", false},
+	{217956, "all,-clockstep,-stream", "a.overlap", false},
 	// A claimer whose clock stepped back right after its claim judged by its new reading,
 	// within the tolerance, not by the one it claimed with, beyond it (FeatClockStep).
-	{325481, "all", "a.overlap", false},
-	{302188, "all", "a.outcomePastLease", false},
+	{325481, allBeforeStream, "a.overlap", false},
+	{302188, allBeforeStream, "a.outcomePastLease", false},
 
 	// Issue 22, found once the simulation delivered requests late (FeatDelay), on the code
 	// before the fixes of its items 1 and 2; each broke its class then and passes since.
@@ -246,18 +246,18 @@ var simulationSeeds = []struct {
 	//
 	// Item 1: an extension's first attempt landed after a later extension and moved the
 	// stored lease end back below the end the watchdog counts on ...
-	{440, "all", "a.leaseShortened", false},
+	{440, allBeforeStream, "a.leaseShortened", false},
 	{109, "do,heartbeat,delay,pause", "a.leaseShortened", false},
 	// ... and a second caller claimed the key at the shortened end and ran while the
 	// owner's handler, stalled, had a live context: the double execution.
-	{153911, "all", "a.overlap", false},
+	{153911, allBeforeStream, "a.overlap", false},
 	// Item 2: Checkpoint("a")'s first attempt landed after Checkpoint("b") was
 	// acknowledged: the record held "a", and a new owner would have resumed from it.
-	{125, "all", "c.checkpointLost.late", false},
+	{125, allBeforeStream, "c.checkpointLost.late", false},
 	{188, "do,checkpoint,delay", "c.checkpointLost.late", false},
 	// Item 18: a claim's first attempt landed after its run failed and released the key,
 	// and held it in progress for no one until its lease ended.
-	{186, "all", "d.heldByNobody", false},
+	{186, allBeforeStream, "d.heldByNobody", false},
 	{334, "do,error,delay", "d.heldByNobody", false},
 
 	// Found by `idemsim -start=1000000 -time=10m -features=all`, the model judging clocks
@@ -265,25 +265,25 @@ var simulationSeeds = []struct {
 	// before its clock stepped back 2.26 s, applied after a stalled request, judged by the
 	// stepped clock (within the tolerance of the owner's) and not by the time it carried
 	// (2.26 s ahead of the owner's, beyond the margin): now by the time it carried.
-	{1548572, "all", "a.overlap", false},
+	{1548572, allBeforeStream, "a.overlap", false},
 	// A claim's first attempt, stamped before its clock stepped back 3.09 s, landed after
 	// its own run completed with a 2 s expiry: by the time it carried the record had
 	// expired, and a claim of an expired key holds it for no one as any orphan does.
-	{1237895, "all", "d.heldByNobody", false},
+	{1237895, allBeforeStream, "d.heldByNobody", false},
 	// Item 18's documented residual (knownOpen): a claim sent in the instant of a later
 	// release of the same key (a batch's duplicate message claimed and released it again)
 	// lands after it and takes the tombstone over. 2119186 is the one violation of
 	// `idemsim -start=2000000 -time=3m -features=all` (719,310 schedules).
-	{1262064, "all", "d.heldByNobody", true},
-	{2119186, "all", "d.heldByNobody", true},
+	{1262064, allBeforeStream, "d.heldByNobody", true},
+	{2119186, allBeforeStream, "d.heldByNobody", true},
 	// The same instant again, from the 10-minute runs at the end of issue 22
 	// (`idemsim -start=3000000` and `-start=5000000`, -time=10m -features=all).
-	{3608740, "all", "d.heldByNobody", true},
-	{6251069, "all", "d.heldByNobody", true},
+	{3608740, allBeforeStream, "d.heldByNobody", true},
+	{6251069, allBeforeStream, "d.heldByNobody", true},
 	// RELIABILITY.md's other documented residual, the late claim from a clock ahead of the
 	// releaser's: here the releaser's clock stepped back by 1.45 s after the claim was
 	// stamped (FeatClockStep), so the claim's now is past the tombstone's lease end.
-	{5098760, "all", "d.heldByNobody", true},
+	{5098760, allBeforeStream, "d.heldByNobody", true},
 	// The same instant once more, found by review 7: a batch's claim, resent, sent at the
 	// instant its own run released the key and another batch claimed and released it
 	// again, lands after both releases.
@@ -304,17 +304,55 @@ var simulationSeeds = []struct {
 	// record over: the claim step published the record it met to the batch only once its
 	// takeover claim returned (root test TestBatchFailOpenRefusedWhileATakeoverClaimsAgain);
 	// the first seed of `idemsim -start=12000000 -time=5m -features=all` with this class.
-	{12102926, "all", "a.failOpenAfterMet", false},
+	{12102926, allBeforeStream, "a.failOpenAfterMet", false},
 	// The model lagging (fixed in lab/sim): an SQS invocation's clock stepped back after
 	// its start, before the wrapper armed its settle timer; the model lowered the default
 	// deadline margin from the time left on the stepped clock, the wrapper from the time
 	// left at its start (found by the same run).
-	{8016189, "all", "a.lostOutcome", false},
+	{8016189, allBeforeStream, "a.lostOutcome", false},
 	// The model lagging again (fixed in lab/sim): a batch caller held two leases of one key,
 	// one per body, and the ledger gave each handler the other's lease (found by
 	// `idemsim -start=15000000 -time=5m -features=all`).
-	{15045466, "all", "b.answerNotRecorded", false},
+	{15045466, allBeforeStream, "b.answerNotRecorded", false},
+
+	// Issue 24 item 7, the stream (FeatStream), from `idemsim -features=all` runs of 10
+	// minutes (RELIABILITY.md). Item 18's residual of the same instant again: a duplicate
+	// invocation's batch claim, resent, was stamped at 0.329 s, its first attempt delayed;
+	// it released the key at once (its group stopped), the first invocation claimed it
+	// over the tombstone and released it with a request stamped at 0.329 s too (it landed
+	// at 0.351 s), and the first attempt landed at 0.383 s, its now not before the
+	// tombstone's lease end (`-start=20000000`, at b7e4b92).
+	{20062568, "all", "d.heldByNobody", true},
+	// RELIABILITY.md's other residual, the late claim from a clock ahead of the
+	// releaser's: a duplicate's batch claim, stamped at 1.135 s, its first attempt
+	// delayed; its container's clock then stepped back 0.48 s, and the retry on that
+	// container claimed and released the key at 1.400 s true time, its tombstone's lease
+	// ending at 0.919 s on the stepped clock, before the late claim's now; it landed at
+	// 1.403 s (`-start=30000000`).
+	{30038571, "all", "d.heldByNobody", true},
+	// The same, with the stream alone (`-start=40000000 -features=all,-do,-batch,-sqs,
+	// -fifo,-http`): a claim stamped at 3.974 s, its first attempt delayed; its
+	// container's clock stepped back 0.17 s at 3.978 s; a retry there claimed and released
+	// the key at 4.007 s (3.838 s on the stepped clock); the late claim landed at 6.252 s.
+	{40028991, streamAlone, "d.heldByNobody", true},
+	// The 10 minutes of `-start=50000000 -features=all` on the final code found the two
+	// residuals in batch callers: the same instant (a batch's claim resent at 1.959 s, its
+	// run and another request's released by 1.959 s, the first attempt landing at
+	// 1.978 s) ...
+	{50199396, "all", "d.heldByNobody", true},
+	// ... and the clock ahead (a batch claim stamped at 1.134 s on a clock 0.69 s ahead,
+	// which stepped back to 0.15 s behind; the key released at 1.211 s, 1.057 s on that
+	// clock; the late claim landed at 1.242 s).
+	{50306791, "all", "d.heldByNobody", true},
 }
+
+// streamAlone is every feature but the kinds of caller other than the stream.
+const streamAlone = "all,-do,-batch,-sqs,-fifo,-http"
+
+// allBeforeStream is every feature but FeatStream: the seeds found before the stream
+// existed replay as they ran then (the stream's shards add actors, whose steps change the
+// rest of a schedule).
+const allBeforeStream = "all,-stream"
 
 // batchHoles is the feature set that found review 6's batch holes on the code before
 // their fixes.
@@ -360,6 +398,11 @@ func TestSimulationCatchesMutants(t *testing.T) {
 		// The stores' behaviour before the fixes of issue 22 items 1 and 2.
 		{"extend-any-end", "do,heartbeat,delay,pause", []string{"a.leaseShortened"}, 1500},
 		{"checkpoint-any-order", "do,checkpoint,delay", []string{"c.checkpointLost.late"}, 2000},
+		// A stream consumer that breaks the checkpoint rule (FeatStream).
+		{"complete-lies", "stream", []string{"g.checkpointPassed", "g.order"}, 0},
+		{"stream-unordered", "stream,error", []string{"g.order"}, 0},
+		{"stream-reports-last", "stream,error", []string{"g.checkpointPassed"}, 0},
+		{"release-many-skipped", "stream,error,batchstore", []string{"g.unstartedHeld"}, 0},
 	} {
 		t.Run(tc.mutant+"/"+tc.features, func(t *testing.T) {
 			f, err := sim.ParseFeatures(tc.features)

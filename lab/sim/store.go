@@ -54,6 +54,9 @@ const (
 	mutantExtendAnyEnd = "extend-any-end"
 	// A checkpoint overwrites whatever the record holds, even a later one.
 	mutantCheckpointAnyOrder = "checkpoint-any-order"
+	// A batch release answers nil without being sent: as a caller that never releases
+	// the claims it did not start.
+	mutantReleaseManySkipped = "release-many-skipped"
 
 	// Not bugs: the semantics issue 22 items 1 and 2 ask of every store, for the test that
 	// the invariants hold them (no false alarm).
@@ -214,6 +217,9 @@ func (s *store) Claim(ctx context.Context, rec *idemstore.Record, now time.Time)
 		return nil, false, err
 	}
 	c := res.(claimAnswer)
+	if c.err == nil && (c.claimed || c.prev != nil && c.prev.LeaseToken == rec.LeaseToken) {
+		s.w.led.claimAnswered(rec.LeaseToken)
+	}
 	if c.prev != nil || c.claimed {
 		s.w.led.metRecord(actorOf(ctx), rec.Key)
 	}
@@ -265,6 +271,7 @@ func (s *store) Complete(ctx context.Context, rec *idemstore.Record, attached []
 
 // Release implements idemstore.Store.
 func (s *store) Release(ctx context.Context, key, token string, now time.Time) error {
+	s.w.led.releaseMade(token)
 	res, err := s.send(ctx, "release", s.name(key), func(ctx context.Context, _ attempt, _ []bool) any {
 		err := s.mem.Release(ctx, key, token, now)
 		s.w.led.released(s.w, key, token, err)
@@ -399,6 +406,9 @@ func (s *batchStore) ClaimMany(ctx context.Context, recs []*idemstore.Record, no
 	}
 	out := res.([]idemstore.ClaimResult)
 	for i, r := range out {
+		if r.Err == nil && (r.Claimed || r.Prev != nil && r.Prev.LeaseToken == recs[i].LeaseToken) {
+			s.w.led.claimAnswered(recs[i].LeaseToken)
+		}
 		if r.Prev != nil || r.Claimed {
 			s.w.led.metRecord(actorOf(ctx), recs[i].Key)
 		}
@@ -483,7 +493,11 @@ func (s *batchStore) completeMany(ctx context.Context, op string, recs []*idemst
 
 // ReleaseMany implements idemstore.BatchStore: one request for the whole batch.
 func (s *batchStore) ReleaseMany(ctx context.Context, keys, tokens []string, now time.Time) []error {
+	if s.mutant == mutantReleaseManySkipped {
+		return make([]error, len(keys))
+	}
 	keys, tokens = slices.Clone(keys), slices.Clone(tokens)
+	s.w.led.releaseMade(tokens...)
 	res, err := s.send(ctx, "releaseMany", s.names(keys), func(ctx context.Context, _ attempt, fail []bool) any {
 		out := fill(len(keys), errInjected)
 		sub := subset(fail, len(keys))

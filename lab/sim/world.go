@@ -113,6 +113,7 @@ type world struct {
 	// own, so that schedules without them stay as they were.
 	lrng *rand.Rand
 	brng *rand.Rand // the same, for FeatBatchMix
+	srng *rand.Rand // the same, for FeatStream
 	p    profile
 
 	mu       sync.Mutex // guards what goroutines under test touch
@@ -134,6 +135,8 @@ type world struct {
 	keyNames map[string]string // stored key → short name
 	allKeys  []*keyInfo
 	queue    []*message // the SQS queue's messages
+	shards   []*shard   // the stream's shards (FeatStream)
+	streamC  []*container
 	finalC   *container // the final phase's container: no skew
 	led      ledger
 
@@ -721,6 +724,7 @@ func (w *world) live() bool {
 func (w *world) schedule() {
 	for {
 		w.quiesce()
+		w.esmTick()
 		if w.steps >= w.cfg.maxSteps() {
 			w.logf("step budget of %d spent", w.cfg.maxSteps())
 			w.stuck = true

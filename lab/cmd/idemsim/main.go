@@ -52,6 +52,7 @@ func main() {
 	var (
 		n, violations, failed int
 		differ                int
+		streams               int // schedules with a stream
 		first                 = map[string]uint64{}
 		count                 = map[string]int{}
 		total                 sim.Stats
@@ -75,6 +76,10 @@ func main() {
 		total.Unguarded += r.Stats.Unguarded
 		total.Orphans += r.Stats.Orphans
 		total.Collisions += r.Stats.Collisions
+		total.StreamInvocations += r.Stats.StreamInvocations
+		if r.Stats.StreamInvocations > 0 {
+			streams++
+		}
 		if !r.Failed() {
 			continue
 		}
@@ -94,7 +99,7 @@ func main() {
 		fmt.Printf("seed %d: %s\n", s, strings.Join(classes, " "))
 	}
 	elapsed := time.Since(began)
-	fmt.Printf("%.0f schedules/s; %d schedules failed; stats %+v\n", float64(n)/elapsed.Seconds(), failed, total)
+	fmt.Printf("%.0f schedules/s; %d schedules failed; %d with a stream; stats %+v\n", float64(n)/elapsed.Seconds(), failed, streams, total)
 	if *twice {
 		fmt.Printf("determinism: %d of %d seeds ran differently twice\n", differ, n)
 	}
