@@ -1,0 +1,105 @@
+package rabbitconsumer_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore/storetest"
+	"github.com/idemkit/idem/memstore"
+	"github.com/idemkit/idem/rabbitconsumer"
+)
+
+// Review 14. Under the DeadLetter policy, a handler that stops because idem ended its
+// context (its lease could not be kept: the store refused the heartbeat's extensions for a
+// moment) is not a failed handler: nothing took the key over, the handler did what New asks
+// ("fn should honour its context: it ends when the lease is lost") and a redelivery would
+// succeed. The package promises that a lost lease requeues ("a lease taken over: held ...
+// then nacked with requeue, never run, never acked"), as it requeues a handler whose
+// context ended because the consumer stopped.
+//
+// Schedule:
+//  1. The consumer claims "pay-1" and its handler starts; the store refuses every Extend
+//     (throttled), so the watchdog ends the handler's context, cause idem.ErrLeaseLost.
+//  2. The handler returns context.Cause(ctx); the guard releases the key and reports the
+//     handler's own error, so the batch outcome is ReasonHandler.
+//  3. settlement maps ReasonHandler under DeadLetter to deadLetter: the message is nacked
+//     without requeue. With a dead-letter exchange it is parked; without one (the broker's
+//     default) it is dropped: a transient store blip lost the message, which never ran to
+//     completion and has no stored result.
+func TestReview14_LeaseLostHandlerIsNotDeadLettered(t *testing.T) {
+	queue, dlq := declare(t)
+	store := storetest.NewFaulty(memstore.New())
+	store.Fail("extend", errors.New("throttled"), false)
+	fx := newEffects()
+	var seen batches
+	guard := newGuard(t, store, idem.WithLease(time.Second), idem.WithLeaseMargin(200*time.Millisecond),
+		idem.WithHeartbeat(300*time.Millisecond), idem.WithHooks(seen.hooks()))
+	c, err := rabbitconsumer.New(guard, queue, func(ctx context.Context, d amqp.Delivery) error {
+		fx.start(d.MessageId)
+		if fx.started(d.MessageId) == 1 {
+			<-ctx.Done() // the lease could not be extended
+			store.Fail("extend", nil, false)
+			return context.Cause(ctx)
+		}
+		fx.add(d.MessageId)
+		return nil
+	}, rabbitconsumer.WithFailurePolicy(rabbitconsumer.DeadLetter), rabbitconsumer.WithRequeueDelay(50*time.Millisecond))
+	require.NoError(t, err)
+	publish(t, queue, message("pay-1"))
+	_, stop := consume(t, c)
+	eventually(t, time.Minute, func() bool { return fx.get("pay-1") == 1 || ready(t, dlq) == 1 },
+		"the message runs again or is dead-lettered")
+	stop()
+	for _, it := range seen.failed("handler") {
+		t.Logf("outcome: reason %s, error %v (lease lost: %v)", it.Reason, it.Err, errors.Is(it.Err, idem.ErrLeaseLost))
+	}
+	assert.Zero(t, ready(t, dlq), "dead-lettered (dropped without a DLX) after its lease was lost")
+	assert.Equal(t, 1, fx.get("pay-1"), "the message never ran to completion")
+	drained(t, queue)
+}
+
+// Review 14. The same without a heartbeat: the guard's lease watchdog ends the handler's
+// context once its lease (WithLease) runs out, cause idem.ErrLeaseLost, so that it never
+// runs beside the key's next owner. A handler that honours it is dead-lettered under the
+// DeadLetter policy, though nothing failed but time.
+//
+// Schedule:
+//  1. The consumer claims "job-1" with a 1 s lease (no deadline, no heartbeat); the handler
+//     runs past the lease end less the margin, and the watchdog ends its context.
+//  2. It returns context.Cause(ctx) (wrapping idem.ErrLeaseLost); the key is released and
+//     the outcome is ReasonHandler.
+//  3. DeadLetter policy: nacked without requeue, dropped without a DLX. The work was never
+//     done and nothing records it.
+func TestReview14_LeaseRanOutHandlerIsNotDeadLettered(t *testing.T) {
+	queue, dlq := declare(t)
+	fx := newEffects()
+	guard := newGuard(t, memstore.New(), idem.WithLease(time.Second), idem.WithLeaseMargin(200*time.Millisecond))
+	c, err := rabbitconsumer.New(guard, queue, func(ctx context.Context, d amqp.Delivery) error {
+		fx.start(d.MessageId)
+		if fx.started(d.MessageId) == 1 {
+			<-ctx.Done() // the lease ran out
+			if !errors.Is(context.Cause(ctx), idem.ErrLeaseLost) {
+				return errors.New("context ended for another cause")
+			}
+			return context.Cause(ctx)
+		}
+		fx.add(d.MessageId)
+		return nil
+	}, rabbitconsumer.WithFailurePolicy(rabbitconsumer.DeadLetter), rabbitconsumer.WithRequeueDelay(50*time.Millisecond))
+	require.NoError(t, err)
+	publish(t, queue, message("job-1"))
+	_, stop := consume(t, c)
+	eventually(t, time.Minute, func() bool { return fx.get("job-1") == 1 || ready(t, dlq) == 1 },
+		"the message runs again or is dead-lettered")
+	stop()
+	assert.Zero(t, ready(t, dlq), "dead-lettered (dropped without a DLX) after its lease ran out")
+	assert.Equal(t, 1, fx.get("job-1"), "the message never ran to completion")
+	drained(t, queue)
+}
