@@ -103,3 +103,40 @@ func TestReview14_LeaseRanOutHandlerIsNotDeadLettered(t *testing.T) {
 	assert.Equal(t, 1, fx.get("job-1"), "the message never ran to completion")
 	drained(t, queue)
 }
+
+// Review 14. WithBatchDeadline gives a batch a deadline "as a Lambda invocation has one",
+// and ends each handler's context at it. A handler that honours its context and stops at the
+// deadline is cut off by the consumer's own setting, as one stopped with the consumer is; in
+// Lambda the invocation would time out and the source deliver the message again. Under the
+// DeadLetter policy the consumer dead-letters it instead: dropped without a DLX, though it
+// never failed on its own.
+//
+// Schedule:
+//  1. WithBatchDeadline(1 s): the batch's context ends 1 s after it starts; the handler of
+//     "slow-1" waits for its context, which ends with context.DeadlineExceeded.
+//  2. It returns ctx.Err(); the key is released; the outcome is ReasonHandler.
+//  3. settlement: ReasonHandler under DeadLetter is deadLetter, and stopped is false (the
+//     consumer did not stop), so the message is nacked without requeue.
+func TestReview14_BatchDeadlineCutOffIsNotDeadLettered(t *testing.T) {
+	queue, dlq := declare(t)
+	fx := newEffects()
+	c, err := rabbitconsumer.New(newGuard(t, memstore.New()), queue, func(ctx context.Context, d amqp.Delivery) error {
+		fx.start(d.MessageId)
+		if fx.started(d.MessageId) == 1 {
+			<-ctx.Done() // the batch deadline
+			return ctx.Err()
+		}
+		fx.add(d.MessageId)
+		return nil
+	}, rabbitconsumer.WithBatchDeadline(time.Second), rabbitconsumer.WithFailurePolicy(rabbitconsumer.DeadLetter),
+		rabbitconsumer.WithRequeueDelay(50*time.Millisecond))
+	require.NoError(t, err)
+	publish(t, queue, message("slow-1"))
+	_, stop := consume(t, c)
+	eventually(t, time.Minute, func() bool { return fx.get("slow-1") == 1 || ready(t, dlq) == 1 },
+		"the message runs again or is dead-lettered")
+	stop()
+	assert.Zero(t, ready(t, dlq), "dead-lettered (dropped without a DLX) when the batch deadline cut its handler off")
+	assert.Equal(t, 1, fx.get("slow-1"), "the message never ran to completion")
+	drained(t, queue)
+}
