@@ -140,3 +140,55 @@ func TestReview14_BatchDeadlineCutOffIsNotDeadLettered(t *testing.T) {
 	assert.Equal(t, 1, fx.get("slow-1"), "the message never ran to completion")
 	drained(t, queue)
 }
+
+// Review 14. The Requeue policy's documentation tells a user to bound a message that always
+// fails with a quorum queue's delivery limit (x-delivery-limit). But the consumer requeues
+// with the same nack a message that may succeed later (the store down, its key in flight in
+// another consumer, its lease taken over), and the broker counts every such nack against the
+// limit. A store outage longer than limit × WithRequeueDelay (20 × 1 s by default on
+// RabbitMQ 4, whose quorum queues default to a limit of 20) dead-letters every message in
+// hand, and drops it when the queue has no dead-letter exchange: messages lost for a
+// transient cause, though the package promises they are "never run, never acknowledged, so
+// [they come] back once ... the store is back". The same holds for a message whose key runs
+// long in another consumer (a redelivery after a lost connection): if that run then fails,
+// the message is gone.
+//
+// Schedule (quorum queue, x-delivery-limit 3, DLX to <queue>.dlq):
+//  1. The store refuses every claim (idem.ErrStore). The consumer receives "a", the claim
+//     fails, the outcome is ReasonStore, and it nacks "a" with requeue after the delay.
+//  2. The broker counts the nack; steps 1 and 2 repeat.
+//  3. After the third nack the broker dead-letters "a" instead of delivering it again.
+//  4. The store comes back; "a" never runs.
+func TestReview14_TransientRequeuesSpendTheDeliveryLimit(t *testing.T) {
+	const limit = 3
+	_, ch := channel(t)
+	queue := queueName(t)
+	dlq := queue + ".dlq"
+	_, err := ch.QueueDeclare(dlq, true, false, false, false, nil)
+	require.NoError(t, err)
+	_, err = ch.QueueDeclare(queue, true, false, false, false, amqp.Table{
+		"x-queue-type": "quorum", "x-delivery-limit": limit,
+		"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq,
+	})
+	require.NoError(t, err)
+
+	store := storetest.NewFaulty(memstore.New())
+	store.Fail("claim", errors.New("connection refused"), false)
+	var seen batches
+	fx := newEffects()
+	c, err := rabbitconsumer.New(newGuard(t, store, idem.WithHooks(seen.hooks())), queue, func(_ context.Context, d amqp.Delivery) error {
+		fx.add(d.MessageId)
+		return nil
+	}, rabbitconsumer.WithRequeueDelay(50*time.Millisecond))
+	require.NoError(t, err)
+	publish(t, queue, message("a"))
+	_, stop := consume(t, c)
+	eventually(t, time.Minute, func() bool { return len(seen.failed("store")) > 2*limit || ready(t, dlq) == 1 },
+		"the store outage outlasts the delivery limit")
+	store.Fail("claim", nil, false) // the store is back
+	eventually(t, time.Minute, func() bool { return fx.get("a") == 1 || ready(t, dlq) == 1 },
+		"the message runs or is dead-lettered")
+	stop()
+	assert.Zero(t, ready(t, dlq), "dead-lettered (dropped without a DLX) by a store outage, never run")
+	assert.Equal(t, 1, fx.get("a"), "the message never ran")
+}
