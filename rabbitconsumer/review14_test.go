@@ -192,3 +192,44 @@ func TestReview14_TransientRequeuesSpendTheDeliveryLimit(t *testing.T) {
 	assert.Zero(t, ready(t, dlq), "dead-lettered (dropped without a DLX) by a store outage, never run")
 	assert.Equal(t, 1, fx.get("a"), "the message never ran")
 }
+
+// Review 14, coverage (passes on main). A message published twice with one message ID and
+// one body, both in hand: when the handler succeeds it runs once and both are acknowledged;
+// when it fails under DeadLetter both deliveries are dead-lettered, and a copy in the same
+// batch shares its original's failure without running.
+func TestReview14_SameIDTwiceInHand(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		t.Run(map[bool]string{false: "succeeds", true: "fails"}[fail], func(t *testing.T) {
+			queue, dlq := declare(t)
+			publish(t, queue, message("twice"), message("twice"))
+			fx := newEffects()
+			var seen batches
+			c, err := rabbitconsumer.New(newGuard(t, memstore.New(), idem.WithHooks(seen.hooks())), queue,
+				func(_ context.Context, d amqp.Delivery) error {
+					fx.start(d.MessageId)
+					if fail {
+						return errors.New("declined")
+					}
+					fx.add(d.MessageId)
+					return nil
+				}, rabbitconsumer.WithPrefetch(2), rabbitconsumer.WithFailurePolicy(rabbitconsumer.DeadLetter),
+				rabbitconsumer.WithRequeueDelay(50*time.Millisecond))
+			require.NoError(t, err)
+			_, stop := consume(t, c)
+			if fail {
+				eventually(t, time.Minute, func() bool { return ready(t, dlq) == 2 }, "both dead-lettered")
+			} else {
+				eventually(t, time.Minute, func() bool { return seen.settled() == 2 }, "both acknowledged")
+			}
+			stop()
+			drained(t, queue)
+			if !fail {
+				assert.Equal(t, 1, fx.started("twice"), "the handler ran for each copy")
+				return
+			}
+			// In one batch the copy shares its original's failure without running; in two,
+			// the first failure released the key and the second copy runs on its own.
+			assert.Equal(t, 2-len(seen.failed("duplicate_failed")), fx.started("twice"))
+		})
+	}
+}
