@@ -3,6 +3,7 @@ package rabbitconsumer_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -232,4 +233,38 @@ func TestReview14_SameIDTwiceInHand(t *testing.T) {
 			assert.Equal(t, 2-len(seen.failed("duplicate_failed")), fx.started("twice"))
 		})
 	}
+}
+
+// Review 14 (low severity). settlement dead-letters any outcome whose error wraps
+// idem.ErrPayloadMismatch, before it looks at the reason or the failure policy. A handler
+// that itself uses idem for a step of its own (a nested guard, a guarded downstream call)
+// and returns that step's error fails with ReasonHandler, but is dead-lettered under the
+// default Requeue policy, which promises a failed handler's message runs again; without a
+// DLX it is dropped.
+//
+// Schedule:
+//  1. The handler of "n-1" returns fmt.Errorf("reserve stock: %w", idem.ErrPayloadMismatch)
+//     (a downstream guarded call it made met another body under its key).
+//  2. The guard releases the key; the outcome is ReasonHandler, its error the handler's.
+//  3. settlement: errors.Is(o.Err, idem.ErrPayloadMismatch) comes first: deadLetter.
+func TestReview14_HandlerErrorWrappingMismatchFollowsPolicy(t *testing.T) {
+	queue, dlq := declare(t)
+	fx := newEffects()
+	c, err := rabbitconsumer.New(newGuard(t, memstore.New()), queue, func(_ context.Context, d amqp.Delivery) error {
+		fx.start(d.MessageId)
+		if fx.started(d.MessageId) == 1 {
+			return fmt.Errorf("reserve stock: %w", idem.ErrPayloadMismatch)
+		}
+		fx.add(d.MessageId)
+		return nil
+	}, rabbitconsumer.WithRequeueDelay(50*time.Millisecond)) // the default policy: Requeue
+	require.NoError(t, err)
+	publish(t, queue, message("n-1"))
+	_, stop := consume(t, c)
+	eventually(t, time.Minute, func() bool { return fx.get("n-1") == 1 || ready(t, dlq) == 1 },
+		"the message runs again or is dead-lettered")
+	stop()
+	assert.Zero(t, ready(t, dlq), "a handler failure dead-lettered under the Requeue policy")
+	assert.Equal(t, 1, fx.get("n-1"))
+	drained(t, queue)
 }
