@@ -45,7 +45,8 @@ type Consumer struct {
 // invalid settings return an error wrapping idem.ErrInvalidOption that names the option.
 //
 // The Consumer takes from guard its clock, its logger (a summary line per batch of
-// deliveries, a line per failed message with its message ID, never its key or body) and
+// deliveries, a line per failed or dead-lettered message with its message ID and stored
+// key, never its body; the message ID is the key itself when the key defaults to it) and
 // its hooks (OnBatch gets each batch with the message IDs as item IDs).
 func New(guard *idem.Guard, queue string, fn func(context.Context, amqp.Delivery) error, opts ...Option) (*Consumer, error) {
 	if guard == nil {
@@ -120,7 +121,8 @@ func (c *Consumer) dialAndConsume(ctx context.Context, url string) (consumed boo
 	return c.consume(ctx, ch)
 }
 
-// Consume consumes the queue on ch until ctx ends or ch closes. It sets ch's prefetch
+// Consume consumes the queue on ch until ctx ends or ch closes. It puts ch in confirm mode
+// (the consumer publishes the copies that put messages back on it), sets ch's prefetch
 // ([WithPrefetch]) and subscribes without auto-acknowledgement. Each time deliveries
 // arrive it takes those in hand as one batch through the batch engine, alongside the
 // batches still running, so as many handlers run at once as the prefetch lets the broker
@@ -130,19 +132,22 @@ func (c *Consumer) dialAndConsume(ctx context.Context, url string) (consumed boo
 //   - ran, replayed (its key completed before) or a duplicate of another in the batch:
 //     acknowledged;
 //   - its key in flight in another consumer (idem.ErrInProgress), a store failure
-//     (idem.ErrStore), a lease taken over: held unacknowledged for the requeue delay
-//     ([WithRequeueDelay]), then nacked with requeue, so it comes back once the other run
-//     has finished (and replays) or the store is back;
+//     (idem.ErrStore), a lease taken over, or its handler cut off (its context ended by a
+//     lost lease, the batch deadline or the consumer stopping): held unacknowledged for the
+//     requeue delay ([WithRequeueDelay]), then put back: a copy is published to the queue,
+//     confirmed, and the original acknowledged, so that a quorum queue's delivery limit is
+//     not spent (see the package documentation);
 //   - its handler failed or panicked: as the failure policy says ([WithFailurePolicy]);
-//   - no key ([ErrMissingKey]), or a key used before with another body: nacked without
-//     requeue (dead-lettered), with a WARN line saying why; it never runs unguarded.
+//   - no key ([ErrMissingKey]), a key used before with another body, or a failure the
+//     guard remembers (idem.ErrFailed): nacked without requeue (dead-lettered), with a
+//     WARN line saying why; it never runs unguarded.
 //
 // When ctx ends, Consume cancels the subscription; the handlers running see their context
 // end, the batches' outcomes are still recorded, and the messages that did not succeed are
-// nacked with requeue at once. It returns nil then, or an error wrapping
-// [ErrChannelClosed] when ch closed (the caller opens another), or
-// [ErrConsumerCancelled] when the broker cancelled the subscription (the queue was
-// deleted). The caller closes ch afterwards.
+// put back (or, for a handler failure, nacked with requeue) at once. It returns nil then
+// (also when ctx has ended before it is called), or an error wrapping [ErrChannelClosed]
+// when ch closed (the caller opens another), or [ErrConsumerCancelled] when the broker
+// cancelled the subscription (the queue was deleted). The caller closes ch afterwards.
 func (c *Consumer) Consume(ctx context.Context, ch *amqp.Channel) error {
 	_, err := c.consume(ctx, ch)
 	return err
@@ -150,6 +155,10 @@ func (c *Consumer) Consume(ctx context.Context, ch *amqp.Channel) error {
 
 func (c *Consumer) consume(ctx context.Context, ch *amqp.Channel) (consumed bool, err error) {
 	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
+	// Messages that may pass later are put back by publishing a copy, confirmed.
+	if err := ch.Confirm(false); err != nil {
+		return false, fmt.Errorf("rabbitconsumer: confirm mode: %w", err)
+	}
 	if err := ch.Qos(c.cfg.prefetch, 0, false); err != nil {
 		return false, fmt.Errorf("rabbitconsumer: qos: %w", err)
 	}
@@ -187,7 +196,7 @@ func (c *Consumer) consume(ctx context.Context, ch *amqp.Channel) (consumed bool
 		running.Add(1)
 		go func() {
 			defer running.Done()
-			c.process(ctx, ds, &held)
+			c.process(ctx, ch, ds, &held)
 		}()
 	}
 	switch {
@@ -238,9 +247,11 @@ func cutOff(ctx context.Context) bool {
 }
 
 // process runs one batch of deliveries and settles each one with the broker.
-func (c *Consumer) process(ctx context.Context, ds []amqp.Delivery, held *sync.WaitGroup) {
+func (c *Consumer) process(ctx context.Context, ch *amqp.Channel, ds []amqp.Delivery, held *sync.WaitGroup) {
 	items := make([]batch.Item, len(ds))
 	for i, d := range ds {
+		d = restored(d)
+		ds[i] = d
 		key, err := c.keyOf(d)
 		items[i] = batch.Item{ID: itemID(d), Key: key, Fingerprint: d.Body, Err: err}
 	}
@@ -290,15 +301,21 @@ func (c *Consumer) process(ctx context.Context, ds []amqp.Delivery, held *sync.W
 			err = d.Nack(false, true)
 		case retry, putBack:
 			held.Add(1)
-			go func() {
+			go func(kind settlement) {
 				defer held.Done()
-				select {
-				case <-c.clock.After(c.cfg.requeueDelay):
-				case <-ctx.Done():
+				if !stopped {
+					select {
+					case <-c.clock.After(c.cfg.requeueDelay):
+					case <-ctx.Done():
+					}
 				}
 				// A failure here means the channel closed: the broker requeues it then.
-				_ = d.Nack(false, true)
-			}()
+				if kind == putBack {
+					_ = c.putBack(ctx, ch, d)
+				} else {
+					_ = d.Nack(false, true)
+				}
+			}(kinds[i])
 		}
 		if err != nil {
 			failed++
@@ -347,8 +364,8 @@ const (
 	retry
 	// retryNow nacks with requeue at once: a handler failure while the consumer stops.
 	retryNow
-	// putBack requeues a message that may pass later after the requeue delay (at once
-	// when the consumer stops).
+	// putBack puts a message that may pass later back with a confirmed copy (see
+	// Consumer.putBack) after the requeue delay, at once when the consumer stops.
 	putBack
 	deadLetter
 )
