@@ -387,6 +387,10 @@ func (c *Consumer) settlement(o batch.Outcome, r handlerRun, stopped bool) settl
 		return deadLetter
 	case batch.ReasonHandler, batch.ReasonPanic:
 		switch {
+		case o.Err != r.err && errors.Is(o.Err, idem.ErrFailed): //nolint:errorlint // by identity
+			// The guard's, not the handler's: a failure it remembers
+			// (idem.WithRememberFailures), which every redelivery meets again.
+			return deadLetter
 		case r.cut:
 			return putBack
 		case stopped:
