@@ -154,6 +154,9 @@ func (c *Consumer) Consume(ctx context.Context, ch *amqp.Channel) error {
 }
 
 func (c *Consumer) consume(ctx context.Context, ch *amqp.Channel) (consumed bool, err error) {
+	if ctx.Err() != nil {
+		return false, nil
+	}
 	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
 	// Messages that may pass later are put back by publishing a copy, confirmed.
 	if err := ch.Confirm(false); err != nil {
@@ -163,6 +166,9 @@ func (c *Consumer) consume(ctx context.Context, ch *amqp.Channel) (consumed bool
 		return false, fmt.Errorf("rabbitconsumer: qos: %w", err)
 	}
 	deliveries, err := ch.ConsumeWithContext(ctx, c.queue, c.cfg.tag, false, false, false, false, nil)
+	if err != nil && ctx.Err() != nil {
+		return false, nil // stopped before it consumed: nothing in hand
+	}
 	if err != nil {
 		return false, fmt.Errorf("rabbitconsumer: consume %s: %w", c.queue, err)
 	}
