@@ -385,9 +385,10 @@ const (
 // from the handler's error chain: a handler's error that wraps an idem sentinel (of a
 // guarded step of its own) is the handler's failure.
 func (c *Consumer) settlement(o batch.Outcome, r handlerRun, stopped bool) settlement {
-	switch o.Reason {
-	case "":
+	if !o.Failed() {
 		return ack
+	}
+	switch o.Reason {
 	case batch.ReasonKey, batch.ReasonPayloadMismatch:
 		// Redelivery fails the same way.
 		return deadLetter
