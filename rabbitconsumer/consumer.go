@@ -1,6 +1,7 @@
 package rabbitconsumer
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -33,6 +34,7 @@ type Consumer struct {
 	fn     func(context.Context, amqp.Delivery) error
 	cfg    config
 	engine *batch.Engine
+	guard  *idem.Guard
 	clock  idem.Clock
 	logger *slog.Logger
 }
@@ -43,7 +45,8 @@ type Consumer struct {
 // invalid settings return an error wrapping idem.ErrInvalidOption that names the option.
 //
 // The Consumer takes from guard its clock, its logger (a summary line per batch of
-// deliveries, a line per failed message with its message ID, never its key or body) and
+// deliveries, a line per failed or dead-lettered message with its message ID and stored
+// key, never its body; the message ID is the key itself when the key defaults to it) and
 // its hooks (OnBatch gets each batch with the message IDs as item IDs).
 func New(guard *idem.Guard, queue string, fn func(context.Context, amqp.Delivery) error, opts ...Option) (*Consumer, error) {
 	if guard == nil {
@@ -72,7 +75,7 @@ func New(guard *idem.Guard, queue string, fn func(context.Context, amqp.Delivery
 		return nil, err
 	}
 	return &Consumer{
-		queue: queue, fn: fn, cfg: cfg, engine: engine,
+		queue: queue, fn: fn, cfg: cfg, engine: engine, guard: guard,
 		clock: guard.Clock(), logger: guard.Logger(),
 	}, nil
 }
@@ -118,7 +121,8 @@ func (c *Consumer) dialAndConsume(ctx context.Context, url string) (consumed boo
 	return c.consume(ctx, ch)
 }
 
-// Consume consumes the queue on ch until ctx ends or ch closes. It sets ch's prefetch
+// Consume consumes the queue on ch until ctx ends or ch closes. It puts ch in confirm mode
+// (the consumer publishes the copies that put messages back on it), sets ch's prefetch
 // ([WithPrefetch]) and subscribes without auto-acknowledgement. Each time deliveries
 // arrive it takes those in hand as one batch through the batch engine, alongside the
 // batches still running, so as many handlers run at once as the prefetch lets the broker
@@ -128,30 +132,43 @@ func (c *Consumer) dialAndConsume(ctx context.Context, url string) (consumed boo
 //   - ran, replayed (its key completed before) or a duplicate of another in the batch:
 //     acknowledged;
 //   - its key in flight in another consumer (idem.ErrInProgress), a store failure
-//     (idem.ErrStore), a lease taken over: held unacknowledged for the requeue delay
-//     ([WithRequeueDelay]), then nacked with requeue, so it comes back once the other run
-//     has finished (and replays) or the store is back;
+//     (idem.ErrStore), a lease taken over, or its handler cut off (its context ended by a
+//     lost lease, the batch deadline or the consumer stopping): held unacknowledged for the
+//     requeue delay ([WithRequeueDelay]), then put back: a copy is published to the queue,
+//     confirmed, and the original acknowledged, so that a quorum queue's delivery limit is
+//     not spent (see the package documentation);
 //   - its handler failed or panicked: as the failure policy says ([WithFailurePolicy]);
-//   - no key ([ErrMissingKey]), or a key used before with another body: nacked without
-//     requeue (dead-lettered), with a WARN line saying why; it never runs unguarded.
+//   - no key ([ErrMissingKey]), a key used before with another body, or a failure the
+//     guard remembers (idem.ErrFailed): nacked without requeue (dead-lettered), with a
+//     WARN line saying why; it never runs unguarded.
 //
 // When ctx ends, Consume cancels the subscription; the handlers running see their context
 // end, the batches' outcomes are still recorded, and the messages that did not succeed are
-// nacked with requeue at once. It returns nil then, or an error wrapping
-// [ErrChannelClosed] when ch closed (the caller opens another), or
-// [ErrConsumerCancelled] when the broker cancelled the subscription (the queue was
-// deleted). The caller closes ch afterwards.
+// put back (or, for a handler failure, nacked with requeue) at once. It returns nil then
+// (also when ctx has ended before it is called), or an error wrapping [ErrChannelClosed]
+// when ch closed (the caller opens another), or [ErrConsumerCancelled] when the broker
+// cancelled the subscription (the queue was deleted). The caller closes ch afterwards.
 func (c *Consumer) Consume(ctx context.Context, ch *amqp.Channel) error {
 	_, err := c.consume(ctx, ch)
 	return err
 }
 
 func (c *Consumer) consume(ctx context.Context, ch *amqp.Channel) (consumed bool, err error) {
+	if ctx.Err() != nil {
+		return false, nil
+	}
 	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
+	// Messages that may pass later are put back by publishing a copy, confirmed.
+	if err := ch.Confirm(false); err != nil {
+		return false, fmt.Errorf("rabbitconsumer: confirm mode: %w", err)
+	}
 	if err := ch.Qos(c.cfg.prefetch, 0, false); err != nil {
 		return false, fmt.Errorf("rabbitconsumer: qos: %w", err)
 	}
 	deliveries, err := ch.ConsumeWithContext(ctx, c.queue, c.cfg.tag, false, false, false, false, nil)
+	if err != nil && ctx.Err() != nil {
+		return false, nil // stopped before it consumed: nothing in hand
+	}
 	if err != nil {
 		return false, fmt.Errorf("rabbitconsumer: consume %s: %w", c.queue, err)
 	}
@@ -185,7 +202,7 @@ func (c *Consumer) consume(ctx context.Context, ch *amqp.Channel) (consumed bool
 		running.Add(1)
 		go func() {
 			defer running.Done()
-			c.process(ctx, ds, &held)
+			c.process(ctx, ch, ds, &held)
 		}()
 	}
 	switch {
@@ -205,54 +222,106 @@ func (c *Consumer) consume(ctx context.Context, ch *amqp.Channel) (consumed bool
 	}
 }
 
+// Causes the consumer ends a handler's context with.
+var (
+	// errBatchDeadline is the cause of a handler's context ended by [WithBatchDeadline].
+	errBatchDeadline = errors.New("rabbitconsumer: the batch deadline passed")
+	// errStopping is the cause of a handler's context ended because the consumer stopped.
+	errStopping = errors.New("rabbitconsumer: the consumer stopped")
+)
+
+// handlerRun is what one handler of a batch returned.
+type handlerRun struct {
+	// err is the handler's error, compared by identity with the outcome's to tell the
+	// handler's own failure from the guard's.
+	err error
+	// cut reports whether the handler returned an error after the consumer or idem ended
+	// its context: the lease was lost, the batch deadline passed, or the consumer stopped.
+	cut bool
+}
+
+// cutOff reports whether ctx, a handler's context, was ended by the consumer or by idem
+// rather than left running: its cause is idem's lease loss (idem.ErrLeaseLost), the batch
+// deadline or the consumer stopping.
+func cutOff(ctx context.Context) bool {
+	if ctx.Err() == nil {
+		return false
+	}
+	cause := context.Cause(ctx)
+	return errors.Is(cause, idem.ErrLeaseLost) || errors.Is(cause, errBatchDeadline) ||
+		errors.Is(cause, errStopping)
+}
+
 // process runs one batch of deliveries and settles each one with the broker.
-func (c *Consumer) process(ctx context.Context, ds []amqp.Delivery, held *sync.WaitGroup) {
+func (c *Consumer) process(ctx context.Context, ch *amqp.Channel, ds []amqp.Delivery, held *sync.WaitGroup) {
 	items := make([]batch.Item, len(ds))
 	for i, d := range ds {
+		d = restored(d)
+		ds[i] = d
 		key, err := c.keyOf(d)
 		items[i] = batch.Item{ID: itemID(d), Key: key, Fingerprint: d.Body, Err: err}
 	}
+	// Each index is written by its own handler, and read once Process has returned.
+	runs := make([]handlerRun, len(ds))
 	run := func(hctx context.Context, i int) error {
-		// The handler's context ends with its lease (the engine's) or with the consumer.
+		// The handler's context ends with its lease (the engine's), the batch deadline or
+		// the consumer.
 		hctx, cancel := context.WithCancelCause(hctx)
 		defer cancel(nil)
-		stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+		stop := context.AfterFunc(ctx, func() { cancel(fmt.Errorf("%w: %w", errStopping, context.Cause(ctx))) })
 		defer stop()
-		return c.fn(hctx, ds[i])
+		err := c.fn(hctx, ds[i])
+		runs[i] = handlerRun{err: err, cut: err != nil && cutOff(hctx)}
+		return err
 	}
 	// The outcomes are recorded even when the consumer stops meanwhile.
 	bctx := context.WithoutCancel(ctx)
 	if c.cfg.batchDeadline > 0 {
 		var cancel context.CancelFunc
-		bctx, cancel = context.WithDeadline(bctx, c.clock.Now().Add(c.cfg.batchDeadline))
+		bctx, cancel = context.WithDeadlineCause(bctx, c.clock.Now().Add(c.cfg.batchDeadline), errBatchDeadline)
 		defer cancel()
 	}
 	rep := c.engine.Process(bctx, items, run, batch.Mode{Destination: c.queue})
 	stopped := ctx.Err() != nil
+	kinds := make([]settlement, len(ds))
 	var failed int
 	for i, o := range rep.Outcomes {
+		kinds[i] = c.settlement(o, runs[i], stopped)
+		if o.Reason == batch.ReasonDuplicateFailed {
+			// A copy of a failed item shares its settlement: one cut off is put back,
+			// one that failed follows the policy.
+			if j := original(items, rep.Outcomes, i); j >= 0 {
+				kinds[i] = kinds[j]
+			}
+		}
 		d := ds[i]
 		var err error
-		switch c.settlement(o, stopped) {
+		switch kinds[i] {
 		case ack:
 			err = d.Ack(false)
 		case deadLetter:
 			c.logger.WarnContext(ctx, "rabbitmq: message dead-lettered", "message_id", o.ID,
-				"queue", c.queue, "reason", string(o.Reason), "error", o.Err)
+				"stored_key", c.storedKey(o), "queue", c.queue, "reason", string(o.Reason), "error", o.Err)
 			err = d.Nack(false, false)
-		case requeueNow:
+		case retryNow:
 			err = d.Nack(false, true)
-		case requeueLater:
+		case retry, putBack:
 			held.Add(1)
-			go func() {
+			go func(kind settlement) {
 				defer held.Done()
-				select {
-				case <-c.clock.After(c.cfg.requeueDelay):
-				case <-ctx.Done():
+				if !stopped {
+					select {
+					case <-c.clock.After(c.cfg.requeueDelay):
+					case <-ctx.Done():
+					}
 				}
 				// A failure here means the channel closed: the broker requeues it then.
-				_ = d.Nack(false, true)
-			}()
+				if kind == putBack {
+					_ = c.putBack(ctx, ch, d)
+				} else {
+					_ = d.Nack(false, true)
+				}
+			}(kinds[i])
 		}
 		if err != nil {
 			failed++
@@ -266,36 +335,85 @@ func (c *Consumer) process(ctx context.Context, ds []amqp.Delivery, held *sync.W
 	}
 }
 
+// original returns the index of the earlier item of the batch whose failure item i shares
+// (the same key and body, failed on its own), or -1.
+func original(items []batch.Item, outs []batch.Outcome, i int) int {
+	for j := range i {
+		if items[j].Err == nil && items[j].Key == items[i].Key && bytes.Equal(items[j].Fingerprint, items[i].Fingerprint) &&
+			outs[j].Failed() && outs[j].Reason != batch.ReasonDuplicateFailed {
+			return j
+		}
+	}
+	return -1
+}
+
+// storedKey returns the stored key of o's item, as the guard scopes and hashes it (idemctl
+// finds the record by it); "" for an item without a usable key.
+func (c *Consumer) storedKey(o batch.Outcome) string {
+	if o.Key == "" {
+		return ""
+	}
+	key, err := c.guard.StoredKey(idem.Request{Key: o.Key})
+	if err != nil {
+		return ""
+	}
+	return key
+}
+
 // settlement is how a delivery is settled with the broker.
 type settlement int
 
 const (
 	ack settlement = iota
-	requeueLater
-	requeueNow
+	// retry nacks with requeue after the requeue delay: a handler failure under the
+	// Requeue policy, which counts toward a quorum queue's delivery limit.
+	retry
+	// retryNow nacks with requeue at once: a handler failure while the consumer stops.
+	retryNow
+	// putBack puts a message that may pass later back with a confirmed copy (see
+	// Consumer.putBack) after the requeue delay, at once when the consumer stops.
+	putBack
 	deadLetter
 )
 
-// settlement says how to settle a delivery whose outcome is o; stopped reports whether
-// the consumer was stopping.
-func (c *Consumer) settlement(o batch.Outcome, stopped bool) settlement {
-	switch {
-	case !o.Failed():
+// settlement says how to settle a delivery whose outcome is o, its handler having
+// returned r; stopped reports whether the consumer was stopping.
+//
+// A handler cut off (its context ended by idem's lease loss, the batch deadline or the
+// consumer stopping, and it returned an error) did not fail: its message is put back,
+// whatever the policy. The guard's own failures say why from the outcome's reason, never
+// from the handler's error chain: a handler's error that wraps an idem sentinel (of a
+// guarded step of its own) is the handler's failure.
+func (c *Consumer) settlement(o batch.Outcome, r handlerRun, stopped bool) settlement {
+	if !o.Failed() {
 		return ack
-	case o.Reason == batch.ReasonKey, o.Reason == batch.ReasonPayloadMismatch,
-		errors.Is(o.Err, idem.ErrPayloadMismatch):
+	}
+	switch o.Reason {
+	case batch.ReasonKey, batch.ReasonPayloadMismatch:
 		// Redelivery fails the same way.
 		return deadLetter
-	case stopped:
-		return requeueNow
-	case o.Reason == batch.ReasonHandler, o.Reason == batch.ReasonPanic,
-		o.Reason == batch.ReasonDuplicateFailed && !mayPassLater(o.Err):
-		if c.cfg.policy == DeadLetter {
+	case batch.ReasonHandler, batch.ReasonPanic:
+		switch {
+		case o.Err != r.err && errors.Is(o.Err, idem.ErrFailed): //nolint:errorlint // by identity
+			// The guard's, not the handler's: a failure it remembers
+			// (idem.WithRememberFailures), which every redelivery meets again.
+			return deadLetter
+		case r.cut:
+			return putBack
+		case stopped:
+			return retryNow
+		case c.cfg.policy == DeadLetter:
 			return deadLetter
 		}
-		return requeueLater
+		return retry
+	case batch.ReasonDuplicateFailed:
+		// Settled as its original when that is in hand (see process).
+		if mayPassLater(o.Err) {
+			return putBack
+		}
+		return c.settlement(batch.Outcome{Reason: batch.ReasonHandler}, handlerRun{}, stopped)
 	default: // in progress elsewhere, store, lease lost, not started
-		return requeueLater
+		return putBack
 	}
 }
 

@@ -30,7 +30,8 @@ const (
 	// Requeue nacks the message with requeue after the requeue delay
 	// ([WithRequeueDelay]): the broker delivers it again, to this consumer or another,
 	// and it runs again. The default. A message that always fails loops; bound it with a
-	// quorum queue's delivery limit (x-delivery-limit), which dead-letters it then.
+	// quorum queue's delivery limit (x-delivery-limit), which dead-letters it then: these
+	// nacks count toward it, where putting back a message that may pass later does not.
 	Requeue Policy = iota
 	// DeadLetter nacks the message without requeue at once: the broker moves it to the
 	// queue's dead-letter exchange (x-dead-letter-exchange), or drops it when the queue
@@ -82,11 +83,14 @@ func WithPrefetch(n int) Option {
 }
 
 // WithRequeueDelay sets how long a message that may succeed later is held, unacknowledged,
-// before it is nacked with requeue: one whose key is in flight in another consumer
-// (idem.ErrInProgress), whose store call failed (idem.ErrStore), whose lease was taken
-// over, or whose handler failed under the [Requeue] policy. The delay keeps a message whose
-// key is busy from spinning between the broker and the consumers; while held it counts
-// against the prefetch. Default [DefaultRequeueDelay]; must not be negative.
+// before it is put back (a confirmed copy published to the queue, then the original
+// acknowledged: see the package documentation): one whose key is in flight in another
+// consumer (idem.ErrInProgress), whose store call failed (idem.ErrStore), whose lease was
+// taken over, or whose handler was cut off. It is also how long a message whose handler
+// failed under the [Requeue] policy is held before it is nacked with requeue. The delay
+// keeps a message whose key is busy from spinning between the broker and the consumers;
+// while held it counts against the prefetch. Default [DefaultRequeueDelay]; must not be
+// negative.
 func WithRequeueDelay(d time.Duration) Option {
 	return func(c *config) error {
 		if d < 0 {
@@ -98,10 +102,13 @@ func WithRequeueDelay(d time.Duration) Option {
 }
 
 // WithFailurePolicy sets what becomes of a message whose handler returned an error or
-// panicked: [Requeue] (the default) or [DeadLetter]. Messages without a key and messages
-// whose key was used before with another body are always dead-lettered; messages that may
-// succeed later (see [WithRequeueDelay]) and messages in hand when the consumer stops are
-// always requeued.
+// panicked: [Requeue] (the default) or [DeadLetter]. Messages without a key, messages whose
+// key was used before with another body and messages whose failure the guard remembers
+// (idem.WithRememberFailures: a redelivery gets the same idem.ErrFailed) are always
+// dead-lettered; messages that may succeed later (see [WithRequeueDelay]), handlers cut off
+// (their context ended by a lost lease, the batch deadline or the consumer stopping, see
+// the package documentation) and messages in hand when the consumer stops are always
+// requeued.
 func WithFailurePolicy(p Policy) Option {
 	return func(c *config) error {
 		if p != Requeue && p != DeadLetter {
@@ -182,19 +189,23 @@ func WithReconnectDelay(d time.Duration) Option {
 	}
 }
 
-// WithBatchDeadline gives each batch a deadline d after it starts, as a Lambda invocation
+// WithBatchDeadline gives each batch a deadline, d after it starts, as a Lambda invocation
 // has one. Default 0: none. Must not be negative.
 //
-//   - With it, the outcomes of a batch wait for its last handler and are recorded
-//     together (idem.Guard.Claim: on pgstore one transaction for the completions and their
-//     attached writes, on dynamo.Store ⌈n/25⌉ calls), where without a deadline each
-//     outcome is recorded on its own as its handler returns (nothing would bound how long
-//     a claimed key waits for its record).
-//   - Each handler's context ends at the deadline, and a message not started when less
-//     than batch.DefaultDeadlineMargin (or a quarter of d) is left is requeued. Choose d
-//     above the time a handler takes: a handler that ignores its context and overruns it
-//     fails its recording, and its message comes back once the lease ends.
-//   - A handler that may run long (with idem.WithHeartbeat) needs it off.
+// With a deadline, the outcomes of a batch are recorded together once its last handler has
+// returned (idem.Guard.Claim: on pgstore one transaction for the completions and their
+// attached writes, on dynamo.Store ⌈n/25⌉ calls). Without one, each outcome is recorded on
+// its own as its handler returns, since nothing would bound how long a key waits for its
+// record.
+//
+// At the deadline each handler's context ends (context.DeadlineExceeded). A handler that
+// returns an error then is cut off, not failed: its message is put back whatever the
+// failure policy (see [WithFailurePolicy]). A message not yet started when less than
+// batch.DefaultDeadlineMargin (or a quarter of d) is left is put back without running.
+// Choose d above the time a handler takes: a handler that ignores its context and overruns
+// it fails its recording, and its message comes back once the lease ends. Leave it off for
+// handlers that may run longer than any fixed d (kept alive with idem.WithHeartbeat), which
+// it would cut off whatever their heartbeat.
 func WithBatchDeadline(d time.Duration) Option {
 	return func(c *config) error {
 		if d < 0 {
