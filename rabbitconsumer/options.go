@@ -190,22 +190,21 @@ func WithReconnectDelay(d time.Duration) Option {
 }
 
 // WithBatchDeadline gives each batch a deadline, d after it starts, as a Lambda invocation
-// has one. Default 0: none. Must not be negative.
+// has one. Default 0: none. Must not be negative. What it changes:
+//   - recording: a batch's outcomes are recorded together once its last handler has
+//     returned (on pgstore one transaction for the completions and their attached writes,
+//     on dynamo.Store ⌈n/25⌉ calls); without a deadline each outcome is recorded on its own
+//     as its handler returns, since nothing would bound how long a key waits for its record.
+//   - at the deadline each handler's context ends (context.DeadlineExceeded): a handler that
+//     returns an error then is cut off, not failed, and its message is put back whatever
+//     the failure policy (see [WithFailurePolicy]);
+//   - a message not yet started when less than batch.DefaultDeadlineMargin (or a quarter of
+//     d) is left is put back without running.
 //
-// With a deadline, the outcomes of a batch are recorded together once its last handler has
-// returned (idem.Guard.Claim: on pgstore one transaction for the completions and their
-// attached writes, on dynamo.Store ⌈n/25⌉ calls). Without one, each outcome is recorded on
-// its own as its handler returns, since nothing would bound how long a key waits for its
-// record.
-//
-// At the deadline each handler's context ends (context.DeadlineExceeded). A handler that
-// returns an error then is cut off, not failed: its message is put back whatever the
-// failure policy (see [WithFailurePolicy]). A message not yet started when less than
-// batch.DefaultDeadlineMargin (or a quarter of d) is left is put back without running.
 // Choose d above the time a handler takes: a handler that ignores its context and overruns
 // it fails its recording, and its message comes back once the lease ends. Leave it off for
-// handlers that may run longer than any fixed d (kept alive with idem.WithHeartbeat), which
-// it would cut off whatever their heartbeat.
+// handlers kept alive with idem.WithHeartbeat, which it would cut off whatever their
+// heartbeat.
 func WithBatchDeadline(d time.Duration) Option {
 	return func(c *config) error {
 		if d < 0 {

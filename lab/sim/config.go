@@ -149,14 +149,15 @@ func (c Config) maxSteps() int {
 type profile struct {
 	on Features
 
-	failBefore, lose, late float64        // per store request
-	delay                  float64        // per write request: resent, its first attempt late (FeatDelay)
-	pause                  float64        // per handler work step: it stalls (FeatPause)
-	itemFail               float64        // per batch request: some of its items fail (FeatItemFail)
-	metFail                float64        // per batch claim: items fail with a record met (FeatBatchMix)
-	stream                 *streamProfile // FeatStream: the shards and the mapping's settings
-	crash                  float64        // per released point
-	advance                float64        // per step: move time rather than release a point
+	failBefore, lose, late float64 // per store request
+	// per write request: resent, its first attempt late (FeatDelay)
+	delay    float64
+	pause    float64        // per handler work step: it stalls (FeatPause)
+	itemFail float64        // per batch request: some of its items fail (FeatItemFail)
+	metFail  float64        // per batch claim: items fail with a record met (FeatBatchMix)
+	stream   *streamProfile // FeatStream: the shards and the mapping's settings
+	crash    float64        // per released point
+	advance  float64        // per step: move time rather than release a point
 
 	margin     time.Duration // WithLeaseMargin
 	lease      time.Duration // WithLease
