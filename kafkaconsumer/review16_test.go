@@ -3,6 +3,7 @@ package kafkaconsumer_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,7 +11,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/batch"
@@ -177,4 +180,102 @@ func TestReview16_KickedOwnerStillConnected(t *testing.T) {
 	l.assertOnce(t, recs)
 	assert.GreaterOrEqual(t, inProgress.Load(), int64(2), "B met A's records in flight")
 	assert.Equal(t, map[int32]int64{0: 6}, k.committed("g"))
+}
+
+// recreateTopic deletes k's topic and creates it again with as many partitions: a new log
+// under the old name, whose offsets start again at 0.
+func (k *cluster) recreateTopic() {
+	k.t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.c.ListenAddrs()...))
+	require.NoError(k.t, err)
+	defer cl.Close()
+	ctx := context.Background()
+	del := kmsg.NewPtrDeleteTopicsRequest()
+	dt := kmsg.NewDeleteTopicsRequestTopic()
+	dt.Topic = kmsg.StringPtr(topic)
+	del.Topics = []kmsg.DeleteTopicsRequestTopic{dt}
+	del.TopicNames = []string{topic}
+	dresp, err := del.RequestWith(ctx, cl)
+	require.NoError(k.t, err)
+	for _, r := range dresp.Topics {
+		require.NoError(k.t, kerr.ErrorForCode(r.ErrorCode), "delete topic")
+	}
+	require.Eventually(k.t, func() bool {
+		cr := kmsg.NewPtrCreateTopicsRequest()
+		ct := kmsg.NewCreateTopicsRequestTopic()
+		ct.Topic, ct.NumPartitions, ct.ReplicationFactor = topic, k.partitions, 1
+		cr.Topics = []kmsg.CreateTopicsRequestTopic{ct}
+		cresp, err := cr.RequestWith(ctx, cl)
+		return err == nil && len(cresp.Topics) == 1 && kerr.ErrorForCode(cresp.Topics[0].ErrorCode) == nil
+	}, 10*time.Second, 50*time.Millisecond, "create topic again")
+}
+
+// produceValues writes records with the given values to partition p, record key "a".
+func (k *cluster) produceValues(p int32, values ...string) []*kgo.Record {
+	k.t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	require.NoError(k.t, err)
+	defer cl.Close()
+	var recs []*kgo.Record
+	for _, v := range values {
+		recs = append(recs, &kgo.Record{Topic: topic, Partition: p, Key: []byte("a"), Value: []byte(v)})
+	}
+	require.NoError(k.t, cl.ProduceSync(context.Background(), recs...).FirstErr())
+	return recs
+}
+
+// TestReview16_RecreatedTopicSharesNoKey: a topic is deleted and created again under the
+// same name on the same cluster (a reset topic, a blue/green migration, a test
+// environment), and the service consumes the new one with the same guard. The new log's
+// offsets start again at 0, so the default offset key "<cluster id>/<topic>-<p>@<offset>"
+// of each new record is the key of the old record at that offset: a new record with the
+// old one's value replays the old outcome and never runs (lost), one with another value
+// fails with idem.ErrPayloadMismatch on every poll (the partition is stuck for the
+// records' retention). OffsetKey promises the record's place in "the log of its cluster";
+// Kafka names a topic's log by its topic id (KIP-516; kgo.FetchTopic.TopicID in the
+// fetches a poll returns, on Kafka 3.1+), not by its name.
+func TestReview16_RecreatedTopicSharesNoKey(t *testing.T) {
+	t.Parallel()
+	k := newCluster(t, 1)
+	store := memstore.New()
+	old := k.produceValues(0, `{"credit":10}`, `{"credit":20}`)
+	l := newLedger()
+	c := newConsumer(t, k, store, "g", nil, func(_ context.Context, r *kgo.Record) error {
+		l.apply(r)
+		return nil
+	}, nil)
+	pollUntil(t, c, k.committedAll("g", ends(old)))
+	c.Close()
+	l.assertOnce(t, old)
+
+	k.recreateTopic()
+	// The new log: the same first value (another credit of 10), then another value.
+	recs := k.produceValues(0, `{"credit":10}`, `{"credit":30}`)
+	require.Equal(t, []int64{0, 1}, []int64{recs[0].Offset, recs[1].Offset}, "the new log starts at 0")
+	l2 := newLedger()
+	var outcomes []kafkaconsumer.Outcome
+	c2 := newConsumer(t, k, store, "g-new", nil, func(_ context.Context, r *kgo.Record) error {
+		l2.apply(r)
+		return nil
+	}, nil)
+	for i := 0; i < 20 && !k.committedAll("g-new", ends(recs))(); i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		rep, err := c2.Poll(ctx)
+		cancel()
+		if rep != nil {
+			outcomes = append(outcomes, rep.Outcomes...)
+		}
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			t.Logf("poll: %v", err)
+		}
+	}
+	seen := map[string]bool{}
+	for _, o := range outcomes {
+		line := fmt.Sprintf("%s key %q: %s %s %v", o.ID, o.Key, o.Status, o.Reason, o.Err)
+		if !seen[line] {
+			seen[line] = true
+			t.Log(line)
+		}
+	}
+	l2.assertOnce(t, recs)
 }
