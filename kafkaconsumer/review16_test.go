@@ -252,6 +252,8 @@ func TestReview16_RecreatedTopicSharesNoKey(t *testing.T) {
 	// The new log: the same first value (another credit of 10), then another value.
 	recs := k.produceValues(0, `{"credit":10}`, `{"credit":30}`)
 	require.Equal(t, []int64{0, 1}, []int64{recs[0].Offset, recs[1].Offset}, "the new log starts at 0")
+	// A new group reads the new log from its start, as the old group does in Kafka, which
+	// drops a deleted topic's committed offsets.
 	l2 := newLedger()
 	var outcomes []kafkaconsumer.Outcome
 	c2 := newConsumer(t, k, store, "g-new", nil, func(_ context.Context, r *kgo.Record) error {
@@ -278,4 +280,67 @@ func TestReview16_RecreatedTopicSharesNoKey(t *testing.T) {
 		}
 	}
 	l2.assertOnce(t, recs)
+}
+
+// TestReview16_RebalanceMidBatchServerSide: TestRebalanceMidBatch with the KIP-848
+// consumer group protocol (kgo.ServerSideBalancer), which the client options may choose:
+// the broker, not a join round, revokes A's partitions while A's batch runs. The
+// revocation must still wait for the batch and its commit, and every record take effect
+// once.
+func TestReview16_RebalanceMidBatchServerSide(t *testing.T) {
+	t.Parallel()
+	k := newCluster(t, 4)
+	var recs []*kgo.Record
+	for p := range int32(4) {
+		recs = append(recs, k.produce(p, 10, func(i int) string { return []string{"x", "y", "z"}[i%3] })...)
+	}
+	store := memstore.New()
+	l := newLedger()
+	started, pending := make(chan struct{}), make(chan struct{})
+	var startOnce, pendOnce sync.Once
+	fnA := func(_ context.Context, r *kgo.Record) error {
+		startOnce.Do(func() { close(started) })
+		select { // A's first batch runs on until the revocation waits for it
+		case <-pending:
+		case <-time.After(3 * time.Second): // the revocation did not signal it waits: go on
+		}
+		l.apply(r)
+		return nil
+	}
+	fnB := func(_ context.Context, r *kgo.Record) error {
+		l.apply(r)
+		return nil
+	}
+	blocked := kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) {
+		pendOnce.Do(func() { close(pending) })
+	})
+	a := newConsumer(t, k, store, "g", []kgo.Opt{blocked, kgo.ServerSideBalancer()}, fnA, nil, kafkaconsumer.WithMaxRecords(8))
+	done := k.committedAll("g", ends(recs))
+	var wg sync.WaitGroup
+	var repsA []*kafkaconsumer.Report
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		repsA = pollUntil(t, a, done)
+	}()
+	<-started
+	b := newConsumer(t, k, store, "g", []kgo.Opt{kgo.ServerSideBalancer()}, fnB, nil, kafkaconsumer.WithMaxRecords(8))
+	repsB := pollUntil(t, b, done)
+	wg.Wait()
+	l.assertOnce(t, recs)
+	var byA, byB int
+	for _, rep := range repsA {
+		byA += rep.Ran
+	}
+	for _, rep := range repsB {
+		byB += rep.Ran
+	}
+	select {
+	case <-pending:
+		t.Log("the revocation waited for A's batch")
+	default:
+		t.Log("no revocation signalled that it waited for A's batch")
+	}
+	t.Logf("ran by A %d, by B %d", byA, byB)
+	assert.Equal(t, len(recs), byA+byB, "every record ran once, in one consumer or the other")
 }
