@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/batch"
+	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/kafkaconsumer"
 	"github.com/idemkit/idem/memstore"
 )
@@ -343,4 +345,83 @@ func TestReview16_RebalanceMidBatchServerSide(t *testing.T) {
 	}
 	t.Logf("ran by A %d, by B %d", byA, byB)
 	assert.Equal(t, len(recs), byA+byB, "every record ran once, in one consumer or the other")
+}
+
+// completeFails is a memstore whose completions fail while down: claims succeed, the
+// handlers run, but their outcomes cannot be recorded.
+type completeFails struct {
+	*memstore.Store
+	down atomic.Bool
+}
+
+func (s *completeFails) Complete(ctx context.Context, rec *idemstore.Record, attached []any) error {
+	if s.down.Load() {
+		return errDown
+	}
+	return s.Store.Complete(ctx, rec, attached)
+}
+
+func (s *completeFails) CompleteMany(ctx context.Context, recs []*idemstore.Record) []error {
+	if s.down.Load() {
+		errs := make([]error, len(recs))
+		for i := range errs {
+			errs[i] = errDown
+		}
+		return errs
+	}
+	return s.Store.CompleteMany(ctx, recs)
+}
+
+func (s *completeFails) CompleteManyAttached(ctx context.Context, recs []*idemstore.Record, attached [][]any) []error {
+	if s.down.Load() {
+		errs := make([]error, len(recs))
+		for i := range errs {
+			errs[i] = errDown
+		}
+		return errs
+	}
+	return s.Store.CompleteManyAttached(ctx, recs, attached)
+}
+
+// TestReview16_UnrecordedOutcomesAreNotCommitted: with batch claims (the default), the
+// batch's handlers run but the store fails to record their outcomes at the end of the
+// batch. Nothing of the batch may be committed, though every handler returned nil: the
+// partition is consumed again from its first record, and the records are eventually
+// recorded and committed (run again once their claims lapse: the documented cost of an
+// outcome that could not be recorded).
+func TestReview16_UnrecordedOutcomesAreNotCommitted(t *testing.T) {
+	t.Parallel()
+	k := newCluster(t, 1)
+	recs := k.produce(0, 4, func(i int) string { return []string{"a", "b", "c", "d"}[i] })
+	store := &completeFails{Store: memstore.New()}
+	store.down.Store(true)
+	l := newLedger()
+	c := newConsumer(t, k, store, "g", nil, func(_ context.Context, r *kgo.Record) error {
+		l.apply(r)
+		return nil
+	}, nil, kafkaconsumer.WithBatchTimeout(2*time.Second))
+	var first *kafkaconsumer.Report
+	for first == nil || len(first.Outcomes) == 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		rep, err := c.Poll(ctx)
+		cancel()
+		require.NoError(t, err)
+		first = rep
+	}
+	require.Len(t, first.Outcomes, 4)
+	for _, o := range first.Outcomes {
+		assert.Equal(t, batch.StatusFailed, o.Status, o.ID)
+		assert.Equal(t, batch.ReasonStore, o.Reason, o.ID)
+		assert.ErrorIs(t, o.Err, errDown, o.ID)
+	}
+	assert.Empty(t, first.Committed, "nothing committed past unrecorded outcomes")
+	assert.Equal(t, []kafkaconsumer.Offset{{Topic: topic, Partition: 0, Offset: 0}}, first.Retried)
+	assert.NotEqual(t, int64(4), k.committed("g")[0])
+	store.down.Store(false)
+	pollUntil(t, c, k.committedAll("g", ends(recs)))
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range recs {
+		assert.GreaterOrEqual(t, l.effects["0@"+strconv.FormatInt(r.Offset, 10)], 1, "record %d took effect", r.Offset)
+	}
 }
