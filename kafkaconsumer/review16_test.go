@@ -179,6 +179,13 @@ func TestReview16_KickedOwnerStillConnected(t *testing.T) {
 	releaseOnce.Do(func() { close(release) })
 	wg.Wait()
 	t.Logf("A's poll errors: %v", errsA)
+	// A's batch ended after B owned the partition: its commit, with its old membership,
+	// must have been refused by the group.
+	var refused bool
+	for _, err := range errsA {
+		refused = refused || errors.Is(err, kafkaconsumer.ErrCommit)
+	}
+	assert.True(t, refused, "the group refused the kicked owner's commit")
 	l.assertOnce(t, recs)
 	assert.GreaterOrEqual(t, inProgress.Load(), int64(2), "B met A's records in flight")
 	assert.Equal(t, map[int32]int64{0: 6}, k.committed("g"))
