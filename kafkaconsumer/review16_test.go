@@ -432,3 +432,81 @@ func TestReview16_UnrecordedOutcomesAreNotCommitted(t *testing.T) {
 		assert.GreaterOrEqual(t, l.effects["0@"+strconv.FormatInt(r.Offset, 10)], 1, "record %d took effect", r.Offset)
 	}
 }
+
+// failCommitOnce makes the cluster answer the next offset commit with an error for every
+// partition.
+func (k *cluster) failCommitOnce() {
+	k.c.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		creq := req.(*kmsg.OffsetCommitRequest)
+		resp := creq.ResponseKind().(*kmsg.OffsetCommitResponse)
+		for _, rt := range creq.Topics {
+			t := kmsg.NewOffsetCommitResponseTopic()
+			t.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				p := kmsg.NewOffsetCommitResponseTopicPartition()
+				p.Partition, p.ErrorCode = rp.Partition, kerr.OffsetMetadataTooLarge.Code
+				t.Partitions = append(t.Partitions, p)
+			}
+			resp.Topics = append(resp.Topics, t)
+		}
+		return resp, nil, true
+	})
+}
+
+// TestReview16_FailedCommitIsCommittedLater: a batch's commit fails; its offsets are kept,
+// committed with the next batch (which holds records of only one of the partitions), and,
+// after another failed commit, when Close revokes the partitions. Nothing is committed
+// past a record that did not take effect, and nothing is lost.
+func TestReview16_FailedCommitIsCommittedLater(t *testing.T) {
+	t.Parallel()
+	k := newCluster(t, 2)
+	recs := append(k.produce(0, 3, func(int) string { return "a" }), k.produce(1, 3, func(int) string { return "b" })...)
+	l := newLedger()
+	c := newConsumer(t, k, memstore.New(), "g", nil, func(_ context.Context, r *kgo.Record) error {
+		l.apply(r)
+		return nil
+	}, nil)
+	k.failCommitOnce()
+	polled := 0
+	for polled < len(recs) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		rep, err := c.Poll(ctx)
+		cancel()
+		require.NotNil(t, rep, "poll: %v", err)
+		require.Zero(t, rep.Failed)
+		if polled == 0 {
+			require.ErrorIs(t, err, kafkaconsumer.ErrCommit, "the first batch's commit fails")
+			assert.Empty(t, rep.Committed)
+		}
+		polled += len(rep.Outcomes)
+	}
+	l.assertOnce(t, recs)
+	// The next batch holds partition 0's new record only; partition 1's offset rides along.
+	more := k.produce(0, 1, func(int) string { return "a" })
+	var rep *kafkaconsumer.Report
+	for rep == nil || len(rep.Outcomes) == 0 {
+		var err error
+		rep, err = c.Poll(context.Background())
+		require.NoError(t, err)
+	}
+	assert.Equal(t, map[int32]int64{0: 4, 1: 3}, k.committed("g"))
+	l.assertOnce(t, append(recs, more...))
+
+	// Another failed commit, then Close: the revocation commits what the batch acknowledged.
+	last := append(k.produce(0, 1, func(int) string { return "a" }), k.produce(1, 1, func(int) string { return "b" })...)
+	k.failCommitOnce()
+	got := 0
+	for got < len(last) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		rep, err := c.Poll(ctx)
+		cancel()
+		require.NotNil(t, rep, "poll: %v", err)
+		if got == 0 {
+			require.ErrorIs(t, err, kafkaconsumer.ErrCommit)
+		}
+		got += len(rep.Outcomes)
+	}
+	c.Close()
+	assert.Equal(t, map[int32]int64{0: 5, 1: 4}, k.committed("g"))
+	l.assertOnce(t, append(append(recs, more...), last...))
+}
