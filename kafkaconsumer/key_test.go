@@ -44,14 +44,37 @@ func TestKeys(t *testing.T) {
 	}
 	t.Run("no cluster id", func(t *testing.T) {
 		t.Parallel()
-		got, err := kafkaconsumer.KeyOf("", rec())
+		got, err := kafkaconsumer.KeyOf("", [16]byte{}, rec())
 		require.NoError(t, err)
 		assert.Equal(t, "orders-2@41", got)
 	})
+	// Kafka prints the topic id 0x...01 as AAAAAAAAAAAAAAAAAAAAAQ (Uuid.toString: URL-safe
+	// base64, unpadded).
+	id := [16]byte{15: 1}
+	for _, tc := range []struct {
+		name, cluster string
+		id            [16]byte
+		want          string
+	}{
+		{"topic id", "c1", id, "c1/AAAAAAAAAAAAAAAAAAAAAQ:orders-2@41"},
+		{"topic id, no cluster id", "", id, "AAAAAAAAAAAAAAAAAAAAAQ:orders-2@41"},
+		{"URL-safe alphabet", "c1", [16]byte{0: 0xfb, 1: 0xff}, "c1/-_8AAAAAAAAAAAAAAAAAAA:orders-2@41"},
+		{"zero topic id", "c1", [16]byte{}, "c1/orders-2@41"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := kafkaconsumer.KeyOf(tc.cluster, tc.id, rec())
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+			got, err = kafkaconsumer.OffsetKey(tc.cluster, tc.id, rec())
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := kafkaconsumer.KeyOf("c1", tc.rec, tc.opts...)
+			got, err := kafkaconsumer.KeyOf("c1", [16]byte{}, tc.rec, tc.opts...)
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, got)
 		})
