@@ -210,10 +210,7 @@ func (c *Consumer) process(ctx context.Context, recs []*kgo.Record, topicIDs [][
 		topics[r.Topic] = true
 		it := &items[i]
 		it.ID, it.Group = itemID(r), TopicPartition(r)+"\x00"+string(r.Key)
-		it.Key, it.Err = c.cfg.keyOf(c.cluster, topicIDs[i], r)
-		if it.Err == nil {
-			it.Fingerprint, it.Err = c.cfg.fingerprint(r)
-		}
+		it.Key, it.Fingerprint, it.Err = c.cfg.identify(c.cluster, topicIDs[i], r)
 	}
 	destination := ""
 	if len(topics) == 1 {

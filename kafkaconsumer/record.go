@@ -2,10 +2,14 @@ package kafkaconsumer
 
 import (
 	"encoding/base64"
+	"fmt"
+	"runtime/debug"
 	"strconv"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/idemkit/idem/batch"
 )
 
 // TopicPartition returns the record's "<topic>-<partition>", as Kafka tools and the
@@ -79,6 +83,27 @@ func (c *config) keyOf(cluster string, topicID [16]byte, r *kgo.Record) (string,
 		}
 	}
 	return OffsetKey(cluster, topicID, r)
+}
+
+// identify returns r's idempotency key ([config.keyOf]) and fingerprint. A panic in the
+// functions of [WithKey] or [WithFingerprint] is recovered as an error wrapping a
+// *batch.PanicError that names the option: the record fails (batch.ReasonKey) and the
+// engine logs the stack at ERROR, as for a handler's panic, instead of the process
+// crashing, and with it every member the partition passes to.
+func (c *config) identify(cluster string, topicID [16]byte, r *kgo.Record) (key string, fp []byte, err error) {
+	what := "WithKey"
+	defer func() {
+		if v := recover(); v != nil {
+			pe := &batch.PanicError{Value: v, Stack: debug.Stack()}
+			key, fp, err = "", nil, fmt.Errorf("kafkaconsumer: %s function panicked: %w", what, pe)
+		}
+	}()
+	if key, err = c.keyOf(cluster, topicID, r); err != nil {
+		return "", nil, err
+	}
+	what = "WithFingerprint"
+	fp, err = c.fingerprint(r)
+	return key, fp, err
 }
 
 // itemID names a record in logs, hooks and errors: "<topic>-<partition>@<offset>", never
