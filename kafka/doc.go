@@ -42,6 +42,13 @@
 // at a new offset: only a key the producer chose (the header, or [WithKey] over the value)
 // tells the two apart. A transactional outbox relay sets the header to the event's ID.
 //
+// Lambda's Kafka event carries no topic id (KIP-516), so the offset key cannot tell a
+// topic deleted and created again under the same name from the old one: the new log's
+// offsets start again at 0, and its records share the old records' keys (one with the old
+// value replays without running, one with another value fails with a payload mismatch at
+// every delivery). Where a topic may be recreated, key its records by an event id header
+// (the outbox sets one) or [WithKey].
+//
 // # Usage
 //
 //	guard, err := idem.New(store, "apply-order-event")

@@ -23,7 +23,9 @@ func TopicPartition(r events.KafkaRecord) string {
 // cluster's bootstrap servers; two event source mappings of one function, on two clusters
 // with a topic of the same name, thus never share a key. A Kafka topic name holds no "/",
 // so the source is everything before the last one. An event that names no source gives
-// "<topic>-<partition>@<offset>". It never fails.
+// "<topic>-<partition>@<offset>". The event carries no topic id, so a topic deleted and
+// created again under the same name gives its records the old records' keys (see the
+// package doc's Keys). It never fails.
 func OffsetKey(ev events.KafkaEvent, r events.KafkaRecord) (string, error) {
 	return offsetKey(EventSource(ev), r), nil
 }

@@ -2,6 +2,7 @@ package kafkaconsumer_test
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
@@ -60,6 +61,24 @@ func (k *cluster) produce(p int32, n int, keyOf func(i int) string) []*kgo.Recor
 	}
 	require.NoError(k.t, cl.ProduceSync(context.Background(), recs...).FirstErr())
 	return recs
+}
+
+// topicID returns the id of k's topic, as Kafka prints it (URL-safe base64, unpadded).
+func (k *cluster) topicID() string {
+	k.t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.c.ListenAddrs()...))
+	require.NoError(k.t, err)
+	defer cl.Close()
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = []kmsg.MetadataRequestTopic{rt}
+	resp, err := req.RequestWith(context.Background(), cl)
+	require.NoError(k.t, err)
+	require.Len(k.t, resp.Topics, 1)
+	id := resp.Topics[0].TopicID
+	require.NotEqual(k.t, [16]byte{}, id, "kfake gives topics ids")
+	return base64.RawURLEncoding.EncodeToString(id[:])
 }
 
 // committed returns the group's committed offset per partition (-1: none).

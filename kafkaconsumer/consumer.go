@@ -168,13 +168,13 @@ func (c *Consumer) Poll(ctx context.Context) (*Report, error) {
 		}
 		ferrs = append(ferrs, fmt.Errorf("%s-%d: %w", topic, p, err))
 	})
-	recs := fetches.Records()
+	recs, topicIDs := records(fetches)
 	if len(recs) == 0 && ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
 	rep := &Report{}
 	if len(recs) > 0 {
-		rep = c.process(ctx, recs)
+		rep = c.process(ctx, recs, topicIDs)
 	}
 	err := c.commit(ctx, recs, rep)
 	if len(ferrs) > 0 {
@@ -183,18 +183,34 @@ func (c *Consumer) Poll(ctx context.Context) (*Report, error) {
 	return rep, err
 }
 
-// process runs recs through the engine, ordered per partition and record key.
-func (c *Consumer) process(ctx context.Context, recs []*kgo.Record) *Report {
+// records returns the fetched records, in the order of fetches.Records, and the id of each
+// one's topic as the fetch gave it (zero if it gave none): a kgo.Record does not carry it.
+func records(fetches kgo.Fetches) ([]*kgo.Record, [][16]byte) {
+	n := fetches.NumRecords()
+	recs, ids := make([]*kgo.Record, 0, n), make([][16]byte, 0, n)
+	for _, f := range fetches {
+		for _, t := range f.Topics {
+			for _, p := range t.Partitions {
+				recs = append(recs, p.Records...)
+				for range p.Records {
+					ids = append(ids, t.TopicID)
+				}
+			}
+		}
+	}
+	return recs, ids
+}
+
+// process runs recs through the engine, ordered per partition and record key; topicIDs[i]
+// is the id of recs[i]'s topic.
+func (c *Consumer) process(ctx context.Context, recs []*kgo.Record, topicIDs [][16]byte) *Report {
 	items := make([]batch.Item, len(recs))
 	topics := map[string]bool{}
 	for i, r := range recs {
 		topics[r.Topic] = true
 		it := &items[i]
 		it.ID, it.Group = itemID(r), TopicPartition(r)+"\x00"+string(r.Key)
-		it.Key, it.Err = c.cfg.keyOf(c.cluster, r)
-		if it.Err == nil {
-			it.Fingerprint, it.Err = c.cfg.fingerprint(r)
-		}
+		it.Key, it.Fingerprint, it.Err = c.cfg.identify(c.cluster, topicIDs[i], r)
 	}
 	destination := ""
 	if len(topics) == 1 {

@@ -38,9 +38,15 @@
 // By default a record is keyed by its Idempotency-Key header ([DefaultKeyHeader], the
 // outbox's outbox.IDAttribute, matched in any case), which an outbox relay sets to the
 // event id, so a producer's retry written at a new offset is still one event; without it,
-// by its place in its cluster's log, "<cluster id>/<topic>-<partition>@<offset>"
-// ([OffsetKey]): the cluster id is read from the brokers at the first poll, so two
-// clusters never share a key. See [WithKeyHeader] and [WithKey].
+// by its place in its topic's log, "<cluster id>/<topic id>:<topic>-<partition>@<offset>"
+// ([OffsetKey]). The cluster id is read from the brokers at the first poll, so two
+// clusters never share a key; the topic id is the one the fetch returns (Kafka 3.1 and
+// later), so a topic deleted and created again under the same name, whose offsets start
+// again at 0, shares no key with the old one. A broker that returns no topic id gives
+// "<cluster id>/<topic>-<partition>@<offset>", which a recreated topic's records share:
+// there, key by a header or [WithKey]. Keys before topic ids had no "<topic id>:": a
+// record processed under such a key runs again if it is delivered again after the
+// upgrade. See [WithKeyHeader] and [WithKey].
 //
 // # Usage
 //

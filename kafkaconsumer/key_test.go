@@ -44,14 +44,37 @@ func TestKeys(t *testing.T) {
 	}
 	t.Run("no cluster id", func(t *testing.T) {
 		t.Parallel()
-		got, err := kafkaconsumer.KeyOf("", rec())
+		got, err := kafkaconsumer.KeyOf("", [16]byte{}, rec())
 		require.NoError(t, err)
 		assert.Equal(t, "orders-2@41", got)
 	})
+	// Kafka prints the topic id 0x...01 as AAAAAAAAAAAAAAAAAAAAAQ (Uuid.toString: URL-safe
+	// base64, unpadded).
+	id := [16]byte{15: 1}
+	for _, tc := range []struct {
+		name, cluster string
+		id            [16]byte
+		want          string
+	}{
+		{"topic id", "c1", id, "c1/AAAAAAAAAAAAAAAAAAAAAQ:orders-2@41"},
+		{"topic id, no cluster id", "", id, "AAAAAAAAAAAAAAAAAAAAAQ:orders-2@41"},
+		{"URL-safe alphabet", "c1", [16]byte{0: 0xfb, 1: 0xff}, "c1/-_8AAAAAAAAAAAAAAAAAAA:orders-2@41"},
+		{"zero topic id", "c1", [16]byte{}, "c1/orders-2@41"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := kafkaconsumer.KeyOf(tc.cluster, tc.id, rec())
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+			got, err = kafkaconsumer.OffsetKey(tc.cluster, tc.id, rec())
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := kafkaconsumer.KeyOf("c1", tc.rec, tc.opts...)
+			got, err := kafkaconsumer.KeyOf("c1", [16]byte{}, tc.rec, tc.opts...)
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, got)
 		})
@@ -118,4 +141,57 @@ func TestKeyErrorStopsKey(t *testing.T) {
 	assert.Equal(t, []kafkaconsumer.Offset{{Topic: topic, Partition: 0, Offset: 1}}, rep.Committed)
 	assert.Equal(t, []kafkaconsumer.Offset{{Topic: topic, Partition: 0, Offset: 1}}, rep.Retried)
 	assert.Equal(t, map[string]int{"0@0": 1}, l.effects)
+}
+
+// TestKeyFunctionPanicFailsTheRecord: a panic in WithKey's or WithFingerprint's function
+// fails its record (batch.ReasonKey, the error wrapping a *batch.PanicError with the
+// stack), as a handler's panic fails its record, instead of crashing the process (and then
+// every member that takes the partition over): the record does not run, its record key
+// stops, the partition is committed up to it and polled again from it.
+func TestKeyFunctionPanicFailsTheRecord(t *testing.T) {
+	t.Parallel()
+	key := func(r *kgo.Record) (string, error) { return "order-" + strconv.FormatInt(r.Offset, 10), nil }
+	for _, tc := range []struct {
+		name string
+		opts []kafkaconsumer.Option
+	}{
+		{"WithKey", []kafkaconsumer.Option{kafkaconsumer.WithKey(func(r *kgo.Record) (string, error) {
+			if r.Offset == 1 {
+				panic("no order id")
+			}
+			return key(r)
+		})}},
+		{"WithFingerprint", []kafkaconsumer.Option{kafkaconsumer.WithKey(key),
+			kafkaconsumer.WithFingerprint(func(r *kgo.Record) ([]byte, error) {
+				if r.Offset == 1 {
+					panic("no order id")
+				}
+				return r.Value, nil
+			})}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			k := newCluster(t, 1)
+			k.produce(0, 3, func(int) string { return "a" })
+			l := newLedger()
+			c := newConsumer(t, k, memstore.New(), "g", nil, func(_ context.Context, r *kgo.Record) error {
+				l.apply(r)
+				return nil
+			}, nil, tc.opts...)
+			rep, err := c.Poll(context.Background())
+			require.NoError(t, err)
+			require.Len(t, rep.Outcomes, 3)
+			assert.Equal(t, batch.StatusRan, rep.Outcomes[0].Status)
+			assert.Equal(t, batch.ReasonKey, rep.Outcomes[1].Reason)
+			var pe *batch.PanicError
+			require.ErrorAs(t, rep.Outcomes[1].Err, &pe)
+			assert.Equal(t, "no order id", pe.Value)
+			assert.NotEmpty(t, pe.Stack)
+			assert.Contains(t, rep.Outcomes[1].Err.Error(), tc.name)
+			assert.Equal(t, batch.ReasonGroupStopped, rep.Outcomes[2].Reason)
+			assert.Equal(t, []kafkaconsumer.Offset{{Topic: topic, Partition: 0, Offset: 1}}, rep.Committed)
+			assert.Equal(t, []kafkaconsumer.Offset{{Topic: topic, Partition: 0, Offset: 1}}, rep.Retried)
+			assert.Equal(t, map[string]int{"0@0": 1}, l.effects)
+		})
+	}
 }

@@ -152,7 +152,9 @@ func WithKeyHeader(name string) Option {
 
 // WithKey sets how a record's idempotency key is chosen, replacing the key header and
 // [OffsetKey]. Must not be nil. An error from key, or an empty key, fails the record with
-// batch.ReasonKey and stops its record key in its partition, which is polled again.
+// batch.ReasonKey and stops its record key in its partition, which is polled again; so
+// does a panic in key, recovered as an error wrapping a *batch.PanicError, its stack logged
+// at ERROR.
 func WithKey(key func(*kgo.Record) (string, error)) Option {
 	return func(c *config) error {
 		if key == nil {
@@ -166,7 +168,8 @@ func WithKey(key func(*kgo.Record) (string, error)) Option {
 // WithFingerprint sets what identifies a record's content, so a key reused for different
 // content fails with idem.ErrPayloadMismatch instead of being acknowledged unprocessed.
 // Default [ValueFingerprint]. Must not be nil; a function returning nil turns payload
-// validation off.
+// validation off. An error from fingerprint, or a panic in it, fails the record as one
+// from [WithKey]'s function does.
 func WithFingerprint(fingerprint func(*kgo.Record) ([]byte, error)) Option {
 	return func(c *config) error {
 		if fingerprint == nil {
