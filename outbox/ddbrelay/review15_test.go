@@ -1,0 +1,184 @@
+package ddbrelay_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/dynamo"
+	"github.com/idemkit/idem/dynamo/dynamotest"
+	"github.com/idemkit/idem/internal/ddblocal"
+	"github.com/idemkit/idem/internal/esm"
+	"github.com/idemkit/idem/internal/samtables"
+	"github.com/idemkit/idem/outbox"
+	"github.com/idemkit/idem/outbox/ddbrelay"
+)
+
+// crashFirst ends the first invocation that calls it, before the broker sees anything
+// (esm.Crash: a dying sandbox, an out-of-memory kill); every later call goes to inner.
+// From the crash on, dead is set: the dead sandbox sends nothing more (see deadHTTP).
+type crashFirst struct {
+	inner   outbox.Publisher
+	crashed *atomic.Bool
+	dead    *atomic.Bool
+}
+
+func (c crashFirst) Publish(ctx context.Context, msgs []outbox.Message) []error {
+	if c.crashed.CompareAndSwap(false, true) {
+		c.dead.Store(true)
+		esm.Crash(ctx)
+		errs := make([]error, len(msgs))
+		for i := range errs {
+			errs[i] = errors.New("the sandbox died")
+		}
+		return errs
+	}
+	return c.inner.Publish(ctx, msgs)
+}
+
+// deadHTTP fails every request while dead is set: a sandbox that died sends nothing,
+// so the claims it took are not released (Go cannot kill the crashed invocation's
+// goroutine as Lambda kills a sandbox; this stands for it).
+type deadHTTP struct {
+	inner interface {
+		Do(*http.Request) (*http.Response, error)
+	}
+	dead *atomic.Bool
+}
+
+func (d deadHTTP) Do(r *http.Request) (*http.Response, error) {
+	if d.dead.Load() {
+		return nil, errors.New("the sandbox is dead")
+	}
+	return d.inner.Do(r)
+}
+
+// TestReview15_CrashedClaimsSpendTheRetries: the relay runs with the event source
+// mapping's settings of infra/template.yaml (ReportBatchItemFailures, bisection,
+// MaximumRetryAttempts 20, the function's 30 s timeout) on DynamoDB Local's stream.
+//
+//  1. A producer commits one event; its INSERT reaches the relay.
+//  2. Invocation 1 claims the event's id on the relay's guard (in progress, lease to the
+//     Lambda deadline) and dies before the publish (esm.Crash): nothing reaches the
+//     broker, the claim stays in progress until its lease ends.
+//  3. Lambda retries the batch at once. Each retry's claim finds the key in progress
+//     (idem.ErrInProgress): the relay reports the record failed, which is a retry of the
+//     batch as far as Lambda is concerned.
+//  4. Twenty such retries take far less than the lease: the record is discarded to the
+//     on-failure destination. The event was committed and never published.
+//
+// Lost event (severity: the outbox's promise "every committed event is delivered at
+// least once" broken after a single crash). The relay should not spend the mapping's
+// retries on a claim it knows is a crashed run's: wait (up to the lease, inside the
+// invocation) or answer so that the retry does not count.
+func TestReview15_CrashedClaimsSpendTheRetries(t *testing.T) {
+	endpoint := ddblocal.Endpoint(t)
+	client := ddblocal.NewClient(endpoint)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	tables := samtables.NewTables(t, client, "IdempotencyTable")
+	outboxTable := dynamotest.CreateTable(t, client, dynamo.OutboxTableInput("review15-crash"))
+	store, err := dynamo.New(client, tables["IdempotencyTable"], dynamo.WithOutboxTable(outboxTable))
+	require.NoError(t, err)
+	producer, err := idem.New(store, "orders")
+	require.NoError(t, err)
+	var id string
+	_, _, err = idem.Do(ctx, producer, idem.Request{Key: "order-1"}, func(ctx context.Context) (string, error) {
+		id, err = outbox.Record(ctx, outbox.Event{Destination: "queue", OrderingKey: "acct-1", Type: "Placed", Payload: []byte(`{}`)})
+		return "ok", err
+	})
+	require.NoError(t, err)
+
+	rec := &recorder{}
+	var crashed, dead atomic.Bool
+	relayClient := dynamodb.New(client.Options(), func(o *dynamodb.Options) {
+		o.HTTPClient = deadHTTP{inner: o.HTTPClient, dead: &dead}
+		o.RetryMaxAttempts = 1
+	})
+	relayStore, err := dynamo.New(relayClient, tables["IdempotencyTable"])
+	require.NoError(t, err)
+	relayGuard, err := idem.New(relayStore, "outbox-relay")
+	require.NoError(t, err)
+	relay, err := ddbrelay.New(relayGuard, crashFirst{inner: rec, crashed: &crashed, dead: &dead})
+	require.NoError(t, err)
+	// Each invocation is a sandbox of its own: the next one, after the crash, is alive.
+	handle := func(ctx context.Context, e events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+		dead.Store(false)
+		return relay.Handle(ctx, e)
+	}
+	arn, err := esm.TableStreamARN(ctx, client, outboxTable)
+	require.NoError(t, err)
+	// infra/template.yaml's OutboxRelayMapping and OutboxRelayFunction (Timeout: 30).
+	p, err := esm.New(esm.NewDynamoDBStream(esm.NewStreamsClient(endpoint), arn), handle,
+		esm.WithReportBatchItemFailures(), esm.WithBisectBatchOnFunctionError(),
+		esm.WithMaximumRetryAttempts(20), esm.WithTimeout(30*time.Second),
+		esm.WithRetryDelay(50*time.Millisecond))
+	require.NoError(t, err)
+	rep, err := p.Drain(ctx)
+	require.NoError(t, err)
+	require.True(t, crashed.Load())
+
+	inProgress := 0
+	for _, inv := range rep.Invocations {
+		if inv.Outcome == esm.PartialFailure {
+			inProgress++
+		}
+	}
+	t.Logf("invocations %d (partial failures on the crashed claim %d), discarded %d", len(rep.Invocations), inProgress, len(rep.Discarded))
+	assert.Empty(t, rep.Discarded, "a committed event was sent to the on-failure destination: never published")
+	assert.Contains(t, rec.took(), id, "the committed event was never published")
+}
+
+// TestReview15_PositionSortAcrossRuns: the relay sorts "consecutive records of one run
+// (the same stored key, no position twice)" by position. When a batch begins inside a
+// run (the record before it was published in the previous batch, or the batch starts at
+// the record Lambda was told failed), the run's tail and the next run of the same stored
+// key (a request run again after its record expired: idem.WithExpiry) look like one run,
+// and the next run's first event is published before the earlier run's last one.
+//
+//  1. Run 1 of stored key s commits a-1 (position 0) and a-2 (position 1); later run 2
+//     of s commits a-3 (position 0) and a-4 (position 1); all on ordering key a.
+//  2. Batch 1 holds a-1, a-2: a-1 is published, a-2 is refused once; the relay reports
+//     a-2 and Lambda delivers the shard again from it.
+//  3. Batch 2 holds a-2, a-3, a-4. The relay takes a-2 (position 1) and a-3 (position 0)
+//     for one run and sorts them: a-3 goes out before a-2.
+//
+// Order broken: the ordering key's events reach the broker a-1, a-3, a-2, a-4, not in
+// commit order.
+func TestReview15_PositionSortAcrossRuns(t *testing.T) {
+	var mu sync.Mutex
+	refused := false
+	rec := &recorder{fail: func(m outbox.Message, attempt int) (bool, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if m.ID == "a-2" && !refused {
+			refused = true
+			return true, false
+		}
+		return false, false
+	}}
+	relay := newRelay(t, rec)
+	ctx := context.Background()
+
+	b1, err := relay.Handle(ctx, eventOf(insert("1", "a", "a-1", "s", 0), insert("2", "a", "a-2", "s", 1)))
+	require.NoError(t, err)
+	require.Equal(t, []string{"2"}, failures(b1))
+	b2, err := relay.Handle(ctx, eventOf(insert("2", "a", "a-2", "s", 1), insert("3", "a", "a-3", "s", 0), insert("4", "a", "a-4", "s", 1)))
+	require.NoError(t, err)
+	require.Empty(t, failures(b2))
+	assert.Equal(t, []string{"a-1", "a-2", "a-3", "a-4"}, rec.took(), "the ordering key's events in commit order")
+}
+
+func eventOf(recs ...events.DynamoDBEventRecord) events.DynamoDBEvent {
+	return events.DynamoDBEvent{Records: recs}
+}
