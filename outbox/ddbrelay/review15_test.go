@@ -182,3 +182,60 @@ func TestReview15_PositionSortAcrossRuns(t *testing.T) {
 func eventOf(recs ...events.DynamoDBEventRecord) events.DynamoDBEvent {
 	return events.DynamoDBEvent{Records: recs}
 }
+
+// panicky is a slow recorder (its first call takes a while, so the other keys' events
+// queue up for the next call) that panics on a call of several messages, as a publisher
+// can on a message it cannot handle (a nil dereference in an SDK, a bad header).
+type panicky struct {
+	slowRecorder
+	panicked atomic.Bool
+}
+
+func (p *panicky) Publish(ctx context.Context, msgs []outbox.Message) []error {
+	if len(msgs) > 1 {
+		p.panicked.Store(true)
+		panic("publisher bug")
+	}
+	return p.slowRecorder.Publish(ctx, msgs)
+}
+
+// TestReview15_PanicInGroupCallHangsTheBatch: a publisher that panics in a call that
+// carries several keys' events (the group commit of together.go).
+//
+//  1. Keys a, b, c each have one event; the first call (one event) is slow, so the other
+//     two keys' events wait for the next call.
+//  2. The next call's leader calls the publisher, which panics. The engine recovers the
+//     panic for the leader's item (batch.ReasonPanic), but together.publish never hands
+//     the other waiting event its outcome and never clears busy: that event's goroutine
+//     waits forever, without looking at its context.
+//  3. Process never returns; in Lambda the invocation times out, every claim of the batch
+//     stays in progress until its lease ends, and the batch is retried (and, with the
+//     template's 20 retries, can be discarded: see TestReview15_CrashedClaimsSpendTheRetries).
+//
+// The batch engine promises that "a panicking run fails its item and no other"; the
+// relay's group call breaks it. Severity: a stuck shard (every key behind it), and lost
+// events through the retries.
+func TestReview15_PanicInGroupCallHangsTheBatch(t *testing.T) {
+	t.Parallel()
+	pub := &panicky{}
+	r := newRelay(t, pub, ddbrelay.WithConcurrency(3))
+	// A bound far beyond the few milliseconds the batch needs: reaching it is a hang.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	done := make(chan struct{})
+	var resp events.DynamoDBEventResponse
+	var err error
+	go func() {
+		defer close(done)
+		resp, err = r.Handle(ctx, eventOf(insert("1", "a", "a-1", "sa", 0), insert("2", "b", "b-1", "sb", 0), insert("3", "c", "c-1", "sc", 0)))
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		require.True(t, pub.panicked.Load())
+		t.Fatal("Handle never returned after the publisher panicked in a call of several events (still not after the context ended)")
+	}
+	require.NoError(t, err)
+	require.True(t, pub.panicked.Load(), "the schedule needs a call of several events")
+	assert.NotEmpty(t, resp.BatchItemFailures)
+}
