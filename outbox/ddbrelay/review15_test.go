@@ -239,3 +239,94 @@ func TestReview15_PanicInGroupCallHangsTheBatch(t *testing.T) {
 	require.True(t, pub.panicked.Load(), "the schedule needs a call of several events")
 	assert.NotEmpty(t, resp.BatchItemFailures)
 }
+
+// capture is a publisher that keeps every message handed to it.
+type capture struct {
+	mu   sync.Mutex
+	msgs []outbox.Message
+}
+
+func (c *capture) Publish(_ context.Context, msgs []outbox.Message) []error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.msgs = append(c.msgs, msgs...)
+	return nil
+}
+
+// TestReview15_InsertDecodesAsRecorded: what the relay hands the publisher, read from
+// DynamoDB Local's stream through Lambda's JSON (internal/esm), is the message the
+// producer recorded: destination, ordering key, type, headers (empty values included),
+// a binary payload that is not UTF-8, an empty payload, the stored key and the recording
+// time to the millisecond. A field decoded wrongly would be acknowledged and published
+// wrong; this passes on main (coverage).
+func TestReview15_InsertDecodesAsRecorded(t *testing.T) {
+	endpoint := ddblocal.Endpoint(t)
+	client := ddblocal.NewClient(endpoint)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	tables := samtables.NewTables(t, client, "IdempotencyTable")
+	outboxTable := dynamotest.CreateTable(t, client, dynamo.OutboxTableInput("review15-decode"))
+	store, err := dynamo.New(client, tables["IdempotencyTable"], dynamo.WithOutboxTable(outboxTable))
+	require.NoError(t, err)
+	producer, err := idem.New(store, "orders")
+	require.NoError(t, err)
+	evs := []outbox.Event{
+		{Destination: "arn:aws:sns:eu-west-1:123456789012:orders.fifo", OrderingKey: "acct-ü 1", Type: "Placed",
+			Payload: []byte{0xff, 0x00, 0xfe, 'x'}, Headers: map[string]string{"tenant": "t1", "empty": "", "ünï": "✓"}},
+		{Destination: "default", OrderingKey: "acct-ü 1", Type: "Empty"},
+		{Destination: "q", Type: "Unordered", Payload: []byte(`{"n":1.50}`)},
+	}
+	var want []outbox.Message
+	var storedKey string
+	_, _, err = idem.Do(ctx, producer, idem.Request{Key: "order-1"}, func(ctx context.Context) (string, error) {
+		storedKey = idem.StoredKey(ctx)
+		for _, e := range evs {
+			id, err := outbox.Record(ctx, e)
+			if err != nil {
+				return "", err
+			}
+			m := outbox.Message{OutboxEvent: e, ID: id, StoredKey: storedKey}
+			if m.OrderingKey == "" {
+				m.OrderingKey = id
+			}
+			want = append(want, m)
+		}
+		return "ok", nil
+	})
+	require.NoError(t, err)
+	require.NotEmpty(t, storedKey)
+
+	pub := &capture{}
+	relayGuard, err := idem.New(store, "outbox-relay")
+	require.NoError(t, err)
+	relay, err := ddbrelay.New(relayGuard, pub)
+	require.NoError(t, err)
+	arn, err := esm.TableStreamARN(ctx, client, outboxTable)
+	require.NoError(t, err)
+	p, err := esm.New(esm.NewDynamoDBStream(esm.NewStreamsClient(endpoint), arn), relay.Handle,
+		esm.WithReportBatchItemFailures(), esm.WithBisectBatchOnFunctionError())
+	require.NoError(t, err)
+	rep, err := p.Drain(ctx)
+	require.NoError(t, err)
+	require.NoError(t, rep.Check())
+	require.Empty(t, rep.Discarded)
+
+	pub.mu.Lock()
+	defer pub.mu.Unlock()
+	got := map[string]outbox.Message{}
+	for _, m := range pub.msgs {
+		assert.False(t, m.RecordedAt.IsZero())
+		assert.Equal(t, m.RecordedAt, m.RecordedAt.Truncate(time.Millisecond))
+		m.RecordedAt = time.Time{}
+		got[m.ID] = m
+	}
+	require.Len(t, got, len(want))
+	for _, w := range want {
+		g := got[w.ID]
+		if len(w.Payload) == 0 {
+			assert.Empty(t, g.Payload)
+			g.Payload = w.Payload
+		}
+		assert.Equal(t, w, g, "event %s", w.ID)
+	}
+}
