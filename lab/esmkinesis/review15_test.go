@@ -49,3 +49,31 @@ func TestReview15_OversizedRecordFailsItsCallMates(t *testing.T) {
 	assert.Error(t, errs[0], "a's record is over Kinesis's 1 MiB")
 	assert.NoError(t, errs[1], fmt.Sprintf("b's record has nothing wrong with it: %v", errs[1]))
 }
+
+// TestReview15_PartitionKeyOfAstralCharacters: kinesispub keeps an ordering key of at
+// most 256 characters as the partition key, counting Unicode code points; Kinesis counts
+// the key's length as Java (and kinesalite, in JavaScript) does, in UTF-16 code units,
+// where a character outside the Basic Multilingual Plane (an emoji) counts two.
+//
+//  1. An event's ordering key is 200 emoji: 200 code points, kept as it is.
+//  2. PutRecords refuses the request (a validation error of the whole call): the event
+//     fails, and so does every other key's record in the call.
+//  3. Each retry makes the same request: the key never gets through, and its call-mates
+//     fail with it whenever they share a call.
+//
+// Severity: an event never published (its key stuck until the relay gives up, then
+// discarded), other keys' events failed with it.
+func TestReview15_PartitionKeyOfAstralCharacters(t *testing.T) {
+	t.Parallel()
+	client := kinesalite.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	name := newStream(t, client, 1)
+	msgs := []outbox.Message{
+		{ID: "ev-a", OutboxEvent: outbox.Event{Destination: name, OrderingKey: strings.Repeat("😀", 200), Type: "Paid", Payload: []byte(`{"n":1}`)}},
+		{ID: "ev-b", OutboxEvent: outbox.Event{Destination: name, OrderingKey: "acct-b", Type: "Paid", Payload: []byte(`{"n":2}`)}},
+	}
+	errs := kinesispub.New(client).Publish(ctx, msgs)
+	assert.NoError(t, errs[0], "an ordering key of 200 characters is a partition key Kinesis takes, or is hashed")
+	assert.NoError(t, errs[1], "b's record has nothing wrong with it")
+}
