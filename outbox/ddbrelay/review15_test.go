@@ -161,8 +161,9 @@ func TestReview15_CrashedClaimsSpendTheRetries(t *testing.T) {
 // (the same stored key, no position twice)" by position. When a batch begins inside a
 // run (the record before it was published in the previous batch, or the batch starts at
 // the record Lambda was told failed), the run's tail and the next run of the same stored
-// key (a request run again after its record expired: idem.WithExpiry) look like one run,
-// and the next run's first event is published before the earlier run's last one.
+// key (a request run again after its record expired: idem.DefaultExpiry is an hour, and
+// the template lets a stuck key's records wait six hours) look like one run, and the
+// next run's first event is published before the earlier run's last one.
 //
 //  1. Run 1 of stored key s commits a-1 (position 0) and a-2 (position 1); later run 2
 //     of s commits a-3 (position 0) and a-4 (position 1); all on ordering key a.
