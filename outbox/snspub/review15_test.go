@@ -11,7 +11,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sns/types"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/memstore"
 	"github.com/idemkit/idem/outbox"
 	"github.com/idemkit/idem/outbox/snspub"
 )
@@ -56,9 +59,22 @@ func TestReview15_OrderingKeyAsMessageGroupID(t *testing.T) {
 	p := snspub.New(fifoSNS{})
 	topic := "arn:aws:sns:eu-west-1:123456789012:orders.fifo"
 	for _, key := range []string{"customer 42", "kunde-müller", strings.Repeat("k", 200)} {
-		errs := p.Publish(context.Background(), []outbox.Message{
-			{ID: "ev-1", OutboxEvent: outbox.Event{Destination: topic, OrderingKey: key, Type: "Paid", Payload: []byte(`{}`)}},
+		store := memstore.New()
+		g, err := idem.New(store, "r15-group")
+		require.NoError(t, err)
+		var recErr error
+		_, _, err = idem.Do(context.Background(), g, idem.Request{Key: "k"}, func(ctx context.Context) (string, error) {
+			_, recErr = outbox.Record(ctx, outbox.Event{Destination: topic, OrderingKey: key, Type: "Paid", Payload: []byte(`{}`)})
+			return "ok", nil
 		})
-		assert.NoError(t, errs[0], "ordering key %.20q", key)
+		require.NoError(t, err)
+		if recErr != nil {
+			assert.ErrorIs(t, recErr, outbox.ErrInvalidEvent)
+			continue
+		}
+		msgs := store.Outbox()
+		require.Len(t, msgs, 1)
+		errs := p.Publish(context.Background(), msgs)
+		assert.NoError(t, errs[0], "ordering key %.20q: an event Record took is one SNS takes", key)
 	}
 }

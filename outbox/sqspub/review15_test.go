@@ -9,8 +9,12 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/memstore"
 	"github.com/idemkit/idem/outbox"
 	"github.com/idemkit/idem/outbox/sqspub"
 )
@@ -67,4 +71,58 @@ func TestReview15_CallOverTheBatchLimit(t *testing.T) {
 		assert.NoError(t, err, "message %d: every message is within SQS's limits", i)
 	}
 	t.Logf("calls: %d", len(f.calls))
+}
+
+// TestReview15_EmptyHeaderValue: outbox.Record takes a header whose value is empty, and
+// the stores keep it (ddbrelay's TestReview15_InsertDecodesAsRecorded reads one back from
+// DynamoDB's stream); sqspub sends it as a String message attribute with an empty value.
+// SQS's MessageAttributeValue reference: "Name, type, value and the message body must not
+// be empty or null", so SQS refuses the entry, on every attempt.
+//
+//  1. A handler records an event with Headers{"note": ""} (an optional field mapped to a
+//     header, left empty); Record accepts it and the run commits.
+//  2. The relay publishes it: SQS fails the entry (InvalidParameterValue). The relay
+//     stops its key; every retry fails the same way; after MaximumRetryAttempts the
+//     record is discarded (ddbrelay) or the key is stuck for good (pgoutbox).
+//
+// Severity: lost event (never published) and a stuck ordering key. Passing means Record
+// refuses the header (outbox.ErrInvalidEvent), or the entry SQS gets has no empty value.
+func TestReview15_EmptyHeaderValue(t *testing.T) {
+	t.Parallel()
+	store := memstore.New()
+	g, err := idem.New(store, "r15-header")
+	require.NoError(t, err)
+	var recErr error
+	_, _, err = idem.Do(context.Background(), g, idem.Request{Key: "k"}, func(ctx context.Context) (string, error) {
+		_, recErr = outbox.Record(ctx, outbox.Event{Destination: "https://sqs.eu-west-1.amazonaws.com/123456789012/orders",
+			OrderingKey: "acct-1", Type: "OrderPlaced", Payload: []byte(`{}`), Headers: map[string]string{"note": ""}})
+		return "ok", nil
+	})
+	require.NoError(t, err)
+	if recErr != nil {
+		assert.ErrorIs(t, recErr, outbox.ErrInvalidEvent)
+		return
+	}
+	msgs := store.Outbox()
+	require.Len(t, msgs, 1)
+	f := &fakeSQS{answer: func(in *sqs.SendMessageBatchInput) (*sqs.SendMessageBatchOutput, error) {
+		out := &sqs.SendMessageBatchOutput{}
+		for _, e := range in.Entries {
+			ok := true
+			for k, v := range e.MessageAttributes {
+				if k == "" || aws.ToString(v.DataType) == "" || aws.ToString(v.StringValue) == "" {
+					ok = false
+				}
+			}
+			if ok {
+				out.Successful = append(out.Successful, types.SendMessageBatchResultEntry{Id: e.Id, MessageId: aws.String("sqs-" + aws.ToString(e.Id))})
+			} else {
+				out.Failed = append(out.Failed, types.BatchResultErrorEntry{Id: e.Id, Code: aws.String("InvalidParameterValue"),
+					Message: aws.String("Message (user) attribute must contain a non-empty value of type 'String'."), SenderFault: true})
+			}
+		}
+		return out, nil
+	}}
+	errs := sqspub.New(f).Publish(context.Background(), msgs)
+	assert.NoError(t, errs[0], "an event Record took is one SQS takes")
 }
