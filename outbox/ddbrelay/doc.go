@@ -23,6 +23,13 @@
 // its default options). The relay guards each publish by the event id on its own guard,
 // so the records after a failure that Lambda delivers again are not sent again.
 //
+// A crashed invocation's claims hold their events until their lease ends (its deadline
+// plus the guard's lease margin), and Lambda retries far sooner. The relay waits for an
+// event in flight elsewhere (dynamostream.WithWaitInFlight): it takes the event over once
+// that lease ends, if it ends before the event's cut-off (the deadline less the margin),
+// and else reports the event failed at the cut-off. So a crash spends at most one of the
+// mapping's retries per invocation timeout, not one per quick retry.
+//
 // Lag: [Hooks.OnLag] gets each batch's oldest record's age. Lambda's IteratorAge metric
 // of the event source mapping (AWS/Lambda, per function) is the native measure of the
 // same lag; alarm on either.

@@ -62,6 +62,9 @@ func New(guard *idem.Guard, pub outbox.Publisher, opts ...Option) (*Relay, error
 		dynamostream.WithConcurrency(cfg.concurrency),
 		dynamostream.WithKey(eventID),
 		dynamostream.WithOrderingKey(orderingKey),
+		// A crashed invocation's claims hold their events until their lease ends; Lambda's
+		// retries come far sooner, and each would count: wait for the lease instead.
+		dynamostream.WithWaitInFlight(true),
 	}
 	if cfg.marginSet {
 		sopts = append(sopts, dynamostream.WithDeadlineMargin(cfg.margin))
