@@ -102,7 +102,9 @@ func (r *Relay) Handle(ctx context.Context, event events.DynamoDBEvent) (events.
 //   - Keys are published concurrently, up to [WithConcurrency] at once: the events that
 //     arrive while a call of the publisher is in flight go out together in the next call
 //     (a group commit, one event per key per call), so a slow broker gets fewer, fuller
-//     calls and no event waits for a timer.
+//     calls and no event waits for a timer. A publisher that panics fails every event of
+//     its call (one of them as batch.ReasonPanic), and an event still waiting for its
+//     call when its context ends fails unsent.
 //   - Each event is guarded by its id: one published and recorded before replays
 //     ([Report.Replayed]) instead of being sent again.
 //
@@ -167,7 +169,7 @@ func (r *Relay) publish(ctx context.Context, rec events.DynamoDBEventRecord) err
 	if !ok { // not from Process: a call of its own
 		t = &together{ctx: ctx, pub: r.pub}
 	}
-	if err := t.publish(m); err != nil {
+	if err := t.publish(ctx, m); err != nil {
 		return fmt.Errorf("ddbrelay: publish %s: %w", m.ID, err)
 	}
 	return nil
