@@ -37,8 +37,9 @@ func Example() {
 		log.Fatal(err)
 	}
 	resp, err := relay.Handle(context.Background(), events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{
-		insert("101", "customer-42", "e-2", "order-7f3a", 1), // the stream's order need not be the run's
-		insert("102", "customer-42", "e-1", "order-7f3a", 0),
+		// The stream's order need not be the run's (run e-1: its first event's id).
+		insertRun("101", "customer-42", "e-2", "order-7f3a", "e-1", 1),
+		insertRun("102", "customer-42", "e-1", "order-7f3a", "e-1", 0),
 		removed("103", "customer-7", "e-0"),
 	}})
 	if err != nil {

@@ -94,9 +94,10 @@ func (r *Relay) Handle(ctx context.Context, event events.DynamoDBEvent) (events.
 //   - INSERT records are the committed events; REMOVE (TTL deletions) and MODIFY records
 //     are acknowledged without publishing ([Report.Skipped]).
 //   - The events of one ordering key are published one at a time, in stream order, and
-//     a run's events of one key (one stored key) that the batch holds in the order they
-//     were recorded (their position), which the stream need not keep within a
-//     transaction; a run split across two batches keeps the stream's order. A key stops
+//     a run's events of one key (one completion: dynamo.OutboxRunAttr) that the batch
+//     holds in the order they were recorded (their position), which the stream need not
+//     keep within a transaction; a run split across two batches, and items written
+//     without a run, keep the stream's order. A key stops
 //     at its first failure: a publish the publisher reports failed (a lost answer
 //     included), an event that cannot be decoded, a publish not started for the deadline.
 //   - Keys are published concurrently, up to [WithConcurrency] at once: the events that
@@ -161,7 +162,7 @@ func (r *Relay) Process(ctx context.Context, event events.DynamoDBEvent) (*Repor
 
 // publish publishes one INSERT record's event.
 func (r *Relay) publish(ctx context.Context, rec events.DynamoDBEventRecord) error {
-	m, _, err := message(rec)
+	m, err := message(rec)
 	if err != nil {
 		return err
 	}
@@ -198,29 +199,27 @@ func keyString(rec events.DynamoDBEventRecord, attr string) string {
 }
 
 // inRunOrder returns recs with each ordering key's records in stream order, except that
-// consecutive records of one run (the same stored key, no position twice) are sorted by
-// position. Each key keeps the places its records had in the batch.
+// consecutive records of one run (the same dynamo.OutboxRunAttr) are sorted by position.
+// Records without a run (items written before the attribute existed) keep the stream's
+// order: two runs of one stored key cannot be told apart without it. Each key keeps the
+// places its records had in the batch.
 func inRunOrder(recs []events.DynamoDBEventRecord) []events.DynamoDBEventRecord {
 	type entry struct {
-		rec       events.DynamoDBEventRecord
-		storedKey string
-		position  int
+		rec      events.DynamoDBEventRecord
+		run      string
+		position int
 	}
 	byKey := map[string][]entry{}
 	for _, rec := range recs {
 		e := entry{rec: rec}
-		if m, pos, err := message(rec); err == nil {
-			e.storedKey, e.position = m.StoredKey, pos
-		}
+		e.run, e.position = runOf(rec)
 		k := orderingKey(rec)
 		byKey[k] = append(byKey[k], e)
 	}
 	for _, es := range byKey {
 		for start := 0; start < len(es); {
 			end := start + 1
-			seen := map[int]bool{es[start].position: true}
-			for end < len(es) && es[start].storedKey != "" && es[end].storedKey == es[start].storedKey && !seen[es[end].position] {
-				seen[es[end].position] = true
+			for end < len(es) && es[start].run != "" && es[end].run == es[start].run {
 				end++
 			}
 			slices.SortStableFunc(es[start:end], func(a, b entry) int { return a.position - b.position })
