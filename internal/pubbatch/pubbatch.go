@@ -36,6 +36,11 @@ type Batcher struct {
 	// MaxBytes is the broker's limit of bytes per call as Size counts them; 0 means none.
 	// A message larger than MaxBytes goes alone, for the broker to refuse.
 	MaxBytes int
+	// MaxMessageBytes is the broker's limit of bytes per message as Size counts them,
+	// where it is below MaxBytes and the broker refuses a call with a message over it as
+	// a whole (Kinesis: 1 MiB per record); 0 means none. A message larger than it goes
+	// alone, for the broker to refuse, so its call-mates do not fail with it.
+	MaxMessageBytes int
 	// Size returns what a message counts against MaxBytes; nil counts nothing.
 	Size func(outbox.Message) int
 	// Send sends msgs, all to dest, in one call. It returns one error per message (nil
@@ -109,6 +114,10 @@ func (b Batcher) calls(msgs []outbox.Message, round []int) [][]int {
 			if b.Size != nil {
 				n = b.Size(msgs[i])
 			}
+			if b.MaxMessageBytes > 0 && n > b.MaxMessageBytes {
+				out = append(out, []int{i}) // alone: the broker refuses it, and only it
+				continue
+			}
 			full := len(call) == b.MaxEntries || (b.MaxBytes > 0 && bytes+n > b.MaxBytes)
 			if len(call) > 0 && full {
 				out = append(out, call)
@@ -117,7 +126,9 @@ func (b Batcher) calls(msgs []outbox.Message, round []int) [][]int {
 			call = append(call, i)
 			bytes += n
 		}
-		out = append(out, call)
+		if len(call) > 0 {
+			out = append(out, call)
+		}
 	}
 	return out
 }
