@@ -11,6 +11,8 @@ package pubbatch
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -214,4 +216,34 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// maxGroupID is the longest message group id SQS and SNS FIFO take.
+const maxGroupID = 128
+
+// GroupID returns the message group id of a FIFO queue or topic for an ordering key: the
+// key itself when SQS and SNS take it (1 to 128 characters, each an ASCII letter, digit
+// or punctuation mark), else "sha256-" and the key's SHA-256 in hex. So each ordering key
+// has one group of its own, and a key the brokers would refuse (a space, a non-ASCII
+// letter, over 128 characters) is not refused on every attempt.
+func GroupID(key string) string {
+	if validGroupID(key) {
+		return key
+	}
+	sum := sha256.Sum256([]byte(key))
+	return "sha256-" + hex.EncodeToString(sum[:])
+}
+
+// validGroupID reports whether SQS and SNS take s as a message group id.
+func validGroupID(s string) bool {
+	if s == "" || len(s) > maxGroupID {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c > '~' { // printable ASCII but the space: letters, digits, punctuation
+			return false
+		}
+	}
+	return true
 }

@@ -5,7 +5,9 @@
 // empty one: SNS refuses an empty message); the message attributes are
 // [outbox.IDAttribute] (the event id), [TypeAttribute] (the event type) and the event's
 // headers, all of data type String. On a FIFO topic (ARN ending in ".fifo") the message
-// group is the ordering key and the deduplication id the event id.
+// group is the ordering key and the deduplication id the event id; an ordering key SNS
+// does not take as a group id (1 to 128 characters, each an ASCII letter, digit or
+// punctuation mark) is sent as "sha256-" and its SHA-256 in hex, one group per key.
 //
 // The consumer deduplicates on the event id. An SQS queue subscribed with raw message
 // delivery (the subscription attribute RawMessageDelivery "true") receives the message
@@ -116,7 +118,7 @@ func Entry(id, topic string, m outbox.Message) types.PublishBatchRequestEntry {
 	}
 	e := types.PublishBatchRequestEntry{Id: aws.String(id), Message: aws.String(body(m)), MessageAttributes: attrs}
 	if strings.HasSuffix(topic, ".fifo") {
-		e.MessageGroupId = aws.String(m.OrderingKey)
+		e.MessageGroupId = aws.String(pubbatch.GroupID(m.OrderingKey))
 		e.MessageDeduplicationId = aws.String(m.ID)
 	}
 	return e

@@ -9,7 +9,10 @@
 // header never replaces the first two (outbox.Record refuses such names:
 // outbox.ReservedHeader). On a
 // FIFO queue (URL ending in ".fifo") the message group is the ordering key and the
-// deduplication id the event id.
+// deduplication id the event id. An ordering key SQS does not take as a group id (1 to
+// 128 characters, each an ASCII letter, digit or punctuation mark: no space, no other
+// letter) is sent as "sha256-" and its SHA-256 in hex, one group per key, so its order
+// holds and SQS never refuses it.
 //
 // Messages go out with SendMessageBatch, up to 10 and 256 KiB per call (bodies and
 // attributes, as SQS counts them), calls to distinct queues one after another, at most one
@@ -101,7 +104,7 @@ func Entry(id, queue string, m outbox.Message) types.SendMessageBatchRequestEntr
 	}
 	e := types.SendMessageBatchRequestEntry{Id: aws.String(id), MessageBody: aws.String(body(m)), MessageAttributes: attrs}
 	if strings.HasSuffix(queue, ".fifo") {
-		e.MessageGroupId = aws.String(m.OrderingKey)
+		e.MessageGroupId = aws.String(pubbatch.GroupID(m.OrderingKey))
 		e.MessageDeduplicationId = aws.String(m.ID)
 	}
 	return e
