@@ -158,11 +158,15 @@ func (b Batcher) send(ctx context.Context, msgs []outbox.Message, call []int, er
 
 // Attributes returns the attributes a message carries where the broker has message
 // attributes (SQS, SNS): its headers, its ID under [outbox.IDAttribute] and its type
-// under typeAttr.
+// under typeAttr. A header whose value is empty is left out: SQS and SNS refuse an empty
+// attribute value, on every attempt, and a consumer reads a header that is absent as
+// empty.
 func Attributes(m outbox.Message, typeAttr string) map[string]string {
 	attrs := make(map[string]string, len(m.Headers)+2)
 	for k, v := range m.Headers {
-		attrs[k] = v
+		if v != "" {
+			attrs[k] = v
+		}
 	}
 	attrs[outbox.IDAttribute] = m.ID
 	attrs[typeAttr] = m.Type

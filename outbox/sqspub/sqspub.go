@@ -7,7 +7,8 @@
 // idempotency key by default, so the consumer deduplicates without configuration),
 // [TypeAttribute] (the event type) and the event's headers, all of data type String; a
 // header never replaces the first two (outbox.Record refuses such names:
-// outbox.ReservedHeader). On a
+// outbox.ReservedHeader), and a header whose value is empty is left out (SQS refuses an
+// empty attribute value; a consumer reads an absent header as empty). On a
 // FIFO queue (URL ending in ".fifo") the message group is the ordering key and the
 // deduplication id the event id. An ordering key SQS does not take as a group id (1 to
 // 128 characters, each an ASCII letter, digit or punctuation mark: no space, no other
