@@ -38,11 +38,17 @@
 //
 //	store, err := dynamo.New(ddb, os.Getenv("IDEMPOTENCY_TABLE"))
 //	...
-//	guard, err := idem.New(store, "outbox-relay")
+//	guard, err := idem.New(store, "outbox-relay", idem.WithExpiry(48*time.Hour))
 //	...
 //	relay, err := ddbrelay.New(guard, sqspub.New(sqsClient))
 //	...
 //	lambda.Start(relay.Handle)
+//
+// The guard's records must outlive every delivery of an event's record: the mapping's
+// MaximumRecordAgeInSeconds (6 hours in infra/template.yaml) and the stream's 24 hours.
+// With idem.DefaultExpiry (an hour), a record Lambda delivers again after that (a key
+// stuck behind a failing event, then freed) finds no record of its publish, and the
+// event is published again; cmd/outbox-relay sets 48 hours.
 //
 // The event source mapping on the outbox table's stream must enable
 // ReportBatchItemFailures (FunctionResponseTypes), and should set

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
@@ -84,7 +85,9 @@ func Example_dynamoDB() {
 		if err != nil {
 			return err
 		}
-		guard, err := idem.New(store, "outbox-relay")
+		// The relay's records outlive every delivery of a stream record (24 hours; the
+		// mapping's maximum record age, 6 hours in infra/template.yaml): see the package doc.
+		guard, err := idem.New(store, "outbox-relay", idem.WithExpiry(48*time.Hour))
 		if err != nil {
 			return err
 		}

@@ -29,18 +29,22 @@ type Relay struct {
 // errShortAnswer is a publisher's answer without one error per message.
 var errShortAnswer = errors.New("ddbrelay: the publisher answered no outcome for the message")
 
-// New returns a relay publishing through pub, each event under the guard guard: an event
-// published and recorded is not sent again when Lambda delivers its record again (after a
-// later record of the batch failed), by this container or another, as long as the
-// guard's store keeps its record. Give it a guard of its own name on the idempotency
-// table (dynamo.New). It returns an error wrapping idem.ErrInvalidOption for a nil guard
-// or publisher, or a bad option.
+// New returns a relay publishing through pub, each event under the guard guard. It
+// returns an error wrapping idem.ErrInvalidOption for a nil guard or publisher, or a bad
+// option.
 //
-// The guard costs the store's batch calls (dynamostream.WithBatchClaims): ⌈n/25⌉ claim
-// calls per batch of n events, one completion call for each event that another event of
-// its ordering key follows in the batch, and ⌈m/25⌉ for the m others; it spares the events
-// after a failure, which Lambda delivers again, a second publish. The relay takes from
-// guard its clock (for [Hooks.OnLag]), its logger and its hooks, as dynamostream.New says.
+//   - An event published and recorded is not sent again when Lambda delivers its record
+//     again (after a later record of the batch failed), by this container or another, as
+//     long as the guard's store keeps its record.
+//   - Give it a guard of its own name on the idempotency table (dynamo.New), whose expiry
+//     (idem.WithExpiry) outlives every delivery of a stream record: 48 hours, as
+//     cmd/outbox-relay sets (see the package documentation).
+//   - The guard costs the store's batch calls (dynamostream.WithBatchClaims): ⌈n/25⌉
+//     claim calls per batch of n events, one completion call for each event that another
+//     event of its ordering key follows in the batch, and ⌈m/25⌉ for the m others; it
+//     spares the events after a failure, which Lambda delivers again, a second publish.
+//   - The relay takes from guard its clock (for [Hooks.OnLag]), its logger and its hooks,
+//     as dynamostream.New says.
 func New(guard *idem.Guard, pub outbox.Publisher, opts ...Option) (*Relay, error) {
 	switch {
 	case guard == nil:
