@@ -20,6 +20,7 @@ type Settings struct {
 	margin      time.Duration
 	marginSet   bool
 	batchClaims bool
+	waitFlight  bool
 }
 
 // DefaultSettings returns the engine's defaults for the adapter named adapter (its
@@ -67,9 +68,16 @@ func (s *Settings) SetBatchClaims(on bool) error {
 	return nil
 }
 
+// SetWaitInFlight sets whether an item whose key is in flight elsewhere waits for it, as
+// [WithWaitInFlight] says, for the adapter's WithWaitInFlight.
+func (s *Settings) SetWaitInFlight(on bool) error {
+	s.waitFlight = on
+	return nil
+}
+
 // options returns the engine options of s.
 func (s *Settings) options() []Option {
-	opts := []Option{WithConcurrency(s.concurrency), WithBatchClaims(s.batchClaims)}
+	opts := []Option{WithConcurrency(s.concurrency), WithBatchClaims(s.batchClaims), WithWaitInFlight(s.waitFlight)}
 	if s.marginSet {
 		opts = append(opts, WithDeadlineMargin(s.margin))
 	}

@@ -81,10 +81,11 @@ func TestNewAdapterSettings(t *testing.T) {
 	e, cfg, err = newFake(t, guard, false, withKey("a"), nil, withKey("b"),
 		func(c *fakeConfig) error { return c.SetConcurrency(3) },
 		func(c *fakeConfig) error { return c.SetDeadlineMargin(0) },
-		func(c *fakeConfig) error { return c.SetBatchClaims(false) })
+		func(c *fakeConfig) error { return c.SetBatchClaims(false) },
+		func(c *fakeConfig) error { return c.SetWaitInFlight(true) })
 	require.NoError(t, err)
 	assert.Equal(t, "b", cfg.key)
-	assert.Equal(t, config{concurrency: 3, margin: 0, marginSet: true, batchClaims: false}, e.cfg)
+	assert.Equal(t, config{concurrency: 3, margin: 0, marginSet: true, batchClaims: false, waitFlight: true}, e.cfg)
 }
 
 // Run runs each record that is to run with its own record, and maps every outcome, in

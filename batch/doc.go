@@ -13,8 +13,8 @@
 //     trip per 25 keys, which also answers the keys completed before, so a redelivered
 //     record replays from these calls;
 //   - runs items that share a key and content once (the others are duplicates), reports a
-//     key in flight elsewhere as a failure, and starts no item once less than the margin
-//     is left before the Lambda deadline;
+//     key in flight elsewhere as a failure (or waits for it: [WithWaitInFlight]), and
+//     starts no item once less than the margin is left before the Lambda deadline;
 //   - in an ordered batch ([Mode.Ordered]) runs the items of each group one at a time in
 //     order, and stops a group at its first failure: the rest of the group fails with
 //     [ReasonGroupStopped] without starting, and their claims are released;
@@ -45,10 +45,10 @@
 //	}
 //
 // The adapters of this repository share the rest through three helpers: [Settings], the
-// options every adapter offers (concurrency, deadline margin, batch claims), embedded in
-// the adapter's configuration; [NewAdapter], its constructor's checks, options and
-// engine; and [Run], which processes the records and maps each [Outcome] to the adapter's
-// own outcome type.
+// options every adapter offers (concurrency, deadline margin, batch claims) and one an
+// adapter may offer (waiting for a key in flight), embedded in the adapter's
+// configuration; [NewAdapter], its constructor's checks, options and engine; and [Run],
+// which processes the records and maps each [Outcome] to the adapter's own outcome type.
 //
 // Choosing the mode:
 //

@@ -17,6 +17,12 @@ const (
 	// a quarter of the time left when the batch arrives, so a function with a short timeout
 	// still starts its items.
 	DefaultDeadlineMargin = 5 * time.Second
+	// WaitInFlightPoll is the first pause of an item waiting for its key in flight
+	// elsewhere (see [WithWaitInFlight]); each later pause doubles, up to
+	// [WaitInFlightMaxPoll].
+	WaitInFlightPoll = 100 * time.Millisecond
+	// WaitInFlightMaxPoll is the longest pause between two polls of a waiting item.
+	WaitInFlightMaxPoll = 2 * time.Second
 )
 
 // Option configures an [Engine]. Options are applied in order by [New].
@@ -27,6 +33,7 @@ type config struct {
 	margin      time.Duration
 	marginSet   bool
 	batchClaims bool
+	waitFlight  bool
 }
 
 func defaultConfig() config {
@@ -96,6 +103,33 @@ func WithDeadlineMargin(d time.Duration) Option {
 func WithBatchClaims(on bool) Option {
 	return func(c *config) error {
 		c.batchClaims = on
+		return nil
+	}
+}
+
+// WithWaitInFlight sets whether an item whose key is in flight elsewhere waits for it.
+// Default false: the item fails at once with [ReasonInProgress].
+//
+//   - On, and with a context deadline, the item polls its key through the guard (with
+//     back-off from [WaitInFlightPoll] up to [WaitInFlightMaxPoll], and at the end of
+//     the lease it met) until the other run completes (the item replays its result), its
+//     lease ends (the item takes the key over, as [idem.Do] does after a lease ends, and
+//     runs), or the item's cut-off comes: the deadline less the margin (see
+//     [WithDeadlineMargin]). At the cut-off, or when ctx ends, it fails with
+//     [ReasonInProgress] as before.
+//   - So a key whose lease ends before the cut-off (a crashed invocation's claim) is
+//     taken over in this invocation rather than reported failed, and a key whose lease
+//     ends later fails once per invocation, not once per quick retry of the source:
+//     Lambda's retries of a stream batch are not all spent while a crashed run's claims
+//     hold their keys.
+//   - The item waits in its unit's place: the items of its group after it wait behind
+//     it, so a group's order holds. Other units go on concurrently.
+//   - Each poll is a claim attempt (one store call); an item taken over is claimed and
+//     recorded on its own, not with the batch's claims.
+//   - Without a deadline no item waits.
+func WithWaitInFlight(on bool) Option {
+	return func(c *config) error {
+		c.waitFlight = on
 		return nil
 	}
 }

@@ -35,6 +35,9 @@ func (b *batch) process(ctx context.Context, unit []int, i int) {
 	}
 	start := b.e.clock.Now()
 	replayed, ran, handlerErr, err := b.guarded(ctx, i)
+	if b.e.cfg.waitFlight {
+		replayed, ran, handlerErr, err = b.waitInFlight(ctx, i, replayed, ran, handlerErr, err)
+	}
 	o.Duration = b.e.clock.Now().Sub(start)
 	st.tried = true
 	switch {
@@ -109,6 +112,53 @@ func (b *batch) guarded(ctx context.Context, i int) (replayed, ran bool, handler
 	}
 	_, replayed, err = idem.Do(ctx, b.e.guard, req, fn)
 	return replayed, ran, handlerErr, err
+}
+
+// waitInFlight waits, as [WithWaitInFlight] says, for item i's key while the guard's
+// answer err says another run holds it: it polls the key through the guard (a claim
+// attempt, which replays a completed run or takes over a key whose lease ended) until
+// the answer is no longer in progress, or until the item's cut-off (the deadline less
+// the margin) or ctx's end, when it returns the last in-progress answer. It returns the
+// guard's answer as guarded does.
+func (b *batch) waitInFlight(ctx context.Context, i int, replayed, ran bool, handlerErr, err error) (bool, bool, error, error) {
+	if !b.hasDeadline {
+		return replayed, ran, handlerErr, err
+	}
+	cutoff := b.deadline.Add(-b.margin)
+	poll := WaitInFlightPoll
+	for {
+		var ip *idem.InProgressError
+		if ran || !errors.As(err, &ip) {
+			return replayed, ran, handlerErr, err
+		}
+		now := b.e.clock.Now()
+		left := cutoff.Sub(now)
+		if left <= 0 {
+			return replayed, ran, handlerErr, err
+		}
+		pause := min(poll, left)
+		if end := ip.LeaseExpires.Sub(now); end > 0 {
+			pause = min(pause, end) // the first poll after the lease it met has ended
+		}
+		select {
+		case <-ctx.Done():
+			return replayed, ran, handlerErr, err
+		case <-b.e.clock.After(pause):
+		}
+		poll = min(2*poll, WaitInFlightMaxPoll)
+		if b.mayStart(ctx) != nil {
+			return replayed, ran, handlerErr, err
+		}
+		// The batch's claim of the key (if any) met the other run and holds nothing:
+		// the item claims, runs and records on its own from here, as idem.Do does.
+		b.state[i].claim = -1
+		var again error
+		replayed, ran, handlerErr, again = b.guarded(ctx, i)
+		if !ran && !errors.Is(again, idem.ErrInProgress) && ctx.Err() != nil {
+			return replayed, ran, handlerErr, err // the context ended during the poll
+		}
+		err = again
+	}
 }
 
 // classify names the reason for a failure of the guarded call.

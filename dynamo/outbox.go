@@ -26,7 +26,10 @@ const (
 	OutboxStoredKeyAttr   = "stored_key"   // S, absent when empty
 	OutboxRecordedAtAttr  = "recorded_at"  // N, epoch milliseconds
 	// N, the event's place among its completion's events, from 0.
-	OutboxPositionAttr   = "position"
+	OutboxPositionAttr = "position"
+	// S, the run (one completion) that recorded the event: the id of its first event.
+	// Absent on items written before it existed.
+	OutboxRunAttr        = "run"
 	OutboxExpirationAttr = "expiration" // N, epoch seconds: the table's TTL attribute
 )
 
@@ -53,16 +56,24 @@ func WithOutboxTable(table string) Option {
 }
 
 // OutboxItem returns the Put of m, the position-th event (from 0) of its completion, into
-// the outbox table: partition key the ordering key (DynamoDB Streams keeps one partition
-// key's changes in one shard, so a relay reading each shard in order publishes one
-// ordering key's events in commit order), sort key the event id, and the attributes the
-// Outbox*Attr constants name; the TTL attribute is RecordedAt plus
-// [DefaultOutboxRetention]. The events of one completion commit in one transaction, whose
-// stream records DynamoDB does not order among themselves: a relay orders those of one
-// stored key ([OutboxStoredKeyAttr]) by [OutboxPositionAttr], the order of their
-// outbox.Record calls. The Put is conditional on the item being new, so an event is
-// never overwritten.
+// the outbox table, without a run ([OutboxRunItem] with run ""): the item a writer that
+// predates [OutboxRunAttr] put, whose events a relay publishes in stream order.
 func OutboxItem(table string, m idemstore.OutboxMessage, position int) types.TransactWriteItem {
+	return OutboxRunItem(table, m, "", position)
+}
+
+// OutboxRunItem returns the Put of m, the position-th event (from 0) of the completion run
+// (the id of its first event; "" writes no [OutboxRunAttr]), into the outbox table:
+// partition key the ordering key (DynamoDB Streams keeps one partition key's changes in
+// one shard, so a relay reading each shard in order publishes one ordering key's events
+// in commit order), sort key the event id, and the attributes the Outbox*Attr constants
+// name; the TTL attribute is RecordedAt plus [DefaultOutboxRetention]. The events of one
+// completion commit in one transaction, whose stream records DynamoDB does not order
+// among themselves: a relay orders those of one run by [OutboxPositionAttr], the order of
+// their outbox.Record calls. The run tells two runs of one stored key apart (a request
+// run again after its record expired). The Put is conditional on the item being new, so
+// an event is never overwritten.
+func OutboxRunItem(table string, m idemstore.OutboxMessage, run string, position int) types.TransactWriteItem {
 	item := map[string]types.AttributeValue{
 		OutboxOrderingKeyAttr: &types.AttributeValueMemberS{Value: m.OrderingKey},
 		OutboxIDAttr:          &types.AttributeValueMemberS{Value: m.ID},
@@ -74,6 +85,9 @@ func OutboxItem(table string, m idemstore.OutboxMessage, position int) types.Tra
 	}
 	if len(m.Payload) > 0 {
 		item[OutboxPayloadAttr] = &types.AttributeValueMemberB{Value: m.Payload}
+	}
+	if run != "" {
+		item[OutboxRunAttr] = &types.AttributeValueMemberS{Value: run}
 	}
 	if m.StoredKey != "" {
 		item[OutboxStoredKeyAttr] = &types.AttributeValueMemberS{Value: m.StoredKey}
@@ -146,6 +160,16 @@ func OutboxPosition(item map[string]types.AttributeValue) int {
 	return p
 }
 
+// OutboxRun returns an outbox item's [OutboxRunAttr]: the run that recorded the event;
+// "" when the item has none.
+func OutboxRun(item map[string]types.AttributeValue) string {
+	s, ok := item[OutboxRunAttr].(*types.AttributeValueMemberS)
+	if !ok {
+		return ""
+	}
+	return s.Value
+}
+
 // OutboxTableInput returns the input that creates an outbox table named table: key
 // [OutboxOrderingKeyAttr] (hash) and [OutboxIDAttr] (range), on-demand billing, and a
 // stream of new images for the relay. Pass it to a *dynamodb.Client's CreateTable (or
@@ -200,9 +224,10 @@ func (s *Store) withOutbox(attached []any) ([]any, error) {
 	return OutboxWrites(s.cfg.outboxTable, attached)
 }
 
-// OutboxWrites returns attached with each outbox message (an idemstore.OutboxMessage, as
-// outbox.Record attaches) replaced by its Put into the outbox table ([OutboxItem]); other
-// writes are kept as they are. It returns attached itself when there is no message, and an
+// OutboxWrites returns attached, one completion's writes, with each outbox message (an
+// idemstore.OutboxMessage, as outbox.Record attaches) replaced by its Put into the outbox
+// table ([OutboxRunItem], the run named by the first message's id); other writes are
+// kept as they are. It returns attached itself when there is no message, and an
 // error for a message when table is empty. Package dynamomem uses it.
 func OutboxWrites(table string, attached []any) ([]any, error) {
 	n := -1
@@ -216,6 +241,7 @@ func OutboxWrites(table string, attached []any) ([]any, error) {
 		return attached, nil
 	}
 	out := make([]any, len(attached))
+	run := attached[n].(idemstore.OutboxMessage).ID
 	position := 0
 	for i, a := range attached {
 		m, ok := a.(idemstore.OutboxMessage)
@@ -226,7 +252,7 @@ func OutboxWrites(table string, attached []any) ([]any, error) {
 		if table == "" {
 			return nil, fmt.Errorf("attached write %d: %w", i, errNoOutbox)
 		}
-		out[i] = OutboxItem(table, m, position)
+		out[i] = OutboxRunItem(table, m, run, position)
 		position++
 	}
 	return out, nil

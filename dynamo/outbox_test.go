@@ -142,3 +142,27 @@ func TestOutboxWithoutTableIsRefused(t *testing.T) {
 	_, err = dynamo.New(dynamodb.New(dynamodb.Options{Region: "us-east-1"}), "records", dynamo.WithOutboxTable(""))
 	require.ErrorIs(t, err, idem.ErrInvalidOption)
 }
+
+// TestOutboxWritesNameTheRun: the outbox items of one completion carry its run, the id of
+// its first event, and their positions; so a relay tells two runs of one stored key (a
+// request run again after its record expired) apart. Other writes are kept as they are.
+func TestOutboxWritesNameTheRun(t *testing.T) {
+	t.Parallel()
+	other := types.TransactWriteItem{Put: &types.Put{TableName: aws.String("orders")}}
+	msg := func(id string) idemstore.OutboxMessage {
+		return idemstore.OutboxMessage{OutboxEvent: outbox.Event{Destination: "q", OrderingKey: "k", Type: "T"}, ID: id, StoredKey: "s"}
+	}
+	out, err := dynamo.OutboxWrites("outbox", []any{other, msg("e-1"), msg("e-2")})
+	require.NoError(t, err)
+	require.Len(t, out, 3)
+	assert.Equal(t, other, out[0])
+	for i, w := range out[1:] {
+		item := w.(types.TransactWriteItem).Put.Item
+		assert.Equal(t, "e-1", dynamo.OutboxRun(item))
+		assert.Equal(t, i, dynamo.OutboxPosition(item))
+	}
+	again, err := dynamo.OutboxWrites("outbox", []any{msg("e-3")})
+	require.NoError(t, err)
+	assert.Equal(t, "e-3", dynamo.OutboxRun(again[0].(types.TransactWriteItem).Put.Item), "another run")
+	assert.Empty(t, dynamo.OutboxRun(dynamo.OutboxItem("outbox", msg("e-4"), 0).Put.Item), "an item without a run")
+}

@@ -141,6 +141,16 @@ func WithBatchClaims(on bool) Option {
 	return func(c *config) error { return c.SetBatchClaims(on) }
 }
 
+// WithWaitInFlight sets whether a record whose key is in flight elsewhere waits for it, as
+// batch.WithWaitInFlight says. Default false: the record fails with [ReasonInProgress] at
+// once, and stops its item. On, a record whose key a crashed invocation's claim holds
+// is taken over once that claim's lease ends, if it ends before the record's cut-off
+// (the deadline less the margin); else the record fails at the cut-off, so a retry of
+// the batch is spent once per invocation, not once per quick retry of Lambda's.
+func WithWaitInFlight(on bool) Option {
+	return func(c *config) error { return c.SetWaitInFlight(on) }
+}
+
 // DefaultKey returns the record's eventID, which identifies one change of one item and
 // stays the same when Lambda delivers the record again. It never fails.
 func DefaultKey(r events.DynamoDBEventRecord) (string, error) { return r.EventID, nil }

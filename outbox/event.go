@@ -37,7 +37,8 @@ func ReservedHeader(name string) bool {
 // empty means unordered, and the event's ID becomes its ordering key), what it is (Type,
 // required), its body (Payload, passed through unchanged) and extra attributes (Headers;
 // none may have a name [ReservedHeader] reports, such as [IDAttribute] or [TypeAttribute],
-// which publishers set).
+// which publishers set; a header with an empty value is kept, but sqspub and snspub leave
+// it out of the message attributes, which SQS and SNS refuse empty).
 type Event = idemstore.OutboxEvent
 
 // Message is an event as recorded: the [Event] with its ID (a UUID of version 7, drawn

@@ -11,6 +11,8 @@ package pubbatch
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -36,6 +38,11 @@ type Batcher struct {
 	// MaxBytes is the broker's limit of bytes per call as Size counts them; 0 means none.
 	// A message larger than MaxBytes goes alone, for the broker to refuse.
 	MaxBytes int
+	// MaxMessageBytes is the broker's limit of bytes per message as Size counts them,
+	// where it is below MaxBytes and the broker refuses a call with a message over it as
+	// a whole (Kinesis: 1 MiB per record); 0 means none. A message larger than it goes
+	// alone, for the broker to refuse, so its call-mates do not fail with it.
+	MaxMessageBytes int
 	// Size returns what a message counts against MaxBytes; nil counts nothing.
 	Size func(outbox.Message) int
 	// Send sends msgs, all to dest, in one call. It returns one error per message (nil
@@ -109,6 +116,10 @@ func (b Batcher) calls(msgs []outbox.Message, round []int) [][]int {
 			if b.Size != nil {
 				n = b.Size(msgs[i])
 			}
+			if b.MaxMessageBytes > 0 && n > b.MaxMessageBytes {
+				out = append(out, []int{i}) // alone: the broker refuses it, and only it
+				continue
+			}
 			full := len(call) == b.MaxEntries || (b.MaxBytes > 0 && bytes+n > b.MaxBytes)
 			if len(call) > 0 && full {
 				out = append(out, call)
@@ -117,7 +128,9 @@ func (b Batcher) calls(msgs []outbox.Message, round []int) [][]int {
 			call = append(call, i)
 			bytes += n
 		}
-		out = append(out, call)
+		if len(call) > 0 {
+			out = append(out, call)
+		}
 	}
 	return out
 }
@@ -145,11 +158,15 @@ func (b Batcher) send(ctx context.Context, msgs []outbox.Message, call []int, er
 
 // Attributes returns the attributes a message carries where the broker has message
 // attributes (SQS, SNS): its headers, its ID under [outbox.IDAttribute] and its type
-// under typeAttr.
+// under typeAttr. A header whose value is empty is left out: SQS and SNS refuse an empty
+// attribute value, on every attempt, and a consumer reads a header that is absent as
+// empty.
 func Attributes(m outbox.Message, typeAttr string) map[string]string {
 	attrs := make(map[string]string, len(m.Headers)+2)
 	for k, v := range m.Headers {
-		attrs[k] = v
+		if v != "" {
+			attrs[k] = v
+		}
 	}
 	attrs[outbox.IDAttribute] = m.ID
 	attrs[typeAttr] = m.Type
@@ -203,4 +220,34 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// maxGroupID is the longest message group id SQS and SNS FIFO take.
+const maxGroupID = 128
+
+// GroupID returns the message group id of a FIFO queue or topic for an ordering key: the
+// key itself when SQS and SNS take it (1 to 128 characters, each an ASCII letter, digit
+// or punctuation mark), else "sha256-" and the key's SHA-256 in hex. So each ordering key
+// has one group of its own, and a key the brokers would refuse (a space, a non-ASCII
+// letter, over 128 characters) is not refused on every attempt.
+func GroupID(key string) string {
+	if validGroupID(key) {
+		return key
+	}
+	sum := sha256.Sum256([]byte(key))
+	return "sha256-" + hex.EncodeToString(sum[:])
+}
+
+// validGroupID reports whether SQS and SNS take s as a message group id.
+func validGroupID(s string) bool {
+	if s == "" || len(s) > maxGroupID {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c > '~' { // printable ASCII but the space: letters, digits, punctuation
+			return false
+		}
+	}
+	return true
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -105,14 +107,34 @@ func TestFailures(t *testing.T) {
 	}
 }
 
-// TestAttributes: headers, the id and the type.
+// TestAttributes: headers, the id and the type; a header whose value is empty is left
+// out, since SQS and SNS refuse an empty attribute value.
 func TestAttributes(t *testing.T) {
 	t.Parallel()
 	m := msg("id-1", "q", "k", 0)
-	m.Headers = map[string]string{"tenant": "t1"}
+	m.Headers = map[string]string{"tenant": "t1", "note": ""}
 	assert.Equal(t, map[string]string{"tenant": "t1", outbox.IDAttribute: "id-1", "Event-Type": "T"},
 		pubbatch.Attributes(m, "Event-Type"))
-	assert.Equal(t, fmt.Sprint(map[string]string{"tenant": "t1"}), fmt.Sprint(m.Headers), "the message's headers are left alone")
+	assert.Equal(t, fmt.Sprint(map[string]string{"note": "", "tenant": "t1"}), fmt.Sprint(m.Headers), "the message's headers are left alone")
+}
+
+// TestGroupID: an ordering key SQS and SNS take as a message group id is kept; any other
+// (a space, a non-ASCII letter, a control character, over 128 characters, none) maps to
+// its SHA-256, one group per key, which they take.
+func TestGroupID(t *testing.T) {
+	t.Parallel()
+	valid := regexp.MustCompile("^[a-zA-Z0-9!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~]{1,128}$")
+	for _, key := range []string{"acct-1", `!"#$%&'()*+,-./:;<=>?@[\]^_{|}~` + "`", strings.Repeat("k", 128)} {
+		assert.Equal(t, key, pubbatch.GroupID(key))
+	}
+	seen := map[string]bool{}
+	for _, key := range []string{"customer 42", "kunde-müller", strings.Repeat("k", 129), "a\tb", "", "\xff"} {
+		g := pubbatch.GroupID(key)
+		assert.Regexp(t, valid, g, "key %q", key)
+		assert.Equal(t, g, pubbatch.GroupID(key), "deterministic")
+		assert.False(t, seen[g], "one group per key")
+		seen[g] = true
+	}
 }
 
 // TestEntryIndex reads back only the ids EntryID makes, within the call.

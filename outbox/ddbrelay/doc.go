@@ -23,6 +23,13 @@
 // its default options). The relay guards each publish by the event id on its own guard,
 // so the records after a failure that Lambda delivers again are not sent again.
 //
+// A crashed invocation's claims hold their events until their lease ends (its deadline
+// plus the guard's lease margin), and Lambda retries far sooner. The relay waits for an
+// event in flight elsewhere (dynamostream.WithWaitInFlight): it takes the event over once
+// that lease ends, if it ends before the event's cut-off (the deadline less the margin),
+// and else reports the event failed at the cut-off. So a crash spends at most one of the
+// mapping's retries per invocation timeout, not one per quick retry.
+//
 // Lag: [Hooks.OnLag] gets each batch's oldest record's age. Lambda's IteratorAge metric
 // of the event source mapping (AWS/Lambda, per function) is the native measure of the
 // same lag; alarm on either.
@@ -31,11 +38,17 @@
 //
 //	store, err := dynamo.New(ddb, os.Getenv("IDEMPOTENCY_TABLE"))
 //	...
-//	guard, err := idem.New(store, "outbox-relay")
+//	guard, err := idem.New(store, "outbox-relay", idem.WithExpiry(48*time.Hour))
 //	...
 //	relay, err := ddbrelay.New(guard, sqspub.New(sqsClient))
 //	...
 //	lambda.Start(relay.Handle)
+//
+// The guard's records must outlive every delivery of an event's record: the mapping's
+// MaximumRecordAgeInSeconds (6 hours in infra/template.yaml) and the stream's 24 hours.
+// With idem.DefaultExpiry (an hour), a record Lambda delivers again after that (a key
+// stuck behind a failing event, then freed) finds no record of its publish, and the
+// event is published again; cmd/outbox-relay sets 48 hours.
 //
 // The event source mapping on the outbox table's stream must enable
 // ReportBatchItemFailures (FunctionResponseTypes), and should set

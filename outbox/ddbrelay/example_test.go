@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
@@ -37,8 +38,9 @@ func Example() {
 		log.Fatal(err)
 	}
 	resp, err := relay.Handle(context.Background(), events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{
-		insert("101", "customer-42", "e-2", "order-7f3a", 1), // the stream's order need not be the run's
-		insert("102", "customer-42", "e-1", "order-7f3a", 0),
+		// The stream's order need not be the run's (run e-1: its first event's id).
+		insertRun("101", "customer-42", "e-2", "order-7f3a", "e-1", 1),
+		insertRun("102", "customer-42", "e-1", "order-7f3a", "e-1", 0),
 		removed("103", "customer-7", "e-0"),
 	}})
 	if err != nil {
@@ -83,7 +85,9 @@ func Example_dynamoDB() {
 		if err != nil {
 			return err
 		}
-		guard, err := idem.New(store, "outbox-relay")
+		// The relay's records outlive every delivery of a stream record (24 hours; the
+		// mapping's maximum record age, 6 hours in infra/template.yaml): see the package doc.
+		guard, err := idem.New(store, "outbox-relay", idem.WithExpiry(48*time.Hour))
 		if err != nil {
 			return err
 		}

@@ -11,20 +11,36 @@ import (
 )
 
 // message decodes the outbox item a stream record's NEW_IMAGE holds (see
-// dynamo.OutboxItem), with its position among its run's events.
-func message(r events.DynamoDBEventRecord) (outbox.Message, int, error) {
+// dynamo.OutboxRunItem).
+func message(r events.DynamoDBEventRecord) (outbox.Message, error) {
+	m, _, err := decode(r)
+	return m, err
+}
+
+// runOf returns the run of the event a stream record holds ("" for an item written without
+// one) and its position among the run's events; "" and 0 for a record that does not decode.
+func runOf(r events.DynamoDBEventRecord) (run string, position int) {
+	_, item, err := decode(r)
+	if err != nil {
+		return "", 0
+	}
+	return dynamo.OutboxRun(item), dynamo.OutboxPosition(item)
+}
+
+// decode decodes a stream record's NEW_IMAGE, and returns the item too.
+func decode(r events.DynamoDBEventRecord) (outbox.Message, map[string]types.AttributeValue, error) {
 	if len(r.Change.NewImage) == 0 {
-		return outbox.Message{}, 0, fmt.Errorf("ddbrelay: record %s has no NewImage: the stream's view type must be NEW_IMAGE or NEW_AND_OLD_IMAGES", r.Change.SequenceNumber)
+		return outbox.Message{}, nil, fmt.Errorf("ddbrelay: record %s has no NewImage: the stream's view type must be NEW_IMAGE or NEW_AND_OLD_IMAGES", r.Change.SequenceNumber)
 	}
-	item, err := item(r.Change.NewImage)
+	it, err := item(r.Change.NewImage)
 	if err != nil {
-		return outbox.Message{}, 0, fmt.Errorf("ddbrelay: record %s: %w", r.Change.SequenceNumber, err)
+		return outbox.Message{}, nil, fmt.Errorf("ddbrelay: record %s: %w", r.Change.SequenceNumber, err)
 	}
-	m, err := dynamo.OutboxMessage(item)
+	m, err := dynamo.OutboxMessage(it)
 	if err != nil {
-		return outbox.Message{}, 0, fmt.Errorf("ddbrelay: record %s: %w", r.Change.SequenceNumber, err)
+		return outbox.Message{}, nil, fmt.Errorf("ddbrelay: record %s: %w", r.Change.SequenceNumber, err)
 	}
-	return m, dynamo.OutboxPosition(item), nil
+	return m, it, nil
 }
 
 // item converts a stream image to the SDK's attribute values.

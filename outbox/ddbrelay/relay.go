@@ -29,18 +29,22 @@ type Relay struct {
 // errShortAnswer is a publisher's answer without one error per message.
 var errShortAnswer = errors.New("ddbrelay: the publisher answered no outcome for the message")
 
-// New returns a relay publishing through pub, each event under the guard guard: an event
-// published and recorded is not sent again when Lambda delivers its record again (after a
-// later record of the batch failed), by this container or another, as long as the
-// guard's store keeps its record. Give it a guard of its own name on the idempotency
-// table (dynamo.New). It returns an error wrapping idem.ErrInvalidOption for a nil guard
-// or publisher, or a bad option.
+// New returns a relay publishing through pub, each event under the guard guard. It
+// returns an error wrapping idem.ErrInvalidOption for a nil guard or publisher, or a bad
+// option.
 //
-// The guard costs the store's batch calls (dynamostream.WithBatchClaims): ⌈n/25⌉ claim
-// calls per batch of n events, one completion call for each event that another event of
-// its ordering key follows in the batch, and ⌈m/25⌉ for the m others; it spares the events
-// after a failure, which Lambda delivers again, a second publish. The relay takes from
-// guard its clock (for [Hooks.OnLag]), its logger and its hooks, as dynamostream.New says.
+//   - An event published and recorded is not sent again when Lambda delivers its record
+//     again (after a later record of the batch failed), by this container or another, as
+//     long as the guard's store keeps its record.
+//   - Give it a guard of its own name on the idempotency table (dynamo.New), whose expiry
+//     (idem.WithExpiry) outlives every delivery of a stream record: 48 hours, as
+//     cmd/outbox-relay sets (see the package documentation).
+//   - The guard costs the store's batch calls (dynamostream.WithBatchClaims): ⌈n/25⌉
+//     claim calls per batch of n events, one completion call for each event that another
+//     event of its ordering key follows in the batch, and ⌈m/25⌉ for the m others; it
+//     spares the events after a failure, which Lambda delivers again, a second publish.
+//   - The relay takes from guard its clock (for [Hooks.OnLag]), its logger and its hooks,
+//     as dynamostream.New says.
 func New(guard *idem.Guard, pub outbox.Publisher, opts ...Option) (*Relay, error) {
 	switch {
 	case guard == nil:
@@ -62,6 +66,9 @@ func New(guard *idem.Guard, pub outbox.Publisher, opts ...Option) (*Relay, error
 		dynamostream.WithConcurrency(cfg.concurrency),
 		dynamostream.WithKey(eventID),
 		dynamostream.WithOrderingKey(orderingKey),
+		// A crashed invocation's claims hold their events until their lease ends; Lambda's
+		// retries come far sooner, and each would count: wait for the lease instead.
+		dynamostream.WithWaitInFlight(true),
 	}
 	if cfg.marginSet {
 		sopts = append(sopts, dynamostream.WithDeadlineMargin(cfg.margin))
@@ -91,15 +98,18 @@ func (r *Relay) Handle(ctx context.Context, event events.DynamoDBEvent) (events.
 //   - INSERT records are the committed events; REMOVE (TTL deletions) and MODIFY records
 //     are acknowledged without publishing ([Report.Skipped]).
 //   - The events of one ordering key are published one at a time, in stream order, and
-//     a run's events of one key (one stored key) that the batch holds in the order they
-//     were recorded (their position), which the stream need not keep within a
-//     transaction; a run split across two batches keeps the stream's order. A key stops
+//     a run's events of one key (one completion: dynamo.OutboxRunAttr) that the batch
+//     holds in the order they were recorded (their position), which the stream need not
+//     keep within a transaction; a run split across two batches, and items written
+//     without a run, keep the stream's order. A key stops
 //     at its first failure: a publish the publisher reports failed (a lost answer
 //     included), an event that cannot be decoded, a publish not started for the deadline.
 //   - Keys are published concurrently, up to [WithConcurrency] at once: the events that
 //     arrive while a call of the publisher is in flight go out together in the next call
 //     (a group commit, one event per key per call), so a slow broker gets fewer, fuller
-//     calls and no event waits for a timer.
+//     calls and no event waits for a timer. A publisher that panics fails every event of
+//     its call (one of them as batch.ReasonPanic), and an event still waiting for its
+//     call when its context ends fails unsent.
 //   - Each event is guarded by its id: one published and recorded before replays
 //     ([Report.Replayed]) instead of being sent again.
 //
@@ -156,7 +166,7 @@ func (r *Relay) Process(ctx context.Context, event events.DynamoDBEvent) (*Repor
 
 // publish publishes one INSERT record's event.
 func (r *Relay) publish(ctx context.Context, rec events.DynamoDBEventRecord) error {
-	m, _, err := message(rec)
+	m, err := message(rec)
 	if err != nil {
 		return err
 	}
@@ -164,7 +174,7 @@ func (r *Relay) publish(ctx context.Context, rec events.DynamoDBEventRecord) err
 	if !ok { // not from Process: a call of its own
 		t = &together{ctx: ctx, pub: r.pub}
 	}
-	if err := t.publish(m); err != nil {
+	if err := t.publish(ctx, m); err != nil {
 		return fmt.Errorf("ddbrelay: publish %s: %w", m.ID, err)
 	}
 	return nil
@@ -193,29 +203,27 @@ func keyString(rec events.DynamoDBEventRecord, attr string) string {
 }
 
 // inRunOrder returns recs with each ordering key's records in stream order, except that
-// consecutive records of one run (the same stored key, no position twice) are sorted by
-// position. Each key keeps the places its records had in the batch.
+// consecutive records of one run (the same dynamo.OutboxRunAttr) are sorted by position.
+// Records without a run (items written before the attribute existed) keep the stream's
+// order: two runs of one stored key cannot be told apart without it. Each key keeps the
+// places its records had in the batch.
 func inRunOrder(recs []events.DynamoDBEventRecord) []events.DynamoDBEventRecord {
 	type entry struct {
-		rec       events.DynamoDBEventRecord
-		storedKey string
-		position  int
+		rec      events.DynamoDBEventRecord
+		run      string
+		position int
 	}
 	byKey := map[string][]entry{}
 	for _, rec := range recs {
 		e := entry{rec: rec}
-		if m, pos, err := message(rec); err == nil {
-			e.storedKey, e.position = m.StoredKey, pos
-		}
+		e.run, e.position = runOf(rec)
 		k := orderingKey(rec)
 		byKey[k] = append(byKey[k], e)
 	}
 	for _, es := range byKey {
 		for start := 0; start < len(es); {
 			end := start + 1
-			seen := map[int]bool{es[start].position: true}
-			for end < len(es) && es[start].storedKey != "" && es[end].storedKey == es[start].storedKey && !seen[es[end].position] {
-				seen[es[end].position] = true
+			for end < len(es) && es[start].run != "" && es[end].run == es[start].run {
 				end++
 			}
 			slices.SortStableFunc(es[start:end], func(a, b entry) int { return a.position - b.position })

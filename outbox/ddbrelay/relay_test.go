@@ -23,12 +23,18 @@ import (
 
 // insert returns the INSERT stream record of the outbox item dynamo.Store puts for the
 // event id of ordering key key, the position-th of the run storedKey, as Lambda delivers it.
+// The item has no run (dynamo.OutboxRunAttr), as an item written before runs existed.
 func insert(seq, key, id, storedKey string, position int) events.DynamoDBEventRecord {
+	return insertRun(seq, key, id, storedKey, "", position)
+}
+
+// insertRun is insert for an item of the run run, as dynamo.OutboxWrites writes it.
+func insertRun(seq, key, id, storedKey, run string, position int) events.DynamoDBEventRecord {
 	m := outbox.Message{
 		OutboxEvent: outbox.Event{Destination: "queue", OrderingKey: key, Type: "T" + id, Payload: []byte(`{"id":"` + id + `"}`)},
 		ID:          id, StoredKey: storedKey, RecordedAt: time.UnixMilli(1_700_000_000_000),
 	}
-	item := dynamo.OutboxItem("outbox", m, position).Put.Item
+	item := dynamo.OutboxRunItem("outbox", m, run, position).Put.Item
 	return events.DynamoDBEventRecord{
 		EventID: "ev-" + seq, EventName: "INSERT", EventSource: "aws:dynamodb",
 		EventSourceArn: "arn:aws:dynamodb:eu-west-1:123456789012:table/outbox/stream/2026-11-27T00:00:00.000",
@@ -152,11 +158,11 @@ func TestRelayPublishesInserts(t *testing.T) {
 	modify.EventName = "MODIFY"
 	resp, err := r.Handle(context.Background(), events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{
 		removed("100", "a", "a-0"),
-		insert("101", "a", "a-2", "s1", 1), // the stream put the run's second event first
-		insert("102", "b", "b-1", "s2", 0),
-		insert("103", "a", "a-1", "s1", 0),
-		insert("104", "a", "a-3", "s4", 0), // a later run of key a
-		insert("105", "b", "b-2", "s2", 1),
+		insertRun("101", "a", "a-2", "s1", "a-1", 1), // the stream put the run's second event first
+		insertRun("102", "b", "b-1", "s2", "b-1", 0),
+		insertRun("103", "a", "a-1", "s1", "a-1", 0),
+		insertRun("104", "a", "a-3", "s4", "a-3", 0), // a later run of key a
+		insertRun("105", "b", "b-2", "s2", "b-1", 1),
 		removed("106", "b", "b-0"),
 		modify,
 	}})
@@ -166,6 +172,28 @@ func TestRelayPublishesInserts(t *testing.T) {
 	assert.Equal(t, []string{"a-1", "a-2", "a-3"}, got["a"])
 	assert.Equal(t, []string{"b-1", "b-2"}, got["b"])
 	assert.Len(t, pub.took(), 5, "nothing but the inserts")
+}
+
+// TestRelaySortsWithinOneRun: two runs of one stored key (a request run again after its
+// record expired) are told apart by their run: a batch that begins in the first run's
+// tail publishes it before the second run, whose own events are sorted by position. Items
+// without a run keep the stream's order.
+func TestRelaySortsWithinOneRun(t *testing.T) {
+	t.Parallel()
+	pub := &recorder{}
+	r := newRelay(t, pub)
+	resp, err := r.Handle(context.Background(), eventOf(
+		insertRun("1", "a", "a-2", "s", "a-1", 1), // the tail of run a-1
+		insertRun("2", "a", "a-4", "s", "a-3", 1), // run a-3, its records reversed
+		insertRun("3", "a", "a-3", "s", "a-3", 0),
+		insert("4", "b", "b-2", "t", 1), // no run: stream order
+		insert("5", "b", "b-1", "t", 0),
+	))
+	require.NoError(t, err)
+	assert.Empty(t, resp.BatchItemFailures)
+	got := perKey(pub.took())
+	assert.Equal(t, []string{"a-2", "a-3", "a-4"}, got["a"])
+	assert.Equal(t, []string{"b-2", "b-1"}, got["b"])
 }
 
 // TestRelayReportsTheLowestUnpublished: a failed publish stops its key and reports the
@@ -179,11 +207,11 @@ func TestRelayReportsTheLowestUnpublished(t *testing.T) {
 	pub := &recorder{fail: func(m outbox.Message, _ int) (bool, bool) { return down && m.ID == "a-1", false }}
 	r := newRelay(t, pub)
 	batch := events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{
-		insert("201", "a", "a-0", "s1", 0),
-		insert("202", "a", "a-2", "s2", 1), // published after a-1, which fails
-		insert("203", "b", "b-0", "s3", 0),
-		insert("204", "a", "a-1", "s2", 0),
-		insert("205", "a", "a-3", "s4", 0),
+		insertRun("201", "a", "a-0", "s1", "a-0", 0),
+		insertRun("202", "a", "a-2", "s2", "a-1", 1), // published after a-1, which fails
+		insertRun("203", "b", "b-0", "s3", "b-0", 0),
+		insertRun("204", "a", "a-1", "s2", "a-1", 0),
+		insertRun("205", "a", "a-3", "s4", "a-3", 0),
 	}}
 	resp, err := r.Handle(context.Background(), batch)
 	require.NoError(t, err)

@@ -14,7 +14,9 @@
 // default ordering group, the partition key, is the ordering key.
 //
 // Messages go out with PutRecords, up to 500 records and 5 MiB (data and partition keys)
-// per call, calls to distinct streams one after another. PutRecords keeps no order across
+// per call, calls to distinct streams one after another. A record over Kinesis's 1 MiB
+// per record goes in a call of its own: Kinesis refuses that call as a whole, so the
+// record fails alone and blocks only its ordering key. PutRecords keeps no order across
 // a partial failure (a record after a failed one may be written), so a call holds at
 // most one record per ordering key: a key's next record goes in a later call, once its
 // previous one was written, and is held back (reported failed, not sent) when it failed.

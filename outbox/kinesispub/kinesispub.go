@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strings"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -15,11 +16,15 @@ import (
 	"github.com/idemkit/idem/outbox"
 )
 
-// PutRecords' limits: records per call, and bytes per call (data and partition keys).
+// PutRecords' limits: records per call, bytes per call and per record (data and partition
+// keys).
 const (
-	maxBatch = 500
-	maxBytes = 5 << 20
-	// maxPartitionKey is the longest partition key Kinesis takes, in Unicode characters.
+	maxBatch       = 500
+	maxBytes       = 5 << 20
+	maxRecordBytes = 1 << 20
+	// maxPartitionKey is the longest partition key Kinesis takes, in UTF-16 code units (as
+	// Java counts a string's length: a character outside the Basic Multilingual Plane
+	// counts two).
 	maxPartitionKey = 256
 )
 
@@ -37,7 +42,7 @@ type Publisher struct {
 // New returns a Publisher sending through client.
 func New(client API) *Publisher {
 	p := &Publisher{client: client}
-	p.batch = pubbatch.Batcher{Name: "kinesispub", MaxEntries: maxBatch, MaxBytes: maxBytes, Size: size, Send: p.send}
+	p.batch = pubbatch.Batcher{Name: "kinesispub", MaxEntries: maxBatch, MaxBytes: maxBytes, MaxMessageBytes: maxRecordBytes, Size: size, Send: p.send}
 	return p
 }
 
@@ -79,18 +84,28 @@ func Entry(m outbox.Message) types.PutRecordsRequestEntry {
 }
 
 // PartitionKey returns m's partition key: its ordering key, or, for an ordering key
-// longer than the 256 characters Kinesis takes, the key's SHA-256 in hex (so each key
-// still has one partition key of its own); the event id when it has none.
+// longer than the 256 characters Kinesis takes (counted in UTF-16 code units, as Kinesis
+// counts them: an emoji counts two) or not valid UTF-8, the key's SHA-256 in hex (so each
+// key still has one partition key of its own); the event id when it has none.
 func PartitionKey(m outbox.Message) string {
 	k := m.OrderingKey
 	switch {
 	case k == "":
 		return m.ID
-	case utf8.RuneCountInString(k) > maxPartitionKey:
+	case !utf8.ValidString(k) || utf16Len(k) > maxPartitionKey:
 		sum := sha256.Sum256([]byte(k))
 		return hex.EncodeToString(sum[:])
 	}
 	return k
+}
+
+// utf16Len is the length of s in UTF-16 code units.
+func utf16Len(s string) int {
+	n := 0
+	for _, r := range s {
+		n += utf16.RuneLen(r)
+	}
+	return n
 }
 
 // size is what m's record counts against PutRecords' 5 MiB.

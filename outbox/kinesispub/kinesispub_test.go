@@ -144,17 +144,21 @@ func TestPublishOrder(t *testing.T) {
 }
 
 // TestPartitionKey: the ordering key, its SHA-256 when Kinesis would refuse it as too
-// long (more than 256 characters), the event id when there is none.
+// long (more than 256 UTF-16 code units), the event id when there is none.
 func TestPartitionKey(t *testing.T) {
 	t.Parallel()
 	long := strings.Repeat("é", 257)
 	sum := sha256.Sum256([]byte(long))
+	astral := strings.Repeat("😀", 129) // 258 UTF-16 code units
+	asum := sha256.Sum256([]byte(astral))
 	tests := []struct {
 		name, key, want string
 	}{
 		{"ordering key", "acct-1", "acct-1"},
 		{"256 characters", strings.Repeat("é", 256), strings.Repeat("é", 256)},
 		{"too long", long, hex.EncodeToString(sum[:])},
+		{"128 emoji", strings.Repeat("😀", 128), strings.Repeat("😀", 128)},
+		{"too long in UTF-16", astral, hex.EncodeToString(asum[:])},
 		{"none", "", "id-1"},
 	}
 	for _, tc := range tests {
@@ -167,19 +171,40 @@ func TestPartitionKey(t *testing.T) {
 	}
 }
 
-// TestPublishBytes: PutRecords carries at most 5 MiB, so three 2 MiB records go out as
-// two calls.
+// TestPublishBytes: PutRecords carries at most 5 MiB, so six records of 900 KiB (each
+// within Kinesis's 1 MiB per record) go out as two calls.
 func TestPublishBytes(t *testing.T) {
+	t.Parallel()
+	var msgs []outbox.Message
+	for i := range 6 {
+		m := msg(i, "s")
+		m.Payload = []byte(`"` + strings.Repeat("x", 900<<10) + `"`)
+		msgs = append(msgs, m)
+	}
+	srv, client := fakeKinesis(t, nil, nil)
+	assert.Equal(t, make([]error, 6), kinesispub.New(client).Publish(context.Background(), msgs))
+	got := calls(t, srv)
+	require.Len(t, got, 2)
+	assert.Len(t, got[0].Records, 5)
+}
+
+// TestPublishRecordOverTheRecordLimit: a record over Kinesis's 1 MiB per record goes in a
+// call of its own, so the call Kinesis refuses holds it alone and its call-mates are
+// written.
+func TestPublishRecordOverTheRecordLimit(t *testing.T) {
 	t.Parallel()
 	var msgs []outbox.Message
 	for i := range 3 {
 		m := msg(i, "s")
-		m.Payload = []byte(`"` + strings.Repeat("x", 2<<20) + `"`)
+		if i == 1 {
+			m.Payload = []byte(`"` + strings.Repeat("x", 1<<20) + `"`)
+		}
 		msgs = append(msgs, m)
 	}
 	srv, client := fakeKinesis(t, nil, nil)
 	assert.Equal(t, make([]error, 3), kinesispub.New(client).Publish(context.Background(), msgs))
 	got := calls(t, srv)
 	require.Len(t, got, 2)
-	assert.Len(t, got[0].Records, 2)
+	assert.Len(t, got[0].Records, 1, "the large record alone")
+	assert.Len(t, got[1].Records, 2)
 }

@@ -4,8 +4,12 @@
 // Each message's Destination is a topic ARN. The message is the payload ("{}" for an
 // empty one: SNS refuses an empty message); the message attributes are
 // [outbox.IDAttribute] (the event id), [TypeAttribute] (the event type) and the event's
-// headers, all of data type String. On a FIFO topic (ARN ending in ".fifo") the message
-// group is the ordering key and the deduplication id the event id.
+// headers, all of data type String; a header whose value is empty is left out (SNS
+// refuses an empty attribute value; a consumer reads an absent header as empty). On a
+// FIFO topic (ARN ending in ".fifo") the message group is the ordering key and the
+// deduplication id the event id; an ordering key SNS does not take as a group id (1 to
+// 128 characters, each an ASCII letter, digit or punctuation mark) is sent as "sha256-"
+// and its SHA-256 in hex, one group per key.
 //
 // The consumer deduplicates on the event id. An SQS queue subscribed with raw message
 // delivery (the subscription attribute RawMessageDelivery "true") receives the message
@@ -116,7 +120,7 @@ func Entry(id, topic string, m outbox.Message) types.PublishBatchRequestEntry {
 	}
 	e := types.PublishBatchRequestEntry{Id: aws.String(id), Message: aws.String(body(m)), MessageAttributes: attrs}
 	if strings.HasSuffix(topic, ".fifo") {
-		e.MessageGroupId = aws.String(m.OrderingKey)
+		e.MessageGroupId = aws.String(pubbatch.GroupID(m.OrderingKey))
 		e.MessageDeduplicationId = aws.String(m.ID)
 	}
 	return e

@@ -7,15 +7,20 @@
 // idempotency key by default, so the consumer deduplicates without configuration),
 // [TypeAttribute] (the event type) and the event's headers, all of data type String; a
 // header never replaces the first two (outbox.Record refuses such names:
-// outbox.ReservedHeader). On a
+// outbox.ReservedHeader), and a header whose value is empty is left out (SQS refuses an
+// empty attribute value; a consumer reads an absent header as empty). On a
 // FIFO queue (URL ending in ".fifo") the message group is the ordering key and the
-// deduplication id the event id.
+// deduplication id the event id. An ordering key SQS does not take as a group id (1 to
+// 128 characters, each an ASCII letter, digit or punctuation mark: no space, no other
+// letter) is sent as "sha256-" and its SHA-256 in hex, one group per key, so its order
+// holds and SQS never refuses it.
 //
-// Messages go out with SendMessageBatch, up to 10 per call, calls to distinct queues one
-// after another, at most one message per ordering key in a call (see [Publisher.Publish]).
-// SQS allows at most 10 message attributes per message (so at most 8 headers) and 256 KiB
-// per call; a message beyond these is reported failed by SQS and stays in the outbox,
-// blocking its ordering key, with SQS's error on its row.
+// Messages go out with SendMessageBatch, up to 10 and 256 KiB per call (bodies and
+// attributes, as SQS counts them), calls to distinct queues one after another, at most one
+// message per ordering key in a call (see [Publisher.Publish]). SQS allows at most 10
+// message attributes per message (so at most 8 headers) and 256 KiB per message; a
+// message beyond these goes in a call of its own, is reported failed by SQS and stays in
+// the outbox, blocking its ordering key, with SQS's error on its row.
 package sqspub
 
 import (
@@ -34,8 +39,14 @@ import (
 // ([outbox.TypeAttribute]).
 const TypeAttribute = outbox.TypeAttribute
 
-// maxBatch is SendMessageBatch's limit of entries per call.
-const maxBatch = 10
+// SendMessageBatch's limits: entries per call, and bytes per call (bodies and attributes).
+const (
+	maxBatch = 10
+	maxBytes = 256 * 1024
+)
+
+// stringType is the data type of every attribute the publisher sets.
+const stringType = "String"
 
 // API is the SQS client operation the publisher calls; a *sqs.Client has it.
 type API interface {
@@ -51,12 +62,13 @@ type Publisher struct {
 // New returns a Publisher sending through client.
 func New(client API) *Publisher {
 	p := &Publisher{client: client}
-	p.batch = pubbatch.Batcher{Name: "sqspub", MaxEntries: maxBatch, Send: p.send}
+	p.batch = pubbatch.Batcher{Name: "sqspub", MaxEntries: maxBatch, MaxBytes: maxBytes, Size: size, Send: p.send}
 	return p
 }
 
-// Publish implements [outbox.Publisher]: one SendMessageBatch per queue and 10 messages,
-// with at most one message per ordering key in a call (a key's next message goes in a
+// Publish implements [outbox.Publisher]: one SendMessageBatch per queue, 10 messages and
+// 256 KiB (bodies and attributes, as SQS counts them; a longer call SQS refuses as a
+// whole), with at most one message per ordering key in a call (a key's next message goes in a
 // later call, once its previous one was sent). A call that fails fails its messages
 // (including a call whose answer was lost: they are sent again, and the consumer
 // deduplicates on the event id); a message SQS lists as failed fails alone, and its
@@ -87,18 +99,32 @@ func (p *Publisher) send(ctx context.Context, queue string, msgs []outbox.Messag
 // Entry returns the SendMessageBatch entry for m with entry id id, as [Publisher] sends it
 // to queue.
 func Entry(id, queue string, m outbox.Message) types.SendMessageBatchRequestEntry {
-	body := string(m.Payload)
-	if body == "" {
-		body = "{}"
-	}
 	attrs := map[string]types.MessageAttributeValue{}
 	for k, v := range pubbatch.Attributes(m, TypeAttribute) {
-		attrs[k] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
+		attrs[k] = types.MessageAttributeValue{DataType: aws.String(stringType), StringValue: aws.String(v)}
 	}
-	e := types.SendMessageBatchRequestEntry{Id: aws.String(id), MessageBody: aws.String(body), MessageAttributes: attrs}
+	e := types.SendMessageBatchRequestEntry{Id: aws.String(id), MessageBody: aws.String(body(m)), MessageAttributes: attrs}
 	if strings.HasSuffix(queue, ".fifo") {
-		e.MessageGroupId = aws.String(m.OrderingKey)
+		e.MessageGroupId = aws.String(pubbatch.GroupID(m.OrderingKey))
 		e.MessageDeduplicationId = aws.String(m.ID)
 	}
 	return e
+}
+
+// body is m's message body: its payload, or "{}" for an empty one.
+func body(m outbox.Message) string {
+	if len(m.Payload) == 0 {
+		return "{}"
+	}
+	return string(m.Payload)
+}
+
+// size is what m counts against SendMessageBatch's 256 KiB: the body, and each
+// attribute's name, data type and value.
+func size(m outbox.Message) int {
+	n := len(body(m))
+	for k, v := range pubbatch.Attributes(m, TypeAttribute) {
+		n += len(k) + len(stringType) + len(v)
+	}
+	return n
 }

@@ -3,6 +3,7 @@ package sqspub_test
 import (
 	"context"
 	"crypto/md5"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -155,4 +156,17 @@ func TestPublishWire(t *testing.T) {
 		sqspub.TypeAttribute: {"String", "Paid"},
 		"tenant":             {"String", "t1"},
 	}, got[2].MessageAttributes)
+}
+
+// TestFIFOGroupIDOfAnyOrderingKey: on a FIFO queue, an ordering key SQS takes as a message
+// group id is the group; one it would refuse (a space, a non-ASCII letter) is sent as its
+// SHA-256, the same for every event of the key.
+func TestFIFOGroupIDOfAnyOrderingKey(t *testing.T) {
+	t.Parallel()
+	queue := "https://sqs.eu-west-1.amazonaws.com/123456789012/orders.fifo"
+	m := outbox.Message{OutboxEvent: outbox.Event{Destination: queue, OrderingKey: "acct-1", Type: "T"}, ID: "id-1"}
+	assert.Equal(t, "acct-1", aws.ToString(sqspub.Entry("0", queue, m).MessageGroupId))
+	m.OrderingKey = "kunde müller"
+	sum := sha256.Sum256([]byte(m.OrderingKey))
+	assert.Equal(t, "sha256-"+hex.EncodeToString(sum[:]), aws.ToString(sqspub.Entry("0", queue, m).MessageGroupId))
 }
