@@ -1,0 +1,208 @@
+package rabbitconsumer_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore/storetest"
+	"github.com/idemkit/idem/memstore"
+	"github.com/idemkit/idem/rabbitconsumer"
+)
+
+// Review 17: a producer forges the put-back headers. The consumer takes any message that
+// carries x-rabbitconsumer-exchange for a put-back copy and "restores" its user-id,
+// exchange and routing key from the producer's headers. The user-id property is the one
+// the broker validates against the publishing connection's user (and the routing key the
+// one topic permissions check): a handler that trusts them is spoofed.
+//
+// Schedule:
+//  1. A producer connected as guest publishes to the queue through the default exchange,
+//     no user-id property, with headers x-rabbitconsumer-exchange "", x-rabbitconsumer-
+//     routing-key "admin.only" and x-rabbitconsumer-user-id "admin".
+//  2. The consumer receives it (first delivery, never put back) and restored() rewrites it:
+//     the handler sees UserId "admin" (a user-id the broker would have refused from guest),
+//     routing key "admin.only", and the producer's headers gone.
+//
+// Severity: high for a handler that authorises on the broker-validated user-id; also the
+// handler sees other data than was published (headers dropped), and a key function on the
+// routing key or user-id keys it as the forger chose.
+func TestReview17_ForgedPutBackHeadersSpoofUserID(t *testing.T) {
+	queue, _ := declare(t)
+	var (
+		mu  sync.Mutex
+		got []amqp.Delivery
+	)
+	c, err := rabbitconsumer.New(newGuard(t, memstore.New()), queue, func(_ context.Context, d amqp.Delivery) error {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, d)
+		return nil
+	})
+	require.NoError(t, err)
+	forged := amqp.Table{
+		"x-rabbitconsumer-exchange":    "",
+		"x-rabbitconsumer-routing-key": "admin.only",
+		"x-rabbitconsumer-user-id":     "admin",
+	}
+	publish(t, queue, amqp.Publishing{MessageId: "forged-1", Body: []byte("body"), Headers: forged})
+	_, stop := consume(t, c)
+	eventually(t, time.Minute, func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 1 }, "the message ran")
+	stop()
+	d := got[0]
+	assert.Empty(t, d.UserId, "the handler sees a user-id the broker never validated")
+	assert.Equal(t, queue, d.RoutingKey, "the handler sees a routing key the message was not routed with")
+	assert.Equal(t, forged, d.Headers, "the handler does not see the headers that were published")
+}
+
+// Review 17: a handler that always outlives the batch deadline (a poison message: it hangs
+// on this input) is put back forever. A cut-off is put back with a fresh copy "whatever
+// the policy", and the copy carries no delivery count, so neither the DeadLetter policy nor
+// a quorum queue's x-delivery-limit (the operator's backstop against poison messages)
+// ever stops it.
+//
+// Schedule:
+//  1. Quorum queue, x-delivery-limit 2, dead-letter queue; consumer with the DeadLetter
+//     policy and a batch deadline of 100 ms; the handler blocks until its context ends
+//     and returns ctx.Err().
+//  2. Delivery 1: the deadline cuts the handler off (cause errBatchDeadline), settlement
+//     says putBack; a copy is published and confirmed, the original acknowledged: the
+//     delivery count restarts at 0.
+//  3. Step 2 repeats for every copy: the message is never dead-lettered, the handler runs
+//     again and again (3 * (limit+1) runs are observed here, and it never stops).
+//
+// Severity: high: a poison message loops for ever, burns a handler slot and a store round
+// trip per turn, and is never surfaced in the dead-letter queue; before fix14 the delivery
+// limit bounded it.
+func TestReview17_CutOffPoisonIsPutBackForever(t *testing.T) {
+	const limit = 2
+	_, ch := channel(t)
+	queue := queueName(t)
+	dlq := queue + ".dlq"
+	_, err := ch.QueueDeclare(dlq, true, false, false, false, nil)
+	require.NoError(t, err)
+	_, err = ch.QueueDeclare(queue, true, false, false, false, amqp.Table{
+		"x-queue-type": "quorum", "x-delivery-limit": limit,
+		"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq,
+	})
+	require.NoError(t, err)
+	var runs atomic.Int64
+	c, err := rabbitconsumer.New(newGuard(t, memstore.New()), queue, func(ctx context.Context, _ amqp.Delivery) error {
+		runs.Add(1)
+		<-ctx.Done()
+		return ctx.Err()
+	}, rabbitconsumer.WithFailurePolicy(rabbitconsumer.DeadLetter),
+		rabbitconsumer.WithBatchDeadline(100*time.Millisecond),
+		rabbitconsumer.WithRequeueDelay(10*time.Millisecond))
+	require.NoError(t, err)
+	publish(t, queue, message("hang-1"))
+	_, stop := consume(t, c)
+	const enough = 3 * (limit + 1)
+	eventually(t, 2*time.Minute, func() bool { return ready(t, dlq) == 1 || runs.Load() >= enough },
+		"neither dead-lettered nor run %d times", enough)
+	stop()
+	assert.Equal(t, 1, ready(t, dlq), "a message whose handler always hangs is never dead-lettered (ran %d times, delivery limit %d)", runs.Load(), limit)
+}
+
+// Review 17: a put-back copy restarts the message's per-message TTL. The copy carries the
+// original's expiration property unchanged, so each put-back gives the message a fresh
+// TTL, and a handler runs a message long after the producer said it expires. A nack with
+// requeue (what fix14 replaced) keeps the broker's expiry: the message, expired while in
+// hand, is dead-lettered with reason "expired" on requeue.
+//
+// Schedule:
+//  1. Classic queue with a dead-letter queue; a message with expiration 1500 ms. The store
+//     refuses claims, so each delivery is put back after the 50 ms requeue delay.
+//  2. Copies keep the message alive: each copy's TTL starts at its publish.
+//  3. Once 3 s (twice the TTL) have passed since the publish, the store comes back; the
+//     next copy runs the handler with a message expired 1.5 s ago.
+//
+// Severity: medium: the producer's expiry is defeated by the consumer's own re-publishing
+// (a stale command, price or session acted on); with a long store outage a message with a
+// short TTL lives for the whole outage.
+func TestReview17_PutBackRestartsTheExpiration(t *testing.T) {
+	queue, dlq := declare(t)
+	const ttl = 1500 * time.Millisecond
+	store := storetest.NewFaulty(memstore.New())
+	store.Fail("claim", errors.New("connection refused"), false)
+	var ran atomic.Int64
+	c, err := rabbitconsumer.New(newGuard(t, store), queue, func(context.Context, amqp.Delivery) error {
+		ran.Add(1)
+		return nil
+	}, rabbitconsumer.WithRequeueDelay(50*time.Millisecond))
+	require.NoError(t, err)
+	published := time.Now()
+	var back sync.Once
+	defer rabbitconsumer.SetAfterPutBack(func() {
+		if time.Since(published) > 2*ttl {
+			back.Do(func() { store.Fail("claim", nil, false) })
+		}
+	})()
+	publish(t, queue, amqp.Publishing{MessageId: "ttl-1", Body: []byte("body"), Expiration: "1500"})
+	_, stop := consume(t, c)
+	eventually(t, time.Minute, func() bool { return ready(t, dlq) == 1 || ran.Load() > 0 },
+		"neither expired nor run")
+	stop()
+	assert.Zero(t, ran.Load(), "the handler ran a message past its expiration")
+	assert.Equal(t, 1, ready(t, dlq), "the expired message is not dead-lettered")
+}
+
+// Review 17: a put-back copy is a new publish, so a queue with x-max-length (overflow
+// drop-head, the default) drops its head to admit it: another message, already accepted by
+// the broker and never run, is dead-lettered (or dropped without a dead-letter exchange).
+// A nack with requeue returns the original without a publish.
+//
+// Schedule:
+//  1. Classic queue, x-max-length 1, dead-letter queue. Prefetch 1. "a" is published and
+//     delivered; the store refuses its claim (ReasonStore): it is held for the requeue
+//     delay (2 s), to be put back.
+//  2. Meanwhile "b" is published and waits, ready: the queue is at its length (1 ready;
+//     "a" is unacknowledged and not counted).
+//  3. The put-back publishes a copy of "a": 2 ready, over the limit, and the broker drops
+//     the head, "b", to the dead-letter queue. The original "a" is acknowledged.
+//  4. The store comes back; the copy of "a" runs. "b" never runs.
+//
+// Severity: medium: a message the broker had accepted is lost to a transient store outage
+// of another message, on any bounded queue (max-length or max-length-bytes).
+func TestReview17_PutBackDropsTheHeadOfABoundedQueue(t *testing.T) {
+	_, ch := channel(t)
+	queue := queueName(t)
+	dlq := queue + ".dlq"
+	_, err := ch.QueueDeclare(dlq, true, false, false, false, nil)
+	require.NoError(t, err)
+	_, err = ch.QueueDeclare(queue, true, false, false, false, amqp.Table{
+		"x-max-length":           1,
+		"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq,
+	})
+	require.NoError(t, err)
+	store := storetest.NewFaulty(memstore.New())
+	store.Fail("claim", errors.New("connection refused"), false)
+	var seen batches
+	fx := newEffects()
+	c, err := rabbitconsumer.New(newGuard(t, store, idem.WithHooks(seen.hooks())), queue, func(_ context.Context, d amqp.Delivery) error {
+		fx.add(d.MessageId)
+		return nil
+	}, rabbitconsumer.WithPrefetch(1), rabbitconsumer.WithRequeueDelay(2*time.Second))
+	require.NoError(t, err)
+	var back sync.Once
+	defer rabbitconsumer.SetAfterPutBack(func() {
+		back.Do(func() { store.Fail("claim", nil, false) })
+	})()
+	publish(t, queue, message("a"))
+	_, stop := consume(t, c)
+	eventually(t, time.Minute, func() bool { return len(seen.failed("store")) > 0 }, "a's claim failed")
+	publish(t, queue, message("b"))
+	eventually(t, time.Minute, func() bool { return fx.get("a") == 1 }, "a ran")
+	eventually(t, time.Minute, func() bool { return fx.get("b") == 1 || ready(t, dlq) > 0 }, "b neither ran nor was dropped")
+	stop()
+	assert.Equal(t, 1, fx.get("b"), "b, accepted by the broker, never ran")
+	assert.Zero(t, ready(t, dlq), "a message was dropped to the dead-letter queue")
+}
