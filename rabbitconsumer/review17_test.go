@@ -3,6 +3,7 @@ package rabbitconsumer_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -116,7 +117,10 @@ func TestReview17_CutOffPoisonIsPutBackForever(t *testing.T) {
 // original's expiration property unchanged, so each put-back gives the message a fresh
 // TTL, and a handler runs a message long after the producer said it expires. A nack with
 // requeue (what fix14 replaced) keeps the broker's expiry: the message, expired while in
-// hand, is dead-lettered with reason "expired" on requeue.
+// hand, is dead-lettered with reason "expired" on requeue (checked by hand on RabbitMQ
+// 3.10). The package documentation states the restart ("a per-message TTL (expiration)
+// starts again"); this test holds that the restart is a hole, not a feature: a copy could
+// carry the remaining TTL, or a message with an expiration could be requeued instead.
 //
 // Schedule:
 //  1. Classic queue with a dead-letter queue; a message with expiration 1500 ms. The store
@@ -158,7 +162,11 @@ func TestReview17_PutBackRestartsTheExpiration(t *testing.T) {
 // Review 17: a put-back copy is a new publish, so a queue with x-max-length (overflow
 // drop-head, the default) drops its head to admit it: another message, already accepted by
 // the broker and never run, is dead-lettered (or dropped without a dead-letter exchange).
-// A nack with requeue returns the original without a publish.
+// Not new with fix14: a nack with requeue (the put-back's fallback, the Requeue policy, and
+// what transient causes got before fix14) makes the returned message ready again and
+// overflows the same way (checked by hand on RabbitMQ 3.10: one message of the two is
+// dead-lettered). Nothing in the package documentation warns of it; a fix is to say so, or
+// to hold a delivery whose cause is transient instead of returning it to a bounded queue.
 //
 // Schedule:
 //  1. Classic queue, x-max-length 1, dead-letter queue. Prefetch 1. "a" is published and
@@ -205,4 +213,92 @@ func TestReview17_PutBackDropsTheHeadOfABoundedQueue(t *testing.T) {
 	stop()
 	assert.Equal(t, 1, fx.get("b"), "b, accepted by the broker, never ran")
 	assert.Zero(t, ready(t, dlq), "a message was dropped to the dead-letter queue")
+}
+
+// Review 17 (coverage, passes on main): many put-backs at once share the channel's confirm
+// sequence with each other; every copy is confirmed against its own publish, so every
+// original is acknowledged once its copy is in the queue, and no message is lost or runs
+// twice.
+//
+// Schedule: 60 messages, prefetch 20; the store refuses the first 45 claims, so batches of
+// deliveries are put back concurrently on one channel (their publishes and confirms
+// interleave); then every message runs once and the queue ends empty.
+func TestReview17_ConcurrentPutBacksLoseNothing(t *testing.T) {
+	queue, dlq := declare(t)
+	const n = 60
+	var msgs []amqp.Publishing
+	for i := range n {
+		msgs = append(msgs, message(fmt.Sprint("p", i)))
+	}
+	publish(t, queue, msgs...)
+	store := storetest.NewFaulty(memstore.New())
+	store.FailTimes("claim", errors.New("connection refused"), false, 45)
+	var seen batches
+	fx := newEffects()
+	c, err := rabbitconsumer.New(newGuard(t, store, idem.WithHooks(seen.hooks())), queue, func(_ context.Context, d amqp.Delivery) error {
+		fx.add(d.MessageId)
+		return nil
+	}, rabbitconsumer.WithPrefetch(20), rabbitconsumer.WithRequeueDelay(time.Millisecond), rabbitconsumer.WithBatchClaims(false))
+	require.NoError(t, err)
+	_, stop := consume(t, c)
+	eventually(t, 2*time.Minute, func() bool { return seen.settled() == n }, "all ran")
+	stop()
+	drained(t, queue)
+	drained(t, dlq)
+	for i := range n {
+		assert.Equal(t, 1, fx.get(fmt.Sprint("p", i)), "p%d", i)
+	}
+	assert.Positive(t, len(seen.failed("store")), "nothing was put back")
+	t.Logf("store failures: %d", len(seen.failed("store")))
+}
+
+// Review 17 (coverage, passes on main): a copy the broker refuses (a full queue with
+// x-overflow reject-publish nacks it) falls back to a nack with requeue of the original:
+// the message is neither lost nor dead-lettered, and runs once the store is back.
+//
+// Schedule:
+//  1. Queue with x-max-length 1 and x-overflow reject-publish; prefetch 1. "a" is
+//     delivered, its claim fails (store), it is held for the requeue delay.
+//  2. "b" is published meanwhile: the queue is full (1 ready).
+//  3. The put-back copy of "a" is nacked by the broker (errPutBackNacked); "a" is nacked
+//     with requeue.
+//  4. The store comes back: "a" and "b" each run once; nothing is dead-lettered.
+func TestReview17_RefusedCopyFallsBackToRequeue(t *testing.T) {
+	_, ch := channel(t)
+	queue := queueName(t)
+	dlq := queue + ".dlq"
+	_, err := ch.QueueDeclare(dlq, true, false, false, false, nil)
+	require.NoError(t, err)
+	_, err = ch.QueueDeclare(queue, true, false, false, false, amqp.Table{
+		"x-max-length": 1, "x-overflow": "reject-publish",
+		"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq,
+	})
+	require.NoError(t, err)
+	store := storetest.NewFaulty(memstore.New())
+	store.Fail("claim", errors.New("connection refused"), false)
+	var seen batches
+	fx := newEffects()
+	c, err := rabbitconsumer.New(newGuard(t, store, idem.WithHooks(seen.hooks())), queue, func(_ context.Context, d amqp.Delivery) error {
+		fx.add(d.MessageId)
+		return nil
+	}, rabbitconsumer.WithPrefetch(1), rabbitconsumer.WithRequeueDelay(500*time.Millisecond))
+	require.NoError(t, err)
+	var confirmed atomic.Int64
+	defer rabbitconsumer.SetAfterPutBack(func() { confirmed.Add(1) })()
+	defer func() {
+		t.Logf("copies confirmed: %d, store failures: %d", confirmed.Load(), len(seen.failed("store")))
+	}()
+	publish(t, queue, message("a"))
+	_, stop := consume(t, c)
+	eventually(t, time.Minute, func() bool { return len(seen.failed("store")) > 0 }, "a's claim failed")
+	publish(t, queue, message("b"))
+	// Each further store failure is another delivery, put back or requeued.
+	eventually(t, time.Minute, func() bool { return len(seen.failed("store")) >= 4 }, "redelivered")
+	store.Fail("claim", nil, false)
+	eventually(t, time.Minute, func() bool { return fx.get("a") == 1 && fx.get("b") == 1 }, "a and b ran")
+	stop()
+	drained(t, queue)
+	drained(t, dlq)
+	assert.Equal(t, 1, fx.get("a"))
+	assert.Equal(t, 1, fx.get("b"))
 }
