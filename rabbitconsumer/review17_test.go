@@ -302,3 +302,82 @@ func TestReview17_RefusedCopyFallsBackToRequeue(t *testing.T) {
 	assert.Equal(t, 1, fx.get("a"))
 	assert.Equal(t, 1, fx.get("b"))
 }
+
+// Review 17: a cut-off is put back "whatever the policy", yet the consumer hands the cut-off
+// handler's error to the guard as a handler failure, so a guard with
+// idem.WithRememberFailures stores it (StatusFailed) when its predicate accepts the error
+// (the predicate this package's own test uses, func(error) bool { return true }, or any
+// that does not single out context errors). The put-back copy then meets idem.ErrFailed
+// and is dead-lettered without running: the cut-off that "did not fail" became a final
+// failure.
+//
+// Schedule (stopping):
+//  1. Guard with WithRememberFailures(always). Consumer 1 receives "stop-1"; its handler
+//     waits for its context.
+//  2. Consumer 1 stops (a deploy): the handler's context ends with errStopping, it returns
+//     ctx.Err(). run() returns that error to the engine; the guard, its lease intact,
+//     records the key as failed. The consumer sees cut == true and puts the message back.
+//  3. Consumer 2 receives the copy: the claim meets the failed record (idem.ErrFailed),
+//     settlement says deadLetter. The handler never runs again; the message is in the DLQ.
+//
+// Schedule (batch deadline): the same with WithBatchDeadline, the handler waiting for its
+// context on its first run only.
+//
+// Severity: high: with remembered failures on, every graceful stop (each deploy) and every
+// batch-deadline cut-off dead-letters the messages in flight instead of putting them back.
+func TestReview17_CutOffIsRememberedAsAFailure(t *testing.T) {
+	always := idem.WithRememberFailures(func(error) bool { return true })
+	t.Run("stopping", func(t *testing.T) {
+		queue, dlq := declare(t)
+		guard := newGuard(t, memstore.New(), always)
+		started := make(chan struct{})
+		var once sync.Once
+		c1, err := rabbitconsumer.New(guard, queue, func(ctx context.Context, _ amqp.Delivery) error {
+			once.Do(func() { close(started) })
+			<-ctx.Done()
+			return ctx.Err()
+		})
+		require.NoError(t, err)
+		fx := newEffects()
+		c2, err := rabbitconsumer.New(guard, queue, func(_ context.Context, d amqp.Delivery) error {
+			fx.add(d.MessageId)
+			return nil
+		})
+		require.NoError(t, err)
+		publish(t, queue, message("stop-1"))
+		_, stop1 := consume(t, c1)
+		select {
+		case <-started:
+		case <-time.After(time.Minute):
+			t.Fatal("the handler did not start")
+		}
+		stop1()
+		_, stop2 := consume(t, c2)
+		eventually(t, time.Minute, func() bool { return fx.get("stop-1") == 1 || ready(t, dlq) == 1 },
+			"the copy neither ran nor was dead-lettered")
+		stop2()
+		assert.Zero(t, ready(t, dlq), "a message cut off by the consumer stopping was dead-lettered")
+		assert.Equal(t, 1, fx.get("stop-1"))
+	})
+	t.Run("batch deadline", func(t *testing.T) {
+		queue, dlq := declare(t)
+		fx := newEffects()
+		c, err := rabbitconsumer.New(newGuard(t, memstore.New(), always), queue, func(ctx context.Context, d amqp.Delivery) error {
+			fx.start(d.MessageId)
+			if fx.started(d.MessageId) == 1 {
+				<-ctx.Done()
+				return ctx.Err()
+			}
+			fx.add(d.MessageId)
+			return nil
+		}, rabbitconsumer.WithBatchDeadline(200*time.Millisecond), rabbitconsumer.WithRequeueDelay(10*time.Millisecond))
+		require.NoError(t, err)
+		publish(t, queue, message("deadline-1"))
+		_, stop := consume(t, c)
+		eventually(t, time.Minute, func() bool { return fx.get("deadline-1") == 1 || ready(t, dlq) == 1 },
+			"the copy neither ran nor was dead-lettered")
+		stop()
+		assert.Zero(t, ready(t, dlq), "a message cut off by the batch deadline was dead-lettered")
+		assert.Equal(t, 1, fx.get("deadline-1"))
+	})
+}
