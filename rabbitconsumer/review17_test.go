@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -380,4 +383,84 @@ func TestReview17_CutOffIsRememberedAsAFailure(t *testing.T) {
 		assert.Zero(t, ready(t, dlq), "a message cut off by the batch deadline was dead-lettered")
 		assert.Equal(t, 1, fx.get("deadline-1"))
 	})
+}
+
+// rabbitmqctl runs the broker's rabbitmqctl with args, in the broker's own environment
+// (read from its process), and fails tb if it fails.
+func rabbitmqctl(tb testing.TB, args ...string) {
+	tb.Helper()
+	brokerURL(tb)
+	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", broker.PID()))
+	require.NoError(tb, err)
+	cmd := exec.Command("/usr/lib/rabbitmq/bin/rabbitmqctl", args...)
+	cmd.Dir = broker.Dir()
+	for _, kv := range strings.Split(string(env), "\x00") {
+		if kv != "" {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	out, err := cmd.CombinedOutput()
+	require.NoError(tb, err, "rabbitmqctl %v: %s", args, out)
+}
+
+// Review 17: a consumer whose user may read the queue but not write (least privilege: a
+// consumer needs only read permission for basic.consume, ack and nack) had every transient
+// requeue work before fix14; now each put-back publishes to the default exchange, which
+// needs write permission. The broker answers the publish with a channel error (403
+// ACCESS_REFUSED), closing the consumer's channel: Consume returns ErrChannelClosed, every
+// other delivery in hand on the channel is requeued by the broker (which a quorum queue
+// counts, the very thing put-back is meant to avoid), and under Run the consumer reconnects
+// and meets the same on the next transient cause. The package documentation does not say
+// the consumer's user needs write permission.
+//
+// Schedule:
+//  1. User "reader" with configure "^$", write "^$", read ".*"; the queue is declared by
+//     guest. The consumer consumes as reader; its store refuses the first claim.
+//  2. "perm-1" is delivered, its claim fails (ReasonStore): put back after the requeue
+//     delay, by a publish to the default exchange.
+//  3. The broker refuses the publish and closes the channel: the deferred confirm is nacked
+//     on close, the fallback nack fails, Consume returns ErrChannelClosed.
+//
+// Severity: medium: a consumer set up with read-only permissions breaks its channel on
+// every store hiccup or key in flight elsewhere (a reconnect loop under Run, a dead
+// Consume otherwise), and on a quorum queue its redeliveries spend the delivery limit.
+func TestReview17_PutBackNeedsWritePermission(t *testing.T) {
+	queue, dlq := declare(t)
+	user := fmt.Sprintf("reader%d", time.Now().UnixNano())
+	rabbitmqctl(t, "add_user", user, "secret")
+	rabbitmqctl(t, "set_permissions", "-p", "/", user, "^$", "^$", ".*")
+	t.Cleanup(func() { rabbitmqctl(t, "delete_user", user) })
+	conn, err := amqp.Dial(strings.Replace(brokerURL(t), "guest:guest", user+":secret", 1))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	ch, err := conn.Channel()
+	require.NoError(t, err)
+
+	store := storetest.NewFaulty(memstore.New())
+	store.FailTimes("claim", errors.New("connection refused"), false, 1)
+	fx := newEffects()
+	c, err := rabbitconsumer.New(newGuard(t, store), queue, func(_ context.Context, d amqp.Delivery) error {
+		fx.add(d.MessageId)
+		return nil
+	}, rabbitconsumer.WithRequeueDelay(10*time.Millisecond))
+	require.NoError(t, err)
+	publish(t, queue, message("perm-1"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- c.Consume(ctx, ch) }()
+	var consumeErr error
+	var returned atomic.Bool
+	go func() {
+		consumeErr = <-done
+		returned.Store(true)
+	}()
+	eventually(t, time.Minute, func() bool { return fx.get("perm-1") == 1 || returned.Load() },
+		"the message neither ran nor did Consume return")
+	cancel()
+	eventually(t, time.Minute, returned.Load, "Consume did not return")
+	assert.NoError(t, consumeErr, "the put-back closed the consumer's channel")
+	assert.Equal(t, 1, fx.get("perm-1"))
+	drained(t, queue)
+	drained(t, dlq)
 }
