@@ -386,8 +386,8 @@ func TestReview17_CutOffIsRememberedAsAFailure(t *testing.T) {
 }
 
 // rabbitmqctl runs the broker's rabbitmqctl with args, in the broker's own environment
-// (read from its process), and fails tb if it fails.
-func rabbitmqctl(tb testing.TB, args ...string) {
+// (read from its process), fails tb if it fails, and returns its output.
+func rabbitmqctl(tb testing.TB, args ...string) string {
 	tb.Helper()
 	brokerURL(tb)
 	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", broker.PID()))
@@ -401,6 +401,7 @@ func rabbitmqctl(tb testing.TB, args ...string) {
 	}
 	out, err := cmd.CombinedOutput()
 	require.NoError(tb, err, "rabbitmqctl %v: %s", args, out)
+	return string(out)
 }
 
 // Review 17: a consumer whose user may read the queue but not write (least privilege: a
@@ -461,6 +462,70 @@ func TestReview17_PutBackNeedsWritePermission(t *testing.T) {
 	eventually(t, time.Minute, returned.Load, "Consume did not return")
 	assert.NoError(t, consumeErr, "the put-back closed the consumer's channel")
 	assert.Equal(t, 1, fx.get("perm-1"))
+	drained(t, queue)
+	drained(t, dlq)
+}
+
+// Review 17: a put-back publishes on the consumer's own connection, and RabbitMQ blocks a
+// connection that publishes while a resource alarm (memory or disk) is on: it stops
+// reading from it, acks and nacks included. One put-back during an alarm freezes the
+// consumer: the copy's confirm never comes, the fallback nack after 30 s is never read, no
+// acknowledgement of any other message gets through, and the queue (whose depth may be
+// what raised the memory alarm) is not drained until the alarm clears some other way.
+// Before fix14 a transient cause was a nack with requeue, which a consume-only connection
+// sends during an alarm. RabbitMQ's documentation warns against publishing and consuming
+// on one connection for this reason.
+//
+// Schedule:
+//  1. "a" and "b" are published; then the memory alarm is raised
+//     (set_vm_memory_high_watermark 0.0000001): publishing connections block.
+//  2. The consumer (prefetch 1) gets "a"; the store refuses its first claim: put back
+//     after the requeue delay, publishing the copy on the consumer's connection, which the
+//     broker then blocks.
+//  3. Nothing more is read from the consumer's connection: the copy, its confirm, the
+//     fallback nack of "a" 30 s later. "b" is never delivered (the prefetch slot is "a").
+//     With a nack with requeue, "a" would be redelivered, run, and "b" after it.
+//
+// Severity: medium: a consumer stops making progress for the whole alarm after one
+// transient failure, and cannot help clear a memory alarm caused by the backlog.
+func TestReview17_PutBackBlocksTheConsumerDuringAnAlarm(t *testing.T) {
+	queue, dlq := declare(t)
+	publish(t, queue, message("a"), message("b"))
+	store := storetest.NewFaulty(memstore.New())
+	store.FailTimes("claim", errors.New("connection refused"), false, 1)
+	fx := newEffects()
+	c, err := rabbitconsumer.New(newGuard(t, store), queue, func(_ context.Context, d amqp.Delivery) error {
+		fx.add(d.MessageId)
+		return nil
+	}, rabbitconsumer.WithPrefetch(1), rabbitconsumer.WithRequeueDelay(10*time.Millisecond))
+	require.NoError(t, err)
+
+	rabbitmqctl(t, "set_vm_memory_high_watermark", "0.0000001")
+	alarmOn := true
+	clear := func() {
+		if alarmOn {
+			rabbitmqctl(t, "set_vm_memory_high_watermark", "0.4")
+			alarmOn = false
+		}
+	}
+	defer clear()
+	eventually(t, time.Minute, func() bool {
+		return strings.Contains(rabbitmqctl(t, "eval", "rabbit_alarm:get_alarms()."), "memory")
+	}, "the memory alarm was not raised")
+
+	_, stop := consume(t, c)
+	// Bound past the put-back's 30 s confirm wait, so a fix that falls back to a nack
+	// read by the broker passes too.
+	ran := func() bool { return fx.get("a") == 1 && fx.get("b") == 1 }
+	deadline := time.Now().Add(90 * time.Second)
+	for !ran() && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	progressed := ran()
+	clear() // unblocks the consumer's connection
+	eventually(t, time.Minute, ran, "a and b ran once the alarm cleared")
+	stop()
+	assert.True(t, progressed, "during the alarm the consumer made no progress after a put-back")
 	drained(t, queue)
 	drained(t, dlq)
 }
