@@ -148,7 +148,7 @@ func TestReview17_PutBackRestartsTheExpiration(t *testing.T) {
 	require.NoError(t, err)
 	published := time.Now()
 	var back sync.Once
-	defer rabbitconsumer.SetAfterPutBack(func() {
+	defer rabbitconsumer.SetOnHold(func() {
 		if time.Since(published) > 2*ttl {
 			back.Do(func() { store.Fail("claim", nil, false) })
 		}
@@ -204,7 +204,7 @@ func TestReview17_PutBackDropsTheHeadOfABoundedQueue(t *testing.T) {
 	}, rabbitconsumer.WithPrefetch(1), rabbitconsumer.WithRequeueDelay(2*time.Second))
 	require.NoError(t, err)
 	var back sync.Once
-	defer rabbitconsumer.SetAfterPutBack(func() {
+	defer rabbitconsumer.SetOnHold(func() {
 		back.Do(func() { store.Fail("claim", nil, false) })
 	})()
 	publish(t, queue, message("a"))
@@ -287,7 +287,7 @@ func TestReview17_RefusedCopyFallsBackToRequeue(t *testing.T) {
 	}, rabbitconsumer.WithPrefetch(1), rabbitconsumer.WithRequeueDelay(500*time.Millisecond))
 	require.NoError(t, err)
 	var confirmed atomic.Int64
-	defer rabbitconsumer.SetAfterPutBack(func() { confirmed.Add(1) })()
+	defer rabbitconsumer.SetOnHold(func() { confirmed.Add(1) })()
 	defer func() {
 		t.Logf("copies confirmed: %d, store failures: %d", confirmed.Load(), len(seen.failed("store")))
 	}()
