@@ -364,7 +364,7 @@ func (c *Consumer) settleBatch(ctx context.Context, in []inHand, requeues *sync.
 	for i, o := range rep.Outcomes {
 		kinds[i] = c.settlement(o, runs[i], stopped)
 		if o.Reason == batch.ReasonDuplicateFailed {
-			// A copy of a failed item shares its settlement: one held is held, one cut off
+			// A duplicate of a failed item shares its settlement: one held is held, one cut off
 			// is requeued, one that failed follows the policy.
 			if j := original(items, rep.Outcomes, i); j >= 0 {
 				kinds[i] = kinds[j]

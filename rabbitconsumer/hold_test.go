@@ -98,3 +98,41 @@ func TestRequeuePolicySpendsTheDeliveryLimit(t *testing.T) {
 	drained(t, queue)
 	assert.Equal(t, limit+1, fx.started("poison-1"), "delivered once and redelivered up to the limit")
 }
+
+// A documented limit: a nack with requeue (here the Requeue policy; cut-offs and held
+// messages of a stopping consumer alike) returns a message to a bounded queue as a ready
+// message, and a full queue with the default overflow (drop-head) drops its oldest ready
+// message to make room: one of the two is dead-lettered without running.
+func TestRequeueOnABoundedQueueDropsTheHead(t *testing.T) {
+	_, ch := channel(t)
+	queue := queueName(t)
+	dlq := queue + ".dlq"
+	_, err := ch.QueueDeclare(dlq, true, false, false, false, nil)
+	require.NoError(t, err)
+	_, err = ch.QueueDeclare(queue, true, false, false, false, amqp.Table{
+		"x-max-length":           1,
+		"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq,
+	})
+	require.NoError(t, err)
+	var seen batches
+	fx := newEffects()
+	c, err := rabbitconsumer.New(newGuard(t, memstore.New(), idem.WithHooks(seen.hooks())), queue, func(_ context.Context, d amqp.Delivery) error {
+		fx.start(d.MessageId)
+		if d.MessageId == "a" && fx.started("a") == 1 {
+			return errors.New("declined once")
+		}
+		fx.add(d.MessageId)
+		return nil
+	}, rabbitconsumer.WithPrefetch(1), rabbitconsumer.WithRequeueDelay(2*time.Second))
+	require.NoError(t, err)
+	publish(t, queue, message("a"))
+	_, stop := consume(t, c)
+	eventually(t, time.Minute, func() bool { return len(seen.failed("handler")) > 0 }, "a failed")
+	publish(t, queue, message("b")) // ready while a waits to be requeued: the queue is full
+	eventually(t, time.Minute, func() bool { return ready(t, dlq) == 1 && fx.get("a")+fx.get("b") == 1 },
+		"one message dropped, the other run")
+	stop()
+	drained(t, queue)
+	assert.Equal(t, 1, ready(t, dlq))
+	assert.Equal(t, 1, fx.get("a")+fx.get("b"))
+}
