@@ -90,7 +90,9 @@
 // x-consumer-timeout argument on recent brokers), and requeues its deliveries. A handler
 // that runs longer with idem.WithHeartbeat keeps its key, so the redelivery is held
 // until it finishes and then replays, but the consumer reconnects and the message is
-// delivered again meanwhile: set consumer_timeout above the longest handler.
+// delivered again meanwhile: set consumer_timeout above the longest handler. A message
+// held (see above) is unacknowledged too: a store outage longer than consumer_timeout
+// closes the channel the same way, and the broker requeues what the consumer held.
 //
 // A guard that fails open (idem.WithFailOpen) runs a message whose claim meets a store
 // failure unguarded and acknowledges it, instead of holding it: at most once no longer

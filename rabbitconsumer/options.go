@@ -69,9 +69,10 @@ func optErr(name, msg string) error {
 
 // WithPrefetch sets the channel's prefetch count (basic.qos): how many unacknowledged
 // deliveries the broker sends the consumer at most. It bounds the work in hand: the
-// messages whose handlers run at once, those waiting to be recorded or acknowledged, and
-// those held back for a delayed requeue, all together. Default [DefaultPrefetch]; must be
-// at least 1.
+// messages whose handlers run at once, those waiting to be recorded or acknowledged, those
+// held to be tried again and those waiting for a delayed requeue, all together. A consumer
+// whose every delivery is held (a long store outage) gets no others until one settles.
+// Default [DefaultPrefetch]; must be at least 1.
 func WithPrefetch(n int) Option {
 	return func(c *config) error {
 		if n < 1 {
