@@ -121,9 +121,9 @@ func (c *Consumer) dialAndConsume(ctx context.Context, url string) (consumed boo
 	return c.consume(ctx, ch)
 }
 
-// Consume consumes the queue on ch until ctx ends or ch closes. It puts ch in confirm mode
-// (the consumer publishes the copies that put messages back on it), sets ch's prefetch
-// ([WithPrefetch]) and subscribes without auto-acknowledgement. Each time deliveries
+// Consume consumes the queue on ch until ctx ends or ch closes. It sets ch's prefetch
+// ([WithPrefetch]) and subscribes without auto-acknowledgement; it never publishes, so
+// the consumer's user needs only read permission on the queue. Each time deliveries
 // arrive it takes those in hand as one batch through the batch engine, alongside the
 // batches still running, so as many handlers run at once as the prefetch lets the broker
 // send (messages that share a key never do). Once a batch's outcomes are recorded it
@@ -131,23 +131,26 @@ func (c *Consumer) dialAndConsume(ctx context.Context, url string) (consumed boo
 //
 //   - ran, replayed (its key completed before) or a duplicate of another in the batch:
 //     acknowledged;
-//   - its key in flight in another consumer (idem.ErrInProgress), a store failure
-//     (idem.ErrStore), a lease taken over, or its handler cut off (its context ended by a
-//     lost lease, the batch deadline or the consumer stopping): held unacknowledged for the
-//     requeue delay ([WithRequeueDelay]), then put back: a copy is published to the queue,
-//     confirmed, and the original acknowledged, so that a quorum queue's delivery limit is
-//     not spent (see the package documentation);
+//   - its key in flight elsewhere (idem.ErrInProgress, or its lease taken over by another
+//     invocation), a store failure (idem.ErrStore) or not started before the batch
+//     deadline: held, unacknowledged, and its claim tried again in the consumer after the
+//     requeue delay ([WithRequeueDelay]), doubling up to 30 s, until it settles otherwise:
+//     it is never requeued for these, so a quorum queue's delivery limit is not spent (see
+//     the package documentation);
+//   - its handler cut off (its context ended by a lost lease, the batch deadline or the
+//     consumer stopping): nacked with requeue after the requeue delay (at once when the
+//     consumer stops), whatever the failure policy, and nothing stored for it;
 //   - its handler failed or panicked: as the failure policy says ([WithFailurePolicy]);
 //   - no key ([ErrMissingKey]), a key used before with another body, or a failure the
 //     guard remembers (idem.ErrFailed): nacked without requeue (dead-lettered), with a
 //     WARN line saying why; it never runs unguarded.
 //
 // When ctx ends, Consume cancels the subscription; the handlers running see their context
-// end, the batches' outcomes are still recorded, and the messages that did not succeed are
-// put back (or, for a handler failure, nacked with requeue) at once. It returns nil then
-// (also when ctx has ended before it is called), or an error wrapping [ErrChannelClosed]
-// when ch closed (the caller opens another), or [ErrConsumerCancelled] when the broker
-// cancelled the subscription (the queue was deleted). The caller closes ch afterwards.
+// end, the batches' outcomes are still recorded, and the messages that did not succeed
+// (those held included) are nacked with requeue at once. It returns nil then (also when
+// ctx has ended before it is called), or an error wrapping [ErrChannelClosed] when ch
+// closed (the caller opens another), or [ErrConsumerCancelled] when the broker cancelled
+// the subscription (the queue was deleted). The caller closes ch afterwards.
 func (c *Consumer) Consume(ctx context.Context, ch *amqp.Channel) error {
 	_, err := c.consume(ctx, ch)
 	return err
@@ -158,10 +161,6 @@ func (c *Consumer) consume(ctx context.Context, ch *amqp.Channel) (consumed bool
 		return false, nil
 	}
 	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
-	// Messages that may pass later are put back by publishing a copy, confirmed.
-	if err := ch.Confirm(false); err != nil {
-		return false, fmt.Errorf("rabbitconsumer: confirm mode: %w", err)
-	}
 	if err := ch.Qos(c.cfg.prefetch, 0, false); err != nil {
 		return false, fmt.Errorf("rabbitconsumer: qos: %w", err)
 	}
@@ -172,12 +171,14 @@ func (c *Consumer) consume(ctx context.Context, ch *amqp.Channel) (consumed bool
 	if err != nil {
 		return false, fmt.Errorf("rabbitconsumer: consume %s: %w", c.queue, err)
 	}
-	var held sync.WaitGroup // deliveries held back for a delayed requeue
-	defer held.Wait()
+	var requeues sync.WaitGroup // deliveries held back for a delayed requeue
+	defer requeues.Wait()
 	// Batches run side by side: a slow handler does not hold back the deliveries that
 	// arrive meanwhile, and the prefetch bounds what is in hand across all of them.
 	var running sync.WaitGroup
 	defer running.Wait()
+	// gone closes once no more deliveries come: the held ones stop waiting then.
+	gone := make(chan struct{})
 	for {
 		first, ok := <-deliveries
 		if !ok {
@@ -202,9 +203,10 @@ func (c *Consumer) consume(ctx context.Context, ch *amqp.Channel) (consumed bool
 		running.Add(1)
 		go func() {
 			defer running.Done()
-			c.process(ctx, ch, ds, &held)
+			c.process(ctx, ds, gone, &requeues)
 		}()
 	}
+	close(gone)
 	switch {
 	case ctx.Err() != nil:
 		return true, nil
@@ -232,8 +234,8 @@ var (
 
 // handlerRun is what one handler of a batch returned.
 type handlerRun struct {
-	// err is the handler's error, compared by identity with the outcome's to tell the
-	// handler's own failure from the guard's.
+	// err is the error returned to the guard, compared by identity with the outcome's to
+	// tell the handler's own failure from the guard's.
 	err error
 	// cut reports whether the handler returned an error after the consumer or idem ended
 	// its context: the lease was lost, the batch deadline passed, or the consumer stopped.
@@ -252,17 +254,84 @@ func cutOff(ctx context.Context) bool {
 		errors.Is(cause, errStopping)
 }
 
-// process runs one batch of deliveries and settles each one with the broker.
-func (c *Consumer) process(ctx context.Context, ch *amqp.Channel, ds []amqp.Delivery, held *sync.WaitGroup) {
-	items := make([]batch.Item, len(ds))
+// process runs one batch of deliveries and settles each one with the broker. The
+// deliveries whose failure may pass while they are in hand are held and run again after a
+// back-off, as a batch of their own, until they settle otherwise, the consumer stops or no
+// more deliveries come (gone).
+func (c *Consumer) process(ctx context.Context, ds []amqp.Delivery, gone <-chan struct{}, requeues *sync.WaitGroup) {
+	now := c.clock.Now()
+	in := make([]inHand, len(ds))
 	for i, d := range ds {
-		d = restored(d)
-		ds[i] = d
-		key, err := c.keyOf(d)
-		items[i] = batch.Item{ID: itemID(d), Key: key, Fingerprint: d.Body, Err: err}
+		in[i] = inHand{d: d, until: holdUntil(d, now)}
+	}
+	wait := c.cfg.requeueDelay
+	for {
+		in = c.settleBatch(ctx, in, requeues)
+		if len(in) == 0 {
+			return
+		}
+		if f := onHold.Load(); f != nil {
+			(*f)()
+		}
+		// Held no longer than the broker would keep it: see holdUntil.
+		timer := wait
+		for _, h := range in {
+			if !h.until.IsZero() {
+				timer = min(timer, max(h.until.Sub(c.clock.Now()), 0))
+			}
+		}
+		select {
+		case <-c.clock.After(timer):
+		case <-ctx.Done():
+		case <-gone:
+		}
+		if ctx.Err() != nil || isClosed(gone) {
+			// Stopping, or the channel closed (the broker requeues them then, and these
+			// nacks fail): back to the queue at once.
+			for _, h := range in {
+				_ = h.d.Nack(false, true)
+			}
+			return
+		}
+		now := c.clock.Now()
+		kept := in[:0]
+		for _, h := range in {
+			if !h.until.IsZero() && !now.Before(h.until) {
+				// Expired by the broker's clock by now: requeued, the broker dead-letters
+				// (or drops) it as expired instead of this consumer running it late.
+				_ = h.d.Nack(false, true)
+				continue
+			}
+			kept = append(kept, h)
+		}
+		in = kept
+		if len(in) == 0 {
+			return
+		}
+		wait = min(max(2*wait, minHoldDelay), max(maxHoldDelay, c.cfg.requeueDelay))
+	}
+}
+
+// isClosed reports whether ch is closed.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// settleBatch runs one batch of deliveries in hand, settles each one with the broker, and
+// returns those to hold.
+func (c *Consumer) settleBatch(ctx context.Context, in []inHand, requeues *sync.WaitGroup) (held []inHand) {
+	items := make([]batch.Item, len(in))
+	for i, h := range in {
+		key, err := c.keyOf(h.d)
+		items[i] = batch.Item{ID: itemID(h.d), Key: key, Fingerprint: h.d.Body, Err: err}
 	}
 	// Each index is written by its own handler, and read once Process has returned.
-	runs := make([]handlerRun, len(ds))
+	runs := make([]handlerRun, len(in))
 	run := func(hctx context.Context, i int) error {
 		// The handler's context ends with its lease (the engine's), the batch deadline or
 		// the consumer.
@@ -270,8 +339,15 @@ func (c *Consumer) process(ctx context.Context, ch *amqp.Channel, ds []amqp.Deli
 		defer cancel(nil)
 		stop := context.AfterFunc(ctx, func() { cancel(fmt.Errorf("%w: %w", errStopping, context.Cause(ctx))) })
 		defer stop()
-		err := c.fn(hctx, ds[i])
-		runs[i] = handlerRun{err: err, cut: err != nil && cutOff(hctx)}
+		err := c.fn(hctx, in[i].d)
+		if err != nil && cutOff(hctx) {
+			// Cut off, not failed: nothing is stored for it, whatever
+			// idem.WithRememberFailures says, and the message is requeued.
+			err = &cutOffError{err: err}
+			runs[i] = handlerRun{err: err, cut: true}
+			return err
+		}
+		runs[i] = handlerRun{err: err}
 		return err
 	}
 	// The outcomes are recorded even when the consumer stops meanwhile.
@@ -283,18 +359,18 @@ func (c *Consumer) process(ctx context.Context, ch *amqp.Channel, ds []amqp.Deli
 	}
 	rep := c.engine.Process(bctx, items, run, batch.Mode{Destination: c.queue})
 	stopped := ctx.Err() != nil
-	kinds := make([]settlement, len(ds))
+	kinds := make([]settlement, len(in))
 	var failed int
 	for i, o := range rep.Outcomes {
 		kinds[i] = c.settlement(o, runs[i], stopped)
 		if o.Reason == batch.ReasonDuplicateFailed {
-			// A copy of a failed item shares its settlement: one cut off is put back,
-			// one that failed follows the policy.
+			// A duplicate of a failed item shares its settlement: one held is held, one cut off
+			// is requeued, one that failed follows the policy.
 			if j := original(items, rep.Outcomes, i); j >= 0 {
 				kinds[i] = kinds[j]
 			}
 		}
-		d := ds[i]
+		d := in[i].d
 		var err error
 		switch kinds[i] {
 		case ack:
@@ -305,10 +381,16 @@ func (c *Consumer) process(ctx context.Context, ch *amqp.Channel, ds []amqp.Deli
 			err = d.Nack(false, false)
 		case retryNow:
 			err = d.Nack(false, true)
-		case retry, putBack:
-			held.Add(1)
-			go func(kind settlement) {
-				defer held.Done()
+		case hold:
+			if stopped {
+				err = d.Nack(false, true)
+			} else {
+				held = append(held, in[i])
+			}
+		case retry:
+			requeues.Add(1)
+			go func() {
+				defer requeues.Done()
 				if !stopped {
 					select {
 					case <-c.clock.After(c.cfg.requeueDelay):
@@ -316,12 +398,8 @@ func (c *Consumer) process(ctx context.Context, ch *amqp.Channel, ds []amqp.Deli
 					}
 				}
 				// A failure here means the channel closed: the broker requeues it then.
-				if kind == putBack {
-					_ = c.putBack(ctx, ch, d)
-				} else {
-					_ = d.Nack(false, true)
-				}
-			}(kinds[i])
+				_ = d.Nack(false, true)
+			}()
 		}
 		if err != nil {
 			failed++
@@ -333,6 +411,7 @@ func (c *Consumer) process(ctx context.Context, ch *amqp.Channel, ds []amqp.Deli
 		c.logger.WarnContext(ctx, "rabbitmq: could not settle messages with the broker",
 			"queue", c.queue, "messages", failed)
 	}
+	return held
 }
 
 // original returns the index of the earlier item of the batch whose failure item i shares
@@ -365,14 +444,16 @@ type settlement int
 
 const (
 	ack settlement = iota
-	// retry nacks with requeue after the requeue delay: a handler failure under the
-	// Requeue policy, which counts toward a quorum queue's delivery limit.
+	// retry nacks with requeue after the requeue delay, at once when the consumer stops: a
+	// handler failure under the Requeue policy, or a handler cut off. It counts toward a
+	// quorum queue's delivery limit.
 	retry
 	// retryNow nacks with requeue at once: a handler failure while the consumer stops.
 	retryNow
-	// putBack puts a message that may pass later back with a confirmed copy (see
-	// Consumer.putBack) after the requeue delay, at once when the consumer stops.
-	putBack
+	// hold keeps a delivery that may pass while it is in hand, unacknowledged, and runs it
+	// again after a back-off (see Consumer.process); at once nacked with requeue when the
+	// consumer stops.
+	hold
 	deadLetter
 )
 
@@ -380,7 +461,7 @@ const (
 // returned r; stopped reports whether the consumer was stopping.
 //
 // A handler cut off (its context ended by idem's lease loss, the batch deadline or the
-// consumer stopping, and it returned an error) did not fail: its message is put back,
+// consumer stopping, and it returned an error) did not fail: its message is requeued,
 // whatever the policy. The guard's own failures say why from the outcome's reason, never
 // from the handler's error chain: a handler's error that wraps an idem sentinel (of a
 // guarded step of its own) is the handler's failure.
@@ -399,7 +480,7 @@ func (c *Consumer) settlement(o batch.Outcome, r handlerRun, stopped bool) settl
 			// (idem.WithRememberFailures), which every redelivery meets again.
 			return deadLetter
 		case r.cut:
-			return putBack
+			return retry
 		case stopped:
 			return retryNow
 		case c.cfg.policy == DeadLetter:
@@ -407,19 +488,23 @@ func (c *Consumer) settlement(o batch.Outcome, r handlerRun, stopped bool) settl
 		}
 		return retry
 	case batch.ReasonDuplicateFailed:
-		// Settled as its original when that is in hand (see process).
-		if mayPassLater(o.Err) {
-			return putBack
+		// Settled as its original when that is in hand (see settleBatch).
+		var cut *cutOffError
+		if errors.As(o.Err, &cut) {
+			return retry
+		}
+		if mayPassInHand(o.Err) {
+			return hold
 		}
 		return c.settlement(batch.Outcome{Reason: batch.ReasonHandler}, handlerRun{}, stopped)
-	default: // in progress elsewhere, store, lease lost, not started
-		return putBack
+	default: // in progress elsewhere, store, lease taken over, not started
+		return hold
 	}
 }
 
-// mayPassLater reports whether err is a failure that a later delivery may not meet: a key
-// in flight elsewhere, a store failure, a lease taken over, an item not started.
-func mayPassLater(err error) bool {
+// mayPassInHand reports whether err is a failure that may pass while its delivery is held:
+// a key in flight elsewhere, a store failure, a lease taken over, an item not started.
+func mayPassInHand(err error) bool {
 	return errors.Is(err, idem.ErrInProgress) || errors.Is(err, idem.ErrStore) ||
 		errors.Is(err, idem.ErrLeaseLost) || errors.Is(err, batch.ErrNotStarted)
 }

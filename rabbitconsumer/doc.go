@@ -21,10 +21,10 @@
 // the deliveries in hand across all batches, so also how many handlers run at once:
 //
 //   - ran, replayed or a duplicate: acknowledged;
-//   - its key in flight elsewhere, the store down, its lease taken over, or its handler cut
-//     off (see below): held for the requeue delay ([WithRequeueDelay]) and put back,
-//     never acknowledged before it is back in the queue, so it comes back once the other
-//     run finished (and replays) or the store is back;
+//   - its key in flight elsewhere, the store down, or not started before the batch
+//     deadline: held in hand, unacknowledged, and tried again (see below), so it runs once
+//     the other run finished (and replays) or the store is back;
+//   - its handler cut off (see below): nacked with requeue, and nothing stored for it;
 //   - its handler failed: requeued or dead-lettered ([WithFailurePolicy]);
 //   - no key, a key used before with another body, or a failure the guard remembers
 //     (idem.WithRememberFailures): dead-lettered, with a WARN line.
@@ -37,44 +37,65 @@
 // handler's error that wraps idem.ErrPayloadMismatch (of a guarded step of its own) is its
 // failure, and follows the policy.
 //
-// # Putting a message back
+// # Holding a message, requeueing a cut-off
 //
 // A quorum queue counts every nack with requeue against its delivery limit
 // (x-delivery-limit, 20 by default on RabbitMQ 4), and dead-letters (or drops) the message
 // there. A message that may pass later must not spend it: a store outage longer than the
-// limit times the requeue delay would lose every message in hand. So a message is put back
-// by publishing a copy (its body, message ID, headers and properties) on the consumer's
-// channel, in confirm mode, and the original is acknowledged only once the broker confirms
-// the copy. The copy goes through the default exchange to the queue consumed, not to the
-// exchange and routing key it came with: those may route it to other queues bound to them,
-// whose consumers would get it twice. Its exchange, routing key and user-id are kept in
-// x-rabbitconsumer-* headers and restored before its key is chosen and its handler runs,
-// so the handler sees the delivery it would have seen (only Redelivered is false); the
-// broker's x-delivery-count is not copied. The copy joins the back of the queue, and a
-// per-message TTL (expiration) starts again. A consumer that dies between the confirm and
-// the acknowledgement leaves both in the queue: they share the key, so one runs and the
-// other replays. When the copy cannot be had (the broker refuses it, or no confirm comes
-// within 30 s) the original is nacked with requeue, which counts.
+// limit times the requeue delay would lose every message in hand. So a message whose key is
+// in flight elsewhere (or was taken over by another invocation), whose store call failed,
+// or which the batch deadline left unstarted, is held: unacknowledged, its claim is tried
+// again in the consumer after the requeue delay ([WithRequeueDelay]), the wait doubling up
+// to 30 s, until it runs, replays or fails otherwise. It is never requeued for these
+// causes, so it spends no delivery count, and the consumer never publishes: its user needs
+// only read permission on the queue, and a resource alarm (which blocks publishing
+// connections) does not stop it. A held message keeps its prefetch slot, which bounds how
+// many are held; a key in flight elsewhere becomes claimable when that run records its
+// outcome or its lease ends. When the consumer stops or its channel closes, the held
+// messages are nacked with requeue at once (a quorum queue counts these).
+//
+// A held message is not in the queue, so the broker does not expire it. One with a
+// per-message TTL (the expiration property) is held no longer than that TTL from its
+// receipt, then nacked with requeue: the broker, whose clock it has outlived, dead-letters
+// (or drops) it as expired instead of the consumer running it late. A queue's own TTL
+// (x-message-ttl) is not seen by the consumer: a message held past it may still run.
+//
+// A handler cut off is nacked with requeue after the requeue delay (at once when the
+// consumer stops), whatever the failure policy, and counts toward a quorum queue's
+// delivery limit: that is what bounds a poison message whose handler always outlives its
+// lease or the batch deadline. Set the limit with that in mind (each deploy that stops a
+// consumer mid-handler spends one). The consumer hands the guard the handler's error
+// wrapped with idem.ErrDoNotStore, so the key is released and nothing is stored, whatever
+// idem.WithRememberFailures says: a cut-off never becomes a remembered failure.
 //
 // A handler failure under the [Requeue] policy is nacked with requeue, and counts: that is
 // how the delivery limit bounds a message that always fails.
+//
+// A nack with requeue returns a message to a queue bounded by x-max-length or
+// x-max-length-bytes as a ready message: with the default overflow (drop-head) a full queue
+// drops its oldest ready message to make room, dead-lettering (or losing) a message that
+// never ran. This holds for cut-offs, the [Requeue] policy and held messages requeued when
+// the consumer stops; a held message itself takes no room while it is held. Use
+// x-overflow reject-publish on a bounded queue, or leave it unbounded.
 //
 // # Connections and long handlers
 //
 // The handlers of a lost connection (or closed channel) keep running: their outcomes are
 // recorded, so the redeliveries the broker makes meanwhile meet their key in flight, are
-// put back, and replay once they finish. [Consumer.Run] dials again only once they have
+// held, and replay once they finish. [Consumer.Run] dials again only once they have
 // returned, so a long handler delays the new connection.
 //
 // RabbitMQ closes a channel whose delivery stays unacknowledged longer than its
 // consumer_timeout (30 minutes by default; rabbitmq.conf, or the queue's
 // x-consumer-timeout argument on recent brokers), and requeues its deliveries. A handler
-// that runs longer with idem.WithHeartbeat keeps its key, so the redelivery is put back
+// that runs longer with idem.WithHeartbeat keeps its key, so the redelivery is held
 // until it finishes and then replays, but the consumer reconnects and the message is
-// delivered again meanwhile: set consumer_timeout above the longest handler.
+// delivered again meanwhile: set consumer_timeout above the longest handler. A message
+// held (see above) is unacknowledged too: a store outage longer than consumer_timeout
+// closes the channel the same way, and the broker requeues what the consumer held.
 //
 // A guard that fails open (idem.WithFailOpen) runs a message whose claim meets a store
-// failure unguarded and acknowledges it, instead of putting it back: at most once no longer
+// failure unguarded and acknowledges it, instead of holding it: at most once no longer
 // holds for it. A consumer has the broker to wait with; leave fail-open off.
 //
 // # Keys

@@ -1,8 +1,8 @@
 package rabbitconsumer
 
-// SetAfterPutBack sets f to run after a put-back copy is confirmed and before the original
-// is acknowledged, until the returned function restores none.
-func SetAfterPutBack(f func()) (restore func()) {
-	afterPutBack.Store(&f)
-	return func() { afterPutBack.Store(nil) }
+// SetOnHold sets f to run each time a batch's deliveries are held, before they wait to run
+// again, until the returned function restores none.
+func SetOnHold(f func()) (restore func()) {
+	onHold.Store(&f)
+	return func() { onHold.Store(nil) }
 }

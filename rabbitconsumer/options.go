@@ -31,7 +31,7 @@ const (
 	// ([WithRequeueDelay]): the broker delivers it again, to this consumer or another,
 	// and it runs again. The default. A message that always fails loops; bound it with a
 	// quorum queue's delivery limit (x-delivery-limit), which dead-letters it then: these
-	// nacks count toward it, where putting back a message that may pass later does not.
+	// nacks count toward it, where holding a message that may pass later does not.
 	Requeue Policy = iota
 	// DeadLetter nacks the message without requeue at once: the broker moves it to the
 	// queue's dead-letter exchange (x-dead-letter-exchange), or drops it when the queue
@@ -69,9 +69,10 @@ func optErr(name, msg string) error {
 
 // WithPrefetch sets the channel's prefetch count (basic.qos): how many unacknowledged
 // deliveries the broker sends the consumer at most. It bounds the work in hand: the
-// messages whose handlers run at once, those waiting to be recorded or acknowledged, and
-// those held back for a delayed requeue, all together. Default [DefaultPrefetch]; must be
-// at least 1.
+// messages whose handlers run at once, those waiting to be recorded or acknowledged, those
+// held to be tried again and those waiting for a delayed requeue, all together. A consumer
+// whose every delivery is held (a long store outage) gets no others until one settles.
+// Default [DefaultPrefetch]; must be at least 1.
 func WithPrefetch(n int) Option {
 	return func(c *config) error {
 		if n < 1 {
@@ -83,12 +84,12 @@ func WithPrefetch(n int) Option {
 }
 
 // WithRequeueDelay sets how long a message that may succeed later is held, unacknowledged,
-// before it is put back (a confirmed copy published to the queue, then the original
-// acknowledged: see the package documentation): one whose key is in flight in another
-// consumer (idem.ErrInProgress), whose store call failed (idem.ErrStore), whose lease was
-// taken over, or whose handler was cut off. It is also how long a message whose handler
-// failed under the [Requeue] policy is held before it is nacked with requeue. The delay
-// keeps a message whose key is busy from spinning between the broker and the consumers;
+// before its claim is tried again in the consumer (see the package documentation): one
+// whose key is in flight elsewhere (idem.ErrInProgress, or taken over by another
+// invocation), whose store call failed (idem.ErrStore), or which the batch deadline left
+// unstarted. Each further wait doubles, up to 30 s (or d, when longer). It is also how long
+// a message whose handler failed under the [Requeue] policy, or was cut off, waits before
+// it is nacked with requeue. The delay keeps a message whose key is busy from spinning;
 // while held it counts against the prefetch. Default [DefaultRequeueDelay]; must not be
 // negative.
 func WithRequeueDelay(d time.Duration) Option {
@@ -105,10 +106,10 @@ func WithRequeueDelay(d time.Duration) Option {
 // panicked: [Requeue] (the default) or [DeadLetter]. Messages without a key, messages whose
 // key was used before with another body and messages whose failure the guard remembers
 // (idem.WithRememberFailures: a redelivery gets the same idem.ErrFailed) are always
-// dead-lettered; messages that may succeed later (see [WithRequeueDelay]), handlers cut off
-// (their context ended by a lost lease, the batch deadline or the consumer stopping, see
-// the package documentation) and messages in hand when the consumer stops are always
-// requeued.
+// dead-lettered; messages that may succeed later are held and tried again (see
+// [WithRequeueDelay]); handlers cut off (their context ended by a lost lease, the batch
+// deadline or the consumer stopping, see the package documentation) and messages in hand
+// when the consumer stops are always requeued.
 func WithFailurePolicy(p Policy) Option {
 	return func(c *config) error {
 		if p != Requeue && p != DeadLetter {
@@ -196,10 +197,11 @@ func WithReconnectDelay(d time.Duration) Option {
 //     on dynamo.Store ⌈n/25⌉ calls); without a deadline each outcome is recorded on its own
 //     as its handler returns, since nothing would bound how long a key waits for its record.
 //   - at the deadline each handler's context ends (context.DeadlineExceeded): a handler that
-//     returns an error then is cut off, not failed, and its message is put back whatever
-//     the failure policy (see [WithFailurePolicy]);
+//     returns an error then is cut off, not failed: nothing is stored for it and its message
+//     is nacked with requeue whatever the failure policy (see [WithFailurePolicy]), which a
+//     quorum queue's delivery limit counts;
 //   - a message not yet started when less than batch.DefaultDeadlineMargin (or a quarter of
-//     d) is left is put back without running.
+//     d) is left is held and tried again without running.
 //
 // Choose d above the time a handler takes: a handler that ignores its context and overruns
 // it fails its recording, and its message comes back once the lease ends. Leave it off for
