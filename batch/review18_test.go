@@ -98,3 +98,96 @@ func TestReview18_WaitInFlightMutualWait(t *testing.T) {
 	assert.Equal(t, []string{"k1:ran", "k2:replayed"}, statuses(repA), "A's k2 replays B's run")
 	assert.Equal(t, []string{"k2:ran", "k1:replayed"}, statuses(repB), "B's k1 replays A's run")
 }
+
+// TestReview18_WaitInFlightHeartbeatOwnerKeepsTheKey: the owner's lease is short and
+// extended by heartbeats while its handler runs past it. The waiter's first poll comes at
+// the lease end it read, which a beat has since moved: the poll is a claim attempt that the
+// store judges on the stored lease, so it meets the key in progress again and waits on;
+// once the owner completes, the waiter replays. The handler runs once. (Passes on main:
+// coverage.)
+func TestReview18_WaitInFlightHeartbeatOwnerKeepsTheKey(t *testing.T) {
+	t.Parallel()
+	store := newCountingStore()
+	owner, err := idem.New(store, "review18-beat", idem.WithLease(300*time.Millisecond),
+		idem.WithLeaseMargin(50*time.Millisecond), idem.WithHeartbeat(100*time.Millisecond))
+	require.NoError(t, err)
+	g, err := idem.New(store, "review18-beat")
+	require.NoError(t, err)
+	var runs sync.Map
+	claimed, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _, err := idem.Do(context.Background(), owner, idem.Request{Key: "key-a1", Fingerprint: []byte("a1")},
+			func(ctx context.Context) (struct{}, error) {
+				runs.Store("owner", true)
+				close(claimed)
+				select { // well past the first lease end: only the beats keep the key
+				case <-time.After(time.Second):
+				case <-ctx.Done():
+					return struct{}{}, context.Cause(ctx)
+				}
+				return struct{}{}, nil
+			})
+		assert.NoError(t, err, "the owner kept its lease")
+	}()
+	<-claimed
+	e, err := batch.New(g, batch.Source{}, batch.WithWaitInFlight(true), batch.WithDeadlineMargin(time.Second))
+	require.NoError(t, err)
+	its := items("a/a1", "a/a2")
+	rec := &recorder{items: its}
+	rep := e.Process(deadlineContext(t, g.Clock(), time.Minute), its, rec.run, batch.Mode{Ordered: true, RecordBeforeNext: true})
+	<-done
+	assert.Equal(t, []string{"a1:replayed", "a2:ran"}, statuses(rep))
+	assert.Equal(t, []string{"a2"}, rec.ran, "a1 not run again while its owner beat")
+}
+
+// TestReview18_WaitInFlightDuplicateSharesTheTakeover: a batch carries a key twice (a
+// redelivered record), and a crashed claim holds it. The first item waits, takes the key
+// over and runs; the second takes its outcome without running and without a claim of its
+// own; the batch's Settle neither fails nor records the taken-over item again. (Passes on
+// main: coverage.)
+func TestReview18_WaitInFlightDuplicateSharesTheTakeover(t *testing.T) {
+	t.Parallel()
+	store := newCountingStore()
+	crashedClaim(t, store, "review18-dup", 300*time.Millisecond, "a1", "b1")
+	g, err := idem.New(store, "review18-dup")
+	require.NoError(t, err)
+	e, err := batch.New(g, batch.Source{}, batch.WithWaitInFlight(true), batch.WithDeadlineMargin(time.Second))
+	require.NoError(t, err)
+	its := items("a/a1", "b/b1", "c/a1", "c/c1")
+	rec := &recorder{items: its}
+	rep := e.Process(deadlineContext(t, g.Clock(), 10*time.Second), its, rec.run, batch.Mode{Ordered: true, RecordBeforeNext: true})
+	assert.Equal(t, []string{"a1:ran", "b1:ran", "a1:duplicate", "c1:ran"}, statuses(rep))
+	assert.ElementsMatch(t, []string{"a1", "b1", "c1"}, rec.ran, "a1 ran once")
+	for _, k := range []string{"key-a1", "key-b1", "key-c1"} {
+		assert.True(t, completed(t, g, store, k), k)
+	}
+}
+
+// TestReview18_WaitInFlightContextEnds: the context ends while an item waits for a key
+// whose lease ends long after: Process returns, the item fails (not started, or in
+// progress: never a success the checkpoint could pass), and its group's later items are
+// not started. (Passes on main: coverage.)
+func TestReview18_WaitInFlightContextEnds(t *testing.T) {
+	t.Parallel()
+	store := newCountingStore()
+	crashedClaim(t, store, "review18-ctx", time.Hour, "a1", "z1")
+	g, err := idem.New(store, "review18-ctx")
+	require.NoError(t, err)
+	e, err := batch.New(g, batch.Source{}, batch.WithWaitInFlight(true), batch.WithDeadlineMargin(time.Second))
+	require.NoError(t, err)
+	its := items("a/a1", "a/a2", "b/b1")
+	rec := &recorder{items: its}
+	ctx, cancel := context.WithDeadline(context.Background(), g.Clock().Now().Add(time.Hour))
+	defer cancel()
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		cancel()
+	}()
+	rep := e.Process(ctx, its, rec.run, batch.Mode{Ordered: true, RecordBeforeNext: true})
+	require.True(t, rep.Outcomes[0].Failed(), "a1: %v", rep.Outcomes[0])
+	assert.True(t, rep.Outcomes[1].Failed(), "a2: %v", rep.Outcomes[1])
+	assert.Equal(t, []string{"b1"}, rec.ran)
+	assert.False(t, completed(t, g, store, "key-a1"))
+	assert.False(t, completed(t, g, store, "key-a2"))
+}
