@@ -21,7 +21,6 @@ import (
 // concurrent batches each take the first key of their own order.
 type interleavedStore struct {
 	*memstore.Store
-	once    sync.Once
 	barrier sync.WaitGroup
 }
 
