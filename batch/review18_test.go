@@ -62,10 +62,13 @@ func (s *interleavedStore) ClaimMany(ctx context.Context, recs []*idemstore.Reco
 //  4. Both poll, with back-off, until the cut-off (deadline 3 s less margin 1 s), and fail
 //     in progress; only then do the batches settle.
 //
-// Severity: medium (liveness). The wait spends the invocation and still fails the items;
-// the records are redelivered and replay, so nothing runs twice or is skipped, but a
-// consumer whose concurrent batches overlap stalls for the whole cut-off on every such
-// batch. Fails on main: A's k2 and B's k1 fail in_progress instead of replaying.
+// Severity: low to medium (liveness only). The wait spends the invocation and still fails
+// the items; the records are redelivered and replay, so nothing runs twice or is skipped,
+// but a consumer whose concurrent batches overlap stalls for the whole cut-off on every
+// such batch. Reachable where two Process calls of overlapping keys run at once (a direct
+// batch.Engine user, a long-running consumer); not through Lambda's adapters, which
+// process one batch per sandbox at a time and whose shards do not share keys. Fails on
+// main: A's k2 and B's k1 fail in_progress instead of replaying.
 func TestReview18_WaitInFlightMutualWait(t *testing.T) {
 	t.Parallel()
 	store := newInterleavedStore()
