@@ -16,8 +16,9 @@ import (
 )
 
 // crashClaim claims the records' keys as an invocation that dies before it settles leaves
-// them: in progress until leaseFor from now plus a 100 ms margin. Give it two records or
-// more: a batch claim of a single key claims nothing.
+// them: in progress until leaseFor from now plus a 100 ms margin, and never before a
+// second from now (the guard's shortest lease). Give it two records or more: a batch
+// claim of a single key claims nothing.
 func crashClaim(t *testing.T, store *memstore.Store, scope string, leaseFor time.Duration, recs ...events.DynamoDBEventRecord) {
 	t.Helper()
 	other, err := idem.New(store, scope, idem.WithLeaseMargin(100*time.Millisecond))
