@@ -123,10 +123,21 @@ func WithBatchClaims(on bool) Option {
 //     Lambda's retries of a stream batch are not all spent while a crashed run's claims
 //     hold their keys.
 //   - The item waits in its unit's place: the items of its group after it wait behind
-//     it, so a group's order holds. Other units go on concurrently.
+//     it, so a group's order holds. Other units go on meanwhile on the batch's other
+//     workers ([WithConcurrency]); at concurrency 1 the batch is one unit, and every item
+//     after the waiter waits behind it.
 //   - Each poll is a claim attempt (one store call); an item taken over is claimed and
 //     recorded on its own, not with the batch's claims.
 //   - Without a deadline no item waits.
+//   - Batches in flight at once that share keys (two overlapping Process calls, or two
+//     invocations each holding a copy of the same messages) can wait for each other
+//     until their cut-offs: on batch claims, an outcome is recorded at its batch's
+//     settle, after every item of the batch returned, so when each batch ran a key the
+//     other waits for, neither outcome is stored while the waiters poll. Both waiters
+//     fail with [ReasonInProgress] at the cut-off; nothing runs twice, and the
+//     redelivered items replay. Items recorded as they run ([WithBatchClaims] off,
+//     [Mode.RecordEach], or an item followed in its group with [Mode.RecordBeforeNext])
+//     do not wait so. A Lambda adapter processes one batch at a time per sandbox.
 func WithWaitInFlight(on bool) Option {
 	return func(c *config) error {
 		c.waitFlight = on

@@ -13,7 +13,8 @@ import (
 )
 
 // crashedClaim claims keys as an invocation that dies before it settles leaves them: in
-// progress until their lease ends, leaseFor from now plus a 100 ms margin.
+// progress until their lease ends, leaseFor from now plus a 100 ms margin, and never
+// before a second from now (the guard's shortest lease).
 func crashedClaim(t *testing.T, store *countingStore, scope string, leaseFor time.Duration, keys ...string) {
 	t.Helper()
 	other, err := idem.New(store, scope, idem.WithLeaseMargin(100*time.Millisecond))

@@ -100,8 +100,9 @@ func (r *Relay) Handle(ctx context.Context, event events.DynamoDBEvent) (events.
 //   - The events of one ordering key are published one at a time, in stream order, and
 //     a run's events of one key (one completion: dynamo.OutboxRunAttr) that the batch
 //     holds in the order they were recorded (their position), which the stream need not
-//     keep within a transaction; a run split across two batches, and items written
-//     without a run, keep the stream's order. A key stops
+//     keep within a transaction: they take the places the run's records had among the
+//     key's records, and records of other runs between them keep theirs. A run split
+//     across two batches, and items written without a run, keep the stream's order. A key stops
 //     at its first failure: a publish the publisher reports failed (a lost answer
 //     included), an event that cannot be decoded, a publish not started for the deadline.
 //   - Keys are published concurrently, up to [WithConcurrency] at once: the events that
@@ -203,10 +204,12 @@ func keyString(rec events.DynamoDBEventRecord, attr string) string {
 }
 
 // inRunOrder returns recs with each ordering key's records in stream order, except that
-// consecutive records of one run (the same dynamo.OutboxRunAttr) are sorted by position.
-// Records without a run (items written before the attribute existed) keep the stream's
-// order: two runs of one stored key cannot be told apart without it. Each key keeps the
-// places its records had in the batch.
+// the records of one run (the same dynamo.OutboxRunAttr) are in position order: a run's
+// records fill the places in the key's order that they had in the stream, sorted by
+// position, so records of other runs between them keep their places. Records without a
+// run (items written before the attribute existed) keep the stream's order: two runs of
+// one stored key cannot be told apart without it. Each key keeps the places its records
+// had in the batch.
 func inRunOrder(recs []events.DynamoDBEventRecord) []events.DynamoDBEventRecord {
 	type entry struct {
 		rec      events.DynamoDBEventRecord
@@ -221,13 +224,21 @@ func inRunOrder(recs []events.DynamoDBEventRecord) []events.DynamoDBEventRecord 
 		byKey[k] = append(byKey[k], e)
 	}
 	for _, es := range byKey {
-		for start := 0; start < len(es); {
-			end := start + 1
-			for end < len(es) && es[start].run != "" && es[end].run == es[start].run {
-				end++
+		slots := map[string][]int{} // each run's places among the key's records
+		for i, e := range es {
+			if e.run != "" {
+				slots[e.run] = append(slots[e.run], i)
 			}
-			slices.SortStableFunc(es[start:end], func(a, b entry) int { return a.position - b.position })
-			start = end
+		}
+		for _, idx := range slots {
+			run := make([]entry, len(idx))
+			for j, i := range idx {
+				run[j] = es[i]
+			}
+			slices.SortStableFunc(run, func(a, b entry) int { return a.position - b.position })
+			for j, i := range idx {
+				es[i] = run[j]
+			}
 		}
 	}
 	out := make([]events.DynamoDBEventRecord, 0, len(recs))

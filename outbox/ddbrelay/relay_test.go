@@ -403,3 +403,44 @@ func sum(ns []int) int {
 	}
 	return t
 }
+
+// TestRelayInterleavedRunReportsTheLowestUnpublished: a run whose records another run's
+// record separates in the stream (a-2, a-9, a-1: run a-1 and run a-9 of one ordering key)
+// is published in position order in the run's places (a-1, a-9, a-2), so a record moves
+// later than records with higher sequence numbers. Wherever the key fails (at the record
+// moved later, at the one moved earlier, at the other run's), the response names the
+// lowest sequence number not published, never one past an unpublished record, and the
+// redelivery from there publishes the rest, each event once.
+func TestRelayInterleavedRunReportsTheLowestUnpublished(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		failing string
+		took    []string // published by the first delivery
+	}{
+		{failing: "a-2", took: []string{"a-1", "a-9"}}, // the record moved later (sequence 11)
+		{failing: "a-1", took: nil},                    // the record moved earlier (13)
+		{failing: "a-9", took: []string{"a-1"}},        // the other run's record (12)
+	} {
+		t.Run(tc.failing, func(t *testing.T) {
+			t.Parallel()
+			down := true
+			pub := &recorder{fail: func(m outbox.Message, _ int) (bool, bool) { return down && m.ID == tc.failing, false }}
+			r := newRelay(t, pub)
+			batch := eventOf(
+				insertRun("11", "a", "a-2", "s1", "a-1", 1),
+				insertRun("12", "a", "a-9", "s2", "a-9", 0),
+				insertRun("13", "a", "a-1", "s1", "a-1", 0),
+			)
+			resp, err := r.Handle(context.Background(), batch)
+			require.NoError(t, err)
+			assert.Equal(t, []string{"11"}, failures(resp), "a-2 (11) is not published: the key is delivered again from it")
+			assert.Equal(t, tc.took, pub.took())
+
+			down = false
+			resp, err = r.Handle(context.Background(), batch) // Lambda delivers the shard from 11 on
+			require.NoError(t, err)
+			assert.Empty(t, resp.BatchItemFailures)
+			assert.Equal(t, []string{"a-1", "a-9", "a-2"}, pub.took(), "each event published once, run a-1 in its order")
+		})
+	}
+}
