@@ -196,3 +196,37 @@ func TestReview19_HeldKeyInFlightElsewhereReplays(t *testing.T) {
 	assert.Equal(t, int64(1), ran.Load(), "the key ran more than once")
 	assert.Zero(t, ready(t, dlq))
 }
+
+// Review 19 (coverage, passes): a held delivery whose channel closes while it waits is
+// not lost: the broker requeues it, and another consumer (here once the store is back)
+// runs it once.
+func TestReview19_HeldDeliveryOfAClosedChannelRunsOnceElsewhere(t *testing.T) {
+	queue, dlq := declare(t)
+	store := storetest.NewFaulty(memstore.New())
+	store.Fail("claim", errors.New("connection refused"), false)
+	var held atomic.Int64
+	defer rabbitconsumer.SetOnHold(func() { held.Add(1) })()
+	fx := newEffects()
+	handler := func(_ context.Context, d amqp.Delivery) error {
+		fx.add(d.MessageId)
+		return nil
+	}
+	a, err := rabbitconsumer.New(newGuard(t, store), queue, handler, rabbitconsumer.WithRequeueDelay(time.Hour))
+	require.NoError(t, err)
+	publish(t, queue, message("held-closed-1"))
+	_, ch := channel(t)
+	done := make(chan error, 1)
+	go func() { done <- a.Consume(context.Background(), ch) }()
+	eventually(t, time.Minute, func() bool { return held.Load() > 0 }, "the message was not held")
+	require.NoError(t, ch.Close())
+	require.ErrorIs(t, <-done, rabbitconsumer.ErrChannelClosed)
+	store.Fail("claim", nil, false)
+	b, err := rabbitconsumer.New(newGuard(t, store), queue, handler, rabbitconsumer.WithRequeueDelay(10*time.Millisecond))
+	require.NoError(t, err)
+	_, stop := consume(t, b)
+	eventually(t, time.Minute, func() bool { return fx.get("held-closed-1") == 1 }, "the message did not run")
+	stop()
+	drained(t, queue)
+	assert.Equal(t, 1, fx.get("held-closed-1"))
+	assert.Zero(t, ready(t, dlq))
+}
