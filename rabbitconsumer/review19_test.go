@@ -3,6 +3,8 @@ package rabbitconsumer_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -229,4 +231,56 @@ func TestReview19_HeldDeliveryOfAClosedChannelRunsOnceElsewhere(t *testing.T) {
 	drained(t, queue)
 	assert.Equal(t, 1, fx.get("held-closed-1"))
 	assert.Zero(t, ready(t, dlq))
+}
+
+// Review 19: the same hole under Run, the way a service uses the consumer: the broker
+// closes the consumer's connection (here rabbitmqctl close_connection; a broker restart,
+// a consumer_timeout or a network failure alike) while a failed message waits out its
+// requeue delay; Run dials again only once Consume returns, which waits out the delay, so
+// the service consumes nothing meanwhile: a message published after the close is not
+// delivered to it.
+//
+// Schedule:
+//  1. Run with WithRequeueDelay(1 h), Requeue policy. "fails-1"'s handler fails: a
+//     goroutine will nack it in an hour.
+//  2. The broker closes the connection. The delivery channel closes; consume waits for
+//     the batches, then for the hour-long requeue goroutine (requeues.Wait).
+//  3. "later-1" is published. Run has not dialled again: it stays in the queue.
+//
+// Severity: medium (liveness of the whole service after any connection loss; the longer
+// the requeue delay the longer the outage).
+func TestReview19_RunDoesNotRedialWhileARequeueWaits(t *testing.T) {
+	queue, _ := declare(t)
+	name := fmt.Sprintf("review19-%d", time.Now().UnixNano())
+	fx := newEffects()
+	c, err := rabbitconsumer.New(newGuard(t, memstore.New()), queue, func(_ context.Context, d amqp.Delivery) error {
+		fx.add(d.MessageId)
+		if d.MessageId == "fails-1" {
+			return errors.New("downstream unavailable")
+		}
+		return nil
+	}, rabbitconsumer.WithRequeueDelay(time.Hour), rabbitconsumer.WithFailurePolicy(rabbitconsumer.Requeue),
+		rabbitconsumer.WithReconnectDelay(10*time.Millisecond),
+		rabbitconsumer.WithAMQPConfig(amqp.Config{Properties: amqp.Table{"connection_name": name}}))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = c.Run(ctx, brokerURL(t))
+	}()
+	defer func() { cancel(); <-done }()
+	publish(t, queue, message("fails-1"))
+	eventually(t, time.Minute, func() bool { return fx.get("fails-1") > 0 }, "the handler ran")
+	var pid string
+	for _, line := range strings.Split(rabbitmqctl(t, "list_connections", "-q", "pid", "client_properties"), "\n") {
+		if strings.Contains(line, name) {
+			pid = strings.Fields(line)[0]
+		}
+	}
+	require.NotEmpty(t, pid, "the consumer's connection not found")
+	rabbitmqctl(t, "close_connection", pid, "review19")
+	publish(t, queue, message("later-1"))
+	eventually(t, 30*time.Second, func() bool { return fx.get("later-1") == 1 },
+		"a message published after the connection closed did not run: Run has not dialled again")
 }
