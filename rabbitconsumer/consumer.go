@@ -139,18 +139,22 @@ func (c *Consumer) dialAndConsume(ctx context.Context, url string) (consumed boo
 //     the package documentation);
 //   - its handler cut off (its context ended by a lost lease, the batch deadline or the
 //     consumer stopping): nacked with requeue after the requeue delay (at once when the
-//     consumer stops), whatever the failure policy, and nothing stored for it;
+//     consumer stops or ch closes), whatever the failure policy, and nothing stored for
+//     it;
 //   - its handler failed or panicked: as the failure policy says ([WithFailurePolicy]);
+//     under [Requeue] nacked with requeue after the requeue delay, like a cut-off;
 //   - no key ([ErrMissingKey]), a key used before with another body, or a failure the
 //     guard remembers (idem.ErrFailed): nacked without requeue (dead-lettered), with a
 //     WARN line saying why; it never runs unguarded.
 //
 // When ctx ends, Consume cancels the subscription; the handlers running see their context
 // end, the batches' outcomes are still recorded, and the messages that did not succeed
-// (those held included) are nacked with requeue at once. It returns nil then (also when
-// ctx has ended before it is called), or an error wrapping [ErrChannelClosed] when ch
-// closed (the caller opens another), or [ErrConsumerCancelled] when the broker cancelled
-// the subscription (the queue was deleted). The caller closes ch afterwards.
+// (those held included) are nacked with requeue at once; Consume returns nil then (also
+// when ctx has ended before it is called). When ch closes, the held deliveries and the
+// delayed requeues stop waiting at once (the broker has requeued them), so Consume returns
+// as soon as the running handlers have, with an error wrapping [ErrChannelClosed] (the
+// caller opens another). It returns [ErrConsumerCancelled] when the broker cancelled the
+// subscription (the queue was deleted). The caller closes ch afterwards.
 func (c *Consumer) Consume(ctx context.Context, ch *amqp.Channel) error {
 	_, err := c.consume(ctx, ch)
 	return err
@@ -266,7 +270,7 @@ func (c *Consumer) process(ctx context.Context, ds []amqp.Delivery, gone <-chan 
 	}
 	wait := c.cfg.requeueDelay
 	for {
-		in = c.settleBatch(ctx, in, requeues)
+		in = c.settleBatch(ctx, in, gone, requeues)
 		if len(in) == 0 {
 			return
 		}
@@ -323,8 +327,9 @@ func isClosed(ch <-chan struct{}) bool {
 }
 
 // settleBatch runs one batch of deliveries in hand, settles each one with the broker, and
-// returns those to hold.
-func (c *Consumer) settleBatch(ctx context.Context, in []inHand, requeues *sync.WaitGroup) (held []inHand) {
+// returns those to hold. A delayed requeue waits for the requeue delay, the consumer
+// stopping or no more deliveries coming (gone), whichever is first.
+func (c *Consumer) settleBatch(ctx context.Context, in []inHand, gone <-chan struct{}, requeues *sync.WaitGroup) (held []inHand) {
 	items := make([]batch.Item, len(in))
 	for i, h := range in {
 		key, err := c.keyOf(h.d)
@@ -395,6 +400,10 @@ func (c *Consumer) settleBatch(ctx context.Context, in []inHand, requeues *sync.
 					select {
 					case <-c.clock.After(c.cfg.requeueDelay):
 					case <-ctx.Done():
+					case <-gone:
+						// The channel closed (the broker has requeued it, and this nack
+						// fails) or the subscription was cancelled: Consume returns
+						// without waiting out the delay, and Run dials again.
 					}
 				}
 				// A failure here means the channel closed: the broker requeues it then.

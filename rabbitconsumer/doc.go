@@ -61,12 +61,13 @@
 // (x-message-ttl) is not seen by the consumer: a message held past it may still run.
 //
 // A handler cut off is nacked with requeue after the requeue delay (at once when the
-// consumer stops), whatever the failure policy, and counts toward a quorum queue's
-// delivery limit: that is what bounds a poison message whose handler always outlives its
-// lease or the batch deadline. Set the limit with that in mind (each deploy that stops a
-// consumer mid-handler spends one). The consumer hands the guard the handler's error
-// wrapped with idem.ErrDoNotStore, so the key is released and nothing is stored, whatever
-// idem.WithRememberFailures says: a cut-off never becomes a remembered failure.
+// consumer stops; when the channel closes the broker has requeued it already), whatever
+// the failure policy, and counts toward a quorum queue's delivery limit: that is what
+// bounds a poison message whose handler always outlives its lease or the batch deadline.
+// Set the limit with that in mind (each deploy that stops a consumer mid-handler spends
+// one). The consumer hands the guard the handler's error wrapped with idem.ErrDoNotStore,
+// so the key is released and nothing is stored, whatever idem.WithRememberFailures says: a
+// cut-off never becomes a remembered failure.
 //
 // A handler failure under the [Requeue] policy is nacked with requeue, and counts: that is
 // how the delivery limit bounds a message that always fails.
