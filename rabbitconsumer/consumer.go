@@ -136,21 +136,27 @@ func (c *Consumer) dialAndConsume(ctx context.Context, url string) (consumed boo
 //     deadline: held, unacknowledged, and its claim tried again in the consumer after the
 //     requeue delay ([WithRequeueDelay]), doubling up to 30 s, until it settles otherwise:
 //     it is never requeued for these, so a quorum queue's delivery limit is not spent (see
-//     the package documentation);
+//     the package documentation); one with a per-message TTL (the expiration property) is
+//     never held, but nacked with requeue after the requeue delay, so the broker expires it
+//     on time;
 //   - its handler cut off (its context ended by a lost lease, the batch deadline or the
 //     consumer stopping): nacked with requeue after the requeue delay (at once when the
-//     consumer stops), whatever the failure policy, and nothing stored for it;
+//     consumer stops or ch closes), whatever the failure policy, and nothing stored for
+//     it;
 //   - its handler failed or panicked: as the failure policy says ([WithFailurePolicy]);
+//     under [Requeue] nacked with requeue after the requeue delay, like a cut-off;
 //   - no key ([ErrMissingKey]), a key used before with another body, or a failure the
 //     guard remembers (idem.ErrFailed): nacked without requeue (dead-lettered), with a
 //     WARN line saying why; it never runs unguarded.
 //
 // When ctx ends, Consume cancels the subscription; the handlers running see their context
 // end, the batches' outcomes are still recorded, and the messages that did not succeed
-// (those held included) are nacked with requeue at once. It returns nil then (also when
-// ctx has ended before it is called), or an error wrapping [ErrChannelClosed] when ch
-// closed (the caller opens another), or [ErrConsumerCancelled] when the broker cancelled
-// the subscription (the queue was deleted). The caller closes ch afterwards.
+// (those held included) are nacked with requeue at once; Consume returns nil then (also
+// when ctx has ended before it is called). When ch closes, the held deliveries and the
+// delayed requeues stop waiting at once (the broker has requeued them), so Consume returns
+// as soon as the running handlers have, with an error wrapping [ErrChannelClosed] (the
+// caller opens another). It returns [ErrConsumerCancelled] when the broker cancelled the
+// subscription (the queue was deleted). The caller closes ch afterwards.
 func (c *Consumer) Consume(ctx context.Context, ch *amqp.Channel) error {
 	_, err := c.consume(ctx, ch)
 	return err
@@ -258,54 +264,27 @@ func cutOff(ctx context.Context) bool {
 // deliveries whose failure may pass while they are in hand are held and run again after a
 // back-off, as a batch of their own, until they settle otherwise, the consumer stops or no
 // more deliveries come (gone).
-func (c *Consumer) process(ctx context.Context, ds []amqp.Delivery, gone <-chan struct{}, requeues *sync.WaitGroup) {
-	now := c.clock.Now()
-	in := make([]inHand, len(ds))
-	for i, d := range ds {
-		in[i] = inHand{d: d, until: holdUntil(d, now)}
-	}
+func (c *Consumer) process(ctx context.Context, in []amqp.Delivery, gone <-chan struct{}, requeues *sync.WaitGroup) {
 	wait := c.cfg.requeueDelay
 	for {
-		in = c.settleBatch(ctx, in, requeues)
+		in = c.settleBatch(ctx, in, gone, requeues)
 		if len(in) == 0 {
 			return
 		}
 		if f := onHold.Load(); f != nil {
 			(*f)()
 		}
-		// Held no longer than the broker would keep it: see holdUntil.
-		timer := wait
-		for _, h := range in {
-			if !h.until.IsZero() {
-				timer = min(timer, max(h.until.Sub(c.clock.Now()), 0))
-			}
-		}
 		select {
-		case <-c.clock.After(timer):
+		case <-c.clock.After(wait):
 		case <-ctx.Done():
 		case <-gone:
 		}
 		if ctx.Err() != nil || isClosed(gone) {
 			// Stopping, or the channel closed (the broker requeues them then, and these
 			// nacks fail): back to the queue at once.
-			for _, h := range in {
-				_ = h.d.Nack(false, true)
+			for _, d := range in {
+				_ = d.Nack(false, true)
 			}
-			return
-		}
-		now := c.clock.Now()
-		kept := in[:0]
-		for _, h := range in {
-			if !h.until.IsZero() && !now.Before(h.until) {
-				// Expired by the broker's clock by now: requeued, the broker dead-letters
-				// (or drops) it as expired instead of this consumer running it late.
-				_ = h.d.Nack(false, true)
-				continue
-			}
-			kept = append(kept, h)
-		}
-		in = kept
-		if len(in) == 0 {
 			return
 		}
 		wait = min(max(2*wait, minHoldDelay), max(maxHoldDelay, c.cfg.requeueDelay))
@@ -323,12 +302,13 @@ func isClosed(ch <-chan struct{}) bool {
 }
 
 // settleBatch runs one batch of deliveries in hand, settles each one with the broker, and
-// returns those to hold.
-func (c *Consumer) settleBatch(ctx context.Context, in []inHand, requeues *sync.WaitGroup) (held []inHand) {
+// returns those to hold. A delayed requeue waits for the requeue delay, the consumer
+// stopping or no more deliveries coming (gone), whichever is first.
+func (c *Consumer) settleBatch(ctx context.Context, in []amqp.Delivery, gone <-chan struct{}, requeues *sync.WaitGroup) (held []amqp.Delivery) {
 	items := make([]batch.Item, len(in))
-	for i, h := range in {
-		key, err := c.keyOf(h.d)
-		items[i] = batch.Item{ID: itemID(h.d), Key: key, Fingerprint: h.d.Body, Err: err}
+	for i, d := range in {
+		key, err := c.keyOf(d)
+		items[i] = batch.Item{ID: itemID(d), Key: key, Fingerprint: d.Body, Err: err}
 	}
 	// Each index is written by its own handler, and read once Process has returned.
 	runs := make([]handlerRun, len(in))
@@ -339,7 +319,7 @@ func (c *Consumer) settleBatch(ctx context.Context, in []inHand, requeues *sync.
 		defer cancel(nil)
 		stop := context.AfterFunc(ctx, func() { cancel(fmt.Errorf("%w: %w", errStopping, context.Cause(ctx))) })
 		defer stop()
-		err := c.fn(hctx, in[i].d)
+		err := c.fn(hctx, in[i])
 		if err != nil && cutOff(hctx) {
 			// Cut off, not failed: nothing is stored for it, whatever
 			// idem.WithRememberFailures says, and the message is requeued.
@@ -370,9 +350,18 @@ func (c *Consumer) settleBatch(ctx context.Context, in []inHand, requeues *sync.
 				kinds[i] = kinds[j]
 			}
 		}
-		d := in[i].d
+		d := in[i]
+		kind := kinds[i]
+		if kind == hold && d.Expiration != "" {
+			// A per-message TTL: the broker expires a message only while it is in the
+			// queue, and does not tell when this one was queued, so the consumer cannot
+			// know how long it may hold it. Requeued after the delay instead: the broker
+			// expires it then if its TTL has passed, and a nack counts toward a quorum
+			// queue's delivery limit.
+			kind = retry
+		}
 		var err error
-		switch kinds[i] {
+		switch kind {
 		case ack:
 			err = d.Ack(false)
 		case deadLetter:
@@ -395,6 +384,10 @@ func (c *Consumer) settleBatch(ctx context.Context, in []inHand, requeues *sync.
 					select {
 					case <-c.clock.After(c.cfg.requeueDelay):
 					case <-ctx.Done():
+					case <-gone:
+						// The channel closed (the broker has requeued it, and this nack
+						// fails) or the subscription was cancelled: Consume returns
+						// without waiting out the delay, and Run dials again.
 					}
 				}
 				// A failure here means the channel closed: the broker requeues it then.
@@ -452,7 +445,7 @@ const (
 	retryNow
 	// hold keeps a delivery that may pass while it is in hand, unacknowledged, and runs it
 	// again after a back-off (see Consumer.process); at once nacked with requeue when the
-	// consumer stops.
+	// consumer stops. A delivery with a per-message TTL is requeued (retry) instead.
 	hold
 	deadLetter
 )

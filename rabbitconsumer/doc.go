@@ -54,19 +54,23 @@
 // outcome or its lease ends. When the consumer stops or its channel closes, the held
 // messages are nacked with requeue at once (a quorum queue counts these).
 //
-// A held message is not in the queue, so the broker does not expire it. One with a
-// per-message TTL (the expiration property) is held no longer than that TTL from its
-// receipt, then nacked with requeue: the broker, whose clock it has outlived, dead-letters
-// (or drops) it as expired instead of the consumer running it late. A queue's own TTL
-// (x-message-ttl) is not seen by the consumer: a message held past it may still run.
+// A held message is not in the queue, so the broker does not expire it, and RabbitMQ does
+// not tell a consumer when a message was queued, so how much of a per-message TTL is left
+// is unknown. A message with one (the expiration property) is therefore never held: for
+// these causes it is nacked with requeue after the requeue delay, and the broker, which
+// keeps its original expiry, dead-letters (or drops) it if its TTL has passed, so the
+// consumer never runs it after its expiry. Each such nack counts toward a quorum queue's
+// delivery limit, as any requeue does. A queue's own TTL (x-message-ttl) is not seen by the
+// consumer: a message held past it may still run.
 //
 // A handler cut off is nacked with requeue after the requeue delay (at once when the
-// consumer stops), whatever the failure policy, and counts toward a quorum queue's
-// delivery limit: that is what bounds a poison message whose handler always outlives its
-// lease or the batch deadline. Set the limit with that in mind (each deploy that stops a
-// consumer mid-handler spends one). The consumer hands the guard the handler's error
-// wrapped with idem.ErrDoNotStore, so the key is released and nothing is stored, whatever
-// idem.WithRememberFailures says: a cut-off never becomes a remembered failure.
+// consumer stops; when the channel closes the broker has requeued it already), whatever
+// the failure policy, and counts toward a quorum queue's delivery limit: that is what
+// bounds a poison message whose handler always outlives its lease or the batch deadline.
+// Set the limit with that in mind (each deploy that stops a consumer mid-handler spends
+// one). The consumer hands the guard the handler's error wrapped with idem.ErrDoNotStore,
+// so the key is released and nothing is stored, whatever idem.WithRememberFailures says: a
+// cut-off never becomes a remembered failure.
 //
 // A handler failure under the [Requeue] policy is nacked with requeue, and counts: that is
 // how the delivery limit bounds a message that always fails.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -135,4 +136,42 @@ func TestRequeueOnABoundedQueueDropsTheHead(t *testing.T) {
 	drained(t, queue)
 	assert.Equal(t, 1, ready(t, dlq))
 	assert.Equal(t, 1, fx.get("a")+fx.get("b"))
+}
+
+// A delivery with a per-message TTL (expiration) whose claim meets a store failure is not
+// held: the consumer cannot tell how much of its TTL is left, so it is nacked with requeue
+// after the requeue delay, and the broker expires it then if its TTL has passed. One whose
+// TTL has not passed comes back and runs once, redelivered.
+func TestExpiringDeliveryIsRequeuedNotHeld(t *testing.T) {
+	queue, dlq := declare(t)
+	store := storetest.NewFaulty(memstore.New())
+	store.FailTimes("claim", errors.New("connection refused"), false, 1)
+	var held atomic.Int64
+	defer rabbitconsumer.SetOnHold(func() { held.Add(1) })()
+	var (
+		mu  sync.Mutex
+		got []amqp.Delivery
+	)
+	c, err := rabbitconsumer.New(newGuard(t, store), queue, func(_ context.Context, d amqp.Delivery) error {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, d)
+		return nil
+	}, rabbitconsumer.WithRequeueDelay(20*time.Millisecond))
+	require.NoError(t, err)
+	publish(t, queue, amqp.Publishing{MessageId: "ttl-live-1", Body: []byte("body"), Expiration: "600000"})
+	_, stop := consume(t, c)
+	eventually(t, time.Minute, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) > 0
+	}, "the message did not run")
+	stop()
+	drained(t, queue)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, got, 1)
+	assert.True(t, got[0].Redelivered, "the message was not requeued")
+	assert.Zero(t, held.Load(), "the message was held")
+	assert.Zero(t, ready(t, dlq))
 }

@@ -88,10 +88,10 @@ func WithPrefetch(n int) Option {
 // whose key is in flight elsewhere (idem.ErrInProgress, or taken over by another
 // invocation), whose store call failed (idem.ErrStore), or which the batch deadline left
 // unstarted. Each further wait doubles, up to 30 s (or d, when longer). It is also how long
-// a message whose handler failed under the [Requeue] policy, or was cut off, waits before
-// it is nacked with requeue. The delay keeps a message whose key is busy from spinning;
-// while held it counts against the prefetch. Default [DefaultRequeueDelay]; must not be
-// negative.
+// a message whose handler failed under the [Requeue] policy, or was cut off, or one with a
+// per-message TTL that would have been held, waits before it is nacked with requeue. The
+// delay keeps a message whose key is busy from spinning; while held it counts against the
+// prefetch. Default [DefaultRequeueDelay]; must not be negative.
 func WithRequeueDelay(d time.Duration) Option {
 	return func(c *config) error {
 		if d < 0 {
