@@ -55,6 +55,9 @@ const (
 	// FeatStream: a stream's shards delivered to the batch engine's ordered mode by a
 	// simulated event source mapping (see stream.go).
 	FeatStream
+	// FeatStreamWait: a stream invocation (FeatStream) draws batch.WithWaitInFlight on or
+	// off, from a generator of its own.
+	FeatStreamWait
 	featEnd
 )
 
@@ -65,7 +68,7 @@ var featureNames = []string{
 	"fail", "lost", "late", "crash", "kill", "skew", "heartbeat", "wait", "remember",
 	"attach", "cache", "panic", "error", "checkpoint", "maxlease", "failopen", "expiry",
 	"batchstore", "do", "batch", "sqs", "fifo", "http", "delay", "pause", "itemfail", "clockstep",
-	"batchmix", "stream",
+	"batchmix", "stream", "streamwait",
 }
 
 const actorFeatures = FeatDo | FeatBatch | FeatSQS | FeatFIFO | FeatHTTP | FeatStream
@@ -183,7 +186,7 @@ func (p *profile) has(f Features) bool { return p.on&f != 0 }
 func drawProfile(rng, lrng, brng, srng *rand.Rand, allowed Features) profile {
 	var p profile
 	for f := Features(1); f < featEnd; f <<= 1 {
-		if f == FeatDelay || f == FeatPause || f == FeatItemFail || f == FeatClockStep || f == FeatBatchMix || f == FeatStream {
+		if f == FeatDelay || f == FeatPause || f == FeatItemFail || f == FeatClockStep || f == FeatBatchMix || f == FeatStream || f == FeatStreamWait {
 			continue
 		}
 		if allowed&f != 0 && rng.IntN(100) < 60 {
@@ -212,6 +215,9 @@ func drawProfile(rng, lrng, brng, srng *rand.Rand, allowed Features) profile {
 	if allowed&FeatStream != 0 && (srng.IntN(100) < 60 || allowed&baseKinds == 0) {
 		p.on |= FeatStream
 		p.stream = drawStreamProfile(srng)
+		if allowed&FeatStreamWait != 0 {
+			p.on |= FeatStreamWait // each invocation draws the wait (stream.go)
+		}
 	}
 	if p.on&baseKinds == 0 && allowed&baseKinds != 0 {
 		kinds := allowed & baseKinds

@@ -40,6 +40,9 @@
 //     Lambda's default) for a drawn number of invocations; the final phase then drives
 //     each shard to its end without faults, waiting out every lease between failures, and
 //     sends a record that fails three times in a row there to the on-failure destination.
+//     With streamwait (FeatStreamWait) each invocation before the final phase draws
+//     batch.WithWaitInFlight on or off: a record whose key another run holds polls it on
+//     the container's clock until that run completes, its lease ends or the cut-off.
 //
 // Each actor is one invocation in one of up to three containers; a container is a guard
 // with its own local cache and its own clock, skewed (FeatSkew) by up to 2 s behind or by

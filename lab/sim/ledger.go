@@ -163,6 +163,11 @@ type Stats struct {
 	Collisions int
 	// StreamInvocations counts the stream's invocations (FeatStream), duplicates included.
 	StreamInvocations int
+	// StreamWaits counts the stream's invocations with batch.WithWaitInFlight on.
+	StreamWaits int
+	// StreamPolls counts the claims of those invocations for a key a claim of theirs met
+	// before: the wait's polls; StreamTakeovers, the polls that claimed the key.
+	StreamPolls, StreamTakeovers int
 }
 
 // ledger is the ground truth the invariants are checked against: every lease granted,

@@ -81,6 +81,7 @@ func Run(cfg Config) Result {
 		lrng:     rand.New(rand.NewPCG(cfg.Seed, 0x1a7e_de11)),
 		brng:     rand.New(rand.NewPCG(cfg.Seed, 0xba7c_4a11)),
 		srng:     rand.New(rand.NewPCG(cfg.Seed, 0x57e4_3a11)),
+		wrng:     rand.New(rand.NewPCG(cfg.Seed, 0x3a17_f117)),
 		now:      epoch,
 		keyNames: make(map[string]string),
 		runnable: []metrics.Sample{{Name: "/sched/goroutines/runnable:goroutines"}, {Name: "/sched/goroutines/not-in-go:goroutines"}},

@@ -321,8 +321,9 @@ var simulationSeeds = []struct {
 	// it released the key at once (its group stopped), the first invocation claimed it
 	// over the tombstone and released it with a request stamped at 0.329 s too (it landed
 	// at 0.351 s), and the first attempt landed at 0.383 s, its now not before the
-	// tombstone's lease end (`-start=20000000`, at b7e4b92).
-	{20062568, "all", "d.heldByNobody", true},
+	// tombstone's lease end (`-start=20000000`, at b7e4b92). Without FeatStreamWait, which
+	// came later: with it, that duplicate draws the wait and the schedule differs.
+	{20062568, "all,-streamwait", "d.heldByNobody", true},
 	// RELIABILITY.md's other residual, the late claim from a clock ahead of the
 	// releaser's: a duplicate's batch claim, stamped at 1.135 s, its first attempt
 	// delayed; its container's clock then stepped back 0.48 s, and the retry on that
@@ -344,6 +345,19 @@ var simulationSeeds = []struct {
 	// which stepped back to 0.15 s behind; the key released at 1.211 s, 1.057 s on that
 	// clock; the late claim landed at 1.242 s).
 	{50306791, "all", "d.heldByNobody", true},
+	// With the stream's wait for keys in flight (FeatStreamWait), 8 minutes each of
+	// `-start=60000000` and `-start=70000000 -features=all` and of `-start=80000000` with
+	// the stream alone found only the two residuals again, none by a poll of the wait: the
+	// same instant in an SQS caller (60050945: a claim resent at 0.086 s, its run released
+	// at 0.086 s, the first attempt landing at 0.095 s) and the clock ahead in stream
+	// invocations (80061560: a claim stamped at 1.828 s on a clock 1.57 s ahead that
+	// stepped back to 0.66 s ahead; another invocation's release at 2.642 s, the late
+	// claim landing at 2.753 s; 80187676: a batch claim stamped at 1.055 s, the clock
+	// stepping from 1.10 s ahead to 1.61 s behind, another invocation's claim and release
+	// at 1.819 s, the late claim landing at 3.266 s).
+	{60050945, "all", "d.heldByNobody", true},
+	{80061560, streamAlone, "d.heldByNobody", true},
+	{80187676, streamAlone, "d.heldByNobody", true},
 }
 
 // streamAlone is every feature but the kinds of caller other than the stream.
@@ -452,4 +466,27 @@ func TestSimulationHoldsFixedSemantics(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSimulationStreamWaits requires the stream's invocations with batch.WithWaitInFlight
+// (FeatStreamWait) to wait: some of their claims poll a key met in flight, and some of
+// those polls take a key over, its lease ended (killed invocations, lost responses).
+func TestSimulationStreamWaits(t *testing.T) {
+	defer sim.Prepare()()
+	f, err := sim.ParseFeatures("stream,streamwait,kill,crash,lost,error")
+	require.NoError(t, err)
+	var total sim.Stats
+	for seed := uint64(1); seed <= 200; seed++ {
+		r := sim.Run(sim.Config{Seed: seed, Features: f})
+		for _, v := range r.Violations {
+			_, known := knownOpen[v.Invariant]
+			require.True(t, known, "seed %d\n%s", seed, r.Report(60))
+		}
+		total.StreamWaits += r.Stats.StreamWaits
+		total.StreamPolls += r.Stats.StreamPolls
+		total.StreamTakeovers += r.Stats.StreamTakeovers
+	}
+	t.Logf("stream invocations waiting %d, polls %d, takeovers %d", total.StreamWaits, total.StreamPolls, total.StreamTakeovers)
+	require.Positive(t, total.StreamPolls, "polls")
+	require.Positive(t, total.StreamTakeovers, "takeovers")
 }

@@ -196,6 +196,7 @@ type claimAnswer struct {
 // change it for its next attempt (carrying a checkpoint) while this one is on its way.
 func (s *store) Claim(ctx context.Context, rec *idemstore.Record, now time.Time) (*idemstore.Record, bool, error) {
 	sent := *rec
+	poll := s.w.streamPoll(actorOf(ctx), rec.Key)
 	res, err := s.send(ctx, "claim", s.name(rec.Key), func(ctx context.Context, at attempt, _ []bool) any {
 		rec := sent
 		a := actorOf(ctx)
@@ -217,6 +218,11 @@ func (s *store) Claim(ctx context.Context, rec *idemstore.Record, now time.Time)
 		return nil, false, err
 	}
 	c := res.(claimAnswer)
+	if poll && c.err == nil && c.claimed {
+		s.w.led.mu.Lock()
+		s.w.led.stats.StreamTakeovers++
+		s.w.led.mu.Unlock()
+	}
 	if c.err == nil && (c.claimed || c.prev != nil && c.prev.LeaseToken == rec.LeaseToken) {
 		s.w.led.claimAnswered(rec.LeaseToken)
 	}
@@ -228,6 +234,7 @@ func (s *store) Claim(ctx context.Context, rec *idemstore.Record, now time.Time)
 
 // Get implements idemstore.Store.
 func (s *store) Get(ctx context.Context, key string) (*idemstore.Record, error) {
+	s.w.streamGot(actorOf(ctx), key)
 	type got struct {
 		rec *idemstore.Record
 		err error

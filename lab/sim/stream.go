@@ -92,7 +92,9 @@ type streamInv struct {
 	lost        bool // its response is lost
 	concurrency int
 	batchClaims bool
-	rep         *batch.Report // guarded by w.mu
+	wait        bool            // batch.WithWaitInFlight, drawn from w.wrng
+	got         map[string]bool // keys whose last store call of its was a Get; w.led.mu
+	rep         *batch.Report   // guarded by w.mu
 }
 
 // The stream adapter's mutants: deliberate bugs of a stream consumer that the invariants
@@ -194,11 +196,15 @@ func (w *world) invoke(sh *shard) {
 			if rng.IntN(2) == 0 {
 				a.margin = time.Duration(200+rng.IntN(1500)) * time.Millisecond
 			}
+			a.inv.wait = w.p.has(FeatStreamWait) && w.wrng.IntN(2) == 0
 		} else {
 			a.finisher = true
 		}
 		a.extra = fmt.Sprintf(", shard %d records %s..%s, concurrency %d, batch claims %t, margin %s",
 			sh.id, sh.recs[from].k.name, sh.recs[to-1].k.name, a.inv.concurrency, a.inv.batchClaims, a.margin)
+		if a.inv.wait {
+			a.extra += ", waits for keys in flight"
+		}
 		if dup {
 			a.extra += ", a duplicate invocation"
 		}
@@ -208,6 +214,9 @@ func (w *world) invoke(sh *shard) {
 		a.body = w.streamBody(a)
 		w.led.mu.Lock()
 		w.led.stats.StreamInvocations++
+		if a.inv.wait {
+			w.led.stats.StreamWaits++
+		}
 		w.led.mu.Unlock()
 		w.actors = append(w.actors, a)
 		w.pending = append(w.pending, a)
@@ -320,7 +329,7 @@ func (w *world) streamBody(a *actor) func(context.Context) {
 	return func(ctx context.Context) {
 		inv := a.inv
 		recs := inv.sh.recs[inv.from:inv.to]
-		opts := []batch.Option{batch.WithConcurrency(inv.concurrency), batch.WithBatchClaims(inv.batchClaims)}
+		opts := []batch.Option{batch.WithConcurrency(inv.concurrency), batch.WithBatchClaims(inv.batchClaims), batch.WithWaitInFlight(inv.wait)}
 		if a.margin > 0 {
 			opts = append(opts, batch.WithDeadlineMargin(a.margin))
 		}
@@ -345,6 +354,37 @@ func (w *world) streamBody(a *actor) func(context.Context) {
 		inv.rep = rep
 		w.mu.Unlock()
 	}
+}
+
+// streamPoll reports whether a claim of a's for key is a poll of batch.WithWaitInFlight: a
+// is a stream invocation with the wait on, a claim of its met key before, and its last
+// call for key was no Get (the guard's own WithWait reads the key before it claims). It
+// counts it.
+func (w *world) streamPoll(a *actor, key string) bool {
+	if a.inv == nil || !a.inv.wait || !w.led.hasMet(a, key) {
+		return false
+	}
+	w.led.mu.Lock()
+	defer w.led.mu.Unlock()
+	if a.inv.got[key] {
+		delete(a.inv.got, key)
+		return false
+	}
+	w.led.stats.StreamPolls++
+	return true
+}
+
+// streamGot notes a Get of a's for key (see streamPoll).
+func (w *world) streamGot(a *actor, key string) {
+	if a.inv == nil || !a.inv.wait {
+		return
+	}
+	w.led.mu.Lock()
+	defer w.led.mu.Unlock()
+	if a.inv.got == nil {
+		a.inv.got = make(map[string]bool)
+	}
+	a.inv.got[key] = true
 }
 
 // streamReported checks invariant (g) on a stream invocation's response, whether or not

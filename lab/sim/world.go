@@ -114,6 +114,9 @@ type world struct {
 	lrng *rand.Rand
 	brng *rand.Rand // the same, for FeatBatchMix
 	srng *rand.Rand // the same, for FeatStream
+	// wrng is the same, for a stream invocation's batch.WithWaitInFlight: a generator of
+	// its own, so that an invocation drawn without the wait is what it was before.
+	wrng *rand.Rand
 	p    profile
 
 	mu       sync.Mutex // guards what goroutines under test touch

@@ -77,6 +77,9 @@ func main() {
 		total.Orphans += r.Stats.Orphans
 		total.Collisions += r.Stats.Collisions
 		total.StreamInvocations += r.Stats.StreamInvocations
+		total.StreamWaits += r.Stats.StreamWaits
+		total.StreamPolls += r.Stats.StreamPolls
+		total.StreamTakeovers += r.Stats.StreamTakeovers
 		if r.Stats.StreamInvocations > 0 {
 			streams++
 		}
