@@ -154,7 +154,16 @@ func TestReview15_CrashedClaimsSpendTheRetries(t *testing.T) {
 	}
 	t.Logf("records discarded: %d of %d", discarded, len(ids))
 	assert.Empty(t, rep.Discarded, "committed events were sent to the on-failure destination: never published")
-	assert.ElementsMatch(t, ids, rec.took(), "every committed event published")
+	// At least once: an event the crashed invocation's call carried may go out again after
+	// the takeover (the relay promises at least once; consumers dedup on the id).
+	published := map[string]bool{}
+	for _, id := range rec.took() {
+		published[id] = true
+	}
+	for _, id := range ids {
+		assert.True(t, published[id], "committed event %s never published", id)
+	}
+	assert.Len(t, published, len(ids), "only committed events published")
 }
 
 // TestReview15_PositionSortAcrossRuns: the relay sorts "consecutive records of one run
