@@ -194,7 +194,8 @@
 //     claim's response was lost, or the write-back failed).
 //   - (d) once every lease has ended (the final phase moves time past them and calls each
 //     key once more, without faults; an SQS finisher runs its batch's messages at once, so
-//     each fits the lease WithMaxLease caps as a Do call does), no key is left INPROGRESS
+//     each fits the lease WithMaxLease caps as a Do call does, and the stream is invoked
+//     once the other finishers have ended), no key is left INPROGRESS
 //     (d.leftInProgress), every final call gets a result, a replay or a remembered
 //     failure (d.notSettled), and the schedule finishes (d.stuck). One record rightly
 //     stays: in progress, its lease ended, unexpired, with the checkpoint of a request
