@@ -865,6 +865,12 @@ func (w *world) drawSQS(a *actor) {
 		}
 	}
 	a.concurrency = 1 + rng.IntN(3)
+	if a.finisher {
+		// Every message at once, as a Do finisher's one call: run one at a time, the last
+		// may start too late in the lease WithMaxLease caps (no deadline, no heartbeat),
+		// and rightly not run, or give up when the watchdog ends its context.
+		a.concurrency = max(a.concurrency, len(a.batch))
+	}
 	a.batchClaims = rng.IntN(10) < 7
 	if rng.IntN(2) == 0 {
 		a.margin = time.Duration(200+rng.IntN(1500)) * time.Millisecond

@@ -193,17 +193,20 @@
 //     a takeover claim replaced the record and the checkpoint was not written back (the
 //     claim's response was lost, or the write-back failed).
 //   - (d) once every lease has ended (the final phase moves time past them and calls each
-//     key once more, without faults), no key is left INPROGRESS (d.leftInProgress), every
-//     final call gets a result, a replay or a remembered failure (d.notSettled), and the
-//     schedule finishes (d.stuck). One record rightly stays: in progress, its lease ended,
-//     unexpired, with the checkpoint of a request with another body, which the final
-//     call's claim met; that call gets idem.ErrPayloadMismatch. A record past its expiry
-//     counts as absent. d.heldByNobody: a claim landing late took the key for a lease its
-//     owner had released or completed, its lease still running: every retry is refused
-//     until it ends. (A late claim for a caller that never held the lease, which gave up
-//     or was refused before it knew, or one that met a record expired by the time it
-//     carried, is counted in [Stats.Orphans]: the lease runs out, as after a caller that
-//     crashes once its claim applied.)
+//     key once more, without faults; an SQS finisher runs its batch's messages at once, so
+//     each fits the lease WithMaxLease caps as a Do call does, and the stream is invoked
+//     once the other finishers have ended), no key is left INPROGRESS
+//     (d.leftInProgress), every final call gets a result, a replay or a remembered
+//     failure (d.notSettled), and the schedule finishes (d.stuck). One record rightly
+//     stays: in progress, its lease ended, unexpired, with the checkpoint of a request
+//     with another body, which the final call's claim met; that call gets
+//     idem.ErrPayloadMismatch. A record past its expiry counts as absent. d.heldByNobody:
+//     a claim landing late took the key for a lease its owner had released or completed,
+//     its lease still running: every retry is refused until it ends. (A late claim for a
+//     caller that never held the lease, which gave up or was refused before it knew, or
+//     one that met a record expired by the time it carried, is counted in
+//     [Stats.Orphans]: the lease runs out, as after a caller that crashes once its claim
+//     applied.)
 //   - (e) attached writes commit at most once and only with their COMPLETED record
 //     (e.attachedTwice, e.attachedWithoutRecord, e.recordWithoutAttached).
 //   - (f) the SQS batch response fails exactly the messages that did not complete:

@@ -167,11 +167,29 @@ func (w *world) esmTick() {
 			if sh.fin >= 4*len(sh.recs)+12 {
 				continue // d.streamStuck, reported at the end
 			}
+			if w.othersFinishing() {
+				continue
+			}
 		} else if sh.n >= sh.sp.budget {
 			continue
 		}
 		w.invoke(sh)
 	}
+}
+
+// othersFinishing reports whether a finisher of another kind than the stream is still to
+// end. The final phase invokes the stream after them: every step of the stream's
+// invocations moves time, and a finisher's run, crowded by them, could outlast the lease
+// WithMaxLease caps (no deadline there, and no heartbeat with some profiles).
+func (w *world) othersFinishing() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, a := range w.actors {
+		if a.finisher && a.kind != "stream" && !a.done && !a.dead {
+			return true
+		}
+	}
+	return false
 }
 
 // invoke starts an invocation with the batch from sh's checkpoint, and maybe its duplicate.
