@@ -73,7 +73,9 @@
 //
 // # Usage
 //
-//	client := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
+//	opts, err := redis.ParseURL(os.Getenv("REDIS_URL")) // redis://host:6379/0
+//	// ...
+//	client := redis.NewClient(opts)
 //	// ...
 //	store, err := redisstore.New(client)
 //	// ...

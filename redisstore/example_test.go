@@ -22,7 +22,11 @@ type report struct {
 // the first rendering back, even one of several megabytes.
 func Example() {
 	ctx := context.Background()
-	client := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
+	opts, err := redis.ParseURL(os.Getenv("REDIS_URL")) // redis://host:6379/0
+	if err != nil {
+		log.Fatal(err)
+	}
+	client := redis.NewClient(opts)
 	defer client.Close()
 	store, err := redisstore.New(client)
 	if err != nil {
@@ -71,7 +75,11 @@ func ExampleStore_RedisKey() {
 // A limit for a shared server: records (results included) over 1 MiB are refused by the
 // store, and the guard records the completion without the result.
 func ExampleWithMaxRecordSize() {
-	client := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
+	opts, err := redis.ParseURL(os.Getenv("REDIS_URL")) // redis://host:6379/0
+	if err != nil {
+		log.Fatal(err)
+	}
+	client := redis.NewClient(opts)
 	defer client.Close()
 	store, err := redisstore.New(client, redisstore.WithMaxRecordSize(1<<20))
 	if err != nil {
@@ -88,7 +96,11 @@ func ExampleWithMaxRecordSize() {
 // deletes records 15 minutes after their expiry instead of 5, so it never deletes one
 // before its expiry by the functions' clocks.
 func ExampleWithExpiryGrace() {
-	client := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
+	opts, err := redis.ParseURL(os.Getenv("REDIS_URL")) // redis://host:6379/0
+	if err != nil {
+		log.Fatal(err)
+	}
+	client := redis.NewClient(opts)
 	defer client.Close()
 	store, err := redisstore.New(client, redisstore.WithExpiryGrace(15*time.Minute))
 	if err != nil {

@@ -98,8 +98,7 @@ func run(apiBin string, out io.Writer) (err error) {
 	if err := api.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", apiBin, err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- api.Wait() }()
+	exited := waitExit(api)
 
 	base := "http://localhost:" + port
 	if err := waitReady(ctx, "http://"+net.JoinHostPort("127.0.0.1", port)+"/orders/none", exited); err != nil {
@@ -109,8 +108,8 @@ func run(apiBin string, out io.Writer) (err error) {
 	printBanner(out, endpoint, base, own)
 
 	select {
-	case err := <-exited:
-		return fmt.Errorf("example-api exited: %w", err)
+	case <-exited.done:
+		return fmt.Errorf("example-api exited: %w", exited.err)
 	case <-ctx.Done():
 	}
 	// A progress note: nothing to do if it is lost.
@@ -147,8 +146,24 @@ func createTables(ctx context.Context, client *dynamodb.Client) error {
 	return samtables.CreateTables(ctx, client, missing)
 }
 
+// exit is a process's end, seen by any number of waiters: done is closed once err is set.
+type exit struct {
+	done chan struct{}
+	err  error
+}
+
+// waitExit waits for cmd, started, in a goroutine of its own.
+func waitExit(cmd *exec.Cmd) *exit {
+	e := &exit{done: make(chan struct{})}
+	go func() {
+		e.err = cmd.Wait()
+		close(e.done)
+	}()
+	return e
+}
+
 // waitReady polls url until the API answers, it exits, or ctx ends.
-func waitReady(ctx context.Context, url string, exited <-chan error) error {
+func waitReady(ctx context.Context, url string, exited *exit) error {
 	client := &http.Client{Timeout: time.Second}
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
@@ -160,8 +175,8 @@ func waitReady(ctx context.Context, url string, exited <-chan error) error {
 			return nil
 		}
 		select {
-		case err := <-exited:
-			return fmt.Errorf("example-api exited before answering: %w", err)
+		case <-exited.done:
+			return fmt.Errorf("example-api exited before answering: %w", exited.err)
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-timeout.C:
@@ -172,17 +187,23 @@ func waitReady(ctx context.Context, url string, exited <-chan error) error {
 }
 
 // stopAPI sends SIGTERM to the API by its process id and waits for it to exit, killing it
-// if it takes longer than stopTimeout.
-func stopAPI(api *exec.Cmd, exited <-chan error) error {
+// if it takes longer than stopTimeout. An API that has exited already is left alone: its
+// exit is the caller's to report.
+func stopAPI(api *exec.Cmd, exited *exit) error {
+	select {
+	case <-exited.done:
+		return nil
+	default:
+	}
 	if err := api.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return fmt.Errorf("stop example-api (pid %d): %w", api.Process.Pid, err)
 	}
 	select {
-	case err := <-exited:
-		return err
+	case <-exited.done:
+		return exited.err
 	case <-time.After(stopTimeout):
 		_ = api.Process.Kill()
-		<-exited //nolint:errcheck // the kill's own "signal: killed"
+		<-exited.done // its error is the kill's own "signal: killed"
 		return fmt.Errorf("example-api (pid %d) did not stop within %s; killed", api.Process.Pid, stopTimeout)
 	}
 }

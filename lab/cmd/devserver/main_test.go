@@ -98,3 +98,19 @@ func runDevserver(t *testing.T, dev, api, endpoint string) {
 	_, err := http.Get(url + "/none")
 	assert.Error(t, err, "example-api still answers after devserver stopped")
 }
+
+// TestAPIExitingBeforeReady: an example-api that exits before it answers makes devserver
+// report it and exit, rather than wait for an exit it has already seen.
+func TestAPIExitingBeforeReady(t *testing.T) {
+	t.Parallel()
+	dev := proctest.Build(t, "github.com/idemkit/idem/lab/cmd/devserver")
+	api := t.TempDir() + "/example-api"
+	require.NoError(t, os.WriteFile(api, []byte("#!/bin/sh\necho 'listen: address in use' >&2\nexit 3\n"), 0o755))
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
+		"PORT=" + proctest.FreePort(t), ddblocal.EnvEndpoint + "=" + ddblocal.Endpoint(t)}
+	p := proctest.Start(t, dev, env, "-api", api)
+	code, exited := p.Wait(60 * time.Second)
+	require.True(t, exited, "devserver still runs after example-api exited:\n%s", p.Output())
+	assert.Equal(t, 1, code, p.Output())
+	assert.Contains(t, p.Output(), "example-api exited before answering: exit status 3")
+}
