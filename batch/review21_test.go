@@ -1,0 +1,107 @@
+package batch_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/batch"
+	"github.com/idemkit/idem/idemstore"
+	"github.com/idemkit/idem/memstore"
+)
+
+// blipStore is a memstore.Store whose single claims (the ones idem.Do makes) fail while
+// failing is set, as a throttled or unreachable DynamoDB answers; its batch claims
+// (ClaimMany, memstore's own) are not affected.
+type blipStore struct {
+	*memstore.Store
+	failing atomic.Bool
+	failed  atomic.Int32
+}
+
+func (s *blipStore) Claim(ctx context.Context, rec *idemstore.Record, now time.Time) (*idemstore.Record, bool, error) {
+	if s.failing.Load() {
+		s.failed.Add(1)
+		return nil, false, errors.New("ProvisionedThroughputExceededException: throttled")
+	}
+	return s.Store.Claim(ctx, rec, now)
+}
+
+// TestReview21_WaitInFlightPollFailsOpenOverALiveRun: a guard with idem.WithFailOpen and
+// an engine with WithWaitInFlight. Key a1 is held by a live run elsewhere (another
+// invocation's handler, still running). The batch's claim meets that run's record: the
+// guard's promise (idem.WithFailOpen, idem.Guard.Claim) is that once a claim or poll of
+// the key met the record holding it, a store failure returns the store error and the
+// handler does not run, since the key is in progress elsewhere.
+//
+// The waiter's polls are fresh idem.Do calls (process.go waitInFlight sets the item's
+// claim to -1 and calls guarded, which calls idem.Do): they carry nothing of the record
+// the batch claim met. The first poll whose claim the store fails (a throttle, a timeout)
+// therefore fails open, and the handler of a1 runs unguarded while the live run holds
+// the key: the effect twice.
+//
+// Schedule: the owner claims a1 through idem.Do and blocks in its handler; the store
+// then fails single claims (batch claims still pass); the batch [a/a1, b/b1] claims both
+// keys together and meets a1 in progress; the waiter pauses 100 ms and polls a1 with
+// idem.Do; the claim fails with a store error; failsOpen sees no met record and runs a1.
+//
+// Expected: a1 fails (batch.ReasonStore or batch.ReasonInProgress) without running, as
+// the same store failure does for an item whose batch claim met the record and that does
+// not wait. Severity: double execution (under WithFailOpen, on a store blip while
+// waiting: exactly when WithWaitInFlight is waiting on a live run).
+//
+// Fails on main: the handler runs a1 while the owner holds it.
+func TestReview21_WaitInFlightPollFailsOpenOverALiveRun(t *testing.T) {
+	t.Parallel()
+	store := &blipStore{Store: memstore.New()}
+	g, err := idem.New(store, "wait-failopen", idem.WithFailOpen(true))
+	require.NoError(t, err)
+
+	var runsA1 atomic.Int32
+	claimed, release, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _, err := idem.Do(context.Background(), g, idem.Request{Key: "key-a1", Fingerprint: []byte("a1")},
+			func(context.Context) (struct{}, error) {
+				runsA1.Add(1)
+				close(claimed)
+				<-release
+				return struct{}{}, nil
+			})
+		assert.NoError(t, err, "the owner's run")
+	}()
+	<-claimed
+	store.failing.Store(true)
+
+	e, err := batch.New(g, batch.Source{}, batch.WithWaitInFlight(true), batch.WithDeadlineMargin(time.Second))
+	require.NoError(t, err)
+	its := items("a/a1", "b/b1")
+	var mu sync.Mutex
+	var ran []string
+	run := func(_ context.Context, i int) error {
+		if its[i].ID == "a1" {
+			runsA1.Add(1)
+		}
+		mu.Lock()
+		ran = append(ran, its[i].ID)
+		mu.Unlock()
+		return nil
+	}
+	rep := e.Process(deadlineContext(t, g.Clock(), 3*time.Second), its, run, batch.Mode{Ordered: true, RecordBeforeNext: true})
+	store.failing.Store(false)
+	close(release)
+	<-done
+
+	t.Logf("outcomes %v, ran %v, single claims failed %d", statuses(rep), ran, store.failed.Load())
+	require.Positive(t, store.failed.Load(), "the waiter's poll met the store failure")
+	assert.NotContains(t, ran, "a1", "a1 ran unguarded while a live run held its key")
+	assert.Equal(t, int32(1), runsA1.Load(), "a1's handler ran once in all")
+	assert.True(t, rep.Outcomes[0].Failed(), "a1 is reported, to be delivered again")
+}
