@@ -34,6 +34,53 @@ func (s *blipStore) Claim(ctx context.Context, rec *idemstore.Record, now time.T
 	return s.Store.Claim(ctx, rec, now)
 }
 
+// failOpenSchedule runs the schedule of TestReview21_WaitInFlightPollFailsOpenOverALiveRun
+// on a fail-open guard with guardOpts and an engine with engineOpts: a live run holds
+// key-a1 (its handler blocked), the store then fails single claims, and the batch
+// [a/a1, b/b1] is processed. It returns the report, the items run, the single claims
+// the store failed, and how often a1's handler ran in all (the owner's run included).
+func failOpenSchedule(t *testing.T, guardOpts []idem.Option, engineOpts ...batch.Option) (*batch.Report, []string, int32, int32) {
+	t.Helper()
+	store := &blipStore{Store: memstore.New()}
+	g, err := idem.New(store, "wait-failopen", append([]idem.Option{idem.WithFailOpen(true)}, guardOpts...)...)
+	require.NoError(t, err)
+	var runsA1 atomic.Int32
+	claimed, release, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _, err := idem.Do(context.Background(), g, idem.Request{Key: "key-a1", Fingerprint: []byte("a1")},
+			func(context.Context) (struct{}, error) {
+				runsA1.Add(1)
+				close(claimed)
+				<-release
+				return struct{}{}, nil
+			})
+		assert.NoError(t, err, "the owner's run")
+	}()
+	<-claimed
+	store.failing.Store(true)
+
+	e, err := batch.New(g, batch.Source{}, engineOpts...)
+	require.NoError(t, err)
+	its := items("a/a1", "b/b1")
+	var mu sync.Mutex
+	var ran []string
+	run := func(_ context.Context, i int) error {
+		if its[i].ID == "a1" {
+			runsA1.Add(1)
+		}
+		mu.Lock()
+		ran = append(ran, its[i].ID)
+		mu.Unlock()
+		return nil
+	}
+	rep := e.Process(deadlineContext(t, g.Clock(), 3*time.Second), its, run, batch.Mode{Ordered: true, RecordBeforeNext: true})
+	store.failing.Store(false)
+	close(release)
+	<-done
+	return rep, ran, store.failed.Load(), runsA1.Load()
+}
+
 // TestReview21_WaitInFlightPollFailsOpenOverALiveRun: a guard with idem.WithFailOpen and
 // an engine with WithWaitInFlight. Key a1 is held by a live run elsewhere (another
 // invocation's handler, still running). The batch's claim meets that run's record: the
@@ -52,57 +99,28 @@ func (s *blipStore) Claim(ctx context.Context, rec *idemstore.Record, now time.T
 // keys together and meets a1 in progress; the waiter pauses 100 ms and polls a1 with
 // idem.Do; the claim fails with a store error; failsOpen sees no met record and runs a1.
 //
-// Expected: a1 fails (batch.ReasonStore or batch.ReasonInProgress) without running, as
-// the same store failure does for an item whose batch claim met the record and that does
-// not wait. Severity: double execution (under WithFailOpen, on a store blip while
-// waiting: exactly when WithWaitInFlight is waiting on a live run).
+// Control (passes): the same schedule with the guard's own wait (idem.WithWait) instead
+// of WithWaitInFlight: the guard's poll carries the batch claim's record, and a1 fails
+// with batch.ReasonStore without running.
+//
+// Expected: a1 fails (batch.ReasonStore or batch.ReasonInProgress) without running, as it
+// does with idem.WithWait. Severity: double execution (under WithFailOpen, on a store
+// blip while waiting: exactly when WithWaitInFlight is waiting on a live run).
 //
 // Fails on main: the handler runs a1 while the owner holds it.
 func TestReview21_WaitInFlightPollFailsOpenOverALiveRun(t *testing.T) {
 	t.Parallel()
-	store := &blipStore{Store: memstore.New()}
-	g, err := idem.New(store, "wait-failopen", idem.WithFailOpen(true))
-	require.NoError(t, err)
+	rep, ran, failed, runs := failOpenSchedule(t, []idem.Option{idem.WithWait(2*time.Second, 100*time.Millisecond)})
+	t.Logf("control, idem.WithWait: outcomes %v, ran %v, single claims failed %d", statuses(rep), ran, failed)
+	require.Positive(t, failed, "control: the guard's poll met the store failure")
+	require.Equal(t, int32(1), runs, "control: a1 ran once, in the owner")
+	require.Equal(t, []string{"a1:store", "b1:ran"}, statuses(rep), "control")
 
-	var runsA1 atomic.Int32
-	claimed, release, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		_, _, err := idem.Do(context.Background(), g, idem.Request{Key: "key-a1", Fingerprint: []byte("a1")},
-			func(context.Context) (struct{}, error) {
-				runsA1.Add(1)
-				close(claimed)
-				<-release
-				return struct{}{}, nil
-			})
-		assert.NoError(t, err, "the owner's run")
-	}()
-	<-claimed
-	store.failing.Store(true)
-
-	e, err := batch.New(g, batch.Source{}, batch.WithWaitInFlight(true), batch.WithDeadlineMargin(time.Second))
-	require.NoError(t, err)
-	its := items("a/a1", "b/b1")
-	var mu sync.Mutex
-	var ran []string
-	run := func(_ context.Context, i int) error {
-		if its[i].ID == "a1" {
-			runsA1.Add(1)
-		}
-		mu.Lock()
-		ran = append(ran, its[i].ID)
-		mu.Unlock()
-		return nil
-	}
-	rep := e.Process(deadlineContext(t, g.Clock(), 3*time.Second), its, run, batch.Mode{Ordered: true, RecordBeforeNext: true})
-	store.failing.Store(false)
-	close(release)
-	<-done
-
-	t.Logf("outcomes %v, ran %v, single claims failed %d", statuses(rep), ran, store.failed.Load())
-	require.Positive(t, store.failed.Load(), "the waiter's poll met the store failure")
+	rep, ran, failed, runs = failOpenSchedule(t, nil, batch.WithWaitInFlight(true), batch.WithDeadlineMargin(time.Second))
+	t.Logf("WithWaitInFlight: outcomes %v, ran %v, single claims failed %d", statuses(rep), ran, failed)
+	require.Positive(t, failed, "the waiter's poll met the store failure")
 	assert.NotContains(t, ran, "a1", "a1 ran unguarded while a live run held its key")
-	assert.Equal(t, int32(1), runsA1.Load(), "a1's handler ran once in all")
+	assert.Equal(t, int32(1), runs, "a1's handler ran once in all")
 	assert.True(t, rep.Outcomes[0].Failed(), "a1 is reported, to be delivered again")
 }
 
