@@ -116,7 +116,9 @@ func WithBatchClaims(on bool) Option {
 //     lease ends (the item takes the key over, as [idem.Do] does after a lease ends, and
 //     runs), or the item's cut-off comes: the deadline less the margin (see
 //     [WithDeadlineMargin]). At the cut-off, or when ctx ends, it fails with
-//     [ReasonInProgress] as before.
+//     [ReasonInProgress] as before, its error the last in-progress answer: the key held
+//     elsewhere is why it failed, not the time left ([ReasonNotStarted] is for an item
+//     that never reached its key). Either way the source delivers it again.
 //   - So a key whose lease ends before the cut-off (a crashed invocation's claim) is
 //     taken over in this invocation rather than reported failed, and a key whose lease
 //     ends later fails once per invocation, not once per quick retry of the source:

@@ -50,8 +50,10 @@ func (b *batch) process(ctx context.Context, unit []int, i int) {
 		// The batch's claims were settled, near the deadline, before this item started.
 		st.tried = false
 		b.fail(o, ReasonNotStarted, fmt.Errorf("%w: %w", ErrNotStarted, err))
-	case !ran && ctx.Err() != nil:
-		// The context ended between the deadline check and the claim.
+	case !ran && ctx.Err() != nil && !errors.Is(err, idem.ErrInProgress):
+		// The context ended between the deadline check and the claim. An item whose claim
+		// met its key in flight elsewhere (and that waited for it, with WithWaitInFlight,
+		// until ctx ended) failed for that key, as at its cut-off: ReasonInProgress.
 		b.fail(o, ReasonNotStarted, fmt.Errorf("%w: %w", ErrNotStarted, err))
 	default:
 		b.fail(o, classify(err, handlerErr), err)
