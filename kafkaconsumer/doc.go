@@ -48,6 +48,18 @@
 // record processed under such a key runs again if it is delivered again after the
 // upgrade. See [WithKeyHeader] and [WithKey].
 //
+// # Topics deleted and created again
+//
+// Offset commits name a topic, not its id (OffsetCommit up to Kafka 4.1). So when a
+// topic is deleted and created again under the same name while its group consumes it,
+// the offset of a record of the old topic that the consumer commits afterwards (a batch
+// in flight at the deletion, or one whose commit failed and is retried) lands on the new
+// topic. A consumer of the group that starts then takes the new topic up at that
+// offset: the new topic's records below it never run in this group. Stop the group's
+// consumers before deleting a topic, and reset the group's offsets for it
+// (kafka-consumer-groups.sh --reset-offsets --to-earliest) before starting them on the
+// new one.
+//
 // # Usage
 //
 //	guard, err := idem.New(store, "apply-credit")
