@@ -27,7 +27,10 @@
 //     offsets are committed before the partitions go.
 //   - While the store is down no record runs (idem fails closed), records fail with
 //     batch.ReasonStore and an error wrapping idem.ErrStore, and nothing is committed;
-//     [Consumer.Run] retries with back-off ([WithRetryBackoff]).
+//     [Consumer.Run] retries with back-off ([WithRetryBackoff]). Leave the guard's
+//     idem.WithFailOpen off: each poll claims its records afresh, so a fail-open guard
+//     runs a record whose claim meets a store failure unguarded, even one that an
+//     earlier poll found in progress under another consumer.
 //
 // A handler that may run longer than a batch should uses WithBatchTimeout(0),
 // WithBatchClaims(false) and the guard's idem.WithHeartbeat: its lease is extended while it
