@@ -78,7 +78,7 @@ type batchItem struct {
 	// met, on the key's first request, is the record the batch met holding the key: the
 	// batch claim's (rec), or one the Do of a request of the key met. Once it is set, no
 	// request of the key fails open.
-	met       keyMet
+	met       KeyMet
 	lazy      bool        // no batch claim was made: DoClaimed runs Do
 	pending   *settlement // outcome waiting for Settle
 	ran       bool        // DoClaimed was called for this request
@@ -228,6 +228,22 @@ func (g *Guard) Claim(ctx context.Context, reqs []Request) *Batch {
 
 // Len returns the number of requests in the batch.
 func (b *Batch) Len() int { return len(b.items) }
+
+// Met returns the [KeyMet] the requests of b that carry request i's key share: the record
+// the batch claim met holding the key, or one a request's [DoClaimed] met. A caller that
+// calls [DoMet] for the key after its DoClaimed (polling a key DoClaimed found in flight
+// elsewhere, say) passes it, so that the call never fails open ([WithFailOpen]) over the
+// record the batch met. It returns nil for a request without a usable key, or i out of
+// range.
+func (b *Batch) Met(i int) *KeyMet {
+	if i < 0 || i >= len(b.items) || b.items[i].key == "" {
+		return nil
+	}
+	if it := &b.items[i]; it.dupOf >= 0 {
+		return &b.items[it.dupOf].met
+	}
+	return &b.items[i].met
+}
 
 // DoClaimed runs or replays request i of b, with the results and errors of [Do]. It is
 // safe for concurrent use with distinct i, and must be called at most once per i.

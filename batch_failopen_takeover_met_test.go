@@ -61,8 +61,8 @@ func (s *takeoverGate) Claim(ctx context.Context, rec *idemstore.Record, now tim
 //
 // The batch met the record holding K in step 4, before K/B's claim failed, so K/B must
 // return the store error without running. Before the fix it ran unguarded: the record a
-// claim step met reached the batch's shared record (keyMet) only once the whole step, its
-// takeover included, had returned. decideClaim now adds each record it meets to keyMet
+// claim step met reached the batch's shared record (KeyMet) only once the whole step, its
+// takeover included, had returned. decideClaim now adds each record it meets to KeyMet
 // before it claims again.
 func TestBatchFailOpenRefusedWhileATakeoverClaimsAgain(t *testing.T) {
 	ms := memstore.New()

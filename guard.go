@@ -128,6 +128,21 @@ func Do[T any](ctx context.Context, g *Guard, req Request, fn func(context.Conte
 	return doLeaving(ctx, g, req, fn, nil, nil)
 }
 
+// DoMet is [Do] for one of several calls of req's key that share met, the record any of
+// them met holding the key. Once one of them met such a record (a claim or poll of the
+// key, a batch claim's: see [Batch.Met]), none fails open ([WithFailOpen]): the key may
+// be completed or in progress elsewhere. A caller that calls again for a key an earlier
+// call met in progress (polling it until its owner finishes, say) passes the same met to
+// every call, so that a store failure of a later call returns the store error rather than
+// running fn over the live run. The call adds the records it meets to met. A nil met is
+// Do itself.
+//
+// Share a KeyMet only between calls of one key and guard: a record of another key forbids
+// failing open where Do would not.
+func DoMet[T any](ctx context.Context, g *Guard, req Request, met *KeyMet, fn func(context.Context) (T, error)) (result T, replayed bool, err error) {
+	return doLeaving(ctx, g, req, fn, nil, met)
+}
+
 // doLeaving is [Do] with two more parameters.
 //   - left, if not nil, is set to the record the call leaves for the key: the one
 //     replayed, or the one fn's outcome was recorded as. It is nil when the call left
@@ -135,7 +150,7 @@ func Do[T any](ctx context.Context, g *Guard, req Request, fn func(context.Conte
 //   - known, if not nil, is shared by the calls of one key in a batch: the record any of
 //     them met holding the key. The call never fails open once it is set, and sets it to
 //     the records it meets (see [Guard.do]).
-func doLeaving[T any](ctx context.Context, g *Guard, req Request, fn func(context.Context) (T, error), left **idemstore.Record, known *keyMet) (result T, replayed bool, err error) {
+func doLeaving[T any](ctx context.Context, g *Guard, req Request, fn func(context.Context) (T, error), left **idemstore.Record, known *KeyMet) (result T, replayed bool, err error) {
 	// The closure captures only fn, so it stays on the stack; fn's result comes back boxed.
 	rec, v, err := g.do(ctx, req, func(ctx context.Context) (any, error) { return fn(ctx) }, left, known)
 	if rec == nil {
@@ -159,7 +174,7 @@ func doLeaving[T any](ctx context.Context, g *Guard, req Request, fn func(contex
 // known, if not nil, holds the record the other calls of the key in a batch met holding
 // it (the batch claim's, or another request's Do's). Like every record a claim or poll of
 // this call meets, it forbids failing open; this call adds the records it meets to it.
-func (g *Guard) do(ctx context.Context, req Request, run func(context.Context) (any, error), left **idemstore.Record, known *keyMet) (*idemstore.Record, any, error) {
+func (g *Guard) do(ctx context.Context, req Request, run func(context.Context) (any, error), left **idemstore.Record, known *KeyMet) (*idemstore.Record, any, error) {
 	key, token, err := g.keyAndToken(req)
 	if err != nil {
 		return nil, nil, err
@@ -244,7 +259,7 @@ func (g *Guard) conflict(ctx context.Context, rec *idemstore.Record, fp string, 
 // claimOnce makes one claim step at now: it writes [Guard.recordToClaim] and returns
 // what [Guard.decideClaim] makes of the answer (the record, whether we own it, an error).
 // known, if not nil, is the key's shared record met in a batch: see decideClaim.
-func (g *Guard) claimOnce(ctx context.Context, key, token, fp string, now time.Time, known *keyMet) (*idemstore.Record, bool, error) {
+func (g *Guard) claimOnce(ctx context.Context, key, token, fp string, now time.Time, known *KeyMet) (*idemstore.Record, bool, error) {
 	rec := g.recordToClaim(ctx, key, token, fp, now)
 	prev, wrote, err := g.store.Claim(ctx, rec, now)
 	return g.decideClaim(ctx, rec, now, prev, wrote, err, known)
@@ -291,11 +306,11 @@ const takeoverAttempts = 3
 // record met with an error is one the store returned with it (learned, not fully read), or
 // one an earlier claim of this step returned: either way the key's state is known.
 //
-// known, if not nil, is the record the calls of the key in a batch met ([keyMet]). Each
+// known, if not nil, is the record the calls of the key in a batch met ([KeyMet]). Each
 // record a claim of this step meets is added to it at once, before the step claims again:
 // a takeover claim may take long, and meanwhile another request of the key whose claim
 // fails must not fail open.
-func (g *Guard) decideClaim(ctx context.Context, rec *idemstore.Record, now time.Time, prev *idemstore.Record, wrote bool, err error, known *keyMet) (*idemstore.Record, bool, error) {
+func (g *Guard) decideClaim(ctx context.Context, rec *idemstore.Record, now time.Time, prev *idemstore.Record, wrote bool, err error, known *KeyMet) (*idemstore.Record, bool, error) {
 	key, fp := rec.Key, rec.Fingerprint
 	var met *idemstore.Record // the record an earlier attempt of this step met
 	for attempt := 1; ; attempt++ {
@@ -481,16 +496,17 @@ func (g *Guard) failsOpen(ctx context.Context, met *idemstore.Record, err error)
 		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
 
-// keyMet is the record the calls of one key in a batch met holding the key: the batch
-// claim's, or one a request's [Do] met. Once it is set, none of them fails open. A nil
-// *keyMet holds nothing. It is safe for concurrent use.
-type keyMet struct {
+// KeyMet is the record the calls of one key met holding the key: a batch claim's, or one
+// that a claim or poll of a [DoMet] or a request's [DoClaimed] met. Once it is set, none
+// of the calls that share it fails open ([WithFailOpen]). Its zero value has met nothing,
+// as has a nil *KeyMet. It is safe for concurrent use.
+type KeyMet struct {
 	mu  sync.Mutex
 	rec *idemstore.Record
 }
 
 // get returns the record met, or nil.
-func (m *keyMet) get() *idemstore.Record {
+func (m *KeyMet) get() *idemstore.Record {
 	if m == nil {
 		return nil
 	}
@@ -500,7 +516,7 @@ func (m *keyMet) get() *idemstore.Record {
 }
 
 // set keeps rec as the record met, unless m or rec is nil.
-func (m *keyMet) set(rec *idemstore.Record) {
+func (m *KeyMet) set(rec *idemstore.Record) {
 	if m == nil || rec == nil {
 		return
 	}

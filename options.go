@@ -326,8 +326,9 @@ func WithMaxResultSize(n int) Option {
 //     key may be completed or in progress elsewhere, or hold a checkpoint of effects
 //     already made. That covers a claim that met the record but failed to read all of it
 //     (a result the DynamoDB store keeps in an item of its own, say), a takeover claim
-//     carrying a checkpoint the first claim returned, a claim after a [WithWait] poll, and
-//     a batch claim's record ([Guard.Claim]);
+//     carrying a checkpoint the first claim returned, a claim after a [WithWait] poll, a
+//     batch claim's record ([Guard.Claim]), and the record an earlier call met that
+//     shares the call's [KeyMet] ([DoMet]: a caller polling a key in flight elsewhere);
 //   - for a claim the store refused without returning the record: the store said the key
 //     is taken;
 //   - for a caller whose context has ended by the time the claim fails, whatever the

@@ -25,7 +25,7 @@ import (
 //
 // A batch takes the same steps, with batch calls:
 //   - Guard.Claim: steps 1 to 3 for every key, with one ClaimMany and decideClaim per key;
-//     the record met per key (keyMet) is shared by the key's requests, so none fails open
+//     the record met per key (KeyMet) is shared by the key's requests, so none fails open
 //     once one met it; decideClaim adds each record it meets to it before it claims again;
 //   - doClaimed: step 5, then leaves the settlement pending for Batch.Settle;
 //   - Batch.Settle: stamped dates each pending record's expiry from now, CompleteMany

@@ -57,6 +57,11 @@ func (b *batch) claimAll(ctx context.Context) {
 	}
 	b.claims = b.e.guard.Claim(ctx, reqs)
 	b.claimUsed = make([]bool, len(reqs))
+	for i := range b.state {
+		if st := &b.state[i]; st.claim >= 0 {
+			st.met = b.claims.Met(st.claim) // the record the batch's calls of the key meet
+		}
+	}
 }
 
 // settleWhenLate settles the batch's claims once less than the margin is left before the

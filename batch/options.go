@@ -116,7 +116,9 @@ func WithBatchClaims(on bool) Option {
 //     lease ends (the item takes the key over, as [idem.Do] does after a lease ends, and
 //     runs), or the item's cut-off comes: the deadline less the margin (see
 //     [WithDeadlineMargin]). At the cut-off, or when ctx ends, it fails with
-//     [ReasonInProgress] as before.
+//     [ReasonInProgress] as before, its error the last in-progress answer: the key held
+//     elsewhere is why it failed, not the time left ([ReasonNotStarted] is for an item
+//     that never reached its key). Either way the source delivers it again.
 //   - So a key whose lease ends before the cut-off (a crashed invocation's claim) is
 //     taken over in this invocation rather than reported failed, and a key whose lease
 //     ends later fails once per invocation, not once per quick retry of the source:
@@ -127,7 +129,10 @@ func WithBatchClaims(on bool) Option {
 //     workers ([WithConcurrency]); at concurrency 1 the batch is one unit, and every item
 //     after the waiter waits behind it.
 //   - Each poll is a claim attempt (one store call); an item taken over is claimed and
-//     recorded on its own, not with the batch's claims.
+//     recorded on its own, not with the batch's claims. A poll whose claim the store
+//     fails never runs the item unguarded ([idem.WithFailOpen]): the batch's calls for
+//     the key met the record holding it, and share it ([idem.DoMet]). The item fails
+//     with [ReasonStore].
 //   - Without a deadline no item waits.
 //   - Batches in flight at once that share keys (two overlapping Process calls, or two
 //     invocations each holding a copy of the same messages) can wait for each other

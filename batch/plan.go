@@ -42,6 +42,11 @@ type itemState struct {
 	// recordNow records the item's outcome before it returns, not with the batch: another
 	// item of its group follows it ([Mode.RecordBeforeNext]).
 	recordNow bool
+	// met is the record the guard's calls for the item's key met holding it, shared by the
+	// items of the key: the batch claim's, or one a claim or poll of any of them met. No
+	// later call for the key (a poll of [WithWaitInFlight], another item of the key) fails
+	// open over it ([idem.WithFailOpen]). nil for an item without a key.
+	met *idem.KeyMet
 }
 
 func (e *Engine) newBatch(ctx context.Context, items []Item, run func(context.Context, int) error, mode Mode, start time.Time) *batch {
@@ -67,8 +72,15 @@ func (e *Engine) newBatch(ctx context.Context, items []Item, run func(context.Co
 		}
 	}
 	var now map[string]bool // key → an item of it is followed in its group
+	mets := make(map[string]*idem.KeyMet, len(items))
 	for i, it := range items {
 		b.state[i] = itemState{dupOf: -1, claim: -1}
+		if it.Err == nil {
+			if mets[it.Key] == nil {
+				mets[it.Key] = new(idem.KeyMet)
+			}
+			b.state[i].met = mets[it.Key]
+		}
 		if last != nil && last[it.Group] != i && it.Err == nil {
 			if now == nil {
 				now = make(map[string]bool)

@@ -50,8 +50,10 @@ func (b *batch) process(ctx context.Context, unit []int, i int) {
 		// The batch's claims were settled, near the deadline, before this item started.
 		st.tried = false
 		b.fail(o, ReasonNotStarted, fmt.Errorf("%w: %w", ErrNotStarted, err))
-	case !ran && ctx.Err() != nil:
-		// The context ended between the deadline check and the claim.
+	case !ran && ctx.Err() != nil && !errors.Is(err, idem.ErrInProgress):
+		// The context ended between the deadline check and the claim. An item whose claim
+		// met its key in flight elsewhere (and that waited for it, with WithWaitInFlight,
+		// until ctx ended) failed for that key, as at its cut-off: ReasonInProgress.
 		b.fail(o, ReasonNotStarted, fmt.Errorf("%w: %w", ErrNotStarted, err))
 	default:
 		b.fail(o, classify(err, handlerErr), err)
@@ -93,6 +95,9 @@ func (b *batch) mayStart(ctx context.Context) error {
 // and handlerErr is what it returned, so that its error is told apart from the guard's. A
 // panic in the handler is recovered as a [*PanicError]: the guard has released the key by
 // then, and the rest of the batch goes on.
+//
+// Every call for the key shares the item's met ([idem.DoMet]), which the batch's claim
+// of the key shares too: once any of them met a record holding the key, none fails open.
 func (b *batch) guarded(ctx context.Context, i int) (replayed, ran bool, handlerErr, err error) {
 	defer func() {
 		if v := recover(); v != nil {
@@ -110,7 +115,7 @@ func (b *batch) guarded(ctx context.Context, i int) (replayed, ran bool, handler
 		replayed, err = b.doClaimed(ctx, i, fn)
 		return replayed, ran, handlerErr, err
 	}
-	_, replayed, err = idem.Do(ctx, b.e.guard, req, fn)
+	_, replayed, err = idem.DoMet(ctx, b.e.guard, req, b.state[i].met, fn)
 	return replayed, ran, handlerErr, err
 }
 
@@ -150,7 +155,8 @@ func (b *batch) waitInFlight(ctx context.Context, i int, replayed, ran bool, han
 			return replayed, ran, handlerErr, err
 		}
 		// The batch's claim of the key (if any) met the other run and holds nothing:
-		// the item claims, runs and records on its own from here, as idem.Do does.
+		// the item claims, runs and records on its own from here, as idem.Do does, but
+		// never fails open over the record its earlier calls met (guarded: idem.DoMet).
 		b.state[i].claim = -1
 		var again error
 		replayed, ran, handlerErr, again = b.guarded(ctx, i)

@@ -27,7 +27,10 @@
 //     offsets are committed before the partitions go.
 //   - While the store is down no record runs (idem fails closed), records fail with
 //     batch.ReasonStore and an error wrapping idem.ErrStore, and nothing is committed;
-//     [Consumer.Run] retries with back-off ([WithRetryBackoff]).
+//     [Consumer.Run] retries with back-off ([WithRetryBackoff]). Leave the guard's
+//     idem.WithFailOpen off: each poll claims its records afresh, so a fail-open guard
+//     runs a record whose claim meets a store failure unguarded, even one that an
+//     earlier poll found in progress under another consumer.
 //
 // A handler that may run longer than a batch should uses WithBatchTimeout(0),
 // WithBatchClaims(false) and the guard's idem.WithHeartbeat: its lease is extended while it
@@ -47,6 +50,18 @@
 // there, key by a header or [WithKey]. Keys before topic ids had no "<topic id>:": a
 // record processed under such a key runs again if it is delivered again after the
 // upgrade. See [WithKeyHeader] and [WithKey].
+//
+// # Topics deleted and created again
+//
+// Offset commits name a topic, not its id (OffsetCommit up to Kafka 4.1). So when a
+// topic is deleted and created again under the same name while its group consumes it,
+// the offset of a record of the old topic that the consumer commits afterwards (a batch
+// in flight at the deletion, or one whose commit failed and is retried) lands on the new
+// topic. A consumer of the group that starts then takes the new topic up at that
+// offset: the new topic's records below it never run in this group. Stop the group's
+// consumers before deleting a topic, and reset the group's offsets for it
+// (kafka-consumer-groups.sh --reset-offsets --to-earliest) before starting them on the
+// new one.
 //
 // # Usage
 //

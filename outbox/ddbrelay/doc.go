@@ -24,11 +24,15 @@
 // so the records after a failure that Lambda delivers again are not sent again.
 //
 // A crashed invocation's claims hold their events until their lease ends (its deadline
-// plus the guard's lease margin), and Lambda retries far sooner. The relay waits for an
-// event in flight elsewhere (dynamostream.WithWaitInFlight): it takes the event over once
-// that lease ends, if it ends before the event's cut-off (the deadline less the margin),
-// and else reports the event failed at the cut-off. So a crash spends at most one of the
-// mapping's retries per invocation timeout, not one per quick retry.
+// plus the guard's lease margin, idem.WithLeaseMargin), and Lambda retries far sooner. The
+// relay waits for an event in flight elsewhere (dynamostream.WithWaitInFlight): it takes
+// the event over once that lease ends, if it ends before the event's cut-off (the deadline
+// less the relay's margin, [WithDeadlineMargin]), and else reports the event failed at
+// the cut-off. So each retry spent waiting lasts the timeout less the margin, and a crash
+// spends fewer than (timeout + lease margin) / (timeout − margin) of the mapping's
+// retries, not one per quick retry: at most one with the template's 30 s timeout (margin
+// 5 s), at most two with Lambda's default 3 s (margin 0.75 s, a quarter of the timeout;
+// lease margin 2 s). Set MaximumRetryAttempts well above that.
 //
 // Lag: [Hooks.OnLag] gets each batch's oldest record's age. Lambda's IteratorAge metric
 // of the event source mapping (AWS/Lambda, per function) is the native measure of the

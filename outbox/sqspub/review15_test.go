@@ -54,7 +54,7 @@ func TestReview15_CallOverTheBatchLimit(t *testing.T) {
 		if total > sqsBatchLimit {
 			return nil, errors.New("api error AWS.SimpleQueueService.BatchRequestTooLong: Batch requests cannot be longer than 262144 bytes")
 		}
-		return &sqs.SendMessageBatchOutput{}, nil
+		return answer(in), nil
 	}}
 	p := sqspub.New(f)
 	var msgs []outbox.Message

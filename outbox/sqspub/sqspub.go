@@ -72,7 +72,9 @@ func New(client API) *Publisher {
 // later call, once its previous one was sent). A call that fails fails its messages
 // (including a call whose answer was lost: they are sent again, and the consumer
 // deduplicates on the event id); a message SQS lists as failed fails alone, and its
-// ordering key's later messages fail unsent.
+// ordering key's later messages fail unsent. A message counts as sent only when SQS lists
+// it as successful: one the answer omits fails so too, with an error wrapping
+// pubbatch.ErrNoOutcome, and is sent again.
 func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error {
 	return p.batch.Publish(ctx, msgs)
 }
@@ -87,7 +89,17 @@ func (p *Publisher) send(ctx context.Context, queue string, msgs []outbox.Messag
 	if err != nil {
 		return nil, err
 	}
+	// An entry counts as sent only when SQS lists it as successful: one the answer omits
+	// is sent again (the consumer deduplicates on the event id), never lost.
 	errs := make([]error, len(msgs))
+	for n := range errs {
+		errs[n] = pubbatch.ErrNoOutcome
+	}
+	for _, s := range out.Successful {
+		if n, ok := pubbatch.EntryIndex(aws.ToString(s.Id), len(msgs)); ok {
+			errs[n] = nil
+		}
+	}
 	for _, f := range out.Failed {
 		if n, ok := pubbatch.EntryIndex(aws.ToString(f.Id), len(msgs)); ok {
 			errs[n] = pubbatch.EntryError(f.Code, f.Message)

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -35,7 +36,21 @@ func (f *fakeSQS) SendMessageBatch(_ context.Context, in *sqs.SendMessageBatchIn
 	if f.answer != nil {
 		return f.answer(in)
 	}
-	return &sqs.SendMessageBatchOutput{}, nil
+	return answer(in), nil
+}
+
+// answer is SQS's answer to in: every entry listed, as successful unless its id is in
+// failed (then InternalError). SQS lists every entry of a call in one list or the other.
+func answer(in *sqs.SendMessageBatchInput, failed ...string) *sqs.SendMessageBatchOutput {
+	out := &sqs.SendMessageBatchOutput{}
+	for _, e := range in.Entries {
+		if slices.Contains(failed, aws.ToString(e.Id)) {
+			out.Failed = append(out.Failed, types.BatchResultErrorEntry{Id: e.Id, Code: aws.String("InternalError")})
+			continue
+		}
+		out.Successful = append(out.Successful, types.SendMessageBatchResultEntry{Id: e.Id, MessageId: aws.String("sqs-" + aws.ToString(e.Id))})
+	}
+	return out
 }
 
 func msg(i int, queue string) outbox.Message {
@@ -89,8 +104,8 @@ func TestPublishFailures(t *testing.T) {
 	t.Parallel()
 	const q = "https://sqs.eu-west-1.amazonaws.com/1/orders"
 	msgs := []outbox.Message{msg(0, q), msg(1, q), msg(2, q)}
-	f := &fakeSQS{answer: func(*sqs.SendMessageBatchInput) (*sqs.SendMessageBatchOutput, error) {
-		return &sqs.SendMessageBatchOutput{Failed: []types.BatchResultErrorEntry{{Id: aws.String("m1"), Code: aws.String("InternalError")}}}, nil
+	f := &fakeSQS{answer: func(in *sqs.SendMessageBatchInput) (*sqs.SendMessageBatchOutput, error) {
+		return answer(in, "m1"), nil
 	}}
 	errs := sqspub.New(f).Publish(context.Background(), msgs)
 	assert.NoError(t, errs[0])
