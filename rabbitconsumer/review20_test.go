@@ -2,6 +2,7 @@ package rabbitconsumer_test
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -64,4 +65,54 @@ func TestReview20_IncompatibleRecordIsHeldForever(t *testing.T) {
 	assert.Equal(t, 1, ready(t, dlq),
 		"a record no retry can read is not dead-lettered: held %d times in 20 s and still in hand",
 		holds.Load())
+}
+
+// Review 20: a completion that the store refuses as a whole, every time (an attached write
+// over the store's item size limit, which idemstore documents as ErrNotCommitted; on
+// pgstore a write that returns nil after one of its statements failed, or one that ends the
+// completion's transaction), is a poison message the consumer re-runs for ever. The guard
+// releases the key and returns an error wrapping idem.ErrStore; the batch engine calls it
+// ReasonStore; the consumer holds it and claims again after the back-off, which succeeds
+// (the key was released), so the handler runs again, fails to commit again, and so on,
+// every 30 s at most, indefinitely. Because a held message is never nacked, a quorum
+// queue's delivery limit, which the documentation names as what bounds a poison message,
+// never counts it: each run repeats every effect the handler has outside its attached
+// writes (an e-mail, an HTTP call) without end.
+//
+// Schedule: quorum queue, x-delivery-limit 2, dead-letter queue; the handler attaches a
+// write that fails with idemstore.ErrNotCommitted and returns nil; requeue delay 10 ms.
+// Expected: the handler's non-committing runs count toward the limit like a failure (or are
+// otherwise bounded), so within 20 s the message is dead-lettered after at most limit+1
+// runs. Observed: the handler runs again at every back-off and the message never leaves
+// the consumer's hand.
+func TestReview20_NotCommittedPoisonRunsForever(t *testing.T) {
+	const limit = 2
+	_, ch := channel(t)
+	queue := queueName(t)
+	dlq := queue + ".dlq"
+	_, err := ch.QueueDeclare(dlq, true, false, false, false, nil)
+	require.NoError(t, err)
+	_, err = ch.QueueDeclare(queue, true, false, false, false, amqp.Table{
+		"x-queue-type": "quorum", "x-delivery-limit": limit,
+		"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq,
+	})
+	require.NoError(t, err)
+	fx := newEffects()
+	c, err := rabbitconsumer.New(newGuard(t, memstore.New()), queue, func(ctx context.Context, d amqp.Delivery) error {
+		fx.start(d.MessageId) // an effect outside the attached writes: a mail sent
+		return idem.Attach(ctx, func() error {
+			return fmt.Errorf("%w: attached item over the store's size limit", idemstore.ErrNotCommitted)
+		})
+	}, rabbitconsumer.WithRequeueDelay(10*time.Millisecond))
+	require.NoError(t, err)
+	publish(t, queue, message("too-large-1"))
+	_, stop := consume(t, c)
+	deadline := time.Now().Add(20 * time.Second)
+	for ready(t, dlq) == 0 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	stop()
+	runs := fx.started("too-large-1")
+	assert.LessOrEqual(t, runs, limit+1, "the handler of a message that never commits ran %d times", runs)
+	assert.Equal(t, 1, ready(t, dlq), "a completion refused every time is never bounded by the delivery limit")
 }
