@@ -116,3 +116,46 @@ func TestReview20_NotCommittedPoisonRunsForever(t *testing.T) {
 	assert.LessOrEqual(t, runs, limit+1, "the handler of a message that never commits ran %d times", runs)
 	assert.Equal(t, 1, ready(t, dlq), "a completion refused every time is never bounded by the delivery limit")
 }
+
+// Review 20: WithPrefetch accepts any n >= 1, but basic.qos carries the prefetch count in 16
+// bits and amqp091-go's Channel.Qos converts with uint16(n) without a check. WithPrefetch(65536)
+// sets a prefetch of 0, which RabbitMQ reads as unlimited: the broker sends the whole queue,
+// and the consumer takes it all in hand (one batch per arrival, a goroutine and a held
+// delivery each), the opposite of "It bounds the work in hand" — unbounded memory on a
+// backlog. Any n above 65535 is silently cut to n mod 65536. Expected: New refuses a
+// prefetch the protocol cannot carry (idem.ErrInvalidOption), or the consumer bounds what it
+// takes in hand itself.
+//
+// Shown cheaply with n = 65538, cut to a prefetch of 2: three messages whose handlers block
+// should all be in hand at once (3 < 65538), but the broker sends two. (With 65536 the
+// bound is gone altogether; showing that needs more than 65536 messages.)
+func TestReview20_PrefetchAbove65535Wraps(t *testing.T) {
+	queue, _ := declare(t)
+	_, err := rabbitconsumer.New(newGuard(t, memstore.New()), queue,
+		func(context.Context, amqp.Delivery) error { return nil }, rabbitconsumer.WithPrefetch(1<<16))
+	if err != nil {
+		require.ErrorIs(t, err, idem.ErrInvalidOption) // refused: the expected behaviour
+		return
+	}
+	fx := newEffects()
+	release := make(chan struct{})
+	c, err := rabbitconsumer.New(newGuard(t, memstore.New()), queue, func(_ context.Context, d amqp.Delivery) error {
+		fx.start(d.MessageId)
+		<-release
+		return nil
+	}, rabbitconsumer.WithPrefetch(1<<16+2))
+	require.NoError(t, err)
+	publish(t, queue, message("wrap-1"), message("wrap-2"), message("wrap-3"))
+	_, stop := consume(t, c)
+	inHand := func() int {
+		return fx.started("wrap-1") + fx.started("wrap-2") + fx.started("wrap-3")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for inHand() < 3 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	got := inHand()
+	close(release)
+	stop()
+	assert.Equal(t, 3, got, "WithPrefetch(65538) took %d messages in hand: the prefetch was cut to 2", got)
+}
