@@ -2,7 +2,11 @@ package rabbitconsumer_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
+	"net/url"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -158,4 +162,149 @@ func TestReview20_PrefetchAbove65535Wraps(t *testing.T) {
 	close(release)
 	stop()
 	assert.Equal(t, 3, got, "WithPrefetch(65538) took %d messages in hand: the prefetch was cut to 2", got)
+}
+
+// Review 20: with amqp091-go's automatic recovery (amqp.Config.Recovery, which
+// WithAMQPConfig passes through unchecked), a lost connection does not close the consumer's
+// delivery channel: the client redials, reopens the same *amqp.Channel, restores its qos and
+// re-subscribes the consumer on the same Go channel ("the application's delivery channel
+// stays valid"). Consume never sees the close, so the deliveries it had in hand (handlers
+// running, held ones, delayed requeues) keep their delivery tags of the dead channel and are
+// settled later on the new one, where tags start again at 1 and name other messages. A
+// stale ack acknowledges another message whose handler has not finished: lost if that
+// handler then fails (its nack or dead-letter meets an unknown tag, and the broker closes
+// the channel), or if it was held or not yet run. A stale nack (requeue false) dead-letters
+// another message that never ran.
+//
+// Schedule (DeadLetter policy, prefetch 1, memstore, Run with Recovery on and a Dial the
+// test controls):
+//  1. A is delivered on channel incarnation 1 (tag 1); its handler blocks.
+//  2. The test closes the consumer's TCP connection. The broker requeues A; a plain consumer
+//     R of the test (prefetch 1, never acking) takes it. Redial is let through only then.
+//  3. amqp091 recovers: same *amqp.Channel, qos, consumer. B is published and delivered to
+//     the consumer on incarnation 2, as tag 1; its handler blocks.
+//  4. A's handler returns nil: its outcome is recorded and Ack(1) is sent on incarnation 2,
+//     acknowledging B.
+//  5. B's handler fails. Under DeadLetter B should end in the dead-letter queue; its
+//     Nack(1, requeue=false) meets an unknown tag instead, and B is gone: not in the queue,
+//     not dead-lettered, its handler's outcome a failure.
+//
+// Expected: the consumer refuses a Config with Recovery (idem.ErrInvalidOption), or never
+// settles a delivery of an earlier channel incarnation (it drops those, as the broker has
+// requeued them), so B is dead-lettered.
+func TestReview20_ClientRecoveryAcksAnotherMessage(t *testing.T) {
+	queue, dlq := declare(t)
+	u, err := url.Parse(brokerURL(t))
+	require.NoError(t, err)
+	addr := u.Host
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	redial := make(chan struct{})
+	dialer := func(network, _ string) (net.Conn, error) {
+		mu.Lock()
+		first := len(conns) == 0
+		mu.Unlock()
+		if !first {
+			<-redial
+		}
+		c, err := net.DialTimeout(network, addr, 10*time.Second)
+		if err == nil {
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+		return c, err
+	}
+	cfg := amqp.Config{Dial: dialer, Recovery: &amqp.Recovery{
+		ReconnectionConfig: &amqp.ReconnectionConfig{MaxRetryCount: 1000, RetryInterval: 50 * time.Millisecond},
+	}}
+	startedA, startedB := make(chan struct{}, 1), make(chan struct{}, 1)
+	releaseA, releaseB := make(chan struct{}), make(chan struct{})
+	var bOutcomes batches
+	c, err := rabbitconsumer.New(newGuard(t, memstore.New(), idem.WithHooks(bOutcomes.hooks())), queue,
+		func(_ context.Context, d amqp.Delivery) error {
+			switch d.MessageId {
+			case "A":
+				startedA <- struct{}{}
+				<-releaseA
+				return nil
+			default:
+				startedB <- struct{}{}
+				<-releaseB
+				return errors.New("declined")
+			}
+		},
+		rabbitconsumer.WithAMQPConfig(cfg), rabbitconsumer.WithPrefetch(1),
+		rabbitconsumer.WithFailurePolicy(rabbitconsumer.DeadLetter))
+	if err != nil {
+		require.ErrorIs(t, err, idem.ErrInvalidOption) // refused: the expected behaviour
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = c.Run(ctx, brokerURL(t))
+	}()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			for _, ch := range []chan struct{}{releaseA, releaseB, redial} {
+				select { // unblock whatever still waits, then let Run return
+				case <-ch:
+				default:
+					close(ch)
+				}
+			}
+			<-done
+		})
+	}
+	defer stop()
+	publish(t, queue, message("A"))
+	<-startedA
+
+	// R: a plain consumer that takes A once the broker requeues it, and never acks.
+	_, rch := channel(t)
+	require.NoError(t, rch.Qos(1, 0, false))
+	rdeliveries, err := rch.Consume(queue, "", false, false, false, false, nil)
+	require.NoError(t, err)
+	mu.Lock()
+	_ = conns[0].Close() // the network fails under the consumer
+	mu.Unlock()
+	select {
+	case d := <-rdeliveries:
+		require.Equal(t, "A", d.MessageId)
+	case <-time.After(30 * time.Second):
+		t.Fatal("A was not requeued to R")
+	}
+	close(redial)
+	eventually(t, 30*time.Second, func() bool { return subscribed(t, queue) == 2 },
+		"the consumer was not re-subscribed by amqp091's recovery")
+
+	publish(t, queue, message("B"))
+	select {
+	case <-startedB:
+	case <-time.After(30 * time.Second):
+		t.Fatal("B was not delivered to the recovered consumer")
+	}
+	close(releaseA) // A's run records and acks its tag of the dead channel
+	eventually(t, 30*time.Second, func() bool { return bOutcomes.last() != "" }, "A's batch did not finish")
+	time.Sleep(time.Second) // let A's settlement reach the broker before B fails
+	close(releaseB)
+	eventually(t, 30*time.Second, func() bool { return len(bOutcomes.failed("handler")) > 0 },
+		"B's handler failure was not reported")
+	deadline := time.Now().Add(10 * time.Second)
+	for ready(t, dlq) == 0 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	// Stop the consumer and close its connection: whatever it still had unacknowledged goes
+	// back to the queue. R keeps A. B must be in the queue or the dead-letter queue.
+	stop()
+	inQueue, inDLQ := ready(t, queue), ready(t, dlq)
+	assert.Equal(t, 1, inDLQ,
+		"B failed under DeadLetter but is not dead-lettered (%d in the queue): A's stale ack took it", inQueue)
+	assert.Equal(t, 1, inQueue+inDLQ, "B is lost: acknowledged by A's stale ack, neither queued nor dead-lettered")
 }
