@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -18,6 +19,8 @@ import (
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/memstore"
+	"github.com/idemkit/idem/pgstore"
+	"github.com/idemkit/idem/pgstore/pgstoretest"
 	"github.com/idemkit/idem/rabbitconsumer"
 )
 
@@ -307,4 +310,50 @@ func TestReview20_ClientRecoveryAcksAnotherMessage(t *testing.T) {
 	assert.Equal(t, 1, inDLQ,
 		"B failed under DeadLetter but is not dead-lettered (%d in the queue): A's stale ack took it", inQueue)
 	assert.Equal(t, 1, inQueue+inDLQ, "B is lost: acknowledged by A's stale ack, neither queued nor dead-lettered")
+}
+
+// Review 20: the poison of TestReview20_NotCommittedPoisonRunsForever on PostgreSQL, from a
+// handler bug the store documents: an attached write that returns nil after one of its
+// statements failed (here it swallows a division by zero, as a helper that logs and goes
+// on does). The completion's transaction can then only roll back, pgstore returns an error
+// wrapping idemstore.ErrNotCommitted and idem.ErrStore, the key is released, and the
+// consumer holds the message as a store outage and runs it again at every back-off, for
+// ever; its effects outside the transaction (counted here) repeat each time, and a quorum
+// queue's delivery limit never counts a run. Expected: at most limit+1 runs, then
+// dead-lettered.
+func TestReview20_NotCommittedPoisonRunsForeverPostgres(t *testing.T) {
+	brokerURL(t)
+	store := pgstoretest.NewStore(t, pgstoretest.Pool(t))
+	const limit = 2
+	_, ch := channel(t)
+	queue := queueName(t)
+	dlq := queue + ".dlq"
+	_, err := ch.QueueDeclare(dlq, true, false, false, false, nil)
+	require.NoError(t, err)
+	_, err = ch.QueueDeclare(queue, true, false, false, false, amqp.Table{
+		"x-queue-type": "quorum", "x-delivery-limit": limit,
+		"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq,
+	})
+	require.NoError(t, err)
+	fx := newEffects()
+	c, err := rabbitconsumer.New(newGuard(t, store), queue, func(ctx context.Context, d amqp.Delivery) error {
+		fx.start(d.MessageId) // an effect outside the transaction: a mail sent
+		return pgstore.Attach(ctx, func(ctx context.Context, tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SELECT 1/0`); err != nil {
+				_ = err // logged and ignored by a helper: the transaction is aborted
+			}
+			return nil
+		})
+	}, rabbitconsumer.WithRequeueDelay(10*time.Millisecond))
+	require.NoError(t, err)
+	publish(t, queue, message("swallowed-1"))
+	_, stop := consume(t, c)
+	deadline := time.Now().Add(20 * time.Second)
+	for ready(t, dlq) == 0 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	stop()
+	runs := fx.started("swallowed-1")
+	assert.LessOrEqual(t, runs, limit+1, "the handler of a message that never commits ran %d times", runs)
+	assert.Equal(t, 1, ready(t, dlq), "a completion refused every time is never bounded by the delivery limit")
 }
