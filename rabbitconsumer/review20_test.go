@@ -45,7 +45,8 @@ import (
 func TestReview20_IncompatibleRecordIsHeldForever(t *testing.T) {
 	queue, dlq := declare(t)
 	store := memstore.New()
-	guard := newGuard(t, store)
+	var seen batches
+	guard := newGuard(t, store, idem.WithHooks(seen.hooks()))
 	const id = "incompatible-1"
 	stored, err := guard.StoredKey(idem.Request{Key: id})
 	require.NoError(t, err)
@@ -68,6 +69,9 @@ func TestReview20_IncompatibleRecordIsHeldForever(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	stop()
+	held := seen.failed("store")
+	require.NotEmpty(t, held, "no outcome with reason store")
+	assert.ErrorIs(t, held[0].Err, idem.ErrIncompatibleRecord, "held for this cause")
 	assert.Zero(t, ran.Load(), "the handler ran over a record it cannot read")
 	assert.Equal(t, 1, ready(t, dlq),
 		"a record no retry can read is not dead-lettered: held %d times in 20 s and still in hand",
@@ -105,7 +109,8 @@ func TestReview20_NotCommittedPoisonRunsForever(t *testing.T) {
 	})
 	require.NoError(t, err)
 	fx := newEffects()
-	c, err := rabbitconsumer.New(newGuard(t, memstore.New()), queue, func(ctx context.Context, d amqp.Delivery) error {
+	var seen batches
+	c, err := rabbitconsumer.New(newGuard(t, memstore.New(), idem.WithHooks(seen.hooks())), queue, func(ctx context.Context, d amqp.Delivery) error {
 		fx.start(d.MessageId) // an effect outside the attached writes: a mail sent
 		return idem.Attach(ctx, func() error {
 			return fmt.Errorf("%w: attached item over the store's size limit", idemstore.ErrNotCommitted)
@@ -119,6 +124,9 @@ func TestReview20_NotCommittedPoisonRunsForever(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	stop()
+	held := seen.failed("store")
+	require.NotEmpty(t, held, "no outcome with reason store")
+	assert.ErrorIs(t, held[0].Err, idemstore.ErrNotCommitted, "held for this cause")
 	runs := fx.started("too-large-1")
 	assert.LessOrEqual(t, runs, limit+1, "the handler of a message that never commits ran %d times", runs)
 	assert.Equal(t, 1, ready(t, dlq), "a completion refused every time is never bounded by the delivery limit")
