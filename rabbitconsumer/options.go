@@ -20,6 +20,9 @@ const (
 	// DefaultReconnectDelay is the first wait of [Consumer.Run] before it dials again
 	// after losing its connection; it doubles up to a minute.
 	DefaultReconnectDelay = 500 * time.Millisecond
+	// MaxPrefetch is the largest prefetch [WithPrefetch] takes: basic.qos carries it in 16
+	// bits.
+	MaxPrefetch = 1<<16 - 1
 )
 
 // Policy says what becomes of a message whose handler failed.
@@ -72,11 +75,16 @@ func optErr(name, msg string) error {
 // messages whose handlers run at once, those waiting to be recorded or acknowledged, those
 // held to be tried again and those waiting for a delayed requeue, all together. A consumer
 // whose every delivery is held (a long store outage) gets no others until one settles.
-// Default [DefaultPrefetch]; must be at least 1.
+// Default [DefaultPrefetch]; must be from 1 to [MaxPrefetch]: basic.qos carries the count
+// in 16 bits, and amqp091-go would cut a larger one (65536 to 0, which the broker reads as
+// unlimited).
 func WithPrefetch(n int) Option {
 	return func(c *config) error {
 		if n < 1 {
 			return optErr("WithPrefetch", "must be at least 1")
+		}
+		if n > MaxPrefetch {
+			return optErr("WithPrefetch", fmt.Sprintf("%d is above %d, the most basic.qos carries", n, MaxPrefetch))
 		}
 		c.prefetch = n
 		return nil
