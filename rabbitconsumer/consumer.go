@@ -155,8 +155,12 @@ func (c *Consumer) dialAndConsume(ctx context.Context, url string) (consumed boo
 // when ctx has ended before it is called). When ch closes, the held deliveries and the
 // delayed requeues stop waiting at once (the broker has requeued them), so Consume returns
 // as soon as the running handlers have, with an error wrapping [ErrChannelClosed] (the
-// caller opens another). It returns [ErrConsumerCancelled] when the broker cancelled the
-// subscription (the queue was deleted). The caller closes ch afterwards.
+// caller opens another). A channel that amqp091-go's automatic recovery reopens
+// (amqp.Config.Recovery) counts as closed at its first loss: its delivery tags start
+// again, so Consume settles nothing it received before and runs nothing it receives after
+// (unacknowledged until the caller closes ch), and returns the same way (see
+// [WithAMQPConfig]). It returns [ErrConsumerCancelled] when the broker
+// cancelled the subscription (the queue was deleted). The caller closes ch afterwards.
 func (c *Consumer) Consume(ctx context.Context, ch *amqp.Channel) error {
 	_, err := c.consume(ctx, ch)
 	return err
@@ -166,11 +170,15 @@ func (c *Consumer) consume(ctx context.Context, ch *amqp.Channel) (consumed bool
 	if ctx.Err() != nil {
 		return false, nil
 	}
-	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
+	l := newLink(ch)
 	if err := ch.Qos(c.cfg.prefetch, 0, false); err != nil {
 		return false, fmt.Errorf("rabbitconsumer: qos: %w", err)
 	}
-	deliveries, err := ch.ConsumeWithContext(ctx, c.queue, c.cfg.tag, false, false, false, false, nil)
+	// Cancelling sub cancels the subscription: when the channel is lost, so that a channel
+	// that amqp091-go's automatic recovery reopens takes no more deliveries for it.
+	sub, cancelSub := context.WithCancel(ctx)
+	defer cancelSub()
+	deliveries, err := ch.ConsumeWithContext(sub, c.queue, c.cfg.tag, false, false, false, false, nil)
 	if err != nil && ctx.Err() != nil {
 		return false, nil // stopped before it consumed: nothing in hand
 	}
@@ -186,7 +194,14 @@ func (c *Consumer) consume(ctx context.Context, ch *amqp.Channel) (consumed bool
 	// gone closes once no more deliveries come: the held ones stop waiting then.
 	gone := make(chan struct{})
 	for {
-		first, ok := <-deliveries
+		var first amqp.Delivery
+		ok := false
+		select {
+		case first, ok = <-deliveries:
+		case e := <-l.closed:
+			l.lose(e)
+		case <-l.lost:
+		}
 		if !ok {
 			break
 		}
@@ -206,28 +221,95 @@ func (c *Consumer) consume(ctx context.Context, ch *amqp.Channel) (consumed bool
 				runtime.Gosched()
 			}
 		}
+		if l.isLost() {
+			break // the broker has requeued these, or they came on a recovered channel
+		}
 		running.Add(1)
 		go func() {
 			defer running.Done()
-			c.process(ctx, ds, gone, &requeues)
+			c.process(ctx, l, ds, gone, &requeues)
 		}()
 	}
 	close(gone)
+	if l.isLost() {
+		cancelSub()
+	}
 	switch {
 	case ctx.Err() != nil:
 		return true, nil
-	case ch.IsClosed():
-		select {
-		case e := <-closed:
-			if e != nil {
-				return true, fmt.Errorf("%w: %w", ErrChannelClosed, e)
-			}
-		default:
-		}
-		return true, ErrChannelClosed
+	case l.isLost() || ch.IsClosed():
+		return true, l.closedErr()
 	default:
 		return true, ErrConsumerCancelled
 	}
+}
+
+// link is the channel a call of [Consumer.Consume] settles its deliveries on, as it was
+// when it subscribed. Once that channel closes it stays lost, even when amqp091-go's
+// automatic recovery (a connection dialled with amqp.Config.Recovery) reopens it: the
+// reopened channel numbers its deliveries from 1 again, so a delivery tag of the lost one
+// would settle another message there. A lost link settles nothing: the broker requeued
+// those deliveries when the channel closed.
+type link struct {
+	// closed is the channel's NotifyClose: amqp091-go sends the broker's error on it (or
+	// closes it) as the channel closes, before any recovery reopens it.
+	closed <-chan *amqp.Error
+	once   sync.Once
+	lost   chan struct{} // closed once the channel is known closed
+	err    *amqp.Error   // why it closed, when the broker said; set before lost closes
+}
+
+func newLink(ch *amqp.Channel) *link {
+	return &link{closed: ch.NotifyClose(make(chan *amqp.Error, 1)), lost: make(chan struct{})}
+}
+
+// lose marks the link lost, because of e (nil when not known).
+func (l *link) lose(e *amqp.Error) {
+	l.once.Do(func() {
+		l.err = e
+		close(l.lost)
+	})
+}
+
+// isLost reports whether the channel has closed since the link was made.
+func (l *link) isLost() bool {
+	select {
+	case <-l.lost:
+		return true
+	default:
+	}
+	select {
+	case e := <-l.closed:
+		l.lose(e)
+		return true
+	default:
+		return false
+	}
+}
+
+// closedErr returns the error of a closed channel: [ErrChannelClosed], wrapping the
+// broker's error when it is known.
+func (l *link) closedErr() error {
+	if l.isLost() && l.err != nil {
+		return fmt.Errorf("%w: %w", ErrChannelClosed, l.err)
+	}
+	return ErrChannelClosed
+}
+
+// ack acknowledges d, unless the link is lost.
+func (l *link) ack(d amqp.Delivery) error {
+	if l.isLost() {
+		return ErrChannelClosed
+	}
+	return d.Ack(false)
+}
+
+// nack rejects d, requeued or not, unless the link is lost.
+func (l *link) nack(d amqp.Delivery, requeue bool) error {
+	if l.isLost() {
+		return ErrChannelClosed
+	}
+	return d.Nack(false, requeue)
 }
 
 // Causes the consumer ends a handler's context with.
@@ -264,10 +346,10 @@ func cutOff(ctx context.Context) bool {
 // deliveries whose failure may pass while they are in hand are held and run again after a
 // back-off, as a batch of their own, until they settle otherwise, the consumer stops or no
 // more deliveries come (gone).
-func (c *Consumer) process(ctx context.Context, in []amqp.Delivery, gone <-chan struct{}, requeues *sync.WaitGroup) {
+func (c *Consumer) process(ctx context.Context, l *link, in []amqp.Delivery, gone <-chan struct{}, requeues *sync.WaitGroup) {
 	wait := c.cfg.requeueDelay
 	for {
-		in = c.settleBatch(ctx, in, gone, requeues)
+		in = c.settleBatch(ctx, l, in, gone, requeues)
 		if len(in) == 0 {
 			return
 		}
@@ -283,7 +365,7 @@ func (c *Consumer) process(ctx context.Context, in []amqp.Delivery, gone <-chan 
 			// Stopping, or the channel closed (the broker requeues them then, and these
 			// nacks fail): back to the queue at once.
 			for _, d := range in {
-				_ = d.Nack(false, true)
+				_ = l.nack(d, true)
 			}
 			return
 		}
@@ -304,7 +386,7 @@ func isClosed(ch <-chan struct{}) bool {
 // settleBatch runs one batch of deliveries in hand, settles each one with the broker, and
 // returns those to hold. A delayed requeue waits for the requeue delay, the consumer
 // stopping or no more deliveries coming (gone), whichever is first.
-func (c *Consumer) settleBatch(ctx context.Context, in []amqp.Delivery, gone <-chan struct{}, requeues *sync.WaitGroup) (held []amqp.Delivery) {
+func (c *Consumer) settleBatch(ctx context.Context, l *link, in []amqp.Delivery, gone <-chan struct{}, requeues *sync.WaitGroup) (held []amqp.Delivery) {
 	items := make([]batch.Item, len(in))
 	for i, d := range in {
 		key, err := c.keyOf(d)
@@ -363,16 +445,16 @@ func (c *Consumer) settleBatch(ctx context.Context, in []amqp.Delivery, gone <-c
 		var err error
 		switch kind {
 		case ack:
-			err = d.Ack(false)
+			err = l.ack(d)
 		case deadLetter:
 			c.logger.WarnContext(ctx, "rabbitmq: message dead-lettered", "message_id", o.ID,
 				"stored_key", c.storedKey(o), "queue", c.queue, "reason", string(o.Reason), "error", o.Err)
-			err = d.Nack(false, false)
+			err = l.nack(d, false)
 		case retryNow:
-			err = d.Nack(false, true)
+			err = l.nack(d, true)
 		case hold:
 			if stopped {
-				err = d.Nack(false, true)
+				err = l.nack(d, true)
 			} else {
 				held = append(held, in[i])
 			}
@@ -391,7 +473,7 @@ func (c *Consumer) settleBatch(ctx context.Context, in []amqp.Delivery, gone <-c
 					}
 				}
 				// A failure here means the channel closed: the broker requeues it then.
-				_ = d.Nack(false, true)
+				_ = l.nack(d, true)
 			}()
 		}
 		if err != nil {

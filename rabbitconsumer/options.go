@@ -176,9 +176,18 @@ func WithBatchClaims(on bool) Option {
 
 // WithAMQPConfig sets the configuration [Consumer.Run] dials with (heartbeat, TLS, dial
 // timeout, client properties). Default amqp091-go's defaults (amqp.DialConfig with a zero
-// Config).
+// Config). A Config with Recovery set is refused: amqp091-go's automatic recovery reopens
+// the same channel after a lost connection and subscribes again, so the consumer would
+// not see the loss, and would settle the delivery tags of the lost channel on the new one,
+// where they name other messages (an ack of one message would acknowledge another). Run
+// dials again itself; the broker redelivers what was not acknowledged.
 func WithAMQPConfig(cfg amqp.Config) Option {
 	return func(c *config) error {
+		if cfg.Recovery != nil {
+			return optErr("WithAMQPConfig", "Recovery must be nil: a recovered channel reuses "+
+				"delivery tags, and the consumer would settle other messages with the lost "+
+				"channel's tags; Run dials again itself")
+		}
 		c.amqp = cfg
 		return nil
 	}
