@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/batch"
+	"github.com/idemkit/idem/idemstore"
 )
 
 // drainYields is how many times a batch being gathered yields the processor, when no
@@ -132,22 +133,26 @@ func (c *Consumer) dialAndConsume(ctx context.Context, url string) (consumed boo
 //   - ran, replayed (its key completed before) or a duplicate of another in the batch:
 //     acknowledged;
 //   - its key in flight elsewhere (idem.ErrInProgress, or its lease taken over by another
-//     invocation), a store failure (idem.ErrStore) or not started before the batch
-//     deadline: held, unacknowledged, and its claim tried again in the consumer after the
-//     requeue delay ([WithRequeueDelay]), doubling up to 30 s, until it settles otherwise:
-//     it is never requeued for these, so a quorum queue's delivery limit is not spent (see
-//     the package documentation); one with a per-message TTL (the expiration property) is
-//     never held, but nacked with requeue after the requeue delay, so the broker expires it
-//     on time;
+//     invocation), a store failure (idem.ErrStore, but for the two below) or not started
+//     before the batch deadline: held, unacknowledged, and its claim tried again in the
+//     consumer after the requeue delay ([WithRequeueDelay]), doubling up to 30 s, until it
+//     settles otherwise: it is never requeued for these, so a quorum queue's delivery limit
+//     is not spent (see the package documentation); one with a per-message TTL (the
+//     expiration property) is never held, but nacked with requeue after the requeue delay,
+//     so the broker expires it on time;
 //   - its handler cut off (its context ended by a lost lease, the batch deadline or the
 //     consumer stopping): nacked with requeue after the requeue delay (at once when the
 //     consumer stops or ch closes), whatever the failure policy, and nothing stored for
 //     it;
-//   - its handler failed or panicked: as the failure policy says ([WithFailurePolicy]);
-//     under [Requeue] nacked with requeue after the requeue delay, like a cut-off;
-//   - no key ([ErrMissingKey]), a key used before with another body, or a failure the
-//     guard remembers (idem.ErrFailed): nacked without requeue (dead-lettered), with a
-//     WARN line saying why; it never runs unguarded.
+//   - its handler failed or panicked, or its completion committed nothing (an error
+//     wrapping idemstore.ErrNotCommitted: the store refused its outcome and attached
+//     writes as a whole, and the key was released): as the failure policy says
+//     ([WithFailurePolicy]); under [Requeue] nacked with requeue after the requeue delay,
+//     like a cut-off;
+//   - no key ([ErrMissingKey]), a key used before with another body, a record the guard
+//     cannot read (idem.ErrIncompatibleRecord: a newer release's schema, say) or a
+//     failure the guard remembers (idem.ErrFailed): nacked without requeue
+//     (dead-lettered), with a WARN line saying why; it never runs unguarded.
 //
 // When ctx ends, Consume cancels the subscription; the handlers running see their context
 // end, the batches' outcomes are still recorded, and the messages that did not succeed
@@ -556,25 +561,59 @@ func (c *Consumer) settlement(o batch.Outcome, r handlerRun, stopped bool) settl
 			return deadLetter
 		case r.cut:
 			return retry
-		case stopped:
-			return retryNow
-		case c.cfg.policy == DeadLetter:
-			return deadLetter
 		}
-		return retry
+		return c.failure(stopped)
+	case batch.ReasonStore:
+		return c.storeSettlement(o.Err, stopped)
 	case batch.ReasonDuplicateFailed:
 		// Settled as its original when that is in hand (see settleBatch).
 		var cut *cutOffError
-		if errors.As(o.Err, &cut) {
+		switch {
+		case errors.As(o.Err, &cut):
 			return retry
-		}
-		if mayPassInHand(o.Err) {
+		case errors.Is(o.Err, idem.ErrIncompatibleRecord), errors.Is(o.Err, idemstore.ErrNotCommitted):
+			return c.storeSettlement(o.Err, stopped)
+		case mayPassInHand(o.Err):
 			return hold
 		}
-		return c.settlement(batch.Outcome{Reason: batch.ReasonHandler}, handlerRun{}, stopped)
-	default: // in progress elsewhere, store, lease taken over, not started
+		return c.failure(stopped)
+	default: // in progress elsewhere, lease taken over, not started
 		return hold
 	}
+}
+
+// storeSettlement says how to settle a delivery whose outcome failed with err, of reason
+// batch.ReasonStore; stopped reports whether the consumer was stopping. A store failure is
+// held, as it may pass, but for two that no wait mends:
+//   - a record this version cannot read (idem.ErrIncompatibleRecord: a newer release's
+//     schema, or a damaged item): dead-lettered, as a key used with another body is; every
+//     redelivery meets it again, and the handler never runs over it;
+//   - a completion that committed nothing (idemstore.ErrNotCommitted: the store refused
+//     the outcome with its attached writes as a whole, and the guard released the key):
+//     the handler ran, so it failed, and is settled as the failure policy says. Held, it
+//     would run again at every back-off, for ever, when the store refuses it every time
+//     (an attached write over its size limit, one that aborts its transaction), and no
+//     delivery limit would count it.
+func (c *Consumer) storeSettlement(err error, stopped bool) settlement {
+	switch {
+	case errors.Is(err, idem.ErrIncompatibleRecord):
+		return deadLetter
+	case errors.Is(err, idemstore.ErrNotCommitted):
+		return c.failure(stopped)
+	}
+	return hold
+}
+
+// failure says how to settle a delivery whose handler failed (and was not cut off), as
+// the failure policy says; stopped reports whether the consumer was stopping.
+func (c *Consumer) failure(stopped bool) settlement {
+	switch {
+	case stopped:
+		return retryNow
+	case c.cfg.policy == DeadLetter:
+		return deadLetter
+	}
+	return retry
 }
 
 // mayPassInHand reports whether err is a failure that may pass while its delivery is held:

@@ -25,8 +25,11 @@
 //     deadline: held in hand, unacknowledged, and tried again (see below), so it runs once
 //     the other run finished (and replays) or the store is back;
 //   - its handler cut off (see below): nacked with requeue, and nothing stored for it;
-//   - its handler failed: requeued or dead-lettered ([WithFailurePolicy]);
-//   - no key, a key used before with another body, or a failure the guard remembers
+//   - its handler failed, or its completion committed nothing (idemstore.ErrNotCommitted:
+//     the handler ran, the store refused its outcome as a whole): requeued or
+//     dead-lettered ([WithFailurePolicy]);
+//   - no key, a key used before with another body, a record the guard cannot read
+//     (idem.ErrIncompatibleRecord), or a failure the guard remembers
 //     (idem.WithRememberFailures): dead-lettered, with a WARN line.
 //
 // A handler is cut off, not failed, when it returns an error after the consumer or idem
@@ -73,7 +76,14 @@
 // cut-off never becomes a remembered failure.
 //
 // A handler failure under the [Requeue] policy is nacked with requeue, and counts: that is
-// how the delivery limit bounds a message that always fails.
+// how the delivery limit bounds a message that always fails. So is a completion that
+// committed nothing (idemstore.ErrNotCommitted, a store failure the handler's run meets):
+// the key was released, so holding it would run the handler again at every back-off, for
+// ever when the store refuses it every time (an attached write over the store's size
+// limit, or one that aborts pgstore's transaction), repeating its effects outside the
+// attached writes. Two store failures are not held: that one, and a record the guard
+// cannot read (idem.ErrIncompatibleRecord: a newer release's schema, or a damaged item),
+// which every redelivery meets again, so its message is dead-lettered without running.
 //
 // A nack with requeue returns a message to a queue bounded by x-max-length or
 // x-max-length-bytes as a ready message: with the default overflow (drop-head) a full queue

@@ -94,12 +94,13 @@ func WithPrefetch(n int) Option {
 // WithRequeueDelay sets how long a message that may succeed later is held, unacknowledged,
 // before its claim is tried again in the consumer (see the package documentation): one
 // whose key is in flight elsewhere (idem.ErrInProgress, or taken over by another
-// invocation), whose store call failed (idem.ErrStore), or which the batch deadline left
-// unstarted. Each further wait doubles, up to 30 s (or d, when longer). It is also how long
-// a message whose handler failed under the [Requeue] policy, or was cut off, or one with a
-// per-message TTL that would have been held, waits before it is nacked with requeue. The
-// delay keeps a message whose key is busy from spinning; while held it counts against the
-// prefetch. Default [DefaultRequeueDelay]; must not be negative.
+// invocation), whose store call failed (idem.ErrStore; not a completion that committed
+// nothing, which is a failure, nor a record the guard cannot read), or which the batch
+// deadline left unstarted. Each further wait doubles, up to 30 s (or d, when longer). It
+// is also how long a message whose handler failed under the [Requeue] policy, or was cut
+// off, or one with a per-message TTL that would have been held, waits before it is nacked
+// with requeue. The delay keeps a message whose key is busy from spinning; while held it
+// counts against the prefetch. Default [DefaultRequeueDelay]; must not be negative.
 func WithRequeueDelay(d time.Duration) Option {
 	return func(c *config) error {
 		if d < 0 {
@@ -111,13 +112,16 @@ func WithRequeueDelay(d time.Duration) Option {
 }
 
 // WithFailurePolicy sets what becomes of a message whose handler returned an error or
-// panicked: [Requeue] (the default) or [DeadLetter]. Messages without a key, messages whose
-// key was used before with another body and messages whose failure the guard remembers
-// (idem.WithRememberFailures: a redelivery gets the same idem.ErrFailed) are always
-// dead-lettered; messages that may succeed later are held and tried again (see
-// [WithRequeueDelay]); handlers cut off (their context ended by a lost lease, the batch
-// deadline or the consumer stopping, see the package documentation) and messages in hand
-// when the consumer stops are always requeued.
+// panicked, or whose completion committed nothing (idemstore.ErrNotCommitted: the handler
+// ran, and the store refused its outcome as a whole): [Requeue] (the default) or
+// [DeadLetter]. Always dead-lettered: messages without a key, messages whose key was used
+// before with another body, messages whose key has a record the guard cannot read
+// (idem.ErrIncompatibleRecord) and messages whose failure the guard remembers
+// (idem.WithRememberFailures: a redelivery gets the same idem.ErrFailed). Messages that
+// may succeed later are held and tried again (see [WithRequeueDelay]); handlers cut off
+// (their context ended by a lost lease, the batch deadline or the consumer stopping, see
+// the package documentation) and messages in hand when the consumer stops are always
+// requeued.
 func WithFailurePolicy(p Policy) Option {
 	return func(c *config) error {
 		if p != Requeue && p != DeadLetter {
