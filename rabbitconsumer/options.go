@@ -146,8 +146,8 @@ func WithKeyHeader(name string) Option {
 }
 
 // WithKey sets how a message's idempotency key is chosen, in place of the message ID and
-// [WithKeyHeader]. Must not be nil. An error from key, or an empty key, dead-letters the
-// message without running it.
+// [WithKeyHeader]. Must not be nil. An error from key, an empty key, or a panic in key
+// ([ErrKeyPanic]) dead-letters the message without running it.
 func WithKey(key func(amqp.Delivery) (string, error)) Option {
 	return func(c *config) error {
 		if key == nil {
