@@ -141,13 +141,13 @@ func (c *Consumer) dialAndConsume(ctx context.Context, url string) (consumed boo
 //     expiration property) is never held, but nacked with requeue after the requeue delay,
 //     so the broker expires it on time;
 //   - its handler cut off (its context ended by a lost lease, the batch deadline or the
-//     consumer stopping): nacked with requeue after the requeue delay (at once when the
+//     consumer stopping): rejected with requeue after the requeue delay (at once when the
 //     consumer stops or ch closes), whatever the failure policy, and nothing stored for
 //     it;
 //   - its handler failed or panicked, or its completion committed nothing (an error
 //     wrapping idemstore.ErrNotCommitted: the store refused its outcome and attached
 //     writes as a whole, and the key was released): as the failure policy says
-//     ([WithFailurePolicy]); under [Requeue] nacked with requeue after the requeue delay,
+//     ([WithFailurePolicy]); under [Requeue] rejected with requeue after the requeue delay,
 //     like a cut-off;
 //   - no key ([ErrMissingKey]), a key used before with another body, a record the guard
 //     cannot read (idem.ErrIncompatibleRecord: a newer release's schema, say) or a
@@ -155,17 +155,17 @@ func (c *Consumer) dialAndConsume(ctx context.Context, url string) (consumed boo
 //     (dead-lettered), with a WARN line saying why; it never runs unguarded.
 //
 // When ctx ends, Consume cancels the subscription; the handlers running see their context
-// end, the batches' outcomes are still recorded, and the messages that did not succeed
-// (those held included) are nacked with requeue at once; Consume returns nil then (also
-// when ctx has ended before it is called). When ch closes, the held deliveries and the
-// delayed requeues stop waiting at once (the broker has requeued them), so Consume returns
-// as soon as the running handlers have, with an error wrapping [ErrChannelClosed] (the
-// caller opens another). A channel that amqp091-go's automatic recovery reopens
-// (amqp.Config.Recovery) counts as closed at its first loss: its delivery tags start
-// again, so Consume settles nothing it received before and runs nothing it receives after
-// (unacknowledged until the caller closes ch), and returns the same way (see
-// [WithAMQPConfig]). It returns [ErrConsumerCancelled] when the broker
-// cancelled the subscription (the queue was deleted). The caller closes ch afterwards.
+// end, the batches' outcomes are still recorded, and the messages that did not succeed are
+// returned to the queue at once (those that failed rejected, those held nacked); Consume
+// returns nil then (also when ctx has ended before it is called). When ch closes, the held
+// deliveries and the delayed requeues stop waiting at once (the broker has requeued them),
+// so Consume returns as soon as the running handlers have, with an error wrapping
+// [ErrChannelClosed] (the caller opens another). A channel that amqp091-go's automatic
+// recovery reopens (amqp.Config.Recovery) counts as closed at its first loss: its delivery
+// tags start again, so Consume settles nothing it received before and runs nothing it
+// receives after (unacknowledged until the caller closes ch), and returns the same way (see
+// [WithAMQPConfig]). It returns [ErrConsumerCancelled] when the broker cancelled the
+// subscription (the queue was deleted). The caller closes ch afterwards.
 func (c *Consumer) Consume(ctx context.Context, ch *amqp.Channel) error {
 	_, err := c.consume(ctx, ch)
 	return err
@@ -309,12 +309,24 @@ func (l *link) ack(d amqp.Delivery) error {
 	return d.Ack(false)
 }
 
-// nack rejects d, requeued or not, unless the link is lost.
+// nack returns d to the queue (requeue) or dead-letters it with basic.nack, unless the
+// link is lost. RabbitMQ 4.3 and later do not count a nack toward a quorum queue's
+// delivery limit: it says the consumer did not process d.
 func (l *link) nack(d amqp.Delivery, requeue bool) error {
 	if l.isLost() {
 		return ErrChannelClosed
 	}
 	return d.Nack(false, requeue)
+}
+
+// reject returns d to the queue with basic.reject, unless the link is lost: d failed. Every
+// RabbitMQ version counts it toward a quorum queue's delivery limit (4.3 and later count a
+// reject, not a nack).
+func (l *link) reject(d amqp.Delivery) error {
+	if l.isLost() {
+		return ErrChannelClosed
+	}
+	return d.Reject(true)
 }
 
 // Causes the consumer ends a handler's context with.
@@ -443,9 +455,8 @@ func (c *Consumer) settleBatch(ctx context.Context, l *link, in []amqp.Delivery,
 			// A per-message TTL: the broker expires a message only while it is in the
 			// queue, and does not tell when this one was queued, so the consumer cannot
 			// know how long it may hold it. Requeued after the delay instead: the broker
-			// expires it then if its TTL has passed, and a nack counts toward a quorum
-			// queue's delivery limit.
-			kind = retry
+			// expires it then if its TTL has passed.
+			kind = requeueLater
 		}
 		var err error
 		switch kind {
@@ -456,14 +467,15 @@ func (c *Consumer) settleBatch(ctx context.Context, l *link, in []amqp.Delivery,
 				"stored_key", c.storedKey(o), "queue", c.queue, "reason", string(o.Reason), "error", o.Err)
 			err = l.nack(d, false)
 		case retryNow:
-			err = l.nack(d, true)
+			err = l.reject(d)
 		case hold:
 			if stopped {
 				err = l.nack(d, true)
 			} else {
 				held = append(held, in[i])
 			}
-		case retry:
+		case retry, requeueLater:
+			failure := kind == retry
 			requeues.Add(1)
 			go func() {
 				defer requeues.Done()
@@ -478,7 +490,11 @@ func (c *Consumer) settleBatch(ctx context.Context, l *link, in []amqp.Delivery,
 					}
 				}
 				// A failure here means the channel closed: the broker requeues it then.
-				_ = l.nack(d, true)
+				if failure {
+					_ = l.reject(d)
+				} else {
+					_ = l.nack(d, true)
+				}
 			}()
 		}
 		if err != nil {
@@ -524,15 +540,19 @@ type settlement int
 
 const (
 	ack settlement = iota
-	// retry nacks with requeue after the requeue delay, at once when the consumer stops: a
-	// handler failure under the Requeue policy, or a handler cut off. It counts toward a
-	// quorum queue's delivery limit.
+	// retry rejects with requeue (basic.reject) after the requeue delay, at once when the
+	// consumer stops: a handler failure under the Requeue policy, or a handler cut off. It
+	// counts toward a quorum queue's delivery limit, on RabbitMQ 4.3 and later too.
 	retry
-	// retryNow nacks with requeue at once: a handler failure while the consumer stops.
+	// retryNow rejects with requeue at once: a handler failure while the consumer stops.
 	retryNow
+	// requeueLater nacks with requeue (basic.nack) after the requeue delay, at once when the
+	// consumer stops: a delivery with a per-message TTL that would have been held. It did
+	// not fail, and RabbitMQ 4.3 and later do not count a nack toward the delivery limit.
+	requeueLater
 	// hold keeps a delivery that may pass while it is in hand, unacknowledged, and runs it
 	// again after a back-off (see Consumer.process); at once nacked with requeue when the
-	// consumer stops. A delivery with a per-message TTL is requeued (retry) instead.
+	// consumer stops. A delivery with a per-message TTL is requeued instead.
 	hold
 	deadLetter
 )

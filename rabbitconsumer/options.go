@@ -30,11 +30,12 @@ type Policy int
 
 // The failure policies of [WithFailurePolicy].
 const (
-	// Requeue nacks the message with requeue after the requeue delay
+	// Requeue rejects the message with requeue (basic.reject) after the requeue delay
 	// ([WithRequeueDelay]): the broker delivers it again, to this consumer or another,
 	// and it runs again. The default. A message that always fails loops; bound it with a
 	// quorum queue's delivery limit (x-delivery-limit), which dead-letters it then: these
-	// nacks count toward it, where holding a message that may pass later does not.
+	// rejects count toward it on every RabbitMQ version (4.3 and later count a reject, not
+	// a nack), where holding a message that may pass later does not.
 	Requeue Policy = iota
 	// DeadLetter nacks the message without requeue at once: the broker moves it to the
 	// queue's dead-letter exchange (x-dead-letter-exchange), or drops it when the queue
@@ -98,8 +99,8 @@ func WithPrefetch(n int) Option {
 // nothing, which is a failure, nor a record the guard cannot read), or which the batch
 // deadline left unstarted. Each further wait doubles, up to 30 s (or d, when longer). It
 // is also how long a message whose handler failed under the [Requeue] policy, or was cut
-// off, or one with a per-message TTL that would have been held, waits before it is nacked
-// with requeue. The delay keeps a message whose key is busy from spinning; while held it
+// off, or one with a per-message TTL that would have been held, waits before it is
+// returned to the queue. The delay keeps a message whose key is busy from spinning; while held it
 // counts against the prefetch. Default [DefaultRequeueDelay]; must not be negative.
 func WithRequeueDelay(d time.Duration) Option {
 	return func(c *config) error {
@@ -219,7 +220,7 @@ func WithReconnectDelay(d time.Duration) Option {
 //     as its handler returns, since nothing would bound how long a key waits for its record.
 //   - at the deadline each handler's context ends (context.DeadlineExceeded): a handler that
 //     returns an error then is cut off, not failed: nothing is stored for it and its message
-//     is nacked with requeue whatever the failure policy (see [WithFailurePolicy]), which a
+//     is rejected with requeue whatever the failure policy (see [WithFailurePolicy]), which a
 //     quorum queue's delivery limit counts;
 //   - a message not yet started when less than batch.DefaultDeadlineMargin (or a quarter of
 //     d) is left is held and tried again without running.
