@@ -126,6 +126,22 @@
 // the fingerprint: a key met again with another body is dead-lettered
 // (idem.ErrPayloadMismatch).
 //
+// # Handlers and queue types
+//
+// The consumer settles every delivery itself, once its outcome is recorded: a handler must
+// not call Ack, Nack or Reject on its amqp.Delivery (nor on the channel). A second
+// settlement of a delivery tag is a channel error (PRECONDITION_FAILED, unknown delivery
+// tag) that closes the channel and requeues everything else in hand, and an ack before the
+// outcome is recorded loses the message if the process dies first.
+//
+// Consume a classic or quorum queue, not a stream (x-queue-type stream). A stream keeps its
+// messages and has neither dead-lettering nor a delivery limit (RabbitMQ's streams guide):
+// neither policy can do there what it says. RabbitMQ refuses basic.reject and basic.nack on
+// a stream with a channel error (NOT_IMPLEMENTED on 3.10, the broker the tests run), so the
+// first failure, cut-off or dead-letter closes the channel, and Consume returns
+// [ErrChannelClosed]; a new subscription reads from the next message written to the stream,
+// so the messages that were in hand are not delivered to it again.
+//
 // # Usage
 //
 //	guard, err := idem.New(store, "apply-order", idem.WithHeartbeat(10*time.Second))

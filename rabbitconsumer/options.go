@@ -35,7 +35,9 @@ const (
 	// and it runs again. The default. A message that always fails loops; bound it with a
 	// quorum queue's delivery limit (x-delivery-limit), which dead-letters it then: these
 	// rejects count toward it on every RabbitMQ version (4.3 and later count a reject, not
-	// a nack), where holding a message that may pass later does not.
+	// a nack), where holding a message that may pass later does not. A stream queue
+	// (x-queue-type stream) has no delivery limit and refuses a reject: see the package
+	// documentation.
 	Requeue Policy = iota
 	// DeadLetter nacks the message without requeue at once: the broker moves it to the
 	// queue's dead-letter exchange (x-dead-letter-exchange), or drops it when the queue
