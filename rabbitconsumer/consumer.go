@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/batch"
+	"github.com/idemkit/idem/idemstore"
 )
 
 // drainYields is how many times a batch being gathered yields the processor, when no
@@ -132,30 +133,38 @@ func (c *Consumer) dialAndConsume(ctx context.Context, url string) (consumed boo
 //   - ran, replayed (its key completed before) or a duplicate of another in the batch:
 //     acknowledged;
 //   - its key in flight elsewhere (idem.ErrInProgress, or its lease taken over by another
-//     invocation), a store failure (idem.ErrStore) or not started before the batch
-//     deadline: held, unacknowledged, and its claim tried again in the consumer after the
-//     requeue delay ([WithRequeueDelay]), doubling up to 30 s, until it settles otherwise:
-//     it is never requeued for these, so a quorum queue's delivery limit is not spent (see
-//     the package documentation); one with a per-message TTL (the expiration property) is
-//     never held, but nacked with requeue after the requeue delay, so the broker expires it
-//     on time;
+//     invocation), a store failure (idem.ErrStore, but for the two below) or not started
+//     before the batch deadline: held, unacknowledged, and its claim tried again in the
+//     consumer after the requeue delay ([WithRequeueDelay]), doubling up to 30 s, until it
+//     settles otherwise: it is never requeued for these, so a quorum queue's delivery limit
+//     is not spent (see the package documentation); one with a per-message TTL (the
+//     expiration property) is never held, but nacked with requeue after the requeue delay,
+//     so the broker expires it on time;
 //   - its handler cut off (its context ended by a lost lease, the batch deadline or the
-//     consumer stopping): nacked with requeue after the requeue delay (at once when the
+//     consumer stopping): rejected with requeue after the requeue delay (at once when the
 //     consumer stops or ch closes), whatever the failure policy, and nothing stored for
 //     it;
-//   - its handler failed or panicked: as the failure policy says ([WithFailurePolicy]);
-//     under [Requeue] nacked with requeue after the requeue delay, like a cut-off;
-//   - no key ([ErrMissingKey]), a key used before with another body, or a failure the
-//     guard remembers (idem.ErrFailed): nacked without requeue (dead-lettered), with a
-//     WARN line saying why; it never runs unguarded.
+//   - its handler failed or panicked, or its completion committed nothing (an error
+//     wrapping idemstore.ErrNotCommitted: the store refused its outcome and attached
+//     writes as a whole, and the key was released): as the failure policy says
+//     ([WithFailurePolicy]); under [Requeue] rejected with requeue after the requeue delay,
+//     like a cut-off;
+//   - no key ([ErrMissingKey]), a key used before with another body, a record the guard
+//     cannot read (idem.ErrIncompatibleRecord: a newer release's schema, say) or a
+//     failure the guard remembers (idem.ErrFailed): nacked without requeue
+//     (dead-lettered), with a WARN line saying why; it never runs unguarded.
 //
 // When ctx ends, Consume cancels the subscription; the handlers running see their context
-// end, the batches' outcomes are still recorded, and the messages that did not succeed
-// (those held included) are nacked with requeue at once; Consume returns nil then (also
-// when ctx has ended before it is called). When ch closes, the held deliveries and the
-// delayed requeues stop waiting at once (the broker has requeued them), so Consume returns
-// as soon as the running handlers have, with an error wrapping [ErrChannelClosed] (the
-// caller opens another). It returns [ErrConsumerCancelled] when the broker cancelled the
+// end, the batches' outcomes are still recorded, and the messages that did not succeed are
+// returned to the queue at once (those that failed rejected, those held nacked); Consume
+// returns nil then (also when ctx has ended before it is called). When ch closes, the held
+// deliveries and the delayed requeues stop waiting at once (the broker has requeued them),
+// so Consume returns as soon as the running handlers have, with an error wrapping
+// [ErrChannelClosed] (the caller opens another). A channel that amqp091-go's automatic
+// recovery reopens (amqp.Config.Recovery) counts as closed at its first loss: its delivery
+// tags start again, so Consume settles nothing it received before and runs nothing it
+// receives after (unacknowledged until the caller closes ch), and returns the same way (see
+// [WithAMQPConfig]). It returns [ErrConsumerCancelled] when the broker cancelled the
 // subscription (the queue was deleted). The caller closes ch afterwards.
 func (c *Consumer) Consume(ctx context.Context, ch *amqp.Channel) error {
 	_, err := c.consume(ctx, ch)
@@ -166,11 +175,15 @@ func (c *Consumer) consume(ctx context.Context, ch *amqp.Channel) (consumed bool
 	if ctx.Err() != nil {
 		return false, nil
 	}
-	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
+	l := newLink(ch)
 	if err := ch.Qos(c.cfg.prefetch, 0, false); err != nil {
 		return false, fmt.Errorf("rabbitconsumer: qos: %w", err)
 	}
-	deliveries, err := ch.ConsumeWithContext(ctx, c.queue, c.cfg.tag, false, false, false, false, nil)
+	// Cancelling sub cancels the subscription: when the channel is lost, so that a channel
+	// that amqp091-go's automatic recovery reopens takes no more deliveries for it.
+	sub, cancelSub := context.WithCancel(ctx)
+	defer cancelSub()
+	deliveries, err := ch.ConsumeWithContext(sub, c.queue, c.cfg.tag, false, false, false, false, nil)
 	if err != nil && ctx.Err() != nil {
 		return false, nil // stopped before it consumed: nothing in hand
 	}
@@ -186,7 +199,14 @@ func (c *Consumer) consume(ctx context.Context, ch *amqp.Channel) (consumed bool
 	// gone closes once no more deliveries come: the held ones stop waiting then.
 	gone := make(chan struct{})
 	for {
-		first, ok := <-deliveries
+		var first amqp.Delivery
+		ok := false
+		select {
+		case first, ok = <-deliveries:
+		case e := <-l.closed:
+			l.lose(e)
+		case <-l.lost:
+		}
 		if !ok {
 			break
 		}
@@ -206,28 +226,107 @@ func (c *Consumer) consume(ctx context.Context, ch *amqp.Channel) (consumed bool
 				runtime.Gosched()
 			}
 		}
+		if l.isLost() {
+			break // the broker has requeued these, or they came on a recovered channel
+		}
 		running.Add(1)
 		go func() {
 			defer running.Done()
-			c.process(ctx, ds, gone, &requeues)
+			c.process(ctx, l, ds, gone, &requeues)
 		}()
 	}
 	close(gone)
+	if l.isLost() {
+		cancelSub()
+	}
 	switch {
 	case ctx.Err() != nil:
 		return true, nil
-	case ch.IsClosed():
-		select {
-		case e := <-closed:
-			if e != nil {
-				return true, fmt.Errorf("%w: %w", ErrChannelClosed, e)
-			}
-		default:
-		}
-		return true, ErrChannelClosed
+	case l.isLost() || ch.IsClosed():
+		return true, l.closedErr()
 	default:
 		return true, ErrConsumerCancelled
 	}
+}
+
+// link is the channel a call of [Consumer.Consume] settles its deliveries on, as it was
+// when it subscribed. Once that channel closes it stays lost, even when amqp091-go's
+// automatic recovery (a connection dialled with amqp.Config.Recovery) reopens it: the
+// reopened channel numbers its deliveries from 1 again, so a delivery tag of the lost one
+// would settle another message there. A lost link settles nothing: the broker requeued
+// those deliveries when the channel closed.
+type link struct {
+	// closed is the channel's NotifyClose: amqp091-go sends the broker's error on it (or
+	// closes it) as the channel closes, before any recovery reopens it.
+	closed <-chan *amqp.Error
+	once   sync.Once
+	lost   chan struct{} // closed once the channel is known closed
+	err    *amqp.Error   // why it closed, when the broker said; set before lost closes
+}
+
+func newLink(ch *amqp.Channel) *link {
+	return &link{closed: ch.NotifyClose(make(chan *amqp.Error, 1)), lost: make(chan struct{})}
+}
+
+// lose marks the link lost, because of e (nil when not known).
+func (l *link) lose(e *amqp.Error) {
+	l.once.Do(func() {
+		l.err = e
+		close(l.lost)
+	})
+}
+
+// isLost reports whether the channel has closed since the link was made.
+func (l *link) isLost() bool {
+	select {
+	case <-l.lost:
+		return true
+	default:
+	}
+	select {
+	case e := <-l.closed:
+		l.lose(e)
+		return true
+	default:
+		return false
+	}
+}
+
+// closedErr returns the error of a closed channel: [ErrChannelClosed], wrapping the
+// broker's error when it is known.
+func (l *link) closedErr() error {
+	if l.isLost() && l.err != nil {
+		return fmt.Errorf("%w: %w", ErrChannelClosed, l.err)
+	}
+	return ErrChannelClosed
+}
+
+// ack acknowledges d, unless the link is lost.
+func (l *link) ack(d amqp.Delivery) error {
+	if l.isLost() {
+		return ErrChannelClosed
+	}
+	return d.Ack(false)
+}
+
+// nack returns d to the queue (requeue) or dead-letters it with basic.nack, unless the
+// link is lost. RabbitMQ 4.3 and later do not count a nack toward a quorum queue's
+// delivery limit: it says the consumer did not process d.
+func (l *link) nack(d amqp.Delivery, requeue bool) error {
+	if l.isLost() {
+		return ErrChannelClosed
+	}
+	return d.Nack(false, requeue)
+}
+
+// reject returns d to the queue with basic.reject, unless the link is lost: d failed. Every
+// RabbitMQ version counts it toward a quorum queue's delivery limit (4.3 and later count a
+// reject, not a nack).
+func (l *link) reject(d amqp.Delivery) error {
+	if l.isLost() {
+		return ErrChannelClosed
+	}
+	return d.Reject(true)
 }
 
 // Causes the consumer ends a handler's context with.
@@ -264,10 +363,10 @@ func cutOff(ctx context.Context) bool {
 // deliveries whose failure may pass while they are in hand are held and run again after a
 // back-off, as a batch of their own, until they settle otherwise, the consumer stops or no
 // more deliveries come (gone).
-func (c *Consumer) process(ctx context.Context, in []amqp.Delivery, gone <-chan struct{}, requeues *sync.WaitGroup) {
+func (c *Consumer) process(ctx context.Context, l *link, in []amqp.Delivery, gone <-chan struct{}, requeues *sync.WaitGroup) {
 	wait := c.cfg.requeueDelay
 	for {
-		in = c.settleBatch(ctx, in, gone, requeues)
+		in = c.settleBatch(ctx, l, in, gone, requeues)
 		if len(in) == 0 {
 			return
 		}
@@ -283,7 +382,7 @@ func (c *Consumer) process(ctx context.Context, in []amqp.Delivery, gone <-chan 
 			// Stopping, or the channel closed (the broker requeues them then, and these
 			// nacks fail): back to the queue at once.
 			for _, d := range in {
-				_ = d.Nack(false, true)
+				_ = l.nack(d, true)
 			}
 			return
 		}
@@ -304,7 +403,7 @@ func isClosed(ch <-chan struct{}) bool {
 // settleBatch runs one batch of deliveries in hand, settles each one with the broker, and
 // returns those to hold. A delayed requeue waits for the requeue delay, the consumer
 // stopping or no more deliveries coming (gone), whichever is first.
-func (c *Consumer) settleBatch(ctx context.Context, in []amqp.Delivery, gone <-chan struct{}, requeues *sync.WaitGroup) (held []amqp.Delivery) {
+func (c *Consumer) settleBatch(ctx context.Context, l *link, in []amqp.Delivery, gone <-chan struct{}, requeues *sync.WaitGroup) (held []amqp.Delivery) {
 	items := make([]batch.Item, len(in))
 	for i, d := range in {
 		key, err := c.keyOf(d)
@@ -356,27 +455,27 @@ func (c *Consumer) settleBatch(ctx context.Context, in []amqp.Delivery, gone <-c
 			// A per-message TTL: the broker expires a message only while it is in the
 			// queue, and does not tell when this one was queued, so the consumer cannot
 			// know how long it may hold it. Requeued after the delay instead: the broker
-			// expires it then if its TTL has passed, and a nack counts toward a quorum
-			// queue's delivery limit.
-			kind = retry
+			// expires it then if its TTL has passed.
+			kind = requeueLater
 		}
 		var err error
 		switch kind {
 		case ack:
-			err = d.Ack(false)
+			err = l.ack(d)
 		case deadLetter:
 			c.logger.WarnContext(ctx, "rabbitmq: message dead-lettered", "message_id", o.ID,
 				"stored_key", c.storedKey(o), "queue", c.queue, "reason", string(o.Reason), "error", o.Err)
-			err = d.Nack(false, false)
+			err = l.nack(d, false)
 		case retryNow:
-			err = d.Nack(false, true)
+			err = l.reject(d)
 		case hold:
 			if stopped {
-				err = d.Nack(false, true)
+				err = l.nack(d, true)
 			} else {
 				held = append(held, in[i])
 			}
-		case retry:
+		case retry, requeueLater:
+			failure := kind == retry
 			requeues.Add(1)
 			go func() {
 				defer requeues.Done()
@@ -391,7 +490,11 @@ func (c *Consumer) settleBatch(ctx context.Context, in []amqp.Delivery, gone <-c
 					}
 				}
 				// A failure here means the channel closed: the broker requeues it then.
-				_ = d.Nack(false, true)
+				if failure {
+					_ = l.reject(d)
+				} else {
+					_ = l.nack(d, true)
+				}
 			}()
 		}
 		if err != nil {
@@ -437,15 +540,19 @@ type settlement int
 
 const (
 	ack settlement = iota
-	// retry nacks with requeue after the requeue delay, at once when the consumer stops: a
-	// handler failure under the Requeue policy, or a handler cut off. It counts toward a
-	// quorum queue's delivery limit.
+	// retry rejects with requeue (basic.reject) after the requeue delay, at once when the
+	// consumer stops: a handler failure under the Requeue policy, or a handler cut off. It
+	// counts toward a quorum queue's delivery limit, on RabbitMQ 4.3 and later too.
 	retry
-	// retryNow nacks with requeue at once: a handler failure while the consumer stops.
+	// retryNow rejects with requeue at once: a handler failure while the consumer stops.
 	retryNow
+	// requeueLater nacks with requeue (basic.nack) after the requeue delay, at once when the
+	// consumer stops: a delivery with a per-message TTL that would have been held. It did
+	// not fail, and RabbitMQ 4.3 and later do not count a nack toward the delivery limit.
+	requeueLater
 	// hold keeps a delivery that may pass while it is in hand, unacknowledged, and runs it
 	// again after a back-off (see Consumer.process); at once nacked with requeue when the
-	// consumer stops. A delivery with a per-message TTL is requeued (retry) instead.
+	// consumer stops. A delivery with a per-message TTL is requeued instead.
 	hold
 	deadLetter
 )
@@ -474,25 +581,59 @@ func (c *Consumer) settlement(o batch.Outcome, r handlerRun, stopped bool) settl
 			return deadLetter
 		case r.cut:
 			return retry
-		case stopped:
-			return retryNow
-		case c.cfg.policy == DeadLetter:
-			return deadLetter
 		}
-		return retry
+		return c.failure(stopped)
+	case batch.ReasonStore:
+		return c.storeSettlement(o.Err, stopped)
 	case batch.ReasonDuplicateFailed:
 		// Settled as its original when that is in hand (see settleBatch).
 		var cut *cutOffError
-		if errors.As(o.Err, &cut) {
+		switch {
+		case errors.As(o.Err, &cut):
 			return retry
-		}
-		if mayPassInHand(o.Err) {
+		case errors.Is(o.Err, idem.ErrIncompatibleRecord), errors.Is(o.Err, idemstore.ErrNotCommitted):
+			return c.storeSettlement(o.Err, stopped)
+		case mayPassInHand(o.Err):
 			return hold
 		}
-		return c.settlement(batch.Outcome{Reason: batch.ReasonHandler}, handlerRun{}, stopped)
-	default: // in progress elsewhere, store, lease taken over, not started
+		return c.failure(stopped)
+	default: // in progress elsewhere, lease taken over, not started
 		return hold
 	}
+}
+
+// storeSettlement says how to settle a delivery whose outcome failed with err, of reason
+// batch.ReasonStore; stopped reports whether the consumer was stopping. A store failure is
+// held, as it may pass, but for two that no wait mends:
+//   - a record this version cannot read (idem.ErrIncompatibleRecord: a newer release's
+//     schema, or a damaged item): dead-lettered, as a key used with another body is; every
+//     redelivery meets it again, and the handler never runs over it;
+//   - a completion that committed nothing (idemstore.ErrNotCommitted: the store refused
+//     the outcome with its attached writes as a whole, and the guard released the key):
+//     the handler ran, so it failed, and is settled as the failure policy says. Held, it
+//     would run again at every back-off, for ever, when the store refuses it every time
+//     (an attached write over its size limit, one that aborts its transaction), and no
+//     delivery limit would count it.
+func (c *Consumer) storeSettlement(err error, stopped bool) settlement {
+	switch {
+	case errors.Is(err, idem.ErrIncompatibleRecord):
+		return deadLetter
+	case errors.Is(err, idemstore.ErrNotCommitted):
+		return c.failure(stopped)
+	}
+	return hold
+}
+
+// failure says how to settle a delivery whose handler failed (and was not cut off), as
+// the failure policy says; stopped reports whether the consumer was stopping.
+func (c *Consumer) failure(stopped bool) settlement {
+	switch {
+	case stopped:
+		return retryNow
+	case c.cfg.policy == DeadLetter:
+		return deadLetter
+	}
+	return retry
 }
 
 // mayPassInHand reports whether err is a failure that may pass while its delivery is held:

@@ -24,9 +24,12 @@
 //   - its key in flight elsewhere, the store down, or not started before the batch
 //     deadline: held in hand, unacknowledged, and tried again (see below), so it runs once
 //     the other run finished (and replays) or the store is back;
-//   - its handler cut off (see below): nacked with requeue, and nothing stored for it;
-//   - its handler failed: requeued or dead-lettered ([WithFailurePolicy]);
-//   - no key, a key used before with another body, or a failure the guard remembers
+//   - its handler cut off (see below): rejected with requeue, and nothing stored for it;
+//   - its handler failed, or its completion committed nothing (idemstore.ErrNotCommitted:
+//     the handler ran, the store refused its outcome as a whole): requeued or
+//     dead-lettered ([WithFailurePolicy]);
+//   - no key, a key used before with another body, a record the guard cannot read
+//     (idem.ErrIncompatibleRecord), or a failure the guard remembers
 //     (idem.WithRememberFailures): dead-lettered, with a WARN line.
 //
 // A handler is cut off, not failed, when it returns an error after the consumer or idem
@@ -39,31 +42,36 @@
 //
 // # Holding a message, requeueing a cut-off
 //
-// A quorum queue counts every nack with requeue against its delivery limit
+// A quorum queue counts a message's returns to the queue against its delivery limit
 // (x-delivery-limit, 20 by default on RabbitMQ 4), and dead-letters (or drops) the message
-// there. A message that may pass later must not spend it: a store outage longer than the
-// limit times the requeue delay would lose every message in hand. So a message whose key is
-// in flight elsewhere (or was taken over by another invocation), whose store call failed,
-// or which the batch deadline left unstarted, is held: unacknowledged, its claim is tried
-// again in the consumer after the requeue delay ([WithRequeueDelay]), the wait doubling up
-// to 30 s, until it runs, replays or fails otherwise. It is never requeued for these
-// causes, so it spends no delivery count, and the consumer never publishes: its user needs
-// only read permission on the queue, and a resource alarm (which blocks publishing
+// there: before RabbitMQ 4.3 every basic.nack or basic.reject with requeue, from 4.3 only a
+// basic.reject (a nack says the consumer did not process the message). The consumer rejects
+// (basic.reject) what failed, a handler failure or a cut-off, so the limit counts those on
+// every version, and nacks (basic.nack) what it returns without a failure: held messages
+// requeued when it stops, and messages with a per-message TTL (below), which 4.3 does not
+// count. A message that may pass later must not spend the limit: a store outage longer than
+// the limit times the requeue delay would lose every message in hand. So a message whose
+// key is in flight elsewhere (or was taken over by another invocation), whose store call
+// failed, or which the batch deadline left unstarted, is held: unacknowledged, its claim is
+// tried again in the consumer after the requeue delay ([WithRequeueDelay]), the wait
+// doubling up to 30 s, until it runs, replays or fails otherwise. It is never requeued for
+// these causes, so it spends no delivery count, and the consumer never publishes: its user
+// needs only read permission on the queue, and a resource alarm (which blocks publishing
 // connections) does not stop it. A held message keeps its prefetch slot, which bounds how
 // many are held; a key in flight elsewhere becomes claimable when that run records its
 // outcome or its lease ends. When the consumer stops or its channel closes, the held
-// messages are nacked with requeue at once (a quorum queue counts these).
+// messages are nacked with requeue at once (a quorum queue counts these before 4.3).
 //
 // A held message is not in the queue, so the broker does not expire it, and RabbitMQ does
 // not tell a consumer when a message was queued, so how much of a per-message TTL is left
 // is unknown. A message with one (the expiration property) is therefore never held: for
 // these causes it is nacked with requeue after the requeue delay, and the broker, which
 // keeps its original expiry, dead-letters (or drops) it if its TTL has passed, so the
-// consumer never runs it after its expiry. Each such nack counts toward a quorum queue's
-// delivery limit, as any requeue does. A queue's own TTL (x-message-ttl) is not seen by the
-// consumer: a message held past it may still run.
+// consumer never runs it after its expiry. Before RabbitMQ 4.3 each such nack counts toward
+// a quorum queue's delivery limit, as any requeue does. A queue's own TTL (x-message-ttl)
+// is not seen by the consumer: a message held past it may still run.
 //
-// A handler cut off is nacked with requeue after the requeue delay (at once when the
+// A handler cut off is rejected with requeue after the requeue delay (at once when the
 // consumer stops; when the channel closes the broker has requeued it already), whatever
 // the failure policy, and counts toward a quorum queue's delivery limit: that is what
 // bounds a poison message whose handler always outlives its lease or the batch deadline.
@@ -72,10 +80,17 @@
 // so the key is released and nothing is stored, whatever idem.WithRememberFailures says: a
 // cut-off never becomes a remembered failure.
 //
-// A handler failure under the [Requeue] policy is nacked with requeue, and counts: that is
-// how the delivery limit bounds a message that always fails.
+// A handler failure under the [Requeue] policy is rejected with requeue, and counts: that
+// is how the delivery limit bounds a message that always fails. So is a completion that
+// committed nothing (idemstore.ErrNotCommitted, a store failure the handler's run meets):
+// the key was released, so holding it would run the handler again at every back-off, for
+// ever when the store refuses it every time (an attached write over the store's size
+// limit, or one that aborts pgstore's transaction), repeating its effects outside the
+// attached writes. Two store failures are not held: that one, and a record the guard
+// cannot read (idem.ErrIncompatibleRecord: a newer release's schema, or a damaged item),
+// which every redelivery meets again, so its message is dead-lettered without running.
 //
-// A nack with requeue returns a message to a queue bounded by x-max-length or
+// A nack or reject with requeue returns a message to a queue bounded by x-max-length or
 // x-max-length-bytes as a ready message: with the default overflow (drop-head) a full queue
 // drops its oldest ready message to make room, dead-lettering (or losing) a message that
 // never ran. This holds for cut-offs, the [Requeue] policy and held messages requeued when
@@ -110,6 +125,22 @@
 // ([ErrMissingKey]), never run unguarded. [WithKey] chooses keys any other way. The body is
 // the fingerprint: a key met again with another body is dead-lettered
 // (idem.ErrPayloadMismatch).
+//
+// # Handlers and queue types
+//
+// The consumer settles every delivery itself, once its outcome is recorded: a handler must
+// not call Ack, Nack or Reject on its amqp.Delivery (nor on the channel). A second
+// settlement of a delivery tag is a channel error (PRECONDITION_FAILED, unknown delivery
+// tag) that closes the channel and requeues everything else in hand, and an ack before the
+// outcome is recorded loses the message if the process dies first.
+//
+// Consume a classic or quorum queue, not a stream (x-queue-type stream). A stream keeps its
+// messages and has neither dead-lettering nor a delivery limit (RabbitMQ's streams guide):
+// neither policy can do there what it says. RabbitMQ refuses basic.reject and basic.nack on
+// a stream with a channel error (NOT_IMPLEMENTED on 3.10, the broker the tests run), so the
+// first failure, cut-off or dead-letter closes the channel, and Consume returns
+// [ErrChannelClosed]; a new subscription reads from the next message written to the stream,
+// so the messages that were in hand are not delivered to it again.
 //
 // # Usage
 //

@@ -11,6 +11,9 @@ var (
 	// connection was lost, or the broker closed it): the deliveries not acknowledged are
 	// delivered again, and those whose outcome was recorded replay.
 	ErrChannelClosed = errors.New("rabbitconsumer: channel closed")
+	// ErrKeyPanic means the key function of [WithKey] panicked on a message: the message is
+	// dead-lettered without running, as when the key function returns an error.
+	ErrKeyPanic = errors.New("rabbitconsumer: the key function panicked")
 )
 
 // ErrConsumerCancelled means the broker cancelled the subscription of

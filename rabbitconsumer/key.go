@@ -8,9 +8,16 @@ import (
 )
 
 // keyOf returns d's idempotency key: the key function's if set, else its message ID, else
-// the key header's value; [ErrMissingKey] if none.
-func (c *Consumer) keyOf(d amqp.Delivery) (string, error) {
+// the key header's value; [ErrMissingKey] if none. A key function that panics returns an
+// error wrapping [ErrKeyPanic] instead, so the message is dead-lettered like one whose
+// key function failed, rather than crash the process at each redelivery.
+func (c *Consumer) keyOf(d amqp.Delivery) (key string, err error) {
 	if c.cfg.key != nil {
+		defer func() {
+			if p := recover(); p != nil {
+				key, err = "", fmt.Errorf("%w: %v", ErrKeyPanic, p)
+			}
+		}()
 		return c.cfg.key(d)
 	}
 	if d.MessageId != "" {

@@ -20,6 +20,9 @@ const (
 	// DefaultReconnectDelay is the first wait of [Consumer.Run] before it dials again
 	// after losing its connection; it doubles up to a minute.
 	DefaultReconnectDelay = 500 * time.Millisecond
+	// MaxPrefetch is the largest prefetch [WithPrefetch] takes: basic.qos carries it in 16
+	// bits.
+	MaxPrefetch = 1<<16 - 1
 )
 
 // Policy says what becomes of a message whose handler failed.
@@ -27,11 +30,14 @@ type Policy int
 
 // The failure policies of [WithFailurePolicy].
 const (
-	// Requeue nacks the message with requeue after the requeue delay
+	// Requeue rejects the message with requeue (basic.reject) after the requeue delay
 	// ([WithRequeueDelay]): the broker delivers it again, to this consumer or another,
 	// and it runs again. The default. A message that always fails loops; bound it with a
 	// quorum queue's delivery limit (x-delivery-limit), which dead-letters it then: these
-	// nacks count toward it, where holding a message that may pass later does not.
+	// rejects count toward it on every RabbitMQ version (4.3 and later count a reject, not
+	// a nack), where holding a message that may pass later does not. A stream queue
+	// (x-queue-type stream) has no delivery limit and refuses a reject: see the package
+	// documentation.
 	Requeue Policy = iota
 	// DeadLetter nacks the message without requeue at once: the broker moves it to the
 	// queue's dead-letter exchange (x-dead-letter-exchange), or drops it when the queue
@@ -72,11 +78,16 @@ func optErr(name, msg string) error {
 // messages whose handlers run at once, those waiting to be recorded or acknowledged, those
 // held to be tried again and those waiting for a delayed requeue, all together. A consumer
 // whose every delivery is held (a long store outage) gets no others until one settles.
-// Default [DefaultPrefetch]; must be at least 1.
+// Default [DefaultPrefetch]; must be from 1 to [MaxPrefetch]: basic.qos carries the count
+// in 16 bits, and amqp091-go would cut a larger one (65536 to 0, which the broker reads as
+// unlimited).
 func WithPrefetch(n int) Option {
 	return func(c *config) error {
 		if n < 1 {
 			return optErr("WithPrefetch", "must be at least 1")
+		}
+		if n > MaxPrefetch {
+			return optErr("WithPrefetch", fmt.Sprintf("%d is above %d, the most basic.qos carries", n, MaxPrefetch))
 		}
 		c.prefetch = n
 		return nil
@@ -86,12 +97,13 @@ func WithPrefetch(n int) Option {
 // WithRequeueDelay sets how long a message that may succeed later is held, unacknowledged,
 // before its claim is tried again in the consumer (see the package documentation): one
 // whose key is in flight elsewhere (idem.ErrInProgress, or taken over by another
-// invocation), whose store call failed (idem.ErrStore), or which the batch deadline left
-// unstarted. Each further wait doubles, up to 30 s (or d, when longer). It is also how long
-// a message whose handler failed under the [Requeue] policy, or was cut off, or one with a
-// per-message TTL that would have been held, waits before it is nacked with requeue. The
-// delay keeps a message whose key is busy from spinning; while held it counts against the
-// prefetch. Default [DefaultRequeueDelay]; must not be negative.
+// invocation), whose store call failed (idem.ErrStore; not a completion that committed
+// nothing, which is a failure, nor a record the guard cannot read), or which the batch
+// deadline left unstarted. Each further wait doubles, up to 30 s (or d, when longer). It
+// is also how long a message whose handler failed under the [Requeue] policy, or was cut
+// off, or one with a per-message TTL that would have been held, waits before it is
+// returned to the queue. The delay keeps a message whose key is busy from spinning; while held it
+// counts against the prefetch. Default [DefaultRequeueDelay]; must not be negative.
 func WithRequeueDelay(d time.Duration) Option {
 	return func(c *config) error {
 		if d < 0 {
@@ -103,13 +115,16 @@ func WithRequeueDelay(d time.Duration) Option {
 }
 
 // WithFailurePolicy sets what becomes of a message whose handler returned an error or
-// panicked: [Requeue] (the default) or [DeadLetter]. Messages without a key, messages whose
-// key was used before with another body and messages whose failure the guard remembers
-// (idem.WithRememberFailures: a redelivery gets the same idem.ErrFailed) are always
-// dead-lettered; messages that may succeed later are held and tried again (see
-// [WithRequeueDelay]); handlers cut off (their context ended by a lost lease, the batch
-// deadline or the consumer stopping, see the package documentation) and messages in hand
-// when the consumer stops are always requeued.
+// panicked, or whose completion committed nothing (idemstore.ErrNotCommitted: the handler
+// ran, and the store refused its outcome as a whole): [Requeue] (the default) or
+// [DeadLetter]. Always dead-lettered: messages without a key, messages whose key was used
+// before with another body, messages whose key has a record the guard cannot read
+// (idem.ErrIncompatibleRecord) and messages whose failure the guard remembers
+// (idem.WithRememberFailures: a redelivery gets the same idem.ErrFailed). Messages that
+// may succeed later are held and tried again (see [WithRequeueDelay]); handlers cut off
+// (their context ended by a lost lease, the batch deadline or the consumer stopping, see
+// the package documentation) and messages in hand when the consumer stops are always
+// requeued.
 func WithFailurePolicy(p Policy) Option {
 	return func(c *config) error {
 		if p != Requeue && p != DeadLetter {
@@ -134,8 +149,8 @@ func WithKeyHeader(name string) Option {
 }
 
 // WithKey sets how a message's idempotency key is chosen, in place of the message ID and
-// [WithKeyHeader]. Must not be nil. An error from key, or an empty key, dead-letters the
-// message without running it.
+// [WithKeyHeader]. Must not be nil. An error from key, an empty key, or a panic in key
+// ([ErrKeyPanic]) dead-letters the message without running it.
 func WithKey(key func(amqp.Delivery) (string, error)) Option {
 	return func(c *config) error {
 		if key == nil {
@@ -168,9 +183,18 @@ func WithBatchClaims(on bool) Option {
 
 // WithAMQPConfig sets the configuration [Consumer.Run] dials with (heartbeat, TLS, dial
 // timeout, client properties). Default amqp091-go's defaults (amqp.DialConfig with a zero
-// Config).
+// Config). A Config with Recovery set is refused: amqp091-go's automatic recovery reopens
+// the same channel after a lost connection and subscribes again, so the consumer would
+// not see the loss, and would settle the delivery tags of the lost channel on the new one,
+// where they name other messages (an ack of one message would acknowledge another). Run
+// dials again itself; the broker redelivers what was not acknowledged.
 func WithAMQPConfig(cfg amqp.Config) Option {
 	return func(c *config) error {
+		if cfg.Recovery != nil {
+			return optErr("WithAMQPConfig", "Recovery must be nil: a recovered channel reuses "+
+				"delivery tags, and the consumer would settle other messages with the lost "+
+				"channel's tags; Run dials again itself")
+		}
 		c.amqp = cfg
 		return nil
 	}
@@ -198,7 +222,7 @@ func WithReconnectDelay(d time.Duration) Option {
 //     as its handler returns, since nothing would bound how long a key waits for its record.
 //   - at the deadline each handler's context ends (context.DeadlineExceeded): a handler that
 //     returns an error then is cut off, not failed: nothing is stored for it and its message
-//     is nacked with requeue whatever the failure policy (see [WithFailurePolicy]), which a
+//     is rejected with requeue whatever the failure policy (see [WithFailurePolicy]), which a
 //     quorum queue's delivery limit counts;
 //   - a message not yet started when less than batch.DefaultDeadlineMargin (or a quarter of
 //     d) is left is held and tried again without running.

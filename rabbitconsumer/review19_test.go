@@ -161,7 +161,11 @@ func TestReview19_StopAsABatchStartsLosesNothing(t *testing.T) {
 
 // Review 19 (coverage, passes): a key in flight in another guard is held, not run and not
 // requeued, while the other run lasts, and replays the other run's result once it ends:
-// the handler runs once across both.
+// the handler runs once across both. (The other run returns the consumer's result type,
+// struct{}: a result the consumer cannot decode is a record it cannot read,
+// idem.ErrIncompatibleRecord, and is dead-lettered. This test once returned a string and
+// stopped before the held message's next claim, which met that record, so it never saw the
+// replay it names.)
 func TestReview19_HeldKeyInFlightElsewhereReplays(t *testing.T) {
 	queue, dlq := declare(t)
 	store := memstore.New()
@@ -172,18 +176,19 @@ func TestReview19_HeldKeyInFlightElsewhereReplays(t *testing.T) {
 	otherDone := make(chan error, 1)
 	go func() {
 		_, _, err := idem.Do(context.Background(), other, idem.Request{Key: "inflight-1", Fingerprint: []byte("{}")},
-			func(context.Context) (string, error) {
+			func(context.Context) (struct{}, error) {
 				ran.Add(1)
 				close(started)
 				<-release
-				return "ok", nil
+				return struct{}{}, nil
 			})
 		otherDone <- err
 	}()
 	<-started
 	var held atomic.Int64
 	defer rabbitconsumer.SetOnHold(func() { held.Add(1) })()
-	c, err := rabbitconsumer.New(newGuard(t, store), queue, func(context.Context, amqp.Delivery) error {
+	var seen batches
+	c, err := rabbitconsumer.New(newGuard(t, store, idem.WithHooks(seen.hooks())), queue, func(context.Context, amqp.Delivery) error {
 		ran.Add(1)
 		return nil
 	}, rabbitconsumer.WithRequeueDelay(10*time.Millisecond))
@@ -193,6 +198,7 @@ func TestReview19_HeldKeyInFlightElsewhereReplays(t *testing.T) {
 	eventually(t, time.Minute, func() bool { return held.Load() > 0 }, "the message was not held")
 	close(release)
 	require.NoError(t, <-otherDone)
+	eventually(t, time.Minute, func() bool { return seen.last() == "replayed" }, "the held message did not replay")
 	drained(t, queue)
 	stop()
 	assert.Equal(t, int64(1), ran.Load(), "the key ran more than once")
