@@ -107,11 +107,14 @@ func (c *conflictingPuts) PutItem(ctx context.Context, in *dynamodb.PutItemInput
 // The same for a claim of the batch path (ClaimMany falls back to Claim for an expired
 // item).
 //
-// Severity: low. It needs three claims in a row to meet a transaction on the item (a
-// completion's transaction, which the SDK does not retry for the claim either); the
-// memstore the simulation runs never answers so, so the simulation cannot see it. What it
-// costs: with WithExpiry used to run a key again after a while (a daily job's key), the
-// work is skipped and the stale result answered.
+// Severity: low. It needs the claim step's three claims in a row to meet a transaction on
+// the expired record's item. The only transactions on a record's item are its owners'
+// completions, so in practice: the old owner's completion sent again (a guard-level resend,
+// or an SDK attempt landing late) within seconds of the record's expiry, that is with a
+// WithExpiry of seconds. The memstore the simulation runs never answers a claim so, so the
+// simulation cannot see it. What it costs: the work is skipped and the stale result
+// answered where the key should run again. The same path answers ErrPayloadMismatch for
+// an expired record with another request's checkpoint.
 //
 // IDEM_REQUIRE_DYNAMODB=1 go test -race -count=1 -run TestReview22_ ./dynamo
 func TestReview22_TransactionConflictReplaysAnExpiredResult(t *testing.T) {
