@@ -148,12 +148,20 @@ func (s *Store) refusing(item map[string]types.AttributeValue, rec *idemstore.Re
 // CompleteMany implements [idemstore.BatchStore]: it completes each record as [Store.Complete]
 // would without attached writes, with one BatchExecuteStatement call of PartiQL UPDATE
 // statements per [MaxBatchStatements] records, each conditional on the record's lease
-// token. Results kept apart (see [Store.Complete]) are written first, with one call of
-// PartiQL INSERT statements per [MaxBatchStatements] of them. A failed condition yields
-// [idem.ErrLeaseLost], an item over DynamoDB's size limit [idemstore.ErrTooLarge], and a
-// failed call an error wrapping [idem.ErrStore]; a statement that failed for another reason
-// (throttling, say, or a result's item that a resend already wrote) is retried alone with
-// [Store.Complete]. The function's role needs the IAM actions dynamodb:PartiQLInsert and
+// token and on the record being in progress. Results kept apart (see [Store.Complete]) are
+// written first, with one call of PartiQL INSERT statements per [MaxBatchStatements] of
+// them. A record's answer:
+//
+//   - a failed condition: nil if the record is completed under its token already (a
+//     resend), which is left as it is, so no completion under a token overwrites another;
+//     else [idem.ErrLeaseLost]. The statement returns the record it met
+//     (ReturnValuesOnConditionCheckFailure), so deciding costs no round trip;
+//   - an item over DynamoDB's size limit: [idemstore.ErrTooLarge];
+//   - a failed call: an error wrapping [idem.ErrStore];
+//   - a statement that failed for another reason (throttling, say, or a result's item that
+//     a resend already wrote): the answer of [Store.Complete], which retries it alone.
+//
+// The function's role needs the IAM actions dynamodb:PartiQLInsert and
 // dynamodb:PartiQLUpdate on the table.
 func (s *Store) CompleteMany(ctx context.Context, recs []*idemstore.Record) []error {
 	out := make([]error, len(recs))
@@ -178,6 +186,9 @@ func (s *Store) CompleteMany(ctx context.Context, recs []*idemstore.Record) []er
 			out[i] = s.fail("complete", r.callErr)
 		case r.code == "":
 		case r.code == types.BatchStatementErrorCodeEnumConditionalCheckFailed:
+			if s.completedBy(r.item, recs[i]) {
+				continue // completed under the token already: nothing is written twice
+			}
 			out[i] = fmt.Errorf("dynamo: complete: %w: %w", idem.ErrLeaseLost, r.err)
 		case r.code == types.BatchStatementErrorCodeEnumValidationError && mentionsItemSize(&r.msg):
 			out[i] = fmt.Errorf("dynamo: complete: %w: %w", idemstore.ErrTooLarge, r.err)
@@ -411,8 +422,9 @@ func insertItem(table string, item map[string]types.AttributeValue) types.BatchS
 }
 
 // updateStatement returns the PartiQL UPDATE that completes rec (its result kept apart in
-// the item ref, if not empty), conditional on its lease token: the statement form of
-// [Store.completion], setting and removing the same attributes.
+// the item ref, if not empty), conditional on its lease token and on the record being in
+// progress, as [Store.Complete]'s: the statement form of [Store.completion], setting and
+// removing the same attributes. A failed condition returns the record it met.
 func (s *Store) updateStatement(rec *idemstore.Record, ref string) types.BatchStatementRequest {
 	a := &s.cfg.attrs
 	var b strings.Builder
@@ -436,9 +448,14 @@ func (s *Store) updateStatement(rec *idemstore.Record, ref string) types.BatchSt
 		b.WriteString(" REMOVE " + quoteIdent(name))
 	}
 	where, keyParams := s.whereKey(rec.Key)
-	b.WriteString(" WHERE " + where + " AND " + quoteIdent(a.LeaseToken) + " = ?")
-	params = append(append(params, keyParams...), &types.AttributeValueMemberS{Value: rec.LeaseToken})
-	return types.BatchStatementRequest{Statement: aws.String(b.String()), Parameters: params}
+	b.WriteString(" WHERE " + where + " AND " + quoteIdent(a.LeaseToken) + " = ? AND " + quoteIdent(a.Status) + " = ?")
+	params = append(append(params, keyParams...), &types.AttributeValueMemberS{Value: rec.LeaseToken},
+		&types.AttributeValueMemberS{Value: string(idemstore.StatusInProgress)})
+	return types.BatchStatementRequest{
+		Statement:                           aws.String(b.String()),
+		Parameters:                          params,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
 }
 
 // releaseStatement returns the PartiQL UPDATE that releases key's record as

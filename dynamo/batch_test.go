@@ -262,6 +262,41 @@ func TestCompleteManyAndReleaseMany(t *testing.T) {
 	assert.Equal(t, idemstore.StatusCompleted, got.Status)
 }
 
+// TestCompleteManyResent sends a batch of completions again, with other results, after it
+// landed (an SDK resend whose first attempt landed, or a second completion under the
+// tokens): every record answers nil and keeps the first result, and the refusals decide
+// from the records their failed conditions return, with no read.
+func TestCompleteManyResent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	now := wallClock()
+	var first, again []*idemstore.Record
+	for i := range 3 {
+		rec := record(fmt.Sprintf("resent/%d", i), now, "tok")
+		seed(t, e.store, rec)
+		d := *rec
+		d.Status, d.Data, d.Encoding, d.LeaseExpires = idemstore.StatusCompleted, []byte(`{"n":1}`), "json", time.Time{}
+		first = append(first, &d)
+		d2 := d
+		d2.Data = []byte(`{"n":2}`)
+		again = append(again, &d2)
+	}
+	for i, err := range e.store.CompleteMany(ctx, first) {
+		require.NoError(t, err, i)
+	}
+	e.api.Take()
+	for i, err := range e.store.CompleteMany(ctx, again) {
+		assert.NoError(t, err, "record %d: completed under its token already", i)
+	}
+	assert.Equal(t, map[string]int{"BatchExecuteStatement": 1}, e.api.Take(), "one call: the refusals carry the records")
+	for i := range first {
+		got, err := e.store.Get(ctx, first[i].Key)
+		require.NoError(t, err)
+		assertSameRecord(t, first[i], got)
+	}
+}
+
 // TestBatchLayouts runs the three batch methods with renamed attributes (one a PartiQL
 // keyword, one with a dot) and in a single-table design.
 func TestBatchLayouts(t *testing.T) {

@@ -163,6 +163,61 @@ func TestClaimMeetingATransactionReadsTheRecord(t *testing.T) {
 	assert.Equal(t, 1, api.gets)
 }
 
+// TestClaimMeetingATransactionOnAClaimableRecord: a claim whose put met a transaction
+// reads an expired record, which counts as absent, so it claims again rather than return
+// it as the refusal (an expired result would be replayed). If a transaction holds the
+// item at every put, the claim answers a retryable ErrStore with the record it met, so the
+// guard never fails open over it.
+func TestClaimMeetingATransactionOnAClaimableRecord(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	expired := map[string]types.AttributeValue{
+		"id":          &types.AttributeValueMemberS{Value: "k"},
+		"status":      &types.AttributeValueMemberS{Value: "COMPLETED"},
+		"expiration":  &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(-time.Minute).Unix(), 10)},
+		"lease_token": &types.AttributeValueMemberS{Value: "owner"},
+		"data":        &types.AttributeValueMemberS{Value: `"stale"`},
+		"encoding":    &types.AttributeValueMemberS{Value: "json"},
+		"v":           &types.AttributeValueMemberN{Value: "1"},
+	}
+	for _, tc := range []struct {
+		name        string
+		conflicts   int
+		wantClaimed bool
+		wantPuts    int
+	}{
+		{"ThenFree", 1, true, 2},
+		{"Always", 3, false, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			api := &fakeAPI{get: func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) {
+				return &dynamodb.GetItemOutput{Item: expired}, nil
+			}}
+			api.put = func(*dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error) {
+				if api.puts <= tc.conflicts {
+					return nil, &types.TransactionConflictException{Message: aws.String("Transaction is ongoing for the item")}
+				}
+				return &dynamodb.PutItemOutput{Attributes: expired}, nil
+			}
+			s, err := dynamo.New(api, "t")
+			require.NoError(t, err)
+			prev, claimed, err := s.Claim(context.Background(), record("k", now, "mine"), now)
+			assert.Equal(t, tc.wantClaimed, claimed)
+			assert.Equal(t, tc.wantPuts, api.puts, "PutItem calls")
+			if tc.wantClaimed {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, idem.ErrStore)
+			var conflict *types.TransactionConflictException
+			assert.ErrorAs(t, err, &conflict, "the conflict stays reachable")
+			require.NotNil(t, prev, "a record holds the key: the guard must not fail open")
+			assert.Nil(t, prev.Data, "never the expired record's result")
+		})
+	}
+}
+
 // TestCompletionRequest pins the completion's UpdateItem: with the result inline it sets
 // data and removes data_ref (a completion sent again may find the record completed under
 // its token with the result apart: see TestResultApartRecompletion); with the result apart

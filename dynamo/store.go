@@ -16,8 +16,9 @@ import (
 	"github.com/idemkit/idem/idemstore"
 )
 
-// claimAttempts bounds the claim's retries when a conflicting record vanishes between the
-// failed put and the read that looks for it.
+// claimAttempts bounds the claim's puts when a conflicting record vanishes between the
+// failed put and the read that looks for it, or a transaction holds a record the claim
+// may replace.
 const claimAttempts = 3
 
 // Store is the DynamoDB [idemstore.Store]: one item per record, written with conditional
@@ -89,6 +90,13 @@ func (s *Store) Table() string { return s.table }
 // (an [idem.ErrStore]), as [idemstore.Store] asks: the key is held, and the guard does not
 // fail open ([idem.WithFailOpen]). A record that does not decode yields an error wrapping
 // [idem.ErrIncompatibleRecord].
+//
+// A put that meets a transaction on the item (TransactionConflictException: an owner's
+// completion) was not judged, so Claim reads the record. One the claim may replace (an
+// expired record counts as absent) is never returned as the refusal: the claim is put
+// again. After three puts met by a transaction, Claim returns an error wrapping
+// [idem.ErrStore] with a record holding only the key: the transaction may make the record
+// live again, so the guard does not fail open.
 func (s *Store) Claim(ctx context.Context, rec *idemstore.Record, now time.Time) (*idemstore.Record, bool, error) {
 	// Why a takeover needs each part of the condition:
 	//
@@ -114,6 +122,7 @@ func (s *Store) Claim(ctx context.Context, rec *idemstore.Record, now time.Time)
 		ReturnValues:                        types.ReturnValueAllOld,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
+	var blocked error // the last transaction conflict met on a record the claim may replace
 	for range claimAttempts {
 		out, err := s.client.PutItem(ctx, in)
 		if err == nil {
@@ -134,20 +143,40 @@ func (s *Store) Claim(ctx context.Context, rec *idemstore.Record, now time.Time)
 			item = ccf.Item
 		}
 		if len(item) == 0 {
-			if item, err = s.getItem(ctx, rec.Key); err != nil {
+			var gerr error
+			if item, gerr = s.getItem(ctx, rec.Key); gerr != nil {
 				// A record holds the key (the owner's transaction is on it): say so with
 				// the error, so that the guard never fails open over it.
-				return metUnread(rec.Key), false, s.fail("claim", err)
+				return metUnread(rec.Key), false, s.fail("claim", gerr)
 			}
 			if item == nil {
 				continue // deleted since the put failed: the key is free, claim again
 			}
 		}
+		if conflict != nil && s.claimable(item, rec, now) {
+			// The put was not judged: the record it met may be one the claim replaces
+			// (expired, which counts as absent, or lease-ended), never a refusal. Again.
+			blocked = err
+			continue
+		}
 		// With the record it met, if it could not read its result: see withResult.
 		prev, err := s.withResult(ctx, "claim", item)
 		return prev, false, err
 	}
+	if blocked != nil {
+		// A transaction (an owner's completion, which may make the record live again) held
+		// the item at every put: a retryable error, with the record met, so that the guard
+		// never fails open over it.
+		return metUnread(rec.Key), false, s.fail("claim", blocked)
+	}
 	return nil, false, &idem.StoreError{Op: "claim", Err: fmt.Errorf("dynamo: claim: conflicting record vanished %d times in a row", claimAttempts)}
+}
+
+// claimable reports whether item decodes to a record that a claim of rec at now may
+// replace ([idemstore.Record.ClaimableBy]): an expired one, say, which counts as absent.
+func (s *Store) claimable(item map[string]types.AttributeValue, rec *idemstore.Record, now time.Time) bool {
+	prev, err := s.decodeRecord(item)
+	return err == nil && prev.ClaimableBy(rec, now)
 }
 
 // replaced decodes the item a successful claim overwrote. The claim already holds, so an

@@ -99,11 +99,13 @@ func (s *Store) claimBatch(ctx context.Context, recs []*idemstore.Record, idx []
 }
 
 // CompleteMany implements [idemstore.BatchStore] with one statement: the UPDATE of
-// [Store.Complete] for every record, each conditional on its own lease token, so a record
-// whose lease was taken over gets [idem.ErrLeaseLost] and the others complete. Like
-// Complete, a resend of completions that landed writes the same values again. A key the
-// batch holds twice is completed in the statement once, and its later records one by one
-// with Complete. A failed statement fails every record of it with an [*idem.StoreError].
+// [Store.Complete] for every record, each conditional on its own lease token and on the
+// record being in progress, so a record whose lease was taken over gets
+// [idem.ErrLeaseLost] and the others complete. Like Complete, a completion that finds its
+// record completed under its token already (a resend) writes nothing and returns nil. A
+// key the batch holds twice is completed in the statement once, and its later records one
+// by one with Complete. A failed statement fails every record of it with an
+// [*idem.StoreError].
 func (s *Store) CompleteMany(ctx context.Context, recs []*idemstore.Record) []error {
 	out := make([]error, len(recs))
 	first, again := distinct(len(recs), func(i int) string { return recs[i].Key })

@@ -426,6 +426,44 @@ func TestBatchLateCompletion(t *testing.T) {
 	}
 }
 
+// TestBatchCompletionKeepsFirst: a batch completion that meets records completed under
+// its tokens already (by Complete, or by an earlier batch: a resend, or a second
+// completion under the token with another result) returns nil for each, as Complete does,
+// and leaves the first result, in the one statement.
+func TestBatchCompletionKeepsFirst(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newCounter(nil)
+	s, pool := newStore(t, c)
+	c.db = pool
+	bs := batchStore(t, s)
+	ks := keys("k", 4)
+	bs.ClaimMany(ctx, claims(ks, "a", t0), t0)
+	first := make([]*idemstore.Record, len(ks))
+	second := make([]*idemstore.Record, len(ks))
+	for i, k := range ks {
+		first[i] = completed(inProgress(k, "a", t0), t0)
+		second[i] = completed(inProgress(k, "a", t0), t0)
+		second[i].Data = []byte(`{"n":2}`)
+	}
+	require.NoError(t, s.Complete(ctx, first[0], nil))
+	require.NoError(t, s.Complete(ctx, first[1], nil))
+	for _, err := range bs.CompleteMany(ctx, first[2:]) {
+		require.NoError(t, err)
+	}
+	c.take()
+	for i, err := range bs.CompleteMany(ctx, second) {
+		assert.NoError(t, err, "record %d: completed under its token already", i)
+	}
+	assert.Equal(t, map[string]int{"query": 1}, c.take(), "one statement")
+	for i, k := range ks {
+		cur, err := s.Get(ctx, k)
+		require.NoError(t, err)
+		assert.Equal(t, idemstore.StatusCompleted, cur.Status)
+		assert.Equal(t, `{"n":1}`, string(cur.Data), "record %d: the first result is kept", i)
+	}
+}
+
 // TestBatchThroughGuard runs an SQS-shaped batch of ten new keys through the guard's batch
 // claim and Settle with attached writes: two store round trips, a claim statement and a
 // completion transaction.

@@ -77,15 +77,23 @@ SELECT input.n, claim.id IS NOT NULL, held.*
 FROM input LEFT JOIN claim ON claim.id = input.id LEFT JOIN held ON held.id = input.id
 ORDER BY input.n`, t),
 
-		// Store.Complete's statement for many records, conditional on each one's token
-		// alone. locked takes the rows in key order before the UPDATE changes them.
-		complete: fmt.Sprintf(`WITH `+completeInput+`, `+lockedOwned+`
-UPDATE %[1]s AS r SET status = input.status, expires_at = input.expires_at,
-	lease_expires_at = NULL, validation = input.validation, data = input.data,
-	encoding = input.encoding, version = input.version
-FROM input
-WHERE r.ctid = ANY (ARRAY(SELECT tid FROM locked UNION ALL SELECT tid FROM seen)) AND r.id = input.id AND r.lease_token = input.lease_token
-RETURNING input.n`, t),
+		// Store.Complete's statement for many records, conditional on each one's token and
+		// on the record being in progress. locked takes the rows in key order before the
+		// UPDATE changes them. The input rows that come back are those completed, and
+		// those whose record under the token is completed already (a resend), which are
+		// left as they are, as Complete leaves them: no completion overwrites another.
+		complete: fmt.Sprintf(`WITH `+completeInput+`, `+lockedOwned+`, done AS (
+	UPDATE %[1]s AS r SET status = input.status, expires_at = input.expires_at,
+		lease_expires_at = NULL, validation = input.validation, data = input.data,
+		encoding = input.encoding, version = input.version
+	FROM input
+	WHERE r.ctid = ANY (ARRAY(SELECT tid FROM locked UNION ALL SELECT tid FROM seen)) AND r.id = input.id
+		AND r.lease_token = input.lease_token AND r.status = 'INPROGRESS'
+	RETURNING r.id
+)
+SELECT input.n
+FROM input LEFT JOIN done ON done.id = input.id LEFT JOIN locked ON locked.id = input.id
+WHERE done.id IS NOT NULL OR locked.status <> 'INPROGRESS'`, t),
 
 		// The completeOwned statement for many records (completions with attached writes):
 		// also conditional on the record being in progress, and each input row comes back

@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -184,24 +185,55 @@ func (h Harness) checkpointKeptExactly(t *testing.T) {
 // the guard's completion with the result a handler chose for refused attached writes
 // ([idem.OnRefused]) meets the record a late first attempt of the refused completion
 // completed: it returns nil, and the record keeps the first completion's result. A
-// completion overwriting it would store the chosen refusal over writes that committed.
+// completion overwriting it would store the chosen refusal over writes that committed. An
+// [idemstore.BatchStore]'s CompleteMany is held to the same, whichever call completed
+// first: its per-record rules are Complete's.
 func (h Harness) completionKeepsFirst(t *testing.T) {
 	for _, size := range []int{16, 64 << 10} {
-		f := h.fixture(t)
-		ctx := context.Background()
-		now := f.clock.Now()
-		k := ownedRecord(t, f, "tok", now.Add(time.Minute))
-		done := func(data string) *idemstore.Record {
-			return &idemstore.Record{Key: k, Status: idemstore.StatusCompleted, Expires: now.Add(time.Hour),
-				LeaseToken: "tok", Data: []byte(data), Encoding: "json", Version: idemstore.SchemaVersion}
+		for _, firstBatch := range []bool{false, true} {
+			f := h.fixture(t)
+			_, batch := f.store.(idemstore.BatchStore)
+			if firstBatch && !batch {
+				continue
+			}
+			ctx := context.Background()
+			now := f.clock.Now()
+			k := ownedRecord(t, f, "tok", now.Add(time.Minute))
+			done := func(data string) *idemstore.Record {
+				return &idemstore.Record{Key: k, Status: idemstore.StatusCompleted, Expires: now.Add(time.Hour),
+					LeaseToken: "tok", Data: []byte(data), Encoding: "json", Version: idemstore.SchemaVersion}
+			}
+			kept := func(first, msg string) {
+				t.Helper()
+				rec, err := f.store.Get(ctx, k)
+				require.NoError(t, err)
+				require.NotNil(t, rec)
+				assert.Equal(t, idemstore.StatusCompleted, rec.Status)
+				assert.Equal(t, first, string(rec.Data), "size %d: %s: the first completion's result is kept", size, msg)
+			}
+			first, second := `"`+randomText(size)+`"`, `"`+randomText(size/2)+`"`
+			if firstBatch {
+				require.NoError(t, completeMany(ctx, f.store, done(first)))
+			} else {
+				require.NoError(t, f.store.Complete(ctx, done(first), nil))
+			}
+			assert.NoError(t, f.store.Complete(ctx, done(second), nil), "size %d: a completion meeting the record completed under its token", size)
+			kept(first, "Complete")
+			if batch {
+				third := `"` + randomText(size/4) + `"`
+				assert.NoError(t, completeMany(ctx, f.store, done(third)), "size %d: a batch completion meeting the record completed under its token", size)
+				kept(first, "CompleteMany")
+			}
 		}
-		first, second := `"`+randomText(size)+`"`, `"`+randomText(size/2)+`"`
-		require.NoError(t, f.store.Complete(ctx, done(first), nil))
-		assert.NoError(t, f.store.Complete(ctx, done(second), nil), "size %d: a completion meeting the record completed under its token", size)
-		rec, err := f.store.Get(ctx, k)
-		require.NoError(t, err)
-		require.NotNil(t, rec)
-		assert.Equal(t, idemstore.StatusCompleted, rec.Status)
-		assert.Equal(t, first, string(rec.Data), "size %d: the first completion's result is kept", size)
 	}
+}
+
+// completeMany completes rec alone with store's CompleteMany, a store that is an
+// [idemstore.BatchStore], and returns its answer.
+func completeMany(ctx context.Context, store idemstore.Store, rec *idemstore.Record) error {
+	errs := store.(idemstore.BatchStore).CompleteMany(ctx, []*idemstore.Record{rec})
+	if len(errs) != 1 {
+		return fmt.Errorf("CompleteMany answered %d errors for 1 record", len(errs))
+	}
+	return errs[0]
 }
