@@ -161,3 +161,49 @@ func settledBoth(ctx context.Context, t *testing.T, store idemstore.Store) bool 
 	}
 	return true
 }
+
+// Review 24: the same cause under the default Requeue policy, on a quorum queue: each
+// completion refused by a passing store failure is rejected with requeue and spends one
+// delivery count, so a partial store outage that outlasts the delivery limit dead-letters
+// the messages completing meanwhile. The package documentation holds store failures in
+// hand precisely because "a store outage longer than the limit times the requeue delay
+// would lose every message in hand"; a completion refused while reads still work (DynamoDB
+// write throttling on a provisioned table, whose cancelled transaction dynamo answers with
+// ErrNotCommitted; here the guard's read-back after three failed attempts) is not held.
+//
+// Schedule: quorum queue, x-delivery-limit 2; the store fails the first twelve "complete"
+// calls (four runs' worth), reads keep working. Expected: the message waits out the
+// outage like any store failure, then commits once; nothing dead-lettered. Observed:
+// dead-lettered after three runs, its write never committed.
+func TestReview24_CompletionOutageSpendsTheDeliveryLimit(t *testing.T) {
+	const limit = 2
+	_, ch := channel(t)
+	queue := queueName(t)
+	dlq := queue + ".dlq"
+	_, err := ch.QueueDeclare(dlq, true, false, false, false, nil)
+	require.NoError(t, err)
+	_, err = ch.QueueDeclare(queue, true, false, false, false, amqp.Table{
+		"x-queue-type": "quorum", "x-delivery-limit": limit,
+		"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq,
+	})
+	require.NoError(t, err)
+	store := storetest.NewFaulty(memstore.New())
+	store.FailTimes("complete", errors.New("ThrottlingException: rate of requests exceeds the allowed throughput"), false, 12)
+	var committed, runs atomic.Int64
+	c, err := rabbitconsumer.New(newGuard(t, store), queue, func(ctx context.Context, _ amqp.Delivery) error {
+		runs.Add(1)
+		return idem.Attach(ctx, func() error {
+			committed.Add(1)
+			return nil
+		})
+	}, rabbitconsumer.WithRequeueDelay(10*time.Millisecond))
+	require.NoError(t, err)
+	publish(t, queue, message("throttled-1"))
+	_, stop := consume(t, c)
+	eventually(t, time.Minute, func() bool { return committed.Load() > 0 || ready(t, dlq) > 0 },
+		"the message neither committed nor was dead-lettered")
+	stop()
+	assert.Equal(t, int64(1), committed.Load(),
+		"the message was lost to a completion outage of %d runs: its write never committed", runs.Load())
+	assert.Zero(t, ready(t, dlq), "dead-lettered by the delivery limit for a store failure that passed")
+}
