@@ -171,10 +171,17 @@ func settledBoth(ctx context.Context, t *testing.T, store idemstore.Store) bool 
 // write throttling on a provisioned table, whose cancelled transaction dynamo answers with
 // ErrNotCommitted; here the guard's read-back after three failed attempts) is not held.
 //
-// Schedule: quorum queue, x-delivery-limit 2; the store fails the first twelve "complete"
-// calls (four runs' worth), reads keep working. Expected: the message waits out the
-// outage like any store failure, then commits once; nothing dead-lettered. Observed:
-// dead-lettered after three runs, its write never committed.
+// Schedule: quorum queue, x-delivery-limit 2; the store fails the first nine "complete"
+// calls (three runs' worth, the fewest that exceed the limit; with the default limit of 20,
+// 21 runs), reads keep working. Expected: the message waits out the outage like any store
+// failure, then commits once; nothing dead-lettered. Observed: dead-lettered after three
+// runs, its write never committed.
+//
+// idem itself files ErrNotCommitted as the retryable kind: "A retryable refusal (a
+// conflict with another transaction, throttling, a broken connection) ... wraps
+// idemstore.ErrNotCommitted" (idem.IsRefused). Review 20's poison (a completion refused
+// every time) must stay bounded; a refusal that passes must not spend the limit, nor (test
+// above) be final under DeadLetter.
 func TestReview24_CompletionOutageSpendsTheDeliveryLimit(t *testing.T) {
 	const limit = 2
 	_, ch := channel(t)
@@ -188,7 +195,7 @@ func TestReview24_CompletionOutageSpendsTheDeliveryLimit(t *testing.T) {
 	})
 	require.NoError(t, err)
 	store := storetest.NewFaulty(memstore.New())
-	store.FailTimes("complete", errors.New("ThrottlingException: rate of requests exceeds the allowed throughput"), false, 12)
+	store.FailTimes("complete", errors.New("ThrottlingException: rate of requests exceeds the allowed throughput"), false, 9)
 	var committed, runs atomic.Int64
 	c, err := rabbitconsumer.New(newGuard(t, store), queue, func(ctx context.Context, _ amqp.Delivery) error {
 		runs.Add(1)
