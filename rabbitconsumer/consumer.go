@@ -133,22 +133,23 @@ func (c *Consumer) dialAndConsume(ctx context.Context, url string) (consumed boo
 //   - ran, replayed (its key completed before) or a duplicate of another in the batch:
 //     acknowledged;
 //   - its key in flight elsewhere (idem.ErrInProgress, or its lease taken over by another
-//     invocation), a store failure (idem.ErrStore, but for the two below) or not started
-//     before the batch deadline: held, unacknowledged, and its claim tried again in the
-//     consumer after the requeue delay ([WithRequeueDelay]), doubling up to 30 s, until it
-//     settles otherwise: it is never requeued for these, so a quorum queue's delivery limit
-//     is not spent (see the package documentation); one with a per-message TTL (the
-//     expiration property) is never held, but nacked with requeue after the requeue delay,
-//     so the broker expires it on time;
+//     invocation), a store failure (idem.ErrStore, but for the record below; a completion
+//     that committed nothing within [WithNotCommittedRetries]) or not started before the
+//     batch deadline: held, unacknowledged, and its claim tried again in the consumer after
+//     the requeue delay ([WithRequeueDelay]), doubling up to 30 s, until it settles
+//     otherwise: it is never requeued for these, so a quorum queue's delivery limit is not
+//     spent (see the package documentation); one with a per-message TTL (the expiration
+//     property) is never held, but nacked with requeue after the requeue delay, so the
+//     broker expires it on time (rejected, when its completion committed nothing);
 //   - its handler cut off (its context ended by a lost lease, the batch deadline or the
 //     consumer stopping): rejected with requeue after the requeue delay (at once when the
 //     consumer stops or ch closes), whatever the failure policy, and nothing stored for
 //     it;
 //   - its handler failed or panicked, or its completion committed nothing (an error
 //     wrapping idemstore.ErrNotCommitted: the store refused its outcome and attached
-//     writes as a whole, and the key was released): as the failure policy says
-//     ([WithFailurePolicy]); under [Requeue] rejected with requeue after the requeue delay,
-//     like a cut-off;
+//     writes as a whole, and the key was released) once more than
+//     [WithNotCommittedRetries] allows: as the failure policy says ([WithFailurePolicy]);
+//     under [Requeue] rejected with requeue after the requeue delay, like a cut-off;
 //   - no key ([ErrMissingKey]), a key used before with another body, a record the guard
 //     cannot read (idem.ErrIncompatibleRecord: a newer release's schema, say) or a
 //     failure the guard remembers (idem.ErrFailed): nacked without requeue
@@ -232,7 +233,7 @@ func (c *Consumer) consume(ctx context.Context, ch *amqp.Channel) (consumed bool
 		running.Add(1)
 		go func() {
 			defer running.Done()
-			c.process(ctx, l, ds, gone, &requeues)
+			c.process(ctx, l, inHand(ds), gone, &requeues)
 		}()
 	}
 	close(gone)
@@ -363,7 +364,7 @@ func cutOff(ctx context.Context) bool {
 // deliveries whose failure may pass while they are in hand are held and run again after a
 // back-off, as a batch of their own, until they settle otherwise, the consumer stops or no
 // more deliveries come (gone).
-func (c *Consumer) process(ctx context.Context, l *link, in []amqp.Delivery, gone <-chan struct{}, requeues *sync.WaitGroup) {
+func (c *Consumer) process(ctx context.Context, l *link, in []held, gone <-chan struct{}, requeues *sync.WaitGroup) {
 	wait := c.cfg.requeueDelay
 	for {
 		in = c.settleBatch(ctx, l, in, gone, requeues)
@@ -381,8 +382,8 @@ func (c *Consumer) process(ctx context.Context, l *link, in []amqp.Delivery, gon
 		if ctx.Err() != nil || isClosed(gone) {
 			// Stopping, or the channel closed (the broker requeues them then, and these
 			// nacks fail): back to the queue at once.
-			for _, d := range in {
-				_ = l.nack(d, true)
+			for _, h := range in {
+				_ = l.nack(h.d, true)
 			}
 			return
 		}
@@ -401,13 +402,14 @@ func isClosed(ch <-chan struct{}) bool {
 }
 
 // settleBatch runs one batch of deliveries in hand, settles each one with the broker, and
-// returns those to hold. A delayed requeue waits for the requeue delay, the consumer
-// stopping or no more deliveries coming (gone), whichever is first.
-func (c *Consumer) settleBatch(ctx context.Context, l *link, in []amqp.Delivery, gone <-chan struct{}, requeues *sync.WaitGroup) (held []amqp.Delivery) {
+// returns those to hold, with their counts of runs that committed nothing. A delayed
+// requeue waits for the requeue delay, the consumer stopping or no more deliveries coming
+// (gone), whichever is first.
+func (c *Consumer) settleBatch(ctx context.Context, l *link, in []held, gone <-chan struct{}, requeues *sync.WaitGroup) (keep []held) {
 	items := make([]batch.Item, len(in))
-	for i, d := range in {
-		key, err := c.keyOf(d)
-		items[i] = batch.Item{ID: itemID(d), Key: key, Fingerprint: d.Body, Err: err}
+	for i, h := range in {
+		key, err := c.keyOf(h.d)
+		items[i] = batch.Item{ID: itemID(h.d), Key: key, Fingerprint: h.d.Body, Err: err}
 	}
 	// Each index is written by its own handler, and read once Process has returned.
 	runs := make([]handlerRun, len(in))
@@ -418,7 +420,7 @@ func (c *Consumer) settleBatch(ctx context.Context, l *link, in []amqp.Delivery,
 		defer cancel(nil)
 		stop := context.AfterFunc(ctx, func() { cancel(fmt.Errorf("%w: %w", errStopping, context.Cause(ctx))) })
 		defer stop()
-		err := c.fn(hctx, in[i])
+		err := c.fn(hctx, in[i].d)
 		if err != nil && cutOff(hctx) {
 			// Cut off, not failed: nothing is stored for it, whatever
 			// idem.WithRememberFailures says, and the message is requeued.
@@ -441,7 +443,11 @@ func (c *Consumer) settleBatch(ctx context.Context, l *link, in []amqp.Delivery,
 	kinds := make([]settlement, len(in))
 	var failed int
 	for i, o := range rep.Outcomes {
-		kinds[i] = c.settlement(o, runs[i], stopped)
+		uncommitted := notCommitted(o)
+		if uncommitted {
+			in[i].uncommitted++
+		}
+		kinds[i] = c.settlement(o, runs[i], stopped, in[i].uncommitted)
 		if o.Reason == batch.ReasonDuplicateFailed {
 			// A duplicate of a failed item shares its settlement: one held is held, one cut off
 			// is requeued, one that failed follows the policy.
@@ -449,9 +455,17 @@ func (c *Consumer) settleBatch(ctx context.Context, l *link, in []amqp.Delivery,
 				kinds[i] = kinds[j]
 			}
 		}
-		d := in[i]
+		d := in[i].d
 		kind := kinds[i]
-		if kind == hold && d.Expiration != "" {
+		switch {
+		case kind == hold && d.Expiration != "" && uncommitted:
+			// A per-message TTL (below), and the run committed nothing: rejected with
+			// requeue after the delay, as a cut-off is, whatever the policy. Its count
+			// starts again at the redelivery, so the delivery limit (which counts a reject
+			// on every RabbitMQ version) and the TTL bound it, should the store refuse it
+			// every time.
+			kind = retry
+		case kind == hold && d.Expiration != "":
 			// A per-message TTL: the broker expires a message only while it is in the
 			// queue, and does not tell when this one was queued, so the consumer cannot
 			// know how long it may hold it. Requeued after the delay instead: the broker
@@ -472,7 +486,7 @@ func (c *Consumer) settleBatch(ctx context.Context, l *link, in []amqp.Delivery,
 			if stopped {
 				err = l.nack(d, true)
 			} else {
-				held = append(held, in[i])
+				keep = append(keep, in[i])
 			}
 		case retry, requeueLater:
 			failure := kind == retry
@@ -507,7 +521,31 @@ func (c *Consumer) settleBatch(ctx context.Context, l *link, in []amqp.Delivery,
 		c.logger.WarnContext(ctx, "rabbitmq: could not settle messages with the broker",
 			"queue", c.queue, "messages", failed)
 	}
-	return held
+	return keep
+}
+
+// held is a delivery in hand, and how many of its runs in hand ended with a completion
+// that committed nothing (see [Consumer.storeSettlement]).
+type held struct {
+	d           amqp.Delivery
+	uncommitted int
+}
+
+// inHand returns ds as deliveries in hand, none of whose runs has committed nothing yet.
+func inHand(ds []amqp.Delivery) []held {
+	in := make([]held, len(ds))
+	for i, d := range ds {
+		in[i] = held{d: d}
+	}
+	return in
+}
+
+// notCommitted reports whether o is a run whose completion committed nothing
+// (idemstore.ErrNotCommitted: the handler ran, the store refused its outcome and attached
+// writes as a whole, and the guard released the key), or a duplicate sharing one.
+func notCommitted(o batch.Outcome) bool {
+	return (o.Reason == batch.ReasonStore || o.Reason == batch.ReasonDuplicateFailed) &&
+		errors.Is(o.Err, idemstore.ErrNotCommitted) && !errors.Is(o.Err, idem.ErrIncompatibleRecord)
 }
 
 // original returns the index of the earlier item of the batch whose failure item i shares
@@ -558,14 +596,15 @@ const (
 )
 
 // settlement says how to settle a delivery whose outcome is o, its handler having
-// returned r; stopped reports whether the consumer was stopping.
+// returned r; stopped reports whether the consumer was stopping, and uncommitted is how
+// many of the delivery's runs in hand, this one included, committed nothing.
 //
 // A handler cut off (its context ended by idem's lease loss, the batch deadline or the
 // consumer stopping, and it returned an error) did not fail: its message is requeued,
 // whatever the policy. The guard's own failures say why from the outcome's reason, never
 // from the handler's error chain: a handler's error that wraps an idem sentinel (of a
 // guarded step of its own) is the handler's failure.
-func (c *Consumer) settlement(o batch.Outcome, r handlerRun, stopped bool) settlement {
+func (c *Consumer) settlement(o batch.Outcome, r handlerRun, stopped bool, uncommitted int) settlement {
 	if !o.Failed() {
 		return ack
 	}
@@ -584,7 +623,7 @@ func (c *Consumer) settlement(o batch.Outcome, r handlerRun, stopped bool) settl
 		}
 		return c.failure(stopped)
 	case batch.ReasonStore:
-		return c.storeSettlement(o.Err, stopped)
+		return c.storeSettlement(o.Err, stopped, uncommitted)
 	case batch.ReasonDuplicateFailed:
 		// Settled as its original when that is in hand (see settleBatch).
 		var cut *cutOffError
@@ -592,7 +631,7 @@ func (c *Consumer) settlement(o batch.Outcome, r handlerRun, stopped bool) settl
 		case errors.As(o.Err, &cut):
 			return retry
 		case errors.Is(o.Err, idem.ErrIncompatibleRecord), errors.Is(o.Err, idemstore.ErrNotCommitted):
-			return c.storeSettlement(o.Err, stopped)
+			return c.storeSettlement(o.Err, stopped, uncommitted)
 		case mayPassInHand(o.Err):
 			return hold
 		}
@@ -603,22 +642,25 @@ func (c *Consumer) settlement(o batch.Outcome, r handlerRun, stopped bool) settl
 }
 
 // storeSettlement says how to settle a delivery whose outcome failed with err, of reason
-// batch.ReasonStore; stopped reports whether the consumer was stopping. A store failure is
-// held, as it may pass, but for two that no wait mends:
+// batch.ReasonStore; stopped reports whether the consumer was stopping, and uncommitted is
+// how many of the delivery's runs in hand, this one included, committed nothing. A store
+// failure is held, as it may pass, but for two:
 //   - a record this version cannot read (idem.ErrIncompatibleRecord: a newer release's
 //     schema, or a damaged item): dead-lettered, as a key used with another body is; every
 //     redelivery meets it again, and the handler never runs over it;
 //   - a completion that committed nothing (idemstore.ErrNotCommitted: the store refused
 //     the outcome with its attached writes as a whole, and the guard released the key):
-//     the handler ran, so it failed, and is settled as the failure policy says. Held, it
-//     would run again at every back-off, for ever, when the store refuses it every time
-//     (an attached write over its size limit, one that aborts its transaction), and no
-//     delivery limit would count it.
-func (c *Consumer) storeSettlement(err error, stopped bool) settlement {
+//     held while uncommitted is at most [WithNotCommittedRetries], then settled as the
+//     failure policy says. The store answers so for a failure that passes (a broken
+//     connection, a deadlock, throttling) and for one that recurs every time (an attached
+//     write over its size limit, one that swallows a failed statement), and the error does
+//     not tell them apart; held for ever, the second would run the handler again at every
+//     back-off, and no delivery limit would count it.
+func (c *Consumer) storeSettlement(err error, stopped bool, uncommitted int) settlement {
 	switch {
 	case errors.Is(err, idem.ErrIncompatibleRecord):
 		return deadLetter
-	case errors.Is(err, idemstore.ErrNotCommitted):
+	case errors.Is(err, idemstore.ErrNotCommitted) && uncommitted > c.cfg.notCommittedRetries:
 		return c.failure(stopped)
 	}
 	return hold

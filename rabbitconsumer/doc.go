@@ -21,13 +21,14 @@
 // the deliveries in hand across all batches, so also how many handlers run at once:
 //
 //   - ran, replayed or a duplicate: acknowledged;
-//   - its key in flight elsewhere, the store down, or not started before the batch
+//   - its key in flight elsewhere, the store down (a completion that committed nothing
+//     included, up to [WithNotCommittedRetries] times), or not started before the batch
 //     deadline: held in hand, unacknowledged, and tried again (see below), so it runs once
 //     the other run finished (and replays) or the store is back;
 //   - its handler cut off (see below): rejected with requeue, and nothing stored for it;
-//   - its handler failed, or its completion committed nothing (idemstore.ErrNotCommitted:
-//     the handler ran, the store refused its outcome as a whole): requeued or
-//     dead-lettered ([WithFailurePolicy]);
+//   - its handler failed, or its completion committed nothing more often than that
+//     (idemstore.ErrNotCommitted: the handler ran, the store refused its outcome as a
+//     whole): requeued or dead-lettered ([WithFailurePolicy]);
 //   - no key, a key used before with another body, a record the guard cannot read
 //     (idem.ErrIncompatibleRecord), or a failure the guard remembers
 //     (idem.WithRememberFailures): dead-lettered, with a WARN line.
@@ -81,14 +82,23 @@
 // cut-off never becomes a remembered failure.
 //
 // A handler failure under the [Requeue] policy is rejected with requeue, and counts: that
-// is how the delivery limit bounds a message that always fails. So is a completion that
-// committed nothing (idemstore.ErrNotCommitted, a store failure the handler's run meets):
-// the key was released, so holding it would run the handler again at every back-off, for
-// ever when the store refuses it every time (an attached write over the store's size
-// limit, or one that aborts pgstore's transaction), repeating its effects outside the
-// attached writes. Two store failures are not held: that one, and a record the guard
-// cannot read (idem.ErrIncompatibleRecord: a newer release's schema, or a damaged item),
-// which every redelivery meets again, so its message is dead-lettered without running.
+// is how the delivery limit bounds a message that always fails. A completion that
+// committed nothing (idemstore.ErrNotCommitted: the handler ran, the store refused its
+// outcome and attached writes as a whole, and the key was released) may be either: the
+// store answers so for failures that pass (a broken connection, a deadlock or
+// serialization failure, a transaction cancelled by a conflict or throttling) and for
+// failures that recur every time (an attached write over the store's size limit, or one
+// that aborts pgstore's transaction), and the error does not tell them apart. So it is
+// held like a store outage, spending no delivery count, and the consumer counts the
+// delivery's runs that committed nothing: past [WithNotCommittedRetries] (default 5, the
+// retries after waits of 1, 2, 4, 8 and 16 s with the default delay) it is settled as a
+// handler failure, under the policy. Each retry runs the handler again, repeating its
+// effects outside the attached writes: that is the price of not losing a message to a
+// store blip, and what the bound limits. A message with a per-message TTL, not held, is
+// rejected with requeue instead, whatever the policy: counted, and bounded by the delivery
+// limit and its TTL. A record the guard cannot read (idem.ErrIncompatibleRecord: a newer
+// release's schema, or a damaged item) is not held: every redelivery meets it again, so its
+// message is dead-lettered without running.
 //
 // A nack or reject with requeue returns a message to a queue bounded by x-max-length or
 // x-max-length-bytes as a ready message: with the default overflow (drop-head) a full queue

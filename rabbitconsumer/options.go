@@ -23,6 +23,10 @@ const (
 	// MaxPrefetch is the largest prefetch [WithPrefetch] takes: basic.qos carries it in 16
 	// bits.
 	MaxPrefetch = 1<<16 - 1
+	// DefaultNotCommittedRetries is how many times a delivery whose completion committed
+	// nothing is run again in hand before the failure policy settles it (see
+	// [WithNotCommittedRetries]).
+	DefaultNotCommittedRetries = 5
 )
 
 // Policy says what becomes of a message whose handler failed.
@@ -59,13 +63,16 @@ type config struct {
 	batchClaims    bool
 	batchDeadline  time.Duration
 	amqp           amqp.Config
+	// notCommittedRetries is how many times a delivery whose runs committed nothing is
+	// run again in hand.
+	notCommittedRetries int
 }
 
 func defaultConfig() config {
 	return config{
 		prefetch:     DefaultPrefetch,
 		requeueDelay: DefaultRequeueDelay, reconnectDelay: DefaultReconnectDelay,
-		batchClaims: true,
+		batchClaims: true, notCommittedRetries: DefaultNotCommittedRetries,
 	}
 }
 
@@ -97,13 +104,14 @@ func WithPrefetch(n int) Option {
 // WithRequeueDelay sets how long a message that may succeed later is held, unacknowledged,
 // before its claim is tried again in the consumer (see the package documentation): one
 // whose key is in flight elsewhere (idem.ErrInProgress, or taken over by another
-// invocation), whose store call failed (idem.ErrStore; not a completion that committed
-// nothing, which is a failure, nor a record the guard cannot read), or which the batch
-// deadline left unstarted. Each further wait doubles, up to 30 s (or d, when longer). It
-// is also how long a message whose handler failed under the [Requeue] policy, or was cut
-// off, or one with a per-message TTL that would have been held, waits before it is
-// returned to the queue. The delay keeps a message whose key is busy from spinning; while held it
-// counts against the prefetch. Default [DefaultRequeueDelay]; must not be negative.
+// invocation), whose store call failed (idem.ErrStore, a completion that committed
+// nothing included, within [WithNotCommittedRetries]; not a record the guard cannot read),
+// or which the batch deadline left unstarted. Each further wait doubles, up to 30 s (or d,
+// when longer). It is also how long a message whose handler failed under the [Requeue]
+// policy, or was cut off, or one with a per-message TTL that would have been held, waits
+// before it is returned to the queue. The delay keeps a message whose key is busy from
+// spinning; while held it counts against the prefetch. Default [DefaultRequeueDelay]; must
+// not be negative.
 func WithRequeueDelay(d time.Duration) Option {
 	return func(c *config) error {
 		if d < 0 {
@@ -116,7 +124,8 @@ func WithRequeueDelay(d time.Duration) Option {
 
 // WithFailurePolicy sets what becomes of a message whose handler returned an error or
 // panicked, or whose completion committed nothing (idemstore.ErrNotCommitted: the handler
-// ran, and the store refused its outcome as a whole): [Requeue] (the default) or
+// ran, and the store refused its outcome as a whole) more times than
+// [WithNotCommittedRetries] lets it run again in hand: [Requeue] (the default) or
 // [DeadLetter]. Always dead-lettered: messages without a key, messages whose key was used
 // before with another body, messages whose key has a record the guard cannot read
 // (idem.ErrIncompatibleRecord) and messages whose failure the guard remembers
@@ -131,6 +140,38 @@ func WithFailurePolicy(p Policy) Option {
 			return optErr("WithFailurePolicy", fmt.Sprintf("unknown policy %d", p))
 		}
 		c.policy = p
+		return nil
+	}
+}
+
+// WithNotCommittedRetries sets how many times a delivery whose completion committed nothing
+// (idemstore.ErrNotCommitted: the handler ran, the store refused its outcome and attached
+// writes as a whole, and the guard released the key) is held and run again in hand, like a
+// store outage, before the failure policy ([WithFailurePolicy]) settles it. The store
+// answers so for a failure that passes and for one that recurs, and the error does not
+// tell them apart, so the consumer counts:
+//   - passing: a broken connection, a PostgreSQL deadlock or serialization failure, a
+//     DynamoDB transaction cancelled by a conflict or throttling (idem.IsRefused's
+//     retryable refusals). Held, the run after it commits: the message is neither
+//     dead-lettered nor counted toward a quorum queue's delivery limit;
+//   - recurring: an attached write over the store's size limit, or one that swallows a
+//     failed statement (a handler bug). Held for ever, it would run at every back-off.
+//
+// The cost: each retry runs the handler again, repeating its effects outside the attached
+// writes, which is why the count is bounded. It is the delivery's own, so a message the
+// [Requeue] policy returns to the queue counts again from 0: on a quorum queue with
+// x-delivery-limit L, a completion refused every time runs (L+1)×(n+1) times before it is
+// dead-lettered; under [DeadLetter], n+1 times. Runs held for other causes (a claim
+// failing while the store is down) do not count. Default [DefaultNotCommittedRetries], 5:
+// with the default requeue delay the retries come after waits of 1, 2, 4, 8 and 16 s, which
+// a blip, a deadlock or a short partial outage does not outlast. 0 settles the first as a
+// failure. Must not be negative.
+func WithNotCommittedRetries(n int) Option {
+	return func(c *config) error {
+		if n < 0 {
+			return optErr("WithNotCommittedRetries", "must not be negative")
+		}
+		c.notCommittedRetries = n
 		return nil
 	}
 }

@@ -96,6 +96,13 @@ func TestReview20_IncompatibleRecordIsHeldForever(t *testing.T) {
 // otherwise bounded), so within 20 s the message is dead-lettered after at most limit+1
 // runs. Observed: the handler runs again at every back-off and the message never leaves
 // the consumer's hand.
+//
+// Since review 24 the bound is notCommittedBound(limit), not limit+1: the same error comes
+// from a store failure that passes (TestReview24_StoreBlipAtCompletionIsDeadLettered), so
+// each delivery is first run again in hand up to WithNotCommittedRetries times. No consumer
+// can hold both reviews to limit+1: for three runs this poison and the outage of
+// TestReview24_CompletionOutageSpendsTheDeliveryLimit look the same (three completions
+// refused with ErrNotCommitted, the same limit), yet the outage must run a fourth time.
 func TestReview20_NotCommittedPoisonRunsForever(t *testing.T) {
 	const limit = 2
 	_, ch := channel(t)
@@ -128,7 +135,7 @@ func TestReview20_NotCommittedPoisonRunsForever(t *testing.T) {
 	require.NotEmpty(t, held, "no outcome with reason store")
 	assert.ErrorIs(t, held[0].Err, idemstore.ErrNotCommitted, "held for this cause")
 	runs := fx.started("too-large-1")
-	assert.LessOrEqual(t, runs, limit+1, "the handler of a message that never commits ran %d times", runs)
+	assert.LessOrEqual(t, runs, notCommittedBound(limit), "the handler of a message that never commits ran %d times", runs)
 	assert.Equal(t, 1, ready(t, dlq), "a completion refused every time is never bounded by the delivery limit")
 }
 
@@ -327,7 +334,8 @@ func TestReview20_ClientRecoveryAcksAnotherMessage(t *testing.T) {
 // wrapping idemstore.ErrNotCommitted and idem.ErrStore, the key is released, and the
 // consumer holds the message as a store outage and runs it again at every back-off, for
 // ever; its effects outside the transaction (counted here) repeat each time, and a quorum
-// queue's delivery limit never counts a run. Expected: at most limit+1 runs, then
+// queue's delivery limit never counts a run. Expected: at most limit+1 runs (since review
+// 24, notCommittedBound(limit): see TestReview20_NotCommittedPoisonRunsForever), then
 // dead-lettered.
 func TestReview20_NotCommittedPoisonRunsForeverPostgres(t *testing.T) {
 	brokerURL(t)
@@ -362,6 +370,14 @@ func TestReview20_NotCommittedPoisonRunsForeverPostgres(t *testing.T) {
 	}
 	stop()
 	runs := fx.started("swallowed-1")
-	assert.LessOrEqual(t, runs, limit+1, "the handler of a message that never commits ran %d times", runs)
+	assert.LessOrEqual(t, runs, notCommittedBound(limit), "the handler of a message that never commits ran %d times", runs)
 	assert.Equal(t, 1, ready(t, dlq), "a completion refused every time is never bounded by the delivery limit")
+}
+
+// notCommittedBound returns how many times at most a handler whose completion the store
+// refuses every time runs, under the Requeue policy on a quorum queue with delivery limit
+// limit and the default WithNotCommittedRetries: each of the limit+1 deliveries runs once
+// and is run again in hand DefaultNotCommittedRetries times before it is rejected.
+func notCommittedBound(limit int) int {
+	return (limit + 1) * (rabbitconsumer.DefaultNotCommittedRetries + 1)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/idemstore/storetest"
 	"github.com/idemkit/idem/memstore"
 )
@@ -65,7 +66,7 @@ func TestFailureIsRejectedNotNacked(t *testing.T) {
 			}
 			l := &link{closed: make(chan *amqp.Error), lost: make(chan struct{})}
 			var requeues sync.WaitGroup
-			held := c.settleBatch(context.Background(), l, ds, make(chan struct{}), &requeues)
+			held := c.settleBatch(context.Background(), l, inHand(ds), make(chan struct{}), &requeues)
 			requeues.Wait()
 			assert.Empty(t, held)
 			want := "reject requeue=true"
@@ -79,10 +80,43 @@ func TestFailureIsRejectedNotNacked(t *testing.T) {
 			// and not failed either.
 			store.FailTimes("claim", down, false, 1)
 			ttl := []amqp.Delivery{{Acknowledger: a, DeliveryTag: 3, MessageId: "ttl", Body: []byte("3"), Expiration: "60000"}}
-			held = c.settleBatch(context.Background(), l, ttl, make(chan struct{}), &requeues)
+			held = c.settleBatch(context.Background(), l, inHand(ttl), make(chan struct{}), &requeues)
 			requeues.Wait()
 			assert.Empty(t, held)
 			assert.Equal(t, []string{"nack requeue=true"}, a.calls[3], "the message with a TTL")
 		})
 	}
+}
+
+// A completion that committed nothing (idemstore.ErrNotCommitted) under DeadLetter: held
+// with its count while the count is within WithNotCommittedRetries, dead-lettered past it;
+// one with a per-message TTL, which cannot be held, is rejected with requeue (counted
+// toward a quorum queue's delivery limit on every RabbitMQ version), not dead-lettered.
+func TestNotCommittedIsHeldThenFollowsPolicy(t *testing.T) {
+	guard, err := idem.New(memstore.New(), "apply", idem.WithScope("test"))
+	require.NoError(t, err)
+	c, err := New(guard, "q", func(ctx context.Context, _ amqp.Delivery) error {
+		return idem.Attach(ctx, func() error { return fmt.Errorf("%w: throttled", idemstore.ErrNotCommitted) })
+	}, WithFailurePolicy(DeadLetter), WithRequeueDelay(0), WithNotCommittedRetries(2))
+	require.NoError(t, err)
+	a := &acks{calls: map[uint64][]string{}}
+	l := &link{closed: make(chan *amqp.Error), lost: make(chan struct{})}
+	var requeues sync.WaitGroup
+	settle := func(in []held) []held {
+		h := c.settleBatch(context.Background(), l, in, make(chan struct{}), &requeues)
+		requeues.Wait()
+		return h
+	}
+	in := inHand([]amqp.Delivery{{Acknowledger: a, DeliveryTag: 1, MessageId: "nc", Body: []byte("1")}})
+	for want := 1; want <= 2; want++ {
+		in = settle(in)
+		require.Len(t, in, 1, "held, run %d", want)
+		assert.Equal(t, want, in[0].uncommitted)
+	}
+	assert.Empty(t, settle(in), "the third run")
+	assert.Equal(t, []string{"nack requeue=false"}, a.calls[1], "dead-lettered past the retries")
+
+	ttl := inHand([]amqp.Delivery{{Acknowledger: a, DeliveryTag: 2, MessageId: "nc-ttl", Body: []byte("2"), Expiration: "60000"}})
+	assert.Empty(t, settle(ttl))
+	assert.Equal(t, []string{"reject requeue=true"}, a.calls[2], "the message with a TTL")
 }
