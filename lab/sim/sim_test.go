@@ -430,6 +430,10 @@ func TestSimulationCatchesMutants(t *testing.T) {
 		{"stream-unordered", "stream,error", []string{"g.order"}, 0},
 		{"stream-reports-last", "stream,error", []string{"g.checkpointPassed"}, 0},
 		{"release-many-skipped", "stream,error,batchstore", []string{"g.unstartedHeld"}, 0},
+		// A stream invocation that waits for a key in flight with a fresh Process call per
+		// poll, as batch.WithWaitInFlight's polls did before idem.DoMet (review 21): a
+		// fail-open guard runs the record over the live run.
+		{"stream-wait-anew", "stream,streamwait,failopen,fail", []string{"a.failOpenAfterMet"}, 3000},
 	} {
 		t.Run(tc.mutant+"/"+tc.features, func(t *testing.T) {
 			f, err := sim.ParseFeatures(tc.features)
