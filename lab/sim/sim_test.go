@@ -507,3 +507,26 @@ func TestSimulationStreamWaits(t *testing.T) {
 	require.Positive(t, total.StreamPolls, "polls")
 	require.Positive(t, total.StreamTakeovers, "takeovers")
 }
+
+// TestSimulationStreamWaitNeverFailsOpenOverAMetKey runs stream invocations that wait for
+// keys in flight (batch.WithWaitInFlight) under a fail-open guard whose store calls fail,
+// and requires none to run a record unguarded once a claim of its invocation met the
+// key's record (a.failOpenAfterMet): review 21's hole, a poll failing open over a live
+// run, which the library before idem.DoMet (10ccef3) breaks from seed 297 on.
+func TestSimulationStreamWaitNeverFailsOpenOverAMetKey(t *testing.T) {
+	defer sim.Prepare()()
+	f, err := sim.ParseFeatures("stream,streamwait,failopen,fail")
+	require.NoError(t, err)
+	var total sim.Stats
+	for seed := uint64(1); seed <= 2000; seed++ {
+		r := sim.Run(sim.Config{Seed: seed, Features: f})
+		for _, v := range r.Violations {
+			require.NotEqual(t, "a.failOpenAfterMet", v.Invariant, r.Report(60))
+		}
+		total.Unguarded += r.Stats.Unguarded
+		total.StreamPolls += r.Stats.StreamPolls
+	}
+	t.Logf("fail-open runs %d, polls %d", total.Unguarded, total.StreamPolls)
+	require.Positive(t, total.Unguarded, "the guards failed open")
+	require.Positive(t, total.StreamPolls, "the invocations polled")
+}
