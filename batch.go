@@ -391,7 +391,7 @@ func otherOutcome[T any](ctx context.Context, b *Batch, k, it *batchItem, keyRun
 	}
 	// The record the batch met (ours, or another caller's) holds the key, or did: Do must
 	// not fail open over it.
-	return doLeaving(ctx, g, it.req, fn, left, &k.met)
+	return doLeaving(ctx, g, it.req, fn, left, &k.met, true)
 }
 
 // doClaimed runs or replays the key of k, the batch item that holds its claim, for req
@@ -402,7 +402,7 @@ func doClaimed[T any](ctx context.Context, b *Batch, k *batchItem, req Request, 
 	g := b.g
 	if k.lazy {
 		// Another request of the key may have met its record through a Do of its own.
-		return doLeaving(ctx, g, req, fn, left, &k.met)
+		return doLeaving(ctx, g, req, fn, left, &k.met, true)
 	}
 	if k.err != nil {
 		if g.failsOpen(ctx, k.met.get(), k.err) {
@@ -416,7 +416,7 @@ func doClaimed[T any](ctx context.Context, b *Batch, k *batchItem, req Request, 
 		rec, err := g.conflict(ctx, k.rec, k.fp, k.now)
 		if errors.Is(err, ErrInProgress) && g.cfg.waitMax > 0 {
 			// WithWait: wait for the owner as Do does, never failing open.
-			return doLeaving(ctx, g, req, fn, left, &k.met)
+			return doLeaving(ctx, g, req, fn, left, &k.met, true)
 		}
 		if err != nil {
 			return result, false, err

@@ -125,7 +125,7 @@ func (g *Guard) Hooks() Hooks { return g.cfg.hooks }
 // deadline sets the lease, and fn's context ends before the lease does, with a cause
 // wrapping [ErrLeaseLost] (see the package doc, section Leases).
 func Do[T any](ctx context.Context, g *Guard, req Request, fn func(context.Context) (T, error)) (result T, replayed bool, err error) {
-	return doLeaving(ctx, g, req, fn, nil, nil)
+	return doLeaving(ctx, g, req, fn, nil, nil, false)
 }
 
 // DoMet is [Do] for one of several calls of req's key that share met, the record any of
@@ -135,24 +135,27 @@ func Do[T any](ctx context.Context, g *Guard, req Request, fn func(context.Conte
 // call met in progress (polling it until its owner finishes, say) passes the same met to
 // every call, so that a store failure of a later call returns the store error rather than
 // running fn over the live run. The call adds the records it meets to met. A nil met is
-// Do itself.
+// Do itself. In all else DoMet is Do: it is no batch's call, and fn's [OnRefused] choice
+// is honoured as Do honours it, whatever met holds.
 //
 // Share a KeyMet only between calls of one key and guard: a record of another key forbids
 // failing open where Do would not.
 func DoMet[T any](ctx context.Context, g *Guard, req Request, met *KeyMet, fn func(context.Context) (T, error)) (result T, replayed bool, err error) {
-	return doLeaving(ctx, g, req, fn, nil, met)
+	return doLeaving(ctx, g, req, fn, nil, met, false)
 }
 
-// doLeaving is [Do] with two more parameters.
+// doLeaving is [Do] with three more parameters.
 //   - left, if not nil, is set to the record the call leaves for the key: the one
 //     replayed, or the one fn's outcome was recorded as. It is nil when the call left
 //     none: fn failed and the key was released, or an error came before or after fn.
-//   - known, if not nil, is shared by the calls of one key in a batch: the record any of
-//     them met holding the key. The call never fails open once it is set, and sets it to
-//     the records it meets (see [Guard.do]).
-func doLeaving[T any](ctx context.Context, g *Guard, req Request, fn func(context.Context) (T, error), left **idemstore.Record, known *KeyMet) (result T, replayed bool, err error) {
+//   - known, if not nil, is shared by the calls of one key: the record any of them met
+//     holding the key. The call never fails open once it is set, and sets it to the
+//     records it meets (see [Guard.do]).
+//   - inBatch says the call is a batch's (DoClaimed's, or the batch engine's through
+//     package internal/guardlink): [OnRefused] is then ignored (see [Guard.runOwned]).
+func doLeaving[T any](ctx context.Context, g *Guard, req Request, fn func(context.Context) (T, error), left **idemstore.Record, known *KeyMet, inBatch bool) (result T, replayed bool, err error) {
 	// The closure captures only fn, so it stays on the stack; fn's result comes back boxed.
-	rec, v, err := g.do(ctx, req, func(ctx context.Context) (any, error) { return fn(ctx) }, left, known)
+	rec, v, err := g.do(ctx, req, func(ctx context.Context) (any, error) { return fn(ctx) }, left, known, inBatch)
 	if rec == nil {
 		result, _ = v.(T) // nil for an interface T whose handler returned nil
 		return result, false, err
@@ -171,10 +174,11 @@ func doLeaving[T any](ctx context.Context, g *Guard, req Request, fn func(contex
 // returned after running it. Then, if left is not nil, *left is the record fn's outcome
 // was recorded as (nil if none).
 //
-// known, if not nil, holds the record the other calls of the key in a batch met holding
-// it (the batch claim's, or another request's Do's). Like every record a claim or poll of
-// this call meets, it forbids failing open; this call adds the records it meets to it.
-func (g *Guard) do(ctx context.Context, req Request, run func(context.Context) (any, error), left **idemstore.Record, known *KeyMet) (*idemstore.Record, any, error) {
+// known, if not nil, holds the record the other calls of the key met holding it (a batch
+// claim's, or another call's). Like every record a claim or poll of this call meets, it
+// forbids failing open; this call adds the records it meets to it. inBatch says the call
+// is a batch's: see [Guard.runOwned].
+func (g *Guard) do(ctx context.Context, req Request, run func(context.Context) (any, error), left **idemstore.Record, known *KeyMet, inBatch bool) (*idemstore.Record, any, error) {
 	key, token, err := g.keyAndToken(req)
 	if err != nil {
 		return nil, nil, err
@@ -207,7 +211,7 @@ func (g *Guard) do(ctx context.Context, req Request, run func(context.Context) (
 			return nil, nil, err
 		}
 		if owned {
-			v, err := g.runOwned(ctx, rec, now, run, left, known != nil)
+			v, err := g.runOwned(ctx, rec, now, run, left, inBatch)
 			return nil, v, err
 		}
 		replay, err := g.conflict(ctx, rec, fp, now)

@@ -60,7 +60,8 @@ func refusalReason(err error) string {
 //
 // None of these errors says IsRefused, which means nothing committed and the key released.
 //
-// OnRefused applies to [Do]. In a batch ([Guard.Claim], [DoClaimed]) it is ignored and
+// OnRefused applies to [Do] and [DoMet] (whatever its [KeyMet] holds). In a batch
+// ([Guard.Claim], [DoClaimed], and package batch's engine on every path) it is ignored and
 // such a key is released, whatever the batch's size or path: DoClaimed returns the
 // handler's result before [Batch.Settle] learns of the refusal. The last call wins. It is
 // safe for concurrent use. Outside a guarded handler, or after the handler returned, it

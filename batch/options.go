@@ -131,7 +131,7 @@ func WithBatchClaims(on bool) Option {
 //   - Each poll is a claim attempt (one store call); an item taken over is claimed and
 //     recorded on its own, not with the batch's claims. A poll whose claim the store
 //     fails never runs the item unguarded ([idem.WithFailOpen]): the batch's calls for
-//     the key met the record holding it, and share it ([idem.DoMet]). The item fails
+//     the key met the record holding it, and share it ([idem.KeyMet]). The item fails
 //     with [ReasonStore].
 //   - Without a deadline no item waits.
 //   - Batches in flight at once that share keys (two overlapping Process calls, or two

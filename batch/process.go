@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/internal/guardlink"
 )
 
 // process decides the outcome of item i of unit, in named steps: a key error fails it; an
@@ -96,8 +97,11 @@ func (b *batch) mayStart(ctx context.Context) error {
 // panic in the handler is recovered as a [*PanicError]: the guard has released the key by
 // then, and the rest of the batch goes on.
 //
-// Every call for the key shares the item's met ([idem.DoMet]), which the batch's claim
+// Every call for the key shares the item's met ([idem.KeyMet]), which the batch's claim
 // of the key shares too: once any of them met a record holding the key, none fails open.
+// Every call is a batch's: the handler's [idem.OnRefused] is ignored on every path, and
+// a key whose attached writes the store refused for good is released (see
+// [guardlink.DoInBatch]).
 func (b *batch) guarded(ctx context.Context, i int) (replayed, ran bool, handlerErr, err error) {
 	defer func() {
 		if v := recover(); v != nil {
@@ -106,16 +110,17 @@ func (b *batch) guarded(ctx context.Context, i int) (replayed, ran bool, handler
 	}()
 	it := &b.items[i]
 	req := idem.Request{Key: it.Key, Fingerprint: it.Fingerprint}
-	fn := func(ctx context.Context) (struct{}, error) {
+	run := func(ctx context.Context) error {
 		ran = true
 		handlerErr = b.run1(ctx, i)
-		return struct{}{}, handlerErr
+		return handlerErr
 	}
 	if b.claims != nil && b.state[i].claim >= 0 {
-		replayed, err = b.doClaimed(ctx, i, fn)
+		replayed, err = b.doClaimed(ctx, i, func(ctx context.Context) (struct{}, error) { return struct{}{}, run(ctx) })
 		return replayed, ran, handlerErr, err
 	}
-	_, replayed, err = idem.DoMet(ctx, b.e.guard, req, b.state[i].met, fn)
+	// A batch's call, which ignores idem.OnRefused as DoClaimed does: otherwise DoMet.
+	replayed, err = guardlink.DoInBatch(ctx, b.e.guard, req, b.state[i].met, run)
 	return replayed, ran, handlerErr, err
 }
 
@@ -156,7 +161,7 @@ func (b *batch) waitInFlight(ctx context.Context, i int, replayed, ran bool, han
 		}
 		// The batch's claim of the key (if any) met the other run and holds nothing:
 		// the item claims, runs and records on its own from here, as idem.Do does, but
-		// never fails open over the record its earlier calls met (guarded: idem.DoMet).
+		// never fails open over the record its earlier calls met (guarded: a batch's DoMet).
 		b.state[i].claim = -1
 		var again error
 		replayed, ran, handlerErr, again = b.guarded(ctx, i)

@@ -167,8 +167,11 @@
 //     lease end fell below the end its lease watchdog counts on (its claim's, or the
 //     latest an extension answered to it confirmed), so another caller could take the
 //     key over under a live context (an extension's first attempt landing late).
-//     a.failOpenAfterMet: a do or batch caller ran a handler unguarded (WithFailOpen) for
-//     a key one of its claims had been answered with a record of (met, or its own).
+//     a.failOpenAfterMet: a caller (one Do, one batch, one invocation) ran a handler
+//     unguarded (WithFailOpen) for a key one of its claims had been answered with a record
+//     of (met, or its own): an sqs or stream invocation's claims include its batch claim,
+//     the claims of items with another body and the polls of batch.WithWaitInFlight, which
+//     share what the batch met (idem.DoMet).
 //   - (b) every answer a caller got equals the recorded result: a computed result was
 //     recorded by its own run (b.answerNotRecorded, b.answerDiffers), a replay equals a
 //     recorded result or remembered failure (b.replayDiffers), recorded for the request's

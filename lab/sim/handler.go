@@ -89,7 +89,10 @@ func (w *world) handle(ctx context.Context, key string) (string, error) {
 	// How the guard called the handler, judged before the start step lets time pass.
 	guarded := !errors.Is(idem.Attach(ctx), idem.ErrNoLease)
 	ctxErr := ctx.Err()
-	met := !guarded && (a.kind == "do" || a.kind == "batch") && w.led.hasMet(a, key)
+	// A Lambda invocation (sqs, fifo, stream) is one batch.Engine Process: every call of a
+	// key in it (a poll of WithWaitInFlight, an item with another body) shares the record
+	// met, so none fails open once one met it; an http invocation is one Do.
+	met := !guarded && (a.kind == "do" || a.kind == "batch" || a.kind == "stream" || a.kind == "sqs" || a.kind == "fifo" || a.kind == "http") && w.led.hasMet(a, key)
 	label := name + reqTag(ctx) // the points' key, unique within a batch
 	d := w.block(a, pointStep, "start", label)
 	if d.abort {

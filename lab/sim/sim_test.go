@@ -430,6 +430,10 @@ func TestSimulationCatchesMutants(t *testing.T) {
 		{"stream-unordered", "stream,error", []string{"g.order"}, 0},
 		{"stream-reports-last", "stream,error", []string{"g.checkpointPassed"}, 0},
 		{"release-many-skipped", "stream,error,batchstore", []string{"g.unstartedHeld"}, 0},
+		// A stream invocation that waits for a key in flight with a fresh Process call per
+		// poll, as batch.WithWaitInFlight's polls did before idem.DoMet (review 21): a
+		// fail-open guard runs the record over the live run.
+		{"stream-wait-anew", "stream,streamwait,failopen,fail", []string{"a.failOpenAfterMet"}, 3000},
 	} {
 		t.Run(tc.mutant+"/"+tc.features, func(t *testing.T) {
 			f, err := sim.ParseFeatures(tc.features)
@@ -502,4 +506,27 @@ func TestSimulationStreamWaits(t *testing.T) {
 	t.Logf("stream invocations waiting %d, polls %d, takeovers %d", total.StreamWaits, total.StreamPolls, total.StreamTakeovers)
 	require.Positive(t, total.StreamPolls, "polls")
 	require.Positive(t, total.StreamTakeovers, "takeovers")
+}
+
+// TestSimulationStreamWaitNeverFailsOpenOverAMetKey runs stream invocations that wait for
+// keys in flight (batch.WithWaitInFlight) under a fail-open guard whose store calls fail,
+// and requires none to run a record unguarded once a claim of its invocation met the
+// key's record (a.failOpenAfterMet): review 21's hole, a poll failing open over a live
+// run, which the library before idem.DoMet (10ccef3) breaks from seed 297 on.
+func TestSimulationStreamWaitNeverFailsOpenOverAMetKey(t *testing.T) {
+	defer sim.Prepare()()
+	f, err := sim.ParseFeatures("stream,streamwait,failopen,fail")
+	require.NoError(t, err)
+	var total sim.Stats
+	for seed := uint64(1); seed <= 2000; seed++ {
+		r := sim.Run(sim.Config{Seed: seed, Features: f})
+		for _, v := range r.Violations {
+			require.NotEqual(t, "a.failOpenAfterMet", v.Invariant, r.Report(60))
+		}
+		total.Unguarded += r.Stats.Unguarded
+		total.StreamPolls += r.Stats.StreamPolls
+	}
+	t.Logf("fail-open runs %d, polls %d", total.Unguarded, total.StreamPolls)
+	require.Positive(t, total.Unguarded, "the guards failed open")
+	require.Positive(t, total.StreamPolls, "the invocations polled")
 }

@@ -105,6 +105,11 @@ const (
 	// The response reports the last failure rather than the first: the checkpoint passes
 	// the earlier failed records.
 	mutantStreamReportsLast = "stream-reports-last"
+	// An invocation with the wait on waits for a key in flight by processing its group's
+	// failed records again (a Process call of its own per poll, as batch.WithWaitInFlight
+	// did before idem.DoMet): a poll knows nothing of the record its batch met, and a
+	// fail-open guard runs the record over the live run (a.failOpenAfterMet).
+	mutantStreamWaitAnew = "stream-wait-anew"
 )
 
 var streamSource = batch.Source{Name: "stream", System: "aws_kinesis", Item: "record", IDAttr: "sequence_number"}
@@ -347,7 +352,8 @@ func (w *world) streamBody(a *actor) func(context.Context) {
 	return func(ctx context.Context) {
 		inv := a.inv
 		recs := inv.sh.recs[inv.from:inv.to]
-		opts := []batch.Option{batch.WithConcurrency(inv.concurrency), batch.WithBatchClaims(inv.batchClaims), batch.WithWaitInFlight(inv.wait)}
+		anew := inv.wait && w.cfg.mutant == mutantStreamWaitAnew
+		opts := []batch.Option{batch.WithConcurrency(inv.concurrency), batch.WithBatchClaims(inv.batchClaims), batch.WithWaitInFlight(inv.wait && !anew)}
 		if a.margin > 0 {
 			opts = append(opts, batch.WithDeadlineMargin(a.margin))
 		}
@@ -359,12 +365,19 @@ func (w *world) streamBody(a *actor) func(context.Context) {
 		for i, r := range recs {
 			items[i] = batch.Item{ID: r.id, Group: r.group, Key: r.k.raw, Fingerprint: []byte(r.k.body)}
 		}
+		mode := batch.Mode{Ordered: w.cfg.mutant != mutantStreamUnordered, RecordBeforeNext: true, Destination: "sim"}
 		rep := eng.Process(ctx, items, func(ctx context.Context, i int) error {
 			_, err := w.handle(ctx, recs[i].k.stored)
 			return err
-		}, batch.Mode{Ordered: w.cfg.mutant != mutantStreamUnordered, RecordBeforeNext: true, Destination: "sim"})
+		}, mode)
 		if w.isDead(a) {
 			return
+		}
+		if anew {
+			w.waitAnew(ctx, a, eng, items, recs, mode, rep)
+			if w.isDead(a) {
+				return
+			}
 		}
 		w.streamReported(a, rep)
 		w.unstartedReleased(a, rep)
@@ -549,6 +562,51 @@ func (w *world) streamCheck() {
 		if sh.cp < len(sh.recs) {
 			l.violate("d.streamStuck", sh.recs[sh.cp].k.name, "shard %d's checkpoint stays at record %s after the final phase's %d invocations",
 				sh.id, sh.recs[sh.cp].id, sh.fin)
+		}
+	}
+}
+
+// waitAnew is the mutant stream-wait-anew's wait: while a group's first failure is a key
+// in flight elsewhere and the invocation's cut-off (its deadline less a second) has not
+// come, it waits 100 ms and processes that group's failed records again, in a Process
+// call of its own, and puts their outcomes into rep.
+func (w *world) waitAnew(ctx context.Context, a *actor, eng *batch.Engine, items []batch.Item, recs []*streamRec, mode batch.Mode, rep *batch.Report) {
+	clock := a.c.guard.Clock()
+	dl, _ := ctx.Deadline()
+	for range 50 {
+		again := map[string]bool{}
+		for _, i := range rep.FirstFailures() {
+			if rep.Outcomes[i].Reason == batch.ReasonInProgress {
+				again[rep.Outcomes[i].Group] = true
+			}
+		}
+		if len(again) == 0 || !clock.Now().Before(dl.Add(-time.Second)) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-clock.After(100 * time.Millisecond):
+		}
+		var idx []int
+		for i, o := range rep.Outcomes {
+			if o.Failed() && again[o.Group] {
+				idx = append(idx, i)
+			}
+		}
+		sub := make([]batch.Item, len(idx))
+		for j, i := range idx {
+			sub[j] = items[i]
+		}
+		r := eng.Process(ctx, sub, func(ctx context.Context, j int) error {
+			_, err := w.handle(ctx, recs[idx[j]].k.stored)
+			return err
+		}, mode)
+		if w.isDead(a) {
+			return
+		}
+		for j, i := range idx {
+			rep.Outcomes[i] = r.Outcomes[j]
 		}
 	}
 }
