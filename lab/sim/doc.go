@@ -171,7 +171,7 @@
 //     unguarded (WithFailOpen) for a key one of its claims had been answered with a record
 //     of (met, or its own): an sqs or stream invocation's claims include its batch claim,
 //     the claims of items with another body and the polls of batch.WithWaitInFlight, which
-//     share what the batch met (idem.DoMet).
+//     share what the batch met (the shared idem.KeyMet).
 //   - (b) every answer a caller got equals the recorded result: a computed result was
 //     recorded by its own run (b.answerNotRecorded, b.answerDiffers), a replay equals a
 //     recorded result or remembered failure (b.replayDiffers), recorded for the request's
