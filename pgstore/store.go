@@ -74,12 +74,13 @@ func (s *Store) Table() string { return s.table }
 // ended and not the tombstone of the release of rec's own token (see [Store.Release]),
 // with no checkpoint where rec carries none or the checkpoint rec carries, with its number,
 // for a request of rec's fingerprint; when it refuses, the same statement returns the
-// record that refused it (see the package documentation). Times are compared at now, the
-// caller's clock, as with every store; stored ends are rounded up and now down to
-// PostgreSQL's microseconds, so a record is never taken before its end. A claim that wins
-// returns no previous record (PostgreSQL before 18 cannot return a row's old values from an
-// upsert; the guard does not use them). A record that refuses and does not decode yields an
-// error wrapping [idem.ErrIncompatibleRecord].
+// record that refused it (see the package documentation): read without a lock when the
+// statement's snapshot holds it already refusing, so a replay takes no row lock. Times
+// are compared at now, the caller's clock, as with every store; stored ends are rounded up
+// and now down to PostgreSQL's microseconds, so a record is never taken before its end.
+// A claim that wins returns no previous record (PostgreSQL before 18 cannot return a row's
+// old values from an upsert; the guard does not use them). A record that refuses and does
+// not decode yields an error wrapping [idem.ErrIncompatibleRecord].
 func (s *Store) Claim(ctx context.Context, rec *idemstore.Record, now time.Time) (*idemstore.Record, bool, error) {
 	args := []any{rec.Key, string(rec.Status), end(rec.Expires), end(rec.LeaseExpires),
 		text(rec.Fingerprint), rec.Data, text(rec.Encoding), text(rec.LeaseToken),
