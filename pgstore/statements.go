@@ -10,6 +10,10 @@ import (
 // columns are the record's columns, in the order scanRecord reads them.
 const columns = `id, status, expires_at, lease_expires_at, validation, data, encoding, lease_token, checkpoint, version, checkpoint_seq`
 
+// noRecord is the columns of the claim's answer when it wins: no record.
+const noRecord = `NULL::text, NULL::text, NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::bytea,
+	NULL::text, NULL::text, NULL::text, NULL::integer, NULL::bigint`
+
 // claimable is the claim condition on the record r: see the claim statement.
 const claimable = `r.expires_at <= $11::timestamptz
 		OR (r.status = 'INPROGRESS' AND r.lease_expires_at <= $11::timestamptz
@@ -48,15 +52,15 @@ func newStatements(table string) statements {
 		commitCheckName: "idem_commit_check_" + hex.EncodeToString(sum[:12]),
 		escape:          strings.NewReplacer(`\`, `\\`, `'`, `''`),
 
-		// One statement whether it wins or not, one round trip. seen reads the record in
-		// the statement's snapshot, with no lock; refused is that record when the claim
-		// condition does not hold on it (IS NOT TRUE: a NULL is a refusal, as in the
-		// upsert's WHERE). The condition: expired, or in progress with its lease ended,
-		// not the tombstone of the release of the claim's own token ($13,
-		// idemstore.ReleasedToken of it: a late attempt of a claim whose owner released the
-		// key since), and either no checkpoint where the claim carries none ($9, NULL for
-		// none) or the checkpoint the claim carries with its number ($12) for the same
-		// request (the fingerprint $5, NULL and empty alike).
+		// One statement whether it wins or not, one round trip. refused reads the record
+		// in the statement's snapshot, with no lock, if the claim condition does not hold
+		// on it (IS NOT TRUE: a NULL is a refusal, as in the upsert's WHERE). The
+		// condition: expired, or in progress with its lease ended, not the tombstone of the
+		// release of the claim's own token ($13, idemstore.ReleasedToken of it: a late
+		// attempt of a claim whose owner released the key since), and either no checkpoint
+		// where the claim carries none ($9, NULL for none) or the checkpoint the claim
+		// carries with its number ($12) for the same request (the fingerprint $5, NULL and
+		// empty alike).
 		//
 		// A record the snapshot holds and the condition refuses is the answer: the claim
 		// inserts nothing, locks nothing and returns it. That is sound because READ
@@ -75,11 +79,11 @@ func newStatements(table string) statements {
 		// upsert judged (a plain read would see the snapshot, claimable, which predates
 		// it). Only a record that did not exist in the snapshot at all (created, or
 		// deleted and created again, by a claim that committed while this one waited) is
-		// not found; the caller then sends the claim again.
-		claim: fmt.Sprintf(`WITH seen AS (
-	SELECT `+columns+` FROM %[1]s WHERE id = $1::text
-), refused AS (
-	SELECT * FROM seen AS r WHERE (`+claimable+`) IS NOT TRUE
+		// not found: the statement returns no row, and the caller sends the claim again.
+		// The answer is one row at most (the key is unique): the claim's, or the refusing
+		// record's.
+		claim: fmt.Sprintf(`WITH refused AS (
+	SELECT `+columns+` FROM %[1]s AS r WHERE id = $1::text AND (`+claimable+`) IS NOT TRUE
 ), claim AS (
 	INSERT INTO %[1]s AS r (`+columns+`)
 	SELECT $1::text, $2::text, $3::timestamptz, $4::timestamptz, $5::text, $6::bytea, $7::text, $8::text, $9::text, $10::integer, $12::bigint
@@ -97,8 +101,9 @@ func newStatements(table string) statements {
 	WHERE id = $1::text AND NOT EXISTS (SELECT FROM refused) AND NOT EXISTS (SELECT FROM claim)
 	FOR SHARE
 )
-SELECT EXISTS (SELECT FROM claim), h.* FROM (VALUES (1)) AS one
-LEFT JOIN (SELECT * FROM refused UNION ALL SELECT * FROM held) AS h ON true`, t),
+SELECT true, `+noRecord+` FROM claim
+UNION ALL SELECT false, * FROM refused
+UNION ALL SELECT false, * FROM held`, t),
 
 		get: fmt.Sprintf(`SELECT `+columns+` FROM %s WHERE id = $1::text`, t),
 

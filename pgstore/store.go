@@ -89,6 +89,9 @@ func (s *Store) Claim(ctx context.Context, rec *idemstore.Record, now time.Time)
 		var claimed bool
 		var r row
 		err := s.db.QueryRow(ctx, s.sql.claim, args...).Scan(append([]any{&claimed}, r.dest()...)...)
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue // created by a claim that committed while ours waited: claim again
+		}
 		if err != nil {
 			return nil, false, s.fail("claim", err)
 		}
