@@ -27,6 +27,8 @@ const claimable = `r.expires_at <= $11::timestamptz
 // protocol included (see the package documentation on RDS Proxy).
 type statements struct {
 	claim, get, completeOwned, ownedCheck, release, extend, checkpoint string
+	// claimLocking is the claim without the snapshot read: see Store.claimSQL.
+	claimLocking string
 	// commitCheck is the check sent with COMMIT (see Store.commitCheck) as a statement of
 	// three parameters, prepared under commitCheckName; commitCheckPrefix is its text up to
 	// its WHERE, for the check with the values inlined.
@@ -104,6 +106,28 @@ func newStatements(table string) statements {
 SELECT true, `+noRecord+` FROM claim
 UNION ALL SELECT false, * FROM refused
 UNION ALL SELECT false, * FROM held`, t),
+
+		// The claim statement without refused (see Store.claimSQL): the upsert judges every
+		// record on its latest version, locking it even when it refuses, and held reads
+		// the record that refused it, FOR SHARE, as above. It answers with one row, whose
+		// record columns are NULL when the refusing record was out of its sight.
+		claimLocking: fmt.Sprintf(`WITH claim AS (
+	INSERT INTO %[1]s AS r (`+columns+`)
+	VALUES ($1::text, $2::text, $3::timestamptz, $4::timestamptz, $5::text, $6::bytea, $7::text, $8::text, $9::text, $10::integer, $12::bigint)
+	ON CONFLICT (id) DO UPDATE SET
+		status = excluded.status, expires_at = excluded.expires_at,
+		lease_expires_at = excluded.lease_expires_at, validation = excluded.validation,
+		data = excluded.data, encoding = excluded.encoding, lease_token = excluded.lease_token,
+		checkpoint = excluded.checkpoint, version = excluded.version,
+		checkpoint_seq = excluded.checkpoint_seq
+	WHERE `+claimable+`
+	RETURNING 1
+), held AS (
+	SELECT `+columns+` FROM %[1]s
+	WHERE id = $1::text AND NOT EXISTS (SELECT FROM claim)
+	FOR SHARE
+)
+SELECT EXISTS (SELECT FROM claim), held.* FROM (VALUES (1)) AS one LEFT JOIN held ON true`, t),
 
 		get: fmt.Sprintf(`SELECT `+columns+` FROM %s WHERE id = $1::text`, t),
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemstore"
@@ -52,6 +53,9 @@ type Store struct {
 
 	modeOnce sync.Once // sets prepared
 	prepared bool      // see Store.prepares
+
+	claimOnce sync.Once // sets claimText
+	claimText string    // see Store.claimSQL
 }
 
 // New returns a Store that keeps records in table (see [Schema]; "schema.name" is
@@ -74,13 +78,13 @@ func (s *Store) Table() string { return s.table }
 // ended and not the tombstone of the release of rec's own token (see [Store.Release]),
 // with no checkpoint where rec carries none or the checkpoint rec carries, with its number,
 // for a request of rec's fingerprint; when it refuses, the same statement returns the
-// record that refused it (see the package documentation): read without a lock when the
-// statement's snapshot holds it already refusing, so a replay takes no row lock. Times
-// are compared at now, the caller's clock, as with every store; stored ends are rounded up
-// and now down to PostgreSQL's microseconds, so a record is never taken before its end.
-// A claim that wins returns no previous record (PostgreSQL before 18 cannot return a row's
-// old values from an upsert; the guard does not use them). A record that refuses and does
-// not decode yields an error wrapping [idem.ErrIncompatibleRecord].
+// record that refused it, in pgx's default mode without a row lock when the statement's
+// snapshot holds it refusing already (see the package documentation). Times are compared
+// at now, the caller's clock, as with every store; stored ends are rounded up and now down
+// to PostgreSQL's microseconds, so a record is never taken before its end. A claim that
+// wins returns no previous record (PostgreSQL before 18 cannot return a row's old values
+// from an upsert; the guard does not use them). A record that refuses and does not decode
+// yields an error wrapping [idem.ErrIncompatibleRecord].
 func (s *Store) Claim(ctx context.Context, rec *idemstore.Record, now time.Time) (*idemstore.Record, bool, error) {
 	args := []any{rec.Key, string(rec.Status), end(rec.Expires), end(rec.LeaseExpires),
 		text(rec.Fingerprint), rec.Data, text(rec.Encoding), text(rec.LeaseToken),
@@ -88,7 +92,7 @@ func (s *Store) Claim(ctx context.Context, rec *idemstore.Record, now time.Time)
 	for range claimAttempts {
 		var claimed bool
 		var r row
-		err := s.db.QueryRow(ctx, s.sql.claim, args...).Scan(append([]any{&claimed}, r.dest()...)...)
+		err := s.db.QueryRow(ctx, s.claimSQL(), args...).Scan(append([]any{&claimed}, r.dest()...)...)
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue // created by a claim that committed while ours waited: claim again
 		}
@@ -108,6 +112,38 @@ func (s *Store) Claim(ctx context.Context, rec *idemstore.Record, now time.Time)
 		return prev, false, nil
 	}
 	return nil, false, &idem.StoreError{Op: "claim", Err: fmt.Errorf("pgstore: claim: the conflicting record was out of the statement's sight %d times in a row", claimAttempts)}
+}
+
+// claimSQL returns the claim statement for the store's db. It is the one that first reads
+// the record in the statement's snapshot without a lock (statements.claim), so that a
+// replay or a refusal takes no row lock, unless db is known to parse and plan every
+// statement it sends: a pool, connection or transaction (or a wrapper with their Config
+// or Conn method) in a pgx mode other than QueryExecModeCacheStatement. There that read
+// costs more to parse and plan, on every call, than the row lock it saves, and the claim
+// is the upsert alone (statements.claimLocking). It is decided on the first call.
+func (s *Store) claimSQL() string {
+	s.claimOnce.Do(func() {
+		s.claimText = s.sql.claim
+		mode, known := execMode(s.db)
+		if known && mode != pgx.QueryExecModeCacheStatement {
+			s.claimText = s.sql.claimLocking
+		}
+	})
+	return s.claimText
+}
+
+// execMode returns the default query exec mode of db, and whether it is known: db is a
+// pool, a connection or a transaction, or a wrapper with their Config or Conn method.
+func execMode(db DB) (pgx.QueryExecMode, bool) {
+	switch d := db.(type) {
+	case interface{ Config() *pgxpool.Config }:
+		return d.Config().ConnConfig.DefaultQueryExecMode, true
+	case interface{ Config() *pgx.ConnConfig }:
+		return d.Config().DefaultQueryExecMode, true
+	case interface{ Conn() *pgx.Conn }:
+		return d.Conn().Config().DefaultQueryExecMode, true
+	}
+	return 0, false
 }
 
 // Get implements [idemstore.Store] with one SELECT by key. It returns nil and no error when
