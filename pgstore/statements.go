@@ -26,7 +26,7 @@ const claimable = `r.expires_at <= $11::timestamptz
 // statements run unchanged in every pgx query mode, QueryExecModeExec and the simple
 // protocol included (see the package documentation on RDS Proxy).
 type statements struct {
-	claim, get, completeOwned, ownedCheck, release, extend, checkpoint string
+	claim, get, complete, tokenStatus, completeOwned, ownedCheck, release, extend, checkpoint string
 	// claimLocking is the claim without the snapshot read: see Store.claimSQL.
 	claimLocking string
 	// commitCheck is the check sent with COMMIT (see Store.commitCheck) as a statement of
@@ -130,6 +130,19 @@ UNION ALL SELECT false, * FROM held`, t),
 SELECT EXISTS (SELECT FROM claim), held.* FROM (VALUES (1)) AS one LEFT JOIN held ON true`, t),
 
 		get: fmt.Sprintf(`SELECT `+columns+` FROM %s WHERE id = $1::text`, t),
+
+		// Store.Complete's UPDATE without attached writes: completeOwned's done alone, an
+		// Exec whose row count answers. Only when it completes nothing does tokenStatus
+		// read the record under the token, in a statement of its own, to tell a resend of
+		// a completion that committed (completed under the token) from a lost lease (no
+		// record under it). That read needs no lock: the UPDATE waited for any writer of
+		// the row and found it not in progress under the token, and a token once replaced
+		// never comes back, so the read's later snapshot tells the same.
+		complete: fmt.Sprintf(`UPDATE %s SET status = $2::text, expires_at = $3::timestamptz,
+	lease_expires_at = NULL, validation = $4::text, data = $5::bytea, encoding = $6::text,
+	version = $7::integer
+WHERE id = $1::text AND lease_token = $8::text AND status = 'INPROGRESS'`, t),
+		tokenStatus: fmt.Sprintf(`SELECT status FROM %s WHERE id = $1::text AND lease_token = $2::text`, t),
 
 		// A completion requires the record in progress under the token, so a resend of
 		// one that committed (with attached writes, a transaction) writes nothing, and no

@@ -165,7 +165,8 @@ func (s *Store) Get(ctx context.Context, key string) (*idemstore.Record, error) 
 // to rec's status, result and expiry, conditional on the lease token and on the record
 // being in progress: a worker whose lease was taken over gets [idem.ErrLeaseLost] and
 // never overwrites the new owner's record, and a completion that finds the record
-// completed under its token already (a resend) returns nil and writes nothing. With
+// completed under its token already (a resend) returns nil and writes nothing (these two
+// read the record after the UPDATE, a second statement). With
 // attached writes see [Attach]: one transaction holds the conditional UPDATE, then the
 // writes, then COMMIT. The checkpoint is kept; the lease end is cleared.
 func (s *Store) Complete(ctx context.Context, rec *idemstore.Record, attached []any) error {
@@ -175,12 +176,19 @@ func (s *Store) Complete(ctx context.Context, rec *idemstore.Record, attached []
 	if len(attached) > 0 {
 		return s.completeWith(ctx, rec, attached)
 	}
-	var done bool
-	var status *string
-	if err := s.db.QueryRow(ctx, s.sql.completeOwned, completeArgs(rec)...).Scan(&done, &status); err != nil {
+	tag, err := s.db.Exec(ctx, s.sql.complete, completeArgs(rec)...)
+	if err != nil {
 		return s.fail("complete", err)
 	}
-	return completedOrLost(done, status)
+	if tag.RowsAffected() > 0 {
+		return nil
+	}
+	var status *string
+	err = s.db.QueryRow(ctx, s.sql.tokenStatus, rec.Key, rec.LeaseToken).Scan(&status)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return s.fail("complete", err)
+	}
+	return completedOrLost(false, status)
 }
 
 // completedOrLost maps the answer of the completeOwned statement: nil when it completed
