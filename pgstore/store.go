@@ -39,9 +39,10 @@ const claimAttempts = 3
 //
 //   - claim: one, whether it wins, replays or meets a key in progress (two in the rare
 //     race where the refusing record was created while the claim waited);
-//   - completion: one; with attached writes ([Attach]) one plus BEGIN, COMMIT and the
-//     writes' own statements (and, through a db without BeginTx, the check that otherwise
-//     travels with the COMMIT);
+//   - completion: one (two when it completes nothing: a resend, a lost lease); with
+//     attached writes ([Attach]) one plus BEGIN, COMMIT and the writes' own statements
+//     (and, through a db without BeginTx, the check that otherwise travels with the
+//     COMMIT);
 //   - release, extend, checkpoint, get: one each;
 //   - batches ([Store.ClaimMany], [Store.CompleteMany], [Store.ReleaseMany]): one statement
 //     for the whole batch; [Store.CompleteManyAttached]: one transaction.
