@@ -13,6 +13,8 @@ import (
 // different orders wait for one another instead of deadlocking.
 type batchStatements struct {
 	claim, complete, completeOwned, release string
+	// claimLocking is the claim without refused: see Store.claimSQL.
+	claimLocking string
 }
 
 // completeInput unnests a batch of completions: $1 to $8 are the arrays of
@@ -94,6 +96,32 @@ func newBatchStatements(table string) batchStatements {
 SELECT input.n, claim.id IS NOT NULL, h.*
 FROM input LEFT JOIN claim ON claim.id = input.id
 LEFT JOIN (SELECT * FROM refused UNION ALL SELECT * FROM held) AS h ON h.id = input.id
+ORDER BY input.n`, t),
+
+		// The batch claim without refused, for the modes that parse and plan every
+		// statement (see Store.claimSQL): every key goes through the upsert and held.
+		claimLocking: fmt.Sprintf(`WITH input AS (
+	SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::timestamptz[], $5::text[],
+		$6::bytea[], $7::text[], $8::text[], $9::text[], $10::integer[], $11::bigint[])
+		WITH ORDINALITY AS i(id, status, expires_at, lease_expires_at, validation, data, encoding,
+			lease_token, checkpoint, version, checkpoint_seq, n)
+), claim AS (
+	INSERT INTO %[1]s AS r (`+columns+`)
+	SELECT `+columns+` FROM input ORDER BY id
+	ON CONFLICT (id) DO UPDATE SET
+		status = excluded.status, expires_at = excluded.expires_at,
+		lease_expires_at = excluded.lease_expires_at, validation = excluded.validation,
+		data = excluded.data, encoding = excluded.encoding, lease_token = excluded.lease_token,
+		checkpoint = excluded.checkpoint, version = excluded.version,
+		checkpoint_seq = excluded.checkpoint_seq
+	WHERE `+batchClaimable("excluded")+`
+	RETURNING r.id
+), held AS (
+	SELECT h.* FROM (SELECT id FROM input WHERE id NOT IN (SELECT id FROM claim) ORDER BY id) AS i
+	CROSS JOIN LATERAL (SELECT `+columns+` FROM %[1]s AS r WHERE r.id = i.id FOR SHARE) AS h
+)
+SELECT input.n, claim.id IS NOT NULL, held.*
+FROM input LEFT JOIN claim ON claim.id = input.id LEFT JOIN held ON held.id = input.id
 ORDER BY input.n`, t),
 
 		// Store.Complete's statement for many records, conditional on each one's token

@@ -55,8 +55,9 @@ type Store struct {
 	modeOnce sync.Once // sets prepared
 	prepared bool      // see Store.prepares
 
-	claimOnce sync.Once // sets claimText
-	claimText string    // see Store.claimSQL
+	claimOnce      sync.Once // sets claimText and claimBatchText
+	claimText      string    // see Store.claimSQL
+	claimBatchText string    // see Store.claimSQL
 }
 
 // New returns a Store that keeps records in table (see [Schema]; "schema.name" is
@@ -115,19 +116,20 @@ func (s *Store) Claim(ctx context.Context, rec *idemstore.Record, now time.Time)
 	return nil, false, &idem.StoreError{Op: "claim", Err: fmt.Errorf("pgstore: claim: the conflicting record was out of the statement's sight %d times in a row", claimAttempts)}
 }
 
-// claimSQL returns the claim statement for the store's db. It is the one that first reads
-// the record in the statement's snapshot without a lock (statements.claim), so that a
-// replay or a refusal takes no row lock, unless db is known to parse and plan every
-// statement it sends: a pool, connection or transaction (or a wrapper with their Config
-// or Conn method) in a pgx mode other than QueryExecModeCacheStatement. There that read
-// costs more to parse and plan, on every call, than the row lock it saves, and the claim
-// is the upsert alone (statements.claimLocking). It is decided on the first call.
+// claimSQL returns the claim statement for the store's db, and sets the batch claim's
+// (claimBatchText) alike. It is the one that first reads the record in the statement's
+// snapshot without a lock (statements.claim), so that a replay or a refusal takes no row
+// lock, unless db is known to parse and plan every statement it sends: a pool, connection
+// or transaction (or a wrapper with their Config or Conn method) in a pgx mode other than
+// QueryExecModeCacheStatement. There that read costs more to parse and plan, on every
+// call, than the row lock it saves, and the claim is the upsert alone
+// (statements.claimLocking). It is decided on the first call.
 func (s *Store) claimSQL() string {
 	s.claimOnce.Do(func() {
-		s.claimText = s.sql.claim
+		s.claimText, s.claimBatchText = s.sql.claim, s.batch.claim
 		mode, known := execMode(s.db)
 		if known && mode != pgx.QueryExecModeCacheStatement {
-			s.claimText = s.sql.claimLocking
+			s.claimText, s.claimBatchText = s.sql.claimLocking, s.batch.claimLocking
 		}
 	})
 	return s.claimText
