@@ -20,10 +20,10 @@
 // the key, FOR SHARE, returns the row as the upsert judged it (the snapshot's, claimable,
 // can be older). In the modes that parse and plan every statement (exec mode, the simple
 // protocol) the first read would cost more than the lock it saves, and the claim (a
-// batch's too) is the upsert and the FOR SHARE read alone. So a replay and an in-flight refusal cost one
-// statement each. Only when the refusing record was
-// created after the statement began (two first claims of one key at once) is it out of the
-// statement's sight; the claim is then sent once more.
+// batch's too) is the upsert and the FOR SHARE read alone. So a replay and an in-flight
+// refusal cost one statement each. Only when the refusing record was created after the
+// statement began (two first claims of one key at once) is it out of the statement's
+// sight; the claim is then sent once more.
 //
 // Batches (the guard's batch claims, SQS batches) take the same statements for many keys
 // at once: the records travel as one array per column, unnested into rows, so a batch's
