@@ -87,3 +87,97 @@ func TestReview25_ReplayOfUnflushedCompletion(t *testing.T) {
 	assert.True(t, replayed)
 	assert.Equal(t, 1, got, "a retry got another result than the earlier retry was answered")
 }
+
+// TestReview25_ReplayOfUnconfirmedCompletion: the server runs synchronous replication
+// (the package documentation's advice where a failover must not reopen keys), every
+// session at the defaults. The owner's completion commits, but its wait for the standby's
+// confirmation is cancelled (pg_cancel_backend here; statement_timeout or an operator in
+// production): PostgreSQL then says "the transaction has already committed locally, but
+// might not have been replicated to the standby", and the row is visible. A failover now
+// loses it.
+//
+// Expected (as on e584f63): a retry's claim is not answered with that completion before a
+// synchronous standby confirms it. There the claim locked the row, so its own commit
+// waited for the standby, which confirms the owner's earlier commit too; here no standby
+// ever confirms, so the claim is still waiting at its deadline. On pgfast the claim reads
+// the row in its snapshot with no lock and no transaction ID, commits nothing, waits for
+// no standby, and answers the replay at once: a failover then runs the key again and its
+// next retry gets another result.
+func TestReview25_ReplayOfUnconfirmedCompletion(t *testing.T) {
+	server := pgtest.Private(t)
+	ctx := context.Background()
+	admin := pgtest.PoolFor(t, server.URL(), nil)
+	table := pgtest.Name("idem")
+	require.NoError(t, pgstore.CreateTable(ctx, admin, table))
+	scratch := pgtest.Name("scratch")
+	_, err := admin.Exec(ctx, `CREATE TABLE `+scratch+` (n int)`)
+	require.NoError(t, err)
+	pool := pgtest.PoolFor(t, server.URL(), nil)
+	s, err := pgstore.New(pool, table)
+	require.NoError(t, err)
+
+	start := time.Now()
+	rec := inProgress("k", "A", start)
+	_, claimed, err := s.Claim(ctx, rec, start)
+	require.NoError(t, err)
+	require.True(t, claimed)
+
+	// Synchronous replication to a standby that never confirms.
+	_, err = admin.Exec(ctx, `ALTER SYSTEM SET synchronous_standby_names = 'review25_standby'`)
+	require.NoError(t, err)
+	_, err = admin.Exec(ctx, `SELECT pg_reload_conf()`)
+	require.NoError(t, err)
+	t.Cleanup(func() { // the server is the test's own, dropped after; keep its cleanup quick
+		_, _ = admin.Exec(context.Background(), `ALTER SYSTEM RESET synchronous_standby_names`)
+		_, _ = admin.Exec(context.Background(), `SELECT pg_reload_conf()`)
+	})
+	// cancelWait runs fn, cancels the wait for the standby of the commit fn makes, and
+	// returns whether it waited for the standby, and fn's error.
+	cancelWait := func(fn func() error) (bool, error) {
+		done := make(chan error, 1)
+		go func() { done <- fn() }()
+		for range 3000 {
+			select {
+			case err := <-done:
+				return false, err
+			default:
+			}
+			var n int
+			require.NoError(t, admin.QueryRow(ctx, `SELECT count(pg_cancel_backend(pid)) FROM pg_stat_activity
+				WHERE wait_event = 'SyncRep'`).Scan(&n))
+			if n > 0 {
+				return true, <-done
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Fatal("the commit neither returned nor waited for the standby")
+		return false, nil
+	}
+	// Until the server waits for the standby (the setting takes effect shortly after the
+	// reload).
+	for waited := false; !waited; {
+		var err error
+		waited, err = cancelWait(func() error {
+			_, err := pool.Exec(ctx, `INSERT INTO `+scratch+` VALUES (1)`)
+			return err
+		})
+		require.NoError(t, err)
+	}
+
+	// The owner completes; its commit is visible, not confirmed.
+	waited, err := cancelWait(func() error { return s.Complete(ctx, completed(rec, start), nil) })
+	require.NoError(t, err)
+	require.True(t, waited, "the completion did not wait for the standby")
+
+	// A retry's claim, at the defaults, with a deadline.
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	later := start.Add(time.Second)
+	prev, claimed, err := s.Claim(cctx, inProgress("k", "B", later), later)
+	if err == nil {
+		assert.False(t, claimed)
+		require.NotNil(t, prev)
+		assert.NotEqual(t, "COMPLETED", string(prev.Status),
+			"a claim was answered with a completion no synchronous standby confirmed: a failover loses it")
+	}
+}
