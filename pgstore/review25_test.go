@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/pgstore"
 	"github.com/idemkit/idem/pgstore/internal/pgtest"
 )
@@ -104,6 +105,24 @@ func TestReview25_ReplayOfUnflushedCompletion(t *testing.T) {
 // no standby, and answers the replay at once: a failover then runs the key again and its
 // next retry gets another result.
 func TestReview25_ReplayOfUnconfirmedCompletion(t *testing.T) {
+	replayOfUnconfirmed(t, func(ctx context.Context, s *pgstore.Store, rec *idemstore.Record, now time.Time) (*idemstore.Record, bool, error) {
+		return s.Claim(ctx, rec, now)
+	})
+}
+
+// TestReview25_BatchReplayOfUnconfirmedCompletion: TestReview25_ReplayOfUnconfirmedCompletion
+// with the retry's claim in a batch ([pgstore.Store.ClaimMany]), whose refusals pgfast
+// decides on the snapshot alike. Expected: as there.
+func TestReview25_BatchReplayOfUnconfirmedCompletion(t *testing.T) {
+	replayOfUnconfirmed(t, func(ctx context.Context, s *pgstore.Store, rec *idemstore.Record, now time.Time) (*idemstore.Record, bool, error) {
+		res := s.ClaimMany(ctx, []*idemstore.Record{rec}, now)
+		return res[0].Prev, res[0].Claimed, res[0].Err
+	})
+}
+
+// replayOfUnconfirmed is TestReview25_ReplayOfUnconfirmedCompletion with the retry's claim
+// made by claim.
+func replayOfUnconfirmed(t *testing.T, claim func(ctx context.Context, s *pgstore.Store, rec *idemstore.Record, now time.Time) (*idemstore.Record, bool, error)) {
 	server := pgtest.Private(t)
 	ctx := context.Background()
 	admin := pgtest.PoolFor(t, server.URL(), nil)
@@ -173,7 +192,7 @@ func TestReview25_ReplayOfUnconfirmedCompletion(t *testing.T) {
 	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	later := start.Add(time.Second)
-	prev, claimed, err := s.Claim(cctx, inProgress("k", "B", later), later)
+	prev, claimed, err := claim(cctx, s, inProgress("k", "B", later), later)
 	if err == nil {
 		assert.False(t, claimed)
 		require.NotNil(t, prev)
