@@ -97,15 +97,17 @@ func TestReview25_ReplayOfUnflushedCompletion(t *testing.T) {
 // might not have been replicated to the standby", and the row is visible. A failover now
 // loses it.
 //
-// Expected (as on e584f63): a retry's claim is not answered with that completion before a
-// synchronous standby confirms it. There the claim locked the row, so its own commit
+// Say the owner's caller got no answer (its Lambda timed out and died; the session's
+// statement_timeout then cancelled the wait). Expected (as on e584f63): a retry's claim
+// is not answered with that completion before a synchronous standby confirms it. There the claim locked the row, so its own commit
 // waited for the standby, which confirms the owner's earlier commit too; here no standby
 // ever confirms, so the claim is still waiting at its deadline. On pgfast the claim reads
 // the row in its snapshot with no lock and no transaction ID, commits nothing, waits for
 // no standby, and answers the replay at once: a failover then runs the key again and its
 // next retry gets another result.
 func TestReview25_ReplayOfUnconfirmedCompletion(t *testing.T) {
-	replayOfUnconfirmed(t, func(ctx context.Context, s *pgstore.Store, rec *idemstore.Record, now time.Time) (*idemstore.Record, bool, error) {
+	replayOfUnconfirmed(t, func(ctx context.Context, s *pgstore.Store, rec *idemstore.Record,
+		now time.Time) (*idemstore.Record, bool, error) {
 		return s.Claim(ctx, rec, now)
 	})
 }
@@ -114,15 +116,20 @@ func TestReview25_ReplayOfUnconfirmedCompletion(t *testing.T) {
 // with the retry's claim in a batch ([pgstore.Store.ClaimMany]), whose refusals pgfast
 // decides on the snapshot alike. Expected: as there.
 func TestReview25_BatchReplayOfUnconfirmedCompletion(t *testing.T) {
-	replayOfUnconfirmed(t, func(ctx context.Context, s *pgstore.Store, rec *idemstore.Record, now time.Time) (*idemstore.Record, bool, error) {
+	replayOfUnconfirmed(t, func(ctx context.Context, s *pgstore.Store, rec *idemstore.Record,
+		now time.Time) (*idemstore.Record, bool, error) {
 		res := s.ClaimMany(ctx, []*idemstore.Record{rec}, now)
 		return res[0].Prev, res[0].Claimed, res[0].Err
 	})
 }
 
+// claimFunc claims rec at now through s.
+type claimFunc = func(ctx context.Context, s *pgstore.Store, rec *idemstore.Record,
+	now time.Time) (*idemstore.Record, bool, error)
+
 // replayOfUnconfirmed is TestReview25_ReplayOfUnconfirmedCompletion with the retry's claim
 // made by claim.
-func replayOfUnconfirmed(t *testing.T, claim func(ctx context.Context, s *pgstore.Store, rec *idemstore.Record, now time.Time) (*idemstore.Record, bool, error)) {
+func replayOfUnconfirmed(t *testing.T, claim claimFunc) {
 	server := pgtest.Private(t)
 	ctx := context.Background()
 	admin := pgtest.PoolFor(t, server.URL(), nil)
@@ -162,8 +169,8 @@ func replayOfUnconfirmed(t *testing.T, claim func(ctx context.Context, s *pgstor
 			default:
 			}
 			var n int
-			require.NoError(t, admin.QueryRow(ctx, `SELECT count(pg_cancel_backend(pid)) FROM pg_stat_activity
-				WHERE wait_event = 'SyncRep'`).Scan(&n))
+			require.NoError(t, admin.QueryRow(ctx, `SELECT count(pg_cancel_backend(pid))
+				FROM pg_stat_activity WHERE wait_event = 'SyncRep'`).Scan(&n))
 			if n > 0 {
 				return true, <-done
 			}
