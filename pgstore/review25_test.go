@@ -99,12 +99,13 @@ func TestReview25_ReplayOfUnflushedCompletion(t *testing.T) {
 //
 // Say the owner's caller got no answer (its Lambda timed out and died; the session's
 // statement_timeout then cancelled the wait). Expected (as on e584f63): a retry's claim
-// is not answered with that completion before a synchronous standby confirms it. There the claim locked the row, so its own commit
-// waited for the standby, which confirms the owner's earlier commit too; here no standby
-// ever confirms, so the claim is still waiting at its deadline. On pgfast the claim reads
-// the row in its snapshot with no lock and no transaction ID, commits nothing, waits for
-// no standby, and answers the replay at once: a failover then runs the key again and its
-// next retry gets another result.
+// is not answered with that completion before a synchronous standby confirms it. There
+// the claim locked the row, so its own commit waited for the standby, whose confirmation
+// covers the owner's earlier commit too; here no standby ever confirms, so the claim is
+// still waiting at its deadline. On pgfast the claim reads the row in its snapshot with
+// no lock and no transaction ID, commits nothing, waits for no standby, and answers the
+// replay at once: a failover then runs the key again and its next retry gets another
+// result.
 func TestReview25_ReplayOfUnconfirmedCompletion(t *testing.T) {
 	replayOfUnconfirmed(t, func(ctx context.Context, s *pgstore.Store, rec *idemstore.Record,
 		now time.Time) (*idemstore.Record, bool, error) {
