@@ -63,11 +63,13 @@ func newBatchStatements(table string) batchStatements {
 		// them (the condition is the single claim's, on the input row's values; its
 		// released token is $13 || its token; LIMIT 1 keeps the planner from turning the
 		// lookup per key into a join over the table), and returns that record: they insert
-		// nothing and lock nothing. The other rows go through the upsert, whose WHERE is
-		// the same condition with the claim's values taken from excluded, in key order,
-		// and held reads the records that refused them, FOR SHARE, as the single claim
-		// does. Each input row comes back once, in input order, with whether it was
-		// claimed and the refusing record, if the statement could see it.
+		// nothing and lock nothing. Where the session's commits wait for a synchronous
+		// standby (snapshotAnswers) refused holds no row, and every key locks. The other
+		// rows go through the upsert, whose WHERE is the same condition with the claim's
+		// values taken from excluded, in key order, and held reads the records that
+		// refused them, FOR SHARE, as the single claim does. Each input row comes back
+		// once, in input order, with whether it was claimed and the refusing record, if
+		// the statement could see it.
 		claim: fmt.Sprintf(`WITH input AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::timestamptz[], $5::text[],
 		$6::bytea[], $7::text[], $8::text[], $9::text[], $10::integer[], $11::bigint[])
@@ -76,7 +78,7 @@ func newBatchStatements(table string) batchStatements {
 ), refused AS (
 	SELECT r.* FROM input AS i
 	CROSS JOIN LATERAL (SELECT `+columns+` FROM %[1]s AS r WHERE r.id = i.id LIMIT 1) AS r
-	WHERE (`+batchClaimable("i")+`) IS NOT TRUE
+	WHERE (`+batchClaimable("i")+`) IS NOT TRUE AND `+snapshotAnswers+`
 ), claim AS (
 	INSERT INTO %[1]s AS r (`+columns+`)
 	SELECT `+columns+` FROM input WHERE id NOT IN (SELECT id FROM refused) ORDER BY id

@@ -29,6 +29,11 @@ import (
 // statement's snapshot with no lock, no transaction ID and so no flush: the retry was
 // answered 1, the crash loses the completion, and the next retry runs the handler again
 // and is answered 2. Two retries of one key got two different results.
+//
+// The fix (fix25): the retry's store cannot see another session's synchronous_commit, so
+// the package documentation asks for pgstore.WithLockingClaims on every store reading the
+// table where a writer runs with it off; the stores here have it.
+// TestClaimWithoutLockingClaimsAnswersFromSnapshot pins the default's behaviour.
 func TestReview25_ReplayOfUnflushedCompletion(t *testing.T) {
 	server := pgtest.Private(t)
 	ctx := context.Background()
@@ -51,9 +56,12 @@ func TestReview25_ReplayOfUnflushedCompletion(t *testing.T) {
 
 	runs := 0
 	handler := func(context.Context) (int, error) { runs++; return runs, nil }
+	// Every store reading the table has WithLockingClaims, as the package documentation
+	// asks where a writer (the owner's sessions) runs with synchronous_commit off: the
+	// retry's store cannot see the owner's setting.
 	call := func(pool *pgxpool.Pool, now time.Time) (int, bool) {
 		t.Helper()
-		s, err := pgstore.New(pool, table)
+		s, err := pgstore.New(pool, table, pgstore.WithLockingClaims())
 		require.NoError(t, err)
 		g, err := idem.New(s, "charge", idem.WithScope("test"), idem.WithLease(time.Minute),
 			idem.WithClock(idem.ClockFunc(func() time.Time { return now })))

@@ -22,6 +22,16 @@ const claimable = `r.expires_at <= $11::timestamptz
 				ELSE r.checkpoint = $9::text AND r.checkpoint_seq = $12::bigint
 					AND coalesce(r.validation, '') = coalesce($5::text, '') END)`
 
+// snapshotAnswers is the condition under which the claim answers a refusal from its
+// snapshot (see the claim statement and Store.claimSQL): the session's commits wait for no
+// synchronous standby, because none is configured or because its synchronous_commit (off,
+// local) does not wait. Otherwise the claim locks the record, so its own commit waits for
+// a standby to confirm every commit before it, the one it answers from included. A
+// setting the server does not know reads as empty. It holds no column: PostgreSQL
+// evaluates it once per statement.
+const snapshotAnswers = `(coalesce(current_setting('synchronous_standby_names', true), '') = ''
+		OR current_setting('synchronous_commit') IN ('off', 'local'))`
+
 // statements holds the store's SQL for one table. Every parameter carries a cast, so the
 // statements run unchanged in every pgx query mode, QueryExecModeExec and the simple
 // protocol included (see the package documentation on RDS Proxy).
@@ -62,7 +72,8 @@ func newStatements(table string) statements {
 		// attempt of a claim whose owner released the key since), and either no checkpoint
 		// where the claim carries none ($9, NULL for none) or the checkpoint the claim
 		// carries with its number ($12) for the same request (the fingerprint $5, NULL and
-		// empty alike).
+		// empty alike). It reads nothing where the session's commits wait for a
+		// synchronous standby (snapshotAnswers): there the claim is claimLocking's.
 		//
 		// A record the snapshot holds and the condition refuses is the answer: the claim
 		// inserts nothing, locks nothing and returns it. That is sound because READ
@@ -85,7 +96,8 @@ func newStatements(table string) statements {
 		// The answer is one row at most (the key is unique): the claim's, or the refusing
 		// record's.
 		claim: fmt.Sprintf(`WITH refused AS (
-	SELECT `+columns+` FROM %[1]s AS r WHERE id = $1::text AND (`+claimable+`) IS NOT TRUE
+	SELECT `+columns+` FROM %[1]s AS r
+	WHERE id = $1::text AND (`+claimable+`) IS NOT TRUE AND `+snapshotAnswers+`
 ), claim AS (
 	INSERT INTO %[1]s AS r (`+columns+`)
 	SELECT $1::text, $2::text, $3::timestamptz, $4::timestamptz, $5::text, $6::bytea, $7::text, $8::text, $9::text, $10::integer, $12::bigint

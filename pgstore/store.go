@@ -49,6 +49,7 @@ const claimAttempts = 3
 type Store struct {
 	db    DB
 	table string
+	cfg   config
 	sql   statements
 	batch batchStatements
 
@@ -61,15 +62,21 @@ type Store struct {
 }
 
 // New returns a Store that keeps records in table (see [Schema]; "schema.name" is
-// accepted) through db. It returns an error for a nil db or an empty table name.
-func New(db DB, table string) (*Store, error) {
+// accepted) through db, configured by opts. It returns an error wrapping
+// [idem.ErrInvalidOption] for a nil db, an empty table name or a nil option.
+func New(db DB, table string, opts ...Option) (*Store, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: pgstore: New: db must not be nil", idem.ErrInvalidOption)
 	}
 	if table == "" {
 		return nil, fmt.Errorf("%w: pgstore: New: table name must not be empty", idem.ErrInvalidOption)
 	}
-	return &Store{db: db, table: table, sql: newStatements(table), batch: newBatchStatements(table)}, nil
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{db: db, table: table, cfg: cfg, sql: newStatements(table),
+		batch: newBatchStatements(table)}, nil
 }
 
 // Table returns the name of the store's table.
@@ -79,14 +86,17 @@ func (s *Store) Table() string { return s.table }
 // that replaces an existing record only when it is expired, or in progress with its lease
 // ended and not the tombstone of the release of rec's own token (see [Store.Release]),
 // with no checkpoint where rec carries none or the checkpoint rec carries, with its number,
-// for a request of rec's fingerprint; when it refuses, the same statement returns the
-// record that refused it, in pgx's default mode without a row lock when the statement's
-// snapshot holds it refusing already (see the package documentation). Times are compared
-// at now, the caller's clock, as with every store; stored ends are rounded up and now down
-// to PostgreSQL's microseconds, so a record is never taken before its end. A claim that
-// wins returns no previous record (PostgreSQL before 18 cannot return a row's old values
-// from an upsert; the guard does not use them). A record that refuses and does not decode
-// yields an error wrapping [idem.ErrIncompatibleRecord].
+// for a request of rec's fingerprint. Times are compared at now, the caller's clock, as
+// with every store; stored ends are rounded up and now down to PostgreSQL's microseconds,
+// so a record is never taken before its end. What it returns:
+//
+//   - a claim that wins: no previous record (PostgreSQL before 18 cannot return a row's
+//     old values from an upsert; the guard does not use them);
+//   - a refused claim: the record that refused it, from the same statement; in pgx's
+//     default mode without a row lock when the statement's snapshot holds it refusing
+//     already, unless the session's commits wait for a synchronous standby or the store
+//     has [WithLockingClaims] (see the package documentation's Durability);
+//   - a refusing record that does not decode: an error wrapping [idem.ErrIncompatibleRecord].
 func (s *Store) Claim(ctx context.Context, rec *idemstore.Record, now time.Time) (*idemstore.Record, bool, error) {
 	args := []any{rec.Key, string(rec.Status), end(rec.Expires), end(rec.LeaseExpires),
 		text(rec.Fingerprint), rec.Data, text(rec.Encoding), text(rec.LeaseToken),
@@ -119,16 +129,19 @@ func (s *Store) Claim(ctx context.Context, rec *idemstore.Record, now time.Time)
 // claimSQL returns the claim statement for the store's db, and sets the batch claim's
 // (claimBatchText) alike. It is the one that first reads the record in the statement's
 // snapshot without a lock (statements.claim), so that a replay or a refusal takes no row
-// lock, unless db is known to parse and plan every statement it sends: a pool, connection
-// or transaction (or a wrapper with their Config or Conn method) in a pgx mode other than
-// QueryExecModeCacheStatement. There that read costs more to parse and plan, on every
-// call, than the row lock it saves, and the claim is the upsert alone
-// (statements.claimLocking). It is decided on the first call.
+// lock, unless the store has [WithLockingClaims] or db is known to parse and plan every
+// statement it sends: a pool, connection or transaction (or a wrapper with their Config
+// or Conn method) in a pgx mode other than QueryExecModeCacheStatement. There that read
+// costs more to parse and plan, on every call, than the row lock it saves, and the claim is
+// the upsert alone (statements.claimLocking). It is decided on the first call. The
+// snapshot read answers only where a session's commits wait for no synchronous standby
+// (snapshotAnswers, judged by the server on each statement); elsewhere that statement
+// locks as claimLocking does.
 func (s *Store) claimSQL() string {
 	s.claimOnce.Do(func() {
 		s.claimText, s.claimBatchText = s.sql.claim, s.batch.claim
 		mode, known := execMode(s.db)
-		if known && mode != pgx.QueryExecModeCacheStatement {
+		if s.cfg.lockingClaims || known && mode != pgx.QueryExecModeCacheStatement {
 			s.claimText, s.claimBatchText = s.sql.claimLocking, s.batch.claimLocking
 		}
 	})
