@@ -147,14 +147,18 @@ SELECT EXISTS (SELECT FROM claim), held.* FROM (VALUES (1)) AS one LEFT JOIN hel
 		// Exec whose row count answers. Only when it completes nothing does tokenStatus
 		// read the record under the token, in a statement of its own, to tell a resend of
 		// a completion that committed (completed under the token) from a lost lease (no
-		// record under it). That read needs no lock: the UPDATE waited for any writer of
-		// the row and found it not in progress under the token, and a token once replaced
-		// never comes back, so the read's later snapshot tells the same.
+		// record under it). The UPDATE waited for any writer of the row and found it not in
+		// progress under the token, and a token once replaced never comes back, so the
+		// read's later snapshot tells the same. It reads FOR SHARE all the same: the lock
+		// gives the statement a transaction id, so its commit waits for what the session's
+		// commits wait for (a WAL flush, a synchronous standby) after the completion it
+		// reports, which a resend must not report before that completion is durable
+		// (review 30: a first attempt whose wait for the standby was cancelled).
 		complete: fmt.Sprintf(`UPDATE %s SET status = $2::text, expires_at = $3::timestamptz,
 	lease_expires_at = NULL, validation = $4::text, data = $5::bytea, encoding = $6::text,
 	version = $7::integer
 WHERE id = $1::text AND lease_token = $8::text AND status = 'INPROGRESS'`, t),
-		tokenStatus: fmt.Sprintf(`SELECT status FROM %s WHERE id = $1::text AND lease_token = $2::text`, t),
+		tokenStatus: fmt.Sprintf(`SELECT status FROM %s WHERE id = $1::text AND lease_token = $2::text FOR SHARE`, t),
 
 		// A completion requires the record in progress under the token, so a resend of
 		// one that committed (with attached writes, a transaction) writes nothing, and no
