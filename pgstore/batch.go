@@ -55,7 +55,8 @@ func (s *Store) claimBatch(ctx context.Context, recs []*idemstore.Record, idx []
 	res := make([]idemstore.ClaimResult, n)
 	var unseen []int
 	err := func() error {
-		rows, err := s.db.Query(ctx, s.batch.claim, ids, statuses, expires, leases, fps, data, encodings,
+		s.claimSQL() // sets claimBatchText
+		rows, err := s.db.Query(ctx, s.claimBatchText, ids, statuses, expires, leases, fps, data, encodings,
 			tokens, checkpoints, versions, seqs, at(now), idemstore.ReleasedToken(""))
 		if err != nil {
 			return err

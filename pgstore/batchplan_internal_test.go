@@ -68,6 +68,7 @@ func TestBatchStatementsScanNoTable(t *testing.T) {
 		args []any
 	}{
 		{"claim", s.batch.claim, claimArgs()},
+		{"claimLocking", s.batch.claimLocking, claimArgs()},
 		{"complete", s.batch.complete, completeArrays(recs, idx)},
 		{"completeOwned", s.batch.completeOwned, completeArrays(recs, idx)},
 		{"release", s.batch.release, []any{keys, tokens, at(now), idemstore.ReleasedToken("")}},

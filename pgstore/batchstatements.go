@@ -1,6 +1,9 @@
 package pgstore
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // batchStatements holds the SQL of the batch methods for one table. A batch travels as one
 // array parameter per column, unnested into rows with their position (n, from 1), so the
@@ -10,6 +13,8 @@ import "fmt"
 // different orders wait for one another instead of deadlocking.
 type batchStatements struct {
 	claim, complete, completeOwned, release string
+	// claimLocking is the claim without refused: see Store.claimSQL.
+	claimLocking string
 }
 
 // completeInput unnests a batch of completions: $1 to $8 are the arrays of
@@ -19,6 +24,17 @@ const completeInput = `input AS (
 		$6::text[], $7::integer[], $8::text[])
 		WITH ORDINALITY AS i(id, status, expires_at, validation, data, encoding, version, lease_token, n)
 )`
+
+// batchClaimable is the claim condition of the batch claim on the record r, for the claim
+// whose values are the row named claim (excluded in the upsert, the input row before it).
+func batchClaimable(claim string) string {
+	return strings.NewReplacer("$c", claim).Replace(`r.expires_at <= $12::timestamptz
+		OR (r.status = 'INPROGRESS' AND r.lease_expires_at <= $12::timestamptz
+			AND r.lease_token IS DISTINCT FROM $13::text || coalesce($c.lease_token, '')
+			AND CASE WHEN coalesce(r.checkpoint, '') = '' THEN $c.checkpoint IS NULL
+				ELSE r.checkpoint = $c.checkpoint AND r.checkpoint_seq = $c.checkpoint_seq
+					AND coalesce(r.validation, '') = coalesce($c.validation, '') END)`)
+}
 
 func newBatchStatements(table string) batchStatements {
 	t := quote(table)
@@ -42,13 +58,51 @@ func newBatchStatements(table string) batchStatements {
 	SELECT r.tid FROM locked CROSS JOIN LATERAL (SELECT ctid AS tid FROM %[1]s AS r WHERE r.id = locked.id LIMIT 1) AS r
 )`, t)
 	return batchStatements{
-		// Store.Claim's statement for many records: the upsert's WHERE is the single
-		// claim's, with the claim's values taken from excluded (its released token is
-		// $13 || its token), and held reads the records that refused, FOR SHARE, as the
-		// single claim does. The rows are inserted in key order. Each input row comes back
+		// Store.Claim's statement for many records. As there, refused holds the input
+		// rows whose record, read in the statement's snapshot without a lock, refuses
+		// them (the condition is the single claim's, on the input row's values; its
+		// released token is $13 || its token; LIMIT 1 keeps the planner from turning the
+		// lookup per key into a join over the table), and returns that record: they insert
+		// nothing and lock nothing. Where the session's commits wait for a synchronous
+		// standby (snapshotAnswers) refused holds no row, and every key locks. The other
+		// rows go through the upsert, whose WHERE is the same condition with the claim's
+		// values taken from excluded, in key order, and held reads the records that
+		// refused them, FOR SHARE, as the single claim does. Each input row comes back
 		// once, in input order, with whether it was claimed and the refusing record, if
 		// the statement could see it.
 		claim: fmt.Sprintf(`WITH input AS (
+	SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::timestamptz[], $5::text[],
+		$6::bytea[], $7::text[], $8::text[], $9::text[], $10::integer[], $11::bigint[])
+		WITH ORDINALITY AS i(id, status, expires_at, lease_expires_at, validation, data, encoding,
+			lease_token, checkpoint, version, checkpoint_seq, n)
+), refused AS (
+	SELECT r.* FROM input AS i
+	CROSS JOIN LATERAL (SELECT `+columns+` FROM %[1]s AS r WHERE r.id = i.id LIMIT 1) AS r
+	WHERE (`+batchClaimable("i")+`) IS NOT TRUE AND `+snapshotAnswers+`
+), claim AS (
+	INSERT INTO %[1]s AS r (`+columns+`)
+	SELECT `+columns+` FROM input WHERE id NOT IN (SELECT id FROM refused) ORDER BY id
+	ON CONFLICT (id) DO UPDATE SET
+		status = excluded.status, expires_at = excluded.expires_at,
+		lease_expires_at = excluded.lease_expires_at, validation = excluded.validation,
+		data = excluded.data, encoding = excluded.encoding, lease_token = excluded.lease_token,
+		checkpoint = excluded.checkpoint, version = excluded.version,
+		checkpoint_seq = excluded.checkpoint_seq
+	WHERE `+batchClaimable("excluded")+`
+	RETURNING r.id
+), held AS (
+	SELECT h.* FROM (SELECT id FROM input
+		WHERE id NOT IN (SELECT id FROM claim) AND id NOT IN (SELECT id FROM refused) ORDER BY id) AS i
+	CROSS JOIN LATERAL (SELECT `+columns+` FROM %[1]s AS r WHERE r.id = i.id FOR SHARE) AS h
+)
+SELECT input.n, claim.id IS NOT NULL, h.*
+FROM input LEFT JOIN claim ON claim.id = input.id
+LEFT JOIN (SELECT * FROM refused UNION ALL SELECT * FROM held) AS h ON h.id = input.id
+ORDER BY input.n`, t),
+
+		// The batch claim without refused, for the modes that parse and plan every
+		// statement (see Store.claimSQL): every key goes through the upsert and held.
+		claimLocking: fmt.Sprintf(`WITH input AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::timestamptz[], $5::text[],
 		$6::bytea[], $7::text[], $8::text[], $9::text[], $10::integer[], $11::bigint[])
 		WITH ORDINALITY AS i(id, status, expires_at, lease_expires_at, validation, data, encoding,
@@ -62,12 +116,7 @@ func newBatchStatements(table string) batchStatements {
 		data = excluded.data, encoding = excluded.encoding, lease_token = excluded.lease_token,
 		checkpoint = excluded.checkpoint, version = excluded.version,
 		checkpoint_seq = excluded.checkpoint_seq
-	WHERE r.expires_at <= $12::timestamptz
-		OR (r.status = 'INPROGRESS' AND r.lease_expires_at <= $12::timestamptz
-			AND r.lease_token IS DISTINCT FROM $13::text || coalesce(excluded.lease_token, '')
-			AND CASE WHEN coalesce(r.checkpoint, '') = '' THEN excluded.checkpoint IS NULL
-				ELSE r.checkpoint = excluded.checkpoint AND r.checkpoint_seq = excluded.checkpoint_seq
-					AND coalesce(r.validation, '') = coalesce(excluded.validation, '') END)
+	WHERE `+batchClaimable("excluded")+`
 	RETURNING r.id
 ), held AS (
 	SELECT h.* FROM (SELECT id FROM input WHERE id NOT IN (SELECT id FROM claim) ORDER BY id) AS i

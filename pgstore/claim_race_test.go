@@ -144,17 +144,21 @@ func TestClaimRefusedByConcurrentCheckpoint(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, txStore.SetCheckpoint(ctx, "k", "A", "c1", 2))
 
+	// The claim carries c0 with its number, so the record its snapshot holds does not
+	// refuse it (a refusal there would be answered from the snapshot, without waiting).
 	now := t0.Add(2 * time.Minute)
-	a := claimWhileHeld(t, s, pool, tx, claimWith("k", "B", "c0", now), now)
+	rec := claimWith("k", "B", "c0", now)
+	rec.CheckpointSeq = 1
+	a := claimWhileHeld(t, s, pool, tx, rec, now)
 	require.NoError(t, a.err)
 	assert.False(t, a.claimed, "a claim carrying the stale checkpoint took the record over")
 	require.NotNil(t, a.prev)
 	assert.Equal(t, "c1", a.prev.Checkpoint)
 }
 
-// TestClaimRefusedByReinsertedRecord: a claim whose snapshot holds the record of A, which
-// is released (deleted) and claimed again by B while the claim waits. The claim is refused
-// with prev = B's record.
+// TestClaimRefusedByReinsertedRecord: a claim whose snapshot holds the record of A, its
+// lease ended by the claim's clock, which is released and claimed again by B while the
+// claim waits. The claim is refused with prev = B's record.
 func TestClaimRefusedByReinsertedRecord(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -167,11 +171,12 @@ func TestClaimRefusedByReinsertedRecord(t *testing.T) {
 	txStore, err := pgstore.New(tx, s.Table())
 	require.NoError(t, err)
 	require.NoError(t, txStore.Release(ctx, "k", "A", t0))
-	_, ok, err := txStore.Claim(ctx, inProgress("k", "B", t0.Add(time.Second)), t0.Add(time.Second))
+	_, ok, err := txStore.Claim(ctx, inProgress("k", "B", t0.Add(50*time.Second)), t0.Add(50*time.Second))
 	require.NoError(t, err)
 	require.True(t, ok)
 
-	now := t0.Add(2 * time.Second)
+	now := t0.Add(90 * time.Second) // A's lease has ended, B's has not
+
 	a := claimWhileHeld(t, s, pool, tx, inProgress("k", "C", now), now)
 	require.NoError(t, a.err)
 	assert.False(t, a.claimed, "C took over B's live lease")

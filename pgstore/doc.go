@@ -10,13 +10,21 @@
 // result) and, after its expiry, back to absent, exactly as with the DynamoDB store. The
 // claim is one INSERT ... ON CONFLICT (id) DO UPDATE whose WHERE lets it replace only an
 // expired record, or an in-progress one whose lease has ended and whose checkpoint the
-// claim carries. The same statement returns the record that refused the claim: a read of
-// the key, in a second WITH query of the statement, runs only when the upsert changed
-// nothing, and reads FOR SHARE so that it returns the row as the upsert judged it (a plain
-// read would return the statement's snapshot, which can be older). So a replay and an
-// in-flight refusal cost one statement each. Only when the refusing record was created
-// after the statement began (two first claims of one key at once) is it out of the
-// statement's sight; the claim is then sent once more.
+// claim carries. The same statement returns the record that refused the claim. In pgx's
+// default mode it first reads the key in the statement's snapshot, without a lock: a
+// record there that refuses the claim (completed, a live lease, a checkpoint the claim does
+// not carry) is the answer, and the upsert inserts nothing, so a replay or an in-flight
+// refusal takes no row lock and no transaction ID, as a plain read does (READ COMMITTED's
+// snapshot is taken when the statement starts, so the answer is the key's committed state
+// within the call). Otherwise the upsert runs, and when it changed nothing a second read of
+// the key, FOR SHARE, returns the row as the upsert judged it (the snapshot's, claimable,
+// can be older). In the modes that parse and plan every statement (exec mode, the simple
+// protocol) the first read would cost more than the lock it saves, and the claim (a
+// batch's too) is the upsert and the FOR SHARE read alone. It locks so in every mode where
+// the session's commits wait for a synchronous standby, and with [WithLockingClaims] (see
+// Durability). So a replay and an in-flight refusal cost one statement each. Only when the
+// refusing record was created after the statement began (two first claims of one key at
+// once) is it out of the statement's sight; the claim is then sent once more.
 //
 // Batches (the guard's batch claims, SQS batches) take the same statements for many keys
 // at once: the records travel as one array per column, unnested into rows, so a batch's
@@ -100,6 +108,28 @@
 // Point the store at the primary, with synchronous replication where a failover must
 // not reopen keys, or accept that a crash or failover may run the handlers of its last
 // moments' keys again.
+//
+// A replay is as durable as the claim that answers it. A claim that locks the record
+// takes a transaction ID, and its commit flushes the WAL up to it (and waits for the
+// synchronous standbys) as its session's synchronous_commit says; every commit before it,
+// the replayed completion's included, is then as durable. A claim answered from its
+// snapshot commits nothing, and the completion it replays is as durable as its writer made
+// it. The store picks the snapshot only where the two are alike:
+//
+//   - With synchronous standbys configured (synchronous_standby_names not empty) and the
+//     claim's session at synchronous_commit on, remote_write or remote_apply, every claim
+//     locks: a completion whose wait for the standby was cancelled (statement_timeout, a
+//     cancel) is visible, committed locally only, and a failover loses it; the locking
+//     claim waits for the standby's confirmation. The server judges this on each claim.
+//   - A writer of the table whose sessions commit with synchronous_commit off, where the
+//     store's own are on, is out of the store's sight: give every store that reads the
+//     table [WithLockingClaims], or a retry may be answered from a completion that a crash
+//     then loses, and a later retry run the key again. A store whose own sessions are off
+//     gains nothing by it: its claim's commit flushes nothing either.
+//
+// The option, on each store:
+//
+//	store, err := pgstore.New(pool, pgstore.DefaultTable, pgstore.WithLockingClaims())
 //
 // # RDS Proxy, PgBouncer and prepared statements
 //

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemkit/idem"
 	"github.com/idemkit/idem/idemstore"
@@ -38,32 +39,44 @@ const claimAttempts = 3
 //
 //   - claim: one, whether it wins, replays or meets a key in progress (two in the rare
 //     race where the refusing record was created while the claim waited);
-//   - completion: one; with attached writes ([Attach]) one plus BEGIN, COMMIT and the
-//     writes' own statements (and, through a db without BeginTx, the check that otherwise
-//     travels with the COMMIT);
+//   - completion: one (two when it completes nothing: a resend, a lost lease); with
+//     attached writes ([Attach]) one plus BEGIN, COMMIT and the writes' own statements
+//     (and, through a db without BeginTx, the check that otherwise travels with the
+//     COMMIT);
 //   - release, extend, checkpoint, get: one each;
 //   - batches ([Store.ClaimMany], [Store.CompleteMany], [Store.ReleaseMany]): one statement
 //     for the whole batch; [Store.CompleteManyAttached]: one transaction.
 type Store struct {
 	db    DB
 	table string
+	cfg   config
 	sql   statements
 	batch batchStatements
 
 	modeOnce sync.Once // sets prepared
 	prepared bool      // see Store.prepares
+
+	claimOnce      sync.Once // sets claimText and claimBatchText
+	claimText      string    // see Store.claimSQL
+	claimBatchText string    // see Store.claimSQL
 }
 
 // New returns a Store that keeps records in table (see [Schema]; "schema.name" is
-// accepted) through db. It returns an error for a nil db or an empty table name.
-func New(db DB, table string) (*Store, error) {
+// accepted) through db, configured by opts. It returns an error wrapping
+// [idem.ErrInvalidOption] for a nil db, an empty table name or a nil option.
+func New(db DB, table string, opts ...Option) (*Store, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: pgstore: New: db must not be nil", idem.ErrInvalidOption)
 	}
 	if table == "" {
 		return nil, fmt.Errorf("%w: pgstore: New: table name must not be empty", idem.ErrInvalidOption)
 	}
-	return &Store{db: db, table: table, sql: newStatements(table), batch: newBatchStatements(table)}, nil
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{db: db, table: table, cfg: cfg, sql: newStatements(table),
+		batch: newBatchStatements(table)}, nil
 }
 
 // Table returns the name of the store's table.
@@ -73,13 +86,17 @@ func (s *Store) Table() string { return s.table }
 // that replaces an existing record only when it is expired, or in progress with its lease
 // ended and not the tombstone of the release of rec's own token (see [Store.Release]),
 // with no checkpoint where rec carries none or the checkpoint rec carries, with its number,
-// for a request of rec's fingerprint; when it refuses, the same statement returns the
-// record that refused it (see the package documentation). Times are compared at now, the
-// caller's clock, as with every store; stored ends are rounded up and now down to
-// PostgreSQL's microseconds, so a record is never taken before its end. A claim that wins
-// returns no previous record (PostgreSQL before 18 cannot return a row's old values from an
-// upsert; the guard does not use them). A record that refuses and does not decode yields an
-// error wrapping [idem.ErrIncompatibleRecord].
+// for a request of rec's fingerprint. Times are compared at now, the caller's clock, as
+// with every store; stored ends are rounded up and now down to PostgreSQL's microseconds,
+// so a record is never taken before its end. What it returns:
+//
+//   - a claim that wins: no previous record (PostgreSQL before 18 cannot return a row's
+//     old values from an upsert; the guard does not use them);
+//   - a refused claim: the record that refused it, from the same statement; in pgx's
+//     default mode without a row lock when the statement's snapshot holds it refusing
+//     already, unless the session's commits wait for a synchronous standby or the store
+//     has [WithLockingClaims] (see the package documentation's Durability);
+//   - a refusing record that does not decode: an error wrapping [idem.ErrIncompatibleRecord].
 func (s *Store) Claim(ctx context.Context, rec *idemstore.Record, now time.Time) (*idemstore.Record, bool, error) {
 	args := []any{rec.Key, string(rec.Status), end(rec.Expires), end(rec.LeaseExpires),
 		text(rec.Fingerprint), rec.Data, text(rec.Encoding), text(rec.LeaseToken),
@@ -87,7 +104,10 @@ func (s *Store) Claim(ctx context.Context, rec *idemstore.Record, now time.Time)
 	for range claimAttempts {
 		var claimed bool
 		var r row
-		err := s.db.QueryRow(ctx, s.sql.claim, args...).Scan(append([]any{&claimed}, r.dest()...)...)
+		err := s.db.QueryRow(ctx, s.claimSQL(), args...).Scan(append([]any{&claimed}, r.dest()...)...)
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue // created by a claim that committed while ours waited: claim again
+		}
 		if err != nil {
 			return nil, false, s.fail("claim", err)
 		}
@@ -104,6 +124,42 @@ func (s *Store) Claim(ctx context.Context, rec *idemstore.Record, now time.Time)
 		return prev, false, nil
 	}
 	return nil, false, &idem.StoreError{Op: "claim", Err: fmt.Errorf("pgstore: claim: the conflicting record was out of the statement's sight %d times in a row", claimAttempts)}
+}
+
+// claimSQL returns the claim statement for the store's db, and sets the batch claim's
+// (claimBatchText) alike. It is the one that first reads the record in the statement's
+// snapshot without a lock (statements.claim), so that a replay or a refusal takes no row
+// lock, unless the store has [WithLockingClaims] or db is known to parse and plan every
+// statement it sends: a pool, connection or transaction (or a wrapper with their Config
+// or Conn method) in a pgx mode other than QueryExecModeCacheStatement. There that read
+// costs more to parse and plan, on every call, than the row lock it saves, and the claim is
+// the upsert alone (statements.claimLocking). It is decided on the first call. The
+// snapshot read answers only where a session's commits wait for no synchronous standby
+// (snapshotAnswers, judged by the server on each statement); elsewhere that statement
+// locks as claimLocking does.
+func (s *Store) claimSQL() string {
+	s.claimOnce.Do(func() {
+		s.claimText, s.claimBatchText = s.sql.claim, s.batch.claim
+		mode, known := execMode(s.db)
+		if s.cfg.lockingClaims || known && mode != pgx.QueryExecModeCacheStatement {
+			s.claimText, s.claimBatchText = s.sql.claimLocking, s.batch.claimLocking
+		}
+	})
+	return s.claimText
+}
+
+// execMode returns the default query exec mode of db, and whether it is known: db is a
+// pool, a connection or a transaction, or a wrapper with their Config or Conn method.
+func execMode(db DB) (pgx.QueryExecMode, bool) {
+	switch d := db.(type) {
+	case interface{ Config() *pgxpool.Config }:
+		return d.Config().ConnConfig.DefaultQueryExecMode, true
+	case interface{ Config() *pgx.ConnConfig }:
+		return d.Config().DefaultQueryExecMode, true
+	case interface{ Conn() *pgx.Conn }:
+		return d.Conn().Config().DefaultQueryExecMode, true
+	}
+	return 0, false
 }
 
 // Get implements [idemstore.Store] with one SELECT by key. It returns nil and no error when
@@ -125,7 +181,8 @@ func (s *Store) Get(ctx context.Context, key string) (*idemstore.Record, error) 
 // to rec's status, result and expiry, conditional on the lease token and on the record
 // being in progress: a worker whose lease was taken over gets [idem.ErrLeaseLost] and
 // never overwrites the new owner's record, and a completion that finds the record
-// completed under its token already (a resend) returns nil and writes nothing. With
+// completed under its token already (a resend) returns nil and writes nothing (these two
+// read the record after the UPDATE, a second statement). With
 // attached writes see [Attach]: one transaction holds the conditional UPDATE, then the
 // writes, then COMMIT. The checkpoint is kept; the lease end is cleared.
 func (s *Store) Complete(ctx context.Context, rec *idemstore.Record, attached []any) error {
@@ -135,12 +192,19 @@ func (s *Store) Complete(ctx context.Context, rec *idemstore.Record, attached []
 	if len(attached) > 0 {
 		return s.completeWith(ctx, rec, attached)
 	}
-	var done bool
-	var status *string
-	if err := s.db.QueryRow(ctx, s.sql.completeOwned, completeArgs(rec)...).Scan(&done, &status); err != nil {
+	tag, err := s.db.Exec(ctx, s.sql.complete, completeArgs(rec)...)
+	if err != nil {
 		return s.fail("complete", err)
 	}
-	return completedOrLost(done, status)
+	if tag.RowsAffected() > 0 {
+		return nil
+	}
+	var status *string
+	err = s.db.QueryRow(ctx, s.sql.tokenStatus, rec.Key, rec.LeaseToken).Scan(&status)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return s.fail("complete", err)
+	}
+	return completedOrLost(false, status)
 }
 
 // completedOrLost maps the answer of the completeOwned statement: nil when it completed
