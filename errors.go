@@ -18,7 +18,8 @@ import (
 //     the message), [ErrResultNotStored], [ErrIncompatibleRecord].
 //   - From the handler's side: [ErrConditionFailed] (an attached write's condition
 //     failed), [ErrNoLease] ([Attach] or a checkpoint outside a guarded run),
-//     [ErrInvalidCheckpoint], and [ErrDoNotStore], which a handler returns.
+//     [ErrInvalidCheckpoint], and [ErrDoNotStore], which a handler returns. From
+//     [Batch.Settle], an [*AttachPanicError]: an attached write panicked.
 //   - From constructors: [ErrInvalidOption].
 var (
 	// ErrMissingKey means the request carried no idempotency key.
