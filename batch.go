@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -482,6 +483,9 @@ func (g *Guard) leaseOutlasts(ctx context.Context, l *lease) bool {
 //
 //   - nil when there was nothing to record or it was recorded;
 //   - else, for example, [ErrLeaseLost] or an error wrapping [ErrStore];
+//   - an [*AttachPanicError] when its attached writes (or the store) panicked while
+//     completing it: Settle recovered the panic, read the record back, found it not
+//     completed and released the key;
 //   - for an outcome an overlapping Settle is recording, that recording's error: Settle
 //     waits for it.
 //
@@ -537,8 +541,12 @@ func (b *Batch) Settle(ctx context.Context) []error {
 		}
 	}
 	// Both at once: sent one after the other, the second would wait for the first's answer,
-	// and an invocation killed meanwhile would lose outcomes that finished long before.
+	// and an invocation killed meanwhile would lose outcomes that finished long before. The
+	// goroutine makes the store call alone, which runs the attached writes (user code) under
+	// a recover: a panic there must not take the process down. Its outcomes are concluded
+	// here, on the caller's goroutine, where the hooks run.
 	var wg sync.WaitGroup
+	var attachedResults []error
 	if len(attached) > 0 {
 		wg.Add(1)
 		go func() {
@@ -548,8 +556,16 @@ func (b *Batch) Settle(ctx context.Context) []error {
 			for n, j := range attached {
 				recs[n], writes[n] = done[j].done, done[j].attached
 			}
-			results := bs.(idemstore.BatchAttachStore).CompleteManyAttached(cctx, recs, writes)
-			b.settleBatchWritten(ctx, done, doneIdx, attached, results)
+			p := recovered(func() {
+				attachedResults = bs.(idemstore.BatchAttachStore).CompleteManyAttached(cctx, recs, writes)
+			})
+			if p != nil {
+				// Unknown for every record of the call: settleBatchWritten learns each one's.
+				attachedResults = make([]error, len(attached))
+				for n := range attachedResults {
+					attachedResults[n] = p
+				}
+			}
 		}()
 	}
 	if len(plain) > 0 {
@@ -560,6 +576,9 @@ func (b *Batch) Settle(ctx context.Context) []error {
 		b.settleBatchWritten(ctx, done, doneIdx, plain, bs.CompleteMany(cctx, recs))
 	}
 	wg.Wait()
+	if len(attached) > 0 {
+		b.settleBatchWritten(ctx, done, doneIdx, attached, attachedResults)
+	}
 	if len(keys) > 0 {
 		results := bs.ReleaseMany(cctx, keys, toks, g.now())
 		for j, s := range released {
@@ -627,15 +646,40 @@ func (b *Batch) settleBatchWritten(ctx context.Context, done []*settlement, done
 		}
 		st := *done[j]
 		st.runErr = nil // DoClaimed already returned a remembered failure's error
-		if err != nil && resendable(err) {
-			// A store failure of the batched call, whose outcome is unknown: resend this
-			// completion alone (with its attached writes: a store completes a record
+
+		// panicked is set when this record's own completion panicked. The batched call's
+		// panic (Settle's own error, never wrapped) leaves every record of it unknown.
+		var panicked *AttachPanicError
+		p, callPanicked := err.(*AttachPanicError) //nolint:errorlint // never wrapped
+		switch {
+		case callPanicked && len(which) == 1:
+			// The batched call held this record alone, so its writes (or the store) panicked:
+			// the outcome is unknown, and a resend would run them again. Read it back.
+			panicked = p
+			err = g.readBackCompletion(ctx, st, p)
+		case callPanicked, err != nil && resendable(err):
+			// A store failure of the batched call, or a panic in a call of several records
+			// (whose records' outcomes are all unknown), whose outcome is unknown: resend
+			// this completion alone (with its attached writes: a store completes a record
 			// already completed under its token without committing them again), and read
 			// it back if that fails too, as Do does. Settling it as failed would leave the
-			// work unrecorded and run it again after its lease.
-			err = g.writeCompletion(ctx, st)
+			// work unrecorded and run it again after its lease. A completion that panics
+			// alone is this record's own: read back.
+			if p := recovered(func() { err = g.writeCompletion(ctx, st) }); p != nil {
+				panicked = p
+				err = g.readBackCompletion(ctx, st, p)
+			}
+		}
+		if panicked != nil {
+			g.cfg.logger.ErrorContext(ctx, "idem: the completion with attached writes panicked; recovered",
+				"key", st.l.key, "panic", panicked.Value, "stack", string(panicked.Stack))
 		}
 		recorded, err := g.settleWritten(ctx, st, err)
+		if panicked != nil && errors.Is(err, idemstore.ErrNotCommitted) {
+			// Not completed, and the key released: the request failed as if its handler had
+			// panicked, which the caller learns rather than a store's refusal.
+			err = panicked
+		}
 		b.mu.Lock()
 		it := &b.items[doneIdx[j]]
 		it.settleErr = err
@@ -646,6 +690,17 @@ func (b *Batch) settleBatchWritten(ctx context.Context, done []*settlement, done
 		close(it.recording)
 		b.mu.Unlock()
 	}
+}
+
+// recovered calls f and returns the panic it recovers, if any, as an [*AttachPanicError].
+func recovered(f func()) (p *AttachPanicError) {
+	defer func() {
+		if v := recover(); v != nil {
+			p = &AttachPanicError{Value: v, Stack: debug.Stack()}
+		}
+	}()
+	f()
+	return nil
 }
 
 var errRunTwice = errors.New("idem: DoClaimed called twice for one request")

@@ -18,7 +18,8 @@ import (
 //     the message), [ErrResultNotStored], [ErrIncompatibleRecord].
 //   - From the handler's side: [ErrConditionFailed] (an attached write's condition
 //     failed), [ErrNoLease] ([Attach] or a checkpoint outside a guarded run),
-//     [ErrInvalidCheckpoint], and [ErrDoNotStore], which a handler returns.
+//     [ErrInvalidCheckpoint], and [ErrDoNotStore], which a handler returns. From
+//     [Batch.Settle], an [*AttachPanicError]: an attached write panicked.
 //   - From constructors: [ErrInvalidOption].
 var (
 	// ErrMissingKey means the request carried no idempotency key.
@@ -133,6 +134,31 @@ func (e *FailedError) Error() string { return "idem: request failed before: " + 
 
 // Is reports whether target is [ErrFailed].
 func (e *FailedError) Is(target error) bool { return target == ErrFailed }
+
+// AttachPanicError reports a panic in the store's completion of a record with attached
+// writes ([Attach]), recovered by [Batch.Settle], which completes them on a goroutine of its
+// own: in one of the writes (a handler's bug: a nil map, an index out of range), or in the
+// store. Settle read the record back: it was not completed, and the key was released, so
+// the request failed as if its handler had panicked. [Do] and [DoClaimed], which complete
+// on the caller's goroutine, recover nothing: they release the key the same way and the
+// panic goes on, as a handler's does.
+type AttachPanicError struct {
+	// Value is the value passed to panic.
+	Value any
+	// Stack is the panicking goroutine's stack trace.
+	Stack []byte
+}
+
+// Error describes the panic.
+func (e *AttachPanicError) Error() string {
+	return fmt.Sprintf("idem: the completion with attached writes panicked: %v", e.Value)
+}
+
+// Unwrap returns the panic value if it is an error, so errors.Is reaches it.
+func (e *AttachPanicError) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
+}
 
 // errKind is what the guard does with a store's answer that matches a sentinel.
 type errKind uint8

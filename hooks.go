@@ -41,7 +41,9 @@ type Event struct {
 
 // Hooks are optional callbacks for metrics, tracing and logging. A nil field does nothing.
 // They run synchronously on the calling goroutine, so they must be quick and safe for
-// concurrent use.
+// concurrent use. The lease watchdog fires OnLeaseLost and an extension's OnStoreError on a
+// goroutine of its own while the handler runs: a panic there is recovered and logged at
+// ERROR, and the watchdog goes on. Elsewhere a hook's panic goes on to the caller.
 type Hooks struct {
 	// OnClaimed runs when a key is claimed and the handler is about to run.
 	OnClaimed func(context.Context, Event)

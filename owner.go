@@ -142,14 +142,31 @@ func (g *Guard) recordToComplete(rec *idemstore.Record, l *lease, status idemsto
 // ([Guard.writeCompletion]) and concludes ([Guard.settleWritten]).
 // It returns the record the outcome left (nil when released or not recorded) and the
 // caller's error.
+//
+// If the store's completion panics (in an attached write, a handler's bug), the outcome is
+// unknown: settle reads the record back ([Guard.readBackCompletion]) and releases the key
+// unless it is completed under our token, then lets the panic go on, as a handler's does
+// ([Guard.runHandler]). Without that, the key would stay in progress until its lease ends.
 func (g *Guard) settle(ctx context.Context, s settlement) (*idemstore.Record, error) {
 	if s.done == nil {
 		g.releaseKey(s.run.context(ctx), s.l, s.start, s.runErr)
 		s.run.end(s.l.handlerRan, s.runErr)
 		return nil, s.runErr
 	}
-	return g.settleWritten(ctx, s, g.writeCompletion(ctx, s))
+	returned := false
+	defer func() {
+		if !returned { // panicking: no recover, the panic goes on after this
+			_, _ = g.settleWritten(ctx, s, g.readBackCompletion(ctx, s, errCompletionPanicked))
+		}
+	}()
+	err := g.writeCompletion(ctx, s)
+	returned = true
+	return g.settleWritten(ctx, s, err)
 }
+
+// errCompletionPanicked is the cause, for the hooks, of a completion whose store call
+// panicked on the caller's goroutine (the panic goes on): see [Guard.settle].
+var errCompletionPanicked = errors.New("idem: the completion with attached writes panicked")
 
 // Resends of a completion that failed with a store error.
 const (

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"time"
 )
@@ -95,7 +96,7 @@ func (w *watchdog) run(next time.Time) {
 				default:
 				}
 			}
-			g.leaseRanOut(w.ctx, w.l, w.cancel)
+			w.safely(func() { g.leaseRanOut(w.ctx, w.l, w.cancel) })
 			return
 		}
 		wake := lossAt // one timer per wait, at the next beat or the point of loss
@@ -162,19 +163,32 @@ func (w *watchdog) apply(r extension) bool {
 	case w.watchCtx.Err() != nil:
 		return false // stopped: the outcome is being recorded
 	case errors.Is(r.err, ErrLeaseLost):
-		g.leaseLost(w.ctx, l, time.Time{}, Event{Err: r.err})
-		w.cancel(ErrLeaseLost)
+		defer w.cancel(ErrLeaseLost) // even if the hook panics
+		w.safely(func() { g.leaseLost(w.ctx, l, time.Time{}, Event{Err: r.err}) })
 		return false
 	default:
-		g.storeFailed(w.ctx, l.key, "extend", r.start, storeErr("extend", r.err))
+		w.safely(func() { g.storeFailed(w.ctx, l.key, "extend", r.start, storeErr("extend", r.err)) })
 		return true
 	}
+}
+
+// safely calls f, which fires hooks (user code) from the watchdog's goroutine, and recovers
+// a panic in it: no caller could recover it there, and the process would die. The panic is
+// logged at ERROR with its stack, and the watchdog goes on watching the lease.
+func (w *watchdog) safely(f func()) {
+	defer func() {
+		if v := recover(); v != nil {
+			w.g.cfg.logger.ErrorContext(w.ctx, "idem: a hook panicked in the lease watchdog; recovered",
+				"key", w.l.key, "panic", v, "stack", string(debug.Stack()))
+		}
+	}()
+	f()
 }
 
 // leaseRanOut cancels the handler's context of l: its lease came within the margin of its
 // end.
 func (g *Guard) leaseRanOut(ctx context.Context, l *lease, cancel context.CancelCauseFunc) {
+	defer cancel(errLeaseRanOut) // even if the hook panics
 	g.leaseLost(ctx, l, time.Time{}, Event{Err: errLeaseRanOut})
 	g.cfg.logger.WarnContext(ctx, "idem: the lease came within the margin of its end; cancelling the handler's context", "key", l.key)
-	cancel(errLeaseRanOut)
 }

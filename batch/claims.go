@@ -3,6 +3,7 @@ package batch
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -113,7 +114,9 @@ func (b *batch) doClaimed(ctx context.Context, i int, fn func(context.Context) (
 // settle records the outcomes of the batch's claims (and releases the claims of items not
 // started), and fails the items whose outcome could not be recorded: they ran, but their
 // completion failed (the lease was lost or the store failed), as a per-item completion
-// would have reported. A duplicate that took such an item's success shares its failure.
+// would have reported. A duplicate that took such an item's success shares its failure. An
+// item whose attached writes panicked in Settle fails as a panicking handler does
+// ([ReasonPanic]).
 func (b *batch) settle(ctx context.Context) {
 	if b.claims == nil {
 		return
@@ -124,6 +127,14 @@ func (b *batch) settle(ctx context.Context) {
 		switch {
 		case o.Status == StatusRan && st.claim >= 0 && errs[st.claim] != nil:
 			err := errs[st.claim]
+			var ap *idem.AttachPanicError
+			if errors.As(err, &ap) && !errors.Is(err, idem.ErrStore) {
+				// An attached write panicked, and the key was released: the handler's
+				// failure, as a panic in the handler (or, without a deadline, in the
+				// completion, which the guard lets go on) is.
+				b.fail(o, ReasonPanic, &PanicError{Value: ap.Value, Stack: ap.Stack})
+				continue
+			}
 			b.fail(o, classify(err, nil), err)
 		case o.Status == StatusDuplicate && st.dupOf >= 0 && b.out[st.dupOf].Failed():
 			b.fail(o, ReasonDuplicateFailed, duplicateFailed(b.out[st.dupOf]))

@@ -21,9 +21,10 @@ var (
 	ErrDuplicateFailed = errors.New("batch: not run: an earlier duplicate in the batch failed")
 )
 
-// PanicError reports a handler that panicked. The panic is recovered so the rest of the
-// batch is still processed and reported, the key is released (by idem) so a redelivery
-// runs again, and the item fails.
+// PanicError reports a handler that panicked, or a write it attached (idem.Attach) that
+// panicked as its completion ran. The panic is recovered so the rest of the batch is still
+// processed and reported, the key is released (by idem) so a redelivery runs again, and
+// the item fails.
 type PanicError struct {
 	// Value is the value passed to panic.
 	Value any

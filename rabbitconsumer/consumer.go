@@ -38,6 +38,9 @@ type Consumer struct {
 	guard  *idem.Guard
 	clock  idem.Clock
 	logger *slog.Logger
+	// uncommitted keeps the counts of runs that committed nothing of the messages returned
+	// to the queue with their count unspent, per key, for their redeliveries.
+	uncommitted uncommittedCounts
 }
 
 // New returns a Consumer of queue that runs fn for each delivery, guarded by guard. fn
@@ -407,9 +410,15 @@ func isClosed(ch <-chan struct{}) bool {
 // (gone), whichever is first.
 func (c *Consumer) settleBatch(ctx context.Context, l *link, in []held, gone <-chan struct{}, requeues *sync.WaitGroup) (keep []held) {
 	items := make([]batch.Item, len(in))
+	now := c.clock.Now()
 	for i, h := range in {
 		key, err := c.keyOf(h.d)
 		items[i] = batch.Item{ID: itemID(h.d), Key: key, Fingerprint: h.d.Body, Err: err}
+		if err == nil {
+			// A redelivery of a message returned to the queue with runs that committed
+			// nothing goes on counting them (see uncommittedCounts).
+			in[i].uncommitted = max(in[i].uncommitted, c.uncommitted.get(key, now))
+		}
 	}
 	// Each index is written by its own handler, and read once Process has returned.
 	runs := make([]handlerRun, len(in))
@@ -457,20 +466,31 @@ func (c *Consumer) settleBatch(ctx context.Context, l *link, in []held, gone <-c
 		}
 		d := in[i].d
 		kind := kinds[i]
+		counted := false // returned to the queue with its count of runs that committed nothing
 		switch {
 		case kind == hold && d.Expiration != "" && uncommitted:
 			// A per-message TTL (below), and the run committed nothing: rejected with
-			// requeue after the delay, as a cut-off is, whatever the policy. Its count
-			// starts again at the redelivery, so the delivery limit (which counts a reject
-			// on every RabbitMQ version) and the TTL bound it, should the store refuse it
-			// every time.
-			kind = retry
+			// requeue after the delay, as a cut-off is, whatever the policy. The consumer
+			// keeps its count for the key, so its redelivery goes on counting: past
+			// WithNotCommittedRetries it is settled under the policy, as a held one is,
+			// should the store refuse it every time.
+			kind, counted = retry, true
 		case kind == hold && d.Expiration != "":
 			// A per-message TTL: the broker expires a message only while it is in the
 			// queue, and does not tell when this one was queued, so the consumer cannot
 			// know how long it may hold it. Requeued after the delay instead: the broker
 			// expires it then if its TTL has passed.
 			kind = requeueLater
+		}
+		if key := items[i].Key; items[i].Err == nil {
+			switch {
+			case counted:
+				c.uncommitted.put(key, in[i].uncommitted, c.clock.Now())
+			case kind == hold, kind == requeueLater:
+				// Not settled: the count goes on, in hand or for the redelivery.
+			default:
+				c.uncommitted.drop(key) // settled, or handed to the failure policy
+			}
 		}
 		var err error
 		switch kind {

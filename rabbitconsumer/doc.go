@@ -36,10 +36,11 @@
 // A handler is cut off, not failed, when it returns an error after the consumer or idem
 // ended its context: context.Cause of its context is idem.ErrLeaseLost (the heartbeat's
 // extensions were refused, or the lease ran out), the batch deadline ([WithBatchDeadline])
-// or the consumer stopping. The cause decides, whatever the handler returns. Only the
-// guard's own refusals (the outcome's reason) dead-letter regardless of the policy: a
-// handler's error that wraps idem.ErrPayloadMismatch (of a guarded step of its own) is its
-// failure, and follows the policy.
+// or the consumer stopping. The cause decides, when the handler returns an error: one that
+// returns nil is not cut off, and its outcome is recorded. Only the guard's own refusals
+// (the outcome's reason) dead-letter regardless of the policy: a handler's error that wraps
+// idem.ErrPayloadMismatch (of a guarded step of its own) is its failure, and follows the
+// policy.
 //
 // # Holding a message, requeueing a cut-off
 //
@@ -95,10 +96,11 @@
 // handler failure, under the policy. Each retry runs the handler again, repeating its
 // effects outside the attached writes: that is the price of not losing a message to a
 // store blip, and what the bound limits. A message with a per-message TTL, not held, is
-// rejected with requeue instead, whatever the policy: counted, and bounded by the delivery
-// limit and its TTL. A record the guard cannot read (idem.ErrIncompatibleRecord: a newer
-// release's schema, or a damaged item) is not held: every redelivery meets it again, so its
-// message is dead-lettered without running.
+// rejected with requeue instead, and the consumer keeps its count per key for its
+// redelivery (see [WithNotCommittedRetries]): past the bound it is settled under the
+// policy, as a held one is. A record the guard cannot read (idem.ErrIncompatibleRecord: a
+// newer release's schema, or a damaged item) is not held: every redelivery meets it again,
+// so its message is dead-lettered without running.
 //
 // A nack or reject with requeue returns a message to a queue bounded by x-max-length or
 // x-max-length-bytes as a ready message: with the default overflow (drop-head) a full queue

@@ -158,14 +158,17 @@ func WithFailurePolicy(p Policy) Option {
 //     failed statement (a handler bug). Held for ever, it would run at every back-off.
 //
 // The cost: each retry runs the handler again, repeating its effects outside the attached
-// writes, which is why the count is bounded. It is the delivery's own, so a message the
-// [Requeue] policy returns to the queue counts again from 0: on a quorum queue with
-// x-delivery-limit L, a completion refused every time runs (L+1)×(n+1) times before it is
-// dead-lettered; under [DeadLetter], n+1 times. Runs held for other causes (a claim
-// failing while the store is down) do not count. Default [DefaultNotCommittedRetries], 5:
-// with the default requeue delay the retries come after waits of 1, 2, 4, 8 and 16 s, which
-// a blip, a deadlock or a short partial outage does not outlast. 0 settles the first as a
-// failure. Must not be negative.
+// writes, which is why the count is bounded. It starts at 0 for a message the failure
+// policy returned to the queue: on a quorum queue with x-delivery-limit L, under [Requeue],
+// a completion refused every time runs (L+1)×(n+1) times before it is dead-lettered; under
+// [DeadLetter], n+1 times. A message with a per-message TTL, never held, is rejected with
+// requeue after each such run instead: the consumer keeps its count per key for the
+// redelivery (for up to 10,000 keys, each for 10 minutes after its last run that committed
+// nothing, and dropped once the key settles), so the bound holds for it on this consumer.
+// Runs held for other causes (a claim failing while the store is down) do not count.
+// Default [DefaultNotCommittedRetries], 5: with the default requeue delay the retries come
+// after waits of 1, 2, 4, 8 and 16 s, which a blip, a deadlock or a short partial outage
+// does not outlast. 0 settles the first as a failure. Must not be negative.
 func WithNotCommittedRetries(n int) Option {
 	return func(c *config) error {
 		if n < 0 {
