@@ -146,3 +146,64 @@ func TestReview31_SettleRecoversAPanicInTheBareResend(t *testing.T) {
 	require.NoError(t, err, "the key was released")
 	assert.Equal(t, 1, runs)
 }
+
+// TestReview31_AttachPanicIsTheHandlersFailureInTheHooks: Do's doc (fix28) says "A write fn
+// attached that panics as the store completes is fn's panic", Settle's error for it is
+// "as if its handler had panicked", and the batch engine reports it as ReasonPanic. The
+// hooks say otherwise: the guard reads the record back, wraps the panic in a StoreError of
+// Op "complete" wrapping idemstore.ErrNotCommitted, and so fires OnStoreError (the store
+// did not fail: a handler's bug pages whoever watches store errors), then OnReleased with
+// HandlerFailed false, which Event documents as "the handler failed (returned an error,
+// or panicked)" and as false only for a completion that committed nothing or a batch
+// request not started.
+//
+// Expected: no OnStoreError for a panic of the handler's own write, and OnReleased with
+// HandlerFailed true, on Do's path and in Settle alike. On main OnStoreError fires and
+// HandlerFailed is false on both.
+func TestReview31_AttachPanicIsTheHandlersFailureInTheHooks(t *testing.T) {
+	t.Parallel()
+	type seen struct {
+		storeErrors   atomic.Int32
+		released      atomic.Int32
+		handlerFailed atomic.Int32
+	}
+	guard := func(t *testing.T, s *seen) *idem.Guard {
+		g, err := idem.New(memstore.New(), "test", idem.WithScope("test"), idem.WithHooks(idem.Hooks{
+			OnStoreError: func(context.Context, idem.Event) { s.storeErrors.Add(1) },
+			OnReleased: func(_ context.Context, e idem.Event) {
+				s.released.Add(1)
+				if e.HandlerFailed {
+					s.handlerFailed.Add(1)
+				}
+			},
+		}))
+		require.NoError(t, err)
+		return g
+	}
+	t.Run("Do", func(t *testing.T) {
+		t.Parallel()
+		var s seen
+		g := guard(t, &s)
+		func() {
+			defer func() { _ = recover() }()
+			_, _, _ = idem.Do(context.Background(), g, idem.Request{Key: "k"}, func(ctx context.Context) (int, error) {
+				return 1, idem.Attach(ctx, panicky)
+			})
+		}()
+		assert.EqualValues(t, 1, s.released.Load(), "the key released")
+		assert.Zero(t, s.storeErrors.Load(), "OnStoreError fired for the handler's own panic")
+		assert.EqualValues(t, 1, s.handlerFailed.Load(), "released with HandlerFailed false after the handler's panic")
+	})
+	t.Run("Settle", func(t *testing.T) {
+		t.Parallel()
+		var s seen
+		g := guard(t, &s)
+		// Two keys: a batch of one key is claimed as Do claims it.
+		errs := settleAttached(t, g, []string{"p", "plain"}, []func() error{panicky, nil})
+		var ap *idem.AttachPanicError
+		require.ErrorAs(t, errs[0], &ap)
+		assert.EqualValues(t, 1, s.released.Load(), "the key released")
+		assert.Zero(t, s.storeErrors.Load(), "OnStoreError fired for the handler's own panic")
+		assert.EqualValues(t, 1, s.handlerFailed.Load(), "released with HandlerFailed false after the handler's panic")
+	})
+}
