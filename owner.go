@@ -18,8 +18,10 @@ import (
 //  4. runOwned runs the owner's handler, then settles.
 //  5. runHandler runs it and builds the settlement, with recordToComplete.
 //  6. settle releases the key (releaseKey) or writes the record.
-//  7. writeCompletion sends it, resends a store failure, and at last readBackCompletion.
-//  8. settleWritten concludes and returns the caller's error (callerErr).
+//  7. writeCompletion sends it, resends a store failure, and at last readBackCompletion;
+//     a panicking send (an attached write's) is read back (completionPanicked), never resent.
+//  8. settleWritten concludes and returns the caller's error (callerErr); a panic's outcome
+//     is concluded as the handler's failure (concludePanicked).
 //  9. concludeCompletion reports (reportCompletion); if nothing committed, releaseUncommitted.
 //  10. releaseKey and releaseUncommitted report through reportRelease.
 //
