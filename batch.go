@@ -647,16 +647,14 @@ func (b *Batch) settleBatchWritten(ctx context.Context, done []*settlement, done
 		st := *done[j]
 		st.runErr = nil // DoClaimed already returned a remembered failure's error
 
-		// panicked is set when this record's own completion panicked. The batched call's
-		// panic (Settle's own error, never wrapped) leaves every record of it unknown.
-		var panicked *AttachPanicError
+		// The batched call's panic (Settle's own error, never wrapped) leaves every record of
+		// it unknown.
 		p, callPanicked := err.(*AttachPanicError) //nolint:errorlint // never wrapped
 		switch {
 		case callPanicked && len(which) == 1:
 			// The batched call held this record alone, so its writes (or the store) panicked:
 			// the outcome is unknown, and a resend would run them again. Read it back.
-			panicked = p
-			err = g.readBackCompletion(ctx, st, p)
+			err = g.completionPanicked(ctx, st, p)
 		case callPanicked, err != nil && resendable(err):
 			// A store failure of the batched call, or a panic in a call of several records
 			// (whose records' outcomes are all unknown), whose outcome is unknown: resend
@@ -664,22 +662,13 @@ func (b *Batch) settleBatchWritten(ctx context.Context, done []*settlement, done
 			// already completed under its token without committing them again), and read
 			// it back if that fails too, as Do does. Settling it as failed would leave the
 			// work unrecorded and run it again after its lease. A completion that panics
-			// alone is this record's own: read back.
-			if p := recovered(func() { err = g.writeCompletion(ctx, st) }); p != nil {
-				panicked = p
-				err = g.readBackCompletion(ctx, st, p)
-			}
+			// alone is this record's own: writeCompletion recovers it and reads back.
+			err = g.writeCompletion(ctx, st)
 		}
-		if panicked != nil {
-			g.cfg.logger.ErrorContext(ctx, "idem: the completion with attached writes panicked; recovered",
-				"key", st.l.key, "panic", panicked.Value, "stack", string(panicked.Stack))
-		}
+		// A panic, here or in the resend without the result after ErrTooLarge, is concluded
+		// as the handler's ([Guard.concludePanicked]): not completed, the key released, the
+		// error is the *AttachPanicError, as if its handler had panicked.
 		recorded, err := g.settleWritten(ctx, st, err)
-		if panicked != nil && errors.Is(err, idemstore.ErrNotCommitted) {
-			// Not completed, and the key released: the request failed as if its handler had
-			// panicked, which the caller learns rather than a store's refusal.
-			err = panicked
-		}
 		b.mu.Lock()
 		it := &b.items[doneIdx[j]]
 		it.settleErr = err

@@ -136,12 +136,13 @@ func (e *FailedError) Error() string { return "idem: request failed before: " + 
 func (e *FailedError) Is(target error) bool { return target == ErrFailed }
 
 // AttachPanicError reports a panic in the store's completion of a record with attached
-// writes ([Attach]), recovered by [Batch.Settle], which completes them on a goroutine of its
-// own: in one of the writes (a handler's bug: a nil map, an index out of range), or in the
-// store. Settle read the record back: it was not completed, and the key was released, so
-// the request failed as if its handler had panicked. [Do] and [DoClaimed], which complete
-// on the caller's goroutine, recover nothing: they release the key the same way and the
-// panic goes on, as a handler's does.
+// writes ([Attach]), recovered by [Batch.Settle] in any of its store calls (the batched
+// one, a resend alone, the resend without the result after [idemstore.ErrTooLarge]): in
+// one of the writes (a handler's bug: a nil map, an index out of range), or in the store.
+// Settle read the record back: it was not completed, and the key was released, so the
+// request failed as if its handler had panicked. [Do] and [DoClaimed], which complete on
+// the caller's goroutine, release the key the same way and panic again with its value, as
+// a handler's panic goes on.
 type AttachPanicError struct {
 	// Value is the value passed to panic.
 	Value any

@@ -111,8 +111,9 @@ func (g *Guard) Hooks() Hooks { return g.cfg.hooks }
 // If fn fails or panics, Do releases the key and returns fn's result and error as they
 // are. [WithRememberFailures] stores a permanent failure instead. A released key keeps
 // fn's checkpoint for the retry. A write fn attached ([Attach]) that panics as the store
-// completes is fn's panic: Do reads the record back, releases the key unless the
-// completion committed, and the panic goes on.
+// completes, the first time or when sent again, is fn's panic: Do recovers it (logged
+// with its stack), reads the record back, releases the key unless the completion
+// committed ([Hooks.OnReleased] with HandlerFailed), and panics again with its value.
 //
 // Errors, by what the caller can do (see the package doc, section Errors):
 //   - fix the request: [ErrMissingKey], [ErrInvalidKey], [ErrPayloadMismatch];

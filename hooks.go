@@ -28,9 +28,10 @@ type Event struct {
 	// [Hooks.OnRun]; zero elsewhere.
 	LeaseExpires time.Time
 	// HandlerFailed reports, for [Hooks.OnReleased], that the key was released because
-	// the handler failed (returned an error, or panicked). It is false for the other
-	// releases: a completion that committed nothing (Err wraps
-	// idemstore.ErrNotCommitted), and a batch request settled before it started.
+	// the handler failed (returned an error, or panicked, in an attached write too: Err is
+	// then the [*AttachPanicError]). It is false for the other releases: a completion that
+	// committed nothing (Err wraps idemstore.ErrNotCommitted), and a batch request settled
+	// before it started.
 	HandlerFailed bool
 	// FromCache reports, for [Hooks.OnReplayed], that the record replayed came from the
 	// guard's local cache ([WithCache]) rather than from the store.

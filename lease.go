@@ -37,6 +37,9 @@ type lease struct {
 	// handlerDone is set when the handler returned or panicked, for the hooks: a release
 	// of a lease whose handler never ran is no handler failure.
 	handlerDone bool
+	// completionPanic is the panic a store call completing the lease's record recovered
+	// ([Guard.completionPanicked]): [Guard.settle] panics again with it.
+	completionPanic *AttachPanicError
 
 	// lostReported is set once [Hooks.OnLeaseLost] ran for the lease (see
 	// [Guard.leaseLost]).

@@ -18,8 +18,10 @@ import (
 //  4. runOwned runs the owner's handler, then settles.
 //  5. runHandler runs it and builds the settlement, with recordToComplete.
 //  6. settle releases the key (releaseKey) or writes the record.
-//  7. writeCompletion sends it, resends a store failure, and at last readBackCompletion.
-//  8. settleWritten concludes and returns the caller's error (callerErr).
+//  7. writeCompletion sends it, resends a store failure, and at last readBackCompletion;
+//     a panicking send (an attached write's) is read back (completionPanicked), never resent.
+//  8. settleWritten concludes and returns the caller's error (callerErr); a panic's outcome
+//     is concluded as the handler's failure (concludePanicked).
 //  9. concludeCompletion reports (reportCompletion); if nothing committed, releaseUncommitted.
 //  10. releaseKey and releaseUncommitted report through reportRelease.
 //
@@ -143,30 +145,23 @@ func (g *Guard) recordToComplete(rec *idemstore.Record, l *lease, status idemsto
 // It returns the record the outcome left (nil when released or not recorded) and the
 // caller's error.
 //
-// If the store's completion panics (in an attached write, a handler's bug), the outcome is
-// unknown: settle reads the record back ([Guard.readBackCompletion]) and releases the key
-// unless it is completed under our token, then lets the panic go on, as a handler's does
-// ([Guard.runHandler]). Without that, the key would stay in progress until its lease ends.
+// If a store call of the completion panics (in an attached write, a handler's bug), the
+// outcome is unknown: writeCompletion recovers the panic and reads the record back, the
+// key is released unless it is completed under our token ([Guard.concludePanicked]), and
+// then settle panics again with the panic's value, as a handler's panic goes on
+// ([Guard.runHandler]). The guard's logger has the first panic's stack.
 func (g *Guard) settle(ctx context.Context, s settlement) (*idemstore.Record, error) {
 	if s.done == nil {
 		g.releaseKey(s.run.context(ctx), s.l, s.start, s.runErr)
 		s.run.end(s.l.handlerRan, s.runErr)
 		return nil, s.runErr
 	}
-	returned := false
-	defer func() {
-		if !returned { // panicking: no recover, the panic goes on after this
-			_, _ = g.settleWritten(ctx, s, g.readBackCompletion(ctx, s, errCompletionPanicked))
-		}
-	}()
-	err := g.writeCompletion(ctx, s)
-	returned = true
-	return g.settleWritten(ctx, s, err)
+	recorded, err := g.settleWritten(ctx, s, g.writeCompletion(ctx, s))
+	if p := s.l.completionPanic; p != nil {
+		panic(p.Value)
+	}
+	return recorded, err
 }
-
-// errCompletionPanicked is the cause, for the hooks, of a completion whose store call
-// panicked on the caller's goroutine (the panic goes on): see [Guard.settle].
-var errCompletionPanicked = errors.New("idem: the completion with attached writes panicked")
 
 // Resends of a completion that failed with a store error.
 const (
@@ -193,7 +188,10 @@ func (g *Guard) writeCompletion(ctx context.Context, s settlement) error {
 	defer cancel()
 	wait := completeBackoff
 	for attempt := 1; ; attempt++ {
-		err := g.store.Complete(cctx, s.done, s.attached)
+		var err error
+		if p := recovered(func() { err = g.store.Complete(cctx, s.done, s.attached) }); p != nil {
+			return g.completionPanicked(ctx, s, p) // never resent: its writes may have run
+		}
 		if err == nil || !resendable(err) {
 			return err
 		}
@@ -207,6 +205,29 @@ func (g *Guard) writeCompletion(ctx context.Context, s settlement) error {
 		}
 		wait *= 2
 	}
+}
+
+// completionPanic is the answer of a completion whose store call panicked (in an attached
+// write, or in the store): the panic, and what reading the record back then found.
+// [Guard.concludeCompletion] concludes it with [Guard.concludePanicked].
+type completionPanic struct {
+	p       *AttachPanicError
+	readErr error // readBackCompletion's answer: nil if the record is completed
+}
+
+func (e *completionPanic) Error() string { return e.p.Error() }
+
+func (e *completionPanic) Unwrap() error { return e.p }
+
+// completionPanicked returns the answer of the completion of s whose store call panicked
+// with p: it logs the panic, marks s's lease with it (for [Guard.settle], which panics
+// again) and reads the record back ([Guard.readBackCompletion]). Whether the writes ran is
+// unknown until then, so the completion is never sent again after a panic.
+func (g *Guard) completionPanicked(ctx context.Context, s settlement, p *AttachPanicError) error {
+	g.cfg.logger.ErrorContext(ctx, "idem: the completion with attached writes panicked; recovered",
+		"key", s.l.key, "panic", p.Value, "stack", string(p.Stack))
+	s.l.completionPanic = p
+	return &completionPanic{p: p, readErr: g.readBackCompletion(ctx, s, p)}
 }
 
 // mayResendCompletion reports whether a completion that failed attempt times may be sent
@@ -304,6 +325,9 @@ func callerErr(s settlement, err error) error {
 //
 // It never changes s.done, which batch duplicates may be replaying (see [Batch.Settle]).
 func (g *Guard) concludeCompletion(ctx context.Context, s settlement, err error) (*idemstore.Record, error) {
+	if cp, ok := err.(*completionPanic); ok { //nolint:errorlint // never wrapped
+		return g.concludePanicked(ctx, s, cp)
+	}
 	err = g.reportCompletion(ctx, s.l, s.done, s.attached, s.start, err)
 	if errors.Is(err, idemstore.ErrTooLarge) && s.done.Encoding != idemstore.EncodingNone {
 		// The store's item limit is lower than WithMaxResultSize allowed: keep the work
@@ -311,7 +335,11 @@ func (g *Guard) concludeCompletion(ctx context.Context, s settlement, err error)
 		bare := *s.done
 		bare.Data, bare.Encoding = nil, idemstore.EncodingNone
 		s.done = &bare
-		err = g.reportCompletion(ctx, s.l, s.done, s.attached, s.start, g.writeCompletion(ctx, s))
+		err = g.writeCompletion(ctx, s)
+		if cp, ok := err.(*completionPanic); ok { //nolint:errorlint // never wrapped
+			return g.concludePanicked(ctx, s, cp)
+		}
+		err = g.reportCompletion(ctx, s.l, s.done, s.attached, s.start, err)
 	}
 	if s.refused != nil && len(s.attached) > 0 && IsRefused(err) {
 		if rec, ok, cerr := g.completeRefused(ctx, s, err); ok {
@@ -322,7 +350,7 @@ func (g *Guard) concludeCompletion(ctx context.Context, s settlement, err error)
 		// Nothing committed, attached writes included: a retry may run again. Releasing
 		// also fences off an attempt of ours still in flight at the store; if one landed
 		// first, the release finds the record completed, and so did we.
-		switch rerr := g.releaseUncommitted(ctx, s, err); {
+		switch rerr := g.releaseUncommitted(ctx, s, err, false); {
 		case rerr == nil:
 			g.cfg.logger.InfoContext(ctx, "idem: nothing committed; key released", "key", s.l.key)
 		case errors.Is(rerr, errCompletedAfterAll):
@@ -336,6 +364,29 @@ func (g *Guard) concludeCompletion(ctx context.Context, s settlement, err error)
 		}
 	}
 	return s.done, err
+}
+
+// concludePanicked concludes the completion of s whose store call panicked, by what
+// reading the record back found (cp). The panic is the handler's failure, not the store's:
+//   - completed under our token: as a completion ([Guard.reportCompletion]), and nil;
+//   - still ours, in progress: nothing committed, so the key is released, [Hooks.OnReleased]
+//     saying the handler failed, and the error is the panic (nil if the release finds the
+//     record completed after all, wrapping [OpCommit] if the release fails);
+//   - otherwise the read-back's error (the read failed, or another owner holds the key:
+//     whether the writes committed is unknown), as a store failure.
+func (g *Guard) concludePanicked(ctx context.Context, s settlement, cp *completionPanic) (*idemstore.Record, error) {
+	if cp.readErr == nil || !errors.Is(cp.readErr, idemstore.ErrNotCommitted) {
+		return s.done, g.reportCompletion(ctx, s.l, s.done, s.attached, s.start, cp.readErr)
+	}
+	switch rerr := g.releaseUncommitted(ctx, s, cp.p, true); {
+	case rerr == nil:
+		g.cfg.logger.InfoContext(ctx, "idem: the completion panicked, nothing committed; key released", "key", s.l.key)
+		return s.done, cp.p
+	case errors.Is(rerr, errCompletedAfterAll):
+		return s.done, nil
+	default:
+		return s.done, &StoreError{Op: OpCommit, Err: releaseFailed(cp.p, rerr)}
+	}
 }
 
 // reportCompletion acts on err, the store's answer to completing rec: hooks, logs, and
@@ -376,13 +427,15 @@ func (g *Guard) reportCompletion(ctx context.Context, l *lease, rec *idemstore.R
 }
 
 // releaseUncommitted releases the key of a completion that committed nothing. The
-// release also fences off an attempt of ours still in flight at the store. It returns:
+// release also fences off an attempt of ours still in flight at the store. handlerFailed
+// says the cause is the handler's (a panic in its attached write), for [Hooks.OnReleased].
+// It returns:
 //   - nil: the key was released, or is another owner's (then no attempt of ours can land);
 //   - errCompletedAfterAll: the record is completed under our token (such an attempt
 //     landed before the release);
 //   - another error: the release failed, or answered lease lost and the record could not
 //     be read or is still ours: an attempt in flight may commit, or may have.
-func (g *Guard) releaseUncommitted(ctx context.Context, s settlement, cause error) error {
+func (g *Guard) releaseUncommitted(ctx context.Context, s settlement, cause error, handlerFailed bool) error {
 	cctx, cancel := detached(ctx)
 	defer cancel()
 	err := g.store.Release(cctx, s.l.key, s.l.token, g.now())
@@ -394,18 +447,18 @@ func (g *Guard) releaseUncommitted(ctx context.Context, s settlement, cause erro
 			g.fire(ctx, g.cfg.hooks.OnCompleted, s.start, Event{Key: s.l.key, HandlerDuration: s.l.handlerRan})
 			return errCompletedAfterAll
 		case gerr != nil:
-			g.reportRelease(ctx, s.l, s.start, cause, err, false)
+			g.reportRelease(ctx, s.l, s.start, cause, err, handlerFailed)
 			return fmt.Errorf("idem: the release answered lease lost, and reading the record failed: %w", gerr)
 		case cur == nil || cur.LeaseToken == s.done.LeaseToken:
 			// Gone, or ours in another state: whether an attempt of ours committed is
 			// not known.
-			g.reportRelease(ctx, s.l, s.start, cause, err, false)
+			g.reportRelease(ctx, s.l, s.start, cause, err, handlerFailed)
 			return errors.New("idem: the release answered lease lost, and the record does not show whether the completion committed")
 		}
 		// Released by an attempt of this release whose answer was lost, or another
 		// owner's: every completion of ours is conditional on our token, none can land.
 	}
-	g.reportRelease(ctx, s.l, s.start, cause, err, false)
+	g.reportRelease(ctx, s.l, s.start, cause, err, handlerFailed)
 	if err != nil && !errors.Is(err, ErrLeaseLost) {
 		return err
 	}

@@ -137,6 +137,12 @@ type Config struct {
 	// MaxSteps bounds the scheduling steps; zero means the default, 3000.
 	MaxSteps int
 
+	// AttachPanics makes an attached write whose condition would fail panic instead (a
+	// handler's bug), in its completion's transaction, which rolls back: nothing of the
+	// store call applies, and the panic goes on from it on the caller's goroutine. It draws
+	// nothing from the seed: a schedule is what it was, but for those writes.
+	AttachPanics bool
+
 	mutant string // see store.mutant
 }
 

@@ -152,6 +152,11 @@ func (w *world) handle(ctx context.Context, key string) (string, error) {
 	}
 	if p.attach && r.guarded {
 		token, fail := r.token, p.attachFail
+		if fail && w.cfg.AttachPanics {
+			// The write panics in the completion's transaction (a handler's bug), which
+			// rolls back: see store.panicIfPoisoned.
+			w.panicTokens.Store(token, r.id)
+		}
 		err := idem.Attach(ctx, func() error {
 			if fail {
 				return errAttach
@@ -164,6 +169,11 @@ func (w *world) handle(ctx context.Context, key string) (string, error) {
 			how = "ok, but its attached write fails"
 		}
 	}
-	ok = true
+	// A write that panics before its completion is sent: the ledger counts the run as
+	// failed, nothing of it ever reaching the store.
+	ok = !(p.attach && r.guarded && p.attachFail && w.cfg.AttachPanics)
+	if !ok {
+		how = "ok, but its attached write panics"
+	}
 	return fmt.Sprintf("%s#r%d", name, r.id), nil
 }

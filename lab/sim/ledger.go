@@ -168,6 +168,8 @@ type Stats struct {
 	// StreamPolls counts the claims of those invocations for a key a claim of theirs met
 	// before: the wait's polls; StreamTakeovers, the polls that claimed the key.
 	StreamPolls, StreamTakeovers int
+	// AttachPanics counts completions whose attached write panicked (Config.AttachPanics).
+	AttachPanics int
 }
 
 // ledger is the ground truth the invariants are checked against: every lease granted,
@@ -976,4 +978,11 @@ func runID(value string) int {
 		return 0
 	}
 	return id
+}
+
+// attachPanicked counts a completion whose attached write panicked.
+func (l *ledger) attachPanicked() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.stats.AttachPanics++
 }

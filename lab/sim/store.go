@@ -254,6 +254,7 @@ func (s *store) Get(ctx context.Context, key string) (*idemstore.Record, error) 
 // that answers nil (DynamoDB's transactions carry a client token to the same effect), and
 // so is its first attempt landing after it: memstore's Complete does both.
 func (s *store) Complete(ctx context.Context, rec *idemstore.Record, attached []any) error {
+	s.panicIfPoisoned(ctx, []*idemstore.Record{rec}, [][]any{attached})
 	a := actorOf(ctx)
 	sent := *rec
 	s.w.led.completeSent(s.w, a, []*idemstore.Record{rec})
@@ -453,6 +454,7 @@ func (s *batchStore) CompleteMany(ctx context.Context, recs []*idemstore.Record)
 // record alone with Complete and reads it back), a late answer; the caller may crash at any
 // of its points. The mutant complete-drops-attached drops the attached writes here too.
 func (s *batchStore) CompleteManyAttached(ctx context.Context, recs []*idemstore.Record, attached [][]any) []error {
+	s.panicIfPoisoned(ctx, recs, attached)
 	return s.completeMany(ctx, "completeManyAttached", recs, func(ctx context.Context, recs []*idemstore.Record, sub []int) []error {
 		if s.mutant == mutantCompleteDropsAttached {
 			return s.mem.CompleteManyAttached(ctx, recs, nil)
@@ -568,4 +570,19 @@ func (s *store) overwrite(key, token string, set func(*idemstore.Record)) error 
 func (s *store) truth(key string) *idemstore.Record {
 	rec, _ := s.mem.Get(context.Background(), key)
 	return rec
+}
+
+// panicIfPoisoned panics as an attached write whose handler drew a panic would, on the
+// caller's goroutine, in the transaction of the completion, which rolls back: the request
+// was sent, and nothing of it applies (PostgreSQL's Attach).
+func (s *store) panicIfPoisoned(ctx context.Context, recs []*idemstore.Record, attached [][]any) {
+	for i, r := range recs {
+		if i < len(attached) && len(attached[i]) > 0 {
+			if run, ok := s.w.panicTokens.Load(r.LeaseToken); ok {
+				s.w.led.completeSent(s.w, actorOf(ctx), recs)
+				s.w.led.attachPanicked()
+				panic(panicValue{run: run.(int)})
+			}
+		}
+	}
 }

@@ -119,6 +119,10 @@ type world struct {
 	wrng *rand.Rand
 	p    profile
 
+	// panicTokens holds the lease tokens of the completions whose attached write panics
+	// (Config.AttachPanics), each with its run's number.
+	panicTokens sync.Map
+
 	mu       sync.Mutex // guards what goroutines under test touch
 	now      time.Time  // true time
 	waiting  []*point

@@ -27,6 +27,7 @@ func main() {
 	d := flag.Duration("time", time.Minute, "how long a timed run lasts")
 	feats := flag.String("features", "all", "the features schedules may use, e.g. all,-crash or sqs,kill,late")
 	fail := flag.Bool("fail", false, "exit 1 if a schedule broke an invariant")
+	attachPanics := flag.Bool("attachpanic", false, "attached writes whose condition would fail panic instead (sim.Config.AttachPanics)")
 	twice := flag.Bool("twice", false, "run every seed twice and count the seeds whose traces differ (the determinism check)")
 	flag.Parse()
 	f, err := sim.ParseFeatures(*feats)
@@ -36,7 +37,7 @@ func main() {
 	}
 	defer sim.Prepare()()
 	if *seed != 0 {
-		r := sim.Run(sim.Config{Seed: *seed, Features: f})
+		r := sim.Run(sim.Config{Seed: *seed, Features: f, AttachPanics: *attachPanics})
 		fmt.Print(r.Report(0))
 		fmt.Printf("%d steps; stats %+v\n", r.Steps, r.Stats)
 		fmt.Printf("1 schedules, %d violations\n", len(r.Violations))
@@ -59,10 +60,10 @@ func main() {
 	)
 	began := time.Now()
 	for s := *start; time.Since(began) < *d; s++ {
-		r := sim.Run(sim.Config{Seed: s, Features: f})
+		r := sim.Run(sim.Config{Seed: s, Features: f, AttachPanics: *attachPanics})
 		n++
 		if *twice {
-			if again := sim.Run(sim.Config{Seed: s, Features: f}); again.TraceHash() != r.TraceHash() {
+			if again := sim.Run(sim.Config{Seed: s, Features: f, AttachPanics: *attachPanics}); again.TraceHash() != r.TraceHash() {
 				differ++
 				fmt.Printf("seed %d: two runs differ\n", s)
 			}
@@ -80,6 +81,7 @@ func main() {
 		total.StreamWaits += r.Stats.StreamWaits
 		total.StreamPolls += r.Stats.StreamPolls
 		total.StreamTakeovers += r.Stats.StreamTakeovers
+		total.AttachPanics += r.Stats.AttachPanics
 		if r.Stats.StreamInvocations > 0 {
 			streams++
 		}
