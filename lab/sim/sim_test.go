@@ -371,6 +371,15 @@ var simulationSeeds = []struct {
 	// lease less the margin (`-start=110000000 -time=8m -features=all`). The final phase
 	// now invokes the stream once the other finishers have ended.
 	{110283195, "all", "d.notSettled", false},
+	// The model's expectation (fixed in lab/sim): a sequential batch's deadline Settle
+	// lost d2's FAILED record (the lease was lost to another caller, which then completed
+	// d2); the duplicates of d2 called after it replayed their run's remembered failure,
+	// and the final Settle reported the lost lease for them. The simulation judged that
+	// replay against the records without that error, as it already did for a result. The
+	// duplicates' contexts had ended too, and the guard's select between the run and the
+	// context drew either, so the seed broke 0, 1 or 2 times from run to run (fixed in
+	// the guard: a finished run answers).
+	{170221822, "all", "b.replayDiffers", false},
 }
 
 // streamAlone is every feature but the kinds of caller other than the stream.
