@@ -92,8 +92,9 @@ func TestSimulation(t *testing.T) {
 	t.Logf("%d schedules, %d failed; violations by class: %v", n, failed, classes)
 }
 
-// TestSimulationDeterminism runs each seed twice and compares the traces: one seed must
-// decide everything, or a failing seed could not be replayed.
+// TestSimulationDeterminism runs each seed twice and compares the traces and violations
+// (Result.TraceHash): one seed must decide everything, or a failing seed could not be
+// replayed.
 func TestSimulationDeterminism(t *testing.T) {
 	defer sim.Prepare()()
 	n := 200
@@ -538,4 +539,18 @@ func TestSimulationStreamWaitNeverFailsOpenOverAMetKey(t *testing.T) {
 	t.Logf("fail-open runs %d, polls %d", total.Unguarded, total.StreamPolls)
 	require.Positive(t, total.Unguarded, "the guards failed open")
 	require.Positive(t, total.StreamPolls, "the invocations polled")
+}
+
+// TestSim170_TraceHashCountsViolations: two runs of one seed whose traces agree but whose
+// verdicts differ ran differently. Seed 170221822 broke an invariant 0, 1 or 2 times from
+// run to run with one trace (the answers of requests whose context ended are judged, not
+// traced), and the determinism check, comparing traces alone, passed it.
+func TestSim170_TraceHashCountsViolations(t *testing.T) {
+	trace := []string{"0.000s  seed 1", "0.100s  a1/do starts"}
+	v := sim.Violation{Invariant: "b.replayDiffers", Key: "d2", Detail: "replayed"}
+	clean := sim.Result{Seed: 1, Trace: trace}
+	once := sim.Result{Seed: 1, Trace: trace, Violations: []sim.Violation{v}}
+	twice := sim.Result{Seed: 1, Trace: trace, Violations: []sim.Violation{v, v}}
+	require.NotEqual(t, clean.TraceHash(), once.TraceHash())
+	require.NotEqual(t, once.TraceHash(), twice.TraceHash())
 }

@@ -27,7 +27,7 @@ func main() {
 	d := flag.Duration("time", time.Minute, "how long a timed run lasts")
 	feats := flag.String("features", "all", "the features schedules may use, e.g. all,-crash or sqs,kill,late")
 	fail := flag.Bool("fail", false, "exit 1 if a schedule broke an invariant")
-	twice := flag.Bool("twice", false, "run every seed twice and count the seeds whose traces differ (the determinism check)")
+	twice := flag.Bool("twice", false, "run every seed twice and count the seeds whose traces or violations differ (the determinism check)")
 	flag.Parse()
 	f, err := sim.ParseFeatures(*feats)
 	if err != nil {
