@@ -119,7 +119,8 @@ type batchItem struct {
 //     [ErrInProgress] or [ErrStore] came instead): an error wrapping that outcome's.
 //
 // A DoClaimed of a duplicate called while the key's run is under way waits for it, or
-// for its own context to end.
+// for its own context to end. Called once the run is over, it takes the outcome even if
+// its context has ended.
 //
 // A request whose key an earlier request of the batch carries with another fingerprint
 // is not a duplicate of it, and shares no run with it. Its DoClaimed waits for the key's
@@ -345,12 +346,17 @@ func sharedOutcome[T any](ctx context.Context, b *Batch, r, it *batchItem) (resu
 }
 
 // ranLeft waits for r's run to finish (or ctx to end) and returns the record it left, if
-// any: Settle replaces it under b.mu with the record it stored.
+// any: Settle replaces it under b.mu with the record it stored. A run already over
+// answers even on an ended ctx: a select between both, ready, would draw at random.
 func (b *Batch) ranLeft(ctx context.Context, r *batchItem) (*idemstore.Record, error) {
 	select {
 	case <-r.run:
-	case <-ctx.Done():
-		return nil, context.Cause(ctx)
+	default:
+		select {
+		case <-r.run:
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()

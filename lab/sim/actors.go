@@ -620,8 +620,12 @@ func (w *world) batchBody(a *actor, concurrent, early, loose bool) func(context.
 		others.Wait()
 		for i, r := range results {
 			err := r.err
-			if err == nil && errs[i] != nil {
-				// Not durably recorded (for every request that took part in its run).
+			var replayedFailure *idem.FailedError
+			if errs[i] != nil && (err == nil || errors.As(err, &replayedFailure)) {
+				// Not durably recorded (for every request that took part in its run): a
+				// result, or a duplicate's replay of its run's remembered failure, which
+				// the run's recording lost (see idem.Guard.Claim: Settle reports the run's
+				// recording error to every request that replayed it).
 				err = errs[i]
 			}
 			results[i].err = err

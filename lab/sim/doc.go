@@ -175,14 +175,16 @@
 //   - (b) every answer a caller got equals the recorded result: a computed result was
 //     recorded by its own run (b.answerNotRecorded, b.answerDiffers), a replay equals a
 //     recorded result or remembered failure (b.replayDiffers), recorded for the request's
-//     own body (b.answerOtherBody); idem.ErrPayloadMismatch only once a request with
-//     another body held the key (b.mismatchWithoutOther). The requests of one batch with
-//     one key and body run it at most once (b.batchRanTwice), and once one is answered a
-//     result, every other is answered that result unless its own context ended
-//     (b.batchDupDiffers): see idem.Guard.Claim. A Settle that answers nil for a request
-//     whose DoClaimed returned a result before that Settle began has it recorded
-//     (b.settleNotRecorded). A completion's first attempt is never sent already expired
-//     on its sender's clock (b.completedExpired: Settle counts the expiry from its
+//     own body (b.answerOtherBody); a batch request's result, or its replay of its run's
+//     remembered failure, is judged only if the final Settle reports no recording error
+//     for it (else it was not durable, and the caller learns so); idem.ErrPayloadMismatch
+//     only once a request with another body held the key (b.mismatchWithoutOther). The
+//     requests of one batch with one key and body run it at most once (b.batchRanTwice),
+//     and once one is answered a result, every other is answered that result unless its
+//     own context ended (b.batchDupDiffers): see idem.Guard.Claim. A Settle that answers
+//     nil for a request whose DoClaimed returned a result before that Settle began has it
+//     recorded (b.settleNotRecorded). A completion's first attempt is never sent already
+//     expired on its sender's clock (b.completedExpired: Settle counts the expiry from its
 //     recording).
 //   - (c) a checkpoint once acknowledged to its owner is seen (idem.LastCheckpoint at the
 //     handler's start) by every later owner of the key until it completes or expires, or

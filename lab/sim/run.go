@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"runtime/metrics"
+	"slices"
 	"strings"
 	"time"
 
@@ -34,12 +35,23 @@ type Result struct {
 // Failed reports whether the schedule broke an invariant.
 func (r *Result) Failed() bool { return len(r.Violations) > 0 }
 
-// TraceHash is a digest of the trace, to compare two runs of one seed.
+// TraceHash is a digest of the trace and the violations, to compare two runs of one
+// seed: a verdict on an answer judged but not traced (a request whose context ended)
+// must replay too. The violations count whatever order they were found in.
 func (r *Result) TraceHash() uint64 {
 	h := fnv.New64a()
 	for _, l := range r.Trace {
 		h.Write([]byte(l))
 		h.Write([]byte{'\n'})
+	}
+	vs := make([]string, len(r.Violations))
+	for i, v := range r.Violations {
+		vs[i] = v.Invariant + " " + v.Key + " " + v.Detail
+	}
+	slices.Sort(vs)
+	for _, v := range vs {
+		h.Write([]byte{0})
+		h.Write([]byte(v))
 	}
 	return h.Sum64()
 }

@@ -92,8 +92,9 @@ func TestSimulation(t *testing.T) {
 	t.Logf("%d schedules, %d failed; violations by class: %v", n, failed, classes)
 }
 
-// TestSimulationDeterminism runs each seed twice and compares the traces: one seed must
-// decide everything, or a failing seed could not be replayed.
+// TestSimulationDeterminism runs each seed twice and compares the traces and violations
+// (Result.TraceHash): one seed must decide everything, or a failing seed could not be
+// replayed.
 func TestSimulationDeterminism(t *testing.T) {
 	defer sim.Prepare()()
 	n := 200
@@ -371,6 +372,15 @@ var simulationSeeds = []struct {
 	// lease less the margin (`-start=110000000 -time=8m -features=all`). The final phase
 	// now invokes the stream once the other finishers have ended.
 	{110283195, "all", "d.notSettled", false},
+	// The model's expectation (fixed in lab/sim): a sequential batch's deadline Settle
+	// lost d2's FAILED record (the lease was lost to another caller, which then completed
+	// d2); the duplicates of d2 called after it replayed their run's remembered failure,
+	// and the final Settle reported the lost lease for them. The simulation judged that
+	// replay against the records without that error, as it already did for a result. The
+	// duplicates' contexts had ended too, and the guard's select between the run and the
+	// context drew either, so the seed broke 0, 1 or 2 times from run to run (fixed in
+	// the guard: a finished run answers).
+	{170221822, "all", "b.replayDiffers", false},
 }
 
 // streamAlone is every feature but the kinds of caller other than the stream.
@@ -557,4 +567,18 @@ func TestSimulationAttachPanics(t *testing.T) {
 	}
 	require.Positive(t, panics, "no attached write panicked")
 	t.Logf("%d schedules, %d completions whose attached write panicked; violations by class: %v", n, panics, classes)
+}
+
+// TestSim170_TraceHashCountsViolations: two runs of one seed whose traces agree but whose
+// verdicts differ ran differently. Seed 170221822 broke an invariant 0, 1 or 2 times from
+// run to run with one trace (the answers of requests whose context ended are judged, not
+// traced), and the determinism check, comparing traces alone, passed it.
+func TestSim170_TraceHashCountsViolations(t *testing.T) {
+	trace := []string{"0.000s  seed 1", "0.100s  a1/do starts"}
+	v := sim.Violation{Invariant: "b.replayDiffers", Key: "d2", Detail: "replayed"}
+	clean := sim.Result{Seed: 1, Trace: trace}
+	once := sim.Result{Seed: 1, Trace: trace, Violations: []sim.Violation{v}}
+	twice := sim.Result{Seed: 1, Trace: trace, Violations: []sim.Violation{v, v}}
+	require.NotEqual(t, clean.TraceHash(), once.TraceHash())
+	require.NotEqual(t, once.TraceHash(), twice.TraceHash())
 }

@@ -431,7 +431,18 @@ func (w *world) streamReported(a *actor, rep *batch.Report) {
 			b.WriteString("/" + string(o.Reason))
 		}
 	}
-	w.logf("%s reports%s; checkpoint to %d", a, b.String(), cp)
+	// Invocations that finish in one instant (woken by a context's end, not released from
+	// a point) log in the order the Go scheduler picks: the line waits, sorted (see note),
+	// unless the schedule is being shut down (no quiet world flushes notes then).
+	line := fmt.Sprintf("%s reports%s; checkpoint to %d", a, b.String(), cp)
+	w.mu.Lock()
+	shutdown := w.shutdown
+	w.mu.Unlock()
+	if shutdown {
+		w.logf("%s", line)
+	} else {
+		w.note(fmt.Sprintf("%03d 9 reports", a.id), line)
+	}
 	l := &w.led
 	l.mu.Lock()
 	defer l.mu.Unlock()

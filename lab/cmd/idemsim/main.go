@@ -28,7 +28,7 @@ func main() {
 	feats := flag.String("features", "all", "the features schedules may use, e.g. all,-crash or sqs,kill,late")
 	fail := flag.Bool("fail", false, "exit 1 if a schedule broke an invariant")
 	attachPanics := flag.Bool("attachpanic", false, "attached writes whose condition would fail panic instead (sim.Config.AttachPanics)")
-	twice := flag.Bool("twice", false, "run every seed twice and count the seeds whose traces differ (the determinism check)")
+	twice := flag.Bool("twice", false, "run every seed twice and count the seeds whose traces or violations differ (the determinism check)")
 	flag.Parse()
 	f, err := sim.ParseFeatures(*feats)
 	if err != nil {
