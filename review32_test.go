@@ -1,0 +1,79 @@
+package idem_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/memstore"
+)
+
+// review32Child names the environment variable under which a test runs its scenario in a
+// child test binary (started with a GODEBUG setting of its own).
+const review32Child = "IDEM_REVIEW32_CHILD"
+
+// runReview32Child runs the test named name again in a child process with GODEBUG set to
+// godebug and review32Child set, and fails with the child's output if the child fails.
+func runReview32Child(t *testing.T, name, godebug string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+name+"$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), review32Child+"=1", "GODEBUG="+godebug)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "the child (GODEBUG=%s) failed:\n%s", godebug, out)
+}
+
+// TestReview32_PanicNilInAttachedWriteIsNotASuccess: a program built with panicnil=1 (a
+// supported GODEBUG setting: `godebug panicnil=1` in go.mod, or //go:debug panicnil=1)
+// gets nil from recover() after panic(nil). The guard's recovered() takes "recover()
+// returned nil" for "no panic", so an attached write that panics with nil is taken for a
+// completion that returned nil: Do returns the result as recorded, fires OnCompleted and
+// caches it, while the store still holds the record in progress. Every retry then meets
+// ErrInProgress until the lease ends, and the takeover runs the handler again: a double
+// execution after a success answer.
+//
+// Expected: a panic is detected whatever its value (a flag set after the store call
+// returns, not recover() != nil), so panic(nil) is concluded as every other panic: the
+// record read back, the key released, and Do panics again (never returns success).
+func TestReview32_PanicNilInAttachedWriteIsNotASuccess(t *testing.T) {
+	if os.Getenv(review32Child) == "" {
+		t.Parallel()
+		runReview32Child(t, t.Name(), "panicnil=1")
+		return
+	}
+	store := memstore.New()
+	completed := 0
+	g, err := idem.New(store, "test", idem.WithScope("test"), idem.WithLease(time.Minute),
+		idem.WithHooks(idem.Hooks{OnCompleted: func(context.Context, idem.Event) { completed++ }}))
+	require.NoError(t, err)
+	req := idem.Request{Key: "k"}
+
+	returned := false
+	var doErr error
+	func() {
+		defer func() { _ = recover() }() // nil under panicnil=1: returned tells
+		_, _, doErr = idem.Do(context.Background(), g, req, func(ctx context.Context) (int, error) {
+			return 1, idem.Attach(ctx, func() error { panic(nil) }) //nolint:govet // the point
+		})
+		returned = true
+	}()
+	assert.False(t, returned && doErr == nil,
+		"Do reported success for a completion whose attached write panicked (with nil)")
+	assert.Zero(t, completed, "OnCompleted fired for a completion that never committed")
+
+	runs := 0
+	_, _, err = idem.Do(context.Background(), g, req, func(context.Context) (int, error) {
+		runs++
+		return 2, nil
+	})
+	assert.False(t, errors.Is(err, idem.ErrInProgress),
+		"the key is left in progress after a 'successful' completion: a retry waits for the "+
+			"lease, then the takeover runs the handler again (err %v)", err)
+	assert.Equal(t, 1, runs, "the retry runs the handler: the key was released")
+}
