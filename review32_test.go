@@ -5,6 +5,8 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -76,4 +78,43 @@ func TestReview32_PanicNilInAttachedWriteIsNotASuccess(t *testing.T) {
 		"the key is left in progress after a 'successful' completion: a retry waits for the "+
 			"lease, then the takeover runs the handler again (err %v)", err)
 	assert.Equal(t, 1, runs, "the retry runs the handler: the key was released")
+}
+
+// TestReview32_GoexitInSettlesAttachedCallIsResent: Settle makes the batched store call
+// with attached writes (here holding one record alone: the other attached nothing) on a goroutine of its own, under recovered(). A write that calls
+// runtime.Goexit (t.FailNow, t.SkipNow in a test's write; any library doing so) ends
+// that goroutine without a panic: recover() returns nil, attachedResults is never set, and
+// settleBatchWritten takes the missing answers for errCount, a store failure it resends.
+// The completion, whose writes ran (the Goexit came after the write's effect), is sent
+// again on the caller's goroutine and its writes run a second time, though the call held
+// this record alone ("never resent: its writes may have run"). A write that always exits
+// so would end the caller's goroutine too: Settle never returns, it.recording never
+// closed for an overlapping Settle.
+//
+// Expected: a store call that did not return normally (panic or Goexit) is an unknown
+// outcome, never resent: read back and concluded as a panic (the request fails), so the
+// write runs once.
+func TestReview32_GoexitInSettlesAttachedCallIsResent(t *testing.T) {
+	t.Parallel()
+	g, err := idem.New(memstore.New(), "test", idem.WithScope("test"))
+	require.NoError(t, err)
+	var calls atomic.Int32
+	write := func() error {
+		if calls.Add(1) == 1 {
+			runtime.Goexit() // after the write's effect (the count)
+		}
+		return nil
+	}
+	var errs []error
+	done := make(chan struct{})
+	go func() { // Settle's caller: a Goexit resent onto it ends it
+		defer close(done)
+		errs = settleAttached(t, g, []string{"k", "plain"}, []func() error{write, nil})
+	}()
+	<-done
+	assert.EqualValues(t, 1, calls.Load(),
+		"the write ran again: the completion was resent after its call ended without returning")
+	require.Len(t, errs, 2)
+	assert.Error(t, errs[0], "a completion whose store call never returned is no success")
+	assert.NoError(t, errs[1], "the request beside it")
 }
