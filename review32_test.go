@@ -83,7 +83,8 @@ func TestReview32_PanicNilInAttachedWriteIsNotASuccess(t *testing.T) {
 // TestReview32_GoexitInSettlesAttachedCallIsResent: Settle makes the batched store call
 // with attached writes (here holding one record alone: the other attached nothing) on a
 // goroutine of its own, under recovered(). A write that calls runtime.Goexit (t.FailNow,
-// t.SkipNow in a test's write; any library doing so) ends that goroutine without a panic: recover() returns nil, attachedResults is never set, and
+// t.SkipNow in a test's write; any library doing so) ends that goroutine without a panic:
+// recover() returns nil, attachedResults is never set, and
 // settleBatchWritten takes the missing answers for errCount, a store failure it resends.
 // The completion, whose writes ran (the Goexit came after the write's effect), is sent
 // again on the caller's goroutine and its writes run a second time, though the call held
