@@ -119,3 +119,42 @@ func TestReview32_GoexitInSettlesAttachedCallIsResent(t *testing.T) {
 	assert.Error(t, errs[0], "a completion whose store call never returned is no success")
 	assert.NoError(t, errs[1], "the request beside it")
 }
+
+// TestReview32_GoexitInDosAttachedWriteLeavesTheKeyInProgress: a handler that calls
+// runtime.Goexit has its key released (runHandler's deferred release runs as the goroutine
+// unwinds), but a write it attached that calls Goexit as Do completes unwinds through
+// recovered() unseen: nothing reads the record back or releases the key, and OnRunEnd never
+// fires. The key stays in progress until its lease ends, so every retry meanwhile gets
+// ErrInProgress, and the run opened by OnRun is never ended.
+//
+// Expected: a completion whose store call did not return (panic or Goexit) is concluded as
+// a panic is before the goroutine goes: read back, key released (OnReleased with
+// HandlerFailed), OnRunEnd fired; a retry runs the handler.
+func TestReview32_GoexitInDosAttachedWriteLeavesTheKeyInProgress(t *testing.T) {
+	t.Parallel()
+	var runEnds, releases atomic.Int32
+	g, err := idem.New(memstore.New(), "test", idem.WithScope("test"), idem.WithLease(time.Hour),
+		idem.WithHooks(idem.Hooks{
+			OnRunEnd:   func(context.Context, idem.Event) { runEnds.Add(1) },
+			OnReleased: func(context.Context, idem.Event) { releases.Add(1) },
+		}))
+	require.NoError(t, err)
+	req := idem.Request{Key: "k"}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _, _ = idem.Do(context.Background(), g, req, func(ctx context.Context) (int, error) {
+			return 1, idem.Attach(ctx, func() error { runtime.Goexit(); return nil })
+		})
+	}()
+	<-done
+	assert.EqualValues(t, 1, runEnds.Load(), "OnRunEnd for the run whose completion exited")
+	assert.EqualValues(t, 1, releases.Load(), "the key released: nothing committed")
+	runs := 0
+	_, _, err = idem.Do(context.Background(), g, req, func(context.Context) (int, error) {
+		runs++
+		return 2, nil
+	})
+	require.NoError(t, err, "the retry meets the key in progress until its lease (an hour) ends")
+	assert.Equal(t, 1, runs)
+}
