@@ -158,3 +158,42 @@ func TestReview32_GoexitInDosAttachedWriteLeavesTheKeyInProgress(t *testing.T) {
 	require.NoError(t, err, "the retry meets the key in progress until its lease (an hour) ends")
 	assert.Equal(t, 1, runs)
 }
+
+// TestReview32_PanicNilInSettlesAttachedWriteIsNotASuccess: the batch path of the hole
+// above. Under panicnil=1, Settle's goroutine recovers nil from panic(nil): attachedResults
+// is never set, the missing answer is taken for errCount (a store failure) and the
+// completion is resent on the caller's goroutine, where the write panics with nil again
+// and writeCompletion, its err never assigned, takes it for a nil answer. Settle reports
+// the request recorded (nil), the write ran twice, and the record is still in progress:
+// the caller acknowledges the message, and a redelivery after the lease runs it again.
+//
+// Expected: a panic is detected whatever its value, so the request fails with an
+// *idem.AttachPanicError, its write runs once (the call held it alone) and its key is
+// released.
+func TestReview32_PanicNilInSettlesAttachedWriteIsNotASuccess(t *testing.T) {
+	if os.Getenv(review32Child) == "" {
+		t.Parallel()
+		runReview32Child(t, t.Name(), "panicnil=1")
+		return
+	}
+	g, err := idem.New(memstore.New(), "test", idem.WithScope("test"), idem.WithLease(time.Minute))
+	require.NoError(t, err)
+	var calls atomic.Int32
+	errs := settleAttached(t, g, []string{"k", "plain"}, []func() error{func() error {
+		calls.Add(1)
+		panic(nil) //nolint:govet // the point
+	}, nil})
+	require.Len(t, errs, 2)
+	var ap *idem.AttachPanicError
+	assert.ErrorAs(t, errs[0], &ap, "Settle reported a completion whose write panicked (with nil)")
+	assert.NoError(t, errs[1])
+	assert.EqualValues(t, 1, calls.Load(), "the write ran again: the call was resent")
+
+	runs := 0
+	_, _, err = idem.Do(context.Background(), g, idem.Request{Key: "k"}, func(context.Context) (int, error) {
+		runs++
+		return 2, nil
+	})
+	assert.NotErrorIs(t, err, idem.ErrInProgress, "the key is left in progress after a reported success")
+	assert.Equal(t, 1, runs, "the retry runs the handler: the key was released")
+}
