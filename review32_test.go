@@ -3,6 +3,7 @@ package idem_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idem"
+	"github.com/idemkit/idem/idemstore"
 	"github.com/idemkit/idem/memstore"
 )
 
@@ -196,4 +198,35 @@ func TestReview32_PanicNilInSettlesAttachedWriteIsNotASuccess(t *testing.T) {
 	})
 	assert.NotErrorIs(t, err, idem.ErrInProgress, "the key is left in progress after a reported success")
 	assert.Equal(t, 1, runs, "the retry runs the handler: the key was released")
+}
+
+// TestReview32_AttachPanicWithANotCommittedValueIsStillTheHandlers: an attached write that
+// panics with an error wrapping idemstore.ErrNotCommitted (a write that calls another
+// store and panics with its error, `if err != nil { panic(err) }`) is released with
+// HandlerFailed false: reportRelease takes its cause, the *idem.AttachPanicError, for the
+// store's "nothing committed", because AttachPanicError.Unwrap reaches the panic value. The
+// hooks then count a handler's bug as a store refusal.
+//
+// Expected (fix31's promise): a panic in an attached write releases the key with
+// HandlerFailed true and Err the *idem.AttachPanicError, whatever the panic's value.
+func TestReview32_AttachPanicWithANotCommittedValueIsStillTheHandlers(t *testing.T) {
+	t.Parallel()
+	var events []idem.Event
+	g, err := idem.New(memstore.New(), "test", idem.WithScope("test"), idem.WithHooks(idem.Hooks{
+		OnReleased: func(_ context.Context, e idem.Event) { events = append(events, e) },
+	}))
+	require.NoError(t, err)
+	value := fmt.Errorf("another store refused: %w", idemstore.ErrNotCommitted)
+	var got any
+	func() {
+		defer func() { got = recover() }()
+		_, _, _ = idem.Do(context.Background(), g, idem.Request{Key: "k"}, func(ctx context.Context) (int, error) {
+			return 1, idem.Attach(ctx, func() error { panic(value) })
+		})
+	}()
+	require.Equal(t, value, got, "Do panics again with the value")
+	require.Len(t, events, 1, "the key released once")
+	var ap *idem.AttachPanicError
+	assert.ErrorAs(t, events[0].Err, &ap)
+	assert.True(t, events[0].HandlerFailed, "a panic in an attached write is the handler's failure")
 }
