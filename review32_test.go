@@ -63,7 +63,7 @@ func TestReview32_PanicNilInAttachedWriteIsNotASuccess(t *testing.T) {
 	func() {
 		defer func() { _ = recover() }() // nil under panicnil=1: returned tells
 		_, _, doErr = idem.Do(context.Background(), g, req, func(ctx context.Context) (int, error) {
-			return 1, idem.Attach(ctx, func() error { panic(nil) }) //nolint:govet // the point
+			return 1, idem.Attach(ctx, func() error { panic(nil) })
 		})
 		returned = true
 	}()
@@ -183,7 +183,7 @@ func TestReview32_PanicNilInSettlesAttachedWriteIsNotASuccess(t *testing.T) {
 	var calls atomic.Int32
 	errs := settleAttached(t, g, []string{"k", "plain"}, []func() error{func() error {
 		calls.Add(1)
-		panic(nil) //nolint:govet // the point
+		panic(nil)
 	}, nil})
 	require.Len(t, errs, 2)
 	var ap *idem.AttachPanicError
