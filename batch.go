@@ -562,15 +562,20 @@ func (b *Batch) Settle(ctx context.Context) []error {
 			for n, j := range attached {
 				recs[n], writes[n] = done[j].done, done[j].attached
 			}
-			p := recovered(func() {
-				attachedResults = bs.(idemstore.BatchAttachStore).CompleteManyAttached(cctx, recs, writes)
-			})
-			if p != nil {
-				// Unknown for every record of the call: settleBatchWritten learns each one's.
+			// A call that did not return (a panic, or runtime.Goexit, after which wg.Done
+			// still runs) is unknown for every record of it: settleBatchWritten learns each
+			// one's.
+			unknown := func(p *AttachPanicError) {
 				attachedResults = make([]error, len(attached))
 				for n := range attachedResults {
 					attachedResults[n] = p
 				}
+			}
+			p := recovered(func() {
+				attachedResults = bs.(idemstore.BatchAttachStore).CompleteManyAttached(cctx, recs, writes)
+			}, unknown)
+			if p != nil {
+				unknown(p)
 			}
 		}()
 	}
@@ -687,16 +692,35 @@ func (b *Batch) settleBatchWritten(ctx context.Context, done []*settlement, done
 	}
 }
 
-// recovered calls f and returns the panic it recovers, if any, as an [*AttachPanicError].
-func recovered(f func()) (p *AttachPanicError) {
+// recovered calls f and returns, if f did not return normally, its panic as an
+// [*AttachPanicError], whatever the value (nil too: panic(nil) under GODEBUG=panicnil=1).
+// Whether f returned is known from a flag set after it, never from recover's value. If f
+// calls [runtime.Goexit], recovered cannot return: it calls exited (if not nil) with an
+// [*AttachPanicError] whose Value is [errGoexit] while the goroutine goes on exiting.
+func recovered(f func(), exited func(*AttachPanicError)) (p *AttachPanicError) {
+	returned, caught := false, false
 	defer func() {
-		if v := recover(); v != nil {
-			p = &AttachPanicError{Value: v, Stack: debug.Stack()}
+		if !returned && !caught && exited != nil {
+			p.Value = errGoexit // runtime.Goexit: a panic would have been caught below
+			exited(p)
 		}
 	}()
-	f()
-	return nil
+	func() {
+		defer func() {
+			if !returned {
+				p = &AttachPanicError{Value: recover(), Stack: debug.Stack()}
+			}
+		}()
+		f()
+		returned = true
+	}()
+	caught = !returned
+	return p
 }
+
+// errGoexit is the Value of the [*AttachPanicError] for a store call that called
+// [runtime.Goexit] (an attached write's t.FailNow, say) and so never returned.
+var errGoexit = errors.New("idem: the completion with attached writes called runtime.Goexit")
 
 var errRunTwice = errors.New("idem: DoClaimed called twice for one request")
 

@@ -189,7 +189,10 @@ func (g *Guard) writeCompletion(ctx context.Context, s settlement) error {
 	wait := completeBackoff
 	for attempt := 1; ; attempt++ {
 		var err error
-		if p := recovered(func() { err = g.store.Complete(cctx, s.done, s.attached) }); p != nil {
+		// A call that calls runtime.Goexit never returns here, and the goroutine goes: the
+		// completion is concluded as after a panic before it does.
+		exited := func(p *AttachPanicError) { _, _ = g.settleWritten(ctx, s, g.completionPanicked(ctx, s, p)) }
+		if p := recovered(func() { err = g.store.Complete(cctx, s.done, s.attached) }, exited); p != nil {
 			return g.completionPanicked(ctx, s, p) // never resent: its writes may have run
 		}
 		if err == nil || !resendable(err) {
