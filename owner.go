@@ -487,7 +487,10 @@ func (g *Guard) releaseKey(ctx context.Context, l *lease, start time.Time, cause
 func (g *Guard) reportRelease(ctx context.Context, l *lease, start time.Time, cause, err error, handlerFailed bool) {
 	switch {
 	case err == nil:
-		failed := handlerFailed && !errors.Is(cause, idemstore.ErrNotCommitted)
+		// An attached write's panic is the handler's whatever its value wraps (Unwrap
+		// reaches the value, maybe another store's ErrNotCommitted).
+		var ap *AttachPanicError
+		failed := handlerFailed && (errors.As(cause, &ap) || !errors.Is(cause, idemstore.ErrNotCommitted))
 		g.fire(ctx, g.cfg.hooks.OnReleased, start, Event{Key: l.key, Err: cause, HandlerDuration: l.handlerRan, HandlerFailed: failed})
 	case errors.Is(err, ErrLeaseLost):
 		g.leaseLost(ctx, l, start, Event{Err: err, HandlerDuration: l.handlerRan})
