@@ -650,6 +650,22 @@ func (b *Batch) stamped(it *batchItem, now time.Time) *settlement {
 // and keeps each request's error ([Guard.settleWritten]).
 func (b *Batch) settleBatchWritten(ctx context.Context, done []*settlement, doneIdx, which []int, results []error) {
 	g := b.g
+	next := 0 // the first of which whose recording is open
+	defer func() {
+		if next == len(which) {
+			return
+		}
+		// Not returned (runtime.Goexit in a resend's attached write, concluded as a panic
+		// by writeCompletion, or a panic in a hook): the goroutine goes, but a Settle that
+		// waits for these recordings must not wait for ever. Their outcome is unknown.
+		b.mu.Lock()
+		for _, j := range which[next:] {
+			it := &b.items[doneIdx[j]]
+			it.settleErr = &StoreError{Op: OpCommit, Err: errSettleExited}
+			close(it.recording)
+		}
+		b.mu.Unlock()
+	}()
 	for n, j := range which {
 		var err error = errCount
 		if len(results) == len(which) {
@@ -688,6 +704,7 @@ func (b *Batch) settleBatchWritten(ctx context.Context, done []*settlement, done
 			it.left = recorded
 		}
 		close(it.recording)
+		next = n + 1
 		b.mu.Unlock()
 	}
 }
@@ -721,6 +738,8 @@ func recovered(f func(), exited func(*AttachPanicError)) (p *AttachPanicError) {
 // errGoexit is the Value of the [*AttachPanicError] for a store call that called
 // [runtime.Goexit] (an attached write's t.FailNow, say) and so never returned.
 var errGoexit = errors.New("idem: the completion with attached writes called runtime.Goexit")
+
+var errSettleExited = errors.New("idem: Settle's goroutine exited before this outcome was recorded")
 
 var errRunTwice = errors.New("idem: DoClaimed called twice for one request")
 
