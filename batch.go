@@ -562,15 +562,20 @@ func (b *Batch) Settle(ctx context.Context) []error {
 			for n, j := range attached {
 				recs[n], writes[n] = done[j].done, done[j].attached
 			}
-			p := recovered(func() {
-				attachedResults = bs.(idemstore.BatchAttachStore).CompleteManyAttached(cctx, recs, writes)
-			})
-			if p != nil {
-				// Unknown for every record of the call: settleBatchWritten learns each one's.
+			// A call that did not return (a panic, or runtime.Goexit, after which wg.Done
+			// still runs) is unknown for every record of it: settleBatchWritten learns each
+			// one's.
+			unknown := func(p *AttachPanicError) {
 				attachedResults = make([]error, len(attached))
 				for n := range attachedResults {
 					attachedResults[n] = p
 				}
+			}
+			p := recovered(func() {
+				attachedResults = bs.(idemstore.BatchAttachStore).CompleteManyAttached(cctx, recs, writes)
+			}, unknown)
+			if p != nil {
+				unknown(p)
 			}
 		}()
 	}
@@ -645,6 +650,22 @@ func (b *Batch) stamped(it *batchItem, now time.Time) *settlement {
 // and keeps each request's error ([Guard.settleWritten]).
 func (b *Batch) settleBatchWritten(ctx context.Context, done []*settlement, doneIdx, which []int, results []error) {
 	g := b.g
+	next := 0 // the first of which whose recording is open
+	defer func() {
+		if next == len(which) {
+			return
+		}
+		// Not returned (runtime.Goexit in a resend's attached write, concluded as a panic
+		// by writeCompletion, or a panic in a hook): the goroutine goes, but a Settle that
+		// waits for these recordings must not wait for ever. Their outcome is unknown.
+		b.mu.Lock()
+		for _, j := range which[next:] {
+			it := &b.items[doneIdx[j]]
+			it.settleErr = &StoreError{Op: OpCommit, Err: errSettleExited}
+			close(it.recording)
+		}
+		b.mu.Unlock()
+	}()
 	for n, j := range which {
 		var err error = errCount
 		if len(results) == len(which) {
@@ -683,20 +704,42 @@ func (b *Batch) settleBatchWritten(ctx context.Context, done []*settlement, done
 			it.left = recorded
 		}
 		close(it.recording)
+		next = n + 1
 		b.mu.Unlock()
 	}
 }
 
-// recovered calls f and returns the panic it recovers, if any, as an [*AttachPanicError].
-func recovered(f func()) (p *AttachPanicError) {
+// recovered calls f and returns, if f did not return normally, its panic as an
+// [*AttachPanicError], whatever the value (nil too: panic(nil) under GODEBUG=panicnil=1).
+// Whether f returned is known from a flag set after it, never from recover's value. If f
+// calls [runtime.Goexit], recovered cannot return: it calls exited (if not nil) with an
+// [*AttachPanicError] whose Value is [errGoexit] while the goroutine goes on exiting.
+func recovered(f func(), exited func(*AttachPanicError)) (p *AttachPanicError) {
+	returned, caught := false, false
 	defer func() {
-		if v := recover(); v != nil {
-			p = &AttachPanicError{Value: v, Stack: debug.Stack()}
+		if !returned && !caught && exited != nil {
+			p.Value = errGoexit // runtime.Goexit: a panic would have been caught below
+			exited(p)
 		}
 	}()
-	f()
-	return nil
+	func() {
+		defer func() {
+			if !returned {
+				p = &AttachPanicError{Value: recover(), Stack: debug.Stack()}
+			}
+		}()
+		f()
+		returned = true
+	}()
+	caught = !returned
+	return p
 }
+
+// errGoexit is the Value of the [*AttachPanicError] for a store call that called
+// [runtime.Goexit] (an attached write's t.FailNow, say) and so never returned.
+var errGoexit = errors.New("idem: the completion with attached writes called runtime.Goexit")
+
+var errSettleExited = errors.New("idem: Settle's goroutine exited before this outcome was recorded")
 
 var errRunTwice = errors.New("idem: DoClaimed called twice for one request")
 

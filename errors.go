@@ -144,7 +144,8 @@ func (e *FailedError) Is(target error) bool { return target == ErrFailed }
 // the caller's goroutine, release the key the same way and panic again with its value, as
 // a handler's panic goes on.
 type AttachPanicError struct {
-	// Value is the value passed to panic.
+	// Value is the value passed to panic (nil: panic(nil) under GODEBUG=panicnil=1), or an
+	// error saying the call ended with runtime.Goexit.
 	Value any
 	// Stack is the panicking goroutine's stack trace.
 	Stack []byte

@@ -189,7 +189,10 @@ func (g *Guard) writeCompletion(ctx context.Context, s settlement) error {
 	wait := completeBackoff
 	for attempt := 1; ; attempt++ {
 		var err error
-		if p := recovered(func() { err = g.store.Complete(cctx, s.done, s.attached) }); p != nil {
+		// A call that calls runtime.Goexit never returns here, and the goroutine goes: the
+		// completion is concluded as after a panic before it does.
+		exited := func(p *AttachPanicError) { _, _ = g.settleWritten(ctx, s, g.completionPanicked(ctx, s, p)) }
+		if p := recovered(func() { err = g.store.Complete(cctx, s.done, s.attached) }, exited); p != nil {
 			return g.completionPanicked(ctx, s, p) // never resent: its writes may have run
 		}
 		if err == nil || !resendable(err) {
@@ -484,7 +487,10 @@ func (g *Guard) releaseKey(ctx context.Context, l *lease, start time.Time, cause
 func (g *Guard) reportRelease(ctx context.Context, l *lease, start time.Time, cause, err error, handlerFailed bool) {
 	switch {
 	case err == nil:
-		failed := handlerFailed && !errors.Is(cause, idemstore.ErrNotCommitted)
+		// An attached write's panic is the handler's whatever its value wraps (Unwrap
+		// reaches the value, maybe another store's ErrNotCommitted).
+		var ap *AttachPanicError
+		failed := handlerFailed && (errors.As(cause, &ap) || !errors.Is(cause, idemstore.ErrNotCommitted))
 		g.fire(ctx, g.cfg.hooks.OnReleased, start, Event{Key: l.key, Err: cause, HandlerDuration: l.handlerRan, HandlerFailed: failed})
 	case errors.Is(err, ErrLeaseLost):
 		g.leaseLost(ctx, l, start, Event{Err: err, HandlerDuration: l.handlerRan})

@@ -128,7 +128,7 @@ func (b *batch) settle(ctx context.Context) {
 		case o.Status == StatusRan && st.claim >= 0 && errs[st.claim] != nil:
 			err := errs[st.claim]
 			var ap *idem.AttachPanicError
-			if errors.As(err, &ap) && !errors.Is(err, idem.ErrStore) {
+			if errors.As(err, &ap) && !storeOutsidePanic(err) {
 				// An attached write panicked, and the key was released: the handler's
 				// failure, as a panic in the handler (or, without a deadline, in the
 				// completion, which the guard lets go on) is.
@@ -140,4 +140,34 @@ func (b *batch) settle(ctx context.Context) {
 			b.fail(o, ReasonDuplicateFailed, duplicateFailed(b.out[st.dupOf]))
 		}
 	}
+}
+
+// storeOutsidePanic reports whether err wraps [idem.ErrStore] other than through an
+// [*idem.AttachPanicError], whose Unwrap reaches the panic's value: a write that panics
+// with a store's error is still a panic, its key released.
+func storeOutsidePanic(err error) bool {
+	if err == nil {
+		return false
+	}
+	if _, ok := err.(*idem.AttachPanicError); ok { //nolint:errorlint // this node alone
+		return false
+	}
+	if err == idem.ErrStore { //nolint:errorlint // this node alone
+		return true
+	}
+	if x, ok := err.(interface{ Is(error) bool }); ok && x.Is(idem.ErrStore) {
+		return true
+	}
+	switch u := err.(type) { //nolint:errorlint // walking the tree
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			if storeOutsidePanic(e) {
+				return true
+			}
+		}
+		return false
+	case interface{ Unwrap() error }:
+		return storeOutsidePanic(u.Unwrap())
+	}
+	return false
 }
