@@ -533,6 +533,23 @@ func (b *Batch) Settle(ctx context.Context) []error {
 		}
 	}
 	b.mu.Unlock()
+	// However Settle leaves (a hook that panics or calls runtime.Goexit while it concludes
+	// another outcome), every recording it opened is closed, so that a later or overlapping
+	// Settle waiting for one never waits for ever; one it had not concluded is unknown.
+	// Recordings are closed only under b.mu, so the check below is exact.
+	defer func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		for _, i := range doneIdx {
+			it := &b.items[i]
+			select {
+			case <-it.recording:
+			default:
+				it.settleErr = &StoreError{Op: OpCommit, Err: errSettleExited}
+				close(it.recording)
+			}
+		}
+	}()
 
 	cctx, cancel := detached(ctx)
 	defer cancel()
